@@ -1,0 +1,62 @@
+# Set-up is part of every target: Debian packages with apt-get, Python packages with pip into
+# $(VENV), an incremental editable build. Each step is skipped when already done.
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+VENV      ?= .venv
+PY        := $(VENV)/bin/python
+PIP       := $(PY) -m pip --disable-pip-version-check
+BUILD_DIR := build/dev
+EXTRAS    ?= dev,notebook
+DEB_PKGS  := g++ pkg-config libboost-graph-dev libhowardhinnant-date-dev libfmt-dev \
+             libxxhash-dev libgtest-dev tzdata
+INSTALLED := $(VENV)/.installed
+DEPS_OK   := $(VENV)/.deps
+SOURCES   := $(shell find cpp python -type f -not -name '*.pyc' -not -path '*/__pycache__/*' 2>/dev/null)
+DEMO_ARGS ?=
+
+.PHONY: demo test setup apt bench clean cpp-test py-test
+
+demo: setup
+	$(VENV)/bin/backfill demo $(DEMO_ARGS)
+
+test: setup
+	@echo "== GoogleTest (ctest) =="
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
+	@echo "== pytest =="
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: setup
+	for b in benchmarks/*_bench.py; do $(PY) $$b || exit 1; done
+
+setup: apt $(INSTALLED)
+
+# dpkg-query is fast; apt-get runs only when something is missing.
+apt:
+	@missing=$$(for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install $$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(PY):
+	python3 -m venv $(VENV)
+
+# Third-party Python packages: reinstalled only when pyproject.toml changes.
+$(DEPS_OK): pyproject.toml | $(PY)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "scikit-build-core>=0.10" "pybind11>=3.0" "cmake>=3.24" ninja
+	$(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]" -Cbuild-dir=$(BUILD_DIR) \
+	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
+	touch $@
+
+# Our package: an editable install whose CMake build directory is kept, so a rebuild is incremental.
+$(INSTALLED): $(DEPS_OK) CMakeLists.txt $(SOURCES) $(wildcard tests/cpp/*.cpp)
+	$(PIP) install -q --no-build-isolation --no-deps -e . -Cbuild-dir=$(BUILD_DIR) \
+	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
+	touch $@
+
+clean:
+	rm -rf build $(VENV)
