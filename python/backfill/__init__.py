@@ -15,6 +15,8 @@ except ImportError as exc:  # pragma: no cover - only without a build
     ) from exc
 
 from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
+from ._arrow import ArrowTable
+from .diffing import DiffResult, DiffSummary, diff
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -22,6 +24,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GRAINS",
+    "ArrowTable",
+    "DiffResult",
+    "DiffSummary",
+    "diff",
     "BackfillError",
     "ConflictError",
     "CycleError",

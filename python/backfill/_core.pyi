@@ -85,3 +85,20 @@ class ArrowTable:
 
 def arrow_copy(table: Any) -> ArrowTable: ...
 def _arrow_builder_sample() -> ArrowTable: ...
+
+def diff(
+    old: Any,
+    new: Any,
+    key: list[str],
+    columns: list[str] | None = None,
+    exclude: list[str] = ...,
+    partition_by: str | None = None,
+    grain: str = "day",
+    tz: str | None = None,
+    tolerance: dict[str, tuple[float, float]] = ...,
+    default_tolerance: tuple[float, float] | None = None,
+    measures: list[str] | None = None,
+    sample: int = 10,
+    on_duplicate: str = "error",
+    threads: int = 0,
+) -> dict[str, Any]: ...
