@@ -17,6 +17,7 @@ except ImportError as exc:  # pragma: no cover - only without a build
 from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
 from ._arrow import ArrowTable
 from .diffing import DiffResult, DiffSummary, diff
+from .fingerprinting import Fingerprint, fingerprint
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -27,7 +28,9 @@ __all__ = [
     "ArrowTable",
     "DiffResult",
     "DiffSummary",
+    "Fingerprint",
     "diff",
+    "fingerprint",
     "BackfillError",
     "ConflictError",
     "CycleError",

@@ -102,3 +102,13 @@ def diff(
     on_duplicate: str = "error",
     threads: int = 0,
 ) -> dict[str, Any]: ...
+
+def fingerprint(
+    table: Any,
+    columns: list[str] | None = None,
+    partition_by: str | None = None,
+    grain: str = "day",
+    tz: str | None = None,
+    threads: int = 0,
+) -> dict[str, Any]: ...
+def _fingerprint_columns_table(names: list[str], digests: list[str]) -> ArrowTable: ...

@@ -59,26 +59,6 @@ struct SideScan {
   std::unordered_map<Seconds, PartitionStats> partitions;
 };
 
-// Seconds of a date/timestamp cell, as an instant (naive timestamps and dates are local to tz).
-std::optional<Seconds> instant_of(const ArrayView& a, std::int64_t i, TimeZone tz) {
-  if (!a.is_valid(i)) return std::nullopt;
-  const Value v = value_at(a, i);
-  const __int128 ns = v.i;
-  const __int128 per = 1000000000;
-  auto floor_sec = [&] {
-    __int128 q = ns / per;
-    if (ns % per != 0 && ns < 0) q -= 1;
-    return static_cast<Seconds>(q);
-  };
-  if (v.domain == Domain::date) {
-    return tz.first_instant_of(static_cast<std::int64_t>(floor_sec() / 86400));
-  }
-  const Seconds t = floor_sec();
-  if (!a.type->logical().tz.empty() || tz.is_utc()) return t;
-  // A naive timestamp is a wall-clock time in tz: take the offset in force around it.
-  return t - tz.offset_at(t - tz.offset_at(t));
-}
-
 // Calls f(row, value) for every valid number in rows [b, e) of a numeric array.
 template <class F>
 void each_number(const ArrayView& a, std::int64_t b, std::int64_t e, F&& f) {

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "backfill/arrow.hpp"
+#include "backfill/calendar.hpp"
 
 namespace backfill::detail {
 
@@ -37,5 +39,13 @@ struct Value {
 [[nodiscard]] std::optional<double> to_double(const Value& v) noexcept;
 // Text for reports: "null", "42", "0.1", "2026-08-01", "2026-08-01T05:00:00Z", "0x00ff", ...
 [[nodiscard]] std::string render(const arrow::ArrayView& a, std::int64_t i);
+
+// Partition key of rows whose partition_by value is null (sorts after every partition start).
+inline constexpr Seconds kNullSeconds = std::numeric_limits<Seconds>::max();
+
+// The instant of a date/timestamp cell (nullopt for null): dates and naive timestamps are local
+// to tz (a date is the first instant of that local day).
+[[nodiscard]] std::optional<Seconds> instant_of(const arrow::ArrayView& a, std::int64_t i,
+                                                TimeZone tz);
 
 }  // namespace backfill::detail
