@@ -15,6 +15,9 @@ except ImportError as exc:  # pragma: no cover - only without a build
     ) from exc
 
 from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
+from ._arrow import ArrowTable
+from .diffing import DiffResult, DiffSummary, diff
+from .fingerprinting import Fingerprint, fingerprint
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -22,6 +25,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GRAINS",
+    "ArrowTable",
+    "DiffResult",
+    "DiffSummary",
+    "Fingerprint",
+    "diff",
+    "fingerprint",
     "BackfillError",
     "ConflictError",
     "CycleError",

@@ -1,0 +1,90 @@
+// _core.diff: inputs converted and imported holding the GIL, the diff run without it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "arrow_py.hpp"
+#include "backfill/diff.hpp"
+#include "backfill/error.hpp"
+#include "convert.hpp"
+#include "register.hpp"
+
+namespace backfill::bindings {
+
+namespace {
+
+py::dict summary_dict(const diff::Summary& s) {
+  py::dict d;
+  d["rows_old"] = s.rows_old;
+  d["rows_new"] = s.rows_new;
+  d["matched"] = s.matched;
+  d["unchanged"] = s.unchanged;
+  d["changed"] = s.changed;
+  d["added"] = s.added;
+  d["removed"] = s.removed;
+  d["duplicate_keys"] = s.duplicate_keys;
+  d["duplicate_rows_old"] = s.duplicate_rows_old;
+  d["duplicate_rows_new"] = s.duplicate_rows_new;
+  d["null_keys_old"] = s.null_keys_old;
+  d["null_keys_new"] = s.null_keys_new;
+  d["schema_changed"] = s.schema_changed;
+  d["identical"] = s.identical();
+  return d;
+}
+
+py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string> key,
+                 std::optional<std::vector<std::string>> columns, std::vector<std::string> exclude,
+                 std::optional<std::string> partition_by, std::string_view grain, py::handle tz,
+                 std::map<std::string, std::pair<double, double>> tolerance,
+                 std::optional<std::pair<double, double>> default_tolerance,
+                 std::optional<std::vector<std::string>> measures, std::int64_t sample,
+                 std::string_view on_duplicate, unsigned threads) {
+  diff::Options o;
+  o.key = std::move(key);
+  o.columns = std::move(columns);
+  o.exclude = std::move(exclude);
+  o.partition_by = std::move(partition_by);
+  o.grain = parse_grain(grain);
+  o.tz = to_zone(tz);
+  for (const auto& [c, t] : tolerance) o.tolerance[c] = diff::Tolerance{t.first, t.second};
+  if (default_tolerance) {
+    o.default_tolerance = diff::Tolerance{default_tolerance->first, default_tolerance->second};
+  }
+  o.measures = std::move(measures);
+  o.sample = sample;
+  o.on_duplicate = diff::parse_on_duplicate(on_duplicate);
+  o.threads = threads;
+  arrow::ImportedTable a = import_py(old_obj, "old");
+  arrow::ImportedTable b = import_py(new_obj, "new");
+  diff::Result r;
+  {
+    py::gil_scoped_release release;
+    r = diff::diff(a, b, o);
+
+  }
+  py::dict out;
+  out["summary"] = summary_dict(r.summary);
+  out["key"] = r.key;
+  out["measures"] = r.measures;
+  out["partition_by"] = r.partition_by;
+  out["schema"] = r.schema;
+  out["columns"] = r.columns;
+  out["partitions"] = r.partitions;
+  out["changed_sample"] = r.changed_sample;
+  out["added_sample"] = r.added_sample;
+  out["removed_sample"] = r.removed_sample;
+  return out;
+}
+
+}  // namespace
+
+void register_diff(py::module_& m) {
+  m.def("diff", &py_diff, py::arg("old"), py::arg("new"), py::arg("key"),
+        py::arg("columns") = py::none(), py::arg("exclude") = std::vector<std::string>{},
+        py::arg("partition_by") = py::none(), py::arg("grain") = "day",
+        py::arg("tz") = py::none(),
+        py::arg("tolerance") = std::map<std::string, std::pair<double, double>>{},
+        py::arg("default_tolerance") = py::none(), py::arg("measures") = py::none(),
+        py::arg("sample") = 10, py::arg("on_duplicate") = "error", py::arg("threads") = 0U);
+}
+
+}  // namespace backfill::bindings

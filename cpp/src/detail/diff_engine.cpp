@@ -1,0 +1,638 @@
+// The diff engine: three passes over the Arrow buffers.
+//   1. scan (per side, morsel-parallel): key hash, row hash of the hash-compared columns,
+//      partition start, row counts and measure sums per partition;
+//   2. radix-partition rows by the top bits of their key hash (counting sort, parallel halves);
+//   3. per bucket (parallel): hash tables on old and new keys (duplicates counted), match,
+//      compare, and accumulate per-column and per-partition statistics.
+// Assumptions: fewer than 2^32 rows per side (row numbers are stored as uint32 in buckets).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "backfill/error.hpp"
+#include "detail/diff_engine.hpp"
+#include "detail/hashing.hpp"
+#include "detail/parallel.hpp"
+#include "detail/values.hpp"
+
+namespace backfill::detail {
+
+using arrow::ArrayView;
+using arrow::ImportedTable;
+using arrow::RowRef;
+using arrow::TypeId;
+
+RowLocator::RowLocator(const ImportedTable& t) {
+  std::int64_t s = 0;
+  for (const auto& b : t.batches()) {
+    starts_.push_back(s);
+    s += b.num_rows();
+  }
+  starts_.push_back(s);
+}
+
+RowRef RowLocator::locate(std::int64_t row) const noexcept {
+  auto it = std::upper_bound(starts_.begin(), starts_.end(), row);
+  const auto b = static_cast<std::size_t>(it - starts_.begin()) - 1;
+  return RowRef{static_cast<std::int32_t>(b), row - starts_[b]};
+}
+
+namespace {
+
+constexpr std::int64_t kMorsel = 1 << 16;
+constexpr int kBucketBits = 8;
+constexpr std::size_t kBuckets = std::size_t{1} << kBucketBits;
+constexpr std::uint64_t kRowSeed = 0x726f77686173680aULL;
+
+// ---- pass 1: scan ----
+
+struct SideScan {
+  std::vector<std::uint64_t> key_hash;
+  std::vector<std::uint64_t> row_hash;
+  std::vector<Seconds> part;        // partition start per row (kNullPartition for null)
+  std::vector<std::uint8_t> null_key;
+  std::int64_t null_keys = 0;
+  std::vector<double> sums;         // per measure
+  std::unordered_map<Seconds, PartitionStats> partitions;
+};
+
+// Calls f(row, value) for every valid number in rows [b, e) of a numeric array.
+template <class F>
+void each_number(const ArrayView& a, std::int64_t b, std::int64_t e, F&& f) {
+  auto loop = [&](auto get) {
+    if (a.buffers[0] == nullptr) {
+      for (auto i = b; i < e; ++i) f(i, static_cast<double>(get(i)));
+    } else {
+      for (auto i = b; i < e; ++i) {
+        if (a.is_valid(i)) f(i, static_cast<double>(get(i)));
+      }
+    }
+  };
+  if (a.dictionary == nullptr) {
+    switch (a.type->id) {
+      case TypeId::float64: return loop([&](auto i) { return a.values<double>()[i]; });
+      case TypeId::float32: return loop([&](auto i) { return a.values<float>()[i]; });
+      case TypeId::int64: return loop([&](auto i) { return a.values<std::int64_t>()[i]; });
+      case TypeId::int32: return loop([&](auto i) { return a.values<std::int32_t>()[i]; });
+      case TypeId::uint64: return loop([&](auto i) { return a.values<std::uint64_t>()[i]; });
+      default: break;
+    }
+  }
+  for (auto i = b; i < e; ++i) {
+    if (auto d = to_double(value_at(a, i))) f(i, *d);
+  }
+}
+
+struct Morsel {
+  std::size_t batch;
+  std::int64_t begin, end;
+};
+
+std::vector<Morsel> morsels_of(const ImportedTable& t) {
+  std::vector<Morsel> out;
+  for (std::size_t b = 0; b < t.batches().size(); ++b) {
+    const auto n = t.batches()[b].num_rows();
+    for (std::int64_t s = 0; s < n; s += kMorsel) out.push_back({b, s, std::min(n, s + kMorsel)});
+  }
+  return out;
+}
+
+SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan& plan,
+                   bool old_side) {
+  const auto n = static_cast<std::size_t>(t.num_rows());
+  const auto& keys = old_side ? plan.key_old : plan.key_new;
+  const auto part_col = old_side ? plan.part_old : plan.part_new;
+  const auto& measures = old_side ? plan.measure_old : plan.measure_new;
+  std::vector<std::size_t> hashed;
+  std::vector<std::uint64_t> seeds;
+  for (const auto& c : plan.compared) {
+    if (c.mode == CompareMode::hash) {
+      hashed.push_back(old_side ? c.old_index : c.new_index);
+      seeds.push_back(seed_of(c.name));
+    }
+  }
+  SideScan s;
+  s.key_hash.resize(n);
+  if (!hashed.empty()) s.row_hash.resize(n);
+  if (part_col) s.part.resize(n);
+  s.null_key.assign(n, 0);
+  const auto ms = measures.size();
+
+  struct Local {
+    std::int64_t null_keys = 0;
+    std::vector<double> sums;
+    std::unordered_map<Seconds, PartitionStats> parts;
+  };
+  std::vector<Local> locals(plan.threads);
+  for (auto& l : locals) l.sums.assign(ms, 0.0);
+  const auto morsels = morsels_of(t);
+
+  parallel_for(morsels.size(), plan.threads, [&](std::size_t m, unsigned w) {
+    const Morsel& mo = morsels[m];
+    const auto& batch = t.batches()[mo.batch];
+    const auto base = static_cast<std::size_t>(loc.batch_start(mo.batch) + mo.begin);
+    const auto len = static_cast<std::size_t>(mo.end - mo.begin);
+    Local& local = locals[w];
+    // keys
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      const ArrayView& col = batch.column(keys[k]);
+      hash_rows(col, mo.begin, mo.end, seed_of(plan.key[k]), s.key_hash.data() + base, k > 0);
+      if (col.null_count > 0) {
+        for (auto i = mo.begin; i < mo.end; ++i) {
+          if (!col.is_valid(i)) s.null_key[base + static_cast<std::size_t>(i - mo.begin)] = 1;
+        }
+      }
+    }
+    for (std::size_t i = 0; i < len; ++i) local.null_keys += s.null_key[base + i];
+    // row hash of the hash-compared columns
+    if (!hashed.empty()) {
+      std::fill_n(s.row_hash.data() + base, len, kRowSeed);
+      for (std::size_t c = 0; c < hashed.size(); ++c) {
+        hash_rows(batch.column(hashed[c]), mo.begin, mo.end, seeds[c], s.row_hash.data() + base,
+                  true);
+      }
+    }
+    // partitions, row counts and measure sums
+    if (part_col) {
+      const ArrayView& pc = batch.column(*part_col);
+      std::optional<Partition> cache;
+      PartitionStats* stats = nullptr;
+      Seconds stats_key = 0;
+      std::vector<PartitionStats*> row_stats(len);
+      for (std::size_t i = 0; i < len; ++i) {
+        const auto t_ = instant_of(pc, mo.begin + static_cast<std::int64_t>(i), plan.tz);
+        Seconds key = kNullPartition;
+        if (t_) {
+          if (!cache || !cache->contains(*t_)) cache = partition_of(*t_, plan.grain, plan.tz);
+          key = cache->start();
+        }
+        if (stats == nullptr || stats_key != key) {
+          stats_key = key;
+          auto [it, fresh] = local.parts.try_emplace(key);
+          if (fresh) {
+            if (key != kNullPartition) it->second.partition = cache;
+            it->second.sum_old.assign(ms, 0.0);
+            it->second.sum_new.assign(ms, 0.0);
+          }
+          stats = &it->second;
+        }
+        s.part[base + i] = key;
+        row_stats[i] = stats;
+        (old_side ? stats->rows_old : stats->rows_new) += 1;
+      }
+      for (std::size_t k = 0; k < ms; ++k) {
+        each_number(batch.column(measures[k]), mo.begin, mo.end, [&](std::int64_t i, double v) {
+          local.sums[k] += v;
+          auto* st = row_stats[static_cast<std::size_t>(i - mo.begin)];
+          (old_side ? st->sum_old : st->sum_new)[k] += v;
+        });
+      }
+    } else {
+      for (std::size_t k = 0; k < ms; ++k) {
+        double acc = 0;
+        each_number(batch.column(measures[k]), mo.begin, mo.end,
+                    [&](std::int64_t, double v) { acc += v; });
+        local.sums[k] += acc;
+      }
+    }
+  });
+
+  s.sums.assign(ms, 0.0);
+  for (auto& l : locals) {
+    s.null_keys += l.null_keys;
+    for (std::size_t k = 0; k < ms; ++k) s.sums[k] += l.sums[k];
+    for (auto& [key, st] : l.parts) {
+      auto [it, fresh] = s.partitions.try_emplace(key, std::move(st));
+      if (fresh) continue;
+      auto& into = it->second;
+      into.rows_old += st.rows_old;
+      into.rows_new += st.rows_new;
+      for (std::size_t k = 0; k < ms; ++k) {
+        into.sum_old[k] += st.sum_old[k];
+        into.sum_new[k] += st.sum_new[k];
+      }
+    }
+  }
+  return s;
+}
+
+// ---- pass 2: radix partition by key hash ----
+
+struct Buckets {
+  std::vector<std::uint32_t> rows;
+  std::array<std::size_t, kBuckets + 1> start{};
+};
+
+Buckets bucket_rows(const SideScan& s, unsigned threads) {
+  const std::size_t n = s.key_hash.size();
+  const unsigned parts = std::max(1U, std::min<unsigned>(threads, static_cast<unsigned>(n / 65536 + 1)));
+  std::vector<std::array<std::size_t, kBuckets>> hist(parts);
+  auto range = [&](unsigned p) {
+    return std::pair{n * p / parts, n * (p + 1) / parts};
+  };
+  parallel_for(parts, parts, [&](std::size_t p, unsigned) {
+    auto& h = hist[p];
+    h.fill(0);
+    auto [b, e] = range(static_cast<unsigned>(p));
+    for (auto i = b; i < e; ++i) {
+      if (!s.null_key[i]) ++h[s.key_hash[i] >> (64 - kBucketBits)];
+    }
+  });
+  Buckets out;
+  std::vector<std::array<std::size_t, kBuckets>> pos(parts);
+  std::size_t total = 0;
+  for (std::size_t k = 0; k < kBuckets; ++k) {
+    out.start[k] = total;
+    for (unsigned p = 0; p < parts; ++p) {
+      pos[p][k] = total;  // each part writes its rows after the previous part's: row order kept
+      total += hist[p][k];
+    }
+  }
+  out.start[kBuckets] = total;
+  out.rows.resize(total);
+  parallel_for(parts, parts, [&](std::size_t p, unsigned) {
+    auto& at = pos[p];
+    auto [b, e] = range(static_cast<unsigned>(p));
+    for (auto i = b; i < e; ++i) {
+      if (!s.null_key[i]) out.rows[at[s.key_hash[i] >> (64 - kBucketBits)]++] = static_cast<std::uint32_t>(i);
+    }
+  });
+  return out;
+}
+
+// ---- pass 3: match and compare per bucket ----
+
+// Open addressing over positions in a bucket's row list; count[p] > 0 marks first occurrences.
+struct KeyTable {
+  std::vector<std::int32_t> slots;
+  std::uint64_t mask = 0;
+  std::vector<std::uint32_t> count;
+};
+
+struct Delta {
+  std::int64_t added = 0, removed = 0, changed = 0;
+};
+
+struct DupInfo {
+  bool old_side = true;
+  std::int64_t row = -1;
+  std::uint32_t count = 0;
+};
+
+struct MatchLocal {
+  diff::Summary summary;
+  std::vector<ColumnStats> columns;
+  std::unordered_map<Seconds, Delta> parts;
+  std::vector<std::pair<std::int64_t, std::int64_t>> changed;
+  std::vector<std::int64_t> added, removed;
+  std::optional<DupInfo> dup;
+};
+
+// Keeps the k smallest entries of a vector that grows by push_back (amortized O(1)).
+template <class T>
+void trim(std::vector<T>& v, std::size_t k) {
+  if (v.size() < 4 * k + 64) return;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end(),
+                   [](const T& a, const T& b) {
+                     if constexpr (std::is_same_v<T, std::int64_t>) {
+                       return a < b;
+                     } else {
+                       return a.second < b.second;
+                     }
+                   });
+  v.resize(k);
+}
+
+class Matcher {
+ public:
+  Matcher(const ImportedTable& o, const ImportedTable& n, const DiffPlan& plan, const SideScan& so,
+          const SideScan& sn)
+      : old_(o), new_(n), plan_(plan), so_(so), sn_(sn), lo_(o), ln_(n) {
+    for (const auto& c : plan.compared) has_hashed_ |= c.mode == CompareMode::hash;
+  }
+
+  void bucket(const std::uint32_t* orows, std::size_t no, const std::uint32_t* nrows,
+              std::size_t nn, MatchLocal& acc) const {
+    KeyTable to;
+    KeyTable tn;
+    build(orows, no, so_, true, to);
+    build(nrows, nn, sn_, false, tn);
+    std::vector<std::uint8_t> matched(no, 0);
+    for (std::size_t p = 0; p < nn; ++p) {
+      if (tn.count[p] == 0) continue;  // a later copy of a duplicated key
+      const std::int64_t gn = nrows[p];
+      const std::int32_t q = find_old(orows, to, gn);
+      const std::uint32_t cn = tn.count[p];
+      if (q < 0) {
+        if (cn > 1) {
+          duplicate(acc, false, gn, cn, 0, cn);
+        } else {
+          ++acc.summary.added;
+          acc.added.push_back(gn);
+          trim(acc.added, static_cast<std::size_t>(plan_.sample));
+          if (!sn_.part.empty()) ++acc.parts[sn_.part[static_cast<std::size_t>(gn)]].added;
+        }
+        continue;
+      }
+      const auto qi = static_cast<std::size_t>(q);
+      matched[qi] = 1;
+      const std::uint32_t co = to.count[qi];
+      const std::int64_t go = orows[qi];
+      if (co > 1 || cn > 1) {
+        if (co > 1) {
+          duplicate(acc, true, go, co, co, cn);
+        } else {
+          duplicate(acc, false, gn, cn, co, cn);
+        }
+        continue;
+      }
+      ++acc.summary.matched;
+      if (compare(go, gn, acc)) {
+        ++acc.summary.changed;
+        acc.changed.emplace_back(go, gn);
+        trim(acc.changed, static_cast<std::size_t>(plan_.sample));
+        if (!so_.part.empty()) {
+          const Seconds po = so_.part[static_cast<std::size_t>(go)];
+          const Seconds pn = sn_.part[static_cast<std::size_t>(gn)];
+          ++acc.parts[po].changed;
+          if (pn != po) ++acc.parts[pn].changed;
+        }
+      } else {
+        ++acc.summary.unchanged;
+      }
+    }
+    for (std::size_t q = 0; q < no; ++q) {
+      if (to.count[q] == 0 || matched[q]) continue;
+      const std::int64_t go = orows[q];
+      if (to.count[q] > 1) {
+        duplicate(acc, true, go, to.count[q], to.count[q], 0);
+        continue;
+      }
+      ++acc.summary.removed;
+      acc.removed.push_back(go);
+      trim(acc.removed, static_cast<std::size_t>(plan_.sample));
+      if (!so_.part.empty()) ++acc.parts[so_.part[static_cast<std::size_t>(go)]].removed;
+    }
+  }
+
+ private:
+  bool keys_equal(const ImportedTable& ta, const RowLocator& la, const std::vector<std::size_t>& ka,
+                  std::int64_t ga, const ImportedTable& tb, const RowLocator& lb,
+                  const std::vector<std::size_t>& kb, std::int64_t gb) const {
+    if (plan_.exact_key_hash) return true;  // caller already compared the hashes
+    const RowRef ra = la.locate(ga);
+    const RowRef rb = lb.locate(gb);
+    for (std::size_t k = 0; k < ka.size(); ++k) {
+      const auto& ca = ta.batches()[static_cast<std::size_t>(ra.chunk)].column(ka[k]);
+      const auto& cb = tb.batches()[static_cast<std::size_t>(rb.chunk)].column(kb[k]);
+      if (!values_equal(value_at(ca, ra.row), value_at(cb, rb.row))) return false;
+    }
+    return true;
+  }
+
+  void build(const std::uint32_t* rows, std::size_t n, const SideScan& s, bool old_side,
+             KeyTable& t) const {
+    const std::size_t cap = std::bit_ceil(std::max<std::size_t>(16, 2 * n));
+    t.slots.assign(cap, -1);
+    t.mask = cap - 1;
+    t.count.assign(n, 0);
+    const auto& tab = old_side ? old_ : new_;
+    const auto& loc = old_side ? lo_ : ln_;
+    const auto& keys = old_side ? plan_.key_old : plan_.key_new;
+    for (std::size_t p = 0; p < n; ++p) {
+      const std::uint64_t h = s.key_hash[rows[p]];
+      for (std::uint64_t slot = h & t.mask;; slot = (slot + 1) & t.mask) {
+        const std::int32_t q = t.slots[slot];
+        if (q < 0) {
+          t.slots[slot] = static_cast<std::int32_t>(p);
+          t.count[p] = 1;
+          break;
+        }
+        const auto qi = static_cast<std::size_t>(q);
+        if (s.key_hash[rows[qi]] == h &&
+            keys_equal(tab, loc, keys, rows[qi], tab, loc, keys, rows[p])) {
+          ++t.count[qi];
+          break;
+        }
+      }
+    }
+  }
+
+  std::int32_t find_old(const std::uint32_t* orows, const KeyTable& to, std::int64_t gn) const {
+    const std::uint64_t h = sn_.key_hash[static_cast<std::size_t>(gn)];
+    for (std::uint64_t slot = h & to.mask;; slot = (slot + 1) & to.mask) {
+      const std::int32_t q = to.slots[slot];
+      if (q < 0) return -1;
+      const std::int64_t go = orows[static_cast<std::size_t>(q)];
+      if (so_.key_hash[static_cast<std::size_t>(go)] == h &&
+          keys_equal(old_, lo_, plan_.key_old, go, new_, ln_, plan_.key_new, gn)) {
+        return q;
+      }
+    }
+  }
+
+  void duplicate(MatchLocal& acc, bool old_side, std::int64_t row, std::uint32_t count,
+                 std::uint32_t rows_old, std::uint32_t rows_new) const {
+    ++acc.summary.duplicate_keys;
+    acc.summary.duplicate_rows_old += rows_old;
+    acc.summary.duplicate_rows_new += rows_new;
+    DupInfo d{old_side, row, count};
+    if (!acc.dup || (d.old_side && !acc.dup->old_side) ||
+        (d.old_side == acc.dup->old_side && d.row < acc.dup->row)) {
+      acc.dup = d;
+    }
+  }
+
+  // Compares a matched pair; true when some column differs. Updates per-column stats.
+  bool compare(std::int64_t go, std::int64_t gn, MatchLocal& acc) const {
+    const bool hash_differs =
+        has_hashed_ && so_.row_hash[static_cast<std::size_t>(go)] !=
+                           sn_.row_hash[static_cast<std::size_t>(gn)];
+    bool any_direct = false;
+    for (const auto& c : plan_.compared) any_direct |= c.mode != CompareMode::hash;
+    if (!hash_differs && !any_direct) return false;
+    const RowRef ro = lo_.locate(go);
+    const RowRef rn = ln_.locate(gn);
+    const auto& bo = old_.batches()[static_cast<std::size_t>(ro.chunk)];
+    const auto& bn = new_.batches()[static_cast<std::size_t>(rn.chunk)];
+    bool changed = false;
+    for (std::size_t k = 0; k < plan_.compared.size(); ++k) {
+      const auto& c = plan_.compared[k];
+      if (c.mode == CompareMode::hash && !hash_differs) continue;
+      const Value a = value_at(bo.column(c.old_index), ro.row);
+      const Value b = value_at(bn.column(c.new_index), rn.row);
+      auto& st = acc.columns[k];
+      std::optional<double> x;
+      std::optional<double> y;
+      if (c.numeric) {
+        x = to_double(a);
+        y = to_double(b);
+        if (x && y && !std::isnan(*x) && !std::isnan(*y)) {
+          const double d = std::fabs(*y - *x);
+          if (!std::isnan(d)) {
+            st.max_abs_diff = std::max(st.max_abs_diff, d);
+            st.has_diff = true;
+          }
+        }
+      }
+      if (cells_equal(c, a, b)) continue;
+      changed = true;
+      ++st.changed;
+      if (!a.valid) ++st.null_to_value;
+      if (!b.valid) ++st.value_to_null;
+    }
+    return changed;
+  }
+
+  const ImportedTable& old_;
+  const ImportedTable& new_;
+  const DiffPlan& plan_;
+  const SideScan& so_;
+  const SideScan& sn_;
+  RowLocator lo_;
+  RowLocator ln_;
+  bool has_hashed_ = false;
+};
+
+std::string key_text(const ImportedTable& t, const std::vector<std::size_t>& keys,
+                     const std::vector<std::string>& names, std::int64_t row) {
+  const RowRef r = RowLocator(t).locate(row);
+  std::string out;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    out += fmt::format("{}{}={}", k ? ", " : "", names[k],
+                       render(t.batches()[static_cast<std::size_t>(r.chunk)].column(keys[k]), r.row));
+  }
+  return "(" + out + ")";
+}
+
+}  // namespace
+
+bool cells_equal(const ComparedColumn& c, const Value& a, const Value& b) noexcept {
+  if (c.mode != CompareMode::tolerance || !a.valid || !b.valid) return values_equal(a, b);
+  const auto x = to_double(a);
+  const auto y = to_double(b);
+  if (!x || !y) return values_equal(a, b);
+  if (*x == *y || (std::isnan(*x) && std::isnan(*y))) return true;
+  return std::isfinite(*x) && std::isfinite(*y) &&
+         std::fabs(*y - *x) <= c.tolerance.abs + c.tolerance.rel * std::fabs(*x);
+}
+
+EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_table,
+                      const DiffPlan& plan) {
+  constexpr auto kMaxRows = static_cast<std::int64_t>(UINT32_MAX);
+  for (const auto* t : {&old_table, &new_table}) {
+    if (t->num_rows() >= kMaxRows) {
+      throw InvalidInput(fmt::format("a table of {} rows is too large for the diff (at most {})",
+                                     t->num_rows(), kMaxRows - 1));
+    }
+  }
+  const RowLocator lo(old_table);
+  const RowLocator ln(new_table);
+  const SideScan so = scan_side(old_table, lo, plan, true);
+  const SideScan sn = scan_side(new_table, ln, plan, false);
+  const Buckets bo = bucket_rows(so, plan.threads);
+  const Buckets bn = bucket_rows(sn, plan.threads);
+
+  const Matcher matcher(old_table, new_table, plan, so, sn);
+  std::vector<MatchLocal> locals(plan.threads);
+  for (auto& l : locals) l.columns.resize(plan.compared.size());
+  parallel_for(kBuckets, plan.threads, [&](std::size_t k, unsigned w) {
+    matcher.bucket(bo.rows.data() + bo.start[k], bo.start[k + 1] - bo.start[k],
+                   bn.rows.data() + bn.start[k], bn.start[k + 1] - bn.start[k], locals[w]);
+  });
+
+  EngineResult r;
+  r.columns.resize(plan.compared.size());
+  auto& sum = r.summary;
+  sum.rows_old = old_table.num_rows();
+  sum.rows_new = new_table.num_rows();
+  sum.null_keys_old = so.null_keys;
+  sum.null_keys_new = sn.null_keys;
+  std::optional<DupInfo> dup;
+  std::unordered_map<Seconds, Delta> deltas;
+  for (auto& l : locals) {
+    sum.matched += l.summary.matched;
+    sum.unchanged += l.summary.unchanged;
+    sum.changed += l.summary.changed;
+    sum.added += l.summary.added;
+    sum.removed += l.summary.removed;
+    sum.duplicate_keys += l.summary.duplicate_keys;
+    sum.duplicate_rows_old += l.summary.duplicate_rows_old;
+    sum.duplicate_rows_new += l.summary.duplicate_rows_new;
+    for (std::size_t k = 0; k < r.columns.size(); ++k) {
+      auto& into = r.columns[k];
+      const auto& from = l.columns[k];
+      into.changed += from.changed;
+      into.null_to_value += from.null_to_value;
+      into.value_to_null += from.value_to_null;
+      into.max_abs_diff = std::max(into.max_abs_diff, from.max_abs_diff);
+      into.has_diff |= from.has_diff;
+    }
+    for (const auto& [key, d] : l.parts) {
+      auto& into = deltas[key];
+      into.added += d.added;
+      into.removed += d.removed;
+      into.changed += d.changed;
+    }
+    r.changed_rows.insert(r.changed_rows.end(), l.changed.begin(), l.changed.end());
+    r.added_rows.insert(r.added_rows.end(), l.added.begin(), l.added.end());
+    r.removed_rows.insert(r.removed_rows.end(), l.removed.begin(), l.removed.end());
+    if (l.dup && (!dup || (l.dup->old_side && !dup->old_side) ||
+                  (l.dup->old_side == dup->old_side && l.dup->row < dup->row))) {
+      dup = l.dup;
+    }
+  }
+  if (dup && plan.on_duplicate == diff::OnDuplicate::error) {
+    const auto& t = dup->old_side ? old_table : new_table;
+    throw InvalidInput(fmt::format(
+        "duplicate key in {}: {} appears {} times ({} duplicated keys in all); pass "
+        "on_duplicate='report' to count duplicates and leave them out of the comparison",
+        dup->old_side ? "old" : "new",
+        key_text(t, dup->old_side ? plan.key_old : plan.key_new, plan.key, dup->row), dup->count,
+        sum.duplicate_keys));
+  }
+  const auto k = static_cast<std::size_t>(plan.sample);
+  std::sort(r.changed_rows.begin(), r.changed_rows.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (r.changed_rows.size() > k) r.changed_rows.resize(k);
+  std::sort(r.added_rows.begin(), r.added_rows.end());
+  if (r.added_rows.size() > k) r.added_rows.resize(k);
+  std::sort(r.removed_rows.begin(), r.removed_rows.end());
+  if (r.removed_rows.size() > k) r.removed_rows.resize(k);
+
+  r.sum_old = so.sums;
+  r.sum_new = sn.sums;
+  const auto ms = plan.measures.size();
+  auto entry = [&](Seconds key, const std::optional<Partition>& p) -> PartitionStats& {
+    auto [it, fresh] = r.partitions.try_emplace(key);
+    if (fresh) {
+      it->second.partition = p;
+      it->second.sum_old.assign(ms, 0.0);
+      it->second.sum_new.assign(ms, 0.0);
+    }
+    return it->second;
+  };
+  for (const auto* side : {&so, &sn}) {
+    for (const auto& [key, st] : side->partitions) {
+      auto& e = entry(key, st.partition);
+      e.rows_old += st.rows_old;
+      e.rows_new += st.rows_new;
+      for (std::size_t m = 0; m < ms; ++m) {
+        e.sum_old[m] += st.sum_old[m];
+        e.sum_new[m] += st.sum_new[m];
+      }
+    }
+  }
+  for (const auto& [key, d] : deltas) {
+    auto& e = r.partitions.at(key);  // every row's partition was seen in the scan
+    e.added += d.added;
+    e.removed += d.removed;
+    e.changed += d.changed;
+  }
+  return r;
+}
+
+}  // namespace backfill::detail

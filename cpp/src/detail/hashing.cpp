@@ -1,0 +1,186 @@
+#include "detail/hashing.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace backfill::detail {
+
+using arrow::ArrayView;
+using arrow::TypeId;
+
+std::uint64_t hash_bytes(std::string_view s, std::uint64_t seed) noexcept {
+  return XXH3_64bits_withSeed(s.data(), s.size(), seed);
+}
+
+std::uint64_t seed_of(std::string_view name) noexcept {
+  return XXH3_64bits_withSeed(name.data(), name.size(), 0x62616b66696c6cULL);
+}
+
+bool hashable(const arrow::DataType& type) noexcept {
+  (void)type;
+  return true;  // every type the importer accepts has a logical hash
+}
+
+namespace {
+
+constexpr std::uint64_t kFloatTag = 0x466c6f6174000000ULL;
+constexpr std::uint64_t kBoolTag = 0x426f6f6c00000000ULL;
+constexpr std::uint64_t kBigUnsignedTag = 0x55363400000000ULL;
+
+inline std::uint64_t h_int(std::int64_t v, std::uint64_t seed) noexcept {
+  return mix64(static_cast<std::uint64_t>(v) ^ seed);
+}
+inline std::uint64_t h_uint(std::uint64_t v, std::uint64_t seed) noexcept {
+  return v <= static_cast<std::uint64_t>(INT64_MAX) ? mix64(v ^ seed)
+                                                     : mix64(v ^ seed ^ kBigUnsignedTag) + 1;
+}
+inline std::uint64_t h_double(double d, std::uint64_t seed) noexcept {
+  if (std::isnan(d)) d = std::numeric_limits<double>::quiet_NaN();
+  if (d == 0.0) d = 0.0;  // -0.0 == 0.0
+  return mix64(std::bit_cast<std::uint64_t>(d) ^ seed ^ kFloatTag);
+}
+
+double half_to_double(std::uint16_t h) noexcept {
+  const int exp = (h >> 10) & 0x1f;
+  const int mant = h & 0x3ff;
+  double v = 0;
+  if (exp == 0) {
+    v = std::ldexp(mant, -24);
+  } else if (exp == 31) {
+    v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  } else {
+    v = std::ldexp(mant + 1024, exp - 25);
+  }
+  return (h & 0x8000) ? -v : v;
+}
+
+inline void put(std::uint64_t* out, std::size_t k, std::uint64_t h, bool fold) noexcept {
+  out[k] = fold ? combine(out[k], h) : h;
+}
+
+// Applies f(row) -> hash for every row, nulls hashing to null_hash(seed).
+template <class F>
+void each(const ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_t seed,
+          std::uint64_t* out, bool fold, F&& f) {
+  const std::uint64_t nh = null_hash(seed);
+  const bool nulls = a.null_count > 0 && a.buffers[0] != nullptr;
+  for (std::int64_t i = begin; i < end; ++i) {
+    const auto k = static_cast<std::size_t>(i - begin);
+    put(out, k, (nulls && !a.is_valid(i)) ? nh : f(i), fold);
+  }
+}
+
+std::int64_t index_at(const ArrayView& a, std::int64_t i) noexcept {
+  switch (a.type->id) {
+    case TypeId::int8: return a.values<std::int8_t>()[i];
+    case TypeId::uint8: return a.values<std::uint8_t>()[i];
+    case TypeId::int16: return a.values<std::int16_t>()[i];
+    case TypeId::uint16: return a.values<std::uint16_t>()[i];
+    case TypeId::int32: return a.values<std::int32_t>()[i];
+    case TypeId::uint32: return a.values<std::uint32_t>()[i];
+    case TypeId::uint64: return static_cast<std::int64_t>(a.values<std::uint64_t>()[i]);
+    default: return a.values<std::int64_t>()[i];
+  }
+}
+
+}  // namespace
+
+void hash_rows(const ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_t seed,
+               std::uint64_t* out, bool fold) {
+  if (end <= begin) return;
+  if (a.dictionary) {
+    // Hash the dictionary once for this range's use, then look values up by index.
+    const ArrayView& d = *a.dictionary;
+    std::vector<std::uint64_t> dh(static_cast<std::size_t>(d.length));
+    hash_rows(d, 0, d.length, seed, dh.data(), false);
+    each(a, begin, end, seed, out, fold,
+         [&](std::int64_t i) { return dh[static_cast<std::size_t>(index_at(a, i))]; });
+    return;
+  }
+  switch (a.type->id) {
+    case TypeId::null: {
+      const std::uint64_t nh = null_hash(seed);
+      for (std::int64_t i = begin; i < end; ++i) put(out, static_cast<std::size_t>(i - begin), nh, fold);
+      return;
+    }
+    case TypeId::boolean:
+      return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
+        return mix64((a.bool_at(i) ? 1U : 2U) ^ seed ^ kBoolTag);
+      });
+    case TypeId::int8:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return h_int(a.values<std::int8_t>()[i], seed); });
+    case TypeId::int16:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return h_int(a.values<std::int16_t>()[i], seed); });
+    case TypeId::int32: case TypeId::date32: case TypeId::time32:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return h_int(a.values<std::int32_t>()[i], seed); });
+    case TypeId::int64: case TypeId::date64: case TypeId::time64: case TypeId::timestamp:
+    case TypeId::duration:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return h_int(a.values<std::int64_t>()[i], seed); });
+    case TypeId::uint8:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return h_uint(a.values<std::uint8_t>()[i], seed); });
+    case TypeId::uint16:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return h_uint(a.values<std::uint16_t>()[i], seed); });
+    case TypeId::uint32:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return h_uint(a.values<std::uint32_t>()[i], seed); });
+    case TypeId::uint64:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return h_uint(a.values<std::uint64_t>()[i], seed); });
+    case TypeId::float16:
+      return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
+        return h_double(half_to_double(a.values<std::uint16_t>()[i]), seed);
+      });
+    case TypeId::float32:
+      return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
+        return h_double(static_cast<double>(a.values<float>()[i]), seed);
+      });
+    case TypeId::float64:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return h_double(a.values<double>()[i], seed); });
+    case TypeId::decimal128:
+      return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
+        const auto* w = static_cast<const std::uint64_t*>(a.buffers[1]) + 2 * (a.offset + i);
+        return mix64(mix64(w[0] ^ seed) ^ w[1]);
+      });
+    case TypeId::utf8: case TypeId::large_utf8: case TypeId::utf8_view: case TypeId::binary:
+    case TypeId::large_binary: case TypeId::binary_view: case TypeId::fixed_binary:
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return hash_bytes(a.bytes_at(i), seed); });
+    case TypeId::list: case TypeId::large_list: {
+      const bool small = a.type->id == TypeId::list;
+      auto off = [&](std::int64_t i) -> std::int64_t {
+        return small ? a.values<std::int32_t>()[i] : a.values<std::int64_t>()[i];
+      };
+      const std::int64_t cb = off(begin);
+      const std::int64_t ce = off(end);
+      std::vector<std::uint64_t> child(static_cast<std::size_t>(ce - cb));
+      hash_rows(a.children.at(0), cb, ce, mix64(seed + 1), child.data(), false);
+      return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
+        std::uint64_t h = mix64(seed ^ static_cast<std::uint64_t>(off(i + 1) - off(i)));
+        for (auto k = off(i); k < off(i + 1); ++k) h = combine(h, child[static_cast<std::size_t>(k - cb)]);
+        return h;
+      });
+    }
+    case TypeId::struct_: {
+      const auto n = static_cast<std::size_t>(end - begin);
+      std::vector<std::uint64_t> acc(n, mix64(seed ^ 0x5374727563740000ULL));
+      for (std::size_t c = 0; c < a.children.size(); ++c) {
+        hash_rows(a.children[c], begin, end, mix64(seed + 2 + c), acc.data(), true);
+      }
+      return each(a, begin, end, seed, out, fold,
+                  [&](std::int64_t i) { return acc[static_cast<std::size_t>(i - begin)]; });
+    }
+  }
+}
+
+}  // namespace backfill::detail

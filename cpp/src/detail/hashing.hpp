@@ -1,0 +1,50 @@
+// Hashes of logical Arrow values, shared by the diff engine and the fingerprint.
+//
+// Equal logical values hash equal whatever the physical layout: chunking, offsets, dictionary
+// encoding, utf8 / large_utf8 / string_view, integer width (a value hashes as its int64 value).
+// Floats hash with one NaN and with -0.0 as 0.0 (both compare equal in the diff). A null hashes
+// to a per-seed constant distinct from every value's hash (up to 2^-64 collisions).
+// Strings use XXH3 (libxxhash); fixed-width values a bijective 64-bit mixer, so a single
+// integer key's hash identifies it exactly.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "backfill/arrow.hpp"
+
+namespace backfill::detail {
+
+// murmur3's fmix64: a bijection on 64-bit words with full avalanche.
+[[nodiscard]] constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+// Order-sensitive fold of one column's hash into a row's running hash.
+[[nodiscard]] constexpr std::uint64_t combine(std::uint64_t acc, std::uint64_t h) noexcept {
+  return mix64((acc ^ h) + 0x9e3779b97f4a7c15ULL);
+}
+
+[[nodiscard]] constexpr std::uint64_t null_hash(std::uint64_t seed) noexcept {
+  return mix64(seed ^ 0x6e756c6c2d2d2d2dULL) ^ 0x5bd1e9955bd1e995ULL;
+}
+
+[[nodiscard]] std::uint64_t hash_bytes(std::string_view s, std::uint64_t seed) noexcept;
+[[nodiscard]] std::uint64_t seed_of(std::string_view name) noexcept;  // a column's seed
+
+// Hashes rows [begin, end) of `a` with `seed` into out[0 .. end-begin): overwritten when
+// `fold` is false, folded in with combine() when true.
+void hash_rows(const arrow::ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_t seed,
+               std::uint64_t* out, bool fold);
+
+// Whether hash_rows supports the array's type (all types the import accepts).
+[[nodiscard]] bool hashable(const arrow::DataType& type) noexcept;
+
+}  // namespace backfill::detail
