@@ -15,6 +15,8 @@ except ImportError as exc:  # pragma: no cover - only without a build
     ) from exc
 
 from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
+from .planning import Estimate, Finding, ModelSummary, Plan
+from .project import Dependency, Model, Project, Source, all_of, overlap, window
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -23,6 +25,17 @@ __version__ = "0.1.0"
 __all__ = [
     "GRAINS",
     "BackfillError",
+    "Dependency",
+    "Estimate",
+    "Finding",
+    "Model",
+    "ModelSummary",
+    "Plan",
+    "Project",
+    "Source",
+    "all_of",
+    "overlap",
+    "window",
     "ConflictError",
     "CycleError",
     "InvalidInputError",
