@@ -18,6 +18,8 @@ from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
 from ._arrow import ArrowTable
 from .diffing import DiffResult, DiffSummary, diff
 from .fingerprinting import Fingerprint, fingerprint
+from .planning import Estimate, Finding, ModelSummary, Plan
+from .project import Dependency, Model, Project, Source, all_of, overlap, window
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -32,6 +34,17 @@ __all__ = [
     "diff",
     "fingerprint",
     "BackfillError",
+    "Dependency",
+    "Estimate",
+    "Finding",
+    "Model",
+    "ModelSummary",
+    "Plan",
+    "Project",
+    "Source",
+    "all_of",
+    "overlap",
+    "window",
     "ConflictError",
     "CycleError",
     "InvalidInputError",

@@ -1,0 +1,144 @@
+// List scheduling of a plan's tasks at a given concurrency, priority by critical path.
+//
+// Cost of a task = its model's seconds per partition x its partitions. Priority is the bottom
+// level (the longest cost path from the task to the end of the plan, itself included), the
+// classic critical-path heuristic; ties go to the smaller task id so schedules are reproducible.
+// O(T log T + D) for T tasks and D dependencies; temporaries are freed on return.
+#include <algorithm>
+#include <queue>
+
+#include "backfill/error.hpp"
+#include "detail/plan_internal.hpp"
+
+namespace backfill {
+
+void Plan::run_schedule() {
+  const std::size_t n = model_.size();
+  const auto& costs = request_.cost_per_partition;
+  auto per_partition = [&](ModelId id) {
+    return id.value < costs.size() && costs[id.value] >= 0 ? costs[id.value]
+                                                           : request_.default_cost;
+  };
+  std::vector<double> cost(n);
+  for (std::size_t t = 0; t < n; ++t) cost[t] = per_partition(model_[t]) * parts_[t];
+
+  // Successors (the reverse of depends_on) as CSR.
+  std::vector<std::uint64_t> succ_offsets(n + 1, 0);
+  for (std::uint32_t d : deps_) ++succ_offsets[d + 1];
+  for (std::size_t t = 0; t < n; ++t) succ_offsets[t + 1] += succ_offsets[t];
+  std::vector<std::uint32_t> succ(deps_.size());
+  {
+    std::vector<std::uint64_t> fill(succ_offsets.begin(), succ_offsets.end() - 1);
+    for (std::uint32_t t = 0; t < n; ++t) {
+      for (std::uint32_t d : depends_on(t)) succ[fill[d]++] = t;
+    }
+  }
+
+  // Bottom levels: successors have larger ids, so one reverse pass suffices.
+  std::vector<double> level(n, 0);
+  for (std::size_t t = n; t-- > 0;) {
+    double tail = 0;
+    for (std::uint64_t k = succ_offsets[t]; k < succ_offsets[t + 1]; ++k) {
+      tail = std::max(tail, level[succ[k]]);
+    }
+    level[t] = cost[t] + tail;
+  }
+
+  struct Ready {
+    double level;
+    std::uint32_t task;
+    bool operator<(const Ready& o) const noexcept {
+      return level != o.level ? level < o.level : task > o.task;
+    }
+  };
+  struct Running {
+    double finish;
+    std::uint32_t task;
+    bool operator<(const Running& o) const noexcept {
+      return finish != o.finish ? finish > o.finish : task > o.task;
+    }
+  };
+  std::vector<std::uint32_t> waiting(n);
+  std::priority_queue<Ready> ready;
+  for (std::uint32_t t = 0; t < n; ++t) {
+    waiting[t] = static_cast<std::uint32_t>(dep_offsets_[t + 1] - dep_offsets_[t]);
+    if (waiting[t] == 0) ready.push({level[t], t});
+  }
+  sched_start_.assign(n, 0);
+  sched_end_.assign(n, 0);
+  std::priority_queue<Running> running;
+  const std::uint32_t slots = request_.concurrency;
+  double now = 0;
+  std::size_t done = 0;
+  while (done < n) {
+    while (running.size() < slots && !ready.empty()) {
+      const std::uint32_t t = ready.top().task;
+      ready.pop();
+      sched_start_[t] = now;
+      sched_end_[t] = now + cost[t];
+      running.push({sched_end_[t], t});
+    }
+    if (running.empty()) throw Conflict("scheduler stalled: the task graph is not acyclic");
+    now = running.top().finish;
+    while (!running.empty() && running.top().finish <= now) {
+      const std::uint32_t t = running.top().task;
+      running.pop();
+      ++done;
+      for (std::uint64_t k = succ_offsets[t]; k < succ_offsets[t + 1]; ++k) {
+        if (--waiting[succ[k]] == 0) ready.push({level[succ[k]], succ[k]});
+      }
+    }
+  }
+
+  schedule_ = Schedule{};
+  schedule_.concurrency = slots;
+  for (std::size_t t = 0; t < n; ++t) {
+    schedule_.total_work += cost[t];
+    schedule_.makespan = std::max(schedule_.makespan, sched_end_[t]);
+  }
+  // Critical path: from the root with the highest bottom level, follow the heaviest successor.
+  if (n > 0) {
+    std::uint32_t t = 0;
+    for (std::uint32_t u = 0; u < n; ++u) {
+      if (dep_offsets_[u + 1] == dep_offsets_[u] && level[u] > level[t]) t = u;
+    }
+    while (true) {
+      schedule_.critical_path.push_back(t);
+      if (succ_offsets[t] == succ_offsets[t + 1]) break;
+      std::uint32_t best = succ[succ_offsets[t]];
+      for (std::uint64_t k = succ_offsets[t]; k < succ_offsets[t + 1]; ++k) {
+        if (level[succ[k]] > level[best]) best = succ[k];
+      }
+      t = best;
+    }
+  }
+
+  for (ModelPlan& mp : models_) {
+    mp.cost_per_partition = per_partition(mp.model);
+    mp.cost_assumed = !(mp.model.value < costs.size() && costs[mp.model.value] >= 0);
+    mp.work = 0;
+    mp.sched_start = 0;
+    mp.sched_end = 0;
+    for (std::uint32_t t = mp.first_task; t < mp.first_task + mp.tasks; ++t) {
+      mp.work += cost[t];
+      mp.sched_start = t == mp.first_task ? sched_start_[t] : std::min(mp.sched_start, sched_start_[t]);
+      mp.sched_end = std::max(mp.sched_end, sched_end_[t]);
+    }
+  }
+}
+
+Plan Plan::rescheduled(std::vector<double> cost_per_partition, double default_cost,
+                       std::uint32_t concurrency) const {
+  if (concurrency == 0) throw InvalidInput("concurrency is 0; expected at least 1");
+  if (!(default_cost >= 0) || default_cost == std::numeric_limits<double>::infinity()) {
+    throw InvalidInput("default cost must be a finite number of seconds >= 0");
+  }
+  Plan copy = *this;
+  copy.request_.cost_per_partition = std::move(cost_per_partition);
+  copy.request_.default_cost = default_cost;
+  copy.request_.concurrency = concurrency;
+  copy.run_schedule();
+  return copy;
+}
+
+}  // namespace backfill

@@ -1,0 +1,366 @@
+// The planner: per-model partition sets (request, clip, impact), tasks, exact task dependencies,
+// waves; findings in detail/findings.cpp, the list schedule in detail/schedule.cpp.
+//
+// Assumptions, stated once:
+// - Models are visited in topological order, so a model's parents are final before it is read,
+//   and task ids (assigned in that order) make every dependency point to a smaller id.
+// - Partition sets are sorted, disjoint, merged index spans (detail::Span); a model's tasks are
+//   consecutive runs of at most `partitions_per_run` partitions inside one span, so a parent's
+//   tasks are sorted by index and a child task's parents are found by binary search.
+// - Mappings are monotone (a later child partition never reads an earlier parent partition than
+//   an earlier one does), so "parent partitions read by a run of child partitions" is one span.
+#include "backfill/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "backfill/error.hpp"
+#include "detail/plan_internal.hpp"
+
+namespace backfill {
+
+using detail::Axis;
+using detail::Span;
+using detail::Spans;
+
+Propagate parse_propagate(std::string_view name) {
+  if (name == "impact") return Propagate::impact;
+  if (name == "clip") return Propagate::clip;
+  throw InvalidInput(fmt::format("unknown propagate mode '{}'; expected 'impact' or 'clip'", name));
+}
+
+std::string_view to_string(Severity s) noexcept {
+  switch (s) {
+    case Severity::info: return "info";
+    case Severity::warning: return "warning";
+    case Severity::error: return "error";
+  }
+  return "?";
+}
+
+bool Plan::ok() const noexcept {
+  return std::none_of(findings_.begin(), findings_.end(),
+                      [](const Finding& f) { return f.severity == Severity::error; });
+}
+
+std::string Plan::task_label(std::uint32_t task) const {
+  const NodeSpec& n = graph_->node(model_.at(task));
+  if (!n.partitioning) return "full";
+  return partition_of(start_[task], n.partitioning->grain, n.partitioning->tz).label();
+}
+
+namespace detail {
+
+Spans normalize(Spans spans) {
+  std::erase_if(spans, [](const Span& s) { return s.empty(); });
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
+  Spans out;
+  for (const Span& s : spans) {
+    if (!out.empty() && s.lo <= out.back().hi) {
+      out.back().hi = std::max(out.back().hi, s.hi);
+    } else {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+Spans intersect(const Spans& spans, Span window) {
+  Spans out;
+  for (const Span& s : spans) {
+    const Span cut{std::max(s.lo, window.lo), std::min(s.hi, window.hi)};
+    if (!cut.empty()) out.push_back(cut);
+  }
+  return out;
+}
+
+Spans subtract(const Spans& a, const Spans& b) {
+  Spans out;
+  std::size_t j = 0;
+  for (Span s : a) {
+    while (j < b.size() && b[j].hi <= s.lo) ++j;
+    for (std::size_t k = j; k < b.size() && b[k].lo < s.hi; ++k) {
+      if (b[k].lo > s.lo) out.push_back({s.lo, b[k].lo});
+      s.lo = std::max(s.lo, b[k].hi);
+    }
+    if (!s.empty()) out.push_back(s);
+  }
+  return out;
+}
+
+std::int64_t count(const Spans& spans) {
+  std::int64_t n = 0;
+  for (const Span& s : spans) n += s.size();
+  return n;
+}
+
+Span impacted(const Axis& parent, const Axis& child, const Mapping& m, Span changed,
+              Span history) {
+  if (!child.partitioned()) return {0, 1};
+  if (m.kind == MappingKind::all || !parent.partitioned()) return history;
+  const Span x = child.covering(parent.start_of(changed.lo), parent.start_of(changed.hi));
+  if (m.kind == MappingKind::window) return {x.lo - m.end, x.hi - m.start};
+  return x;
+}
+
+Span read_range(const Axis& parent, const Axis& child, const Mapping& m, Span run) {
+  if (m.kind == MappingKind::window) run = {run.lo + m.start, run.hi + m.end};
+  return parent.covering(child.start_of(run.lo), child.start_of(run.hi));
+}
+
+std::string describe(const Axis& axis, const Spans& spans) {
+  const std::int64_t n = count(spans);
+  if (n == 0) return "no partitions";
+  if (!axis.partitioned()) return "the whole table";
+  const std::string first = axis.partition(spans.front().lo).label();
+  const std::string last = axis.partition(spans.back().hi - 1).label();
+  const std::string_view noun = n == 1 ? "partition" : "partitions";
+  if (n == 1) return fmt::format("1 {} {}", noun, first);
+  return fmt::format("{} {} {}..{}{}", n, noun, first, last,
+                     spans.size() > 1 ? fmt::format(" in {} runs", spans.size()) : "");
+}
+
+}  // namespace detail
+
+namespace {
+
+void check_request(const Graph& g, const PlanRequest& r) {
+  if (r.start >= r.end) {
+    throw InvalidInput(fmt::format("start {} is not before end {}; expected start < end",
+                                   format_instant(r.start), format_instant(r.end)));
+  }
+  if (r.partitions_per_run == 0) {
+    throw InvalidInput("partitions_per_run is 0; expected at least 1");
+  }
+  if (r.concurrency == 0) throw InvalidInput("concurrency is 0; expected at least 1");
+  if (!std::isfinite(r.default_cost) || r.default_cost < 0) {
+    throw InvalidInput(fmt::format("default cost {} is not a finite number of seconds >= 0",
+                                   r.default_cost));
+  }
+  for (std::size_t i = 0; i < r.cost_per_partition.size(); ++i) {
+    if (std::isnan(r.cost_per_partition[i]) || std::isinf(r.cost_per_partition[i])) {
+      throw InvalidInput(fmt::format("cost of '{}' is {}; expected a finite number of seconds",
+                                     g.node(ModelId{static_cast<std::uint32_t>(i)}).name,
+                                     r.cost_per_partition[i]));
+    }
+  }
+  for (ModelId id : r.selected) {
+    if (id.value >= g.size()) {
+      throw InvalidInput(fmt::format("selected model id {} is out of range", id.value));
+    }
+  }
+}
+
+// Phase 1: which partitions of each selected model the backfill rebuilds.
+void plan_sets(detail::Context& cx) {
+  const Graph& g = cx.graph;
+  const PlanRequest& r = cx.request;
+  for (ModelId id : g.topological_order()) {
+    const std::uint32_t m = id.value;
+    if (!cx.selected[m]) continue;
+    const Axis& axis = cx.axes[m];
+    if (!axis.partitioned()) {
+      cx.sets[m] = {{0, 1}};
+      continue;
+    }
+    const Span request = axis.covering(r.start, r.end);
+    const Span allowed{cx.begin_index[m], cx.limit[m]};
+    const Span own{std::max(request.lo, allowed.lo), std::min(request.hi, allowed.hi)};
+    cx.before_begin[m] = {request.lo, std::min(request.hi, allowed.lo)};
+    const Span history{cx.has_begin[m] ? cx.begin_index[m] : request.lo, cx.limit[m]};
+
+    Spans impact;
+    for (const Edge& e : g.in_edges(id)) {
+      const std::uint32_t p = e.parent.value;
+      if (!cx.selected[p] || cx.sets[p].empty()) continue;
+      if ((e.mapping.kind == MappingKind::all || !cx.axes[p].partitioned()) && !cx.has_begin[m]) {
+        cx.unbounded_all[m] = g.node(e.parent).name;
+      }
+      for (const Span& s : cx.sets[p]) {
+        impact.push_back(detail::impacted(cx.axes[p], axis, e.mapping, s, history));
+      }
+    }
+    impact = detail::normalize(std::move(impact));
+    Spans kept = own.empty() ? Spans{} : Spans{own};
+    const Spans impact_allowed = detail::intersect(impact, allowed);
+    Spans wanted{request};
+    if (r.propagate == Propagate::impact) wanted.insert(wanted.end(), impact.begin(), impact.end());
+    cx.not_ended[m] = detail::intersect(detail::normalize(std::move(wanted)),
+                                        {allowed.hi, std::numeric_limits<std::int64_t>::max()});
+    if (r.propagate == Propagate::impact) {
+      kept.insert(kept.end(), impact_allowed.begin(), impact_allowed.end());
+      kept = detail::normalize(std::move(kept));
+    } else {
+      cx.left_stale[m] = detail::subtract(impact_allowed, kept);
+    }
+    cx.sets[m] = std::move(kept);
+  }
+}
+
+// Phase 2: tasks, one per run of up to k consecutive partitions; their index spans are kept in
+// `cx.task_span` for the dependency search.
+void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
+  const Graph& g = cx.graph;
+  const std::uint32_t k = cx.request.partitions_per_run;
+  std::size_t total = 0;
+  for (ModelId id : g.topological_order()) {
+    for (const Span& s : cx.sets[id.value]) {
+      total += static_cast<std::size_t>((s.size() + k - 1) / k);
+    }
+  }
+  if (total >= std::numeric_limits<std::uint32_t>::max()) {
+    throw InvalidInput(fmt::format("the plan would have {} tasks; expected fewer than 2^32 (raise "
+                                   "partitions_per_run or narrow the period)",
+                                   total));
+  }
+  cols.model.reserve(total);
+  cols.start.reserve(total);
+  cols.end.reserve(total);
+  cols.parts.reserve(total);
+  cx.task_span.reserve(total);
+  cx.first_task.assign(g.size(), 0);
+  cx.task_total.assign(g.size(), 0);
+  for (ModelId id : g.topological_order()) {
+    const std::uint32_t m = id.value;
+    if (!cx.selected[m]) continue;
+    const Axis& axis = cx.axes[m];
+    cx.first_task[m] = static_cast<std::uint32_t>(cols.model.size());
+    for (const Span& s : cx.sets[m]) {
+      for (std::int64_t lo = s.lo; lo < s.hi; lo += k) {
+        const std::int64_t hi = std::min<std::int64_t>(lo + k, s.hi);
+        cols.model.push_back(id);
+        if (axis.partitioned()) {
+          cols.start.push_back(axis.start_of(lo));
+          cols.end.push_back(axis.start_of(hi));
+        } else {
+          cols.start.push_back(detail::kUnbounded);
+          cols.end.push_back(detail::kUnbounded);
+        }
+        cols.parts.push_back(static_cast<std::uint32_t>(hi - lo));
+        cx.task_span.push_back({lo, hi});
+      }
+    }
+    cx.task_total[m] = static_cast<std::uint32_t>(cols.model.size()) - cx.first_task[m];
+  }
+}
+
+// Phase 3: each task depends on exactly the tasks of selected parents whose partitions its
+// mapping reads; waves are longest-path levels. O(T * parents * log T + D).
+void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
+  const Graph& g = cx.graph;
+  const std::size_t n = cols.model.size();
+  cols.dep_offsets.assign(1, 0);
+  cols.dep_offsets.reserve(n + 1);
+  cols.deps.reserve(n * 2);
+  cols.wave.assign(n, 0);
+  std::uint32_t max_wave = 0;
+  for (std::uint32_t t = 0; t < n; ++t) {
+    const ModelId id = cols.model[t];
+    const Axis& axis = cx.axes[id.value];
+    const std::size_t before = cols.deps.size();
+    for (const Edge& e : g.in_edges(id)) {
+      const std::uint32_t p = e.parent.value;
+      const std::uint32_t first = cx.first_task[p];
+      const std::uint32_t last = first + cx.task_total[p];
+      if (!cx.selected[p] || first == last) continue;
+      const Axis& paxis = cx.axes[p];
+      if (!axis.partitioned() || !paxis.partitioned() || e.mapping.kind == MappingKind::all) {
+        for (std::uint32_t d = first; d < last; ++d) cols.deps.push_back(d);
+        continue;
+      }
+      const Span read = detail::read_range(paxis, axis, e.mapping, cx.task_span[t]);
+      const auto* base = cx.task_span.data();
+      const auto* it = std::partition_point(base + first, base + last,
+                                            [&](const Span& s) { return s.hi <= read.lo; });
+      for (; it != base + last && it->lo < read.hi; ++it) {
+        cols.deps.push_back(static_cast<std::uint32_t>(it - base));
+      }
+    }
+    auto deps_begin = cols.deps.begin() + static_cast<std::ptrdiff_t>(before);
+    std::sort(deps_begin, cols.deps.end());
+    std::uint32_t wave = 0;
+    for (auto d = deps_begin; d != cols.deps.end(); ++d) wave = std::max(wave, cols.wave[*d] + 1);
+    cols.wave[t] = wave;
+    max_wave = std::max(max_wave, wave);
+    cols.dep_offsets.push_back(cols.deps.size());
+  }
+  cols.waves = n == 0 ? 0 : max_wave + 1;
+}
+
+}  // namespace
+
+Plan plan(std::shared_ptr<const Graph> graph, PlanRequest request) {
+  if (!graph) throw InvalidInput("plan() needs a graph");
+  const Graph& g = *graph;
+  check_request(g, request);
+
+  detail::Context cx(g, request);
+  plan_sets(cx);
+
+  Plan out;
+  detail::PlanColumns cols;
+  make_tasks(cx, cols);
+  link_tasks(cx, cols);
+
+  out.graph_ = std::move(graph);
+  out.model_ = std::move(cols.model);
+  out.start_ = std::move(cols.start);
+  out.end_ = std::move(cols.end);
+  out.parts_ = std::move(cols.parts);
+  out.wave_ = std::move(cols.wave);
+  out.dep_offsets_ = std::move(cols.dep_offsets);
+  out.deps_ = std::move(cols.deps);
+  out.waves_ = cols.waves;
+  cx.task_span = {};  // free before scheduling
+
+  for (ModelId id : g.topological_order()) {
+    const std::uint32_t m = id.value;
+    if (!cx.selected[m]) continue;
+    ModelPlan mp;
+    mp.model = id;
+    mp.partitions = detail::count(cx.sets[m]);
+    mp.tasks = cx.task_total[m];
+    mp.first_task = cx.first_task[m];
+    for (const Span& s : cx.sets[m]) {
+      if (cx.axes[m].partitioned()) {
+        mp.periods.push_back({cx.axes[m].start_of(s.lo), cx.axes[m].start_of(s.hi)});
+      }
+    }
+    out.models_.push_back(std::move(mp));
+  }
+  out.findings_ = detail::findings(cx, out);
+  out.request_ = std::move(request);
+  out.run_schedule();
+  return out;
+}
+
+namespace detail {
+
+Context::Context(const Graph& g, const PlanRequest& r)
+    : graph(g), request(r), selected(g.size(), 0), sets(g.size()), limit(g.size(), 0),
+      begin_index(g.size(), std::numeric_limits<std::int64_t>::min() / 4),
+      has_begin(g.size(), 0), before_begin(g.size()), not_ended(g.size()),
+      left_stale(g.size()), unbounded_all(g.size()) {
+  axes.reserve(g.size());
+  for (std::uint32_t m = 0; m < g.size(); ++m) {
+    const NodeSpec& n = g.node(ModelId{m});
+    axes.emplace_back(n.partitioning);
+    if (n.partitioning) {
+      limit[m] = axes[m].index_of(r.as_of);
+      if (n.partitioning->begin) {
+        has_begin[m] = 1;
+        begin_index[m] = axes[m].index_of(*n.partitioning->begin);
+      }
+    }
+  }
+  for (ModelId id : r.selected) {
+    if (g.node(id).kind == NodeKind::model) selected[id.value] = 1;
+  }
+}
+
+}  // namespace detail
+
+}  // namespace backfill
