@@ -193,13 +193,13 @@ class LintResult(Sequence[Finding]):
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame of every finding (needs pandas)."""
-        import pandas as pd
+        import pandas as pd  # type: ignore[import-untyped]
 
         return pd.DataFrame(self.to_dicts(), columns=list(_COLUMNS))
 
     def to_arrow(self) -> Any:
         """A pyarrow Table of every finding (needs pyarrow)."""
-        import pyarrow as pa
+        import pyarrow as pa  # type: ignore[import-untyped]
 
         schema = pa.schema(
             [

@@ -73,6 +73,7 @@ const DialectRules kSnowflake{
     .random_functions = kRandomFunctions,
     .ordered_aggregates = kOrderedAggregates,
     .sequence_nextval = true,
+    .bare_sample = true,
 };
 const DialectRules kBigQuery{
     .name = "bigquery",

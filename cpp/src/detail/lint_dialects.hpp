@@ -30,6 +30,7 @@ struct DialectRules {
   bool special_date_strings = false;  // Postgres: 'now'::timestamp, date 'today'
   bool sequence_nextval = false;      // Snowflake: my_seq.nextval
   bool using_sample = false;          // DuckDB: USING SAMPLE 10%
+  bool bare_sample = false;           // Snowflake: FROM t SAMPLE (10)
 };
 
 [[nodiscard]] const DialectRules& rules_for(Dialect d) noexcept;

@@ -93,7 +93,7 @@ class Checker {
     const bool no_args = call && close == i + 2;
 
     if (contains(r_.clock_keywords, name)) {
-      clock(i, close, name);
+      clock(i, close, call ? name + "()" : name);
     } else if (const auto* f = call ? find_fn(r_.clock_functions, name) : nullptr;
                f && (!f->zero_args_only || no_args)) {
       clock(i, close, name + "()");
@@ -121,7 +121,12 @@ class Checker {
             "add an ORDER BY that decides which row is kept (ending in a unique key)");
       }
     } else if (name == "tablesample" ||
-               (r_.using_sample && name == "sample" && v_.word(i - 1, "using"))) {
+               (r_.using_sample && name == "sample" && v_.word(i - 1, "using")) ||
+               (r_.bare_sample && name == "sample" && i > 0 &&
+                (v_[i - 1].kind == Kind::word || v_[i - 1].kind == Kind::quoted_name ||
+                 v_[i - 1].kind == Kind::jinja_expr) &&
+                (v_.sym(i + 1, "(") || v_.word(i + 1, "bernoulli") || v_.word(i + 1, "system") ||
+                 v_.word(i + 1, "block") || v_.word(i + 1, "row")))) {
       sample(i);
     }
   }

@@ -144,6 +144,16 @@ class JinjaScanner {
     std::string brackets;  // open brackets, innermost last
     while (i < t_.size()) {
       const unsigned char c = at(i);
+      if (!brackets.empty() && at(i) == static_cast<unsigned char>(closer) && at(i + 1) == '}' &&
+          (!expr || brackets.back() != '{')) {
+        // "}}" / "%}" while a bracket is open: Jinja fails here; report it and end the block
+        // so the rest of the file is still checked.
+        add_issue(issues_, i, 2,
+                  fmt::format("unbalanced Jinja: '{}' is not closed before '{}}}'",
+                              brackets.back(), closer),
+                  fmt::format("close the '{}' inside the block", brackets.back()));
+        brackets.clear();
+      }
       if (brackets.empty()) {
         std::size_t j = i;
         if (c == '-' || c == '+') ++j;
