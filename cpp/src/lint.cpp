@@ -154,8 +154,17 @@ class Linter {
                      [](const auto& a, const auto& b) { return a.offset < b.offset; });
     auto period_offsets = jinja.period_offsets;
     for (const auto& tok : lexed_.tokens) {
-      if (tok.kind == sql::Kind::parameter && is_period_parameter(sql::slice(t_, tok.begin, tok.end))) {
+      const auto text = sql::slice(t_, tok.begin, tok.end);
+      if (tok.kind == sql::Kind::parameter && is_period_parameter(text)) {
         period_offsets.push_back(tok.begin);
+      }
+      // Spark-style ${var} substitution is textual, so it also works inside string literals.
+      for (std::size_t at = tok.kind == sql::Kind::string ? text.find("${") : std::string_view::npos;
+           at != std::string_view::npos; at = text.find("${", at + 2)) {
+        const std::size_t close = text.find('}', at);
+        if (close != std::string_view::npos && is_period_parameter(text.substr(at, close - at + 1))) {
+          period_offsets.push_back(tok.begin + at);
+        }
       }
     }
     bool microbatch = false;
