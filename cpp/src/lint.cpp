@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -199,16 +200,21 @@ class Linter {
   void unbounded(const detail::lint::SqlView& v, const std::vector<detail::lint::Read>& reads,
                  const std::vector<std::size_t>& period_offsets, bool microbatch) {
     if (partitioned_.empty()) return;
+    std::vector<std::size_t> periods = period_offsets;
+    std::sort(periods.begin(), periods.end());
     const auto& st = v.statements();
     for (std::size_t s = 0; s < st.size(); ++s) {
       // Byte range of the statement: from after the previous ";" to this one's.
       const std::size_t b = s == 0 ? 0 : v[st[s - 1].second].end;
       const std::size_t e = st[s].second < v.size() ? v[st[s].second].begin : t_.size();
-      const bool bounded = std::any_of(period_offsets.begin(), period_offsets.end(),
-                                       [&](std::size_t o) { return o >= b && o < e; });
-      if (bounded) continue;
-      for (const auto& r : reads) {
-        if (r.offset < b || r.offset >= e) continue;
+      // O(log n) per statement: both lists are sorted by offset.
+      const auto p = std::lower_bound(periods.begin(), periods.end(), b);
+      if (p != periods.end() && *p < e) continue;
+      const auto first = std::lower_bound(
+          reads.begin(), reads.end(), b,
+          [](const detail::lint::Read& r, std::size_t off) { return r.offset < off; });
+      for (auto it = first; it != reads.end() && it->offset < e; ++it) {
+        const auto& r = *it;
         const auto match = std::find_if(partitioned_.begin(), partitioned_.end(),
                                         [&](const std::string& p) {
                                           return detail::lint::name_ends_with(r.name, p);
@@ -332,13 +338,17 @@ class Linter {
       }
       scopes.push_back({line, std::move(*d)});
     }
+    std::multimap<std::size_t, const Scope*> by_line;  // 0: file-wide
+    for (const auto& s : scopes) by_line.emplace(s.line, &s);
     for (auto& f : report.findings) {
-      for (const auto& s : scopes) {
-        if ((s.line == 0 || s.line == f.line) &&
-            std::find(s.d.rules.begin(), s.d.rules.end(), f.rule) != s.d.rules.end()) {
-          f.suppressed = true;
-          f.reason = s.d.reason;
-          break;
+      for (const std::size_t line : {f.line, std::size_t{0}}) {
+        const auto [lo, hi] = by_line.equal_range(line);
+        for (auto it = lo; it != hi && !f.suppressed; ++it) {
+          const auto& rules = it->second->d.rules;
+          if (std::find(rules.begin(), rules.end(), f.rule) != rules.end()) {
+            f.suppressed = true;
+            f.reason = it->second->d.reason;
+          }
         }
       }
     }

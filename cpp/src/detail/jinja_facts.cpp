@@ -3,7 +3,6 @@
 // One pass over the blocks in order, so a {% set %} alias is known to the blocks after it.
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -193,7 +192,7 @@ class Analyzer {
       }
     }
     bool period_ref = false;
-    std::optional<Read> input;
+    std::vector<Read> inputs;
     for (std::size_t k = 0; k < toks_.size(); ++k) {
       if (!name(k) || sym(k - 1, ".") || (k == 0 && stmt)) continue;
       if (is_set && k < value_from) continue;
@@ -251,14 +250,14 @@ class Analyzer {
                                 : to_lower(pos.front() + "." + pos.back()),
                  block.begin, block.end - block.begin, false};
           r.implicit_filter_opt_out = sym(close + 1, ".") && name(close + 2, "render");
-          input = r;
+          inputs.push_back(std::move(r));
         }
       }
       if (!call && input_aliases_.contains(std::string(first))) {
         Read r = input_aliases_.at(std::string(first));
         r.offset = block.begin;
         r.length = block.end - block.begin;
-        input = r;
+        inputs.push_back(std::move(r));
       }
       if (call && k == last && first == "config") {
         std::vector<std::string> ignored;
@@ -269,13 +268,13 @@ class Analyzer {
     if (is_set) {
       for (const auto& tname : targets) {
         if (period_ref) periods_.insert(tname);
-        if (input) input_aliases_[tname] = *input;
+        if (!inputs.empty()) input_aliases_[tname] = inputs.back();
       }
       return;
     }
     if (!stmt && block.context != Context::comment) {
       if (period_ref) out_.period_offsets.push_back(block.begin);
-      if (input) out_.reads.push_back(*input);
+      out_.reads.insert(out_.reads.end(), inputs.begin(), inputs.end());
     } else if (stmt && period_ref) {
       out_.period_offsets.push_back(block.begin);
     }

@@ -32,6 +32,8 @@ struct Sig {
   std::size_t block = sql::npos;  // for jinja_expr: the block index
   std::size_t match = sql::npos;  // for "(" and ")": the index of the partner
   std::size_t depth = 0;          // parenthesis depth (inside "(" is depth + 1)
+  std::size_t parent = sql::npos; // the "(" enclosing this token
+  std::size_t statement = 0;      // index into SqlView::statements()
 };
 
 class SqlView {
@@ -53,12 +55,16 @@ class SqlView {
   [[nodiscard]] std::pair<std::size_t, std::size_t> block_of(std::size_t i) const noexcept;
   // Whether "order by" occurs in [b, e) at parenthesis depth d.
   [[nodiscard]] bool has_order_by(std::size_t b, std::size_t e, std::size_t d) const noexcept;
+  // Whether the query block holding i has its own ORDER BY (O(1): precomputed).
+  [[nodiscard]] bool block_ordered(std::size_t i) const noexcept;
   [[nodiscard]] std::string_view source() const noexcept { return text_; }
 
  private:
   std::string_view text_;
   std::vector<Sig> sig_;
   std::vector<std::pair<std::size_t, std::size_t>> statements_;
+  std::vector<bool> paren_ordered_;      // by index of "(": ORDER BY directly inside
+  std::vector<bool> statement_ordered_;  // by statement: ORDER BY outside any parentheses
 };
 
 // A model input found by either side, with the byte range that reads it.

@@ -114,8 +114,7 @@ class Checker {
                (name == "fetch" && (v_.word(i + 1, "first") || v_.word(i + 1, "next")))) {
       limit(i, name);
     } else if (name == "distinct" && v_.word(i + 1, "on") && v_.sym(i + 2, "(")) {
-      const auto [b, e] = v_.block_of(i);
-      if (!v_.has_order_by(b, e, v_[i].depth)) {
+      if (!v_.block_ordered(i)) {
         add(Rule::nondeterministic, Severity::error, i, v_[i + 2].match, 
             "DISTINCT ON without ORDER BY keeps an arbitrary row of each group",
             "add an ORDER BY that decides which row is kept (ending in a unique key)");
@@ -244,8 +243,7 @@ class Checker {
   }
 
   void limit(std::size_t i, const std::string& name) {
-    const auto [b, e] = v_.block_of(i);
-    if (v_.has_order_by(b, e, v_[i].depth)) return;
+    if (v_.block_ordered(i)) return;
     const std::size_t last = i + 1 < v_.size() && v_[i + 1].kind == Kind::number ? i + 1 : i;
     add(Rule::nondeterministic, Severity::warning, i, last,
         fmt::format("{} without ORDER BY keeps whichever rows come first, which can differ "
@@ -388,13 +386,10 @@ std::vector<Read> sql_reads(const SqlView& v) {
     const bool join = v.word(i, "join");
     const bool using_ = v.word(i, "using") && !v.word(i + 1, "sample");
     if (!from && !join && !using_) continue;
-    if (from && v[i].depth > 0) {
+    if (from && v[i].parent != sql::npos) {
       // FROM inside a call's parentheses is an argument: extract(year from ts).
-      std::size_t open = i;
-      while (open-- > 0) {
-        if (v[open].depth == v[i].depth - 1 && v.sym(open, "(")) break;
-      }
-      if (open != static_cast<std::size_t>(-1) && open > 0 && v[open - 1].kind == Kind::word &&
+      const std::size_t open = v[i].parent;
+      if (open > 0 && v[open - 1].kind == Kind::word &&
           !contains(kBeforeSubquery, v.lower(open - 1))) {
         continue;
       }

@@ -35,7 +35,8 @@ SqlView::SqlView(std::string_view text, const sql::Lexed& lexed) : text_(text) {
         t.kind == Kind::jinja_stmt || t.kind == Kind::invalid) {
       continue;
     }
-    Sig s{t.kind, t.begin, t.end, t.block, sql::npos, open.size()};
+    Sig s{t.kind, t.begin, t.end, t.block, sql::npos, open.size(),
+          open.empty() ? sql::npos : open.back(), statements_.size()};
     const std::size_t idx = sig_.size();
     if (t.kind == Kind::symbol && text[t.begin] == '(' && t.end == t.begin + 1) {
       open.push_back(idx);
@@ -45,6 +46,7 @@ SqlView::SqlView(std::string_view text, const sql::Lexed& lexed) : text_(text) {
       sig_[open.back()].match = idx;
       open.pop_back();
       s.depth = open.size();
+      s.parent = open.empty() ? sql::npos : open.back();
     } else if (t.kind == Kind::symbol && text[t.begin] == ';') {
       // A ";" ends the statement whatever the parentheses say: unbalanced input stays local.
       sig_.push_back(s);
@@ -56,6 +58,22 @@ SqlView::SqlView(std::string_view text, const sql::Lexed& lexed) : text_(text) {
     sig_.push_back(s);
   }
   if (stmt_begin < sig_.size()) statements_.emplace_back(stmt_begin, sig_.size());
+  paren_ordered_.assign(sig_.size(), false);
+  statement_ordered_.assign(statements_.size() + 1, false);
+  for (std::size_t j = 0; j + 1 < sig_.size(); ++j) {
+    if (word(j, "order") && word(j + 1, "by")) {
+      if (sig_[j].parent != sql::npos) {
+        paren_ordered_[sig_[j].parent] = true;
+      } else {
+        statement_ordered_[sig_[j].statement] = true;
+      }
+    }
+  }
+}
+
+bool SqlView::block_ordered(std::size_t i) const noexcept {
+  const std::size_t p = sig_[i].parent;
+  return p != sql::npos ? paren_ordered_[p] : statement_ordered_[sig_[i].statement];
 }
 
 std::string_view SqlView::text(std::size_t i) const noexcept {
@@ -73,19 +91,10 @@ bool SqlView::sym(std::size_t i, std::string_view s) const noexcept {
 std::string SqlView::lower(std::size_t i) const { return to_lower(text(i)); }
 
 std::pair<std::size_t, std::size_t> SqlView::block_of(std::size_t i) const noexcept {
-  // The statement holding i.
-  auto st = std::upper_bound(statements_.begin(), statements_.end(), i,
-                             [](std::size_t x, const auto& r) { return x < r.second; });
-  const std::size_t sb = st == statements_.end() ? 0 : st->first;
-  const std::size_t se = st == statements_.end() ? sig_.size() : st->second;
-  const std::size_t d = sig_[i].depth;
-  if (d == 0) return {sb, se};
-  for (std::size_t j = i; j-- > sb;) {
-    if (sig_[j].depth == d - 1 && sig_[j].kind == sql::Kind::symbol && text(j) == "(") {
-      return {j + 1, sig_[j].match == sql::npos ? se : sig_[j].match};
-    }
-  }
-  return {sb, se};
+  const auto& st = statements_[std::min(sig_[i].statement, statements_.size() - 1)];
+  const std::size_t p = sig_[i].parent;
+  if (p == sql::npos) return st;
+  return {p + 1, sig_[p].match == sql::npos ? st.second : sig_[p].match};
 }
 
 bool SqlView::has_order_by(std::size_t b, std::size_t e, std::size_t d) const noexcept {
