@@ -146,6 +146,7 @@ class Linter {
     auto jinja = detail::lint::analyze_jinja(t_, lexed_, periods_);
     raw_.insert(raw_.end(), jinja.findings.begin(), jinja.findings.end());
     detail::lint::check_sql_functions(view, rules, raw_);
+    jinja_string_sql(rules);
     detail::lint::check_appends(view, jinja, raw_);
 
     auto reads = jinja.reads;
@@ -187,6 +188,33 @@ class Linter {
   }
 
  private:
+  // dbt macros take SQL as Jinja strings: dbt.dateadd(..., from_date_or_timestamp="current_date"),
+  // date_spine(end_date="now()"). Those strings render into the model, so their SQL is checked
+  // for clock reads and randomness (offsets mapped back into the model).
+  void jinja_string_sql(const detail::lint::DialectRules& rules) {
+    for (const auto& b : lexed_.blocks) {
+      if (b.type == sql::BlockType::comment ||
+          (b.type == sql::BlockType::expr && b.context == sql::Context::comment)) {
+        continue;
+      }
+      for (const auto& jt : b.tokens) {
+        if (jt.kind != sql::JKind::string || jt.end - jt.begin < 3) continue;
+        const std::size_t base = jt.begin + 1;
+        const std::string_view inner = sql::slice(t_, base, jt.end - 1);
+        const auto sub = sql::lex(inner, rules.syntax);
+        if (!sub.issues.empty()) continue;  // not SQL (an apostrophe in a message, say)
+        const detail::lint::SqlView view(inner, sub);
+        std::vector<RawFinding> found;
+        detail::lint::check_sql_functions(view, rules, found);
+        for (auto& f : found) {
+          if (f.severity != Severity::error) continue;  // LIMIT etc. need the whole query
+          f.offset += base;
+          raw_.push_back(std::move(f));
+        }
+      }
+    }
+  }
+
   [[nodiscard]] bool is_period_parameter(std::string_view p) const {
     while (!p.empty() && (p.front() == '$' || p.front() == ':' || p.front() == '@' ||
                           p.front() == '{')) {

@@ -138,6 +138,13 @@ TEST(LintClock, JinjaRendersIntoStrings) {
             (std::vector<Hit>{{"CLOCK_READ", 1, 11, "modules.datetime.datetime.now()"}}));
 }
 
+TEST(LintClock, SqlInDbtMacroArguments) {
+  // Jinja strings handed to dbt macros render as SQL.
+  EXPECT_EQ(hits("select {{ dbt.dateadd('day', -1, \"current_date\") }}"),
+            (std::vector<Hit>{{"CLOCK_READ", 1, 35, "current_date"}}));
+  EXPECT_TRUE(hits("select {{ log(\"it's now\") }}, {{ var('x', 'now') }}").empty());
+}
+
 TEST(LintClock, DialectForms) {
   EXPECT_EQ(hits("select sysdate, systimestamp from t", dialect(Dialect::snowflake)),
             (std::vector<Hit>{{"CLOCK_READ", 1, 8, "sysdate"}, {"CLOCK_READ", 1, 17, "systimestamp"}}));
@@ -180,6 +187,7 @@ TEST(LintNondeterministic, LimitAndAggregatesAreWarnings) {
   EXPECT_EQ(r.findings[1].text, "limit 5");
   EXPECT_TRUE(hits("select list_sort(list(v)), string_agg(v, ',' order by v) from t").empty());
   EXPECT_TRUE(hits("select * from (select * from t order by id limit 5)").empty());
+  EXPECT_TRUE(hits("select * from t {% if target.name == 'dev' %} limit 100 {% endif %}").empty());
 }
 
 TEST(LintUnboundedRead, PerStatementAndMicrobatch) {

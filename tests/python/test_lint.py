@@ -366,3 +366,30 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         cli.main(["lint", "--dialect", "mysql", "x.sql"])
     assert exc.value.code == 2
     assert cli.main(["lint", "--ignore", "NOPE", str(tmp_path)]) == 2
+
+
+# ----------------------------------------------------------------------------- dbt idioms
+
+
+def test_dbt_idioms() -> None:
+    # SQL handed to dbt macros as strings renders into the model.
+    sql = "select * from {{ dbt_utils.date_spine('day', \"'2026-01-01'\", 'current_date') }}"
+    assert hits(lint_sql(sql)) == [("CLOCK_READ", 1, sql.index("current_date") + 1,
+                                    "current_date")]
+    # A ref() bound with {% set %} is read where it is used.
+    aliased = "{% set src = ref('orders') %}\nselect * from {{ src }}"
+    assert hits(lint_sql(aliased, partitioned_inputs=["orders"])) == [
+        ("UNBOUNDED_READ", 2, 15, "{{ src }}")]
+    # dbt microbatch filters ref() unless .render() asks for the whole input.
+    mb = "select * from {{ ref('orders').render() }} join {{ ref('orders') }} using (id)"
+    r = lint_sql(mb, partitioned_inputs=["orders"], microbatch=True)
+    assert hits(r) == [("UNBOUNDED_READ", 1, 15, "{{ ref('orders').render() }}")]
+    assert ".render()" in r[0].message
+    # A development LIMIT under a Jinja condition is not what production runs.
+    dev = "select * from t {% if target.name == 'dev' %} limit 100 {% endif %}"
+    assert hits(lint_sql(dev)) == []
+    assert hits(lint_sql("select * from t limit 100")) == [
+        ("NONDETERMINISTIC", 1, 17, "limit 100")]
+    # config() in a SQL comment still configures the model (a classic dbt gotcha).
+    assert lint_sql("-- {{ config(incremental_strategy='append') }}\nselect 1").config == {
+        "incremental_strategy": "append"}

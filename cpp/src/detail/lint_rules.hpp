@@ -34,6 +34,7 @@ struct Sig {
   std::size_t depth = 0;          // parenthesis depth (inside "(" is depth + 1)
   std::size_t parent = sql::npos; // the "(" enclosing this token
   std::size_t statement = 0;      // index into SqlView::statements()
+  bool conditional = false;       // inside a Jinja {% if %} ... {% endif %}
 };
 
 class SqlView {

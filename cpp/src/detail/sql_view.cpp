@@ -29,14 +29,24 @@ bool name_ends_with(std::string_view name, std::string_view suffix) noexcept {
 SqlView::SqlView(std::string_view text, const sql::Lexed& lexed) : text_(text) {
   std::vector<std::size_t> open;  // indices of unmatched "("
   std::size_t stmt_begin = 0;
+  std::size_t ifs = 0;  // open {% if %} blocks
   for (const auto& t : lexed.tokens) {
     using sql::Kind;
+    if (t.kind == Kind::jinja_stmt && t.block < lexed.blocks.size()) {
+      for (const auto& jt : lexed.blocks[t.block].tokens) {
+        if (jt.kind != sql::JKind::name) continue;
+        const auto tag = sql::slice(text, jt.begin, jt.end);
+        if (tag == "if") ++ifs;
+        if (tag == "endif" && ifs > 0) --ifs;
+        break;
+      }
+    }
     if (t.kind == Kind::whitespace || t.kind == Kind::comment || t.kind == Kind::jinja_comment ||
         t.kind == Kind::jinja_stmt || t.kind == Kind::invalid) {
       continue;
     }
     Sig s{t.kind, t.begin, t.end, t.block, sql::npos, open.size(),
-          open.empty() ? sql::npos : open.back(), statements_.size()};
+          open.empty() ? sql::npos : open.back(), statements_.size(), ifs > 0};
     const std::size_t idx = sig_.size();
     if (t.kind == Kind::symbol && text[t.begin] == '(' && t.end == t.begin + 1) {
       open.push_back(idx);
