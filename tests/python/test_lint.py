@@ -393,3 +393,33 @@ def test_dbt_idioms() -> None:
     # config() in a SQL comment still configures the model (a classic dbt gotcha).
     assert lint_sql("-- {{ config(incremental_strategy='append') }}\nselect 1").config == {
         "incremental_strategy": "append"}
+
+
+# ----------------------------------------------------------------------------- DuckDB as oracle
+
+ORACLE_FRAGMENTS = st.sampled_from([
+    "select", " ", "\n", "'", "''", '"', "--", "/*", "*/", "$$", "$t$", "E'", "x'", "\\", "x",
+    "1", ",", "(", ")", "now()", ".", "::", "$1", "t$", "-", "*", "/",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(ORACLE_FRAGMENTS, max_size=25).map("".join))
+def test_strings_comments_and_quoted_names_agree_with_duckdb(sql: str) -> None:
+    """DuckDB's own tokenizer decides what is a string, a comment or a quoted name: so do we."""
+    duckdb = pytest.importorskip("duckdb")
+    try:
+        theirs = {pos: str(kind).rsplit(".", 1)[-1] for pos, kind in duckdb.tokenize(sql)}
+    except Exception:  # DuckDB refuses some garbage outright; nothing to compare
+        return
+    mine = {t.offset: t.kind for t in tokenize(sql)}
+    for pos, kind in theirs.items():
+        if kind == "string_const":
+            assert mine.get(pos) == "string", (sql, pos)
+        elif kind == "comment":
+            assert mine.get(pos) == "comment", (sql, pos)
+        elif kind == "identifier" and sql[pos] == '"':
+            assert mine.get(pos) == "quoted_name", (sql, pos)
+    for pos, kind in mine.items():
+        if kind in ("string", "comment"):
+            assert theirs.get(pos) in ("string_const", "comment"), (sql, pos)

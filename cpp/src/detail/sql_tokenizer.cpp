@@ -332,6 +332,12 @@ class SqlLexer {
       ++i;
       return quoted(i, '\'', true, Kind::string);
     }
+    if (const std::size_t p = string_prefix(i); p > 0) {
+      // X'0F', B'101', N'text', r'raw', b'bytes', rb'...': the prefix belongs to the literal.
+      i += p;
+      return at(i) == '"' ? quoted(i, '"', syn_.backslash_escapes, Kind::string)
+                          : quoted(i, '\'', syn_.backslash_escapes, Kind::string);
+    }
     if (is_word_start(c)) {
       while (free_at(i) && is_word_char(at(i))) ++i;
       return Kind::word;
@@ -359,13 +365,31 @@ class SqlLexer {
     static constexpr std::string_view ops[] = {"->>", "::", "||", "<=", ">=", "<>", "!=", "=>",
                                                "->",  "**", "//", "<<", ">>", ":="};
     for (const auto op : ops) {
-      if (t_.substr(i).starts_with(op) && (op != "//" || !syn_.slash_comments)) {
+      // An operator never swallows the start of a comment: "//*" is "/" then "/*".
+      if (t_.substr(i).starts_with(op) && (op != "//" || (!syn_.slash_comments && at(i + 2) != '*'))) {
         i += op.size();
         return Kind::symbol;
       }
     }
     ++i;
     return Kind::symbol;
+  }
+
+  // Length of a string-literal prefix at i (0 if none): one of x b n r, or rb / br.
+  [[nodiscard]] std::size_t string_prefix(std::size_t i) const noexcept {
+    const auto letter = [&](std::size_t k) {
+      const auto ch = static_cast<unsigned char>(std::tolower(at(k)));
+      return ch == 'x' || ch == 'b' || ch == 'n' || ch == 'r';
+    };
+    const auto quote = [&](std::size_t k) {
+      return at(k) == '\'' || (syn_.double_quote_strings && at(k) == '"');
+    };
+    if (!letter(i)) return 0;
+    if (quote(i + 1)) return 1;
+    const auto a = std::tolower(at(i));
+    const auto b = std::tolower(at(i + 1));
+    if (((a == 'r' && b == 'b') || (a == 'b' && b == 'r')) && quote(i + 2)) return 2;
+    return 0;
   }
 
   // ":name" after a name or ")" is a path (Snowflake's col:field), not a parameter.
