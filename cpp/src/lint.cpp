@@ -245,7 +245,8 @@ class Linter {
         const auto& r = *it;
         const auto match = std::find_if(partitioned_.begin(), partitioned_.end(),
                                         [&](const std::string& p) {
-                                          return detail::lint::name_ends_with(r.name, p);
+                                          return detail::lint::name_ends_with(
+                                              detail::lint::to_lower(r.name), p);
                                         });
         if (match == partitioned_.end()) continue;
         if (microbatch && r.kind != InputKind::table && !r.implicit_filter_opt_out) continue;

@@ -423,3 +423,15 @@ def test_strings_comments_and_quoted_names_agree_with_duckdb(sql: str) -> None:
     for pos, kind in mine.items():
         if kind in ("string", "comment"):
             assert theirs.get(pos) in ("string_const", "comment"), (sql, pos)
+
+
+def test_cli_reads_stdin(monkeypatch: pytest.MonkeyPatch,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    import sys
+
+    fake = io.TextIOWrapper(io.BytesIO(b'select * from "Raw"."Orders"'))
+    monkeypatch.setattr(sys, "stdin", fake)
+    assert cli.main(["lint", "-", "--partitioned", "raw.orders"]) == 0  # a warning only
+    out = capsys.readouterr().out
+    assert out.startswith("<stdin>:1:15: UNBOUNDED_READ warning: table Raw.Orders")

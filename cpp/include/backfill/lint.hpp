@@ -104,7 +104,10 @@ struct LintReport {
 // blocks are split into their own tokens (a SQL string holding "{{ x }}" becomes string, Jinja
 // tokens, string).
 struct Token {
-  std::string_view kind;  // "word", "string", "jinja_name", ... (see detail/sql_tokenizer.hpp)
+  // SQL: whitespace word quoted_name string number symbol parameter comment invalid;
+  // Jinja: jinja_open jinja_close jinja_whitespace jinja_name jinja_string jinja_number
+  // jinja_symbol jinja_comment_text jinja_invalid.
+  std::string_view kind;
   std::size_t offset = 0;
   std::size_t length = 0;
   std::size_t line = 0;
