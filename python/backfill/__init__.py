@@ -20,6 +20,9 @@ from .diffing import DiffResult, DiffSummary, diff
 from .fingerprinting import Fingerprint, fingerprint
 from .planning import Estimate, Finding, ModelSummary, Plan
 from .project import Dependency, Model, Project, Source, all_of, overlap, window
+from .checks import check_model
+from .lint import Finding as LintFinding
+from .lint import LintResult, lint_file, lint_sql
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -47,10 +50,15 @@ __all__ = [
     "window",
     "ConflictError",
     "CycleError",
+    "LintFinding",
     "InvalidInputError",
+    "LintResult",
     "NotFoundError",
     "Partition",
     "PeriodSet",
+    "check_model",
+    "lint_file",
+    "lint_sql",
     "partition_of",
     "partitions",
 ]
