@@ -197,8 +197,25 @@ class Linter {
           (b.type == sql::BlockType::expr && b.context == sql::Context::comment)) {
         continue;
       }
+      std::vector<std::string_view> calls;  // enclosing calls, innermost last ("" = bracket)
+      std::string_view last_name;
       for (const auto& jt : b.tokens) {
-        if (jt.kind != sql::JKind::string || jt.end - jt.begin < 3) continue;
+        const auto tx = sql::slice(t_, jt.begin, jt.end);
+        if (jt.kind == sql::JKind::whitespace) continue;
+        if (jt.kind == sql::JKind::symbol && (tx == "(" || tx == "[" || tx == "{")) {
+          calls.push_back(tx == "(" ? last_name : std::string_view{});
+        } else if (jt.kind == sql::JKind::symbol && (tx == ")" || tx == "]" || tx == "}")) {
+          if (!calls.empty()) calls.pop_back();
+        }
+        last_name = jt.kind == sql::JKind::name ? tx : std::string_view{};
+        // Messages to the log or the user never reach the SQL.
+        static constexpr std::string_view quiet[] = {"log", "print", "raise_compiler_error",
+                                                     "warn", "warn_or_error", "fromjson",
+                                                     "fromyaml"};
+        const bool silent = std::any_of(calls.begin(), calls.end(), [](std::string_view c) {
+          return std::find(std::begin(quiet), std::end(quiet), c) != std::end(quiet);
+        });
+        if (silent || jt.kind != sql::JKind::string || jt.end - jt.begin < 3) continue;
         const std::size_t base = jt.begin + 1;
         const std::string_view inner = sql::slice(t_, base, jt.end - 1);
         const auto sub = sql::lex(inner, rules.syntax);

@@ -143,6 +143,9 @@ TEST(LintClock, SqlInDbtMacroArguments) {
   EXPECT_EQ(hits("select {{ dbt.dateadd('day', -1, \"current_date\") }}"),
             (std::vector<Hit>{{"CLOCK_READ", 1, 35, "current_date"}}));
   EXPECT_TRUE(hits("select {{ log(\"it's now\") }}, {{ var('x', 'now') }}").empty());
+  EXPECT_TRUE(hits("{{ log('started at now()', info=True) }}{% do exceptions.warn('random()') %}")
+                  .empty());
+  EXPECT_EQ(hits("{{ config(post_hook=\"insert into audit select now()\") }}").size(), 1U);
 }
 
 TEST(LintClock, DialectForms) {

@@ -435,3 +435,14 @@ def test_cli_reads_stdin(monkeypatch: pytest.MonkeyPatch,
     assert cli.main(["lint", "-", "--partitioned", "raw.orders"]) == 0  # a warning only
     out = capsys.readouterr().out
     assert out.startswith("<stdin>:1:15: UNBOUNDED_READ warning: table Raw.Orders")
+
+
+def test_docstring_examples_hold() -> None:
+    import doctest
+
+    import backfill.checks
+    import backfill.lint
+
+    for module in (backfill.lint, backfill.checks):
+        failures, tried = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert tried > 0 and failures == 0, module.__name__
