@@ -49,7 +49,7 @@ struct Finding {
   std::size_t column = 0;  // 1-based, in code points
   std::size_t offset = 0;  // bytes from the start of the input
   std::size_t length = 0;  // bytes of the offending text
-  std::string text;        // the offending text as written
+  std::string text;        // the offending text as written (cut after 200 bytes)
   std::string message;
   std::string hint;
   bool suppressed = false;
