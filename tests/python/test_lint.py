@@ -446,3 +446,17 @@ def test_docstring_examples_hold() -> None:
     for module in (backfill.lint, backfill.checks):
         failures, tried = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert tried > 0 and failures == 0, module.__name__
+
+
+def test_cli_severity_and_period_params(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "m.sql"
+    f.write_text("select * from orders where d >= '{{ run_date }}'")
+    assert cli.main(["lint", str(f), "--partitioned", "orders"]) == 0  # warning only
+    assert cli.main(["lint", str(f), "--partitioned", "orders",
+                     "--severity", "UNBOUNDED_READ=error"]) == 1
+    assert cli.main(["lint", str(f), "--partitioned", "orders", "--severity",
+                     "UNBOUNDED_READ=error", "--period-params", "run_date"]) == 0
+    capsys.readouterr()
+    assert cli.main(["lint", str(f), "--severity", "UNBOUNDED_READ"]) == 2
+    assert "CODE=LEVEL" in capsys.readouterr().err
