@@ -22,7 +22,8 @@ namespace sql = detail::sql;
 constexpr std::size_t kMaxTextBytes = 200;  // longer offending text is cut (on a UTF-8 boundary)
 
 std::string valid_period_param(const std::string& p) {
-  const bool ok = !p.empty() && (std::isalpha(static_cast<unsigned char>(p[0])) != 0 || p[0] == '_') &&
+  const auto first = static_cast<unsigned char>(p.empty() ? '\0' : p[0]);
+  const bool ok = (std::isalpha(first) != 0 || first == '_') &&
                   std::all_of(p.begin(), p.end(), [](char c) {
                     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
                   });
@@ -80,7 +81,9 @@ std::optional<Directive> parse_directive(std::string_view body) {
                                body[j] == '_')) {
       ++j;
     }
-    if (j == i || (j < body.size() && std::isalnum(static_cast<unsigned char>(body[j])) != 0)) break;
+    if (j == i || (j < body.size() && std::isalnum(static_cast<unsigned char>(body[j])) != 0)) {
+      break;
+    }
     const std::string_view code = body.substr(i, j - i);
     try {
       d.rules.push_back(parse_rule(code));
@@ -161,10 +164,11 @@ class Linter {
         period_offsets.push_back(tok.begin);
       }
       // Spark-style ${var} substitution is textual, so it also works inside string literals.
-      for (std::size_t at = tok.kind == sql::Kind::string ? text.find("${") : std::string_view::npos;
-           at != std::string_view::npos; at = text.find("${", at + 2)) {
+      constexpr auto none = std::string_view::npos;
+      for (std::size_t at = tok.kind == sql::Kind::string ? text.find("${") : none; at != none;
+           at = text.find("${", at + 2)) {
         const std::size_t close = text.find('}', at);
-        if (close != std::string_view::npos && is_period_parameter(text.substr(at, close - at + 1))) {
+        if (close != none && is_period_parameter(text.substr(at, close - at + 1))) {
           period_offsets.push_back(tok.begin + at);
         }
       }
@@ -291,7 +295,9 @@ class Linter {
 
   [[nodiscard]] std::string period_list() const {
     std::string out;
-    for (const auto& p : periods_) out += (out.empty() ? "" : ", ") + fmt::format("{{{{ {} }}}}", p);
+    for (const auto& p : periods_) {
+      out += (out.empty() ? "" : ", ") + fmt::format("{{{{ {} }}}}", p);
+    }
     return out.empty() ? "no period parameters configured" : out;
   }
 

@@ -250,7 +250,8 @@ def test_result_exports() -> None:
 
 
 def test_tokenize_kinds() -> None:
-    toks = [(t.kind, t.text) for t in tokenize("select '{{ x }}' -- c") if "whitespace" not in t.kind]
+    toks = [(t.kind, t.text) for t in tokenize("select '{{ x }}' -- c")
+            if "whitespace" not in t.kind]
     assert toks == [("word", "select"), ("string", "'"), ("jinja_open", "{{"), ("jinja_name", "x"),
                     ("jinja_close", "}}"), ("string", "'"), ("comment", "-- c")]
 

@@ -30,7 +30,9 @@ enum class Dialect : std::uint8_t { duckdb, postgres, snowflake, bigquery, spark
 [[nodiscard]] Dialect parse_dialect(std::string_view name);
 [[nodiscard]] std::string_view to_string(Dialect d) noexcept;
 
-enum class Rule : std::uint8_t { clock_read, nondeterministic, unbounded_read, append_only, lint_parse };
+enum class Rule : std::uint8_t {
+  clock_read, nondeterministic, unbounded_read, append_only, lint_parse
+};
 inline constexpr Rule kAllRules[] = {Rule::clock_read, Rule::nondeterministic, Rule::unbounded_read,
                                      Rule::append_only, Rule::lint_parse};
 
