@@ -79,4 +79,4 @@ fuzz: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(FUZZ_DIR) --target lint_fuzz
 	mkdir -p $(FUZZ_DIR)/corpus
 	$(FUZZ_DIR)/tests/fuzz/lint_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  $(FUZZ_DIR)/corpus tests/sql tests/fuzz/seeds
+	  -dict=tests/fuzz/lint.dict $(FUZZ_DIR)/corpus tests/sql tests/fuzz/seeds

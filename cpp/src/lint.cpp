@@ -22,7 +22,8 @@ namespace sql = detail::sql;
 constexpr std::size_t kMaxTextBytes = 200;  // longer offending text is cut (on a UTF-8 boundary)
 
 std::string valid_period_param(const std::string& p) {
-  const bool ok = !p.empty() && (std::isalpha(static_cast<unsigned char>(p[0])) != 0 || p[0] == '_') &&
+  const auto first = static_cast<unsigned char>(p.empty() ? '\0' : p[0]);
+  const bool ok = (std::isalpha(first) != 0 || first == '_') &&
                   std::all_of(p.begin(), p.end(), [](char c) {
                     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
                   });
@@ -80,7 +81,9 @@ std::optional<Directive> parse_directive(std::string_view body) {
                                body[j] == '_')) {
       ++j;
     }
-    if (j == i || (j < body.size() && std::isalnum(static_cast<unsigned char>(body[j])) != 0)) break;
+    if (j == i || (j < body.size() && std::isalnum(static_cast<unsigned char>(body[j])) != 0)) {
+      break;
+    }
     const std::string_view code = body.substr(i, j - i);
     try {
       d.rules.push_back(parse_rule(code));
@@ -161,10 +164,11 @@ class Linter {
         period_offsets.push_back(tok.begin);
       }
       // Spark-style ${var} substitution is textual, so it also works inside string literals.
-      for (std::size_t at = tok.kind == sql::Kind::string ? text.find("${") : std::string_view::npos;
-           at != std::string_view::npos; at = text.find("${", at + 2)) {
+      constexpr auto none = std::string_view::npos;
+      for (std::size_t at = tok.kind == sql::Kind::string ? text.find("${") : none; at != none;
+           at = text.find("${", at + 2)) {
         const std::size_t close = text.find('}', at);
-        if (close != std::string_view::npos && is_period_parameter(text.substr(at, close - at + 1))) {
+        if (close != none && is_period_parameter(text.substr(at, close - at + 1))) {
           period_offsets.push_back(tok.begin + at);
         }
       }
@@ -197,8 +201,25 @@ class Linter {
           (b.type == sql::BlockType::expr && b.context == sql::Context::comment)) {
         continue;
       }
+      std::vector<std::string_view> calls;  // enclosing calls, innermost last ("" = bracket)
+      std::string_view last_name;
       for (const auto& jt : b.tokens) {
-        if (jt.kind != sql::JKind::string || jt.end - jt.begin < 3) continue;
+        const auto tx = sql::slice(t_, jt.begin, jt.end);
+        if (jt.kind == sql::JKind::whitespace) continue;
+        if (jt.kind == sql::JKind::symbol && (tx == "(" || tx == "[" || tx == "{")) {
+          calls.push_back(tx == "(" ? last_name : std::string_view{});
+        } else if (jt.kind == sql::JKind::symbol && (tx == ")" || tx == "]" || tx == "}")) {
+          if (!calls.empty()) calls.pop_back();
+        }
+        last_name = jt.kind == sql::JKind::name ? tx : std::string_view{};
+        // Messages to the log or the user never reach the SQL.
+        static constexpr std::string_view quiet[] = {"log", "print", "raise_compiler_error",
+                                                     "warn", "warn_or_error", "fromjson",
+                                                     "fromyaml"};
+        const bool silent = std::any_of(calls.begin(), calls.end(), [](std::string_view c) {
+          return std::find(std::begin(quiet), std::end(quiet), c) != std::end(quiet);
+        });
+        if (silent || jt.kind != sql::JKind::string || jt.end - jt.begin < 3) continue;
         const std::size_t base = jt.begin + 1;
         const std::string_view inner = sql::slice(t_, base, jt.end - 1);
         const auto sub = sql::lex(inner, rules.syntax);
@@ -274,7 +295,9 @@ class Linter {
 
   [[nodiscard]] std::string period_list() const {
     std::string out;
-    for (const auto& p : periods_) out += (out.empty() ? "" : ", ") + fmt::format("{{{{ {} }}}}", p);
+    for (const auto& p : periods_) {
+      out += (out.empty() ? "" : ", ") + fmt::format("{{{{ {} }}}}", p);
+    }
     return out.empty() ? "no period parameters configured" : out;
   }
 

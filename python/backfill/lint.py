@@ -8,7 +8,8 @@ finds, before anything runs, what breaks that (rule codes):
     ``{{ modules.datetime.datetime.now() }}``, Postgres ``'now'::timestamp``... A run for August
     would use today's date. Use the run parameters ``{{ start }}`` / ``{{ end }}``.
 ``NONDETERMINISTIC`` (error; warning for LIMIT and unordered aggregates)
-    ``random()``, ``uuid()``, ``gen_random_uuid()``, ``newid()``, ``nextval()``, ``{{ invocation_id }}``,
+    ``random()``, ``uuid()``, ``gen_random_uuid()``, ``newid()``, ``nextval()``,
+    ``{{ invocation_id }}``,
     ``row_number()``/``lag()``/... ``OVER`` a window without ``ORDER BY``, ``DISTINCT ON`` and
     ``LIMIT`` without ``ORDER BY``, ``array_agg``/``string_agg``/``listagg`` without an order,
     sampling without a seed.
@@ -27,7 +28,12 @@ finds, before anything runs, what breaks that (rule codes):
 
 The SQL is tokenized (never searched with regular expressions): ``'now()'`` in a string, a
 comment or a quoted name ``"now"`` is not a finding, while ``'{{ run_started_at }}'`` is (Jinja
-renders before the SQL runs). Dialects: duckdb, postgres, snowflake, bigquery, spark.
+renders before the SQL runs; a ``{{ }}`` inside a SQL comment renders into the comment and is
+inert, a ``{% %}`` there still executes). SQL in Jinja string arguments of dbt macros
+(``dbt.dateadd(..., "current_date")``) is checked too. Dialects: duckdb, postgres, snowflake,
+bigquery, spark; function names that read the clock or randomness wherever they exist are flagged
+in every dialect, the dialect adds its own forms (Snowflake's bare ``sysdate``, Postgres'
+``'now'::timestamp``, ``seq.nextval``, ``USING SAMPLE``) and its quoting and comment rules.
 
 Positions: ``line`` and ``column`` are 1-based; lines end at ``\\n``, ``\\r\\n`` or ``\\r``;
 **columns count Unicode code points** (a tab is one column, an invalid UTF-8 byte one column), so
@@ -45,10 +51,11 @@ Suppressed findings are not dropped: they are in ``result.suppressed`` (and in `
 yields the active ones.
 
 >>> r = lint_sql("select id, now() as loaded_at from orders")
->>> print(r)
-<sql>:1:12: CLOCK_READ error: now() reads the clock: a backfill run for a past period would use today's date or time
-    hint: use the run's period instead: {{ start }} / {{ end }} (the period a backfill run processes)
-1 error
+>>> [(f.code, f.line, f.column, f.text) for f in r]
+[('CLOCK_READ', 1, 12, 'now()')]
+>>> print(r[0])
+<sql>:1:12: CLOCK_READ error: now() reads the clock: a backfill run for a past period would use
+today's date or time
 """
 
 from __future__ import annotations

@@ -27,6 +27,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="an input partitioned by period (repeatable, or comma-separated)")
     p.add_argument("--ignore", action="append", default=[], metavar="CODE[=REASON]",
                    help=f"switch a rule off, with a reason (rules: {', '.join(RULES)})")
+    p.add_argument("--severity", action="append", default=[], metavar="CODE=LEVEL",
+                   help="override a rule's severity (error, warning, info)")
+    p.add_argument("--period-params", default="start,end", metavar="NAMES",
+                   help="Jinja/SQL parameters that carry the run's period (default start,end)")
     mb = p.add_mutually_exclusive_group()
     mb.add_argument("--microbatch", dest="microbatch", action="store_true", default=None,
                     help="dbt microbatch filters ref()/source() by batch")
@@ -55,6 +59,14 @@ def run(args: argparse.Namespace) -> int:
         (item.split("=", 1)[0].strip(), item.split("=", 1)[1].strip()) if "=" in item
         else (item.strip(), "") for item in args.ignore
     )
+    severity: dict[str, str] = {}
+    for item in args.severity:
+        code, sep, level = item.partition("=")
+        if not sep:
+            sys.stderr.write(f"backfill lint: error: --severity {item!r} is not CODE=LEVEL\n")
+            return EXIT_USAGE
+        severity[code.strip()] = level.strip()
+    periods = [n.strip() for n in args.period_params.split(",") if n.strip()]
     results: list[LintResult] = []
     for name in files:
         try:
@@ -64,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         results.append(lint_sql(data, dialect=args.dialect, partitioned_inputs=partitioned,
                                 ignore=ignore, microbatch=args.microbatch,
+                                severity=severity, period_params=periods,
                                 path="<stdin>" if name == "-" else name))
     errors = sum(len(r.errors) for r in results)
     if args.json:

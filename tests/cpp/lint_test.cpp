@@ -143,11 +143,15 @@ TEST(LintClock, SqlInDbtMacroArguments) {
   EXPECT_EQ(hits("select {{ dbt.dateadd('day', -1, \"current_date\") }}"),
             (std::vector<Hit>{{"CLOCK_READ", 1, 35, "current_date"}}));
   EXPECT_TRUE(hits("select {{ log(\"it's now\") }}, {{ var('x', 'now') }}").empty());
+  EXPECT_TRUE(hits("{{ log('started at now()', info=True) }}{% do exceptions.warn('random()') %}")
+                  .empty());
+  EXPECT_EQ(hits("{{ config(post_hook=\"insert into audit select now()\") }}").size(), 1U);
 }
 
 TEST(LintClock, DialectForms) {
   EXPECT_EQ(hits("select sysdate, systimestamp from t", dialect(Dialect::snowflake)),
-            (std::vector<Hit>{{"CLOCK_READ", 1, 8, "sysdate"}, {"CLOCK_READ", 1, 17, "systimestamp"}}));
+            (std::vector<Hit>{{"CLOCK_READ", 1, 8, "sysdate"},
+                              {"CLOCK_READ", 1, 17, "systimestamp"}}));
   EXPECT_TRUE(hits("select sysdate from t").empty());  // a column in DuckDB
   EXPECT_EQ(hits("select 'now'::timestamptz, 'now()'::text", dialect(Dialect::postgres)),
             (std::vector<Hit>{{"CLOCK_READ", 1, 8, "'now'::timestamptz"}}));
@@ -210,13 +214,15 @@ TEST(LintUnboundedRead, PerStatementAndMicrobatch) {
   EXPECT_TRUE(hits("select * from {{ ref('orders') }}", o).empty());
   EXPECT_EQ(hits("select * from {{ ref('orders').render() }}", o).size(), 1U);
   o.microbatch.reset();
-  EXPECT_TRUE(hits("{{ config(incremental_strategy='microbatch') }} select * from {{ ref('orders') }}",
+  EXPECT_TRUE(hits("{{ config(incremental_strategy='microbatch') }} "
+                   "select * from {{ ref('orders') }}",
                    o)
                   .empty());
 }
 
 TEST(LintAppendOnly, InsertWithoutClearingThePeriod) {
-  EXPECT_EQ(hits("insert into f select 1"), (std::vector<Hit>{{"APPEND_ONLY", 1, 1, "insert into f"}}));
+  EXPECT_EQ(hits("insert into f select 1"),
+            (std::vector<Hit>{{"APPEND_ONLY", 1, 1, "insert into f"}}));
   EXPECT_TRUE(hits("delete from main.f where d >= $start; insert into f select 1").empty());
   EXPECT_TRUE(hits("truncate table f; insert into f select 1").empty());
   EXPECT_TRUE(hits("insert into f select 1 on conflict (id) do nothing").empty());

@@ -250,7 +250,8 @@ def test_result_exports() -> None:
 
 
 def test_tokenize_kinds() -> None:
-    toks = [(t.kind, t.text) for t in tokenize("select '{{ x }}' -- c") if "whitespace" not in t.kind]
+    toks = [(t.kind, t.text) for t in tokenize("select '{{ x }}' -- c")
+            if "whitespace" not in t.kind]
     assert toks == [("word", "select"), ("string", "'"), ("jinja_open", "{{"), ("jinja_name", "x"),
                     ("jinja_close", "}}"), ("string", "'"), ("comment", "-- c")]
 
@@ -435,3 +436,28 @@ def test_cli_reads_stdin(monkeypatch: pytest.MonkeyPatch,
     assert cli.main(["lint", "-", "--partitioned", "raw.orders"]) == 0  # a warning only
     out = capsys.readouterr().out
     assert out.startswith("<stdin>:1:15: UNBOUNDED_READ warning: table Raw.Orders")
+
+
+def test_docstring_examples_hold() -> None:
+    import doctest
+
+    import backfill.checks
+    import backfill.lint
+
+    for module in (backfill.lint, backfill.checks):
+        failures, tried = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert tried > 0 and failures == 0, module.__name__
+
+
+def test_cli_severity_and_period_params(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "m.sql"
+    f.write_text("select * from orders where d >= '{{ run_date }}'")
+    assert cli.main(["lint", str(f), "--partitioned", "orders"]) == 0  # warning only
+    assert cli.main(["lint", str(f), "--partitioned", "orders",
+                     "--severity", "UNBOUNDED_READ=error"]) == 1
+    assert cli.main(["lint", str(f), "--partitioned", "orders", "--severity",
+                     "UNBOUNDED_READ=error", "--period-params", "run_date"]) == 0
+    capsys.readouterr()
+    assert cli.main(["lint", str(f), "--severity", "UNBOUNDED_READ"]) == 2
+    assert "CODE=LEVEL" in capsys.readouterr().err

@@ -32,7 +32,9 @@ enum class Dialect : std::uint8_t { duckdb, postgres, snowflake, bigquery, spark
 [[nodiscard]] Dialect parse_dialect(std::string_view name);
 [[nodiscard]] std::string_view to_string(Dialect d) noexcept;
 
-enum class Rule : std::uint8_t { clock_read, nondeterministic, unbounded_read, append_only, lint_parse };
+enum class Rule : std::uint8_t {
+  clock_read, nondeterministic, unbounded_read, append_only, lint_parse
+};
 inline constexpr Rule kAllRules[] = {Rule::clock_read, Rule::nondeterministic, Rule::unbounded_read,
                                      Rule::append_only, Rule::lint_parse};
 
@@ -49,7 +51,7 @@ struct Finding {
   std::size_t column = 0;  // 1-based, in code points
   std::size_t offset = 0;  // bytes from the start of the input
   std::size_t length = 0;  // bytes of the offending text
-  std::string text;        // the offending text as written
+  std::string text;        // the offending text as written (cut after 200 bytes)
   std::string message;
   std::string hint;
   bool suppressed = false;

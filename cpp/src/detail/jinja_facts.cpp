@@ -128,9 +128,10 @@ class Analyzer {
     const auto is_opener = std::find(std::begin(kOpeners), std::end(kOpeners), tag) !=
                            std::end(kOpeners);
     if (is_opener) {
-      const bool inline_set = tag == "set" && std::any_of(toks_.begin(), toks_.end(), [](const Tok& t) {
-                                return t.kind == JKind::symbol && t.text == "=";
-                              });
+      const bool inline_set =
+          tag == "set" && std::any_of(toks_.begin(), toks_.end(), [](const Tok& t) {
+            return t.kind == JKind::symbol && t.text == "=";
+          });
       if (!inline_set) open_.push_back({std::string(tag), block.begin, block.end});
       return;
     }
@@ -139,8 +140,11 @@ class Analyzer {
                                block.end - block.begin, std::move(message), std::move(hint)});
     };
     if (tag == "elif" || tag == "else") {
-      if (open_.empty() || (open_.back().tag != "if" && !(tag == "else" && open_.back().tag == "for"))) {
-        parse_error(fmt::format("unbalanced Jinja: '{{% {} %}}' outside an '{{% if %}}' block", tag),
+      const bool fits = !open_.empty() && (open_.back().tag == "if" ||
+                                           (tag == "else" && open_.back().tag == "for"));
+      if (!fits) {
+        parse_error(fmt::format("unbalanced Jinja: '{{% {} %}}' outside an '{{% if %}}' block",
+                                tag),
                     "remove it or add the '{% if %}' it belongs to");
       }
       return;

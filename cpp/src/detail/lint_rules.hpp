@@ -48,9 +48,8 @@ class SqlView {
   [[nodiscard]] bool sym(std::size_t i, std::string_view s) const noexcept;
   [[nodiscard]] std::string lower(std::size_t i) const;
   // Statement boundaries: [begin, end) index ranges split at ";" outside parentheses.
-  [[nodiscard]] const std::vector<std::pair<std::size_t, std::size_t>>& statements() const noexcept {
-    return statements_;
-  }
+  using Range = std::pair<std::size_t, std::size_t>;
+  [[nodiscard]] const std::vector<Range>& statements() const noexcept { return statements_; }
   // The index range of the query block holding i: from after the enclosing "(" (or the statement
   // start) to the matching ")" (or the statement end).
   [[nodiscard]] std::pair<std::size_t, std::size_t> block_of(std::size_t i) const noexcept;
@@ -83,7 +82,7 @@ struct JinjaFacts {
   std::vector<Read> reads;                   // ref()/source() uses in SQL code
   std::vector<std::size_t> period_offsets;   // where a period parameter is referenced in SQL
   std::vector<std::pair<std::string, std::string>> config;  // literal config() kwargs
-  std::vector<std::string> normalized;       // per block: its tokens without whitespace (for {{ this }})
+  std::vector<std::string> normalized;       // per block: its tokens without whitespace
 };
 
 [[nodiscard]] JinjaFacts analyze_jinja(std::string_view text, const sql::Lexed& lexed,

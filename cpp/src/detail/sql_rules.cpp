@@ -115,7 +115,7 @@ class Checker {
       limit(i, name);
     } else if (name == "distinct" && v_.word(i + 1, "on") && v_.sym(i + 2, "(")) {
       if (!v_.block_ordered(i)) {
-        add(Rule::nondeterministic, Severity::error, i, v_[i + 2].match, 
+        add(Rule::nondeterministic, Severity::error, i, v_[i + 2].match,
             "DISTINCT ON without ORDER BY keeps an arbitrary row of each group",
             "add an ORDER BY that decides which row is kept (ending in a unique key)");
       }
@@ -255,7 +255,7 @@ class Checker {
   }
 
   void sample(std::size_t i) {
-    const auto [b, e] = v_.block_of(i);
+    const std::size_t e = v_.block_of(i).second;
     const std::size_t d = v_[i].depth;
     bool seeded = false;
     std::size_t last = i;
@@ -269,7 +269,6 @@ class Checker {
       if (r_.using_sample && v_[j].depth == d + 1 && v_.sym(j, ",")) seeded = true;
       last = j;
     }
-    (void)b;
     if (seeded) return;
     add(Rule::nondeterministic, Severity::error, i, last,
         "sampling without a seed picks different rows on every run",
@@ -322,7 +321,9 @@ bool name_token(const SqlView& v, std::size_t j) {
 std::string normalized_part(const SqlView& v, std::size_t j, const JinjaFacts* jinja) {
   const std::string_view t = v.text(j);
   if (v[j].kind == Kind::word) return to_lower(t);
-  if (v[j].kind == Kind::quoted_name) return std::string(t.substr(1, t.size() >= 2 ? t.size() - 2 : 0));
+  if (v[j].kind == Kind::quoted_name) {
+    return std::string(t.substr(1, t.size() >= 2 ? t.size() - 2 : 0));
+  }
   if (jinja && v[j].block < jinja->normalized.size()) {
     return "{{" + jinja->normalized[v[j].block] + "}}";
   }

@@ -366,7 +366,8 @@ class SqlLexer {
                                                "->",  "**", "//", "<<", ">>", ":="};
     for (const auto op : ops) {
       // An operator never swallows the start of a comment: "//*" is "/" then "/*".
-      if (t_.substr(i).starts_with(op) && (op != "//" || (!syn_.slash_comments && at(i + 2) != '*'))) {
+      const bool comment_next = op == "//" && (syn_.slash_comments || at(i + 2) == '*');
+      if (t_.substr(i).starts_with(op) && !comment_next) {
         i += op.size();
         return Kind::symbol;
       }

@@ -50,7 +50,9 @@ enum class Kind : std::uint8_t {
 };
 [[nodiscard]] std::string_view kind_name(Kind k) noexcept;
 
-enum class JKind : std::uint8_t { open, close, whitespace, name, string, number, symbol, text, invalid };
+enum class JKind : std::uint8_t {
+  open, close, whitespace, name, string, number, symbol, text, invalid
+};
 [[nodiscard]] std::string_view jkind_name(JKind k) noexcept;
 
 // Where a Jinja block sits in the SQL around it.
