@@ -23,12 +23,23 @@ from .project import Dependency, Model, Project, Source, all_of, overlap, window
 from .checks import check_model
 from .lint import Finding as LintFinding
 from .lint import LintResult, lint_file, lint_sql
+from .engines import Engine
+from .engines.duckdb import DuckDBEngine
+from .ledger import Ledger
+from .project_files import ProjectError
+from .runner import Backfill, BackfillStatus
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Backfill",
+    "BackfillStatus",
+    "DuckDBEngine",
+    "Engine",
+    "Ledger",
+    "ProjectError",
     "GRAINS",
     "ArrowTable",
     "DiffResult",

@@ -16,11 +16,18 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _core
 from .errors import InvalidInputError, NotFoundError
 from .planning import Plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
+    from .engines.base import Engine
+    from .project_files import ProjectSettings
+    from .runner import Backfill
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +172,22 @@ class Project:
         self.name = name
         self._nodes: dict[str, Source | Model] = {}
         self._graph: _core.Graph | None = None
+        self.settings: ProjectSettings | None = None  # set by Project.load (files, engine, state)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Project:
+        """Loads a project directory (``backfill.yml`` + ``models/*.sql``); see project_files."""
+        from .project_files import load_project
+
+        return load_project(path)
+
+    def backfill(self, plan: Plan, *, reason: str, direct: bool = False,
+                 engine: Engine | None = None) -> Backfill:
+        """Records ``plan`` as a backfill in the ledger; ``.run()`` writes it into the audit
+        area (or, with ``direct=True``, straight into the published tables: initial builds)."""
+        from .runner import Backfill
+
+        return Backfill.create(self, plan, reason=reason, direct=direct, engine=engine)
 
     # -- definition ----------------------------------------------------------------------------
     def source(

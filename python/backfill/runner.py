@@ -1,0 +1,446 @@
+"""``Backfill``: a plan recorded in the ledger and run, concurrently and resumably.
+
+>>> bf = project.backfill(project.plan("fct_daily_sales+", "2026-08-01", "2026-10-29"),
+...                       reason="discount bug fixed")              # doctest: +SKIP
+>>> bf.run(concurrency=8).ok                                        # doctest: +SKIP
+>>> backfill.Backfill.resume(bf.id, project=project).run()          # after a crash
+
+A worker claims ready tasks (every dependency done) from the ledger with a lease, runs up to
+``concurrency`` of them in threads through the engine, renews its leases while they run, and
+records each attempt. A failed task is retried with exponential backoff when its failure is
+transient (a lock, a conflict, an I/O error) up to ``max_attempts``; a task that fails for good
+blocks only its downstream tasks, independent ones carry on, and the backfill ends ``failed``.
+Several workers (threads or processes) may run one backfill; each keeps going until every task
+is done or failed or blocked, so a task whose worker died is claimed again when its lease ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import getpass
+import hashlib
+import html
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._arrow import html_table
+from .engines import Area, Engine, TaskFailure, open_engine
+from .errors import BackfillError, InvalidInputError
+from .ledger import Claim, Ledger, TaskRow, new_worker_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
+
+    from .planning import Plan
+    from .project import Project
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Backfill", "BackfillStatus", "ModelStatus", "TaskEvent"]
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """A progress event: a task started, finished, was retried or failed."""
+
+    kind: str  # started | done | retry | failed | lost
+    model: str
+    label: str
+    task_id: int
+    attempt: int
+    seconds: float = 0.0
+    rows: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    model: str
+    total: int
+    done: int
+    running: int
+    failed: int
+    pending: int
+    blocked: int  # pending behind a failed task
+
+
+@dataclass(frozen=True)
+class BackfillStatus:
+    """Where a backfill stands: per model counts and the failed tasks with their errors."""
+
+    id: str
+    status: str
+    reason: str
+    selection: str
+    period: str
+    mode: str
+    models: list[ModelStatus]
+    failed_tasks: list[TaskRow] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(m.total for m in self.models)
+
+    @property
+    def done(self) -> int:
+        return sum(m.done for m in self.models)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("done", "published")
+
+    @property
+    def finished(self) -> bool:
+        """No task can run any more: all done, or the rest failed or blocked."""
+        return all(m.running == 0 and m.pending == m.blocked for m in self.models)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "status": self.status, "reason": self.reason,
+            "selection": self.selection, "period": self.period, "mode": self.mode,
+            "tasks": {"total": self.total, "done": self.done},
+            "models": [dataclasses.asdict(m) for m in self.models],
+            "failed_tasks": [{"task_id": t.task_id, "model": t.model, "label": t.label,
+                              "attempts": t.attempts, "error": t.error} for t in self.failed_tasks],
+        }
+
+    def _rows(self) -> list[list[Any]]:
+        return [[m.model, m.total, m.done, m.running, m.failed, m.pending - m.blocked, m.blocked]
+                for m in self.models]
+
+    _COLUMNS = ["model", "tasks", "done", "running", "failed", "pending", "blocked"]
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        import pyarrow as pa
+
+        cols = list(zip(*self._rows())) or [[] for _ in self._COLUMNS]
+        table = pa.table({n: list(c) for n, c in zip(self._COLUMNS, cols)})
+        return table.__arrow_c_stream__(requested_schema)
+
+    def to_pandas(self) -> pandas.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self._rows(), columns=self._COLUMNS)
+
+    def __str__(self) -> str:
+        head = (f"backfill {self.id} [{self.status}] {self.selection} {self.period} "
+                f"({self.mode}): {self.done}/{self.total} tasks done")
+        width = max([5, *(len(m.model) for m in self.models)])
+        lines = [head, f"  {'model':<{width}}  {'done':>6}  {'running':>7}  {'failed':>6}  "
+                       f"{'pending':>7}  {'blocked':>7}"]
+        for m in self.models:
+            lines.append(f"  {m.model:<{width}}  {m.done:>3}/{m.total:<3}{m.running:>8}  "
+                         f"{m.failed:>6}  {m.pending - m.blocked:>7}  {m.blocked:>7}")
+        for t in self.failed_tasks[:20]:
+            lines.append(f"  FAILED {t.model} {t.label} after {t.attempts} attempt(s): {t.error}")
+        if len(self.failed_tasks) > 20:
+            lines.append(f"  ... and {len(self.failed_tasks) - 20} more failed tasks")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<BackfillStatus {self.id} {self.status}: {self.done}/{self.total} tasks done>"
+
+    def _repr_html_(self) -> str | None:
+        if len(self.models) > 200:
+            return None
+        e = html.escape
+        rows = [[str(v) for v in r] for r in self._rows()]
+        failed = "".join(f"<li><code>{e(t.model)} {e(t.label)}</code>: {e(str(t.error))}</li>"
+                         for t in self.failed_tasks[:50])
+        return (f"<div><p><b>backfill {e(self.id)}</b> [{e(self.status)}] "
+                f"<code>{e(self.selection)}</code> {e(self.period)}: {self.done}/{self.total} "
+                f"tasks done</p>{html_table(self._COLUMNS, rows)}"
+                + (f"<ul>{failed}</ul>" if failed else "") + "</div>")
+
+
+def _blocked(tasks: list[TaskRow]) -> set[int]:
+    """Pending tasks with a failed task among their (transitive) dependencies."""
+    by_id = {t.task_id: t for t in tasks}
+    memo: dict[int, bool] = {}
+    for t in sorted(tasks, key=lambda t: t.wave):  # dependencies sit in earlier waves
+        memo[t.task_id] = any(by_id[d].status == "failed" or memo.get(d, False)
+                              for d in t.depends_on)
+    return {t.task_id for t in tasks if t.status == "pending" and memo[t.task_id]}
+
+
+def _status(ledger: Ledger, backfill_id: str) -> BackfillStatus:
+    rec = ledger.backfill(backfill_id)
+    tasks = ledger.tasks(backfill_id)
+    blocked = _blocked(tasks)
+    order: dict[str, list[TaskRow]] = {}
+    for t in tasks:
+        order.setdefault(t.model, []).append(t)
+    models = []
+    for name, ts in order.items():
+        count = {s: sum(1 for t in ts if t.status == s) for s in ("done", "running", "failed",
+                                                                   "pending")}
+        models.append(ModelStatus(name, len(ts), count["done"], count["running"],
+                                  count["failed"], count["pending"],
+                                  sum(1 for t in ts if t.task_id in blocked)))
+    return BackfillStatus(
+        id=backfill_id, status=rec["status"], reason=rec["reason"], selection=rec["selection"],
+        period=f"{rec['start'][:10]}..{rec['end'][:10]}", mode=rec["mode"], models=models,
+        failed_tasks=[t for t in tasks if t.status == "failed"])
+
+
+def _new_id() -> str:
+    now = dt.datetime.now(dt.timezone.utc)
+    return f"bf_{now:%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:4]}"
+
+
+def _sql_hash(text: str | None) -> str:
+    return hashlib.sha256((text or "").encode()).hexdigest()[:16]
+
+
+class Backfill:
+    """A backfill recorded in the ledger. Create with :meth:`Project.backfill`; reopen with
+    :meth:`Backfill.resume` (or :meth:`Backfill.open` to only look)."""
+
+    def __init__(self, project: Project, backfill_id: str, *, ledger: Ledger,
+                 engine: Engine) -> None:
+        self.project = project
+        self.id = backfill_id
+        self.ledger = ledger
+        self.engine = engine
+        rec = ledger.backfill(backfill_id)
+        self.mode: str = rec["mode"]
+        self.reason: str = rec["reason"]
+        self._area: Area | None = None
+
+    # -- creation ------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, project: Project, plan: Plan, *, reason: str, direct: bool = False,
+               engine: Engine | None = None, ledger: Ledger | None = None) -> Backfill:
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidInputError("a backfill needs a reason (who reads the changelog will ask "
+                                    "why the past changed), e.g. reason='discount bug fixed'")
+        if not plan.ok:
+            errors = [str(f) for f in plan.findings if f.severity == "error"]
+            raise InvalidInputError("the plan has errors; fix them first:\n  " + "\n  ".join(errors))
+        ledger = ledger or _ledger(project)
+        engine = engine or _engine(project)
+        missing = [m.model for m in plan.models if not project.models[m.model].sql]
+        if missing:
+            raise InvalidInputError(f"models without SQL cannot run: {', '.join(missing)}")
+        tasks = [plan.task(i) for i in range(plan.task_count)]
+        settings = project.settings
+        record = {
+            "id": _new_id(),
+            "project": project.name,
+            "project_root": str(settings.root) if settings else None,
+            "selection": plan.select,
+            "exclude": plan.exclude,
+            "start": plan.start.isoformat(),
+            "end": plan.end.isoformat(),
+            "as_of": plan.as_of.isoformat(),
+            "reason": reason.strip(),
+            "mode": "direct" if direct else "audit",
+            "engine": repr(engine),
+            "plan": plan.to_json(tasks=False, indent=None),
+            "models": json.dumps({m.model: _sql_hash(project.models[m.model].sql)
+                                  for m in plan.models}),
+            "created_by": _who(),
+        }
+        ledger.create_backfill(record, tasks)
+        log.info("recorded backfill %s: %s, %d tasks (%s)", record["id"], plan.select,
+                 len(tasks), record["mode"])
+        return cls(project, record["id"], ledger=ledger, engine=engine)
+
+    @classmethod
+    def open(cls, backfill_id: str | None = None, *, project: Project | str | Path | None = None,
+             engine: Engine | None = None) -> Backfill:
+        """The backfill ``backfill_id`` (default: the latest) of ``project`` (a Project or its
+        directory; default the current directory)."""
+        proj = _project(project)
+        if proj.settings is None:
+            raise InvalidInputError(f"{proj!r} has no state directory: load it from a project "
+                                    "directory (Project.load)")
+        path = Ledger.for_project_path(proj.settings.state_dir)
+        if not path.exists():
+            raise InvalidInputError(f"no backfills recorded for project {proj.name!r} "
+                                    f"(no ledger at {path})")
+        ledger = _ledger(proj)
+        if backfill_id is None:
+            backfill_id = ledger.latest()
+            if backfill_id is None:
+                raise InvalidInputError(f"no backfills recorded in {ledger.path}")
+        ledger.backfill(backfill_id)  # raises NotFoundError naming recent ids
+        return cls(proj, backfill_id, ledger=ledger, engine=engine or _engine(proj))
+
+    @classmethod
+    def resume(cls, backfill_id: str, *, project: Project | str | Path | None = None,
+               engine: Engine | None = None) -> Backfill:
+        """Reopens a backfill to run what is not done: failed tasks get fresh attempts, tasks of a
+        dead worker are claimed again when its lease ends. Call ``.run()`` on the result."""
+        bf = cls.open(backfill_id, project=project, engine=engine)
+        rec = bf.ledger.backfill(backfill_id)
+        if rec["status"] in ("published", "discarded"):
+            raise InvalidInputError(f"backfill {backfill_id} is {rec['status']}; nothing to resume")
+        changed = [m for m, h in json.loads(rec["models"]).items()
+                   if m in bf.project.models and _sql_hash(bf.project.models[m].sql) != h]
+        if changed:
+            log.warning("backfill %s: SQL of %s changed since it was recorded; resumed tasks "
+                        "run the current SQL", backfill_id, ", ".join(changed))
+        reset = bf.ledger.reset_failed(backfill_id)
+        if reset:
+            log.info("backfill %s: %d failed task(s) will be retried", backfill_id, reset)
+        return bf
+
+    def __repr__(self) -> str:
+        return f"<Backfill {self.id} ({self.mode}): {self.reason!r}>"
+
+    # -- inspection ----------------------------------------------------------------------------
+    def status(self) -> BackfillStatus:
+        return _status(self.ledger, self.id)
+
+    def tasks(self) -> list[TaskRow]:
+        return self.ledger.tasks(self.id)
+
+    def attempts(self) -> list[dict[str, Any]]:
+        return self.ledger.attempts(self.id)
+
+    @property
+    def area(self) -> Area:
+        """Where this backfill writes, and the periods it rebuilds per model."""
+        if self._area is None:
+            periods: dict[str, list[tuple[dt.datetime, dt.datetime]]] = {}
+            for t in self.ledger.tasks(self.id):
+                if t.start is not None and t.end is not None:
+                    periods.setdefault(t.model, []).append((t.start, t.end))
+                else:
+                    periods.setdefault(t.model, [])
+            self._area = Area(None if self.mode == "direct" else self.id, periods)
+        return self._area
+
+    # -- running -------------------------------------------------------------------------------
+    def run(self, concurrency: int = 4, *, max_attempts: int = 3, backoff: float = 1.0,
+            lease_seconds: float = 60.0, poll: float = 0.05,
+            on_event: Callable[[TaskEvent], None] | None = None) -> BackfillStatus:
+        """Runs the backfill's remaining tasks with up to ``concurrency`` threads; returns the
+        final status (``.ok`` false when a task failed). ``backoff`` seconds before the 2nd
+        attempt, doubling after. Safe to call from several processes at once."""
+        for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} {value!r} is not a positive integer")
+        if backoff < 0 or lease_seconds <= 0:
+            raise InvalidInputError("backoff must be >= 0 and lease_seconds > 0")
+        worker = new_worker_id()
+        rec = self.ledger.backfill(self.id)
+        if rec["status"] in ("published", "discarded"):
+            raise InvalidInputError(f"backfill {self.id} is {rec['status']}; it cannot run")
+        self.ledger.set_status(self.id, "running")
+        log.info("backfill %s: worker %s starts (concurrency %d)", self.id, worker, concurrency)
+        running: dict[Future[None], Claim] = {}
+        stop = threading.Event()
+        heartbeat = threading.Thread(
+            target=self._heartbeat, args=(worker, running, lease_seconds, stop), daemon=True)
+        heartbeat.start()
+        emit = on_event or (lambda _e: None)
+        try:
+            with ThreadPoolExecutor(max_workers=concurrency,
+                                    thread_name_prefix=f"backfill-{self.id}") as pool:
+                while True:
+                    for claim in self.ledger.claim(self.id, worker, concurrency - len(running),
+                                                   lease_seconds):
+                        emit(TaskEvent("started", claim.task.model, claim.task.label,
+                                       claim.task.task_id, claim.attempt))
+                        fut = pool.submit(self._run_one, claim, worker, max_attempts, backoff, emit)
+                        running[fut] = claim
+                    if running:
+                        done, _ = wait(list(running), timeout=max(poll, 0.5),
+                                       return_when=FIRST_COMPLETED)
+                        for fut in done:
+                            del running[fut]
+                            fut.result()  # _run_one records its own failures; re-raise bugs
+                        continue
+                    snap = self.status()
+                    if snap.finished:
+                        break
+                    time.sleep(poll)  # waiting for a backoff, or for other workers' tasks
+        finally:
+            stop.set()
+            heartbeat.join()
+            self.engine.close()
+        final = self.status()
+        status = "failed" if final.failed_tasks else "done"
+        if final.finished:
+            self.ledger.set_status(self.id, status, finished=True)
+        final = self.status()
+        log.info("backfill %s: %s", self.id, final)
+        return final
+
+    def _heartbeat(self, worker: str, running: dict[Future[None], Claim], lease_seconds: float,
+                   stop: threading.Event) -> None:
+        while not stop.wait(lease_seconds / 3):
+            try:
+                ids = [c.task.task_id for c in list(running.values())]
+                self.ledger.renew(self.id, worker, ids, lease_seconds)
+            except Exception:  # pragma: no cover - keep renewing on a hiccup
+                log.exception("backfill %s: lease renewal failed", self.id)
+
+    def _run_one(self, claim: Claim, worker: str, max_attempts: int, backoff: float,
+                 emit: Callable[[TaskEvent], None]) -> None:
+        t = claim.task
+        began = time.perf_counter()
+        try:
+            result = self.engine.run_task(self.project, t.model, t.start, t.end, self.area)
+        except Exception as exc:  # every failure is recorded; none stops other tasks
+            transient = exc.transient if isinstance(exc, TaskFailure) else \
+                not isinstance(exc, BackfillError)
+            message = str(exc) if isinstance(exc, BackfillError) else f"{type(exc).__name__}: {exc}"
+            retry = transient and claim.attempt < max_attempts
+            retry_at = time.time() + backoff * 2 ** (claim.attempt - 1) if retry else None
+            seconds = time.perf_counter() - began
+            status = self.ledger.finish(claim, self.id, worker, ok=False, rows=None, deleted=None,
+                                        fingerprint=None, seconds=seconds, error=message,
+                                        retry_at=retry_at)
+            log.log(logging.INFO if status == "pending" else logging.ERROR,
+                    "task %s %s attempt %d failed (%s): %s", t.model, t.label, claim.attempt,
+                    "will retry" if status == "pending" else status, message)
+            kind = {"pending": "retry", "failed": "failed"}.get(status, "lost")
+            emit(TaskEvent(kind, t.model, t.label, t.task_id, claim.attempt, seconds, None,
+                           message))
+            return
+        status = self.ledger.finish(claim, self.id, worker, ok=True, rows=result.rows_written,
+                                    deleted=result.rows_deleted, fingerprint=result.fingerprint,
+                                    seconds=result.seconds, error=None, retry_at=None)
+        emit(TaskEvent("done" if status == "done" else "lost", t.model, t.label, t.task_id,
+                       claim.attempt, result.seconds, result.rows_written))
+
+
+def _who() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # pragma: no cover - no user database in some containers
+        return "unknown"
+
+
+def _project(project: Project | str | Path | None) -> Project:
+    from .project import Project
+
+    if isinstance(project, Project):
+        return project
+    return Project.load(Path.cwd() if project is None else project)
+
+
+def _ledger(project: Project) -> Ledger:
+    if project.settings is None:
+        raise InvalidInputError(f"{project!r} has no state directory: load it from a project "
+                                "directory (Project.load) or pass ledger=")
+    return Ledger.for_project(project.settings.state_dir)
+
+
+def _engine(project: Project) -> Engine:
+    if project.settings is None:
+        raise InvalidInputError(f"{project!r} has no engine settings: load it from a project "
+                                "directory (Project.load) or pass engine=")
+    return open_engine(project.settings.engine)
