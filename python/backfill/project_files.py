@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from .errors import BackfillError, CycleError, InvalidInputError
 from .project import STRATEGIES, Dependency, Project, all_of, window

@@ -38,8 +38,6 @@ from .errors import BackfillError, InvalidInputError
 from .ledger import Claim, Ledger, TaskRow, new_worker_id
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas
-
     from .planning import Plan
     from .project import Project
 
@@ -120,14 +118,14 @@ class BackfillStatus:
     _COLUMNS = ["model", "tasks", "done", "running", "failed", "pending", "blocked"]
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        import pyarrow as pa
+        import pyarrow as pa  # type: ignore[import-untyped]
 
-        cols = list(zip(*self._rows())) or [[] for _ in self._COLUMNS]
-        table = pa.table({n: list(c) for n, c in zip(self._COLUMNS, cols)})
+        rows = self._rows()
+        table = pa.table({n: [r[i] for r in rows] for i, n in enumerate(self._COLUMNS)})
         return table.__arrow_c_stream__(requested_schema)
 
-    def to_pandas(self) -> pandas.DataFrame:
-        import pandas as pd
+    def to_pandas(self) -> Any:
+        import pandas as pd  # type: ignore[import-untyped]
 
         return pd.DataFrame(self._rows(), columns=self._COLUMNS)
 
@@ -253,7 +251,7 @@ class Backfill:
         ledger.create_backfill(record, tasks)
         log.info("recorded backfill %s: %s, %d tasks (%s)", record["id"], plan.select,
                  len(tasks), record["mode"])
-        return cls(project, record["id"], ledger=ledger, engine=engine)
+        return cls(project, str(record["id"]), ledger=ledger, engine=engine)
 
     @classmethod
     def open(cls, backfill_id: str | None = None, *, project: Project | str | Path | None = None,

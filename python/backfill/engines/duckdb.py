@@ -79,13 +79,15 @@ def _is_lock_error(exc: BaseException) -> bool:
 class _SharedDatabase:
     """One process-wide handle on the file, opened by the first user and closed by the last."""
 
-    def __init__(self, path: Path, lock_timeout: float, keep_open: bool) -> None:
+    def __init__(self, path: Path, lock_timeout: float, keep_open: bool, linger: float) -> None:
         self.path = path
         self.lock_timeout = lock_timeout
         self.keep_open = keep_open
+        self.linger = linger
         self._mutex = threading.Lock()
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._users = 0
+        self._released = 0  # bumps on every release; a pending close checks it is still current
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout
@@ -117,12 +119,23 @@ class _SharedDatabase:
             cur.close()
             with self._mutex:
                 self._users -= 1
+                self._released += 1
                 if self._users == 0 and not self.keep_open and self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
+                    # Linger briefly: the runner's next task usually follows within
+                    # milliseconds; another process waits at most `linger` longer.
+                    timer = threading.Timer(self.linger, self._close_if_idle, (self._released,))
+                    timer.daemon = True
+                    timer.start()
+
+    def _close_if_idle(self, released: int) -> None:
+        with self._mutex:
+            if self._users == 0 and self._released == released and self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def close(self) -> None:
         with self._mutex:
+            self._released += 1
             if self._conn is not None and self._users == 0:
                 self._conn.close()
                 self._conn = None
@@ -132,18 +145,19 @@ class DuckDBEngine(Engine):
     """DuckDB warehouse at ``path``; published models in ``schema``.
 
     ``keep_open=True`` holds the file for the engine's lifetime (faster for one process; other
-    processes then wait). ``conflict_retries`` bounds retries of write-write conflicts between
+    processes then wait); otherwise it is closed ``linger`` seconds after the last task ends. ``conflict_retries`` bounds retries of write-write conflicts between
     concurrent transactions of this process.
     """
 
     name = "duckdb"
 
     def __init__(self, path: str | Path, *, schema: str = "main", lock_timeout: float = 120.0,
-                 keep_open: bool = False, conflict_retries: int = 30) -> None:
+                 keep_open: bool = False, linger: float = 0.05,
+                 conflict_retries: int = 30) -> None:
         self.path = Path(path)
         self.schema = schema
         self.conflict_retries = conflict_retries
-        self._db = _SharedDatabase(self.path, lock_timeout, keep_open)
+        self._db = _SharedDatabase(self.path, lock_timeout, keep_open, linger)
         self._tmp_counter = 0
         self._tmp_lock = threading.Lock()
 
