@@ -480,3 +480,34 @@ def test_shop_built_and_fixed_model_backfilled_from_the_cli(tmp_path: Path) -> N
         assert c.execute("SELECT count(*) FROM raw.orders").fetchone()[0] > 80_000  # type: ignore[index]
     finally:
         c.close()
+
+
+def test_concurrent_writes_of_one_partition_conflict_and_are_retried(shop_dir: Path) -> None:
+    """Threads replacing the same partition at once: DuckDB raises write-write conflicts, the
+    engine retries them, and the partition ends up written exactly once."""
+    p = backfill.Project.load(shop_dir)
+    assert p.settings is not None
+    engine = DuckDBEngine(p.settings.engine.path, keep_open=True)
+    area = Area("bf_conflicts", {})
+    start, end = day("2026-05-05"), day("2026-05-06")
+    barrier = threading.Barrier(6)
+    results = []
+
+    def write() -> None:
+        barrier.wait()
+        results.append(engine.run_task(p, "clean_orders", start, end, area))
+
+    threads = [threading.Thread(target=write) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    engine.close()
+    assert len(results) == 6 and len({r.fingerprint for r in results}) == 1
+    assert sum(r.conflicts_retried for r in results) >= 1
+    got = fingerprints(shop_dir, "audit_bf_conflicts")["clean_orders"]
+    assert got.rows == results[0].rows_written == int(results[0].fingerprint.split(":")[0])
+    assert got == backfill.fingerprint(duckdb.connect(
+        str(shop_dir / "warehouse.duckdb"), read_only=True).sql(
+        "SELECT * FROM main.clean_orders WHERE ordered_at >= DATE '2026-05-05' "
+        "AND ordered_at < DATE '2026-05-06'"))
