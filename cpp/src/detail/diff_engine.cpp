@@ -42,18 +42,24 @@ RowRef RowLocator::locate(std::int64_t row) const noexcept {
 
 namespace {
 
-constexpr std::int64_t kMorsel = 1 << 16;
-constexpr int kBucketBits = 8;
-constexpr std::size_t kBuckets = std::size_t{1} << kBucketBits;
+constexpr std::int64_t kMorsel = 1 << 14;
 constexpr std::uint64_t kRowSeed = 0x726f77686173680aULL;
 
 // ---- pass 1: scan ----
 
+// A row in its bucket, with the hashes it is matched and compared by: per-bucket work then
+// reads memory sequentially instead of gathering from row-indexed arrays (a cache miss each).
+struct Entry {
+  std::uint64_t key_hash;
+  std::uint64_t row_hash;
+  std::uint32_t row;
+};
+
 struct SideScan {
-  std::vector<std::uint64_t> key_hash;
-  std::vector<std::uint64_t> row_hash;
+  // Rows radix-partitioned by the top bits of their key hash: buckets[worker][bucket], each in
+  // row order (workers scan contiguous row ranges), null keys left out.
+  std::vector<std::vector<std::vector<Entry>>> buckets;
   std::vector<Seconds> part;        // partition start per row (kNullPartition for null)
-  std::vector<std::uint8_t> null_key;
   std::int64_t null_keys = 0;
   std::vector<double> sums;         // per measure
   std::unordered_map<Seconds, PartitionStats> partitions;
@@ -101,7 +107,7 @@ std::vector<Morsel> morsels_of(const ImportedTable& t) {
 }
 
 SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan& plan,
-                   bool old_side) {
+                   bool old_side, int bits) {
   const auto n = static_cast<std::size_t>(t.num_rows());
   const auto& keys = old_side ? plan.key_old : plan.key_new;
   const auto part_col = old_side ? plan.part_old : plan.part_new;
@@ -115,10 +121,15 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     }
   }
   SideScan s;
-  s.key_hash.resize(n);
-  if (!hashed.empty()) s.row_hash.resize(n);
+  const std::size_t n_buckets = std::size_t{1} << bits;
+  const int shift = 64 - bits;
+  s.buckets.resize(plan.threads);
+  const std::size_t expect = n / (plan.threads * n_buckets) + n / (plan.threads * n_buckets) / 8 + 16;
+  for (auto& w : s.buckets) {
+    w.resize(n_buckets);
+    for (auto& v : w) v.reserve(expect);
+  }
   if (part_col) s.part.resize(n);
-  s.null_key.assign(n, 0);
   const auto ms = measures.size();
 
   struct Local {
@@ -129,31 +140,50 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   std::vector<Local> locals(plan.threads);
   for (auto& l : locals) l.sums.assign(ms, 0.0);
   const auto morsels = morsels_of(t);
+  std::vector<std::uint64_t> key_seeds;
+  for (const auto& k : plan.key) key_seeds.push_back(seed_of(k));
 
-  parallel_for(morsels.size(), plan.threads, [&](std::size_t m, unsigned w) {
+  // Static contiguous ranges of morsels per worker keep each bucket list in row order.
+  parallel_for(plan.threads, plan.threads, [&](std::size_t w_, unsigned) {
+   const auto w = static_cast<unsigned>(w_);
+   auto& my_buckets = s.buckets[w];
+   std::vector<std::uint64_t> kh(kMorsel);
+   std::vector<std::uint64_t> rh(kMorsel);
+   std::vector<std::uint8_t> null_key(kMorsel);
+   const std::size_t m_begin = morsels.size() * w / plan.threads;
+   const std::size_t m_end = morsels.size() * (w + 1) / plan.threads;
+   for (std::size_t m = m_begin; m < m_end; ++m) {
     const Morsel& mo = morsels[m];
     const auto& batch = t.batches()[mo.batch];
     const auto base = static_cast<std::size_t>(loc.batch_start(mo.batch) + mo.begin);
     const auto len = static_cast<std::size_t>(mo.end - mo.begin);
     Local& local = locals[w];
     // keys
+    bool any_null = false;
     for (std::size_t k = 0; k < keys.size(); ++k) {
       const ArrayView& col = batch.column(keys[k]);
-      hash_rows(col, mo.begin, mo.end, seed_of(plan.key[k]), s.key_hash.data() + base, k > 0);
+      hash_rows(col, mo.begin, mo.end, key_seeds[k], kh.data(), k > 0);
       if (col.null_count > 0) {
+        if (!any_null) std::fill_n(null_key.begin(), len, 0);
+        any_null = true;
         for (auto i = mo.begin; i < mo.end; ++i) {
-          if (!col.is_valid(i)) s.null_key[base + static_cast<std::size_t>(i - mo.begin)] = 1;
+          if (!col.is_valid(i)) null_key[static_cast<std::size_t>(i - mo.begin)] = 1;
         }
       }
     }
-    for (std::size_t i = 0; i < len; ++i) local.null_keys += s.null_key[base + i];
     // row hash of the hash-compared columns
     if (!hashed.empty()) {
-      std::fill_n(s.row_hash.data() + base, len, kRowSeed);
+      std::fill_n(rh.begin(), len, kRowSeed);
       for (std::size_t c = 0; c < hashed.size(); ++c) {
-        hash_rows(batch.column(hashed[c]), mo.begin, mo.end, seeds[c], s.row_hash.data() + base,
-                  true);
+        hash_rows(batch.column(hashed[c]), mo.begin, mo.end, seeds[c], rh.data(), true);
       }
+    }
+    for (std::size_t i = 0; i < len; ++i) {
+      if (any_null && null_key[i]) {
+        ++local.null_keys;
+        continue;
+      }
+      my_buckets[kh[i] >> shift].push_back(Entry{kh[i], rh[i], static_cast<std::uint32_t>(base + i)});
     }
     // partitions, row counts and measure sums
     if (part_col) {
@@ -198,6 +228,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
         local.sums[k] += acc;
       }
     }
+   }
   });
 
   s.sums.assign(ms, 0.0);
@@ -220,48 +251,6 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
 }
 
 // ---- pass 2: radix partition by key hash ----
-
-struct Buckets {
-  std::vector<std::uint32_t> rows;
-  std::array<std::size_t, kBuckets + 1> start{};
-};
-
-Buckets bucket_rows(const SideScan& s, unsigned threads) {
-  const std::size_t n = s.key_hash.size();
-  const unsigned parts = std::max(1U, std::min<unsigned>(threads, static_cast<unsigned>(n / 65536 + 1)));
-  std::vector<std::array<std::size_t, kBuckets>> hist(parts);
-  auto range = [&](unsigned p) {
-    return std::pair{n * p / parts, n * (p + 1) / parts};
-  };
-  parallel_for(parts, parts, [&](std::size_t p, unsigned) {
-    auto& h = hist[p];
-    h.fill(0);
-    auto [b, e] = range(static_cast<unsigned>(p));
-    for (auto i = b; i < e; ++i) {
-      if (!s.null_key[i]) ++h[s.key_hash[i] >> (64 - kBucketBits)];
-    }
-  });
-  Buckets out;
-  std::vector<std::array<std::size_t, kBuckets>> pos(parts);
-  std::size_t total = 0;
-  for (std::size_t k = 0; k < kBuckets; ++k) {
-    out.start[k] = total;
-    for (unsigned p = 0; p < parts; ++p) {
-      pos[p][k] = total;  // each part writes its rows after the previous part's: row order kept
-      total += hist[p][k];
-    }
-  }
-  out.start[kBuckets] = total;
-  out.rows.resize(total);
-  parallel_for(parts, parts, [&](std::size_t p, unsigned) {
-    auto& at = pos[p];
-    auto [b, e] = range(static_cast<unsigned>(p));
-    for (auto i = b; i < e; ++i) {
-      if (!s.null_key[i]) out.rows[at[s.key_hash[i] >> (64 - kBucketBits)]++] = static_cast<std::uint32_t>(i);
-    }
-  });
-  return out;
-}
 
 // ---- pass 3: match and compare per bucket ----
 
@@ -311,20 +300,32 @@ class Matcher {
   Matcher(const ImportedTable& o, const ImportedTable& n, const DiffPlan& plan, const SideScan& so,
           const SideScan& sn)
       : old_(o), new_(n), plan_(plan), so_(so), sn_(sn), lo_(o), ln_(n) {
-    for (const auto& c : plan.compared) has_hashed_ |= c.mode == CompareMode::hash;
+    for (const auto& c : plan.compared) {
+      has_hashed_ |= c.mode == CompareMode::hash;
+      any_direct_ |= c.mode != CompareMode::hash;
+    }
   }
 
-  void bucket(const std::uint32_t* orows, std::size_t no, const std::uint32_t* nrows,
-              std::size_t nn, MatchLocal& acc) const {
-    KeyTable to;
-    KeyTable tn;
-    build(orows, no, so_, true, to);
-    build(nrows, nn, sn_, false, tn);
-    std::vector<std::uint8_t> matched(no, 0);
+  // Per-worker buffers reused across buckets: fresh large vectors per bucket would cost a page
+  // fault and a page clear per 4 KiB (glibc serves them with mmap).
+  struct Scratch {
+    KeyTable to, tn;
+    std::vector<std::uint8_t> matched;
+    std::vector<Entry> old_rows, new_rows;
+  };
+
+  void bucket(const Entry* orows, std::size_t no, const Entry* nrows,
+              std::size_t nn, MatchLocal& acc, Scratch& scratch) const {
+    KeyTable& to = scratch.to;
+    KeyTable& tn = scratch.tn;
+    build(orows, no, true, to);
+    build(nrows, nn, false, tn);
+    std::vector<std::uint8_t>& matched = scratch.matched;
+    matched.assign(no, 0);
     for (std::size_t p = 0; p < nn; ++p) {
       if (tn.count[p] == 0) continue;  // a later copy of a duplicated key
-      const std::int64_t gn = nrows[p];
-      const std::int32_t q = find_old(orows, to, gn);
+      const std::int64_t gn = nrows[p].row;
+      const std::int32_t q = find_old(orows, to, nrows[p]);
       const std::uint32_t cn = tn.count[p];
       if (q < 0) {
         if (cn > 1) {
@@ -340,7 +341,7 @@ class Matcher {
       const auto qi = static_cast<std::size_t>(q);
       matched[qi] = 1;
       const std::uint32_t co = to.count[qi];
-      const std::int64_t go = orows[qi];
+      const std::int64_t go = orows[qi].row;
       if (co > 1 || cn > 1) {
         if (co > 1) {
           duplicate(acc, true, go, co, co, cn);
@@ -350,7 +351,7 @@ class Matcher {
         continue;
       }
       ++acc.summary.matched;
-      if (compare(go, gn, acc)) {
+      if (compare(go, gn, orows[qi].row_hash != nrows[p].row_hash, acc)) {
         ++acc.summary.changed;
         acc.changed.emplace_back(go, gn);
         trim(acc.changed, static_cast<std::size_t>(plan_.sample));
@@ -366,7 +367,7 @@ class Matcher {
     }
     for (std::size_t q = 0; q < no; ++q) {
       if (to.count[q] == 0 || matched[q]) continue;
-      const std::int64_t go = orows[q];
+      const std::int64_t go = orows[q].row;
       if (to.count[q] > 1) {
         duplicate(acc, true, go, to.count[q], to.count[q], 0);
         continue;
@@ -393,8 +394,7 @@ class Matcher {
     return true;
   }
 
-  void build(const std::uint32_t* rows, std::size_t n, const SideScan& s, bool old_side,
-             KeyTable& t) const {
+  void build(const Entry* rows, std::size_t n, bool old_side, KeyTable& t) const {
     const std::size_t cap = std::bit_ceil(std::max<std::size_t>(16, 2 * n));
     t.slots.assign(cap, -1);
     t.mask = cap - 1;
@@ -403,7 +403,7 @@ class Matcher {
     const auto& loc = old_side ? lo_ : ln_;
     const auto& keys = old_side ? plan_.key_old : plan_.key_new;
     for (std::size_t p = 0; p < n; ++p) {
-      const std::uint64_t h = s.key_hash[rows[p]];
+      const std::uint64_t h = rows[p].key_hash;
       for (std::uint64_t slot = h & t.mask;; slot = (slot + 1) & t.mask) {
         const std::int32_t q = t.slots[slot];
         if (q < 0) {
@@ -412,8 +412,8 @@ class Matcher {
           break;
         }
         const auto qi = static_cast<std::size_t>(q);
-        if (s.key_hash[rows[qi]] == h &&
-            keys_equal(tab, loc, keys, rows[qi], tab, loc, keys, rows[p])) {
+        if (rows[qi].key_hash == h &&
+            keys_equal(tab, loc, keys, rows[qi].row, tab, loc, keys, rows[p].row)) {
           ++t.count[qi];
           break;
         }
@@ -421,13 +421,15 @@ class Matcher {
     }
   }
 
-  std::int32_t find_old(const std::uint32_t* orows, const KeyTable& to, std::int64_t gn) const {
-    const std::uint64_t h = sn_.key_hash[static_cast<std::size_t>(gn)];
+  std::int32_t find_old(const Entry* orows, const KeyTable& to, const Entry& ne) const {
+    const std::uint64_t h = ne.key_hash;
+    const std::int64_t gn = ne.row;
     for (std::uint64_t slot = h & to.mask;; slot = (slot + 1) & to.mask) {
       const std::int32_t q = to.slots[slot];
       if (q < 0) return -1;
-      const std::int64_t go = orows[static_cast<std::size_t>(q)];
-      if (so_.key_hash[static_cast<std::size_t>(go)] == h &&
+      const auto& oe = orows[static_cast<std::size_t>(q)];
+      const std::int64_t go = oe.row;
+      if (oe.key_hash == h &&
           keys_equal(old_, lo_, plan_.key_old, go, new_, ln_, plan_.key_new, gn)) {
         return q;
       }
@@ -447,13 +449,9 @@ class Matcher {
   }
 
   // Compares a matched pair; true when some column differs. Updates per-column stats.
-  bool compare(std::int64_t go, std::int64_t gn, MatchLocal& acc) const {
-    const bool hash_differs =
-        has_hashed_ && so_.row_hash[static_cast<std::size_t>(go)] !=
-                           sn_.row_hash[static_cast<std::size_t>(gn)];
-    bool any_direct = false;
-    for (const auto& c : plan_.compared) any_direct |= c.mode != CompareMode::hash;
-    if (!hash_differs && !any_direct) return false;
+  bool compare(std::int64_t go, std::int64_t gn, bool row_hash_differs, MatchLocal& acc) const {
+    const bool hash_differs = has_hashed_ && row_hash_differs;
+    if (!hash_differs && !any_direct_) return false;
     const RowRef ro = lo_.locate(go);
     const RowRef rn = ln_.locate(gn);
     const auto& bo = old_.batches()[static_cast<std::size_t>(ro.chunk)];
@@ -495,6 +493,7 @@ class Matcher {
   RowLocator lo_;
   RowLocator ln_;
   bool has_hashed_ = false;
+  bool any_direct_ = false;
 };
 
 std::string key_text(const ImportedTable& t, const std::vector<std::size_t>& keys,
@@ -531,17 +530,27 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   }
   const RowLocator lo(old_table);
   const RowLocator ln(new_table);
-  const SideScan so = scan_side(old_table, lo, plan, true);
-  const SideScan sn = scan_side(new_table, ln, plan, false);
-  const Buckets bo = bucket_rows(so, plan.threads);
-  const Buckets bn = bucket_rows(sn, plan.threads);
+  // About 4096 rows of the larger side per bucket keeps a bucket's hash tables in L2.
+  const auto larger = static_cast<std::uint64_t>(std::max(old_table.num_rows(), new_table.num_rows()));
+  const int bits = std::clamp(static_cast<int>(std::bit_width(larger / 4096)), 4, 14);
+  const std::size_t n_buckets = std::size_t{1} << bits;
+  SideScan so = scan_side(old_table, lo, plan, true, bits);
+  SideScan sn = scan_side(new_table, ln, plan, false, bits);
 
   const Matcher matcher(old_table, new_table, plan, so, sn);
   std::vector<MatchLocal> locals(plan.threads);
+  std::vector<Matcher::Scratch> scratch(plan.threads);
   for (auto& l : locals) l.columns.resize(plan.compared.size());
-  parallel_for(kBuckets, plan.threads, [&](std::size_t k, unsigned w) {
-    matcher.bucket(bo.rows.data() + bo.start[k], bo.start[k + 1] - bo.start[k],
-                   bn.rows.data() + bn.start[k], bn.start[k + 1] - bn.start[k], locals[w]);
+  auto gather = [](const SideScan& side, std::size_t k, std::vector<Entry>& out) {
+    out.clear();
+    for (const auto& w : side.buckets) out.insert(out.end(), w[k].begin(), w[k].end());
+  };
+  parallel_for(n_buckets, plan.threads, [&](std::size_t k, unsigned w) {
+    auto& sc = scratch[w];
+    gather(so, k, sc.old_rows);
+    gather(sn, k, sc.new_rows);
+    matcher.bucket(sc.old_rows.data(), sc.old_rows.size(), sc.new_rows.data(), sc.new_rows.size(),
+                   locals[w], sc);
   });
 
   EngineResult r;
