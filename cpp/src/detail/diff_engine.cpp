@@ -310,44 +310,65 @@ class Matcher {
   // fault and a page clear per 4 KiB (glibc serves them with mmap).
   struct Scratch {
     KeyTable to, tn;
-    std::vector<std::uint8_t> matched;
+    std::vector<std::int32_t> qpos;     // per new row: position of its old key, or -1
+    std::vector<std::uint32_t> ncount;  // per old key: new rows with that key
+    std::vector<Entry> unmatched;       // new rows whose key is not in old
     std::vector<Entry> old_rows, new_rows;
   };
 
+  // One table on old's keys; new rows probe it once and count their matches per old key, so
+  // keys duplicated in new are found without a second table. Only new rows whose key is not in
+  // old (few) go into a small table of their own.
   void bucket(const Entry* orows, std::size_t no, const Entry* nrows,
               std::size_t nn, MatchLocal& acc, Scratch& scratch) const {
     KeyTable& to = scratch.to;
-    KeyTable& tn = scratch.tn;
     build(orows, no, true, to);
-    build(nrows, nn, false, tn);
-    std::vector<std::uint8_t>& matched = scratch.matched;
-    matched.assign(no, 0);
+    auto& qpos = scratch.qpos;
+    auto& ncount = scratch.ncount;
+    auto& unmatched = scratch.unmatched;
+    qpos.resize(nn);
+    ncount.assign(no, 0);
+    unmatched.clear();
     for (std::size_t p = 0; p < nn; ++p) {
-      if (tn.count[p] == 0) continue;  // a later copy of a duplicated key
-      const std::int64_t gn = nrows[p].row;
       const std::int32_t q = find_old(orows, to, nrows[p]);
-      const std::uint32_t cn = tn.count[p];
-      if (q < 0) {
-        if (cn > 1) {
-          duplicate(acc, false, gn, cn, 0, cn);
-        } else {
-          ++acc.summary.added;
-          acc.added.push_back(gn);
-          trim(acc.added, static_cast<std::size_t>(plan_.sample));
-          if (!sn_.part.empty()) ++acc.parts[sn_.part[static_cast<std::size_t>(gn)]].added;
-        }
+      qpos[p] = q;
+      if (q >= 0) {
+        ++ncount[static_cast<std::size_t>(q)];
+      } else {
+        unmatched.push_back(nrows[p]);
+      }
+    }
+    KeyTable& tn = scratch.tn;
+    build(unmatched.data(), unmatched.size(), false, tn);
+    for (std::size_t u = 0; u < unmatched.size(); ++u) {
+      const std::uint32_t cn = tn.count[u];
+      if (cn == 0) continue;  // a later copy of a duplicated key
+      const std::int64_t gn = unmatched[u].row;
+      if (cn > 1) {
+        duplicate(acc, false, gn, cn, 0, cn);
         continue;
       }
-      const auto qi = static_cast<std::size_t>(q);
-      matched[qi] = 1;
+      ++acc.summary.added;
+      acc.added.push_back(gn);
+      trim(acc.added, static_cast<std::size_t>(plan_.sample));
+      if (!sn_.part.empty()) ++acc.parts[sn_.part[static_cast<std::size_t>(gn)]].added;
+    }
+    for (std::size_t p = 0; p < nn; ++p) {
+      if (qpos[p] < 0) continue;
+      const auto qi = static_cast<std::size_t>(qpos[p]);
       const std::uint32_t co = to.count[qi];
+      const std::uint32_t cn = ncount[qi];
+      const std::int64_t gn = nrows[p].row;
       const std::int64_t go = orows[qi].row;
+      constexpr std::uint32_t kReported = UINT32_MAX;
+      if (cn == kReported) continue;  // a later new copy of a duplicate already reported
       if (co > 1 || cn > 1) {
         if (co > 1) {
           duplicate(acc, true, go, co, co, cn);
         } else {
           duplicate(acc, false, gn, cn, co, cn);
         }
+        ncount[qi] = kReported;  // also keeps it out of "removed" below
         continue;
       }
       ++acc.summary.matched;
@@ -366,7 +387,7 @@ class Matcher {
       }
     }
     for (std::size_t q = 0; q < no; ++q) {
-      if (to.count[q] == 0 || matched[q]) continue;
+      if (to.count[q] == 0 || ncount[q] != 0) continue;
       const std::int64_t go = orows[q].row;
       if (to.count[q] > 1) {
         duplicate(acc, true, go, to.count[q], to.count[q], 0);
