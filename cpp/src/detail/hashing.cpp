@@ -20,11 +20,6 @@ std::uint64_t seed_of(std::string_view name) noexcept {
   return XXH3_64bits_withSeed(name.data(), name.size(), 0x62616b66696c6cULL);
 }
 
-bool hashable(const arrow::DataType& type) noexcept {
-  (void)type;
-  return true;  // every type the importer accepts has a logical hash
-}
-
 namespace {
 
 constexpr std::uint64_t kFloatTag = 0x466c6f6174000000ULL;

@@ -46,7 +46,4 @@ namespace backfill::detail {
 void hash_rows(const arrow::ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_t seed,
                std::uint64_t* out, bool fold);
 
-// Whether hash_rows supports the array's type (all types the import accepts).
-[[nodiscard]] bool hashable(const arrow::DataType& type) noexcept;
-
 }  // namespace backfill::detail
