@@ -59,7 +59,6 @@ py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string
   {
     py::gil_scoped_release release;
     r = diff::diff(a, b, o);
-
   }
   py::dict out;
   out["summary"] = summary_dict(r.summary);
@@ -72,6 +71,7 @@ py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string
   out["changed_sample"] = r.changed_sample;
   out["added_sample"] = r.added_sample;
   out["removed_sample"] = r.removed_sample;
+  out["timings"] = r.timings;
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include "backfill/diff.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -493,7 +494,8 @@ std::shared_ptr<arrow::Table> changed_table(const ImportedTable& o, const Import
 Result diff(const ImportedTable& old_table, const ImportedTable& new_table, const Options& options) {
   std::vector<SchemaChange> schema;
   const detail::DiffPlan plan = make_plan(old_table, new_table, options, schema);
-  const detail::EngineResult r = detail::run_diff(old_table, new_table, plan);
+  detail::EngineResult r = detail::run_diff(old_table, new_table, plan);
+  const auto clock = std::chrono::steady_clock::now();
   Result out;
   out.summary = r.summary;
   out.summary.schema_changed = !schema.empty();
@@ -506,6 +508,9 @@ Result diff(const ImportedTable& old_table, const ImportedTable& new_table, cons
   out.changed_sample = changed_table(old_table, new_table, plan, r);
   out.added_sample = rows_table(new_table, r.added_rows);
   out.removed_sample = rows_table(old_table, r.removed_rows);
+  out.timings = std::move(r.timings);
+  out.timings.emplace_back(
+      "results", std::chrono::duration<double>(std::chrono::steady_clock::now() - clock).count());
   return out;
 }
 

@@ -160,6 +160,9 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
         for (std::size_t i = 0; i < len; ++i) row_acc[i]->column_sums[c] += cell[i];
       }
     }
+    // A row's hash is a rotate-xor fold of cell hashes: mix it before it enters the sum so
+    // sums of rows never reduce to sums of cells.
+    for (std::size_t i = 0; i < len; ++i) row[i] = detail::mix64(row[i]);
     std::uint64_t s = 0;
     for (std::size_t i = 0; i < len; ++i) s += row[i];
     local.total.sum += s;

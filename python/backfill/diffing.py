@@ -119,6 +119,8 @@ class DiffResult:
         self.changed_sample = ArrowTable(raw["changed_sample"])
         self.added_sample = ArrowTable(raw["added_sample"])
         self.removed_sample = ArrowTable(raw["removed_sample"])
+        #: wall seconds of the engine's phases (scan old, scan new, match, results)
+        self.timings: dict[str, float] = dict(raw.get("timings", []))
 
     @property
     def identical(self) -> bool:
@@ -305,5 +307,6 @@ def diff(
                      measures=_names(measures, "measures"), sample=sample,
                      on_duplicate=on_duplicate, threads=threads)
     result = DiffResult(raw)
-    log.debug("diff on %s: %r", keys, result)
+    log.debug("diff on %s: %r; phases %s", keys, result,
+              ", ".join(f"{k} {v:.3f}s" for k, v in result.timings.items()))
     return result

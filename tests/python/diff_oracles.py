@@ -86,6 +86,8 @@ VALUE_TYPES: dict[str, tuple[pa.DataType, Any]] = {
     "bin": (pa.binary(), st.sampled_from([b"", b"\x00", b"ab", None])),
     "b": (pa.bool_(), st.sampled_from([True, False, None])),
     "d": (pa.date32(), st.sampled_from(DATES)),
+    "d64": (pa.date64(), st.sampled_from(DATES)),
+    "lbin": (pa.large_binary(), st.sampled_from([b"", b"\x00", b"ab", None])),
     "ts": (pa.timestamp("us", "UTC"), st.one_of(st.none(), st.integers(-5, 5))),
     "ts_ns": (pa.timestamp("ns"), st.one_of(st.none(), st.integers(-5, 5))),
     "dec": (pa.decimal128(10, 2), st.sampled_from(DECIMALS)),

@@ -102,6 +102,16 @@ def test_duplicate_keys_error_names_the_key_and_count() -> None:
     assert not r.identical
 
 
+def test_key_duplicated_only_in_new_is_excluded_on_both_sides() -> None:
+    old = pa.table({"id": [0, 1], "v": [1, 1]})
+    new = pa.table({"id": [0, 0, 0, 1, 2, 2], "v": [1, 1, 2, 1, 1, 1]})
+    s = backfill.diff(old, new, "id", on_duplicate="report").summary
+    assert (s.matched, s.added, s.removed, s.duplicate_keys) == (1, 0, 0, 2)
+    assert (s.duplicate_rows_old, s.duplicate_rows_new) == (1, 5)
+    with pytest.raises(backfill.InvalidInputError, match=r"in new: \(id=0\) appears 3 times"):
+        backfill.diff(old, new, "id")
+
+
 def test_null_keys_are_counted_not_matched() -> None:
     old = pa.table({"id": [1, None, None], "v": [1, 2, 3]})
     new = pa.table({"id": [1, None], "v": [1, 2]})
@@ -164,6 +174,8 @@ def test_every_supported_type_detects_a_single_change() -> None:
         "f32": [0.5, 1.5, 2.5], "s": ["a", "b", "c"], "ls": ["a", "b", "c"],
         "bin": [b"a", b"b", b"c"], "b": [True, False, True],
         "d": [dt.date(2020, 1, 1), dt.date(2020, 1, 2), dt.date(2020, 1, 3)],
+        "d64": [dt.date(2020, 1, 1), dt.date(2020, 1, 2), dt.date(2020, 1, 3)],
+        "lbin": [b"a", b"b", b"c"],
         "ts": [1, 2, 3], "ts_ns": [1, 2, 3], "dur": [1, 2, 3], "t": [1, 2, 3],
     }
     import decimal

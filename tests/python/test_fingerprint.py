@@ -68,6 +68,7 @@ def test_single_change_in_every_type_is_seen_with_its_column() -> None:
         "i64": [1, 2], "i32": [1, 2], "u8": [1, 2], "f64": [0.5, 1.5], "f32": [0.5, 1.5],
         "s": ["a", "b"], "ls": ["a", "b"], "bin": [b"a", b"b"], "b": [True, False],
         "d": [dt.date(2020, 1, 1), dt.date(2020, 1, 2)], "ts": [1, 2], "ts_ns": [1, 2],
+        "d64": [dt.date(2020, 1, 1), dt.date(2020, 1, 2)], "lbin": [b"a", b"b"],
         "dec": [decimal.Decimal("1.00"), decimal.Decimal("2.00")], "dur": [1, 2], "t": [1, 2],
     }
     for name, (typ, _) in VALUE_TYPES.items():

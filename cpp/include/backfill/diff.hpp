@@ -100,6 +100,7 @@ struct Result {
   std::shared_ptr<arrow::Table> changed_sample;
   std::shared_ptr<arrow::Table> added_sample;    // whole rows of new, in new's row order
   std::shared_ptr<arrow::Table> removed_sample;  // whole rows of old, in old's row order
+  std::vector<std::pair<std::string, double>> timings;  // engine phases, wall seconds
 };
 
 [[nodiscard]] Result diff(const arrow::ImportedTable& old_table,

@@ -1,11 +1,16 @@
-// The diff engine: three passes over the Arrow buffers.
-//   1. scan (per side, morsel-parallel): key hash, row hash of the hash-compared columns,
-//      partition start, row counts and measure sums per partition;
-//   2. radix-partition rows by the top bits of their key hash (counting sort, parallel halves);
-//   3. per bucket (parallel): hash tables on old and new keys (duplicates counted), match,
-//      compare, and accumulate per-column and per-partition statistics.
+// The diff engine: two passes over the Arrow buffers.
+//   1. scan (per side; each worker a contiguous range of rows): key hash, row hash of the
+//      hash-compared columns, partition start, row counts and measure sums per partition; each
+//      row (key hash, row hash, row number) is appended to one of <= 256 coarse buckets by the
+//      top bits of its key hash;
+//   2. match (parallel over coarse buckets, each split again in cache into fine buckets of
+//      ~4096 rows): a hash table on old's keys probed by new's rows (duplicates counted on both
+//      sides), comparison of matched pairs (columns are read only when row hashes differ or
+//      the column is compared by value), per-column and per-partition statistics.
+// Expected O(rows) time; ~24 bytes per row per side of extra memory.
 // Assumptions: fewer than 2^32 rows per side (row numbers are stored as uint32 in buckets).
 #include <algorithm>
+#include <chrono>
 #include <bit>
 #include <cmath>
 #include <unordered_map>
@@ -42,18 +47,24 @@ RowRef RowLocator::locate(std::int64_t row) const noexcept {
 
 namespace {
 
-constexpr std::int64_t kMorsel = 1 << 16;
-constexpr int kBucketBits = 8;
-constexpr std::size_t kBuckets = std::size_t{1} << kBucketBits;
+constexpr std::int64_t kMorsel = 1 << 14;
 constexpr std::uint64_t kRowSeed = 0x726f77686173680aULL;
 
 // ---- pass 1: scan ----
 
+// A row in its bucket, with the hashes it is matched and compared by: per-bucket work then
+// reads memory sequentially instead of gathering from row-indexed arrays (a cache miss each).
+struct Entry {
+  std::uint64_t key_hash;
+  std::uint64_t row_hash;
+  std::uint32_t row;
+};
+
 struct SideScan {
-  std::vector<std::uint64_t> key_hash;
-  std::vector<std::uint64_t> row_hash;
+  // Rows radix-partitioned by the top bits of their key hash: buckets[worker][bucket], each in
+  // row order (workers scan contiguous row ranges), null keys left out.
+  std::vector<std::vector<std::vector<Entry>>> buckets;
   std::vector<Seconds> part;        // partition start per row (kNullPartition for null)
-  std::vector<std::uint8_t> null_key;
   std::int64_t null_keys = 0;
   std::vector<double> sums;         // per measure
   std::unordered_map<Seconds, PartitionStats> partitions;
@@ -101,7 +112,7 @@ std::vector<Morsel> morsels_of(const ImportedTable& t) {
 }
 
 SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan& plan,
-                   bool old_side) {
+                   bool old_side, int bits) {
   const auto n = static_cast<std::size_t>(t.num_rows());
   const auto& keys = old_side ? plan.key_old : plan.key_new;
   const auto part_col = old_side ? plan.part_old : plan.part_new;
@@ -115,10 +126,15 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     }
   }
   SideScan s;
-  s.key_hash.resize(n);
-  if (!hashed.empty()) s.row_hash.resize(n);
+  const std::size_t n_buckets = std::size_t{1} << bits;
+  const int shift = 64 - bits;
+  s.buckets.resize(plan.threads);
+  const std::size_t expect = n / (plan.threads * n_buckets) + n / (plan.threads * n_buckets) / 8 + 16;
+  for (auto& w : s.buckets) {
+    w.resize(n_buckets);
+    for (auto& v : w) v.reserve(expect);
+  }
   if (part_col) s.part.resize(n);
-  s.null_key.assign(n, 0);
   const auto ms = measures.size();
 
   struct Local {
@@ -129,31 +145,50 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   std::vector<Local> locals(plan.threads);
   for (auto& l : locals) l.sums.assign(ms, 0.0);
   const auto morsels = morsels_of(t);
+  std::vector<std::uint64_t> key_seeds;
+  for (const auto& k : plan.key) key_seeds.push_back(seed_of(k));
 
-  parallel_for(morsels.size(), plan.threads, [&](std::size_t m, unsigned w) {
+  // Static contiguous ranges of morsels per worker keep each bucket list in row order.
+  parallel_for(plan.threads, plan.threads, [&](std::size_t w_, unsigned) {
+   const auto w = static_cast<unsigned>(w_);
+   auto& my_buckets = s.buckets[w];
+   std::vector<std::uint64_t> kh(kMorsel);
+   std::vector<std::uint64_t> rh(kMorsel);
+   std::vector<std::uint8_t> null_key(kMorsel);
+   const std::size_t m_begin = morsels.size() * w / plan.threads;
+   const std::size_t m_end = morsels.size() * (w + 1) / plan.threads;
+   for (std::size_t m = m_begin; m < m_end; ++m) {
     const Morsel& mo = morsels[m];
     const auto& batch = t.batches()[mo.batch];
     const auto base = static_cast<std::size_t>(loc.batch_start(mo.batch) + mo.begin);
     const auto len = static_cast<std::size_t>(mo.end - mo.begin);
     Local& local = locals[w];
     // keys
+    bool any_null = false;
     for (std::size_t k = 0; k < keys.size(); ++k) {
       const ArrayView& col = batch.column(keys[k]);
-      hash_rows(col, mo.begin, mo.end, seed_of(plan.key[k]), s.key_hash.data() + base, k > 0);
+      hash_rows(col, mo.begin, mo.end, key_seeds[k], kh.data(), k > 0);
       if (col.null_count > 0) {
+        if (!any_null) std::fill_n(null_key.begin(), len, 0);
+        any_null = true;
         for (auto i = mo.begin; i < mo.end; ++i) {
-          if (!col.is_valid(i)) s.null_key[base + static_cast<std::size_t>(i - mo.begin)] = 1;
+          if (!col.is_valid(i)) null_key[static_cast<std::size_t>(i - mo.begin)] = 1;
         }
       }
     }
-    for (std::size_t i = 0; i < len; ++i) local.null_keys += s.null_key[base + i];
     // row hash of the hash-compared columns
     if (!hashed.empty()) {
-      std::fill_n(s.row_hash.data() + base, len, kRowSeed);
+      std::fill_n(rh.begin(), len, kRowSeed);
       for (std::size_t c = 0; c < hashed.size(); ++c) {
-        hash_rows(batch.column(hashed[c]), mo.begin, mo.end, seeds[c], s.row_hash.data() + base,
-                  true);
+        hash_rows(batch.column(hashed[c]), mo.begin, mo.end, seeds[c], rh.data(), true);
       }
+    }
+    for (std::size_t i = 0; i < len; ++i) {
+      if (any_null && null_key[i]) {
+        ++local.null_keys;
+        continue;
+      }
+      my_buckets[kh[i] >> shift].push_back(Entry{kh[i], rh[i], static_cast<std::uint32_t>(base + i)});
     }
     // partitions, row counts and measure sums
     if (part_col) {
@@ -198,6 +233,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
         local.sums[k] += acc;
       }
     }
+   }
   });
 
   s.sums.assign(ms, 0.0);
@@ -220,48 +256,6 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
 }
 
 // ---- pass 2: radix partition by key hash ----
-
-struct Buckets {
-  std::vector<std::uint32_t> rows;
-  std::array<std::size_t, kBuckets + 1> start{};
-};
-
-Buckets bucket_rows(const SideScan& s, unsigned threads) {
-  const std::size_t n = s.key_hash.size();
-  const unsigned parts = std::max(1U, std::min<unsigned>(threads, static_cast<unsigned>(n / 65536 + 1)));
-  std::vector<std::array<std::size_t, kBuckets>> hist(parts);
-  auto range = [&](unsigned p) {
-    return std::pair{n * p / parts, n * (p + 1) / parts};
-  };
-  parallel_for(parts, parts, [&](std::size_t p, unsigned) {
-    auto& h = hist[p];
-    h.fill(0);
-    auto [b, e] = range(static_cast<unsigned>(p));
-    for (auto i = b; i < e; ++i) {
-      if (!s.null_key[i]) ++h[s.key_hash[i] >> (64 - kBucketBits)];
-    }
-  });
-  Buckets out;
-  std::vector<std::array<std::size_t, kBuckets>> pos(parts);
-  std::size_t total = 0;
-  for (std::size_t k = 0; k < kBuckets; ++k) {
-    out.start[k] = total;
-    for (unsigned p = 0; p < parts; ++p) {
-      pos[p][k] = total;  // each part writes its rows after the previous part's: row order kept
-      total += hist[p][k];
-    }
-  }
-  out.start[kBuckets] = total;
-  out.rows.resize(total);
-  parallel_for(parts, parts, [&](std::size_t p, unsigned) {
-    auto& at = pos[p];
-    auto [b, e] = range(static_cast<unsigned>(p));
-    for (auto i = b; i < e; ++i) {
-      if (!s.null_key[i]) out.rows[at[s.key_hash[i] >> (64 - kBucketBits)]++] = static_cast<std::uint32_t>(i);
-    }
-  });
-  return out;
-}
 
 // ---- pass 3: match and compare per bucket ----
 
@@ -311,46 +305,81 @@ class Matcher {
   Matcher(const ImportedTable& o, const ImportedTable& n, const DiffPlan& plan, const SideScan& so,
           const SideScan& sn)
       : old_(o), new_(n), plan_(plan), so_(so), sn_(sn), lo_(o), ln_(n) {
-    for (const auto& c : plan.compared) has_hashed_ |= c.mode == CompareMode::hash;
+    for (const auto& c : plan.compared) {
+      has_hashed_ |= c.mode == CompareMode::hash;
+      any_direct_ |= c.mode != CompareMode::hash;
+    }
   }
 
-  void bucket(const std::uint32_t* orows, std::size_t no, const std::uint32_t* nrows,
-              std::size_t nn, MatchLocal& acc) const {
-    KeyTable to;
-    KeyTable tn;
-    build(orows, no, so_, true, to);
-    build(nrows, nn, sn_, false, tn);
-    std::vector<std::uint8_t> matched(no, 0);
+  // Per-worker buffers reused across buckets: fresh large vectors per bucket would cost a page
+  // fault and a page clear per 4 KiB (glibc serves them with mmap).
+  struct Scratch {
+    KeyTable to, tn;
+    std::vector<std::int32_t> qpos;     // per new row: position of its old key, or -1
+    std::vector<std::uint32_t> ncount;  // per old key: new rows with that key
+    std::vector<Entry> unmatched;       // new rows whose key is not in old
+    std::vector<Entry> old_rows, new_rows;    // a coarse bucket
+    std::vector<Entry> old_split, new_split;  // ... split into fine buckets
+    std::vector<std::size_t> old_start, new_start;
+  };
+
+  // One table on old's keys; new rows probe it once and count their matches per old key, so
+  // keys duplicated in new are found without a second table. Only new rows whose key is not in
+  // old (few) go into a small table of their own.
+  void bucket(const Entry* orows, std::size_t no, const Entry* nrows,
+              std::size_t nn, MatchLocal& acc, Scratch& scratch) const {
+    KeyTable& to = scratch.to;
+    build(orows, no, true, to);
+    auto& qpos = scratch.qpos;
+    auto& ncount = scratch.ncount;
+    auto& unmatched = scratch.unmatched;
+    qpos.resize(nn);
+    ncount.assign(no, 0);
+    unmatched.clear();
     for (std::size_t p = 0; p < nn; ++p) {
-      if (tn.count[p] == 0) continue;  // a later copy of a duplicated key
-      const std::int64_t gn = nrows[p];
-      const std::int32_t q = find_old(orows, to, gn);
-      const std::uint32_t cn = tn.count[p];
-      if (q < 0) {
-        if (cn > 1) {
-          duplicate(acc, false, gn, cn, 0, cn);
-        } else {
-          ++acc.summary.added;
-          acc.added.push_back(gn);
-          trim(acc.added, static_cast<std::size_t>(plan_.sample));
-          if (!sn_.part.empty()) ++acc.parts[sn_.part[static_cast<std::size_t>(gn)]].added;
-        }
+      const std::int32_t q = find_old(orows, to, nrows[p]);
+      qpos[p] = q;
+      if (q >= 0) {
+        ++ncount[static_cast<std::size_t>(q)];
+      } else {
+        unmatched.push_back(nrows[p]);
+      }
+    }
+    KeyTable& tn = scratch.tn;
+    build(unmatched.data(), unmatched.size(), false, tn);
+    for (std::size_t u = 0; u < unmatched.size(); ++u) {
+      const std::uint32_t cn = tn.count[u];
+      if (cn == 0) continue;  // a later copy of a duplicated key
+      const std::int64_t gn = unmatched[u].row;
+      if (cn > 1) {
+        duplicate(acc, false, gn, cn, 0, cn);
         continue;
       }
-      const auto qi = static_cast<std::size_t>(q);
-      matched[qi] = 1;
+      ++acc.summary.added;
+      acc.added.push_back(gn);
+      trim(acc.added, static_cast<std::size_t>(plan_.sample));
+      if (!sn_.part.empty()) ++acc.parts[sn_.part[static_cast<std::size_t>(gn)]].added;
+    }
+    for (std::size_t p = 0; p < nn; ++p) {
+      if (qpos[p] < 0) continue;
+      const auto qi = static_cast<std::size_t>(qpos[p]);
       const std::uint32_t co = to.count[qi];
-      const std::int64_t go = orows[qi];
+      const std::uint32_t cn = ncount[qi];
+      const std::int64_t gn = nrows[p].row;
+      const std::int64_t go = orows[qi].row;
+      constexpr std::uint32_t kReported = UINT32_MAX;
+      if (cn == kReported) continue;  // a later new copy of a duplicate already reported
       if (co > 1 || cn > 1) {
         if (co > 1) {
           duplicate(acc, true, go, co, co, cn);
         } else {
           duplicate(acc, false, gn, cn, co, cn);
         }
+        ncount[qi] = kReported;  // also keeps it out of "removed" below
         continue;
       }
       ++acc.summary.matched;
-      if (compare(go, gn, acc)) {
+      if (compare(go, gn, orows[qi].row_hash != nrows[p].row_hash, acc)) {
         ++acc.summary.changed;
         acc.changed.emplace_back(go, gn);
         trim(acc.changed, static_cast<std::size_t>(plan_.sample));
@@ -365,8 +394,8 @@ class Matcher {
       }
     }
     for (std::size_t q = 0; q < no; ++q) {
-      if (to.count[q] == 0 || matched[q]) continue;
-      const std::int64_t go = orows[q];
+      if (to.count[q] == 0 || ncount[q] != 0) continue;
+      const std::int64_t go = orows[q].row;
       if (to.count[q] > 1) {
         duplicate(acc, true, go, to.count[q], to.count[q], 0);
         continue;
@@ -393,8 +422,7 @@ class Matcher {
     return true;
   }
 
-  void build(const std::uint32_t* rows, std::size_t n, const SideScan& s, bool old_side,
-             KeyTable& t) const {
+  void build(const Entry* rows, std::size_t n, bool old_side, KeyTable& t) const {
     const std::size_t cap = std::bit_ceil(std::max<std::size_t>(16, 2 * n));
     t.slots.assign(cap, -1);
     t.mask = cap - 1;
@@ -403,7 +431,7 @@ class Matcher {
     const auto& loc = old_side ? lo_ : ln_;
     const auto& keys = old_side ? plan_.key_old : plan_.key_new;
     for (std::size_t p = 0; p < n; ++p) {
-      const std::uint64_t h = s.key_hash[rows[p]];
+      const std::uint64_t h = rows[p].key_hash;
       for (std::uint64_t slot = h & t.mask;; slot = (slot + 1) & t.mask) {
         const std::int32_t q = t.slots[slot];
         if (q < 0) {
@@ -412,8 +440,8 @@ class Matcher {
           break;
         }
         const auto qi = static_cast<std::size_t>(q);
-        if (s.key_hash[rows[qi]] == h &&
-            keys_equal(tab, loc, keys, rows[qi], tab, loc, keys, rows[p])) {
+        if (rows[qi].key_hash == h &&
+            keys_equal(tab, loc, keys, rows[qi].row, tab, loc, keys, rows[p].row)) {
           ++t.count[qi];
           break;
         }
@@ -421,13 +449,15 @@ class Matcher {
     }
   }
 
-  std::int32_t find_old(const std::uint32_t* orows, const KeyTable& to, std::int64_t gn) const {
-    const std::uint64_t h = sn_.key_hash[static_cast<std::size_t>(gn)];
+  std::int32_t find_old(const Entry* orows, const KeyTable& to, const Entry& ne) const {
+    const std::uint64_t h = ne.key_hash;
+    const std::int64_t gn = ne.row;
     for (std::uint64_t slot = h & to.mask;; slot = (slot + 1) & to.mask) {
       const std::int32_t q = to.slots[slot];
       if (q < 0) return -1;
-      const std::int64_t go = orows[static_cast<std::size_t>(q)];
-      if (so_.key_hash[static_cast<std::size_t>(go)] == h &&
+      const auto& oe = orows[static_cast<std::size_t>(q)];
+      const std::int64_t go = oe.row;
+      if (oe.key_hash == h &&
           keys_equal(old_, lo_, plan_.key_old, go, new_, ln_, plan_.key_new, gn)) {
         return q;
       }
@@ -447,13 +477,9 @@ class Matcher {
   }
 
   // Compares a matched pair; true when some column differs. Updates per-column stats.
-  bool compare(std::int64_t go, std::int64_t gn, MatchLocal& acc) const {
-    const bool hash_differs =
-        has_hashed_ && so_.row_hash[static_cast<std::size_t>(go)] !=
-                           sn_.row_hash[static_cast<std::size_t>(gn)];
-    bool any_direct = false;
-    for (const auto& c : plan_.compared) any_direct |= c.mode != CompareMode::hash;
-    if (!hash_differs && !any_direct) return false;
+  bool compare(std::int64_t go, std::int64_t gn, bool row_hash_differs, MatchLocal& acc) const {
+    const bool hash_differs = has_hashed_ && row_hash_differs;
+    if (!hash_differs && !any_direct_) return false;
     const RowRef ro = lo_.locate(go);
     const RowRef rn = ln_.locate(gn);
     const auto& bo = old_.batches()[static_cast<std::size_t>(ro.chunk)];
@@ -495,6 +521,7 @@ class Matcher {
   RowLocator lo_;
   RowLocator ln_;
   bool has_hashed_ = false;
+  bool any_direct_ = false;
 };
 
 std::string key_text(const ImportedTable& t, const std::vector<std::size_t>& keys,
@@ -531,20 +558,67 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   }
   const RowLocator lo(old_table);
   const RowLocator ln(new_table);
-  const SideScan so = scan_side(old_table, lo, plan, true);
-  const SideScan sn = scan_side(new_table, ln, plan, false);
-  const Buckets bo = bucket_rows(so, plan.threads);
-  const Buckets bn = bucket_rows(sn, plan.threads);
+  // Two-level radix partitioning: the scan scatters into at most 256 coarse buckets (more write
+  // streams thrash the TLB); the match splits each coarse bucket again, in cache, so that about
+  // 4096 rows of the larger side share a hash table that fits in L2.
+  const auto larger = static_cast<std::uint64_t>(std::max(old_table.num_rows(), new_table.num_rows()));
+  const int bits = std::clamp(static_cast<int>(std::bit_width(larger / 4096)), 4, 16);
+  const int coarse = std::min(bits, 8);
+  const std::size_t n_buckets = std::size_t{1} << coarse;
+  std::vector<std::pair<std::string, double>> timings;
+  auto clock = std::chrono::steady_clock::now();
+  auto lap = [&](const char* phase) {
+    const auto now = std::chrono::steady_clock::now();
+    timings.emplace_back(phase, std::chrono::duration<double>(now - clock).count());
+    clock = now;
+  };
+  SideScan so = scan_side(old_table, lo, plan, true, coarse);
+  lap("scan old");
+  SideScan sn = scan_side(new_table, ln, plan, false, coarse);
+  lap("scan new");
 
   const Matcher matcher(old_table, new_table, plan, so, sn);
   std::vector<MatchLocal> locals(plan.threads);
+  std::vector<Matcher::Scratch> scratch(plan.threads);
   for (auto& l : locals) l.columns.resize(plan.compared.size());
-  parallel_for(kBuckets, plan.threads, [&](std::size_t k, unsigned w) {
-    matcher.bucket(bo.rows.data() + bo.start[k], bo.start[k + 1] - bo.start[k],
-                   bn.rows.data() + bn.start[k], bn.start[k + 1] - bn.start[k], locals[w]);
+  auto gather = [](const SideScan& side, std::size_t k, std::vector<Entry>& out) {
+    out.clear();
+    for (const auto& w : side.buckets) out.insert(out.end(), w[k].begin(), w[k].end());
+  };
+  const std::size_t n_fine = std::size_t{1} << (bits - coarse);
+  const int fine_shift = 64 - bits;
+  // Stable counting sort of a coarse bucket by the next bits: row order within each fine bucket.
+  auto split = [&](const std::vector<Entry>& in, std::vector<Entry>& out,
+                   std::vector<std::size_t>& start) {
+    start.assign(n_fine + 1, 0);
+    const std::uint64_t mask = n_fine - 1;
+    for (const auto& e : in) ++start[((e.key_hash >> fine_shift) & mask) + 1];
+    for (std::size_t f = 0; f < n_fine; ++f) start[f + 1] += start[f];
+    out.resize(in.size());
+    std::vector<std::size_t> at(start.begin(), start.end() - 1);
+    for (const auto& e : in) out[at[(e.key_hash >> fine_shift) & mask]++] = e;
+  };
+  parallel_for(n_buckets, plan.threads, [&](std::size_t k, unsigned w) {
+    auto& sc = scratch[w];
+    gather(so, k, sc.old_rows);
+    gather(sn, k, sc.new_rows);
+    if (n_fine == 1) {
+      matcher.bucket(sc.old_rows.data(), sc.old_rows.size(), sc.new_rows.data(),
+                     sc.new_rows.size(), locals[w], sc);
+      return;
+    }
+    split(sc.old_rows, sc.old_split, sc.old_start);
+    split(sc.new_rows, sc.new_split, sc.new_start);
+    for (std::size_t f = 0; f < n_fine; ++f) {
+      matcher.bucket(sc.old_split.data() + sc.old_start[f], sc.old_start[f + 1] - sc.old_start[f],
+                     sc.new_split.data() + sc.new_start[f], sc.new_start[f + 1] - sc.new_start[f],
+                     locals[w], sc);
+    }
   });
 
+  lap("match");
   EngineResult r;
+  r.timings = std::move(timings);
   r.columns.resize(plan.compared.size());
   auto& sum = r.summary;
   sum.rows_old = old_table.num_rows();

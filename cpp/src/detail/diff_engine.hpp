@@ -65,6 +65,7 @@ struct EngineResult {
   std::map<Seconds, PartitionStats> partitions;
   std::vector<std::pair<std::int64_t, std::int64_t>> changed_rows;  // (old row, new row)
   std::vector<std::int64_t> added_rows, removed_rows;               // global row numbers
+  std::vector<std::pair<std::string, double>> timings;              // phase, wall seconds
 };
 
 // Whether two cells of a compared column count as equal (tolerance applied).

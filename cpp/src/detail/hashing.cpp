@@ -20,11 +20,6 @@ std::uint64_t seed_of(std::string_view name) noexcept {
   return XXH3_64bits_withSeed(name.data(), name.size(), 0x62616b66696c6cULL);
 }
 
-bool hashable(const arrow::DataType& type) noexcept {
-  (void)type;
-  return true;  // every type the importer accepts has a logical hash
-}
-
 namespace {
 
 constexpr std::uint64_t kFloatTag = 0x466c6f6174000000ULL;
@@ -39,9 +34,9 @@ inline std::uint64_t h_uint(std::uint64_t v, std::uint64_t seed) noexcept {
                                                      : mix64(v ^ seed ^ kBigUnsignedTag) + 1;
 }
 inline std::uint64_t h_double(double d, std::uint64_t seed) noexcept {
-  if (std::isnan(d)) d = std::numeric_limits<double>::quiet_NaN();
-  if (d == 0.0) d = 0.0;  // -0.0 == 0.0
-  return mix64(std::bit_cast<std::uint64_t>(d) ^ seed ^ kFloatTag);
+  d += 0.0;  // -0.0 + 0.0 == +0.0: signed zeros hash alike
+  const std::uint64_t bits = std::isnan(d) ? 0x7ff8000000000000ULL : std::bit_cast<std::uint64_t>(d);
+  return mix64(bits ^ seed ^ kFloatTag);
 }
 
 double half_to_double(std::uint16_t h) noexcept {
@@ -68,9 +63,19 @@ void each(const ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_
           std::uint64_t* out, bool fold, F&& f) {
   const std::uint64_t nh = null_hash(seed);
   const bool nulls = a.null_count > 0 && a.buffers[0] != nullptr;
-  for (std::int64_t i = begin; i < end; ++i) {
-    const auto k = static_cast<std::size_t>(i - begin);
-    put(out, k, (nulls && !a.is_valid(i)) ? nh : f(i), fold);
+  const auto n = static_cast<std::size_t>(end - begin);
+  if (!nulls) {
+    if (fold) {
+      for (std::size_t k = 0; k < n; ++k) out[k] = combine(out[k], f(begin + static_cast<std::int64_t>(k)));
+    } else {
+      for (std::size_t k = 0; k < n; ++k) out[k] = f(begin + static_cast<std::int64_t>(k));
+    }
+    return;
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto i = begin + static_cast<std::int64_t>(k);
+    const std::uint64_t h = a.is_valid(i) ? f(i) : nh;
+    out[k] = fold ? combine(out[k], h) : h;
   }
 }
 
@@ -84,6 +89,35 @@ std::int64_t index_at(const ArrayView& a, std::int64_t i) noexcept {
     case TypeId::uint32: return a.values<std::uint32_t>()[i];
     case TypeId::uint64: return static_cast<std::int64_t>(a.values<std::uint64_t>()[i]);
     default: return a.values<std::int64_t>()[i];
+  }
+}
+
+// Integers hash as their int64 value (unsigned beyond INT64_MAX apart); pointer hoisted and the
+// fold decided once, so the common no-null loop is tight.
+template <class T>
+void ints(const ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_t seed,
+          std::uint64_t* out, bool fold) {
+  const T* v = a.values<T>();
+  auto h = [v, seed](std::int64_t i) {
+    if constexpr (std::is_same_v<T, std::uint64_t>) {
+      return h_uint(v[i], seed);
+    } else {
+      return h_int(static_cast<std::int64_t>(v[i]), seed);
+    }
+  };
+  if (a.null_count > 0 && a.buffers[0] != nullptr) return each(a, begin, end, seed, out, fold, h);
+  const auto n = static_cast<std::size_t>(end - begin);
+  const T* p = v + begin;
+  if (fold) {
+    for (std::size_t k = 0; k < n; ++k) {
+      out[k] = combine(out[k], std::is_same_v<T, std::uint64_t> ? h_uint(static_cast<std::uint64_t>(p[k]), seed)
+                                                                 : h_int(static_cast<std::int64_t>(p[k]), seed));
+    }
+  } else {
+    for (std::size_t k = 0; k < n; ++k) {
+      out[k] = std::is_same_v<T, std::uint64_t> ? h_uint(static_cast<std::uint64_t>(p[k]), seed)
+                                                : h_int(static_cast<std::int64_t>(p[k]), seed);
+    }
   }
 }
 
@@ -111,31 +145,17 @@ void hash_rows(const ArrayView& a, std::int64_t begin, std::int64_t end, std::ui
       return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
         return mix64((a.bool_at(i) ? 1U : 2U) ^ seed ^ kBoolTag);
       });
-    case TypeId::int8:
-      return each(a, begin, end, seed, out, fold,
-                  [&](std::int64_t i) { return h_int(a.values<std::int8_t>()[i], seed); });
-    case TypeId::int16:
-      return each(a, begin, end, seed, out, fold,
-                  [&](std::int64_t i) { return h_int(a.values<std::int16_t>()[i], seed); });
+    case TypeId::int8: return ints<std::int8_t>(a, begin, end, seed, out, fold);
+    case TypeId::int16: return ints<std::int16_t>(a, begin, end, seed, out, fold);
     case TypeId::int32: case TypeId::date32: case TypeId::time32:
-      return each(a, begin, end, seed, out, fold,
-                  [&](std::int64_t i) { return h_int(a.values<std::int32_t>()[i], seed); });
+      return ints<std::int32_t>(a, begin, end, seed, out, fold);
     case TypeId::int64: case TypeId::date64: case TypeId::time64: case TypeId::timestamp:
     case TypeId::duration:
-      return each(a, begin, end, seed, out, fold,
-                  [&](std::int64_t i) { return h_int(a.values<std::int64_t>()[i], seed); });
-    case TypeId::uint8:
-      return each(a, begin, end, seed, out, fold,
-                  [&](std::int64_t i) { return h_uint(a.values<std::uint8_t>()[i], seed); });
-    case TypeId::uint16:
-      return each(a, begin, end, seed, out, fold,
-                  [&](std::int64_t i) { return h_uint(a.values<std::uint16_t>()[i], seed); });
-    case TypeId::uint32:
-      return each(a, begin, end, seed, out, fold,
-                  [&](std::int64_t i) { return h_uint(a.values<std::uint32_t>()[i], seed); });
-    case TypeId::uint64:
-      return each(a, begin, end, seed, out, fold,
-                  [&](std::int64_t i) { return h_uint(a.values<std::uint64_t>()[i], seed); });
+      return ints<std::int64_t>(a, begin, end, seed, out, fold);
+    case TypeId::uint8: return ints<std::uint8_t>(a, begin, end, seed, out, fold);
+    case TypeId::uint16: return ints<std::uint16_t>(a, begin, end, seed, out, fold);
+    case TypeId::uint32: return ints<std::uint32_t>(a, begin, end, seed, out, fold);
+    case TypeId::uint64: return ints<std::uint64_t>(a, begin, end, seed, out, fold);
     case TypeId::float16:
       return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
         return h_double(half_to_double(a.values<std::uint16_t>()[i]), seed);
@@ -144,9 +164,10 @@ void hash_rows(const ArrayView& a, std::int64_t begin, std::int64_t end, std::ui
       return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
         return h_double(static_cast<double>(a.values<float>()[i]), seed);
       });
-    case TypeId::float64:
-      return each(a, begin, end, seed, out, fold,
-                  [&](std::int64_t i) { return h_double(a.values<double>()[i], seed); });
+    case TypeId::float64: {
+      const double* v = a.values<double>();
+      return each(a, begin, end, seed, out, fold, [v, seed](std::int64_t i) { return h_double(v[i], seed); });
+    }
     case TypeId::decimal128:
       return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
         const auto* w = static_cast<const std::uint64_t*>(a.buffers[1]) + 2 * (a.offset + i);
