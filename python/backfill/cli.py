@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from . import audit_cli
 from . import calendar
 from . import lint_cli
 from . import run_cli
@@ -52,19 +53,6 @@ def _cmd_partitions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    """Until the planner and runner exist: the calendar on the Berlin fall-back weekend."""
-    for grain, start, end in (("day", "2026-10-24", "2026-10-27"),
-                              ("hour", "2026-10-25T01:00", "2026-10-25T04:00")):
-        sys.stdout.write(f"$ backfill partitions --grain {grain} --tz Europe/Berlin "
-                         f"--start {start} --end {end}\n")
-        ns = argparse.Namespace(grain=grain, tz="Europe/Berlin", start=start, end=end,
-                                align="strict", json=False)
-        _cmd_partitions(ns)
-        sys.stdout.write("\n")
-    return EXIT_OK
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="backfill", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
@@ -82,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     lint_cli.add_parser(sub)
     run_cli.add_parsers(sub)
 
-    d = sub.add_parser("demo", help="run the demo")
-    d.set_defaults(func=_cmd_demo)
+    audit_cli.add_parsers(sub)
+    audit_cli.add_demo_parser(sub)
     return parser
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .engines.base import Engine
     from .project_files import ProjectSettings
+    from .publish import Changelog
     from .runner import Backfill
 
 log = logging.getLogger(__name__)
@@ -188,6 +189,12 @@ class Project:
         from .runner import Backfill
 
         return Backfill.create(self, plan, reason=reason, direct=direct, engine=engine)
+
+    def changelog(self, backfill_id: str | None = None) -> Changelog:
+        """Publications recorded in the warehouse's ``backfill_changelog`` (newest first)."""
+        from .publish import changelog
+
+        return changelog(self, backfill_id=backfill_id)
 
     # -- definition ----------------------------------------------------------------------------
     def source(

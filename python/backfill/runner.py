@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +38,9 @@ from .errors import BackfillError, InvalidInputError
 from .ledger import Claim, Ledger, TaskRow, new_worker_id
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .audit import AuditReport
     from .planning import Plan
+    from .publish import Publication
     from .project import Project
 
 log = logging.getLogger(__name__)
@@ -413,6 +415,27 @@ class Backfill:
                                     seconds=result.seconds, error=None, retry_at=None)
         emit(TaskEvent("done" if status == "done" else "lost", t.model, t.label, t.task_id,
                        claim.attempt, result.seconds, result.rows_written))
+
+    # -- audit, publish, discard (audit.py, publish.py) -----------------------------------------
+    def audit(self, gates: Mapping[str, Any] | None = None) -> AuditReport:
+        """Diffs every model's audit version against the published one and checks the gates
+        (backfill.yml ``audits`` plus ``gates``); recorded in the ledger."""
+        from .audit import audit_backfill
+
+        return audit_backfill(self, gates)
+
+    def publish(self, note: str, *, force_reason: str | None = None) -> Publication:
+        """Swaps every backfilled partition into the published tables in one transaction and
+        writes the changelog; refuses on a failed gate (unless forced) or a stale audit."""
+        from .publish import publish_backfill
+
+        return publish_backfill(self, note, force_reason)
+
+    def discard(self) -> None:
+        """Drops the audit area of this unpublished backfill."""
+        from .publish import discard_backfill
+
+        discard_backfill(self)
 
 
 def _who() -> str:
