@@ -87,16 +87,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan = project.plan(args.select, args.start, args.end, exclude=args.exclude, tz=args.tz,
                             as_of=args.as_of, partitions_per_run=args.partitions_per_run,
                             concurrency=args.concurrency)
+        if not args.json:
+            sys.stdout.write(f"plan: {plan}\n")
+            for finding in plan.findings:
+                sys.stdout.write(f"  {finding}\n")
         bf = project.backfill(plan, reason=args.reason, direct=args.direct)
     if not args.json:
         target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
         sys.stdout.write(f"backfill {bf.id}: {bf.reason!r} -> {target}\n")
     options: dict[str, Any] = dict(concurrency=args.concurrency, max_attempts=args.max_attempts,
                                    backoff=args.backoff, lease_seconds=args.lease)
-    if args.json or args.no_progress or not sys.stdout.isatty() and not _force_progress():
-        final = bf.run(**options)
-    else:
-        final = _run_with_progress(bf, options)
+    try:
+        if args.json or args.no_progress or not sys.stdout.isatty() and not _force_progress():
+            final = bf.run(**options)
+        else:
+            final = _run_with_progress(bf, options)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"backfill run: interrupted; finished tasks are recorded. Resume with: "
+                         f"backfill run --resume {bf.id}\n")
+        return EXIT_FAILED
     _print_status(final, args.json)
     return EXIT_OK if final.ok else EXIT_FAILED
 
