@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .errors import BackfillError
+from .ledger import Ledger
 from .runner import Backfill, BackfillStatus, TaskEvent
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -58,6 +58,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                                    "the failed tasks with their errors.")
     s.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     s.add_argument("--project", default=".", help="project directory (default: current)")
+    s.add_argument("--list", action="store_true", help="list recent backfills instead")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_status)
 
@@ -154,10 +155,33 @@ def _print_status(status: BackfillStatus, as_json: bool) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    try:
-        bf = Backfill.open(args.id, project=Path(args.project))
-    except BackfillError:
-        raise
+    if args.list:
+        return _list(args)
+    bf = Backfill.open(args.id, project=Path(args.project))
     status = bf.status()
     _print_status(status, args.json)
     return EXIT_FAILED if status.status == "failed" else EXIT_OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    from .project import Project
+    from .runner import _ledger
+
+    project = Project.load(args.project)
+    assert project.settings is not None
+    if not Ledger.for_project_path(project.settings.state_dir).exists():
+        rows: list[dict[str, Any]] = []
+    else:
+        rows = _ledger(project).backfills()
+    keys = ("id", "status", "mode", "selection", "start", "end", "reason", "created_by",
+            "created_at")
+    if args.json:
+        sys.stdout.write(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) + "\n")
+        return EXIT_OK
+    for r in rows:
+        sys.stdout.write(f"{r['id']}  {r['status']:<9} {r['mode']:<6} {r['selection']} "
+                         f"{r['start'][:10]}..{r['end'][:10]}  {r['reason']!r} "
+                         f"({r['created_by']}, {r['created_at'][:19]})\n")
+    if not rows:
+        sys.stdout.write("no backfills recorded\n")
+    return EXIT_OK

@@ -442,6 +442,9 @@ def test_status_cli_and_python_agree(shop_dir: Path) -> None:
          "pending": 0, "blocked": 0}]
     assert "fct_monthly_sales" in (st._repr_html_() or "")
     assert cli("status", "bf_nope", "--project", str(shop_dir)).returncode == 2
+    listed = json.loads(cli("status", "--list", "--json", "--project", str(shop_dir)).stdout)
+    assert [(r["id"], r["status"], r["reason"]) for r in listed] == \
+        [(bf.id, "done", "recompute spring")]
 
 
 def test_backfill_needs_a_reason(shop_dir: Path) -> None:
