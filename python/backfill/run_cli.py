@@ -49,6 +49,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="wait before the second attempt, doubling after (default 1)")
     r.add_argument("--lease", type=float, default=60.0, metavar="SECONDS",
                    help="task lease; another worker takes over a task when it ends (default 60)")
+    r.add_argument("--no-lint", action="store_true",
+                   help="run even when the lint finds errors in a planned model")
     r.add_argument("--json", action="store_true", help="machine-readable output, no progress")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=cmd_run)
@@ -92,6 +94,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"plan: {plan}\n")
             for finding in plan.findings:
                 sys.stdout.write(f"  {finding}\n")
+        lint_errors = 0
+        for result in lint_models(project, [m.model for m in plan.models if m.tasks]):
+            for finding in result.findings:
+                lint_errors += finding.severity == "error"
+                sys.stderr.write(f"{finding}\n")
+        if lint_errors and not args.no_lint:
+            return _usage(f"the lint found {lint_errors} error(s) in planned models (above): a "
+                          "backfill of them would not be reproducible; fix them, suppress a "
+                          "finding in the SQL with a reason, or pass --no-lint")
         bf = project.backfill(plan, reason=args.reason, direct=args.direct)
     if not args.json:
         target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
@@ -185,3 +196,24 @@ def _list(args: argparse.Namespace) -> int:
     if not rows:
         sys.stdout.write("no backfills recorded\n")
     return EXIT_OK
+
+
+# The lint speaks dbt's strategy names.
+_LINT_STRATEGY = {"replace": "delete+insert", "merge": "merge", "full": "table",
+                  "append": "append", "view": "view"}
+
+
+def lint_models(project: Any, models: list[str]) -> list[Any]:
+    """Lint results of ``models`` (their partitioned inputs are their parents)."""
+    from .checks import check_model
+
+    results = []
+    for name in models:
+        m = project.models[name]
+        files = project.settings.files if project.settings else {}
+        parents = [d.parent for d in m.depends_on]
+        inputs = sorted({*parents, *(p.split(".")[-1] for p in parents)})
+        results.append(check_model(sql=m.sql or "", strategy=_LINT_STRATEGY.get(m.strategy),
+                                   partitioned_inputs=inputs,
+                                   path=str(files[name]) if name in files else None))
+    return results
