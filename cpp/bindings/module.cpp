@@ -7,4 +7,5 @@ PYBIND11_MODULE(_core, m, pybind11::mod_gil_not_used()) {
   m.doc() = "backfill's C++ core (private: use the backfill package)";
   backfill::bindings::register_errors(m);
   backfill::bindings::register_calendar(m);
+  backfill::bindings::register_lint(m);
 }

@@ -7,5 +7,6 @@ namespace backfill::bindings {
 
 void register_errors(pybind11::module_& m);
 void register_calendar(pybind11::module_& m);
+void register_lint(pybind11::module_& m);
 
 }  // namespace backfill::bindings

@@ -15,6 +15,8 @@ except ImportError as exc:  # pragma: no cover - only without a build
     ) from exc
 
 from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
+from .checks import check_model
+from .lint import Finding, LintResult, lint_file, lint_sql
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -25,10 +27,15 @@ __all__ = [
     "BackfillError",
     "ConflictError",
     "CycleError",
+    "Finding",
     "InvalidInputError",
+    "LintResult",
     "NotFoundError",
     "Partition",
     "PeriodSet",
+    "check_model",
+    "lint_file",
+    "lint_sql",
     "partition_of",
     "partitions",
 ]
