@@ -9,4 +9,5 @@ PYBIND11_MODULE(_core, m, pybind11::mod_gil_not_used()) {
   backfill::bindings::register_calendar(m);
   backfill::bindings::register_arrow(m);
   backfill::bindings::register_plan(m);
+  backfill::bindings::register_lint(m);
 }

@@ -9,5 +9,6 @@ void register_errors(pybind11::module_& m);
 void register_calendar(pybind11::module_& m);
 void register_arrow(pybind11::module_& m);
 void register_plan(pybind11::module_& m);
+void register_lint(pybind11::module_& m);
 
 }  // namespace backfill::bindings

@@ -15,8 +15,10 @@ except ImportError as exc:  # pragma: no cover - only without a build
     ) from exc
 
 from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
-from .planning import Estimate, Finding, ModelSummary, Plan
+from .planning import Estimate, ModelSummary, Plan, PlanFinding
 from .project import Dependency, Model, Project, Source, all_of, overlap, window
+from .checks import check_model
+from .lint import Finding, LintResult, lint_file, lint_sql
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -27,10 +29,10 @@ __all__ = [
     "BackfillError",
     "Dependency",
     "Estimate",
-    "Finding",
     "Model",
     "ModelSummary",
     "Plan",
+    "PlanFinding",
     "Project",
     "Source",
     "all_of",
@@ -38,10 +40,15 @@ __all__ = [
     "window",
     "ConflictError",
     "CycleError",
+    "Finding",
     "InvalidInputError",
+    "LintResult",
     "NotFoundError",
     "Partition",
     "PeriodSet",
+    "check_model",
+    "lint_file",
+    "lint_sql",
     "partition_of",
     "partitions",
 ]
