@@ -18,11 +18,10 @@ from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
 from ._arrow import ArrowTable
 from .diffing import DiffResult, DiffSummary, diff
 from .fingerprinting import Fingerprint, fingerprint
-from .planning import Estimate, Finding, ModelSummary, Plan
+from .planning import Estimate, ModelSummary, Plan, PlanFinding
 from .project import Dependency, Model, Project, Source, all_of, overlap, window
 from .checks import check_model
-from .lint import Finding as LintFinding
-from .lint import LintResult, lint_file, lint_sql
+from .lint import Finding, LintResult, lint_file, lint_sql
 from .engines import Engine
 from .engines.duckdb import DuckDBEngine
 from .ledger import Ledger
@@ -50,10 +49,10 @@ __all__ = [
     "BackfillError",
     "Dependency",
     "Estimate",
-    "Finding",
     "Model",
     "ModelSummary",
     "Plan",
+    "PlanFinding",
     "Project",
     "Source",
     "all_of",
@@ -61,7 +60,7 @@ __all__ = [
     "window",
     "ConflictError",
     "CycleError",
-    "LintFinding",
+    "Finding",
     "InvalidInputError",
     "LintResult",
     "NotFoundError",

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Estimate", "Finding", "ModelSummary", "Plan", "format_seconds"]
+__all__ = ["Estimate", "Finding", "ModelSummary", "Plan", "PlanFinding", "format_seconds"]
 
 # Displays stay small: per-task detail only for small plans, HTML only for few models.
 _MERMAID_TASKS_MAX = 40
@@ -44,6 +44,9 @@ class Finding(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.severity.upper()} {self.code} [{self.model}]: {self.message}"
+
+
+PlanFinding = Finding  # the package exports it under this name (backfill.Finding is lint's)
 
 
 @dataclass(frozen=True)

@@ -286,6 +286,11 @@ class Project:
         return {n: m for n, m in self._nodes.items() if isinstance(m, Model)}
 
     @property
+    def nodes(self) -> dict[str, Source | Model]:
+        """Sources and models by name, in declaration order."""
+        return dict(self._nodes)
+
+    @property
     def sources(self) -> dict[str, Source]:
         return {n: s for n, s in self._nodes.items() if isinstance(s, Source)}
 

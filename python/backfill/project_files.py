@@ -17,7 +17,12 @@ location, sources, model defaults and per-model config, and audit gates::
     audits:
       fct_daily_sales: [{measure: revenue, change: ["-5%", "0%"]}]
 
-A model file is a Jinja2 SELECT. Its config may open the file, dbt-style:
+Engine settings for DuckDB: ``lock_timeout`` (seconds a process waits for another holding
+the file, default 120), ``keep_open`` (hold the file for the whole run), ``linger`` (seconds to
+keep it open after a task, default 0.05), ``conflict_retries`` (default 30).
+
+A model file is a Jinja2 SELECT. ``{{ start }}`` and ``{{ end }}`` are UTC timestamp literals;
+naive TIMESTAMP columns are read as UTC (the engine sets the session time zone to UTC). Its config may open the file, dbt-style:
 ``{{ config(grain="day", strategy="replace", event_time="sales_date") }}``. Dependencies are the
 ``ref()`` and ``source()`` calls found by rendering it once; ``ref("m", window=[-6, 0])`` declares a
 rolling read (child partition c reads m over c-6..c) and ``ref("m", all=True)`` a full read.
@@ -55,6 +60,9 @@ SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description")
 MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
               "description", "enabled")
 ENGINE_TYPES = ("duckdb",)
+# DuckDBEngine keyword settings allowed under engine: (seconds, flags, counts).
+DUCKDB_OPTIONS: dict[str, type] = {"lock_timeout": float, "keep_open": bool, "linger": float,
+                                   "conflict_retries": int}
 
 
 class ProjectError(InvalidInputError):
@@ -213,6 +221,15 @@ def _engine(raw: object, root: Path, where: str) -> EngineSettings:
             raise ProjectError(f"{where}: engine {name} {value!r} must be a non-empty string")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", schema):
         raise ProjectError(f"{where}: engine schema {schema!r} must be a plain identifier")
+    for key, value in cfg.items():
+        if key not in DUCKDB_OPTIONS:
+            raise ProjectError(f"{where}: unknown engine setting {key!r}; expected type, path, "
+                               f"schema, {', '.join(DUCKDB_OPTIONS)}")
+        kind_ok = isinstance(value, bool) if DUCKDB_OPTIONS[key] is bool else (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0)
+        if not kind_ok:
+            raise ProjectError(f"{where}: engine {key} {value!r} must be "
+                               f"{'true or false' if DUCKDB_OPTIONS[key] is bool else 'a number >= 0'}")
     db = Path(path)
     return EngineSettings(kind, db if db.is_absolute() else root / db, schema, cfg)
 

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .errors import BackfillError
+from .ledger import Ledger
 from .runner import Backfill, BackfillStatus, TaskEvent
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -49,6 +49,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="wait before the second attempt, doubling after (default 1)")
     r.add_argument("--lease", type=float, default=60.0, metavar="SECONDS",
                    help="task lease; another worker takes over a task when it ends (default 60)")
+    r.add_argument("--no-lint", action="store_true",
+                   help="run even when the lint finds errors in a planned model")
     r.add_argument("--json", action="store_true", help="machine-readable output, no progress")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=cmd_run)
@@ -58,6 +60,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                                    "the failed tasks with their errors.")
     s.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     s.add_argument("--project", default=".", help="project directory (default: current)")
+    s.add_argument("--list", action="store_true", help="list recent backfills instead")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_status)
 
@@ -87,16 +90,34 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan = project.plan(args.select, args.start, args.end, exclude=args.exclude, tz=args.tz,
                             as_of=args.as_of, partitions_per_run=args.partitions_per_run,
                             concurrency=args.concurrency)
+        if not args.json:
+            sys.stdout.write(f"plan: {plan}\n")
+            for finding in plan.findings:
+                sys.stdout.write(f"  {finding}\n")
+        lint_errors = 0
+        for result in lint_models(project, [m.model for m in plan.models if m.tasks]):
+            for finding in result.findings:
+                lint_errors += finding.severity == "error"
+                sys.stderr.write(f"{finding}\n")
+        if lint_errors and not args.no_lint:
+            return _usage(f"the lint found {lint_errors} error(s) in planned models (above): a "
+                          "backfill of them would not be reproducible; fix them, suppress a "
+                          "finding in the SQL with a reason, or pass --no-lint")
         bf = project.backfill(plan, reason=args.reason, direct=args.direct)
     if not args.json:
         target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
         sys.stdout.write(f"backfill {bf.id}: {bf.reason!r} -> {target}\n")
     options: dict[str, Any] = dict(concurrency=args.concurrency, max_attempts=args.max_attempts,
                                    backoff=args.backoff, lease_seconds=args.lease)
-    if args.json or args.no_progress or not sys.stdout.isatty() and not _force_progress():
-        final = bf.run(**options)
-    else:
-        final = _run_with_progress(bf, options)
+    try:
+        if args.json or args.no_progress or not sys.stdout.isatty() and not _force_progress():
+            final = bf.run(**options)
+        else:
+            final = _run_with_progress(bf, options)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"backfill run: interrupted; finished tasks are recorded. Resume with: "
+                         f"backfill run --resume {bf.id}\n")
+        return EXIT_FAILED
     _print_status(final, args.json)
     return EXIT_OK if final.ok else EXIT_FAILED
 
@@ -145,10 +166,54 @@ def _print_status(status: BackfillStatus, as_json: bool) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    try:
-        bf = Backfill.open(args.id, project=Path(args.project))
-    except BackfillError:
-        raise
+    if args.list:
+        return _list(args)
+    bf = Backfill.open(args.id, project=Path(args.project))
     status = bf.status()
     _print_status(status, args.json)
     return EXIT_FAILED if status.status == "failed" else EXIT_OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    from .project import Project
+    from .runner import _ledger
+
+    project = Project.load(args.project)
+    assert project.settings is not None
+    if not Ledger.for_project_path(project.settings.state_dir).exists():
+        rows: list[dict[str, Any]] = []
+    else:
+        rows = _ledger(project).backfills()
+    keys = ("id", "status", "mode", "selection", "start", "end", "reason", "created_by",
+            "created_at")
+    if args.json:
+        sys.stdout.write(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) + "\n")
+        return EXIT_OK
+    for r in rows:
+        sys.stdout.write(f"{r['id']}  {r['status']:<9} {r['mode']:<6} {r['selection']} "
+                         f"{r['start'][:10]}..{r['end'][:10]}  {r['reason']!r} "
+                         f"({r['created_by']}, {r['created_at'][:19]})\n")
+    if not rows:
+        sys.stdout.write("no backfills recorded\n")
+    return EXIT_OK
+
+
+# The lint speaks dbt's strategy names.
+_LINT_STRATEGY = {"replace": "delete+insert", "merge": "merge", "full": "table",
+                  "append": "append", "view": "view"}
+
+
+def lint_models(project: Any, models: list[str]) -> list[Any]:
+    """Lint results of ``models`` (their partitioned inputs are their parents)."""
+    from .checks import check_model
+
+    results = []
+    for name in models:
+        m = project.models[name]
+        files = project.settings.files if project.settings else {}
+        parents = [d.parent for d in m.depends_on]
+        inputs = sorted({*parents, *(p.split(".")[-1] for p in parents)})
+        results.append(check_model(sql=m.sql or "", strategy=_LINT_STRATEGY.get(m.strategy),
+                                   partitioned_inputs=inputs,
+                                   path=str(files[name]) if name in files else None))
+    return results

@@ -298,6 +298,12 @@ class Backfill:
     def __repr__(self) -> str:
         return f"<Backfill {self.id} ({self.mode}): {self.reason!r}>"
 
+    def __str__(self) -> str:
+        return str(self.status())
+
+    def _repr_html_(self) -> str | None:
+        return self.status()._repr_html_()
+
     # -- inspection ----------------------------------------------------------------------------
     def status(self) -> BackfillStatus:
         return _status(self.ledger, self.id)

@@ -120,6 +120,12 @@ CASES = {
     "yml key": (
         {"yml": "name: shop\nengines: {type: duckdb}\n"},
         ["backfill.yml", "engines", "did you mean 'engine'"]),
+    "yml engine setting": (
+        {"yml": "name: shop\nengine: {type: duckdb, lock_timeot: 5}\n"},
+        ["backfill.yml", "lock_timeot", "lock_timeout"]),
+    "yml engine value": (
+        {"yml": "name: shop\nengine: {type: duckdb, lock_timeout: soon}\n"},
+        ["backfill.yml", "lock_timeout", "soon", "number"]),
     "yml engine": (
         {"yml": "name: shop\nengine: {type: postgres}\n"},
         ["backfill.yml", "postgres", "duckdb"]),

@@ -442,6 +442,9 @@ def test_status_cli_and_python_agree(shop_dir: Path) -> None:
          "pending": 0, "blocked": 0}]
     assert "fct_monthly_sales" in (st._repr_html_() or "")
     assert cli("status", "bf_nope", "--project", str(shop_dir)).returncode == 2
+    listed = json.loads(cli("status", "--list", "--json", "--project", str(shop_dir)).stdout)
+    assert [(r["id"], r["status"], r["reason"]) for r in listed] == \
+        [(bf.id, "done", "recompute spring")]
 
 
 def test_backfill_needs_a_reason(shop_dir: Path) -> None:
@@ -511,3 +514,19 @@ def test_concurrent_writes_of_one_partition_conflict_and_are_retried(shop_dir: P
         str(shop_dir / "warehouse.duckdb"), read_only=True).sql(
         "SELECT * FROM main.clean_orders WHERE ordered_at >= DATE '2026-05-05' "
         "AND ordered_at < DATE '2026-05-06'"))
+
+
+def test_run_refuses_models_the_lint_finds_unreproducible(shop_dir: Path) -> None:
+    (shop_dir / "models" / "fct_monthly_sales.sql").write_text(
+        "{{ config(grain='month', event_time='sales_month') }}\n"
+        "select cast(date_trunc('month', sales_date) as date) as sales_month, "
+        "sum(revenue) as revenue, current_date as loaded_on\n"
+        "from {{ ref('fct_daily_sales') }} where sales_date >= {{ start }} and "
+        "sales_date < {{ end }} group by 1\n")
+    args = ["run", "--project", str(shop_dir), "--select", "fct_monthly_sales", "--start",
+            "2026-03-01", "--end", "2026-04-01", "--reason", "clock"]
+    out = cli(*args)
+    assert out.returncode == 2
+    assert "CLOCK_READ" in out.stderr and "fct_monthly_sales.sql" in out.stderr
+    assert not (shop_dir / ".backfill").exists()
+    assert cli(*args, "--no-lint").returncode == 0

@@ -1,0 +1,129 @@
+"""Runner invariants on random task graphs and failures, with an in-memory engine (no DuckDB).
+
+For any graph, concurrency and set of failing tasks: a task runs only after all its
+dependencies finished, never twice at once; transient failures are retried up to max_attempts;
+a task ends done exactly when neither it nor any ancestor failed for good.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import backfill
+from backfill.engines import Area, Engine, PartitionFingerprint, TaskFailure, WriteResult
+from backfill.ledger import Ledger
+
+
+class MemoryEngine(Engine):
+    name = "memory"
+
+    def __init__(self, failures: dict[tuple[str, str], tuple[int, bool]]) -> None:
+        self.failures = dict(failures)  # (model, day) -> (times left, transient)
+        self.log: list[tuple[str, str, float, float]] = []
+        self.lock = threading.Lock()
+        self.active: set[tuple[str, str]] = set()
+        self.overlaps = 0
+
+    def run_task(self, project: Any, model: str, start: Any, end: Any, area: Area) -> WriteResult:
+        key = (model, f"{start:%Y-%m-%d}")
+        began = time.monotonic()
+        with self.lock:
+            self.overlaps += key in self.active
+            self.active.add(key)
+        try:
+            time.sleep(0.001)
+            with self.lock:
+                left, transient = self.failures.get(key, (0, True))
+                if left > 0:
+                    self.failures[key] = (left - 1, transient)
+                    raise TaskFailure(f"injected {key}", transient=transient)
+            return WriteResult(1, 0, "1:0", 0.001)
+        finally:
+            with self.lock:
+                self.active.discard(key)
+                self.log.append((model, key[1], began, time.monotonic()))
+
+    def render(self, *args: Any) -> str:
+        return ""
+
+    def relation(self, model: str, area: Area) -> str:
+        return model
+
+    def partition_fingerprints(self, *args: Any) -> list[PartitionFingerprint]:
+        return []
+
+    def drop_area(self, backfill_id: str) -> None:
+        pass
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[backfill.Project, int, dict[tuple[str, str], tuple[int, bool]], int]:
+    n = draw(st.integers(1, 4))
+    days = draw(st.integers(1, 6))
+    p = backfill.Project("prop")
+    p.source("raw.t", grain="day", event_time="t")
+    for i in range(n):
+        parents: list[Any] = ["raw.t"]
+        for j in range(i):
+            kind = draw(st.sampled_from(["none", "overlap", "window"]))
+            if kind == "overlap":
+                parents.append(f"m{j}")
+            elif kind == "window":
+                parents.append(backfill.window(f"m{j}", -draw(st.integers(0, 2)), 0))
+        p.model(f"m{i}", depends_on=parents, grain="day", event_time="t", sql="select 1")
+    labels = [(dt.date(2026, 3, 1) + dt.timedelta(days=d)).isoformat() for d in range(days + 3)]
+    keys = list(itertools.product([f"m{i}" for i in range(n)], labels))
+    failing = draw(st.dictionaries(st.sampled_from(keys),
+                                   st.tuples(st.integers(1, 3), st.booleans()), max_size=4))
+    return p, days, failing, draw(st.integers(1, 4))
+
+
+@settings(max_examples=25, deadline=None)
+@given(scenarios())
+def test_runner_respects_dependencies_retries_and_failures(
+        scenario: tuple[backfill.Project, int, dict[tuple[str, str], tuple[int, bool]], int]) -> None:
+    project, days, failing, concurrency = scenario
+    plan = project.plan("*", "2026-03-01", dt.date(2026, 3, 1) + dt.timedelta(days=days),
+                        as_of="2026-12-01")
+    engine = MemoryEngine(failing)
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = Ledger(Path(tmp) / "ledger.sqlite")
+        bf = backfill.Backfill.create(project, plan, reason="property", engine=engine,
+                                      ledger=ledger)
+        status = bf.run(concurrency=concurrency, max_attempts=2, backoff=0.0, poll=0.001)
+        tasks = {t.task_id: t for t in bf.tasks()}
+        attempts = bf.attempts()
+        ledger.close()
+    assert engine.overlaps == 0
+    # permanent: fails for good (not transient, or more failures than max_attempts allows)
+    bad = {t.task_id for t in tasks.values()
+           if (t.model, t.label) in failing
+           and (not failing[(t.model, t.label)][1] or failing[(t.model, t.label)][0] >= 2)}
+    doomed: set[int] = set()
+    for tid in sorted(tasks, key=lambda i: tasks[i].wave):
+        if tid in bad or any(d in doomed for d in tasks[tid].depends_on):
+            doomed.add(tid)
+    assert {i for i, t in tasks.items() if t.status == "done"} == set(tasks) - doomed
+    assert {i for i, t in tasks.items() if t.status == "failed"} == bad
+    assert status.ok == (not doomed) and status.finished
+    finished = {(m, lab): end for m, lab, _, end in engine.log}
+    for m, lab, began, _ in engine.log:
+        t = next(t for t in tasks.values() if (t.model, t.label) == (m, lab))
+        for d in t.depends_on:  # every dependency had finished (successfully) before
+            assert tasks[d].status == "done"
+            assert finished[(tasks[d].model, tasks[d].label)] <= began
+    for t in tasks.values():
+        runs = [a for a in attempts if a["task_id"] == t.task_id]
+        fails = failing.get((t.model, t.label), (0, True))
+        expected = 0 if t.task_id in doomed - bad else (
+            1 if not fails[1] and fails[0] else min(fails[0] + 1, 2))
+        assert len(runs) == expected, (t, runs, fails)
