@@ -480,7 +480,8 @@ def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> Audi
     parts = backfill_partitions(project, bf)
     order = [m for m in project.topological_order() if m in parts]
     settings = project.settings
-    file_gates = parse_gates(settings.audits if settings else None, order, "backfill.yml audits")
+    file_gates = parse_gates(settings.audits if settings else None, order, "backfill.yml audits",
+                             strict=False)
     call_gates = parse_gates(gates, order, "gates")
     audits = []
     try:

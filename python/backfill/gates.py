@@ -151,9 +151,10 @@ def _gate(model: str, spec: object, where: str) -> Gate:
 
 
 def parse_gates(spec: Mapping[str, Any] | None, models: Sequence[str],
-                where: str = "gates") -> dict[str, list[Gate]]:
-    """``{model or "*": [gate, ...]}`` -> gates per model in ``models``. A model named but not
-    backfilled is an error (a gate that silently checks nothing is worse than none)."""
+                where: str = "gates", *, strict: bool = True) -> dict[str, list[Gate]]:
+    """``{model or "*": [gate, ...]}`` -> gates per model in ``models``. With ``strict`` (gates
+    given to one audit) a model named but not backfilled is an error: a gate that silently
+    checks nothing is worse than none. The project's gates name any of its models."""
     out: dict[str, list[Gate]] = {m: [] for m in models}
     if spec is None:
         return out
@@ -161,6 +162,8 @@ def parse_gates(spec: Mapping[str, Any] | None, models: Sequence[str],
         raise InvalidInputError(f"{where}: {spec!r} is not a mapping of model -> list of gates")
     for model, gates in spec.items():
         if model != "*" and model not in out:
+            if not strict:
+                continue
             raise InvalidInputError(f"{where}: {model!r} is not a model of this backfill "
                                     f"({', '.join(models)})")
         if isinstance(gates, Mapping):

@@ -171,6 +171,49 @@ def test_natural_key_prefers_ids_and_needs_uniqueness(shop_dir: Path) -> None:
         c.close()
 
 
+def test_merge_and_full_models_audit_and_publish(shop_dir: Path) -> None:
+    models = shop_dir / "models"
+    (models / "order_status.sql").write_text(
+        "{{ config(strategy='merge', unique_key='order_id', event_time='ordered_at') }}\n"
+        "select order_id, status, ordered_at from {{ ref('clean_orders') }}\n"
+        "where ordered_at >= {{ start }} and ordered_at < {{ end }}\n")
+    (models / "countries.sql").write_text(
+        "{{ config(grain=none, strategy='full') }}\n"
+        "select country, count(*) as orders from {{ ref('clean_orders') }} group by 1\n")
+    p = backfill.Project.load(shop_dir)
+    plan = p.plan("order_status countries", "2026-03-01", "2026-03-04", as_of=AS_OF)
+    assert p.backfill(plan, reason="new models", direct=True).run().ok
+    outside = query(shop_dir, "SELECT count(*), min(status) FROM main.order_status WHERE "
+                              "ordered_at >= TIMESTAMP '2026-03-03'")
+    # New logic: statuses upper-case; countries count only completed orders.
+    (models / "order_status.sql").write_text(
+        (models / "order_status.sql").read_text().replace("select order_id, status",
+                                                          "select order_id, upper(status) as status"))
+    (models / "countries.sql").write_text(
+        (models / "countries.sql").read_text().replace("group by 1",
+                                                       "where status = 'completed' group by 1"))
+    p = backfill.Project.load(shop_dir)
+    bf = p.backfill(p.plan("order_status countries", "2026-03-01", "2026-03-03", as_of=AS_OF),
+                    reason="new logic")
+    assert bf.run().ok
+    report = bf.audit()
+    merge, full = report["order_status"], report["countries"]
+    assert (merge.key, merge.key_source) == (["order_id"], "unique_key")
+    rows = query(shop_dir, "SELECT count(*) FROM main.order_status WHERE ordered_at >= "
+                           "TIMESTAMP '2026-03-01' AND ordered_at < TIMESTAMP '2026-03-03'")[0][0]
+    assert merge.changed_columns == {"status": rows} and [p.label for p in merge.differing] == \
+        ["2026-03-01", "2026-03-02"]
+    assert (full.key, full.key_source) == (["country"], "natural")
+    assert [p.label for p in full.partitions] == ["all"] and set(full.changed_columns) == {"orders"}
+    bf.publish(note="upper-case statuses; completed orders only")
+    assert query(shop_dir, "SELECT DISTINCT status FROM main.order_status WHERE ordered_at < "
+                           "TIMESTAMP '2026-03-03' ORDER BY 1") == [("CANCELLED",), ("COMPLETED",)]
+    assert query(shop_dir, "SELECT count(*), min(status) FROM main.order_status WHERE "
+                           "ordered_at >= TIMESTAMP '2026-03-03'") == outside
+    assert query(shop_dir, "SELECT sum(orders) FROM main.countries") == \
+        query(shop_dir, "SELECT count(*) FROM main.clean_orders WHERE status = 'completed'")
+
+
 # -- publish --------------------------------------------------------------------------------------
 def test_publish_is_atomic_for_a_concurrent_reader(shop_dir: Path) -> None:
     bf = run_fix(shop_dir, "2026-08-01", "2026-09-01")
