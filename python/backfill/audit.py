@@ -129,6 +129,30 @@ class ModelAudit:
         s = self.diff.summary if self.diff is not None else None
         return (s.added, s.removed, s.changed) if s else (0, 0, 0)
 
+    def describe(self) -> list[str]:
+        """A few short lines: partitions, rows, columns, measure totals."""
+        added, removed, changed = self._counts()
+        n, d = len(self.partitions), len(self.differing)
+        if not d:
+            return [f"{self.model}: all {n} partition(s) identical"]
+        lines = [f"{self.model}: {d} of {n} partition(s) differ -- rows: {changed:,} changed, "
+                 f"{added:,} added, {removed:,} removed (key {', '.join(self.key)})"]
+        cols = self.changed_columns
+        if cols:
+            lines.append("  changed columns: " + ", ".join(f"{c} ({k:,} rows)"
+                                                           for c, k in cols.items()))
+        same = []
+        for m, (old, new) in self.totals.items():
+            o, nw = float(old or 0), float(new or 0)
+            if o != nw:
+                pct = f" ({(nw - o) / abs(o) * 100:+.2f}%)" if o else ""
+                lines.append(f"  {m}: {o:,.2f} -> {nw:,.2f}{pct}")
+            else:
+                same.append(m)
+        if same:
+            lines.append(f"  unchanged totals: {', '.join(same)}")
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         added, removed, changed = self._counts()
         return {
@@ -238,7 +262,7 @@ class AuditReport:
     def __str__(self) -> str:
         verdict = "gates passed" if self.passed else "GATES FAILED"
         lines = [f"audit of {self.backfill_id}: {verdict}"]
-        lines += [f"  {m.summary_line()}" for m in self.models.values()]
+        lines += [f"  {line}" for m in self.models.values() for line in m.describe()]
         lines += [f"  {g}" for g in self.gates]
         return "\n".join(lines)
 

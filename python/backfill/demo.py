@@ -75,18 +75,22 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     say(plan.describe())
 
     step(4, "estimate from one sample day per model")
-    from .checks_engine import estimate
+    from .checks_engine import estimate, format_seconds_fine
 
-    say(str(estimate(project, plan, concurrency=concurrency)))
+    est = estimate(project, plan, concurrency=concurrency)
+    say(str(est))
 
     step(5, "run into the audit area (readers of the published tables see nothing yet)")
     bf = project.backfill(plan, reason=REASON)
     say(f"backfill {bf.id}: {bf.reason}")
+    began = time.perf_counter()
     if sys.stdout.isatty() and w is sys.stdout or run_cli._force_progress():
         status = run_cli._run_with_progress(bf, {"concurrency": concurrency})
     else:
         status = bf.run(concurrency=concurrency)
     say(str(status))
+    say(f"took {time.perf_counter() - began:.1f} s (estimated "
+        f"{format_seconds_fine(est.makespan)})")
     if not status.ok:
         return 1
 
