@@ -272,6 +272,57 @@ def test_publish_is_atomic_for_a_concurrent_reader(shop_dir: Path) -> None:
     assert bf.status().status == "published"
 
 
+_READER = """
+import json, sys, time, duckdb
+path, out, stop, sql = sys.argv[1:5]
+with open(out, "a") as f:
+    while True:
+        try:
+            c = duckdb.connect(path, read_only=True)
+        except duckdb.Error:  # the writer holds the file (DuckDB: one process at a time)
+            time.sleep(0.002)
+            continue
+        try:
+            f.write(json.dumps([float(v) for v in c.execute(sql).fetchone()]) + "\\n")
+            f.flush()
+        finally:
+            c.close()
+        try:
+            open(stop).close()
+            break
+        except FileNotFoundError:
+            time.sleep(0.002)
+"""
+
+
+def test_publish_is_atomic_for_a_reader_in_another_process(shop_dir: Path, tmp_path: Path) -> None:
+    bf = run_fix(shop_dir, "2026-08-01", "2026-09-01")
+    assert bf.audit().passed
+    out, stop = tmp_path / "seen.jsonl", tmp_path / "stop"
+    sql = ("SELECT (SELECT sum(revenue) FROM main.fct_daily_sales WHERE sales_date >= "
+           "DATE '2026-08-01' AND sales_date < DATE '2026-09-01'), (SELECT revenue FROM "
+           "main.fct_monthly_sales WHERE sales_month = DATE '2026-08-01')")
+    reader = subprocess.Popen([sys.executable, "-c", _READER, str(shop_dir / "warehouse.duckdb"),
+                               str(out), str(stop), sql])
+    try:
+        def count() -> int:
+            return len(out.read_text().splitlines()) if out.exists() else 0
+        deadline = time.monotonic() + 30
+        while count() < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        before = count()
+        bf.publish(note="revenue corrected")
+        while count() < before + 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stop.touch()
+        reader.wait(timeout=30)
+    finally:
+        reader.kill()
+    seen = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(d == pytest.approx(m, abs=1e-6) for d, m in seen)  # never a mix
+    assert seen[0][1] > seen[-1][1]  # saw the old version, then the new one
+
+
 def test_publish_refuses_a_failed_gate_unless_forced(shop_dir: Path) -> None:
     bf = run_fix(shop_dir, "2026-08-01", "2026-08-08")
     report = bf.audit(gates={"fct_daily_sales": [{"measure": "revenue", "change": ["0%", "5%"]}],
@@ -343,7 +394,16 @@ def test_changelog_tells_consumers_what_changed(shop_dir: Path) -> None:
 
 
 def test_discard_drops_the_audit_area(shop_dir: Path) -> None:
+    p = backfill.Project.load(shop_dir)
+    pending = p.backfill(p.plan("fct_daily_sales", "2026-08-01", "2026-08-03", as_of=AS_OF),
+                         reason="not run yet")
+    with pytest.raises(backfill.InvalidInputError, match="2 of 2 task\\(s\\) not done"):
+        pending.audit()
+    with pytest.raises(backfill.InvalidInputError, match="only a finished"):
+        pending.publish(note="n")
     bf = run_fix(shop_dir, "2026-08-01", "2026-08-03")
+    with pytest.raises(backfill.ConflictError, match="has not been audited"):
+        bf.publish(note="n")
     schema = audit_schema(bf.id)
     assert query(shop_dir, f"SELECT count(*) FROM duckdb_tables() WHERE schema_name='{schema}'") == [(3,)]
     r = cli("discard", bf.id, "--project", str(shop_dir))
@@ -370,6 +430,9 @@ def test_audit_and_publish_cli(shop_dir: Path) -> None:
     assert r.returncode == 1 and "FAIL fct_sales_7d: unchanged: revenue_7d" in r.stdout
     r = cli("publish", "--project", str(shop_dir), "--note", "n")  # latest audit failed a gate
     assert r.returncode == 1
+    r = cli("diff", "main.fct_daily_sales", f"{audit_schema(bf.id)}.fct_daily_sales", "--key",
+            "sales_date", "--partition-by", "sales_date", "--project", str(shop_dir))
+    assert r.returncode == 1 and "changed columns: revenue 2" in r.stdout, r.stdout + r.stderr
     assert cli("audit", "--project", str(shop_dir)).returncode == 0
     r = cli("publish", "--project", str(shop_dir), "--note", "fixed", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["published"]
