@@ -27,12 +27,20 @@ from .engines.duckdb import DuckDBEngine
 from .ledger import Ledger
 from .project_files import ProjectError
 from .runner import Backfill, BackfillStatus
+from .audit import AuditReport, ModelAudit
+from .gates import GateResult
+from .publish import Changelog, Publication
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuditReport",
+    "Changelog",
+    "GateResult",
+    "ModelAudit",
+    "Publication",
     "Backfill",
     "BackfillStatus",
     "DuckDBEngine",
