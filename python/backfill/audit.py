@@ -32,6 +32,7 @@ import html
 import itertools
 import json
 import logging
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -378,11 +379,15 @@ def _fp(rows: int, digest: str) -> str:
 
 
 def _exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
-    try:
-        cur.execute(f"SELECT 1 FROM {relation} LIMIT 0")
-        return True
-    except duckdb.CatalogException:
-        return False
+    """Whether ``"schema"."table"`` exists (a catalog lookup: safe inside a transaction, where a
+    failed SELECT would abort it)."""
+    names = [n.replace('""', '"') for n in re.findall(r'"((?:[^"]|"")*)"', relation)]
+    if len(names) != 2:
+        raise InvalidInputError(f"expected a quoted \"schema\".\"table\", got {relation!r}")
+    row = cur.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ? "
+        "AND database_name = current_database()", names).fetchone()
+    return bool(row and row[0])
 
 
 def fingerprint_model(engine: DuckDBEngine, project: Project, model: str, area: Area,

@@ -24,6 +24,7 @@ each row carries the publication id, backfill id, reason, note, forced reason, w
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import html
 import json
@@ -241,7 +242,8 @@ def _publish(bf: Backfill, engine: DuckDBEngine, rec: dict[str, Any], note: str,
             cur.executemany(f"INSERT INTO {table} VALUES ({marks})", log_rows)
             cur.execute("COMMIT")
         except BaseException:
-            cur.execute("ROLLBACK")
+            with contextlib.suppress(duckdb.Error):
+                cur.execute("ROLLBACK")
             raise
     changed = {a["model"]: [p["label"] for p in a["result"]["partitions"] if not p["identical"]]
                for a in audits.values()}

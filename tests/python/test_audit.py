@@ -214,6 +214,29 @@ def test_merge_and_full_models_audit_and_publish(shop_dir: Path) -> None:
         query(shop_dir, "SELECT count(*) FROM main.clean_orders WHERE status = 'completed'")
 
 
+def test_a_new_model_is_audited_as_added_rows_and_published_as_a_new_table(
+        shop_dir: Path) -> None:
+    (shop_dir / "models" / "fct_country_sales.sql").write_text(
+        "{{ config(event_time='sales_date') }}\n"
+        "select cast(ordered_at as date) as sales_date, country, count(*) as orders\n"
+        "from {{ ref('clean_orders') }}\n"
+        "where ordered_at >= {{ start }} and ordered_at < {{ end }} group by all\n")
+    p = backfill.Project.load(shop_dir)
+    bf = p.backfill(p.plan("fct_country_sales", "2026-03-01", "2026-03-04", as_of=AS_OF),
+                    reason="new table with history")
+    assert bf.run().ok
+    report = bf.audit(gates={"fct_country_sales": [{"removed_rows": 0}]})
+    a = report["fct_country_sales"]
+    expected = query(shop_dir, "SELECT count(DISTINCT (cast(ordered_at AS DATE), country)) FROM "
+                               "main.clean_orders WHERE ordered_at >= DATE '2026-03-01' AND "
+                               "ordered_at < DATE '2026-03-04'")[0][0]
+    assert (a.key, a.key_source) == (["sales_date", "country"], "natural")
+    assert a.diff is not None and a.diff.summary.added == expected and report.passed
+    assert all(p.rows_old == 0 and p.added == p.rows_new for p in a.partitions)
+    bf.publish(note="new table")
+    assert query(shop_dir, "SELECT count(*) FROM main.fct_country_sales") == [(expected,)]
+
+
 # -- publish --------------------------------------------------------------------------------------
 def test_publish_is_atomic_for_a_concurrent_reader(shop_dir: Path) -> None:
     bf = run_fix(shop_dir, "2026-08-01", "2026-09-01")
