@@ -65,6 +65,8 @@ _NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "
 _INTEGER = _NUMERIC[:10]
 _ID_SUFFIXES = ("_id", "_no", "_key", "_number")
 WHOLE = "all"  # the one "partition" of an unpartitioned (full) model
+_NAIVE = ("TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "DATETIME")
+_PART = "__backfill_partition"
 
 
 def is_id_like(name: str) -> bool:
@@ -368,6 +370,7 @@ def _measures(types: Mapping[str, str], key: Sequence[str], m: Model) -> list[st
 def _cursor(cur: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """A second connection to the same database (closed after use)."""
     other = cur.cursor()
+    other.execute("SET TimeZone = 'UTC'")  # a setting of each connection, as in the engine
     try:
         yield other
     finally:
@@ -438,13 +441,19 @@ def _audit_model(engine: DuckDBEngine, project: Project, bf: Backfill, model: st
             where = "TRUE" if not parts else _in_periods(
                 str(m.event_time), [(s, e) for _, s, e in differing])
             options: dict[str, Any] = {}
+            select = "*"
             if parts and m.event_time:
                 options = dict(partition_by=m.event_time, grain=m.grain or "day", tz=m.tz)
+                if _base_type(types.get(m.event_time, "")) in _NAIVE and m.tz != "UTC":
+                    # The engine reads a naive timestamp as UTC (its period filters are UTC);
+                    # the diff would read it as wall-clock time in tz. Partition by it as UTC.
+                    select = f"*, CAST({quote(m.event_time)} AS TIMESTAMPTZ) AS {quote(_PART)}"
+                    options.update(partition_by=_PART, exclude=[_PART])
             # Each side streams from its own cursor: DuckDB streams one result per connection.
             with _cursor(cur) as old_cur, _cursor(cur) as new_cur:
-                new_data = new_cur.sql(f"SELECT * FROM {new_rel} WHERE {where}")
-                old_data = old_cur.sql(f"SELECT * FROM {pub} WHERE {where}") if has_old else \
-                    old_cur.sql(f"SELECT * FROM {new_rel} WHERE FALSE")
+                new_data = new_cur.sql(f"SELECT {select} FROM {new_rel} WHERE {where}")
+                old_data = old_cur.sql(f"SELECT {select} FROM {pub} WHERE {where}") if has_old \
+                    else old_cur.sql(f"SELECT {select} FROM {new_rel} WHERE FALSE")
                 diff_result = diff(old_data, new_data, key=key, measures=measures,
                                    on_duplicate="report", **options)
     by_label: dict[str, dict[str, Any]] = {}

@@ -237,6 +237,44 @@ def test_a_new_model_is_audited_as_added_rows_and_published_as_a_new_table(
     assert query(shop_dir, "SELECT count(*) FROM main.fct_country_sales") == [(expected,)]
 
 
+def test_hourly_model_in_berlin_across_the_fall_back_night(shop_dir: Path) -> None:
+    model = shop_dir / "models" / "fct_hourly_orders.sql"
+    model.write_text(
+        "{{ config(grain='hour', tz='Europe/Berlin', event_time='hour') }}\n"
+        "select date_trunc('hour', ordered_at) as hour, count(*) as orders\n"
+        "from {{ ref('clean_orders') }}\n"
+        "where ordered_at >= {{ start }} and ordered_at < {{ end }} group by 1\n")
+    p = backfill.Project.load(shop_dir)
+    build = p.plan("fct_hourly_orders", "2026-10-24", "2026-10-27", tz="Europe/Berlin",
+                   as_of=AS_OF, partitions_per_run=24)
+    assert p.backfill(build, reason="new", direct=True).run().ok
+    model.write_text(model.read_text().replace("group by 1", "and status = 'completed' group by 1"))
+    p = backfill.Project.load(shop_dir)
+    bf = p.backfill(p.plan("fct_hourly_orders", "2026-10-25", "2026-10-26", tz="Europe/Berlin",
+                           as_of=AS_OF), reason="completed orders only")
+    assert bf.run().ok
+    a = bf.audit()["fct_hourly_orders"]
+    labels = [x.label for x in a.partitions]
+    assert len(labels) == 25 and "2026-10-25T02+02:00" in labels and "2026-10-25T02+01:00" in labels
+    assert a.diff is not None
+    # Each changed row is counted in exactly the partition the engine wrote it to.
+    assert sum(x.changed for x in a.partitions) == a.diff.summary.changed > 0
+    # Oracle: the orders delta of each Berlin hour = minus its non-completed orders (UTC hours
+    # mapped to Berlin hour partitions by the calendar, outside the diff).
+    dropped: dict[str, int] = {}
+    for hour, n in query(shop_dir, "SELECT date_trunc('hour', ordered_at), count(*) FROM "
+                                   "main.clean_orders WHERE status <> 'completed' AND ordered_at "
+                                   ">= TIMESTAMP '2026-10-24 22:00' AND ordered_at < "
+                                   "TIMESTAMP '2026-10-25 23:00' GROUP BY 1"):
+        label = backfill.partition_of(hour.replace(tzinfo=dt.timezone.utc), "hour",
+                                      "Europe/Berlin").label
+        dropped[label] = dropped.get(label, 0) + n
+    assert dropped
+    for x in a.partitions:
+        delta = x.measures["orders"][2] if not x.identical else 0
+        assert delta == -dropped.get(x.label, 0), x.label
+
+
 # -- publish --------------------------------------------------------------------------------------
 def test_publish_is_atomic_for_a_concurrent_reader(shop_dir: Path) -> None:
     bf = run_fix(shop_dir, "2026-08-01", "2026-09-01")
