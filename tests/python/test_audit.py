@@ -568,6 +568,17 @@ def test_estimate_times_one_sample_partition_per_model(shop_dir: Path) -> None:
             "2026-08-01", "--end", "2026-10-29", "--as-of", AS_OF, "--concurrency", "10")
     assert r.returncode == 0, r.stderr
     assert "one day (2026-08-01) took" in r.stdout and "at 10 concurrent ≈" in r.stdout
+    r = cli("estimate", "--project", str(shop_dir), "--select", "fct_daily_sales+", "--start",
+            "2026-08-01", "--end", "2026-10-29", "--as-of", AS_OF, "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["concurrency"] == 4 and out["makespan_seconds"] > 0
+    assert [s["partitions"] for s in out["samples"]] == [89, 3, 95]
+    r = cli("plan", "--project", str(shop_dir), "--select", "fct_daily_sales+", "--start",
+            "2026-08-01", "--end", "2026-10-29", "--as-of", AS_OF)
+    assert r.returncode == 0 and "3 models, 187 tasks" in r.stdout
+    r = cli("estimate", "--project", str(shop_dir), "--select", "nope", "--start",
+            "2026-08-01", "--end", "2026-10-29")
+    assert r.returncode == 2 and "nope" in r.stderr
 
 
 def test_check_names_the_column_that_reads_the_clock(shop_dir: Path) -> None:
