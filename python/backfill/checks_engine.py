@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import logging
+import os
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,9 @@ class EstimateReport:
     samples: list[SampleRun]
     estimate: Estimate
     concurrency: int
+    #: an embedded engine shares this machine's cores: the schedule at min(concurrency, cores)
+    cores: int | None = None
+    on_cores: Estimate | None = None
 
     @property
     def makespan(self) -> float:
@@ -90,13 +94,19 @@ class EstimateReport:
         lines.append(f"{total} partitions at {self.concurrency} concurrent ≈ "
                      f"{format_seconds_fine(self.estimate.makespan)} "
                      f"({format_seconds_fine(self.estimate.total_work)} of work)")
+        if self.on_cores is not None:
+            lines.append(f"(the embedded engine shares this machine's {self.cores} cores: "
+                         f"≈ {format_seconds_fine(self.on_cores.makespan)} at "
+                         f"{self.on_cores.concurrency} concurrent)")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"samples": [s.__dict__ for s in self.samples], "concurrency": self.concurrency,
                 "makespan_seconds": self.estimate.makespan,
                 "total_work_seconds": self.estimate.total_work,
-                "per_model_seconds": self.estimate.per_model}
+                "per_model_seconds": self.estimate.per_model, "cores": self.cores,
+                "makespan_on_cores_seconds": None if self.on_cores is None else
+                self.on_cores.makespan}
 
     def _repr_html_(self) -> str | None:
         rows = [[s.model, s.label, format_seconds_fine(s.seconds), f"{s.rows:,}",
@@ -151,7 +161,14 @@ def estimate(project: Project, plan: Plan, *, concurrency: int | None = None,
         eng.drop_area(str(area.backfill_id))
         eng.close()
     conc = plan.schedule.concurrency if concurrency is None else concurrency
-    est = plan.estimate(costs={r.model: r.seconds for r in runs}, concurrency=conc)
+    costs = {r.model: r.seconds for r in runs}
+    est = plan.estimate(costs=costs, concurrency=conc)
+    cores = os.cpu_count() or 1
+    if isinstance(eng, DuckDBEngine) and conc > cores:
+        # In-process DuckDB tasks compete for this machine's cores; more threads than cores
+        # do not shorten CPU-bound work.
+        return EstimateReport(runs, est, conc, cores, plan.estimate(costs=costs,
+                                                                    concurrency=cores))
     return EstimateReport(runs, est, conc)
 
 

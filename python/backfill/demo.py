@@ -89,8 +89,10 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     else:
         status = bf.run(concurrency=concurrency)
     say(str(status))
+    on_cores = "" if est.on_cores is None else \
+        f", {format_seconds_fine(est.on_cores.makespan)} on {est.cores} cores"
     say(f"took {time.perf_counter() - began:.1f} s (estimated "
-        f"{format_seconds_fine(est.makespan)})")
+        f"{format_seconds_fine(est.makespan)}{on_cores})")
     if not status.ok:
         return 1
 
