@@ -105,13 +105,17 @@ def test_runner_respects_dependencies_retries_and_failures(
         ledger.close()
     assert engine.overlaps == 0
     # permanent: fails for good (not transient, or more failures than max_attempts allows)
-    bad = {t.task_id for t in tasks.values()
-           if (t.model, t.label) in failing
-           and (not failing[(t.model, t.label)][1] or failing[(t.model, t.label)][0] >= 2)}
-    doomed: set[int] = set()
+    permanent = {t.task_id for t in tasks.values()
+                 if (t.model, t.label) in failing
+                 and (not failing[(t.model, t.label)][1] or failing[(t.model, t.label)][0] >= 2)}
+    doomed: set[int] = set()  # failed, or blocked behind a failure (never ran)
+    bad: set[int] = set()  # ran and failed for good
     for tid in sorted(tasks, key=lambda i: tasks[i].wave):
-        if tid in bad or any(d in doomed for d in tasks[tid].depends_on):
+        if any(d in doomed for d in tasks[tid].depends_on):
             doomed.add(tid)
+        elif tid in permanent:
+            doomed.add(tid)
+            bad.add(tid)
     assert {i for i, t in tasks.items() if t.status == "done"} == set(tasks) - doomed
     assert {i for i, t in tasks.items() if t.status == "failed"} == bad
     assert status.ok == (not doomed) and status.finished
