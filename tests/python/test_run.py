@@ -335,7 +335,10 @@ def test_sigkill_at_random_points_then_resume_gives_every_partition_once(shop_di
         time.sleep(rng.uniform(0.0, 0.03))
         proc.kill()
         proc.wait()
-        kills.append(bf.status().done)
+        after_kill = bf.status()
+        kills.append(after_kill.done)
+        if after_kill.done < plan.task_count:
+            assert after_kill.status == "interrupted" and "--resume" in str(after_kill)
         status = backfill.Backfill.resume(bf.id, project=shop_dir).run(concurrency=3)
         assert status.ok, str(status)
         assert fingerprints(shop_dir, audit_schema(bf.id)) == expected, trial

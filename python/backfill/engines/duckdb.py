@@ -15,6 +15,8 @@ So the engine holds the file only while a task runs: the first running task of a
 it, the last one closes it, and another process (a second runner on the same ledger) waiting for
 the lock retries with backoff for up to ``lock_timeout`` seconds. Runners on one file therefore
 take turns; for real parallelism across processes use one process with ``concurrency`` threads.
+A reader holding the file open (a notebook, a BI tool) blocks writers the same way: the task
+waits up to ``lock_timeout``, then fails as transient and is retried with backoff.
 A process killed mid-task leaves an uncommitted transaction that DuckDB discards on next open.
 """
 
