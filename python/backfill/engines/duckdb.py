@@ -264,14 +264,21 @@ class DuckDBEngine(Engine):
         target = self.relation(m.name, area)
         schema = self.schema if area.direct else audit_schema(str(area.backfill_id))
         tmp = quote(self._tmp_name())
-        partitioned = start is not None and end is not None and m.strategy in ("replace", "merge")
-        if m.strategy in ("replace", "merge") and m.grain and not partitioned:
+        # replace/merge/append write one period; full and view rebuild the whole relation.
+        partitioned = start is not None and end is not None and \
+            m.strategy in ("replace", "merge", "append")
+        if m.strategy in ("replace", "merge", "append") and m.grain and not partitioned:
             raise TaskFailure(f"{_where(project, m.name)}: a {m.strategy} task needs a period",
                               transient=False)
         cur.execute("BEGIN TRANSACTION")
         try:
             sql = self._render(project, m.name, start, end, area, cur)
             cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
+            if m.strategy == "view":
+                cur.execute(f"CREATE OR REPLACE VIEW {target} AS {sql}")
+                fp = self._fingerprint_where(cur, target, "TRUE")
+                cur.execute("COMMIT")
+                return int(fp.split(":")[0]), 0, fp
             cur.execute(f"CREATE TEMP TABLE {tmp} AS {sql}")
             in_period = ""
             if partitioned:
@@ -295,12 +302,14 @@ class DuckDBEngine(Engine):
                 if m.strategy == "replace":
                     deleted = _one(cur, f"SELECT count(*) FROM {target} WHERE {in_period}")
                     cur.execute(f"DELETE FROM {target} WHERE {in_period}")
-                elif m.strategy == "merge":
+                elif m.strategy == "merge":  # upsert on the unique key
                     keys = ", ".join(quote(k) for k in m.unique_key)
                     deleted = _one(cur, f"SELECT count(*) FROM {target} WHERE ({keys}) IN "
                                         f"(SELECT ({keys}) FROM {tmp})")
                     cur.execute(f"DELETE FROM {target} WHERE ({keys}) IN (SELECT ({keys}) "
                                 f"FROM {tmp})")
+                # append deletes nothing: running it twice doubles the period (the planner
+                # refuses append models unless allow_append).
                 cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {tmp}")
             fp = self._fingerprint_where(cur, target, in_period or "TRUE")
             cur.execute(f"DROP TABLE {tmp}")
