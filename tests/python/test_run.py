@@ -560,3 +560,34 @@ def test_view_and_append_strategies(shop_dir: Path) -> None:
         assert c.execute("SELECT count(*) FROM main.order_log").fetchone() == (2 * once,)
     finally:
         c.close()
+
+
+def test_a_berlin_day_task_writes_exactly_that_local_day(shop_dir: Path) -> None:
+    """2026-10-25 in Europe/Berlin is 25 hours (DST ends); zoneinfo is the oracle."""
+    from zoneinfo import ZoneInfo
+
+    yml = shop_dir / "backfill.yml"
+    yml.write_text(yml.read_text().replace("clean_orders: {tags: [clean, daily]}",
+                                           "clean_orders: {tags: [clean, daily], tz: Europe/Berlin}"))
+    p = backfill.Project.load(shop_dir)
+    before = fingerprints(shop_dir, "main")["clean_orders"]
+    bf = p.backfill(p.plan("clean_orders", "2026-10-25", "2026-10-26", as_of=AS_OF,
+                           tz="Europe/Berlin"),
+                    reason="berlin day", direct=True)
+    assert bf.run().ok
+    (task,) = bf.tasks()
+    berlin = ZoneInfo("Europe/Berlin")
+    start = dt.datetime(2026, 10, 25, tzinfo=berlin).astimezone(UTC)
+    end = dt.datetime(2026, 10, 26, tzinfo=berlin).astimezone(UTC)
+    assert (task.start, task.end, task.label) == (start, end, "2026-10-25")
+    assert end - start == dt.timedelta(hours=25)
+    c = duckdb.connect(str(shop_dir / "warehouse.duckdb"), read_only=True)
+    try:
+        expected = c.execute(
+            "SELECT count(*) FROM raw.orders WHERE lower(status) <> 'test' AND ordered_at >= ? "
+            "AND ordered_at < ?", [start.replace(tzinfo=None), end.replace(tzinfo=None)]).fetchone()
+    finally:
+        c.close()
+    assert (task.rows_written,) == expected
+    # the same rows were there (built by UTC days): replacing the local day changes nothing
+    assert fingerprints(shop_dir, "main")["clean_orders"] == before
