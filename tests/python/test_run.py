@@ -205,6 +205,12 @@ def test_backfill_writes_the_audit_area_and_refs_read_new_then_published(
     assert new[1].digest != old[1].digest
     same = engine.partition_fingerprints(p, "fct_daily_sales", Area(None), parts)
     assert same == old
+    # only the differing partition travels, as Arrow, into the C++ diff
+    aug1 = [(parts[1][1], parts[1][2])]
+    result = backfill.diff(engine.read(p, "fct_daily_sales", Area(None), aug1),
+                           engine.read(p, "fct_daily_sales", bf.area, aug1), key="sales_date")
+    assert (result.summary.rows_old, result.summary.changed) == (1, 1)
+    assert engine.read(p, "fct_daily_sales", bf.area).num_rows == 14
 
 
 def test_rows_outside_the_period_fail_the_task(shop_dir: Path) -> None:

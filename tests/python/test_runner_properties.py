@@ -61,6 +61,9 @@ class MemoryEngine(Engine):
     def partition_fingerprints(self, *args: Any) -> list[PartitionFingerprint]:
         return []
 
+    def read(self, *args: Any) -> Any:
+        raise NotImplementedError
+
     def drop_area(self, backfill_id: str) -> None:
         pass
 

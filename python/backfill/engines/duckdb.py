@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from .._arrow import ArrowTable
 from ..errors import InvalidInputError, NotFoundError
 from ..project_files import render, sql_literal
 from .base import Area, Engine, PartitionFingerprint, TaskFailure, WriteResult
@@ -364,6 +365,19 @@ class DuckDBEngine(Engine):
         """Fingerprint ("rows:digest") of a whole table, e.g. ``'"main"."fct_daily_sales"'``."""
         with self.connect() as cur:
             return self._fingerprint_where(cur, relation, "TRUE")
+
+    def read(self, project: Project, model: str, area: Area,
+             periods: Sequence[tuple[dt.datetime, dt.datetime]] | None = None) -> ArrowTable:
+        m = _model(project, model)
+        where = "TRUE"
+        if periods is not None:
+            if not m.event_time:
+                raise InvalidInputError(f"model {model!r} has no event_time to select periods by")
+            where = _in_periods(m.event_time, periods)
+        with self.connect() as cur:
+            # Copied into an owned Arrow table (C++) while the file is held: no pyarrow needed.
+            return ArrowTable.from_arrow(cur.sql(f"SELECT * FROM {self.relation(model, area)} "
+                                                 f"WHERE {where}"))
 
     def drop_area(self, backfill_id: str) -> None:
         with self.connect() as cur:
