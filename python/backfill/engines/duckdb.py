@@ -192,17 +192,24 @@ class DuckDBEngine(Engine):
 
     def _ref(self, project: Project, area: Area, cur: duckdb.DuckDBPyConnection | None,
              name: str) -> str:
+        """What a read of ``name`` sees in ``area``: the backfill's new rows for its periods and
+        the published rows elsewhere (the new table alone for full rebuilds)."""
         published = self.published(name)
         if area.direct or name not in area.periods:
             return published
         model = project.models[name]
         audit = self.relation(name, area)
-        if model.strategy == "full" or not model.event_time or (
-                cur is not None and not self._exists(cur, self.schema, name)):
+        has_published = cur is None or self._exists(cur, self.schema, name)
+        has_audit = cur is None or self._exists(cur, audit_schema(str(area.backfill_id)), name)
+        if model.strategy in ("full", "view") or not model.event_time:
+            return audit if has_audit or not has_published else published
+        if not has_published:
             return audit
         keep = _in_periods(model.event_time, area.periods[name])
-        return (f"(SELECT * FROM {audit} UNION ALL BY NAME "
-                f"SELECT * FROM {published} WHERE NOT coalesce({keep}, FALSE))")
+        outside = f"SELECT * FROM {published} WHERE NOT coalesce({keep}, FALSE)"
+        if not has_audit:  # no new rows written yet
+            return f"({outside})"
+        return f"(SELECT * FROM {audit} UNION ALL BY NAME {outside})"
 
     def _render(self, project: Project, model: str, start: dt.datetime | None,
                 end: dt.datetime | None, area: Area, cur: duckdb.DuckDBPyConnection | None) -> str:
@@ -218,7 +225,15 @@ class DuckDBEngine(Engine):
             return f"{quote(schema)}.{quote(table)}"
 
         return render(m.sql or "", start=start, end=end, ref=ref, source=source,
-                      this=self.relation(model, area), where=where)
+                      this=self._ref(project, area, cur, model) if not area.direct
+                      else self.relation(model, area),
+                      is_incremental=lambda: self._this_exists(area, cur, model), where=where)
+
+    def _this_exists(self, area: Area, cur: duckdb.DuckDBPyConnection | None, model: str) -> bool:
+        if cur is None:
+            return True
+        return self._exists(cur, self.schema, model) or (
+            not area.direct and self._exists(cur, audit_schema(str(area.backfill_id)), model))
 
     def render(self, project: Project, model: str, start: dt.datetime | None,
                end: dt.datetime | None, area: Area) -> str:
