@@ -26,8 +26,10 @@ from backfill.ledger import Ledger
 class MemoryEngine(Engine):
     name = "memory"
 
-    def __init__(self, failures: dict[tuple[str, str], tuple[int, bool]]) -> None:
+    def __init__(self, failures: dict[tuple[str, str], tuple[int, bool]],
+                 delay: float = 0.001) -> None:
         self.failures = dict(failures)  # (model, day) -> (times left, transient)
+        self.delay = delay
         self.log: list[tuple[str, str, float, float]] = []
         self.lock = threading.Lock()
         self.active: set[tuple[str, str]] = set()
@@ -40,7 +42,7 @@ class MemoryEngine(Engine):
             self.overlaps += key in self.active
             self.active.add(key)
         try:
-            time.sleep(0.001)
+            time.sleep(self.delay)
             with self.lock:
                 left, transient = self.failures.get(key, (0, True))
                 if left > 0:
@@ -134,3 +136,27 @@ def test_runner_respects_dependencies_retries_and_failures(
         expected = 0 if t.task_id in doomed - bad else (
             1 if not fails[1] and fails[0] else min(fails[0] + 1, 2))
         assert len(runs) == expected, (t, runs, fails)
+
+
+def test_leases_are_renewed_while_long_tasks_run(tmp_path: Path) -> None:
+    """Tasks outlasting the lease are not taken over by a second worker: the heartbeat renews."""
+    p = backfill.Project("slow")
+    p.source("raw.t", grain="day", event_time="t")
+    p.model("m", depends_on=["raw.t"], grain="day", event_time="t", sql="select 1")
+    plan = p.plan("m", "2026-03-01", "2026-03-05", as_of="2026-12-01")
+    engine = MemoryEngine({}, delay=0.5)
+    first = backfill.Backfill.create(p, plan, reason="slow", engine=engine,
+                                     ledger=Ledger(tmp_path / "ledger.sqlite"))
+    second = backfill.Backfill(p, first.id, ledger=Ledger(tmp_path / "ledger.sqlite"),
+                               engine=engine)
+    results: list[backfill.BackfillStatus] = []
+    workers = [threading.Thread(target=lambda b=b: results.append(
+        b.run(concurrency=2, lease_seconds=0.15, poll=0.01))) for b in (first, second)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert all(r.ok for r in results) and len(results) == 2
+    assert engine.overlaps == 0 and len(engine.log) == 4
+    assert sorted(a["status"] for a in first.attempts()) == ["done"] * 4
+    assert len({a["worker"] for a in first.attempts()}) == 2  # both workers took tasks
