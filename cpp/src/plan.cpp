@@ -32,18 +32,9 @@ Propagate parse_propagate(std::string_view name) {
   throw InvalidInput(fmt::format("unknown propagate mode '{}'; expected 'impact' or 'clip'", name));
 }
 
-std::string_view to_string(Severity s) noexcept {
-  switch (s) {
-    case Severity::info: return "info";
-    case Severity::warning: return "warning";
-    case Severity::error: return "error";
-  }
-  return "?";
-}
-
 bool Plan::ok() const noexcept {
   return std::none_of(findings_.begin(), findings_.end(),
-                      [](const Finding& f) { return f.severity == Severity::error; });
+                      [](const PlanFinding& f) { return f.severity == Severity::error; });
 }
 
 std::string Plan::task_label(std::uint32_t task) const {

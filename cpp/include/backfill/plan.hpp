@@ -17,6 +17,7 @@
 
 #include "backfill/calendar.hpp"
 #include "backfill/graph.hpp"
+#include "backfill/lint.hpp"
 #include "backfill/periods.hpp"
 
 namespace backfill {
@@ -26,10 +27,8 @@ namespace backfill {
 enum class Propagate : std::uint8_t { impact, clip };
 [[nodiscard]] Propagate parse_propagate(std::string_view name);
 
-enum class Severity : std::uint8_t { info, warning, error };
-[[nodiscard]] std::string_view to_string(Severity s) noexcept;
-
-struct Finding {
+// Severity (info, warning, error) is shared with the linter's findings.
+struct PlanFinding {
   std::string code;  // APPEND_STRATEGY, RETENTION, STALE_DOWNSTREAM, ...
   Severity severity = Severity::info;
   std::string model;
@@ -98,7 +97,7 @@ class Plan {
 
   [[nodiscard]] std::uint32_t wave_count() const noexcept { return waves_; }
   [[nodiscard]] const std::vector<ModelPlan>& models() const noexcept { return models_; }
-  [[nodiscard]] const std::vector<Finding>& findings() const noexcept { return findings_; }
+  [[nodiscard]] const std::vector<PlanFinding>& findings() const noexcept { return findings_; }
   [[nodiscard]] bool ok() const noexcept;
   [[nodiscard]] const Schedule& schedule() const noexcept { return schedule_; }
 
@@ -124,7 +123,7 @@ class Plan {
   std::vector<std::uint32_t> deps_;
   std::uint32_t waves_ = 0;
   std::vector<ModelPlan> models_;
-  std::vector<Finding> findings_;
+  std::vector<PlanFinding> findings_;
   Schedule schedule_;
 };
 

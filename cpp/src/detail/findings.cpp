@@ -15,7 +15,7 @@ std::string format_duration(Seconds s) {
 }
 
 struct Out {
-  std::vector<Finding>& list;
+  std::vector<PlanFinding>& list;
   void add(std::string_view code, Severity sev, const std::string& model, std::string message) {
     list.push_back({std::string(code), sev, model, std::move(message)});
   }
@@ -66,10 +66,10 @@ void retention(const Context& cx, ModelId id, const Edge& e, Out& out) {
 
 }  // namespace
 
-std::vector<Finding> findings(const Context& cx, const Plan& plan) {
+std::vector<PlanFinding> findings(const Context& cx, const Plan& plan) {
   const Graph& g = cx.graph;
   const PlanRequest& r = cx.request;
-  std::vector<Finding> list;
+  std::vector<PlanFinding> list;
   Out out{list};
 
   for (const ModelPlan& mp : plan.models()) {

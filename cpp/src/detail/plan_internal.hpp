@@ -60,6 +60,6 @@ struct PlanColumns {
   std::uint32_t waves = 0;
 };
 
-[[nodiscard]] std::vector<Finding> findings(const Context& cx, const Plan& plan);
+[[nodiscard]] std::vector<PlanFinding> findings(const Context& cx, const Plan& plan);
 
 }  // namespace backfill::detail
