@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from . import calendar
 from . import lint_cli
+from . import plan_cli
 from .errors import BackfillError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_partitions)
 
     lint_cli.add_parser(sub)
+    plan_cli.add_parser(sub)
 
     d = sub.add_parser("demo", help="run the demo")
     d.set_defaults(func=_cmd_demo)
