@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from . import calendar
 from . import lint_cli
+from . import plan_cli
 from . import run_cli
 from .errors import BackfillError
 
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_partitions)
 
     lint_cli.add_parser(sub)
+    plan_cli.add_parser(sub)
     run_cli.add_parsers(sub)
 
     d = sub.add_parser("demo", help="run the demo")
