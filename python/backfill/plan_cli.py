@@ -23,8 +23,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "plan", help="plan a backfill: tasks, dependencies, cost and findings",
         description="Plan rebuilding the selected models for [START, END) (END exclusive).",
     )
-    p.add_argument("--project", required=True, metavar="FILE.py",
-                   help="a Python file defining `project` or `build_project()`")
+    p.add_argument("--project", required=True, metavar="DIR|FILE.py",
+                   help="a project directory (backfill.yml + models/), or a Python file "
+                        "defining `project` or `build_project()`")
     p.add_argument("--select", required=True, help="dbt-style selector, e.g. 'fct_daily_sales+'")
     p.add_argument("--exclude", default=None, help="selector of models to leave out")
     p.add_argument("--start", required=True, help="ISO date or date-time (naive: in --tz)")
@@ -45,6 +46,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def load_project(path: str) -> Project:
     file = Path(path)
+    if file.is_dir() or file.suffix in (".yml", ".yaml"):  # a project directory (backfill.yml)
+        return Project.load(file)
     if not file.is_file():
         raise NotFoundError(f"project file {path!r} does not exist")
     spec = importlib.util.spec_from_file_location(f"_backfill_project_{file.stem}", file)
