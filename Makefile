@@ -60,3 +60,23 @@ $(INSTALLED): $(DEPS_OK) CMakeLists.txt $(SOURCES) $(wildcard tests/cpp/*.cpp)
 
 clean:
 	rm -rf build $(VENV)
+
+# libFuzzer + ASan/UBSan on the SQL lint tokenizer. clang is installed here only, not in DEB_PKGS.
+.PHONY: fuzz
+FUZZ_PKGS    := clang-14 libclang-rt-14-dev
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := build/fuzz
+fuzz: setup
+	@missing=$$(for p in $(FUZZ_PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install $$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++-14 -DBACKFILL_BUILD_FUZZ=ON -DBACKFILL_BUILD_TESTS=OFF >/dev/null
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(FUZZ_DIR) --target lint_fuzz
+	mkdir -p $(FUZZ_DIR)/corpus
+	$(FUZZ_DIR)/tests/fuzz/lint_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -dict=tests/fuzz/lint.dict $(FUZZ_DIR)/corpus tests/sql tests/fuzz/seeds

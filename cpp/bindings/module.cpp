@@ -10,4 +10,5 @@ PYBIND11_MODULE(_core, m, pybind11::mod_gil_not_used()) {
   backfill::bindings::register_arrow(m);
   backfill::bindings::register_diff(m);
   backfill::bindings::register_fingerprint(m);
+  backfill::bindings::register_lint(m);
 }

@@ -10,5 +10,6 @@ void register_calendar(pybind11::module_& m);
 void register_arrow(pybind11::module_& m);
 void register_diff(pybind11::module_& m);
 void register_fingerprint(pybind11::module_& m);
+void register_lint(pybind11::module_& m);
 
 }  // namespace backfill::bindings

@@ -3,12 +3,17 @@
 #include <array>
 #include <chrono>
 #include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 
 #include <date/tz.h>
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
 #include "detail/civil.hpp"
+#include "detail/posix_tz.hpp"
 
 namespace backfill {
 namespace {
@@ -20,9 +25,10 @@ using detail::kSecondsPerHour;
 
 constexpr std::array<std::string_view, 6> kGrainNames{"hour", "day", "week", "month", "quarter",
                                                        "year"};
-// Instants far outside any tz table; keeps span merging and boundary searches bounded.
-constexpr Seconds kFarPast = -(Seconds{1} << 40);
-constexpr Seconds kFarFuture = Seconds{1} << 40;
+// Instants far outside any tz table (about +-17,000 years, inside date's own range of +-32,767),
+// so spans that date leaves open-ended clamp to them and every search stays bounded.
+constexpr Seconds kFarPast = -(Seconds{1} << 39);
+constexpr Seconds kFarFuture = Seconds{1} << 39;
 
 date::sys_seconds sys(Seconds t) { return date::sys_seconds{std::chrono::seconds{t}}; }
 Seconds count(date::sys_seconds t) { return t.time_since_epoch().count(); }
@@ -104,71 +110,151 @@ Align parse_align(std::string_view name) {
 
 // ---- TimeZone ----------------------------------------------------------------------------------
 
+}  // namespace backfill
+
+namespace backfill::detail {
+
+// A zone as date's OS-tzdb reader has it, plus the TZif footer rule that continues it after the
+// last explicit transition (`open_from`), which date's reader does not apply.
+struct ZoneData {
+  std::string name;
+  const date::time_zone* zone = nullptr;
+  std::optional<PosixRule> rule;  // only kept when it has DST
+  Seconds open_from = kFarFuture;
+};
+
+}  // namespace backfill::detail
+
+namespace backfill {
+
 TimeZone TimeZone::locate(std::string_view name) {
   if (name == "UTC") return TimeZone{};
   if (name.empty()) throw InvalidInput("empty time zone name: expected an IANA name such as 'UTC'");
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<detail::ZoneData>, std::less<>> zones;
+  const std::lock_guard lock(mutex);
+  if (const auto it = zones.find(name); it != zones.end()) return TimeZone{it->second.get()};
+  auto data = std::make_unique<detail::ZoneData>();
+  data->name = std::string(name);
   try {
-    return TimeZone{date::locate_zone(name)};
+    data->zone = date::locate_zone(name);
   } catch (const std::runtime_error&) {
     throw InvalidInput(fmt::format(
         "unknown time zone '{}': expected an IANA name such as 'UTC' or 'Europe/Berlin'", name));
   }
+  const auto last = data->zone->get_info(sys(Seconds{1} << 36));  // year ~4147: the open-ended info
+  auto rule = detail::read_posix_footer(data->zone->name());
+  if (rule && rule->dst_offset) {
+    data->rule = rule;
+    data->open_from = std::max(count(last.begin), kFarPast);
+  }
+  const auto* ptr = data.get();
+  zones.emplace(std::string(name), std::move(data));
+  return TimeZone{ptr};
 }
 
-std::string_view TimeZone::name() const noexcept { return zone_ ? zone_->name() : "UTC"; }
+std::string_view TimeZone::name() const noexcept { return zone_ ? std::string_view(zone_->name) : "UTC"; }
 
-TimeZone::Span TimeZone::span_at(Seconds t) const {
-  if (!zone_) return {kFarPast, kFarFuture, 0};
-  const auto info = zone_->get_info(sys(t));
-  Span span{std::max(count(info.begin), kFarPast), std::min(count(info.end), kFarFuture),
+namespace {
+
+// The span of constant offset around t, before merging same-offset neighbours.
+TimeZone::Span raw_span(const detail::ZoneData& z, Seconds t) {
+  if (t < z.open_from) {
+    const auto info = z.zone->get_info(sys(t));
+    return {std::max(count(info.begin), kFarPast),
+            std::min({count(info.end), z.open_from, kFarFuture}),
             static_cast<std::int32_t>(info.offset.count())};
-  // Merge neighbours with the same offset: a transition that only renames the zone is no boundary.
-  while (span.begin > kFarPast) {
-    const auto prev = zone_->get_info(sys(span.begin - 1));
-    if (prev.offset.count() != span.offset) break;
-    span.begin = std::max(count(prev.begin), kFarPast);
   }
-  while (span.end < kFarFuture) {
-    const auto next = zone_->get_info(sys(span.end));
-    if (next.offset.count() != span.offset) break;
-    span.end = std::min(count(next.end), kFarFuture);
+  const int year = detail::civil_from_days(floor_div(t, kSecondsPerDay)).year;
+  const auto transitions = detail::posix_transitions(*z.rule, year - 1, year + 1);
+  TimeZone::Span span{z.open_from, kFarFuture,
+                      static_cast<std::int32_t>(z.zone->get_info(sys(z.open_from)).offset.count())};
+  for (const auto& tr : transitions) {
+    if (tr.at <= t) {
+      if (tr.at >= z.open_from) span = {tr.at, kFarFuture, tr.offset};
+    } else {
+      span.end = tr.at;
+      break;
+    }
   }
   return span;
 }
 
+}  // namespace
+
+TimeZone::Span TimeZone::span_at(Seconds t) const {
+  if (!zone_) return {kFarPast, kFarFuture, 0};
+  Span span = raw_span(*zone_, t);
+  // Merge neighbours with the same offset: a transition that only renames the zone is no boundary.
+  while (span.begin > kFarPast) {
+    const auto prev = raw_span(*zone_, span.begin - 1);
+    if (prev.offset != span.offset || prev.begin >= span.begin) break;
+    span.begin = prev.begin;
+  }
+  while (span.end < kFarFuture) {
+    const auto next = raw_span(*zone_, span.end);
+    if (next.offset != span.offset || next.end <= span.end) break;
+    span.end = next.end;
+  }
+  return span;
+}
+
+namespace {
+
+// Every instant whose wall clock reads `local` (at most two), or where the wall clock skips it.
+struct LocalLookup {
+  std::array<Seconds, 2> at{};
+  int count = 0;
+  Seconds gap_end = 0;  // when count == 0: the first instant after the skipped wall time
+  std::int32_t offset_before = 0, offset_after = 0;
+};
+
+LocalLookup lookup_local(TimeZone tz, std::int64_t local) {
+  // Offsets stay within +-26 h, so only spans meeting [local - 27 h, local + 27 h] can matter.
+  constexpr Seconds kReach = 27 * kSecondsPerHour;
+  LocalLookup out;
+  TimeZone::Span prev{};
+  bool have_prev = false;
+  for (auto span = tz.span_at(local - kReach);; span = tz.span_at(span.end)) {
+    const Seconds t = local - span.offset;
+    if (span.begin <= t && t < span.end && out.count < 2) out.at[static_cast<std::size_t>(out.count++)] = t;
+    if (have_prev && prev.end + prev.offset <= local && local < span.begin + span.offset) {
+      out.gap_end = span.begin;
+      out.offset_before = prev.offset;
+      out.offset_after = span.offset;
+    }
+    if (span.end >= kFarFuture || span.begin > local + kReach || (have_prev && span.end <= prev.end)) break;
+    prev = span;
+    have_prev = true;
+  }
+  if (out.count == 2 && out.at[1] < out.at[0]) std::swap(out.at[0], out.at[1]);
+  return out;
+}
+
+}  // namespace
+
 Seconds TimeZone::first_instant_of(std::int64_t local_day) const {
   const Seconds midnight = local_day * kSecondsPerDay;
   if (!zone_) return midnight;
-  const auto info = zone_->get_info(date::local_seconds{std::chrono::seconds{midnight}});
-  switch (info.result) {
-    case date::local_info::unique:
-    case date::local_info::ambiguous:  // the earlier of the two midnights
-      return midnight - info.first.offset.count();
-    case date::local_info::nonexistent:  // midnight skipped: the day begins when the gap ends
-      return count(info.second.begin);
-  }
-  return midnight;
+  const auto found = lookup_local(*this, midnight);
+  // Two midnights: the earlier. None: midnight was skipped, the day begins when the gap ends.
+  return found.count > 0 ? found.at[0] : found.gap_end;
 }
 
 Seconds TimeZone::resolve_local(std::int64_t local_seconds, std::string_view what) const {
   if (!zone_) return local_seconds;
-  const auto info = zone_->get_info(date::local_seconds{std::chrono::seconds{local_seconds}});
-  switch (info.result) {
-    case date::local_info::unique:
-      return local_seconds - info.first.offset.count();
-    case date::local_info::ambiguous:
-      throw InvalidInput(fmt::format(
-          "'{}' is ambiguous in {}: the wall clock shows it twice, at UTC offsets {} and {}; "
-          "add an offset to say which",
-          what, name(), format_offset(info.first.offset.count()),
-          format_offset(info.second.offset.count())));
-    case date::local_info::nonexistent:
-      throw InvalidInput(fmt::format(
-          "'{}' does not exist in {}: clocks jump from {} to {} at {}", what, name(),
-          format_offset(info.first.offset.count()), format_offset(info.second.offset.count()),
-          format_instant(count(info.second.begin))));
+  const auto found = lookup_local(*this, local_seconds);
+  if (found.count == 1) return found.at[0];
+  if (found.count == 2) {
+    throw InvalidInput(fmt::format(
+        "'{}' is ambiguous in {}: the wall clock shows it twice, at UTC offsets {} and {}; "
+        "add an offset to say which",
+        what, name(), format_offset(offset_at(found.at[0])), format_offset(offset_at(found.at[1]))));
   }
-  return local_seconds;
+  throw InvalidInput(fmt::format("'{}' does not exist in {}: clocks jump from {} to {} at {}",
+                                 what, name(), format_offset(found.offset_before),
+                                 format_offset(found.offset_after),
+                                 format_instant(found.gap_end)));
 }
 
 // ---- Partition ---------------------------------------------------------------------------------
@@ -250,9 +336,9 @@ std::vector<Partition> partitions(Grain grain, Seconds start, Seconds end, TimeZ
     const Partition p = partition_of(bound, grain, tz);
     if (p.start() != bound && align == Align::strict) {
       throw InvalidInput(fmt::format(
-          "{} {} is not on a {} boundary in {}: the nearest boundaries are {} and {} "
+          "{} {} is not on a{} {} boundary in {}: the nearest boundaries are {} and {} "
           "(or pass align='expand')",
-          which, format_in(bound, tz), to_string(grain), tz.name(), format_in(p.start(), tz),
+          which, format_in(bound, tz), grain == Grain::hour ? "n" : "", to_string(grain), tz.name(), format_in(p.start(), tz),
           format_in(p.end(), tz)));
     }
     return p;

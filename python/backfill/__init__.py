@@ -18,6 +18,8 @@ from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
 from ._arrow import ArrowTable
 from .diffing import DiffResult, DiffSummary, diff
 from .fingerprinting import Fingerprint, fingerprint
+from .checks import check_model
+from .lint import Finding, LintResult, lint_file, lint_sql
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -34,10 +36,15 @@ __all__ = [
     "BackfillError",
     "ConflictError",
     "CycleError",
+    "Finding",
     "InvalidInputError",
+    "LintResult",
     "NotFoundError",
     "Partition",
     "PeriodSet",
+    "check_model",
+    "lint_file",
+    "lint_sql",
     "partition_of",
     "partitions",
 ]

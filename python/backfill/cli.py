@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from . import calendar
+from . import lint_cli
 from .errors import BackfillError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -76,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--align", default="strict", choices=("strict", "expand"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_partitions)
+
+    lint_cli.add_parser(sub)
 
     d = sub.add_parser("demo", help="run the demo")
     d.set_defaults(func=_cmd_demo)

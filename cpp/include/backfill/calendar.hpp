@@ -26,8 +26,8 @@
 
 #include <fmt/format.h>
 
-namespace date {
-class time_zone;
+namespace backfill::detail {
+struct ZoneData;
 }
 
 namespace backfill {
@@ -74,8 +74,8 @@ class TimeZone {
   friend constexpr bool operator==(TimeZone, TimeZone) noexcept = default;
 
  private:
-  constexpr explicit TimeZone(const date::time_zone* zone) noexcept : zone_(zone) {}
-  const date::time_zone* zone_ = nullptr;
+  constexpr explicit TimeZone(const detail::ZoneData* zone) noexcept : zone_(zone) {}
+  const detail::ZoneData* zone_ = nullptr;  // nullptr is UTC; zones live for the process
 };
 
 // One partition: a grain, a zone and the half-open UTC interval [start, end).

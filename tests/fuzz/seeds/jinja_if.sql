@@ -1,0 +1,1 @@
+{{ config(materialized='incremental') }}{% if is_incremental() %}where d > (select max(d) from {{ this }}){% endif %}

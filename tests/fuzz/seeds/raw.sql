@@ -1,0 +1,1 @@
+{% raw %}{{ x }}{% endraw %}{{ {'a': [1, (2)]} }}{# c #}'{{ run_started_at }}'

@@ -1,0 +1,1 @@
+select row_number() over w, lag(x) over (partition by k order by t) from t window w as (partition by k) limit 5
