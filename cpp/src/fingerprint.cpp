@@ -109,8 +109,13 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
   struct Local {
     Acc total;
     std::unordered_map<Seconds, Acc> parts;
+    detail::PartitionCache pcache;
   };
-  std::vector<Local> locals(threads);
+  std::vector<Local> locals;
+  locals.reserve(threads);
+  for (unsigned w = 0; w < threads; ++w) {
+    locals.push_back(Local{{}, {}, detail::PartitionCache(options.grain, options.tz)});
+  }
   for (auto& l : locals) l.total.column_sums.assign(nc, 0);
 
   detail::parallel_for(morsels.size(), threads, [&](std::size_t m, unsigned w) {
@@ -126,21 +131,16 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
     if (part) {
       row_acc.resize(len);
       const ArrayView& pc = batch.column(*part);
-      std::optional<Partition> cache;
       Acc* acc = nullptr;
       Seconds acc_key = 0;
       for (std::size_t i = 0; i < len; ++i) {
-        const auto t = detail::instant_of(pc, mo.begin + static_cast<std::int64_t>(i), options.tz);
-        Seconds key = detail::kNullSeconds;
-        if (t) {
-          if (!cache || !cache->contains(*t)) cache = partition_of(*t, options.grain, options.tz);
-          key = cache->start();
-        }
+        const Partition* p = local.pcache.of(pc, mo.begin + static_cast<std::int64_t>(i));
+        const Seconds key = p != nullptr ? p->start() : detail::kNullSeconds;
         if (acc == nullptr || key != acc_key) {
           auto [it, fresh] = local.parts.try_emplace(key);
           if (fresh) {
             it->second.column_sums.assign(nc, 0);
-            if (t) it->second.partition = cache;
+            if (p != nullptr) it->second.partition = *p;
           }
           acc = &it->second;
           acc_key = key;

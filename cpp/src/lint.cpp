@@ -445,6 +445,14 @@ Severity parse_severity(std::string_view name) {
       fmt::format("unknown severity '{}'; expected one of error, warning, info", name));
 }
 
+std::string_view to_string(Severity s) noexcept {
+  switch (s) {
+    case Severity::info: return "info";
+    case Severity::warning: return "warning";
+    case Severity::error: return "error";
+  }
+  return "error";
+}
 
 std::string_view to_string(InputKind k) noexcept {
   switch (k) {

@@ -239,7 +239,9 @@ void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
 }
 
 // Phase 3: each task depends on exactly the tasks of selected parents whose partitions its
-// mapping reads; waves are longest-path levels. O(T * parents * log T + D).
+// mapping reads; waves are longest-path levels. Per edge a cursor walks the parent's tasks
+// forward (mappings are monotone and a model's runs are sorted), and edges are visited in
+// parent task order, so each task's dependencies come out sorted: O(T * parents + D).
 void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
   const Graph& g = cx.graph;
   const std::size_t n = cols.model.size();
@@ -248,35 +250,53 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
   cols.deps.reserve(n * 2);
   cols.wave.assign(n, 0);
   std::uint32_t max_wave = 0;
-  for (std::uint32_t t = 0; t < n; ++t) {
-    const ModelId id = cols.model[t];
-    const Axis& axis = cx.axes[id.value];
-    const std::size_t before = cols.deps.size();
+  struct Link {
+    const Edge* edge;
+    std::uint32_t first;
+    std::uint32_t last;
+    bool whole;  // every parent task (mapping all, or an unpartitioned side)
+    std::uint32_t cursor;
+  };
+  std::vector<Link> links;
+  const Span* spans = cx.task_span.data();
+  for (ModelId id : g.topological_order()) {
+    const std::uint32_t m = id.value;
+    if (!cx.selected[m] || cx.task_total[m] == 0) continue;
+    const Axis& axis = cx.axes[m];
+    links.clear();
     for (const Edge& e : g.in_edges(id)) {
       const std::uint32_t p = e.parent.value;
-      const std::uint32_t first = cx.first_task[p];
-      const std::uint32_t last = first + cx.task_total[p];
-      if (!cx.selected[p] || first == last) continue;
-      const Axis& paxis = cx.axes[p];
-      if (!axis.partitioned() || !paxis.partitioned() || e.mapping.kind == MappingKind::all) {
-        for (std::uint32_t d = first; d < last; ++d) cols.deps.push_back(d);
-        continue;
-      }
-      const Span read = detail::read_range(paxis, axis, e.mapping, cx.task_span[t]);
-      const auto* base = cx.task_span.data();
-      const auto* it = std::partition_point(base + first, base + last,
-                                            [&](const Span& s) { return s.hi <= read.lo; });
-      for (; it != base + last && it->lo < read.hi; ++it) {
-        cols.deps.push_back(static_cast<std::uint32_t>(it - base));
-      }
+      if (!cx.selected[p] || cx.task_total[p] == 0) continue;
+      const bool whole = !axis.partitioned() || !cx.axes[p].partitioned() ||
+                         e.mapping.kind == MappingKind::all;
+      links.push_back({&e, cx.first_task[p], cx.first_task[p] + cx.task_total[p], whole,
+                       cx.first_task[p]});
     }
-    auto deps_begin = cols.deps.begin() + static_cast<std::ptrdiff_t>(before);
-    std::sort(deps_begin, cols.deps.end());
-    std::uint32_t wave = 0;
-    for (auto d = deps_begin; d != cols.deps.end(); ++d) wave = std::max(wave, cols.wave[*d] + 1);
-    cols.wave[t] = wave;
-    max_wave = std::max(max_wave, wave);
-    cols.dep_offsets.push_back(cols.deps.size());
+    std::sort(links.begin(), links.end(),
+              [](const Link& a, const Link& b) { return a.first < b.first; });
+    const std::uint32_t end = cx.first_task[m] + cx.task_total[m];
+    for (std::uint32_t t = cx.first_task[m]; t < end; ++t) {
+      std::uint32_t wave = 0;
+      for (Link& l : links) {
+        if (l.whole) {
+          for (std::uint32_t d = l.first; d < l.last; ++d) {
+            cols.deps.push_back(d);
+            wave = std::max(wave, cols.wave[d] + 1);
+          }
+          continue;
+        }
+        const Span read = detail::read_range(cx.axes[l.edge->parent.value], axis,
+                                             l.edge->mapping, spans[t]);
+        while (l.cursor < l.last && spans[l.cursor].hi <= read.lo) ++l.cursor;
+        for (std::uint32_t d = l.cursor; d < l.last && spans[d].lo < read.hi; ++d) {
+          cols.deps.push_back(d);
+          wave = std::max(wave, cols.wave[d] + 1);
+        }
+      }
+      cols.wave[t] = wave;
+      max_wave = std::max(max_wave, wave);
+      cols.dep_offsets.push_back(cols.deps.size());
+    }
   }
   cols.waves = n == 0 ? 0 : max_wave + 1;
 }

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from . import audit_cli
 from . import calendar
 from . import lint_cli
+from . import plan_cli
 from . import run_cli
 from .errors import BackfillError
 
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_partitions)
 
     lint_cli.add_parser(sub)
+    plan_cli.add_parser(sub)
     run_cli.add_parsers(sub)
 
     audit_cli.add_parsers(sub)

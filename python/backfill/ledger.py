@@ -401,10 +401,12 @@ class Ledger:
                              "WHERE backfill_id = ? AND status = 'failed'", (backfill_id,))
             return int(cur.rowcount)
 
-    def live_leases(self, backfill_id: str) -> int:
-        row = self._conn().execute("SELECT count(*) FROM leases WHERE backfill_id = ? AND "
-                                   "expires_at >= ?", (backfill_id, time.time())).fetchone()
-        return int(row[0])
+    def live_workers(self, backfill_id: str) -> set[str]:
+        """Workers holding an unexpired lease on one of the backfill's tasks (minus dead
+        processes on this host)."""
+        rows = self._conn().execute("SELECT DISTINCT worker FROM leases WHERE backfill_id = ? "
+                                    "AND expires_at >= ?", (backfill_id, time.time())).fetchall()
+        return {str(w) for (w,) in rows if not _worker_dead(str(w))}
 
     # -- audits and publications (written by audit / publish) -----------------------------------
     def audits(self, backfill_id: str) -> list[dict[str, Any]]:

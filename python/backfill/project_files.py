@@ -21,7 +21,10 @@ Engine settings for DuckDB: ``lock_timeout`` (seconds a process waits for anothe
 the file, default 120), ``keep_open`` (hold the file for the whole run), ``linger`` (seconds to
 keep it open after a task, default 0.05), ``conflict_retries`` (default 30).
 
-A model file is a Jinja2 SELECT. ``{{ start }}`` and ``{{ end }}`` are UTC timestamp literals;
+A model file is a Jinja2 SELECT. ``{{ this }}`` reads the model's own rows (in an audit area:
+the new ones for the backfilled periods, published ones elsewhere); ``{% if is_incremental() %}``
+guards such reads on the first run, when there is no table yet, as in dbt.
+``{{ start }}`` and ``{{ end }}`` are UTC timestamp literals;
 naive TIMESTAMP columns are read as UTC (the engine sets the session time zone to UTC). Its config may open the file, dbt-style:
 ``{{ config(grain="day", strategy="replace", event_time="sales_date") }}``. Dependencies are the
 ``ref()`` and ``source()`` calls found by rendering it once; ``ref("m", window=[-6, 0])`` declares a
@@ -109,9 +112,11 @@ def render(
     source: Callable[[str, str], str],
     this: str,
     config: Callable[..., str] | None = None,
+    is_incremental: Callable[[], bool] | None = None,
     where: str = "model",
 ) -> str:
-    """Renders a model template; ``config()`` renders to nothing. Errors name ``where``."""
+    """Renders a model template; ``config()`` renders to nothing; ``is_incremental()`` (dbt's
+    name) says whether ``this`` exists yet (default True). Errors name ``where``."""
     try:
         tpl = _ENV.from_string(template)
         return tpl.render(
@@ -121,13 +126,14 @@ def render(
             source=source,
             this=this,
             config=config or (lambda **_: ""),
+            is_incremental=is_incremental or (lambda: True),
         )
     except jinja2.TemplateSyntaxError as exc:
         raise ProjectError(f"{where}: template syntax error on line {exc.lineno}: {exc.message}") \
             from None
     except jinja2.UndefinedError as exc:
         raise ProjectError(f"{where}: {exc.message}; the template can use start, end, ref(), "
-                           "source(), this and config()") from None
+                           "source(), this, is_incremental() and config()") from None
     except BackfillError as exc:
         raise ProjectError(f"{where}: {exc}") from None
 

@@ -134,6 +134,8 @@ class BackfillStatus:
     def __str__(self) -> str:
         head = (f"backfill {self.id} [{self.status}] {self.selection} {self.period} "
                 f"({self.mode}): {self.done}/{self.total} tasks done")
+        if self.status == "interrupted":
+            head += f"; no worker is running it: backfill run --resume {self.id}"
         width = max([5, *(len(m.model) for m in self.models)])
         lines = [head, f"  {'model':<{width}}  {'done':>6}  {'running':>7}  {'failed':>6}  "
                        f"{'pending':>7}  {'blocked':>7}"]
@@ -186,8 +188,11 @@ def _status(ledger: Ledger, backfill_id: str) -> BackfillStatus:
         models.append(ModelStatus(name, len(ts), count["done"], count["running"],
                                   count["failed"], count["pending"],
                                   sum(1 for t in ts if t.task_id in blocked)))
+    status = rec["status"]
+    if status == "running" and not ledger.live_workers(backfill_id):
+        status = "interrupted"  # no worker alive: resume it
     return BackfillStatus(
-        id=backfill_id, status=rec["status"], reason=rec["reason"], selection=rec["selection"],
+        id=backfill_id, status=status, reason=rec["reason"], selection=rec["selection"],
         period=f"{rec['start'][:10]}..{rec['end'][:10]}", mode=rec["mode"], models=models,
         failed_tasks=[t for t in tasks if t.status == "failed"])
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -174,3 +175,15 @@ def test_disabled_model_and_yml_precedence(tmp_path: Path) -> None:
 def test_examples_dir_is_the_packaged_project() -> None:
     for rel in ("backfill.yml", "models/fct_daily_sales.sql", "fixes/fct_daily_sales.sql"):
         assert (SHOP / rel).read_bytes() == (shop.PROJECT_DIR / rel).read_bytes()
+
+
+def test_plan_cli_reads_a_project_directory() -> None:
+    proc = subprocess.run([sys.executable, "-m", "backfill.cli", "plan", "--project", str(SHOP),
+                           "--select", "fct_daily_sales+", "--start", "2026-08-01", "--end",
+                           "2026-10-29", "--as-of", "2026-12-01", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["task_count"] == 187
+    assert [m["model"] for m in doc["models"]] == ["fct_daily_sales", "fct_monthly_sales",
+                                                   "fct_sales_7d"]

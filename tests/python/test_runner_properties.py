@@ -26,8 +26,10 @@ from backfill.ledger import Ledger
 class MemoryEngine(Engine):
     name = "memory"
 
-    def __init__(self, failures: dict[tuple[str, str], tuple[int, bool]]) -> None:
+    def __init__(self, failures: dict[tuple[str, str], tuple[int, bool]],
+                 delay: float = 0.001) -> None:
         self.failures = dict(failures)  # (model, day) -> (times left, transient)
+        self.delay = delay
         self.log: list[tuple[str, str, float, float]] = []
         self.lock = threading.Lock()
         self.active: set[tuple[str, str]] = set()
@@ -40,7 +42,7 @@ class MemoryEngine(Engine):
             self.overlaps += key in self.active
             self.active.add(key)
         try:
-            time.sleep(0.001)
+            time.sleep(self.delay)
             with self.lock:
                 left, transient = self.failures.get(key, (0, True))
                 if left > 0:
@@ -60,6 +62,9 @@ class MemoryEngine(Engine):
 
     def partition_fingerprints(self, *args: Any) -> list[PartitionFingerprint]:
         return []
+
+    def read(self, *args: Any) -> Any:
+        raise NotImplementedError
 
     def drop_area(self, backfill_id: str) -> None:
         pass
@@ -105,13 +110,17 @@ def test_runner_respects_dependencies_retries_and_failures(
         ledger.close()
     assert engine.overlaps == 0
     # permanent: fails for good (not transient, or more failures than max_attempts allows)
-    bad = {t.task_id for t in tasks.values()
-           if (t.model, t.label) in failing
-           and (not failing[(t.model, t.label)][1] or failing[(t.model, t.label)][0] >= 2)}
-    doomed: set[int] = set()
+    permanent = {t.task_id for t in tasks.values()
+                 if (t.model, t.label) in failing
+                 and (not failing[(t.model, t.label)][1] or failing[(t.model, t.label)][0] >= 2)}
+    doomed: set[int] = set()  # failed, or blocked behind a failure (never ran)
+    bad: set[int] = set()  # ran and failed for good
     for tid in sorted(tasks, key=lambda i: tasks[i].wave):
-        if tid in bad or any(d in doomed for d in tasks[tid].depends_on):
+        if any(d in doomed for d in tasks[tid].depends_on):
             doomed.add(tid)
+        elif tid in permanent:
+            doomed.add(tid)
+            bad.add(tid)
     assert {i for i, t in tasks.items() if t.status == "done"} == set(tasks) - doomed
     assert {i for i, t in tasks.items() if t.status == "failed"} == bad
     assert status.ok == (not doomed) and status.finished
@@ -127,3 +136,27 @@ def test_runner_respects_dependencies_retries_and_failures(
         expected = 0 if t.task_id in doomed - bad else (
             1 if not fails[1] and fails[0] else min(fails[0] + 1, 2))
         assert len(runs) == expected, (t, runs, fails)
+
+
+def test_leases_are_renewed_while_long_tasks_run(tmp_path: Path) -> None:
+    """Tasks outlasting the lease are not taken over by a second worker: the heartbeat renews."""
+    p = backfill.Project("slow")
+    p.source("raw.t", grain="day", event_time="t")
+    p.model("m", depends_on=["raw.t"], grain="day", event_time="t", sql="select 1")
+    plan = p.plan("m", "2026-03-01", "2026-03-05", as_of="2026-12-01")
+    engine = MemoryEngine({}, delay=0.5)
+    first = backfill.Backfill.create(p, plan, reason="slow", engine=engine,
+                                     ledger=Ledger(tmp_path / "ledger.sqlite"))
+    second = backfill.Backfill(p, first.id, ledger=Ledger(tmp_path / "ledger.sqlite"),
+                               engine=engine)
+    results: list[backfill.BackfillStatus] = []
+    workers = [threading.Thread(target=lambda b=b: results.append(
+        b.run(concurrency=2, lease_seconds=0.15, poll=0.01))) for b in (first, second)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert all(r.ok for r in results) and len(results) == 2
+    assert engine.overlaps == 0 and len(engine.log) == 4
+    assert sorted(a["status"] for a in first.attempts()) == ["done"] * 4
+    assert len({a["worker"] for a in first.attempts()}) == 2  # both workers took tasks

@@ -21,8 +21,6 @@
 #include <string_view>
 #include <vector>
 
-#include "backfill/severity.hpp"
-
 namespace backfill {
 
 enum class Dialect : std::uint8_t { duckdb, postgres, snowflake, bigquery, spark };
@@ -42,7 +40,9 @@ inline constexpr Rule kAllRules[] = {Rule::clock_read, Rule::nondeterministic, R
 [[nodiscard]] Rule parse_rule(std::string_view code);
 [[nodiscard]] std::string_view to_string(Rule r) noexcept;
 
+enum class Severity : std::uint8_t { info, warning, error };
 [[nodiscard]] Severity parse_severity(std::string_view name);
+[[nodiscard]] std::string_view to_string(Severity s) noexcept;
 
 struct Finding {
   Rule rule{};

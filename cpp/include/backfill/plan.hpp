@@ -17,8 +17,8 @@
 
 #include "backfill/calendar.hpp"
 #include "backfill/graph.hpp"
+#include "backfill/lint.hpp"
 #include "backfill/periods.hpp"
-#include "backfill/severity.hpp"
 
 namespace backfill {
 
@@ -27,6 +27,7 @@ namespace backfill {
 enum class Propagate : std::uint8_t { impact, clip };
 [[nodiscard]] Propagate parse_propagate(std::string_view name);
 
+// Severity (info, warning, error) is shared with the linter's findings.
 struct PlanFinding {
   std::string code;  // APPEND_STRATEGY, RETENTION, STALE_DOWNSTREAM, ...
   Severity severity = Severity::info;

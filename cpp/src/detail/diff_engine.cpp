@@ -155,6 +155,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
    std::vector<std::uint64_t> kh(kMorsel);
    std::vector<std::uint64_t> rh(kMorsel);
    std::vector<std::uint8_t> null_key(kMorsel);
+   PartitionCache pcache(plan.grain, plan.tz);
    const std::size_t m_begin = morsels.size() * w / plan.threads;
    const std::size_t m_end = morsels.size() * (w + 1) / plan.threads;
    for (std::size_t m = m_begin; m < m_end; ++m) {
@@ -193,22 +194,17 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     // partitions, row counts and measure sums
     if (part_col) {
       const ArrayView& pc = batch.column(*part_col);
-      std::optional<Partition> cache;
       PartitionStats* stats = nullptr;
       Seconds stats_key = 0;
       std::vector<PartitionStats*> row_stats(len);
       for (std::size_t i = 0; i < len; ++i) {
-        const auto t_ = instant_of(pc, mo.begin + static_cast<std::int64_t>(i), plan.tz);
-        Seconds key = kNullPartition;
-        if (t_) {
-          if (!cache || !cache->contains(*t_)) cache = partition_of(*t_, plan.grain, plan.tz);
-          key = cache->start();
-        }
+        const Partition* p = pcache.of(pc, mo.begin + static_cast<std::int64_t>(i));
+        const Seconds key = p != nullptr ? p->start() : kNullPartition;
         if (stats == nullptr || stats_key != key) {
           stats_key = key;
           auto [it, fresh] = local.parts.try_emplace(key);
           if (fresh) {
-            if (key != kNullPartition) it->second.partition = cache;
+            if (p != nullptr) it->second.partition = *p;
             it->second.sum_old.assign(ms, 0.0);
             it->second.sum_new.assign(ms, 0.0);
           }

@@ -5,12 +5,88 @@
 // classic critical-path heuristic; ties go to the smaller task id so schedules are reproducible.
 // O(T log T + D) for T tasks and D dependencies; temporaries are freed on return.
 #include <algorithm>
+#include <bit>
+#include <cstring>
+#include <utility>
 #include <queue>
 
 #include "backfill/error.hpp"
 #include "detail/plan_internal.hpp"
 
 namespace backfill {
+
+namespace {
+
+// Priorities are static, so tasks are ranked once (level descending, then task id) and the
+// ready set is a hierarchical bitset over ranks: insert and pop-best touch one word per level
+// (log64 n levels), instead of the cache-missing sift of a heap holding every ready task.
+std::vector<std::uint32_t> rank_by_level(const std::vector<double>& level) {
+  const std::size_t n = level.size();
+  struct Item {
+    std::uint64_t key;  // ascending key = descending level (levels are >= 0, so IEEE bits sort)
+    std::uint32_t task;
+  };
+  std::vector<Item> a(n), b(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &level[t], sizeof bits);
+    a[t] = {~bits, static_cast<std::uint32_t>(t)};
+  }
+  // Stable LSD radix sort on 16-bit digits (ids stay ascending among equal keys); digits that
+  // are the same for every task are skipped, so typical plans need one or two passes.
+  std::vector<std::size_t> count(1 << 16);
+  for (int shift = 0; shift < 64; shift += 16) {
+    std::fill(count.begin(), count.end(), 0);
+    for (const Item& it : a) ++count[(it.key >> shift) & 0xFFFF];
+    if (n == 0 || count[(a[0].key >> shift) & 0xFFFF] == n) continue;
+    std::size_t sum = 0;
+    for (auto& c : count) sum += std::exchange(c, sum);
+    for (const Item& it : a) b[count[(it.key >> shift) & 0xFFFF]++] = it;
+    a.swap(b);
+  }
+  std::vector<std::uint32_t> task_of_rank(n);
+  for (std::size_t r = 0; r < n; ++r) task_of_rank[r] = a[r].task;
+  return task_of_rank;
+}
+
+class RankSet {
+ public:
+  explicit RankSet(std::size_t n) {
+    std::size_t words = std::max<std::size_t>(1, (n + 63) / 64);
+    levels_.emplace_back(words, 0);
+    while (words > 1) {
+      words = (words + 63) / 64;
+      levels_.emplace_back(words, 0);
+    }
+  }
+  [[nodiscard]] bool empty() const noexcept { return levels_.back()[0] == 0; }
+  void insert(std::size_t r) {
+    for (auto& level : levels_) {
+      const bool was_empty = level[r / 64] == 0;
+      level[r / 64] |= std::uint64_t{1} << (r % 64);
+      if (!was_empty) return;
+      r /= 64;
+    }
+  }
+  std::size_t pop_min() {
+    std::size_t r = 0;
+    for (std::size_t k = levels_.size(); k-- > 0;) {
+      r = r * 64 + static_cast<std::size_t>(std::countr_zero(levels_[k][r]));
+    }
+    std::size_t i = r;
+    for (auto& level : levels_) {
+      level[i / 64] &= ~(std::uint64_t{1} << (i % 64));
+      if (level[i / 64] != 0) break;
+      i /= 64;
+    }
+    return r;
+  }
+
+ private:
+  std::vector<std::vector<std::uint64_t>> levels_;
+};
+
+}  // namespace
 
 void Plan::run_schedule() {
   const std::size_t n = model_.size();
@@ -44,13 +120,6 @@ void Plan::run_schedule() {
     level[t] = cost[t] + tail;
   }
 
-  struct Ready {
-    double level;
-    std::uint32_t task;
-    bool operator<(const Ready& o) const noexcept {
-      return level != o.level ? level < o.level : task > o.task;
-    }
-  };
   struct Running {
     double finish;
     std::uint32_t task;
@@ -59,10 +128,13 @@ void Plan::run_schedule() {
     }
   };
   std::vector<std::uint32_t> waiting(n);
-  std::priority_queue<Ready> ready;
+  const std::vector<std::uint32_t> task_of_rank = rank_by_level(level);
+  std::vector<std::uint32_t> rank(n);
+  for (std::uint32_t r = 0; r < n; ++r) rank[task_of_rank[r]] = r;
+  RankSet ready(n);
   for (std::uint32_t t = 0; t < n; ++t) {
     waiting[t] = static_cast<std::uint32_t>(dep_offsets_[t + 1] - dep_offsets_[t]);
-    if (waiting[t] == 0) ready.push({level[t], t});
+    if (waiting[t] == 0) ready.insert(rank[t]);
   }
   sched_start_.assign(n, 0);
   sched_end_.assign(n, 0);
@@ -72,8 +144,7 @@ void Plan::run_schedule() {
   std::size_t done = 0;
   while (done < n) {
     while (running.size() < slots && !ready.empty()) {
-      const std::uint32_t t = ready.top().task;
-      ready.pop();
+      const std::uint32_t t = task_of_rank[ready.pop_min()];
       sched_start_[t] = now;
       sched_end_[t] = now + cost[t];
       running.push({sched_end_[t], t});
@@ -85,7 +156,7 @@ void Plan::run_schedule() {
       running.pop();
       ++done;
       for (std::uint64_t k = succ_offsets[t]; k < succ_offsets[t + 1]; ++k) {
-        if (--waiting[succ[k]] == 0) ready.push({level[succ[k]], succ[k]});
+        if (--waiting[succ[k]] == 0) ready.insert(rank[succ[k]]);
       }
     }
   }

@@ -290,6 +290,17 @@ std::string render(const ArrayView& a, std::int64_t i) {
 // Seconds of a date/timestamp cell, as an instant (naive timestamps and dates are local to tz).
 std::optional<Seconds> instant_of(const ArrayView& a, std::int64_t i, TimeZone tz) {
   if (!a.is_valid(i)) return std::nullopt;
+  // Fast paths (one per row of a partitioned diff or fingerprint): UTC timestamps and dates.
+  if (a.dictionary == nullptr && (tz.is_utc() || !a.type->tz.empty())) {
+    if (a.type->id == TypeId::timestamp) {
+      const std::int64_t per = 1000000000 / nanos_per(a.type->unit);
+      const std::int64_t v = a.values<std::int64_t>()[i];
+      return v / per - ((v % per != 0 && v < 0) ? 1 : 0);
+    }
+    if (a.type->id == TypeId::date32 && tz.is_utc()) {
+      return static_cast<Seconds>(a.values<std::int32_t>()[i]) * 86400;
+    }
+  }
   const Value v = value_at(a, i);
   const __int128 ns = v.i;
   const __int128 per = 1000000000;
@@ -305,6 +316,33 @@ std::optional<Seconds> instant_of(const ArrayView& a, std::int64_t i, TimeZone t
   if (!a.type->logical().tz.empty() || tz.is_utc()) return t;
   // A naive timestamp is a wall-clock time in tz: take the offset in force around it.
   return t - tz.offset_at(t - tz.offset_at(t));
+}
+
+const Partition* PartitionCache::of(const ArrayView& a, std::int64_t i) {
+  if (!a.is_valid(i)) return nullptr;
+  const TypeId id = a.type->id;
+  if (a.dictionary == nullptr && (id == TypeId::date32 || id == TypeId::date64)) {
+    const std::int64_t day = id == TypeId::date32
+                                 ? a.values<std::int32_t>()[i]
+                                 : floor_div(a.values<std::int64_t>()[i], 86400000);
+    auto it = by_day_.find(day);
+    if (it == by_day_.end()) {
+      it = by_day_.emplace(day, partition_of(tz_.first_instant_of(day), grain_, tz_)).first;
+    }
+    return &it->second;
+  }
+  const auto t = instant_of(a, i, tz_);
+  if (!t) return nullptr;
+  if (last_ != nullptr && last_->contains(*t)) return last_;
+  const std::int64_t hour = floor_div(*t, 3600);
+  auto it = by_hour_.find(hour);
+  if (it == by_hour_.end()) {
+    it = by_hour_.emplace(hour, partition_of(*t, grain_, tz_)).first;
+  } else if (!it->second.contains(*t)) {
+    it->second = partition_of(*t, grain_, tz_);  // an hour split by a partition boundary
+  }
+  last_ = &it->second;
+  return last_;
 }
 
 }  // namespace backfill::detail

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "backfill/arrow.hpp"
 #include "backfill/calendar.hpp"
@@ -47,5 +48,22 @@ inline constexpr Seconds kNullSeconds = std::numeric_limits<Seconds>::max();
 // to tz (a date is the first instant of that local day).
 [[nodiscard]] std::optional<Seconds> instant_of(const arrow::ArrayView& a, std::int64_t i,
                                                 TimeZone tz);
+
+// The partition of each row's date/timestamp value, memoized (dates by day; timestamps by the
+// last partition and by UTC hour, verified) so that a partitioned pass costs a look-up per row,
+// not a time-zone computation. Not thread-safe: one per worker.
+class PartitionCache {
+ public:
+  PartitionCache(Grain grain, TimeZone tz) noexcept : grain_(grain), tz_(tz) {}
+  // nullptr for a null value; valid until the next call.
+  [[nodiscard]] const Partition* of(const arrow::ArrayView& a, std::int64_t i);
+
+ private:
+  Grain grain_;
+  TimeZone tz_;
+  const Partition* last_ = nullptr;
+  std::unordered_map<std::int64_t, Partition> by_day_;
+  std::unordered_map<std::int64_t, Partition> by_hour_;
+};
 
 }  // namespace backfill::detail

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ..errors import BackfillError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .._arrow import ArrowTable
     from ..project import Project
 
 __all__ = ["Area", "Engine", "PartitionFingerprint", "TaskFailure", "WriteResult"]
@@ -95,6 +96,12 @@ class Engine(ABC):
                                ) -> list[PartitionFingerprint]:
         """Fingerprints of ``model`` in ``area`` per (label, start, end) partition, computed in
         the engine (no data moves). Missing tables or partitions give rows=0."""
+
+    @abstractmethod
+    def read(self, project: Project, model: str, area: Area,
+             periods: Sequence[Period] | None = None) -> ArrowTable:
+        """The rows of ``model`` in ``area`` (only ``periods`` when given) as an Arrow table:
+        what the audit pulls into the C++ diff for the partitions whose fingerprints differ."""
 
     @abstractmethod
     def drop_area(self, backfill_id: str) -> None:

@@ -15,6 +15,8 @@ So the engine holds the file only while a task runs: the first running task of a
 it, the last one closes it, and another process (a second runner on the same ledger) waiting for
 the lock retries with backoff for up to ``lock_timeout`` seconds. Runners on one file therefore
 take turns; for real parallelism across processes use one process with ``concurrency`` threads.
+A reader holding the file open (a notebook, a BI tool) blocks writers the same way: the task
+waits up to ``lock_timeout``, then fails as transient and is retried with backoff.
 A process killed mid-task leaves an uncommitted transaction that DuckDB discards on next open.
 """
 
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from .._arrow import ArrowTable
 from ..errors import InvalidInputError, NotFoundError
 from ..project_files import render, sql_literal
 from .base import Area, Engine, PartitionFingerprint, TaskFailure, WriteResult
@@ -189,17 +192,24 @@ class DuckDBEngine(Engine):
 
     def _ref(self, project: Project, area: Area, cur: duckdb.DuckDBPyConnection | None,
              name: str) -> str:
+        """What a read of ``name`` sees in ``area``: the backfill's new rows for its periods and
+        the published rows elsewhere (the new table alone for full rebuilds)."""
         published = self.published(name)
         if area.direct or name not in area.periods:
             return published
         model = project.models[name]
         audit = self.relation(name, area)
-        if model.strategy == "full" or not model.event_time or (
-                cur is not None and not self._exists(cur, self.schema, name)):
+        has_published = cur is None or self._exists(cur, self.schema, name)
+        has_audit = cur is None or self._exists(cur, audit_schema(str(area.backfill_id)), name)
+        if model.strategy in ("full", "view") or not model.event_time:
+            return audit if has_audit or not has_published else published
+        if not has_published:
             return audit
         keep = _in_periods(model.event_time, area.periods[name])
-        return (f"(SELECT * FROM {audit} UNION ALL BY NAME "
-                f"SELECT * FROM {published} WHERE NOT coalesce({keep}, FALSE))")
+        outside = f"SELECT * FROM {published} WHERE NOT coalesce({keep}, FALSE)"
+        if not has_audit:  # no new rows written yet
+            return f"({outside})"
+        return f"(SELECT * FROM {audit} UNION ALL BY NAME {outside})"
 
     def _render(self, project: Project, model: str, start: dt.datetime | None,
                 end: dt.datetime | None, area: Area, cur: duckdb.DuckDBPyConnection | None) -> str:
@@ -215,7 +225,15 @@ class DuckDBEngine(Engine):
             return f"{quote(schema)}.{quote(table)}"
 
         return render(m.sql or "", start=start, end=end, ref=ref, source=source,
-                      this=self.relation(model, area), where=where)
+                      this=self._ref(project, area, cur, model) if not area.direct
+                      else self.relation(model, area),
+                      is_incremental=lambda: self._this_exists(area, cur, model), where=where)
+
+    def _this_exists(self, area: Area, cur: duckdb.DuckDBPyConnection | None, model: str) -> bool:
+        if cur is None:
+            return True
+        return self._exists(cur, self.schema, model) or (
+            not area.direct and self._exists(cur, audit_schema(str(area.backfill_id)), model))
 
     def render(self, project: Project, model: str, start: dt.datetime | None,
                end: dt.datetime | None, area: Area) -> str:
@@ -262,14 +280,21 @@ class DuckDBEngine(Engine):
         target = self.relation(m.name, area)
         schema = self.schema if area.direct else audit_schema(str(area.backfill_id))
         tmp = quote(self._tmp_name())
-        partitioned = start is not None and end is not None and m.strategy in ("replace", "merge")
-        if m.strategy in ("replace", "merge") and m.grain and not partitioned:
+        # replace/merge/append write one period; full and view rebuild the whole relation.
+        partitioned = start is not None and end is not None and \
+            m.strategy in ("replace", "merge", "append")
+        if m.strategy in ("replace", "merge", "append") and m.grain and not partitioned:
             raise TaskFailure(f"{_where(project, m.name)}: a {m.strategy} task needs a period",
                               transient=False)
         cur.execute("BEGIN TRANSACTION")
         try:
             sql = self._render(project, m.name, start, end, area, cur)
             cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
+            if m.strategy == "view":
+                cur.execute(f"CREATE OR REPLACE VIEW {target} AS {sql}")
+                fp = self._fingerprint_where(cur, target, "TRUE")
+                cur.execute("COMMIT")
+                return int(fp.split(":")[0]), 0, fp
             cur.execute(f"CREATE TEMP TABLE {tmp} AS {sql}")
             in_period = ""
             if partitioned:
@@ -293,12 +318,14 @@ class DuckDBEngine(Engine):
                 if m.strategy == "replace":
                     deleted = _one(cur, f"SELECT count(*) FROM {target} WHERE {in_period}")
                     cur.execute(f"DELETE FROM {target} WHERE {in_period}")
-                elif m.strategy == "merge":
+                elif m.strategy == "merge":  # upsert on the unique key
                     keys = ", ".join(quote(k) for k in m.unique_key)
                     deleted = _one(cur, f"SELECT count(*) FROM {target} WHERE ({keys}) IN "
                                         f"(SELECT ({keys}) FROM {tmp})")
                     cur.execute(f"DELETE FROM {target} WHERE ({keys}) IN (SELECT ({keys}) "
                                 f"FROM {tmp})")
+                # append deletes nothing: running it twice doubles the period (the planner
+                # refuses append models unless allow_append).
                 cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {tmp}")
             fp = self._fingerprint_where(cur, target, in_period or "TRUE")
             cur.execute(f"DROP TABLE {tmp}")
@@ -353,6 +380,19 @@ class DuckDBEngine(Engine):
         """Fingerprint ("rows:digest") of a whole table, e.g. ``'"main"."fct_daily_sales"'``."""
         with self.connect() as cur:
             return self._fingerprint_where(cur, relation, "TRUE")
+
+    def read(self, project: Project, model: str, area: Area,
+             periods: Sequence[tuple[dt.datetime, dt.datetime]] | None = None) -> ArrowTable:
+        m = _model(project, model)
+        where = "TRUE"
+        if periods is not None:
+            if not m.event_time:
+                raise InvalidInputError(f"model {model!r} has no event_time to select periods by")
+            where = _in_periods(m.event_time, periods)
+        with self.connect() as cur:
+            # Copied into an owned Arrow table (C++) while the file is held: no pyarrow needed.
+            return ArrowTable.from_arrow(cur.sql(f"SELECT * FROM {self.relation(model, area)} "
+                                                 f"WHERE {where}"))
 
     def drop_area(self, backfill_id: str) -> None:
         with self.connect() as cur:
