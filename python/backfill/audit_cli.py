@@ -1,6 +1,5 @@
-"""``backfill plan | estimate | audit | publish | discard | changelog | check | diff | demo``.
+"""``backfill estimate | audit | publish | discard | changelog | check | diff | demo``.
 
-    backfill plan --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29
     backfill estimate --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 --concurrency 10
     backfill audit [ID] [--gates '{fct_daily_sales: [{removed_rows: 0}]}']
     backfill publish [ID] --note "..." [--force "why a failed gate is fine"]
@@ -54,11 +53,6 @@ def _period(p: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("plan", help="plan a backfill and show it")
-    _common(p)
-    _period(p)
-    p.set_defaults(func=cmd_plan)
-
     p = sub.add_parser("estimate", help="time one sample partition per model; estimate the plan")
     _common(p)
     _period(p)
@@ -126,15 +120,6 @@ def _plan(args: argparse.Namespace) -> Any:
                         as_of=args.as_of, partitions_per_run=args.partitions_per_run,
                         concurrency=args.concurrency)
     return project, plan
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    _, plan = _plan(args)
-    if args.json:
-        _write(plan.to_json(tasks=False))
-    else:
-        _write(plan.describe())
-    return EXIT_OK if plan.ok else EXIT_FAILED
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:

@@ -573,9 +573,6 @@ def test_estimate_times_one_sample_partition_per_model(shop_dir: Path) -> None:
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out["concurrency"] == 4 and out["makespan_seconds"] > 0
     assert [s["partitions"] for s in out["samples"]] == [89, 3, 95]
-    r = cli("plan", "--project", str(shop_dir), "--select", "fct_daily_sales+", "--start",
-            "2026-08-01", "--end", "2026-10-29", "--as-of", AS_OF)
-    assert r.returncode == 0 and "3 models, 187 tasks" in r.stdout
     r = cli("estimate", "--project", str(shop_dir), "--select", "nope", "--start",
             "2026-08-01", "--end", "2026-10-29")
     assert r.returncode == 2 and "nope" in r.stderr
