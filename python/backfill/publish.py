@@ -290,8 +290,10 @@ def discard_backfill(bf: Backfill) -> None:
     if bf.mode != "audit":
         raise InvalidInputError(f"backfill {bf.id} wrote the published tables directly; there "
                                 "is no audit area to discard")
-    if bf.ledger.live_leases(bf.id):
-        raise ConflictError(f"backfill {bf.id} has tasks running; stop its runners first")
+    workers = bf.ledger.live_workers(bf.id)
+    if workers:
+        raise ConflictError(f"backfill {bf.id} has tasks running (workers "
+                            f"{', '.join(sorted(workers))}); stop its runners first")
     bf.engine.drop_area(bf.id)
     bf.engine.close()
     bf.ledger.set_status(bf.id, "discarded", finished=True)
