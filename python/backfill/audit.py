@@ -49,6 +49,7 @@ from .engines.duckdb import DuckDBEngine, _in_periods, quote
 from .errors import InvalidInputError, NotFoundError
 from .gates import GateResult, ModelFacts, evaluate, parse_gates
 from .ledger import utcnow
+from .project_files import sql_literal
 
 if TYPE_CHECKING:  # pragma: no cover
     from .project import Model, Project
@@ -393,6 +394,27 @@ def _exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
     return bool(row and row[0])
 
 
+def fingerprints_sql(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, relation: str,
+                     event_time: str | None, parts: Sequence[Part]) -> dict[str, str]:
+    """label -> "rows:digest" of any relation (a table or a subquery), computed as the engine
+    fingerprints partitions (the whole relation under ``"all"`` without partitions)."""
+    h = engine._row_hash(cur, relation, "t")
+    if not parts or not event_time:
+        row = cur.execute(f"SELECT count(*), coalesce(sum({h}::HUGEINT), 0) % {1 << 64} "
+                          f"FROM {relation} t").fetchone()
+        assert row is not None
+        return {WHOLE: _fp(int(row[0]), f"{int(row[1]):016x}")}
+    et = quote(event_time)
+    values = ", ".join(f"({i}, {sql_literal(s)}, {sql_literal(e)})"
+                       for i, (_, s, e) in enumerate(parts))
+    rows = cur.execute(
+        f"SELECT p.i, count(t.{et}), coalesce(sum({h}::HUGEINT) FILTER "
+        f"(WHERE t.{et} IS NOT NULL), 0) % {1 << 64} FROM (VALUES {values}) p(i, s, e) "
+        f"LEFT JOIN {relation} t ON t.{et} >= p.s AND t.{et} < p.e GROUP BY p.i").fetchall()
+    by_i = {int(i): _fp(int(n), f"{int(d):016x}") for i, n, d in rows}
+    return {lab: by_i[i] for i, (lab, _, _) in enumerate(parts)}
+
+
 def fingerprint_model(engine: DuckDBEngine, project: Project, model: str, area: Area,
                       parts: Sequence[Part]) -> dict[str, str]:
     """label -> "rows:digest" of ``model`` in ``area`` (the whole table under ``"all"``)."""
@@ -411,10 +433,10 @@ def _audit_model(engine: DuckDBEngine, project: Project, bf: Backfill, model: st
     m = project.models[model]
     published_area, audit_area = Area(None), bf.area
     old_fp = fingerprint_model(engine, project, model, published_area, parts)
-    new_fp = fingerprint_model(engine, project, model, audit_area, parts)
+    # Recorded as is: publish refuses when the audit area changed after the audit.
+    area_fp = fingerprint_model(engine, project, model, audit_area, parts)
     pub, new_rel = engine.published(model), engine.relation(model, audit_area)
     labels: list[Part] = parts or [(WHOLE, dt.datetime.min, dt.datetime.max)]
-    differing = [p for p in labels if old_fp[p[0]] != new_fp[p[0]]]
     everywhere = _in_periods(m.event_time, [(s, e) for _, s, e in parts]) \
         if parts and m.event_time else "TRUE"
     diff_result: DiffResult | None = None
@@ -423,6 +445,15 @@ def _audit_model(engine: DuckDBEngine, project: Project, bf: Backfill, model: st
             raise InvalidInputError(f"backfill {bf.id} wrote no table for {model} ({new_rel}); "
                                     "run it first")
         has_old = _exists(cur, pub)
+        new_fp = area_fp
+        if m.strategy == "merge" and m.unique_key and has_old and parts and m.event_time:
+            # Compare with what publish will leave: a merge upserts on the key, so published
+            # rows of the periods whose key the new run did not produce stay.
+            keys = ", ".join(quote(k) for k in m.unique_key)
+            new_rel = (f"(SELECT * FROM {new_rel} UNION ALL BY NAME SELECT * FROM {pub} WHERE "
+                       f"{everywhere} AND ({keys}) NOT IN (SELECT ({keys}) FROM {new_rel}))")
+            new_fp = fingerprints_sql(cur, engine, new_rel, m.event_time, parts)
+        differing = [p for p in labels if old_fp[p[0]] != new_fp[p[0]]]
         relations = [new_rel] + ([pub] if has_old else [])
         key, key_source = choose_key(cur, m, relations, everywhere)
         types = _columns(cur, new_rel)
@@ -483,7 +514,7 @@ def _audit_model(engine: DuckDBEngine, project: Project, bf: Backfill, model: st
                                       int(found["removed"]), int(found["changed"]), meas))
     return ModelAudit(model=model, key=key, key_source=key_source, measures=measures,
                       partitions=results, diff=diff_result, totals=totals, gates=[],
-                      published_fingerprints=old_fp, audit_fingerprints=new_fp,
+                      published_fingerprints=old_fp, audit_fingerprints=area_fp,
                       columns=sorted(set(types) | set(old_types)))
 
 

@@ -38,7 +38,7 @@ import duckdb
 
 from ._arrow import html_table
 from ._tables import RowTable
-from .audit import WHOLE, _engine, _exists, backfill_partitions, fingerprint_model
+from .audit import _engine, _exists, backfill_partitions, fingerprint_model, fingerprints_sql
 from .engines.duckdb import DuckDBEngine, _in_periods, quote
 from .errors import ConflictError, InvalidInputError
 from .ledger import utcnow
@@ -119,24 +119,7 @@ def _stale(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, model: str, eve
     pub = engine.published(model)
     if not _exists(cur, pub):
         return [lab for lab, fp in recorded.items() if not fp.startswith("0:")]
-    h = engine._row_hash(cur, pub, "t")
-    if not parts or not event_time:
-        row = cur.execute(f"SELECT count(*), coalesce(sum({h}::HUGEINT), 0) % {1 << 64} "
-                          f"FROM {pub} t").fetchone()
-        assert row is not None
-        now = {WHOLE: f"{int(row[0])}:{int(row[1]):016x}"}
-    else:
-        from .project_files import sql_literal
-
-        et = quote(event_time)
-        values = ", ".join(f"({i}, {sql_literal(s)}, {sql_literal(e)})"
-                           for i, (_, s, e) in enumerate(parts))
-        rows = cur.execute(
-            f"SELECT p.i, count(t.{et}), coalesce(sum({h}::HUGEINT) FILTER "
-            f"(WHERE t.{et} IS NOT NULL), 0) % {1 << 64} FROM (VALUES {values}) p(i, s, e) "
-            f"LEFT JOIN {pub} t ON t.{et} >= p.s AND t.{et} < p.e GROUP BY p.i").fetchall()
-        by_i = {int(i): f"{int(n)}:{int(d):016x}" for i, n, d in rows}
-        now = {lab: by_i[i] for i, (lab, _, _) in enumerate(parts)}
+    now = fingerprints_sql(cur, engine, pub, event_time, parts)
     return [lab for lab in recorded if now.get(lab) != recorded[lab]]
 
 

@@ -185,10 +185,12 @@ def test_merge_and_full_models_audit_and_publish(shop_dir: Path) -> None:
     assert p.backfill(plan, reason="new models", direct=True).run().ok
     outside = query(shop_dir, "SELECT count(*), min(status) FROM main.order_status WHERE "
                               "ordered_at >= TIMESTAMP '2026-03-03'")
-    # New logic: statuses upper-case; countries count only completed orders.
+    # New logic: statuses upper-case, only completed orders (a merge keeps the others' rows);
+    # countries count only completed orders.
     (models / "order_status.sql").write_text(
-        (models / "order_status.sql").read_text().replace("select order_id, status",
-                                                          "select order_id, upper(status) as status"))
+        (models / "order_status.sql").read_text().replace(
+            "select order_id, status", "select order_id, upper(status) as status").replace(
+            "< {{ end }}", "< {{ end }} and status = 'completed'"))
     (models / "countries.sql").write_text(
         (models / "countries.sql").read_text().replace("group by 1",
                                                        "where status = 'completed' group by 1"))
@@ -200,14 +202,16 @@ def test_merge_and_full_models_audit_and_publish(shop_dir: Path) -> None:
     merge, full = report["order_status"], report["countries"]
     assert (merge.key, merge.key_source) == (["order_id"], "unique_key")
     rows = query(shop_dir, "SELECT count(*) FROM main.order_status WHERE ordered_at >= "
-                           "TIMESTAMP '2026-03-01' AND ordered_at < TIMESTAMP '2026-03-03'")[0][0]
+                           "TIMESTAMP '2026-03-01' AND ordered_at < TIMESTAMP '2026-03-03' "
+                           "AND status = 'completed'")[0][0]
     assert merge.changed_columns == {"status": rows} and [p.label for p in merge.differing] == \
         ["2026-03-01", "2026-03-02"]
+    assert merge.diff is not None and merge.diff.summary.removed == 0  # what publish will do
     assert (full.key, full.key_source) == (["country"], "natural")
     assert [p.label for p in full.partitions] == ["all"] and set(full.changed_columns) == {"orders"}
     bf.publish(note="upper-case statuses; completed orders only")
     assert query(shop_dir, "SELECT DISTINCT status FROM main.order_status WHERE ordered_at < "
-                           "TIMESTAMP '2026-03-03' ORDER BY 1") == [("CANCELLED",), ("COMPLETED",)]
+                           "TIMESTAMP '2026-03-03' ORDER BY 1") == [("COMPLETED",), ("cancelled",)]
     assert query(shop_dir, "SELECT count(*), min(status) FROM main.order_status WHERE "
                            "ordered_at >= TIMESTAMP '2026-03-03'") == outside
     assert query(shop_dir, "SELECT sum(orders) FROM main.countries") == \
