@@ -19,6 +19,10 @@ columns (``id``, ``*_id``, ``*_no``, ``*_key``, ``*_number``) first, then the ev
 other dates, timestamps and strings, then integers; floating and decimal columns never. A model
 without such a key is compared on all its columns (a changed row then shows as removed + added).
 
+A ``merge`` model is compared with what publish will leave: its audit rows plus the published
+rows of the periods whose key the new run did not produce (an upsert keeps them); a ``full``
+model (or one without event_time) is compared as one whole-table "partition" named ``all``.
+
 Measures (summed per partition and in total) are the numeric columns outside the key that are
 not identifier-like. Every audit is recorded in the ledger with the published tables'
 fingerprints, so ``publish`` can refuse when they changed since.

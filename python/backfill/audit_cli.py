@@ -17,6 +17,7 @@ All take ``--project DIR`` (default: the current directory) and ``--json``. Exit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -33,6 +34,15 @@ def _write(text: str) -> None:
 
 def _dump(value: Any) -> None:
     _write(json.dumps(value, indent=2, default=str))
+
+
+def _busy(text: str) -> contextlib.AbstractContextManager[Any]:
+    """A spinner on stderr while work runs (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(text)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -129,7 +139,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if not plan.ok:
         _write(plan.describe())
         return EXIT_FAILED
-    report = estimate(project, plan, concurrency=args.concurrency)
+    with _busy("running one sample partition per model into scratch..."):
+        report = estimate(project, plan, concurrency=args.concurrency)
     _dump(report.to_dict()) if args.json else _write(str(report))
     return EXIT_OK
 
@@ -149,7 +160,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
             gates = yaml.safe_load(args.gates)
         except yaml.YAMLError as exc:
             raise InvalidInputError(f"--gates {args.gates!r} is not YAML/JSON: {exc}") from None
-    report = _backfill(args).audit(gates=gates)
+    bf = _backfill(args)
+    with _busy(f"auditing {bf.id}..."):
+        report = bf.audit(gates=gates)
     _dump(report.to_dict()) if args.json else _write(str(report))
     return EXIT_OK if report.passed else EXIT_FAILED
 
@@ -157,7 +170,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     bf = _backfill(args)
     try:
-        pub = bf.publish(note=args.note, force_reason=args.force)
+        with _busy(f"publishing {bf.id}..."):
+            pub = bf.publish(note=args.note, force_reason=args.force)
     except ConflictError as exc:
         if args.json:
             _dump({"published": False, "error": str(exc)})
@@ -188,7 +202,8 @@ def cmd_changelog(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from .checks_engine import check_run_twice
 
-    report = check_run_twice(_project(args), args.model, args.partition)
+    with _busy(f"running {args.model} {args.partition} twice..."):
+        report = check_run_twice(_project(args), args.model, args.partition)
     _dump(report.to_dict()) if args.json else _write(str(report))
     return EXIT_OK if report.ok else EXIT_FAILED
 
