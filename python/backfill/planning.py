@@ -20,8 +20,6 @@ from . import _core
 from ._arrow import ArrowTable
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas
-
     from .project import Project
 
 log = logging.getLogger(__name__)
@@ -140,7 +138,7 @@ class Plan:
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         return self.tasks.__arrow_c_stream__(requested_schema)
 
-    def to_pandas(self) -> pandas.DataFrame:
+    def to_pandas(self) -> Any:
         """The task table as a pandas DataFrame (needs pyarrow)."""
         return self.tasks.to_pandas()
 
