@@ -95,19 +95,18 @@ void Plan::run_schedule() {
     return id.value < costs.size() && costs[id.value] >= 0 ? costs[id.value]
                                                            : request_.default_cost;
   };
-  std::vector<double> cost(n);
-  for (std::size_t t = 0; t < n; ++t) cost[t] = per_partition(model_[t]) * parts_[t];
+  // Seconds per partition by model; a task costs that times its partitions.
+  std::vector<double> model_cost(graph_->size());
+  for (std::uint32_t m = 0; m < model_cost.size(); ++m) model_cost[m] = per_partition(ModelId{m});
+  auto cost = [&](std::size_t t) { return model_cost[model_[t].value] * parts_[t]; };
 
-  // Bottom levels: dependencies have smaller ids, so one reverse pass that pushes each task's
-  // level into its dependencies' tails suffices.
+  // Bottom levels: dependencies have smaller ids, so one reverse pass suffices. level[d] holds
+  // the best successor level pushed so far until d itself is reached.
   std::vector<double> level(n, 0);
-  {
-    std::vector<double> tail(n, 0);
-    for (std::size_t t = n; t-- > 0;) {
-      level[t] = cost[t] + tail[t];
-      for (std::uint32_t d : depends_on(static_cast<std::uint32_t>(t))) {
-        tail[d] = std::max(tail[d], level[t]);
-      }
+  for (std::size_t t = n; t-- > 0;) {
+    level[t] += cost(t);
+    for (std::uint32_t d : depends_on(static_cast<std::uint32_t>(t))) {
+      level[d] = std::max(level[d], level[t]);
     }
   }
   const std::vector<std::uint32_t> task_of_rank = rank_by_level(level);
@@ -122,12 +121,14 @@ void Plan::run_schedule() {
   {
     std::vector<std::uint32_t> rank(n);
     for (std::uint32_t r = 0; r < n; ++r) rank[task_of_rank[r]] = r;
-    std::vector<std::uint64_t> fill(succ_offsets.begin(), succ_offsets.end() - 1);
+    // Fill with succ_offsets[d] as the cursor of d's list, then shift the offsets back.
     for (std::uint32_t t = 0; t < n; ++t) {
       const auto deps = depends_on(t);
       waiting[rank[t]] = static_cast<std::uint32_t>(deps.size());
-      for (std::uint32_t d : deps) succ[fill[d]++] = rank[t];
+      for (std::uint32_t d : deps) succ[succ_offsets[d]++] = rank[t];
     }
+    for (std::size_t t = n; t > 0; --t) succ_offsets[t] = succ_offsets[t - 1];
+    succ_offsets[0] = 0;
   }
 
   struct Running {
@@ -151,7 +152,7 @@ void Plan::run_schedule() {
     while (running.size() < slots && !ready.empty()) {
       const std::uint32_t t = task_of_rank[ready.pop_min()];
       sched_start_[t] = now;
-      sched_end_[t] = now + cost[t];
+      sched_end_[t] = now + cost(t);
       running.push({sched_end_[t], t});
     }
     if (running.empty()) throw Conflict("scheduler stalled: the task graph is not acyclic");
@@ -169,7 +170,7 @@ void Plan::run_schedule() {
   schedule_ = Schedule{};
   schedule_.concurrency = slots;
   for (std::size_t t = 0; t < n; ++t) {
-    schedule_.total_work += cost[t];
+    schedule_.total_work += cost(t);
     schedule_.makespan = std::max(schedule_.makespan, sched_end_[t]);
   }
   // Critical path: from the best-ranked task (a root: a dependency never ranks after its
@@ -194,7 +195,7 @@ void Plan::run_schedule() {
     mp.sched_start = 0;
     mp.sched_end = 0;
     for (std::uint32_t t = mp.first_task; t < mp.first_task + mp.tasks; ++t) {
-      mp.work += cost[t];
+      mp.work += cost(t);
       mp.sched_start = t == mp.first_task ? sched_start_[t] : std::min(mp.sched_start, sched_start_[t]);
       mp.sched_end = std::max(mp.sched_end, sched_end_[t]);
     }
