@@ -356,9 +356,17 @@ Context::Context(const Graph& g, const PlanRequest& r)
       has_begin(g.size(), 0), before_begin(g.size()), not_ended(g.size()),
       left_stale(g.size()), unbounded_all(g.size()) {
   axes.reserve(g.size());
+  // One axis (and so one calendar table) per (grain, zone): copies share the table.
+  std::vector<Axis> distinct;
   for (std::uint32_t m = 0; m < g.size(); ++m) {
     const NodeSpec& n = g.node(ModelId{m});
-    axes.emplace_back(n.partitioning);
+    const Axis fresh(n.partitioning);
+    auto same = std::find_if(distinct.begin(), distinct.end(), [&](const Axis& a) {
+      return a.partitioned() == fresh.partitioned() && a.grain() == fresh.grain() &&
+             a.tz() == fresh.tz();
+    });
+    if (same == distinct.end()) same = distinct.insert(distinct.end(), fresh);
+    axes.push_back(*same);
     if (n.partitioning) {
       limit[m] = axes[m].index_of(r.as_of);
       if (n.partitioning->begin) {

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _core
 from ._arrow import ArrowTable
+from .errors import InvalidInputError, NotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas
-
     from .project import Project
 
 log = logging.getLogger(__name__)
@@ -140,7 +139,7 @@ class Plan:
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         return self.tasks.__arrow_c_stream__(requested_schema)
 
-    def to_pandas(self) -> pandas.DataFrame:
+    def to_pandas(self) -> Any:
         """The task table as a pandas DataFrame (needs pyarrow)."""
         return self.tasks.to_pandas()
 
@@ -174,8 +173,6 @@ class Plan:
         for m in self.models:
             if m.model == name:
                 return m
-        from .errors import NotFoundError
-
         raise NotFoundError(f"model {name!r} is not in this plan; planned: "
                             f"{', '.join(m.model for m in self.models)}")
 
@@ -233,7 +230,7 @@ class Plan:
         carries the new sched_start/sched_end."""
         conc = int(self._core.concurrency) if concurrency is None else concurrency
         if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
-            raise ValueError(f"concurrency {concurrency!r} is not a positive integer")
+            raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")
         core = self._core.rescheduled(dict(costs or {}), float(default_cost), conc)
         return Plan(core, self.project, select=self.select, exclude=self.exclude).schedule
 

@@ -364,6 +364,12 @@ def test_estimate_with_costs() -> None:
     # Fewer slots can only be slower.
     assert plan.estimate(costs=costs, concurrency=2).makespan > est.makespan
     assert plan.estimate().assumed == ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"]
+    with pytest.raises(backfill.InvalidInputError, match="concurrency 0"):
+        plan.estimate(concurrency=0)
+    with pytest.raises(backfill.NotFoundError, match="'fct_nope'"):
+        plan.estimate(costs={"fct_nope": 1})
+    with pytest.raises(backfill.NotFoundError, match="not in this plan"):
+        plan.model("clean_orders")
 
 
 def test_costs_given_to_plan_and_schedule_columns() -> None:

@@ -30,6 +30,7 @@ Axis::Axis(const std::optional<Partitioning>& p, bool force_table) {
   grain_ = p->grain;
   tz_ = p->tz;
   fast_ = tz_.is_utc() && !force_table;
+  if (!fast_) table_ = std::make_shared<Table>();
 }
 
 std::int64_t Axis::index_of(Seconds t) const {
@@ -45,8 +46,8 @@ std::int64_t Axis::index_of(Seconds t) const {
     }
   }
   grow_to_time(t);
-  const auto it = std::upper_bound(starts_.begin(), starts_.end(), t);
-  return first_ + (it - starts_.begin()) - 1;
+  const auto it = std::upper_bound(table_->starts.begin(), table_->starts.end(), t);
+  return table_->first + (it - table_->starts.begin()) - 1;
 }
 
 Seconds Axis::start_of(std::int64_t i) const {
@@ -62,43 +63,43 @@ Seconds Axis::start_of(std::int64_t i) const {
     }
   }
   grow_to_index(i);
-  return starts_[static_cast<std::size_t>(i - first_)];
+  return table_->starts[static_cast<std::size_t>(i - table_->first)];
 }
 
 // Both grow functions at least double the table so that a scan costs amortized O(1) per
 // partition; the calendar does the DST work.
 void Axis::grow_to_time(Seconds t) const {
-  if (starts_.empty()) {
+  if (table_->starts.empty()) {
     const Partition p = partition_of(t, grain_, tz_);
-    starts_ = {p.start(), p.end()};
-    first_ = 0;
+    table_->starts = {p.start(), p.end()};
+    table_->first = 0;
     return;
   }
-  while (t < starts_.front()) {
-    const std::size_t add = std::max<std::size_t>(starts_.size(), 16);
+  while (t < table_->starts.front()) {
+    const std::size_t add = std::max<std::size_t>(table_->starts.size(), 16);
     std::vector<Seconds> front;
-    front.reserve(add + starts_.size());
-    Partition p = partition_of(starts_.front() - 1, grain_, tz_);
+    front.reserve(add + table_->starts.size());
+    Partition p = partition_of(table_->starts.front() - 1, grain_, tz_);
     for (std::size_t k = 0; k < add; ++k, p = p.prev()) front.push_back(p.start());
     std::reverse(front.begin(), front.end());
-    first_ -= static_cast<std::int64_t>(front.size());
-    front.insert(front.end(), starts_.begin(), starts_.end());
-    starts_ = std::move(front);
+    table_->first -= static_cast<std::int64_t>(front.size());
+    front.insert(front.end(), table_->starts.begin(), table_->starts.end());
+    table_->starts = std::move(front);
   }
-  while (t >= starts_.back()) {
-    const std::size_t add = std::max<std::size_t>(starts_.size(), 16);
-    Partition p = partition_of(starts_.back(), grain_, tz_);
+  while (t >= table_->starts.back()) {
+    const std::size_t add = std::max<std::size_t>(table_->starts.size(), 16);
+    Partition p = partition_of(table_->starts.back(), grain_, tz_);
     for (std::size_t k = 0; k < add; ++k) {
       p = p.next();
-      starts_.push_back(p.start());
+      table_->starts.push_back(p.start());
     }
   }
 }
 
 void Axis::grow_to_index(std::int64_t i) const {
-  if (starts_.empty()) grow_to_time(0);
-  while (i < first_) grow_to_time(starts_.front() - 1);
-  while (i - first_ >= static_cast<std::int64_t>(starts_.size())) grow_to_time(starts_.back());
+  if (table_->starts.empty()) grow_to_time(0);
+  while (i < table_->first) grow_to_time(table_->starts.front() - 1);
+  while (i - table_->first >= static_cast<std::int64_t>(table_->starts.size())) grow_to_time(table_->starts.back());
 }
 
 }  // namespace backfill::detail

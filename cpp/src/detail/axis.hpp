@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -55,9 +56,13 @@ class Axis {
   bool fast_ = true;
   Grain grain_ = Grain::day;
   TimeZone tz_{};
-  // Table fallback: starts_[k] is the start of partition (k + first_); grown at both ends.
-  mutable std::vector<Seconds> starts_;
-  mutable std::int64_t first_ = 0;
+  // Table fallback: starts[k] is the start of partition (k + first); grown at both ends. Copies
+  // of an axis share the table, so models of one (grain, zone) build it once per plan.
+  struct Table {
+    std::vector<Seconds> starts;
+    std::int64_t first = 0;
+  };
+  std::shared_ptr<Table> table_;
 };
 
 }  // namespace backfill::detail

@@ -95,29 +95,40 @@ void Plan::run_schedule() {
     return id.value < costs.size() && costs[id.value] >= 0 ? costs[id.value]
                                                            : request_.default_cost;
   };
-  std::vector<double> cost(n);
-  for (std::size_t t = 0; t < n; ++t) cost[t] = per_partition(model_[t]) * parts_[t];
+  // Seconds per partition by model; a task costs that times its partitions.
+  std::vector<double> model_cost(graph_->size());
+  for (std::uint32_t m = 0; m < model_cost.size(); ++m) model_cost[m] = per_partition(ModelId{m});
+  auto cost = [&](std::size_t t) { return model_cost[model_[t].value] * parts_[t]; };
 
-  // Successors (the reverse of depends_on) as CSR.
+  // Bottom levels: dependencies have smaller ids, so one reverse pass suffices. level[d] holds
+  // the best successor level pushed so far until d itself is reached.
+  std::vector<double> level(n, 0);
+  for (std::size_t t = n; t-- > 0;) {
+    level[t] += cost(t);
+    for (std::uint32_t d : depends_on(static_cast<std::uint32_t>(t))) {
+      level[d] = std::max(level[d], level[t]);
+    }
+  }
+  const std::vector<std::uint32_t> task_of_rank = rank_by_level(level);
+
+  // Successors (the reverse of depends_on) as CSR over task ids, holding successor *ranks*, so
+  // the simulation touches one array (waiting counts by rank) per dependency.
   std::vector<std::uint64_t> succ_offsets(n + 1, 0);
   for (std::uint32_t d : deps_) ++succ_offsets[d + 1];
   for (std::size_t t = 0; t < n; ++t) succ_offsets[t + 1] += succ_offsets[t];
+  std::vector<std::uint32_t> waiting(n);  // by rank
   std::vector<std::uint32_t> succ(deps_.size());
   {
-    std::vector<std::uint64_t> fill(succ_offsets.begin(), succ_offsets.end() - 1);
+    std::vector<std::uint32_t> rank(n);
+    for (std::uint32_t r = 0; r < n; ++r) rank[task_of_rank[r]] = r;
+    // Fill with succ_offsets[d] as the cursor of d's list, then shift the offsets back.
     for (std::uint32_t t = 0; t < n; ++t) {
-      for (std::uint32_t d : depends_on(t)) succ[fill[d]++] = t;
+      const auto deps = depends_on(t);
+      waiting[rank[t]] = static_cast<std::uint32_t>(deps.size());
+      for (std::uint32_t d : deps) succ[succ_offsets[d]++] = rank[t];
     }
-  }
-
-  // Bottom levels: successors have larger ids, so one reverse pass suffices.
-  std::vector<double> level(n, 0);
-  for (std::size_t t = n; t-- > 0;) {
-    double tail = 0;
-    for (std::uint64_t k = succ_offsets[t]; k < succ_offsets[t + 1]; ++k) {
-      tail = std::max(tail, level[succ[k]]);
-    }
-    level[t] = cost[t] + tail;
+    for (std::size_t t = n; t > 0; --t) succ_offsets[t] = succ_offsets[t - 1];
+    succ_offsets[0] = 0;
   }
 
   struct Running {
@@ -127,14 +138,9 @@ void Plan::run_schedule() {
       return finish != o.finish ? finish > o.finish : task > o.task;
     }
   };
-  std::vector<std::uint32_t> waiting(n);
-  const std::vector<std::uint32_t> task_of_rank = rank_by_level(level);
-  std::vector<std::uint32_t> rank(n);
-  for (std::uint32_t r = 0; r < n; ++r) rank[task_of_rank[r]] = r;
   RankSet ready(n);
-  for (std::uint32_t t = 0; t < n; ++t) {
-    waiting[t] = static_cast<std::uint32_t>(dep_offsets_[t + 1] - dep_offsets_[t]);
-    if (waiting[t] == 0) ready.insert(rank[t]);
+  for (std::uint32_t r = 0; r < n; ++r) {
+    if (waiting[r] == 0) ready.insert(r);
   }
   sched_start_.assign(n, 0);
   sched_end_.assign(n, 0);
@@ -146,7 +152,7 @@ void Plan::run_schedule() {
     while (running.size() < slots && !ready.empty()) {
       const std::uint32_t t = task_of_rank[ready.pop_min()];
       sched_start_[t] = now;
-      sched_end_[t] = now + cost[t];
+      sched_end_[t] = now + cost(t);
       running.push({sched_end_[t], t});
     }
     if (running.empty()) throw Conflict("scheduler stalled: the task graph is not acyclic");
@@ -156,7 +162,7 @@ void Plan::run_schedule() {
       running.pop();
       ++done;
       for (std::uint64_t k = succ_offsets[t]; k < succ_offsets[t + 1]; ++k) {
-        if (--waiting[succ[k]] == 0) ready.insert(rank[succ[k]]);
+        if (--waiting[succ[k]] == 0) ready.insert(succ[k]);
       }
     }
   }
@@ -164,23 +170,21 @@ void Plan::run_schedule() {
   schedule_ = Schedule{};
   schedule_.concurrency = slots;
   for (std::size_t t = 0; t < n; ++t) {
-    schedule_.total_work += cost[t];
+    schedule_.total_work += cost(t);
     schedule_.makespan = std::max(schedule_.makespan, sched_end_[t]);
   }
-  // Critical path: from the root with the highest bottom level, follow the heaviest successor.
+  // Critical path: from the best-ranked task (a root: a dependency never ranks after its
+  // dependent) follow the best-ranked successor, i.e. the one with the highest bottom level.
   if (n > 0) {
-    std::uint32_t t = 0;
-    for (std::uint32_t u = 0; u < n; ++u) {
-      if (dep_offsets_[u + 1] == dep_offsets_[u] && level[u] > level[t]) t = u;
-    }
+    std::uint32_t t = task_of_rank[0];
     while (true) {
       schedule_.critical_path.push_back(t);
       if (succ_offsets[t] == succ_offsets[t + 1]) break;
       std::uint32_t best = succ[succ_offsets[t]];
       for (std::uint64_t k = succ_offsets[t]; k < succ_offsets[t + 1]; ++k) {
-        if (level[succ[k]] > level[best]) best = succ[k];
+        best = std::min(best, succ[k]);
       }
-      t = best;
+      t = task_of_rank[best];
     }
   }
 
@@ -191,7 +195,7 @@ void Plan::run_schedule() {
     mp.sched_start = 0;
     mp.sched_end = 0;
     for (std::uint32_t t = mp.first_task; t < mp.first_task + mp.tasks; ++t) {
-      mp.work += cost[t];
+      mp.work += cost(t);
       mp.sched_start = t == mp.first_task ? sched_start_[t] : std::min(mp.sched_start, sched_start_[t]);
       mp.sched_end = std::max(mp.sched_end, sched_end_[t]);
     }

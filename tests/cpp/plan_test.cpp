@@ -1,0 +1,179 @@
+#include "backfill/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+
+#include "backfill/error.hpp"
+#include "backfill/select.hpp"
+#include "detail/axis.hpp"
+
+namespace {
+
+using backfill::Grain;
+using backfill::Mapping;
+using backfill::MappingKind;
+using backfill::NodeSpec;
+using backfill::Partitioning;
+using backfill::Seconds;
+
+constexpr Seconds kDay = 86400;
+const Seconds kAug1 = backfill::days_from_civil(2026, 8, 1) * kDay;
+const Seconds kOct29 = backfill::days_from_civil(2026, 10, 29) * kDay;
+const Seconds kNov30 = backfill::days_from_civil(2026, 11, 30) * kDay;
+
+NodeSpec model(std::string name, std::optional<Grain> grain,
+               std::vector<std::pair<std::string, Mapping>> parents = {}) {
+  NodeSpec n;
+  n.name = std::move(name);
+  n.event_time = "at";
+  if (grain) {
+    n.partitioning = Partitioning{*grain, {}, {}};
+  } else {
+    n.strategy = backfill::Strategy::full;
+  }
+  for (auto& [p, m] : parents) n.depends_on.push_back({p, m});
+  return n;
+}
+
+std::shared_ptr<const backfill::Graph> shop() {
+  return std::make_shared<const backfill::Graph>(std::vector<NodeSpec>{
+      model("clean_orders", Grain::day), model("clean_order_items", Grain::day),
+      model("fct_daily_sales", Grain::day, {{"clean_orders", {}}, {"clean_order_items", {}}}),
+      model("fct_monthly_sales", Grain::month, {{"fct_daily_sales", {}}}),
+      model("fct_sales_7d", Grain::day, {{"fct_daily_sales", Mapping{MappingKind::window, -6, 0}}}),
+  });
+}
+
+backfill::PlanRequest request(const backfill::Graph& g, std::string_view selector) {
+  backfill::PlanRequest r;
+  r.selected = backfill::select(g, selector);
+  r.start = kAug1;
+  r.end = kOct29;
+  r.as_of = kNov30;
+  return r;
+}
+
+TEST(Axis, FastPathMatchesTheCalendarTable) {
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<Seconds> instant(-5'000'000'000, 5'000'000'000);
+  for (Grain g : {Grain::hour, Grain::day, Grain::week, Grain::month, Grain::quarter, Grain::year}) {
+    const backfill::detail::Axis fast(Partitioning{g, {}, {}});
+    const backfill::detail::Axis table(Partitioning{g, {}, {}}, /*force_table=*/true);
+    ASSERT_TRUE(fast.fast());
+    ASSERT_FALSE(table.fast());
+    for (int i = 0; i < 300; ++i) {
+      const Seconds t = instant(rng) / (g == Grain::hour ? 1000 : 1);  // keep hour tables small
+      const auto p = backfill::partition_of(t, g);
+      const auto k = fast.index_of(t);
+      ASSERT_EQ(fast.start_of(k), p.start()) << backfill::to_string(g) << " " << t;
+      ASSERT_EQ(fast.start_of(k + 1), p.end());
+      ASSERT_EQ(table.start_of(table.index_of(t)), p.start());
+      ASSERT_EQ(table.start_of(table.index_of(t) + 1), p.end());
+    }
+  }
+}
+
+TEST(Axis, OtherZonesFollowTheCalendar) {
+  const auto berlin = backfill::TimeZone::locate("Europe/Berlin");
+  const backfill::detail::Axis axis(Partitioning{Grain::hour, berlin, {}});
+  const Seconds oct25 = backfill::days_from_civil(2026, 10, 25) * kDay;
+  const auto span = axis.covering(oct25 - 2 * 3600, oct25 + 23 * 3600);  // the Berlin day
+  EXPECT_EQ(span.size(), 25);  // fall-back: 25 hours
+  for (auto i = span.lo; i < span.hi; ++i) {
+    EXPECT_EQ(axis.partition(i).start(), axis.start_of(i));
+    EXPECT_EQ(axis.partition(i).end(), axis.start_of(i + 1));
+  }
+}
+
+TEST(Plan, ShopCountsAndExactDependencies) {
+  const auto g = shop();
+  const auto plan = backfill::plan(g, request(*g, "fct_daily_sales+"));
+  ASSERT_EQ(plan.models().size(), 3u);
+  EXPECT_EQ(plan.models()[0].partitions, 89);
+  EXPECT_EQ(plan.models()[1].partitions, 3);
+  EXPECT_EQ(plan.models()[2].partitions, 95);
+  EXPECT_EQ(plan.task_count(), 187u);
+  EXPECT_TRUE(plan.ok());
+  EXPECT_TRUE(plan.findings().empty());
+  // Monthly August (task 89) reads the 31 August days; the rolling 10 Aug (task 92 + 9) reads
+  // 4..10 Aug (tasks 3..9).
+  const auto aug = plan.depends_on(89);
+  ASSERT_EQ(aug.size(), 31u);
+  EXPECT_EQ(aug.front(), 0u);
+  EXPECT_EQ(aug.back(), 30u);
+  const auto rolling = plan.depends_on(92 + 9);
+  EXPECT_EQ(std::vector<std::uint32_t>(rolling.begin(), rolling.end()),
+            (std::vector<std::uint32_t>{3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(plan.task_label(186), "2026-11-03");
+  EXPECT_EQ(plan.wave_count(), 2u);
+}
+
+TEST(Plan, ScheduleRespectsDependenciesAndConcurrency) {
+  const auto g = shop();
+  auto r = request(*g, "+fct_daily_sales+");
+  r.concurrency = 3;
+  r.cost_per_partition.assign(g->size(), -1);
+  r.cost_per_partition[g->find("fct_daily_sales")->value] = 4;
+  const auto plan = backfill::plan(g, r);
+  for (std::uint32_t t = 0; t < plan.task_count(); ++t) {
+    for (auto d : plan.depends_on(t)) {
+      ASSERT_LT(d, t);
+      ASSERT_GE(plan.sched_start()[t], plan.sched_end()[d]);
+    }
+    int running = 0;
+    for (std::uint32_t u = 0; u < plan.task_count(); ++u) {
+      running += plan.sched_start()[u] <= plan.sched_start()[t] &&
+                 plan.sched_start()[t] < plan.sched_end()[u];
+    }
+    ASSERT_LE(running, 3);
+  }
+  EXPECT_DOUBLE_EQ(plan.schedule().total_work, 89 * 2 + 89 * 4 + 3 + 95);
+  EXPECT_GE(plan.schedule().makespan, plan.schedule().total_work / 3);
+  const auto slower = plan.rescheduled(r.cost_per_partition, 1.0, 1);
+  EXPECT_DOUBLE_EQ(slower.schedule().makespan, slower.schedule().total_work);
+  EXPECT_THROW((void)plan.rescheduled({}, 1.0, 0), backfill::InvalidInput);
+}
+
+TEST(Plan, ClipReportsStalePartitions) {
+  const auto g = shop();
+  auto r = request(*g, "fct_daily_sales+");
+  r.propagate = backfill::Propagate::clip;
+  const auto plan = backfill::plan(g, r);
+  EXPECT_EQ(plan.models()[2].partitions, 89);
+  ASSERT_EQ(plan.findings().size(), 1u);
+  EXPECT_EQ(plan.findings()[0].code, "CLIPPED_IMPACT");
+  EXPECT_NE(plan.findings()[0].message.find("6 partitions 2026-10-29..2026-11-03"), std::string::npos);
+}
+
+TEST(Plan, UnpartitionedFullModelRunsOnceAfterEverything) {
+  const auto g = std::make_shared<const backfill::Graph>(std::vector<NodeSpec>{
+      model("a", Grain::day), model("m", Grain::month, {{"a", {}}}),
+      model("full", std::nullopt, {{"a", {}}, {"m", {}}})});
+  auto r = request(*g, "a+");
+  r.end = r.start + 3 * kDay;
+  const auto plan = backfill::plan(g, r);
+  ASSERT_EQ(plan.task_count(), 5u);
+  const auto deps = plan.depends_on(4);
+  EXPECT_EQ(std::vector<std::uint32_t>(deps.begin(), deps.end()),
+            (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(plan.task_label(4), "full");
+  EXPECT_EQ(plan.findings().at(0).code, "FULL_REBUILD");
+}
+
+TEST(Plan, BadRequests) {
+  const auto g = shop();
+  auto r = request(*g, "fct_daily_sales");
+  r.end = r.start;
+  EXPECT_THROW((void)backfill::plan(g, r), backfill::InvalidInput);
+  r = request(*g, "fct_daily_sales");
+  r.partitions_per_run = 0;
+  EXPECT_THROW((void)backfill::plan(g, r), backfill::InvalidInput);
+  r = request(*g, "fct_daily_sales");
+  r.concurrency = 0;
+  EXPECT_THROW((void)backfill::plan(g, r), backfill::InvalidInput);
+  EXPECT_THROW((void)backfill::parse_propagate("spread"), backfill::InvalidInput);
+}
+
+}  // namespace
