@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = dict(concurrency=args.concurrency, max_attempts=args.max_attempts,
                                    backoff=args.backoff, lease_seconds=args.lease)
     try:
-        if args.json or args.no_progress or not sys.stdout.isatty() and not _force_progress():
+        if args.json or args.no_progress:
             final = bf.run(**options)
+        elif not sys.stdout.isatty() and not _force_progress():
+            final = _run_with_log_lines(bf, options)  # CI and scheduler logs: a line per 10%
         else:
             final = _run_with_progress(bf, options)
     except KeyboardInterrupt:
@@ -156,6 +159,29 @@ def _run_with_progress(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
                     progress.update(bars[e.model], note=f"[yellow]retrying {e.label}")
 
         return bf.run(**options, on_event=on_event)
+
+
+def _run_with_log_lines(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
+    start = bf.status()
+    total, done = start.total, start.done
+    began = time.monotonic()
+    lock = threading.Lock()
+    step = max(1, total // 10)
+
+    def on_event(e: TaskEvent) -> None:
+        nonlocal done
+        with lock:
+            if e.kind == "failed":
+                sys.stdout.write(f"  failed: {e.model} {e.label}: {e.error}\n")
+            if e.kind != "done":
+                return
+            done += 1
+            if done % step == 0 or done == total:
+                elapsed = time.monotonic() - began
+                sys.stdout.write(f"  {done}/{total} tasks done, {elapsed:.1f} s\n")
+                sys.stdout.flush()
+
+    return bf.run(**options, on_event=on_event)
 
 
 def _print_status(status: BackfillStatus, as_json: bool) -> None:

@@ -5,9 +5,11 @@
 #include <memory>
 #include <random>
 
+#include "backfill/arrow.hpp"
 #include "backfill/error.hpp"
 #include "backfill/select.hpp"
 #include "detail/axis.hpp"
+#include "detail/plan_internal.hpp"
 
 namespace {
 
@@ -177,3 +179,55 @@ TEST(Plan, BadRequests) {
 }
 
 }  // namespace
+
+namespace {
+
+// Every row of the task table against the plan's own columns (labels formatted one by one).
+void expect_table_matches(const backfill::Plan& plan) {
+  const backfill::arrow::Table table = backfill::task_table(plan);
+  ASSERT_EQ(table.num_rows(), static_cast<std::int64_t>(plan.task_count()));
+  const auto label = table.column("label").view();
+  const auto start = table.column("start").view();
+  const auto deps = table.column("depends_on").view();
+  for (std::uint32_t t = 0; t < plan.task_count(); ++t) {
+    EXPECT_EQ(label.bytes_at(t), plan.task_label(t)) << "task " << t;
+    if (plan.task_start()[t] == backfill::detail::kUnbounded) {
+      EXPECT_FALSE(start.is_valid(t));
+    } else {
+      EXPECT_EQ(start.template values<std::int64_t>(1)[t], plan.task_start()[t] * 1'000'000);
+    }
+    const auto* list = deps.values<std::int32_t>(1);
+    const auto* ids = deps.children[0].values<std::int64_t>(1);
+    const auto want = plan.depends_on(t);
+    ASSERT_EQ(static_cast<std::size_t>(list[t + 1] - list[t]), want.size());
+    for (std::size_t k = 0; k < want.size(); ++k) EXPECT_EQ(ids[list[t] + k], want[k]);
+  }
+}
+
+}  // namespace
+
+TEST(TaskTable, MatchesThePlanAcrossZonesGrainsRunsAndGaps) {
+  const auto berlin = backfill::TimeZone::locate("Europe/Berlin");
+  auto zoned = [&](NodeSpec n) {
+    if (n.partitioning) n.partitioning->tz = berlin;
+    return n;
+  };
+  // "far" reads 20,000 days ahead, so its impacted days lie decades before its parent's: one
+  // (day, UTC) label range with a wide gap (the sparse path).
+  const auto g = std::make_shared<const backfill::Graph>(std::vector<NodeSpec>{
+      model("daily", Grain::day),
+      zoned(model("hourly_berlin", Grain::hour, {{"daily", {}}})),
+      zoned(model("daily_berlin", Grain::day, {{"hourly_berlin", {}}})),
+      model("monthly", Grain::month, {{"daily", {}}}),
+      model("full", std::nullopt, {{"monthly", {}}}),
+      model("far", Grain::day, {{"daily", Mapping{MappingKind::window, 20000, 20000}}}),
+  });
+  for (std::uint32_t k : {1u, 5u}) {
+    backfill::PlanRequest r = request(*g, "*");
+    r.start = backfill::days_from_civil(2022, 1, 1) * kDay;  // enough rows for parallel chunks
+    r.partitions_per_run = k;
+    const backfill::Plan plan = backfill::plan(g, r);
+    ASSERT_GT(plan.task_count(), k == 1 ? 40'000u : 8'000u);
+    expect_table_matches(plan);
+  }
+}

@@ -187,3 +187,15 @@ def test_plan_cli_reads_a_project_directory() -> None:
     assert doc["task_count"] == 187
     assert [m["model"] for m in doc["models"]] == ["fct_daily_sales", "fct_monthly_sales",
                                                    "fct_sales_7d"]
+
+
+def test_shop_module_writes_project_and_data(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "backfill.examples.shop", "--dir",
+                           str(tmp_path / "s"), "--orders-per-day", "5"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    p = backfill.Project.load(tmp_path / "s")
+    assert sorted(p.models) == sorted(backfill.Project.load(SHOP).models)
+    assert (tmp_path / "s" / "warehouse.duckdb").is_file()
+    with pytest.raises(FileExistsError):
+        shop.create(tmp_path / "s")

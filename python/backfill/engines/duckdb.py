@@ -95,6 +95,7 @@ class _SharedDatabase:
     def _open(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout
         delay = 0.01
+        warned = False
         while True:
             try:
                 conn = duckdb.connect(str(self.path))
@@ -106,6 +107,10 @@ class _SharedDatabase:
                         raise TaskFailure(f"{self.path} stayed locked by another process for "
                                           f"{self.lock_timeout:.0f} s: {exc}", transient=True) from None
                     raise
+                if not warned and time.monotonic() > deadline - self.lock_timeout + 2.0:
+                    log.warning("waiting up to %.0f s for %s, held by another process: %s",
+                                self.lock_timeout, self.path, exc)
+                    warned = True
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.5)
 
