@@ -79,6 +79,11 @@ def test_large_random_table_with_both_cores() -> None:
     r = check_against_oracle(old, new, ["id"], ["v", "s"], threads=2)
     assert r.summary.changed == 2000 - 1  # id 0 is among the 10 removed rows
     assert r.summary.removed == 10 and r.summary.added == 1
+    v = r.columns.to_pylist()[0]
+    assert v["column"] == "v" and r.measures == ["v"]
+    assert v["sum_old"] == pytest.approx(pc.sum(old["v"]).as_py())
+    assert v["sum_new"] == pytest.approx(pc.sum(new["v"]).as_py())
+    assert v["max_abs_diff"] == 1.0
 
 
 def test_composite_keys_compare_column_wise() -> None:

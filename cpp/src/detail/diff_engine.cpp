@@ -144,6 +144,18 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   };
   std::vector<Local> locals(plan.threads);
   for (auto& l : locals) l.sums.assign(ms, 0.0);
+  // Measures that are also hash-compared columns are summed in the hashing loop.
+  std::vector<int> measure_of_hashed(hashed.size(), -1);
+  std::vector<bool> summed_with_hash(ms, false);
+  for (std::size_t c = 0; c < hashed.size(); ++c) {
+    for (std::size_t k = 0; k < ms; ++k) {
+      if (measures[k] == hashed[c] && !summed_with_hash[k]) {
+        measure_of_hashed[c] = static_cast<int>(k);
+        summed_with_hash[k] = true;
+        break;
+      }
+    }
+  }
   const auto morsels = morsels_of(t);
   std::vector<std::uint64_t> key_seeds;
   for (const auto& k : plan.key) key_seeds.push_back(seed_of(k));
@@ -181,7 +193,14 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     if (!hashed.empty()) {
       std::fill_n(rh.begin(), len, kRowSeed);
       for (std::size_t c = 0; c < hashed.size(); ++c) {
-        hash_rows(batch.column(hashed[c]), mo.begin, mo.end, seeds[c], rh.data(), true);
+        const ArrayView& col = batch.column(hashed[c]);
+        hash_rows(col, mo.begin, mo.end, seeds[c], rh.data(), true);
+        // Unpartitioned measure sums while the column is still in cache.
+        if (!part_col && measure_of_hashed[c] >= 0) {
+          double acc = 0;
+          each_number(col, mo.begin, mo.end, [&](std::int64_t, double v) { acc += v; });
+          local.sums[static_cast<std::size_t>(measure_of_hashed[c])] += acc;
+        }
       }
     }
     for (std::size_t i = 0; i < len; ++i) {
@@ -223,6 +242,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
       }
     } else {
       for (std::size_t k = 0; k < ms; ++k) {
+        if (summed_with_hash[k]) continue;
         double acc = 0;
         each_number(batch.column(measures[k]), mo.begin, mo.end,
                     [&](std::int64_t, double v) { acc += v; });
@@ -583,28 +603,35 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   };
   const std::size_t n_fine = std::size_t{1} << (bits - coarse);
   const int fine_shift = 64 - bits;
-  // Stable counting sort of a coarse bucket by the next bits: row order within each fine bucket.
-  auto split = [&](const std::vector<Entry>& in, std::vector<Entry>& out,
+  // Stable counting sort of a coarse bucket (the workers' lists in worker order) by the next
+  // bits: row order is kept within each fine bucket.
+  auto split = [&](const SideScan& side, std::size_t k, std::vector<Entry>& out,
                    std::vector<std::size_t>& start) {
     start.assign(n_fine + 1, 0);
     const std::uint64_t mask = n_fine - 1;
-    for (const auto& e : in) ++start[((e.key_hash >> fine_shift) & mask) + 1];
+    std::size_t total = 0;
+    for (const auto& w : side.buckets) {
+      total += w[k].size();
+      for (const auto& e : w[k]) ++start[((e.key_hash >> fine_shift) & mask) + 1];
+    }
     for (std::size_t f = 0; f < n_fine; ++f) start[f + 1] += start[f];
-    out.resize(in.size());
+    out.resize(total);
     std::vector<std::size_t> at(start.begin(), start.end() - 1);
-    for (const auto& e : in) out[at[(e.key_hash >> fine_shift) & mask]++] = e;
+    for (const auto& w : side.buckets) {
+      for (const auto& e : w[k]) out[at[(e.key_hash >> fine_shift) & mask]++] = e;
+    }
   };
   parallel_for(n_buckets, plan.threads, [&](std::size_t k, unsigned w) {
     auto& sc = scratch[w];
-    gather(so, k, sc.old_rows);
-    gather(sn, k, sc.new_rows);
     if (n_fine == 1) {
+      gather(so, k, sc.old_rows);
+      gather(sn, k, sc.new_rows);
       matcher.bucket(sc.old_rows.data(), sc.old_rows.size(), sc.new_rows.data(),
                      sc.new_rows.size(), locals[w], sc);
       return;
     }
-    split(sc.old_rows, sc.old_split, sc.old_start);
-    split(sc.new_rows, sc.new_split, sc.new_start);
+    split(so, k, sc.old_split, sc.old_start);
+    split(sn, k, sc.new_split, sc.new_start);
     for (std::size_t f = 0; f < n_fine; ++f) {
       matcher.bucket(sc.old_split.data() + sc.old_start[f], sc.old_start[f + 1] - sc.old_start[f],
                      sc.new_split.data() + sc.new_start[f], sc.new_start[f + 1] - sc.new_start[f],
