@@ -48,7 +48,7 @@ def build_project() -> backfill.Project:
         sql="select cast(o.ordered_at as date) as sales_date, "
         "sum(i.quantity * i.unit_price * (1 - i.discount)) as revenue "
         "from {{ ref('clean_orders') }} o join {{ ref('clean_order_items') }} i using (order_id) "
-        "group by 1",
+        "where o.ordered_at >= {{ start }} and o.ordered_at < {{ end }} group by 1",
     )
     p.model(
         "fct_monthly_sales",
@@ -58,7 +58,8 @@ def build_project() -> backfill.Project:
         event_time="sales_month",
         tags=["finance", "monthly"],
         sql="select date_trunc('month', sales_date) as sales_month, sum(revenue) as revenue "
-        "from {{ ref('fct_daily_sales') }} group by 1",
+        "from {{ ref('fct_daily_sales') }} "
+        "where sales_date >= {{ start }} and sales_date < {{ end }} group by 1",
     )
     p.model(
         "fct_sales_7d",

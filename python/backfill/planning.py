@@ -126,6 +126,7 @@ class Plan:
         self.exclude = exclude
         self._models: list[ModelSummary] | None = None
         self._tasks: ArrowTable | None = None
+        self._findings: list[Finding] | None = None
 
     # -- contents ------------------------------------------------------------------------------
     @property
@@ -178,12 +179,35 @@ class Plan:
 
     @property
     def findings(self) -> list[Finding]:
-        return [Finding(*f) for f in self._core.findings()]
+        """The planner's findings, then each planned model's static checks
+        (:meth:`backfill.Project.check`: lint of its SQL) as findings of that model."""
+        if self._findings is None:
+            self._findings = [Finding(*f) for f in self._core.findings()] + self._model_checks()
+        return self._findings
+
+    def _model_checks(self) -> list[Finding]:
+        out: list[Finding] = []
+        for m in self.models:
+            model = self.project.models.get(m.model)
+            if not m.tasks or model is None or not model.sql:
+                continue
+            for f in self.project.check(m.model):
+                if f.code == "APPEND_STRATEGY":  # the planner reports it (and allow_append)
+                    continue
+                out.append(Finding(f.code, f.severity, m.model,
+                                   f"line {f.line}, column {f.column}: {f.message}"))
+        return out
+
+    def errors(self, *, include_checks: bool = True) -> list[Finding]:
+        """Findings of severity error; ``include_checks=False`` leaves out the models' static
+        checks (lint), for a caller that chose to run despite them."""
+        found = self.findings if include_checks else [Finding(*f) for f in self._core.findings()]
+        return [f for f in found if f.severity == "error"]
 
     @property
     def ok(self) -> bool:
         """False when any finding has severity error."""
-        return bool(self._core.ok)
+        return not self.errors()
 
     @property
     def start(self) -> dt.datetime:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
     from .engines.base import Engine
+    from .lint import LintResult
     from .project_files import ProjectSettings
     from .publish import Changelog
     from .runner import Backfill
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 __all__ = ["Dependency", "Model", "Project", "Source", "all_of", "overlap", "window"]
 
 STRATEGIES = ("replace", "merge", "append", "full", "view")
+# The lint speaks dbt's strategy names.
+_LINT_STRATEGY = {"replace": "delete+insert", "merge": "merge", "full": "table",
+                  "append": "append", "view": "view"}
 SOURCE_KINDS = ("raw", "kafka", "external")
 MappingKind = Literal["overlap", "window", "all"]
 
@@ -183,12 +187,12 @@ class Project:
         return load_project(path)
 
     def backfill(self, plan: Plan, *, reason: str, direct: bool = False,
-                 engine: Engine | None = None) -> Backfill:
+                 engine: Engine | None = None, lint: bool = True) -> Backfill:
         """Records ``plan`` as a backfill in the ledger; ``.run()`` writes it into the audit
         area (or, with ``direct=True``, straight into the published tables: initial builds)."""
         from .runner import Backfill
 
-        return Backfill.create(self, plan, reason=reason, direct=direct, engine=engine)
+        return Backfill.create(self, plan, reason=reason, direct=direct, engine=engine, lint=lint)
 
     def changelog(self, backfill_id: str | None = None) -> Changelog:
         """Publications recorded in the warehouse's ``backfill_changelog`` (newest first)."""
@@ -360,6 +364,26 @@ class Project:
     def parents(self, name: str) -> list[tuple[str, str]]:
         """(parent, mapping) pairs of ``name``, e.g. ``("fct_daily_sales", "window(-6, 0)")``."""
         return [tuple(x) for x in self.graph.parents(name)]  # type: ignore[misc]
+
+    def check(self, model: str, *, dialect: str = "duckdb") -> LintResult:
+        """Static checks of one model, before anything runs: its write strategy (``append``
+        doubles data when re-run) and the lint findings on its SQL (clock reads,
+        nondeterminism, reads of a partitioned parent not restricted to the run's period).
+        Suppressions in the SQL (``-- backfill: ignore CODE reason``) are honoured."""
+        from .checks import check_model
+
+        m = self.models.get(model) if isinstance(model, str) else None
+        if m is None:
+            raise NotFoundError(f"model {model!r} is not in project {self.name!r}")
+        parents = [d.parent for d in m.depends_on]
+        files = self.settings.files if self.settings else {}
+        return check_model(
+            sql=m.sql or "",
+            strategy=_LINT_STRATEGY.get(m.strategy),
+            dialect=dialect,
+            partitioned_inputs=sorted({*parents, *(p.split(".")[-1] for p in parents)}),
+            path=str(files[model]) if model in files else None,
+        )
 
     def select(self, select: str, exclude: str | None = None) -> list[str]:
         """Model names matching a dbt selector (``fct_daily_sales+``, ``tag:daily``, ``@x``,

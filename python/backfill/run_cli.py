@@ -104,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _usage(f"the lint found {lint_errors} error(s) in planned models (above): a "
                           "backfill of them would not be reproducible; fix them, suppress a "
                           "finding in the SQL with a reason, or pass --no-lint")
-        bf = project.backfill(plan, reason=args.reason, direct=args.direct)
+        bf = project.backfill(plan, reason=args.reason, direct=args.direct, lint=not args.no_lint)
     if not args.json:
         target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
         sys.stdout.write(f"backfill {bf.id}: {bf.reason!r} -> {target}\n")
@@ -224,22 +224,6 @@ def _list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# The lint speaks dbt's strategy names.
-_LINT_STRATEGY = {"replace": "delete+insert", "merge": "merge", "full": "table",
-                  "append": "append", "view": "view"}
-
-
 def lint_models(project: Any, models: list[str]) -> list[Any]:
-    """Lint results of ``models`` (their partitioned inputs are their parents)."""
-    from .checks import check_model
-
-    results = []
-    for name in models:
-        m = project.models[name]
-        files = project.settings.files if project.settings else {}
-        parents = [d.parent for d in m.depends_on]
-        inputs = sorted({*parents, *(p.split(".")[-1] for p in parents)})
-        results.append(check_model(sql=m.sql or "", strategy=_LINT_STRATEGY.get(m.strategy),
-                                   partitioned_inputs=inputs,
-                                   path=str(files[name]) if name in files else None))
-    return results
+    """Lint results of ``models`` (see :meth:`backfill.Project.check`)."""
+    return [project.check(name) for name in models]

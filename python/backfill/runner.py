@@ -224,12 +224,13 @@ class Backfill:
     # -- creation ------------------------------------------------------------------------------
     @classmethod
     def create(cls, project: Project, plan: Plan, *, reason: str, direct: bool = False,
-               engine: Engine | None = None, ledger: Ledger | None = None) -> Backfill:
+               engine: Engine | None = None, ledger: Ledger | None = None,
+               lint: bool = True) -> Backfill:
         if not isinstance(reason, str) or not reason.strip():
             raise InvalidInputError("a backfill needs a reason (who reads the changelog will ask "
                                     "why the past changed), e.g. reason='discount bug fixed'")
-        if not plan.ok:
-            errors = [str(f) for f in plan.findings if f.severity == "error"]
+        errors = [str(f) for f in plan.errors(include_checks=lint)]
+        if errors:
             raise InvalidInputError("the plan has errors; fix them first:\n  " + "\n  ".join(errors))
         ledger = ledger or _ledger(project)
         engine = engine or _engine(project)

@@ -58,14 +58,32 @@ def test_rechunking_and_threads_do_not_matter(
     new_c = pa.Table.from_batches(new.to_batches(max_chunksize=chunk), new.schema)
     parts = backfill.diff(old_c, new_c, keys, threads=threads)
     assert parts.summary == whole.summary
-    assert parts.columns.to_pylist() == whole.columns.to_pylist() or _same_nan(parts, whole)
     assert parts.changed_sample.to_pylist() == whole.changed_sample.to_pylist()
+    for ra, rb in zip(parts.columns.to_pylist(), whole.columns.to_pylist()):
+        scale = _l1(old, ra["column"]) + _l1(new, ra["column"])
+        for field, x in ra.items():
+            y = rb[field]
+            if not isinstance(x, float) or not isinstance(y, float):
+                assert x == y, (ra["column"], field)
+            elif field == "pct_delta":
+                # A ratio over a sum that cancels to ~0 is as order-dependent as that sum.
+                if abs(rb["sum_old"]) > 1e-9 * scale:
+                    assert same_float(x, y) or abs(x - y) <= 1e-6 * max(1.0, abs(y)), field
+            else:
+                # Float sums are added in an order that depends on chunks and threads; they
+                # agree to within rounding of the column's total magnitude.
+                assert same_float(x, y) or abs(x - y) <= 1e-12 * scale, (ra["column"], field)
 
 
-def _same_nan(a: backfill.DiffResult, b: backfill.DiffResult) -> bool:
-    return all(all(same_float(x, y) if isinstance(x, float) else x == y
-                   for x, y in zip(ra.values(), rb.values()))
-               for ra, rb in zip(a.columns.to_pylist(), b.columns.to_pylist()))
+def _l1(table: pa.Table, column: str) -> float:
+    if column not in table.column_names:
+        return 0.0
+    t = table[column].type
+    if pa.types.is_dictionary(t) or not (pa.types.is_floating(t) or pa.types.is_integer(t)
+                                         or pa.types.is_decimal(t)):
+        return 0.0
+    total = pc.sum(pc.abs(pc.cast(table[column], pa.float64(), safe=False))).as_py()
+    return float(total) if total is not None and math.isfinite(total) else math.inf
 
 
 def test_large_random_table_with_both_cores() -> None:
