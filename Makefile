@@ -31,15 +31,18 @@ bench: setup
 
 setup: apt $(INSTALLED)
 
-# dpkg-query is fast; apt-get runs only when something is missing.
-apt:
-	@missing=$$(for p in $(DEB_PKGS); do \
+# $(call apt_ensure,PKGS): apt-get installs those of PKGS that are missing. dpkg-query is fast,
+# so a set-up machine pays nothing; apt-get update runs only when something is missing.
+apt_ensure = missing=$$(for p in $(1); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "apt-get install $$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+
+apt:
+	@$(call apt_ensure,$(DEB_PKGS))
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -67,13 +70,7 @@ FUZZ_PKGS    := clang-14 libclang-rt-14-dev
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
 fuzz: setup
-	@missing=$$(for p in $(FUZZ_PKGS); do \
-	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "apt-get install $$missing"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	fi
+	@$(call apt_ensure,$(FUZZ_PKGS))
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++-14 -DBACKFILL_BUILD_FUZZ=ON -DBACKFILL_BUILD_TESTS=OFF >/dev/null
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(FUZZ_DIR) --target lint_fuzz
