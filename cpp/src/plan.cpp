@@ -255,6 +255,7 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
     std::uint32_t first;
     std::uint32_t last;
     bool whole;  // every parent task (mapping all, or an unpartitioned side)
+    bool same;   // parent and child share one axis (grain, zone): reads are index arithmetic
     std::uint32_t cursor;
   };
   std::vector<Link> links;
@@ -269,7 +270,8 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
       if (!cx.selected[p] || cx.task_total[p] == 0) continue;
       const bool whole = !axis.partitioned() || !cx.axes[p].partitioned() ||
                          e.mapping.kind == MappingKind::all;
-      links.push_back({&e, cx.first_task[p], cx.first_task[p] + cx.task_total[p], whole,
+      const bool same = !whole && cx.axes[p].grain() == axis.grain() && cx.axes[p].tz() == axis.tz();
+      links.push_back({&e, cx.first_task[p], cx.first_task[p] + cx.task_total[p], whole, same,
                        cx.first_task[p]});
     }
     std::sort(links.begin(), links.end(),
@@ -285,8 +287,13 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
           }
           continue;
         }
-        const Span read = detail::read_range(cx.axes[l.edge->parent.value], axis,
-                                             l.edge->mapping, spans[t]);
+        const Mapping& mapping = l.edge->mapping;
+        Span read = spans[t];
+        if (!l.same) {
+          read = detail::read_range(cx.axes[l.edge->parent.value], axis, mapping, read);
+        } else if (mapping.kind == MappingKind::window) {
+          read = {read.lo + mapping.start, read.hi + mapping.end};
+        }
         while (l.cursor < l.last && spans[l.cursor].hi <= read.lo) ++l.cursor;
         for (std::uint32_t d = l.cursor; d < l.last && spans[d].lo < read.hi; ++d) {
           cols.deps.push_back(d);
