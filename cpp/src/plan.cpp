@@ -18,7 +18,6 @@
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
-#include "detail/memory.hpp"
 #include "detail/plan_internal.hpp"
 
 namespace backfill {
@@ -208,11 +207,11 @@ void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
                                    "partitions_per_run or narrow the period)",
                                    total));
   }
-  detail::reserve_huge(cols.model, total);
-  detail::reserve_huge(cols.start, total);
-  detail::reserve_huge(cols.end, total);
-  detail::reserve_huge(cols.parts, total);
-  detail::reserve_huge(cx.task_span, total);
+  cols.model.reserve(total);
+  cols.start.reserve(total);
+  cols.end.reserve(total);
+  cols.parts.reserve(total);
+  cx.task_span.reserve(total);
   cx.first_task.assign(g.size(), 0);
   cx.task_total.assign(g.size(), 0);
   for (ModelId id : g.topological_order()) {
@@ -246,11 +245,12 @@ void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
 void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
   const Graph& g = cx.graph;
   const std::size_t n = cols.model.size();
-  detail::reserve_huge(cols.dep_offsets, n + 1);
   cols.dep_offsets.assign(1, 0);
-  // Generous: unused capacity is address space only (pages are never touched).
-  detail::reserve_huge(cols.deps, n * 8);
-  cols.wave = detail::huge_vector<std::uint32_t>(n);
+  cols.dep_offsets.reserve(n + 1);
+  // Generous, so the array is not regrown and copied: capacity never written is address space
+  // only (its pages are never touched).
+  cols.deps.reserve(n * 8);
+  cols.wave.assign(n, 0);
   std::uint32_t max_wave = 0;
   struct Link {
     const Edge* edge;

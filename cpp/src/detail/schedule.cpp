@@ -11,7 +11,6 @@
 #include <queue>
 
 #include "backfill/error.hpp"
-#include "detail/memory.hpp"
 #include "detail/parallel.hpp"
 #include "detail/plan_internal.hpp"
 
@@ -24,7 +23,7 @@ namespace {
 // (log64 n levels), instead of the cache-missing sift of a heap holding every ready task.
 std::vector<std::uint32_t> rank_by_level(const std::vector<double>& level) {
   const std::size_t n = level.size();
-  std::vector<std::uint32_t> task_of_rank = detail::huge_vector<std::uint32_t>(n);
+  std::vector<std::uint32_t> task_of_rank(n);
   if (n == 0) return task_of_rank;
   // Ascending key = descending level: levels are >= 0, so their IEEE bits sort like the values.
   auto key = [&](std::size_t t) {
@@ -47,7 +46,7 @@ std::vector<std::uint32_t> rank_by_level(const std::vector<double>& level) {
   const int width = (span + passes - 1) / passes;
   const std::uint64_t mask = (std::uint64_t{1} << width) - 1;
   std::vector<std::uint32_t> count(std::size_t{1} << width);
-  std::vector<std::uint32_t> next = detail::huge_vector<std::uint32_t>(n);
+  std::vector<std::uint32_t> next(n);
   for (int p = 0; p < passes; ++p) {
     const int shift = low + p * width;
     auto digit = [&](std::size_t t) { return static_cast<std::size_t>((key(t) >> shift) & mask); };
@@ -115,15 +114,15 @@ void Plan::run_schedule() {
   // Two independent halves, one per core: (a) bottom levels and the ranking by them, (b) the
   // successor lists (the reverse of depends_on) as CSR over task ids.
   std::vector<std::uint32_t> task_of_rank;
-  std::vector<std::uint32_t> rank = detail::huge_vector<std::uint32_t>(n);
-  std::vector<std::uint64_t> succ_offsets = detail::huge_vector<std::uint64_t>(n + 1);
-  std::vector<std::uint32_t> succ = detail::huge_vector<std::uint32_t>(deps_.size());
+  std::vector<std::uint32_t> rank(n);
+  std::vector<std::uint64_t> succ_offsets(n + 1, 0);
+  std::vector<std::uint32_t> succ(deps_.size());
   detail::parallel_invoke(
       n >= (1 << 14),
       [&] {
         // Bottom levels: dependencies have smaller ids, so one reverse pass suffices. level[d]
         // holds the best successor level pushed so far until d itself is reached.
-        std::vector<double> level = detail::huge_vector<double>(n);
+        std::vector<double> level(n, 0);
         for (std::size_t t = n; t-- > 0;) {
           level[t] += cost(t);
           for (std::uint32_t d : depends_on(static_cast<std::uint32_t>(t))) {
@@ -143,7 +142,7 @@ void Plan::run_schedule() {
         for (std::size_t t = n; t > 0; --t) succ_offsets[t] = succ_offsets[t - 1];
         succ_offsets[0] = 0;
       });
-  std::vector<std::uint32_t> waiting = detail::huge_vector<std::uint32_t>(n);  // by task
+  std::vector<std::uint32_t> waiting(n);  // unfinished dependencies by task
   for (std::size_t t = 0; t < n; ++t) {
     waiting[t] = static_cast<std::uint32_t>(dep_offsets_[t + 1] - dep_offsets_[t]);
   }
@@ -159,8 +158,8 @@ void Plan::run_schedule() {
   for (std::uint32_t t = 0; t < n; ++t) {
     if (waiting[t] == 0) ready.insert(rank[t]);
   }
-  sched_start_ = detail::huge_vector<double>(n);
-  sched_end_ = detail::huge_vector<double>(n);
+  sched_start_.assign(n, 0);
+  sched_end_.assign(n, 0);
   std::priority_queue<Running> running;
   const std::uint32_t slots = request_.concurrency;
   double now = 0;

@@ -8,7 +8,6 @@
 #include "backfill/arrow.hpp"
 #include "backfill/error.hpp"
 #include "backfill/plan.hpp"
-#include "detail/memory.hpp"
 #include "detail/parallel.hpp"
 #include "detail/plan_internal.hpp"
 
@@ -23,10 +22,7 @@ constexpr std::size_t kMinChunk = 1 << 14;
 
 template <class T>
 std::shared_ptr<Bytes> allocate(std::size_t n) {
-  auto out = std::make_shared<Bytes>();
-  detail::reserve_huge(*out, n * sizeof(T));
-  out->resize(n * sizeof(T));
-  return out;
+  return std::make_shared<Bytes>(n * sizeof(T));
 }
 
 template <class T>
@@ -199,7 +195,7 @@ arrow::Table task_table(const Plan& plan) {
   auto sched1 = allocate<double>(n);
   auto list_offsets = allocate<std::int32_t>(n + 1);
   auto list_values = allocate<std::int64_t>(dep_values.size());
-  std::vector<std::uint32_t> label_id = detail::huge_vector<std::uint32_t>(n);
+  std::vector<std::uint32_t> label_id(n);
   detail::parallel_chunks(n, kMinChunk, [&](std::size_t lo, std::size_t hi, std::size_t) {
     auto* id = data_of<std::int64_t>(task_id);
     auto* md = data_of<std::int32_t>(model);
@@ -238,7 +234,7 @@ arrow::Table task_table(const Plan& plan) {
     bytes += labels.text(label_id[i]).size();
     loff[i + 1] = checked_offset(bytes, "label bytes");
   }
-  auto label_chars = allocate<std::uint8_t>(bytes);
+  auto label_chars = std::make_shared<Bytes>(bytes);
   detail::parallel_chunks(n, kMinChunk, [&](std::size_t lo, std::size_t hi, std::size_t) {
     auto* out = reinterpret_cast<char*>(label_chars->data());
     for (std::size_t i = lo; i < hi; ++i) {
