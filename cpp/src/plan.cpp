@@ -211,7 +211,7 @@ void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
   cols.start.reserve(total);
   cols.end.reserve(total);
   cols.parts.reserve(total);
-  cx.task_span.reserve(total);
+  cx.task_lo.reserve(total);
   cx.first_task.assign(g.size(), 0);
   cx.task_total.assign(g.size(), 0);
   for (ModelId id : g.topological_order()) {
@@ -231,7 +231,7 @@ void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
           cols.end.push_back(detail::kUnbounded);
         }
         cols.parts.push_back(static_cast<std::uint32_t>(hi - lo));
-        cx.task_span.push_back({lo, hi});
+        cx.task_lo.push_back(lo);
       }
     }
     cx.task_total[m] = static_cast<std::uint32_t>(cols.model.size()) - cx.first_task[m];
@@ -261,7 +261,9 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
     std::uint32_t cursor;
   };
   std::vector<Link> links;
-  const Span* spans = cx.task_span.data();
+  // Task t covers partitions [lo[t], lo[t] + parts[t]) of its model.
+  const std::int64_t* lo = cx.task_lo.data();
+  const std::uint32_t* parts = cols.parts.data();
   for (ModelId id : g.topological_order()) {
     const std::uint32_t m = id.value;
     if (!cx.selected[m] || cx.task_total[m] == 0) continue;
@@ -290,14 +292,14 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
           continue;
         }
         const Mapping& mapping = l.edge->mapping;
-        Span read = spans[t];
+        Span read{lo[t], lo[t] + parts[t]};
         if (!l.same) {
           read = detail::read_range(cx.axes[l.edge->parent.value], axis, mapping, read);
         } else if (mapping.kind == MappingKind::window) {
           read = {read.lo + mapping.start, read.hi + mapping.end};
         }
-        while (l.cursor < l.last && spans[l.cursor].hi <= read.lo) ++l.cursor;
-        for (std::uint32_t d = l.cursor; d < l.last && spans[d].lo < read.hi; ++d) {
+        while (l.cursor < l.last && lo[l.cursor] + parts[l.cursor] <= read.lo) ++l.cursor;
+        for (std::uint32_t d = l.cursor; d < l.last && lo[d] < read.hi; ++d) {
           cols.deps.push_back(d);
           wave = std::max(wave, cols.wave[d] + 1);
         }
@@ -334,7 +336,7 @@ Plan plan(std::shared_ptr<const Graph> graph, PlanRequest request) {
   out.dep_offsets_ = std::move(cols.dep_offsets);
   out.deps_ = std::move(cols.deps);
   out.waves_ = cols.waves;
-  cx.task_span = {};  // free before scheduling
+  cx.task_lo = {};  // free before scheduling
 
   for (ModelId id : g.topological_order()) {
     const std::uint32_t m = id.value;

@@ -21,10 +21,12 @@ namespace {
 // Priorities are static, so tasks are ranked once (level descending, then task id) and the
 // ready set is a hierarchical bitset over ranks: insert and pop-best touch one word per level
 // (log64 n levels), instead of the cache-missing sift of a heap holding every ready task.
-std::vector<std::uint32_t> rank_by_level(const std::vector<double>& level) {
+// Fills task_of_rank; `next` is scratch (its buffer is reused by the caller).
+void rank_by_level(const std::vector<double>& level, std::vector<std::uint32_t>& task_of_rank,
+                   std::vector<std::uint32_t>& next) {
   const std::size_t n = level.size();
-  std::vector<std::uint32_t> task_of_rank(n);
-  if (n == 0) return task_of_rank;
+  task_of_rank.resize(n);
+  if (n == 0) return;
   // Ascending key = descending level: levels are >= 0, so their IEEE bits sort like the values.
   auto key = [&](std::size_t t) {
     std::uint64_t bits = 0;
@@ -37,7 +39,7 @@ std::vector<std::uint32_t> rank_by_level(const std::vector<double>& level) {
   std::uint64_t varying = 0;
   for (std::size_t t = 1; t < n; ++t) varying |= key(t) ^ k0;
   for (std::size_t r = 0; r < n; ++r) task_of_rank[r] = static_cast<std::uint32_t>(r);
-  if (varying == 0) return task_of_rank;  // one level for all: id order
+  if (varying == 0) return;  // one level for all: id order
   const int low = std::countr_zero(varying);
   const int span = 64 - std::countl_zero(varying) - low;
   // Stable LSD radix sort of task ids with digits of at most 16 bits, ids ascending among equal
@@ -46,7 +48,7 @@ std::vector<std::uint32_t> rank_by_level(const std::vector<double>& level) {
   const int width = (span + passes - 1) / passes;
   const std::uint64_t mask = (std::uint64_t{1} << width) - 1;
   std::vector<std::uint32_t> count(std::size_t{1} << width);
-  std::vector<std::uint32_t> next(n);
+  next.resize(n);
   for (int p = 0; p < passes; ++p) {
     const int shift = low + p * width;
     auto digit = [&](std::size_t t) { return static_cast<std::size_t>((key(t) >> shift) & mask); };
@@ -57,7 +59,6 @@ std::vector<std::uint32_t> rank_by_level(const std::vector<double>& level) {
     for (const std::uint32_t t : task_of_rank) next[count[digit(t)]++] = t;
     task_of_rank.swap(next);
   }
-  return task_of_rank;
 }
 
 class RankSet {
@@ -114,7 +115,7 @@ void Plan::run_schedule() {
   // Two independent halves, one per core: (a) bottom levels and the ranking by them, (b) the
   // successor lists (the reverse of depends_on) as CSR over task ids.
   std::vector<std::uint32_t> task_of_rank;
-  std::vector<std::uint32_t> rank(n);
+  std::vector<std::uint32_t> rank;  // by task; first the ranking's scratch buffer
   std::vector<std::uint64_t> succ_offsets(n + 1, 0);
   std::vector<std::uint32_t> succ(deps_.size());
   detail::parallel_invoke(
@@ -129,7 +130,8 @@ void Plan::run_schedule() {
             level[d] = std::max(level[d], level[t]);
           }
         }
-        task_of_rank = rank_by_level(level);
+        rank_by_level(level, task_of_rank, rank);
+        rank.resize(n);
         for (std::uint32_t r = 0; r < n; ++r) rank[task_of_rank[r]] = r;
       },
       [&] {
