@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <queue>
 
@@ -117,7 +118,9 @@ void Plan::run_schedule() {
   std::vector<std::uint32_t> task_of_rank;
   std::vector<std::uint32_t> rank;  // by task; first the ranking's scratch buffer
   std::vector<std::uint64_t> succ_offsets(n + 1, 0);
-  std::vector<std::uint32_t> succ(deps_.size());
+  // Every slot is written before it is read: no zero fill.
+  const auto succ = std::make_unique_for_overwrite<std::uint32_t[]>(deps_.size());
+  std::vector<std::uint32_t> waiting(n);  // unfinished dependencies by task
   detail::parallel_invoke(
       n >= (1 << 14),
       [&] {
@@ -143,11 +146,10 @@ void Plan::run_schedule() {
         }
         for (std::size_t t = n; t > 0; --t) succ_offsets[t] = succ_offsets[t - 1];
         succ_offsets[0] = 0;
+        for (std::size_t t = 0; t < n; ++t) {
+          waiting[t] = static_cast<std::uint32_t>(dep_offsets_[t + 1] - dep_offsets_[t]);
+        }
       });
-  std::vector<std::uint32_t> waiting(n);  // unfinished dependencies by task
-  for (std::size_t t = 0; t < n; ++t) {
-    waiting[t] = static_cast<std::uint32_t>(dep_offsets_[t + 1] - dep_offsets_[t]);
-  }
 
   struct Running {
     double finish;
