@@ -211,7 +211,7 @@ void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
   cols.start.reserve(total);
   cols.end.reserve(total);
   cols.parts.reserve(total);
-  cx.task_span.reserve(total);
+  cx.task_lo.reserve(total);
   cx.first_task.assign(g.size(), 0);
   cx.task_total.assign(g.size(), 0);
   for (ModelId id : g.topological_order()) {
@@ -231,7 +231,7 @@ void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
           cols.end.push_back(detail::kUnbounded);
         }
         cols.parts.push_back(static_cast<std::uint32_t>(hi - lo));
-        cx.task_span.push_back({lo, hi});
+        cx.task_lo.push_back(lo);
       }
     }
     cx.task_total[m] = static_cast<std::uint32_t>(cols.model.size()) - cx.first_task[m];
@@ -247,7 +247,9 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
   const std::size_t n = cols.model.size();
   cols.dep_offsets.assign(1, 0);
   cols.dep_offsets.reserve(n + 1);
-  cols.deps.reserve(n * 2);
+  // Generous, so the array is not regrown and copied: capacity never written is address space
+  // only (its pages are never touched).
+  cols.deps.reserve(n * 8);
   cols.wave.assign(n, 0);
   std::uint32_t max_wave = 0;
   struct Link {
@@ -255,10 +257,13 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
     std::uint32_t first;
     std::uint32_t last;
     bool whole;  // every parent task (mapping all, or an unpartitioned side)
+    bool same;   // parent and child share one axis (grain, zone): reads are index arithmetic
     std::uint32_t cursor;
   };
   std::vector<Link> links;
-  const Span* spans = cx.task_span.data();
+  // Task t covers partitions [lo[t], lo[t] + parts[t]) of its model.
+  const std::int64_t* lo = cx.task_lo.data();
+  const std::uint32_t* parts = cols.parts.data();
   for (ModelId id : g.topological_order()) {
     const std::uint32_t m = id.value;
     if (!cx.selected[m] || cx.task_total[m] == 0) continue;
@@ -269,7 +274,8 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
       if (!cx.selected[p] || cx.task_total[p] == 0) continue;
       const bool whole = !axis.partitioned() || !cx.axes[p].partitioned() ||
                          e.mapping.kind == MappingKind::all;
-      links.push_back({&e, cx.first_task[p], cx.first_task[p] + cx.task_total[p], whole,
+      const bool same = !whole && cx.axes[p].grain() == axis.grain() && cx.axes[p].tz() == axis.tz();
+      links.push_back({&e, cx.first_task[p], cx.first_task[p] + cx.task_total[p], whole, same,
                        cx.first_task[p]});
     }
     std::sort(links.begin(), links.end(),
@@ -285,10 +291,15 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
           }
           continue;
         }
-        const Span read = detail::read_range(cx.axes[l.edge->parent.value], axis,
-                                             l.edge->mapping, spans[t]);
-        while (l.cursor < l.last && spans[l.cursor].hi <= read.lo) ++l.cursor;
-        for (std::uint32_t d = l.cursor; d < l.last && spans[d].lo < read.hi; ++d) {
+        const Mapping& mapping = l.edge->mapping;
+        Span read{lo[t], lo[t] + parts[t]};
+        if (!l.same) {
+          read = detail::read_range(cx.axes[l.edge->parent.value], axis, mapping, read);
+        } else if (mapping.kind == MappingKind::window) {
+          read = {read.lo + mapping.start, read.hi + mapping.end};
+        }
+        while (l.cursor < l.last && lo[l.cursor] + parts[l.cursor] <= read.lo) ++l.cursor;
+        for (std::uint32_t d = l.cursor; d < l.last && lo[d] < read.hi; ++d) {
           cols.deps.push_back(d);
           wave = std::max(wave, cols.wave[d] + 1);
         }
@@ -325,7 +336,7 @@ Plan plan(std::shared_ptr<const Graph> graph, PlanRequest request) {
   out.dep_offsets_ = std::move(cols.dep_offsets);
   out.deps_ = std::move(cols.deps);
   out.waves_ = cols.waves;
-  cx.task_span = {};  // free before scheduling
+  cx.task_lo = {};  // free before scheduling
 
   for (ModelId id : g.topological_order()) {
     const std::uint32_t m = id.value;

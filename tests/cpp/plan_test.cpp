@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <queue>
 #include <random>
+#include <set>
 
 #include "backfill/arrow.hpp"
 #include "backfill/error.hpp"
@@ -206,15 +208,15 @@ void expect_table_matches(const backfill::Plan& plan) {
 
 }  // namespace
 
-TEST(TaskTable, MatchesThePlanAcrossZonesGrainsRunsAndGaps) {
+// Mixed grains and zones; "far" reads 20,000 days ahead, so its impacted days lie decades before
+// its parent's: one (day, UTC) label range with a wide gap (the table's sparse path).
+std::shared_ptr<const backfill::Graph> mixed() {
   const auto berlin = backfill::TimeZone::locate("Europe/Berlin");
   auto zoned = [&](NodeSpec n) {
     if (n.partitioning) n.partitioning->tz = berlin;
     return n;
   };
-  // "far" reads 20,000 days ahead, so its impacted days lie decades before its parent's: one
-  // (day, UTC) label range with a wide gap (the sparse path).
-  const auto g = std::make_shared<const backfill::Graph>(std::vector<NodeSpec>{
+  return std::make_shared<const backfill::Graph>(std::vector<NodeSpec>{
       model("daily", Grain::day),
       zoned(model("hourly_berlin", Grain::hour, {{"daily", {}}})),
       zoned(model("daily_berlin", Grain::day, {{"hourly_berlin", {}}})),
@@ -222,6 +224,10 @@ TEST(TaskTable, MatchesThePlanAcrossZonesGrainsRunsAndGaps) {
       model("full", std::nullopt, {{"monthly", {}}}),
       model("far", Grain::day, {{"daily", Mapping{MappingKind::window, 20000, 20000}}}),
   });
+}
+
+TEST(TaskTable, MatchesThePlanAcrossZonesGrainsRunsAndGaps) {
+  const auto g = mixed();
   for (std::uint32_t k : {1u, 5u}) {
     backfill::PlanRequest r = request(*g, "*");
     r.start = backfill::days_from_civil(2022, 1, 1) * kDay;  // enough rows for parallel chunks
@@ -230,4 +236,73 @@ TEST(TaskTable, MatchesThePlanAcrossZonesGrainsRunsAndGaps) {
     ASSERT_GT(plan.task_count(), k == 1 ? 40'000u : 8'000u);
     expect_table_matches(plan);
   }
+}
+
+// The list schedule against a plain reference: bottom levels, an ordered set of ready tasks
+// (level descending, then id) and a heap of running tasks. Fractional costs make levels span
+// many bits, so the planner's radix ranking takes several passes.
+TEST(Plan, ScheduleMatchesAReferenceListScheduler) {
+  const auto g = mixed();
+  backfill::PlanRequest r = request(*g, "*");
+  r.start = backfill::days_from_civil(2025, 1, 1) * kDay;
+  r.concurrency = 3;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> seconds(0.05, 90.0);
+  for (std::uint32_t m = 0; m < g->size(); ++m) r.cost_per_partition.push_back(seconds(rng));
+  const backfill::Plan plan = backfill::plan(g, r);
+  const std::size_t n = plan.task_count();
+  ASSERT_GT(n, 15'000u);
+  auto cost = [&](std::size_t t) {
+    return r.cost_per_partition[plan.task_model()[t].value] * plan.task_partitions()[t];
+  };
+  std::vector<double> level(n, 0);
+  std::vector<std::vector<std::uint32_t>> succ(n);
+  std::vector<std::uint32_t> waiting(n);
+  for (std::size_t t = n; t-- > 0;) {
+    level[t] += cost(t);
+    for (auto d : plan.depends_on(static_cast<std::uint32_t>(t))) level[d] = std::max(level[d], level[t]);
+  }
+  for (std::uint32_t t = 0; t < n; ++t) {
+    waiting[t] = static_cast<std::uint32_t>(plan.depends_on(t).size());
+    for (auto d : plan.depends_on(t)) succ[d].push_back(t);
+  }
+  std::set<std::pair<double, std::uint32_t>> ready;  // (-level, id)
+  for (std::uint32_t t = 0; t < n; ++t) {
+    if (waiting[t] == 0) ready.insert({-level[t], t});
+  }
+  using Run = std::pair<double, std::uint32_t>;  // (finish, id), earliest first
+  std::priority_queue<Run, std::vector<Run>, std::greater<>> running;
+  std::vector<double> start(n), end(n);
+  double now = 0;
+  for (std::size_t done = 0; done < n;) {
+    while (running.size() < r.concurrency && !ready.empty()) {
+      const std::uint32_t t = ready.begin()->second;
+      ready.erase(ready.begin());
+      start[t] = now;
+      end[t] = now + cost(t);
+      running.push({end[t], t});
+    }
+    now = running.top().first;
+    while (!running.empty() && running.top().first <= now) {
+      const std::uint32_t t = running.top().second;
+      running.pop();
+      ++done;
+      for (auto s : succ[t]) {
+        if (--waiting[s] == 0) ready.insert({-level[s], s});
+      }
+    }
+  }
+  for (std::size_t t = 0; t < n; ++t) {
+    ASSERT_EQ(plan.sched_start()[t], start[t]) << "task " << t;
+    ASSERT_EQ(plan.sched_end()[t], end[t]) << "task " << t;
+  }
+  EXPECT_EQ(plan.schedule().makespan, *std::max_element(end.begin(), end.end()));
+  // The critical path starts at the highest level and follows it down to a sink.
+  const auto& path = plan.schedule().critical_path;
+  ASSERT_FALSE(path.empty());
+  EXPECT_EQ(level[path.front()], *std::max_element(level.begin(), level.end()));
+  for (std::size_t k = 1; k < path.size(); ++k) {
+    EXPECT_DOUBLE_EQ(level[path[k - 1]], cost(path[k - 1]) + level[path[k]]);
+  }
+  EXPECT_TRUE(succ[path.back()].empty());
 }

@@ -130,7 +130,8 @@ class Plan {
 // Plans `request` over `graph`. Throws InvalidInput for start >= end, partitions_per_run or
 // concurrency of 0, or a cost that is not a finite non-negative number.
 // Complexity: O(M + E) model work, then O(T log T + D) for T tasks and D task dependencies
-// (each task finds its parent tasks by binary search over the parent's sorted runs).
+// (per edge a cursor walks the parent's sorted runs). The schedule uses a second hardware
+// thread when there is one; results do not depend on it.
 [[nodiscard]] Plan plan(std::shared_ptr<const Graph> graph, PlanRequest request);
 
 }  // namespace backfill
@@ -144,7 +145,8 @@ namespace backfill {
 // The task table, built column by column from the plan (no per-task objects): task_id int64,
 // model dictionary<int32, utf8>, start/end timestamp[us, UTC] (null for unpartitioned models),
 // label utf8, partitions int32, wave int32, sched_start/sched_end float64 (seconds from the
-// backfill's start), depends_on list<int64>. O(T + D).
+// backfill's start), depends_on list<int64>. O(T + D), filled in parallel chunks of rows; labels
+// are formatted once per distinct (grain, zone, partition).
 [[nodiscard]] arrow::Table task_table(const Plan& plan);
 
 }  // namespace backfill

@@ -87,4 +87,33 @@ void parallel_chunks(std::size_t n, std::size_t min_chunk, F&& f) {
   }
 }
 
+// Runs f and g concurrently (f on the calling thread) when `worth_it` and there are two
+// workers, else one after the other; rethrows as above.
+template <class F, class G>
+void parallel_invoke(bool worth_it, F&& f, G&& g) {
+  if (!worth_it || worker_count() == 1) {
+    f();
+    g();
+    return;
+  }
+  std::exception_ptr errors[2];
+  {
+    std::jthread other([&] {
+      try {
+        g();
+      } catch (...) {
+        errors[1] = std::current_exception();
+      }
+    });
+    try {
+      f();
+    } catch (...) {
+      errors[0] = std::current_exception();
+    }
+  }  // joins
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
 }  // namespace backfill::detail

@@ -46,7 +46,7 @@ struct Context {
   std::vector<std::string> unbounded_all;  // parent read whole while the model has no begin
   std::vector<std::uint32_t> first_task;
   std::vector<std::uint32_t> task_total;
-  std::vector<Span> task_span;           // by task id, while linking
+  std::vector<std::int64_t> task_lo;     // first partition index by task id, while linking
 };
 
 struct PlanColumns {

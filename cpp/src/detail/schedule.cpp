@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <queue>
 
 #include "backfill/error.hpp"
+#include "detail/parallel.hpp"
 #include "detail/plan_internal.hpp"
 
 namespace backfill {
@@ -20,33 +22,44 @@ namespace {
 // Priorities are static, so tasks are ranked once (level descending, then task id) and the
 // ready set is a hierarchical bitset over ranks: insert and pop-best touch one word per level
 // (log64 n levels), instead of the cache-missing sift of a heap holding every ready task.
-std::vector<std::uint32_t> rank_by_level(const std::vector<double>& level) {
+// Fills task_of_rank; `next` is scratch (its buffer is reused by the caller).
+void rank_by_level(const std::vector<double>& level, std::vector<std::uint32_t>& task_of_rank,
+                   std::vector<std::uint32_t>& next) {
   const std::size_t n = level.size();
-  struct Item {
-    std::uint64_t key;  // ascending key = descending level (levels are >= 0, so IEEE bits sort)
-    std::uint32_t task;
-  };
-  std::vector<Item> a(n), b(n);
-  for (std::size_t t = 0; t < n; ++t) {
+  task_of_rank.resize(n);
+  if (n == 0) return;
+  // Ascending key = descending level: levels are >= 0, so their IEEE bits sort like the values.
+  auto key = [&](std::size_t t) {
     std::uint64_t bits = 0;
     std::memcpy(&bits, &level[t], sizeof bits);
-    a[t] = {~bits, static_cast<std::uint32_t>(t)};
-  }
-  // Stable LSD radix sort on 16-bit digits (ids stay ascending among equal keys); digits that
-  // are the same for every task are skipped, so typical plans need one or two passes.
-  std::vector<std::size_t> count(1 << 16);
-  for (int shift = 0; shift < 64; shift += 16) {
+    return ~bits;
+  };
+  // Only the bits that differ between tasks matter: levels are sums of a few distinct costs, so
+  // they usually span a few dozen bits, often 16 or fewer (one counting-sort pass).
+  const std::uint64_t k0 = key(0);
+  std::uint64_t varying = 0;
+  for (std::size_t t = 1; t < n; ++t) varying |= key(t) ^ k0;
+  for (std::size_t r = 0; r < n; ++r) task_of_rank[r] = static_cast<std::uint32_t>(r);
+  if (varying == 0) return;  // one level for all: id order
+  const int low = std::countr_zero(varying);
+  const int span = 64 - std::countl_zero(varying) - low;
+  // Stable LSD radix sort of task ids with digits of at most 16 bits, ids ascending among equal
+  // keys. Counts read the levels in id order; only the scatter follows the current order.
+  const int passes = (span + 15) / 16;
+  const int width = (span + passes - 1) / passes;
+  const std::uint64_t mask = (std::uint64_t{1} << width) - 1;
+  std::vector<std::uint32_t> count(std::size_t{1} << width);
+  next.resize(n);
+  for (int p = 0; p < passes; ++p) {
+    const int shift = low + p * width;
+    auto digit = [&](std::size_t t) { return static_cast<std::size_t>((key(t) >> shift) & mask); };
     std::fill(count.begin(), count.end(), 0);
-    for (const Item& it : a) ++count[(it.key >> shift) & 0xFFFF];
-    if (n == 0 || count[(a[0].key >> shift) & 0xFFFF] == n) continue;
-    std::size_t sum = 0;
+    for (std::size_t t = 0; t < n; ++t) ++count[digit(t)];
+    std::uint32_t sum = 0;
     for (auto& c : count) sum += std::exchange(c, sum);
-    for (const Item& it : a) b[count[(it.key >> shift) & 0xFFFF]++] = it;
-    a.swap(b);
+    for (const std::uint32_t t : task_of_rank) next[count[digit(t)]++] = t;
+    task_of_rank.swap(next);
   }
-  std::vector<std::uint32_t> task_of_rank(n);
-  for (std::size_t r = 0; r < n; ++r) task_of_rank[r] = a[r].task;
-  return task_of_rank;
 }
 
 class RankSet {
@@ -100,36 +113,43 @@ void Plan::run_schedule() {
   for (std::uint32_t m = 0; m < model_cost.size(); ++m) model_cost[m] = per_partition(ModelId{m});
   auto cost = [&](std::size_t t) { return model_cost[model_[t].value] * parts_[t]; };
 
-  // Bottom levels: dependencies have smaller ids, so one reverse pass suffices. level[d] holds
-  // the best successor level pushed so far until d itself is reached.
-  std::vector<double> level(n, 0);
-  for (std::size_t t = n; t-- > 0;) {
-    level[t] += cost(t);
-    for (std::uint32_t d : depends_on(static_cast<std::uint32_t>(t))) {
-      level[d] = std::max(level[d], level[t]);
-    }
-  }
-  const std::vector<std::uint32_t> task_of_rank = rank_by_level(level);
-
-  // Successors (the reverse of depends_on) as CSR over task ids, holding successor *ranks*, so
-  // the simulation touches one array (waiting counts by rank) per dependency.
+  // Two independent halves, one per core: (a) bottom levels and the ranking by them, (b) the
+  // successor lists (the reverse of depends_on) as CSR over task ids.
+  std::vector<std::uint32_t> task_of_rank;
+  std::vector<std::uint32_t> rank;  // by task; first the ranking's scratch buffer
   std::vector<std::uint64_t> succ_offsets(n + 1, 0);
-  for (std::uint32_t d : deps_) ++succ_offsets[d + 1];
-  for (std::size_t t = 0; t < n; ++t) succ_offsets[t + 1] += succ_offsets[t];
-  std::vector<std::uint32_t> waiting(n);  // by rank
-  std::vector<std::uint32_t> succ(deps_.size());
-  {
-    std::vector<std::uint32_t> rank(n);
-    for (std::uint32_t r = 0; r < n; ++r) rank[task_of_rank[r]] = r;
-    // Fill with succ_offsets[d] as the cursor of d's list, then shift the offsets back.
-    for (std::uint32_t t = 0; t < n; ++t) {
-      const auto deps = depends_on(t);
-      waiting[rank[t]] = static_cast<std::uint32_t>(deps.size());
-      for (std::uint32_t d : deps) succ[succ_offsets[d]++] = rank[t];
-    }
-    for (std::size_t t = n; t > 0; --t) succ_offsets[t] = succ_offsets[t - 1];
-    succ_offsets[0] = 0;
-  }
+  // Every slot is written before it is read: no zero fill.
+  const auto succ = std::make_unique_for_overwrite<std::uint32_t[]>(deps_.size());
+  std::vector<std::uint32_t> waiting(n);  // unfinished dependencies by task
+  detail::parallel_invoke(
+      n >= (1 << 14),
+      [&] {
+        // Bottom levels: dependencies have smaller ids, so one reverse pass suffices. level[d]
+        // holds the best successor level pushed so far until d itself is reached.
+        std::vector<double> level(n, 0);
+        for (std::size_t t = n; t-- > 0;) {
+          level[t] += cost(t);
+          for (std::uint32_t d : depends_on(static_cast<std::uint32_t>(t))) {
+            level[d] = std::max(level[d], level[t]);
+          }
+        }
+        rank_by_level(level, task_of_rank, rank);
+        rank.resize(n);
+        for (std::uint32_t r = 0; r < n; ++r) rank[task_of_rank[r]] = r;
+      },
+      [&] {
+        for (std::uint32_t d : deps_) ++succ_offsets[d + 1];
+        for (std::size_t t = 0; t < n; ++t) succ_offsets[t + 1] += succ_offsets[t];
+        // Fill with succ_offsets[d] as the cursor of d's list, then shift the offsets back.
+        for (std::uint32_t t = 0; t < n; ++t) {
+          for (std::uint32_t d : depends_on(t)) succ[succ_offsets[d]++] = t;
+        }
+        for (std::size_t t = n; t > 0; --t) succ_offsets[t] = succ_offsets[t - 1];
+        succ_offsets[0] = 0;
+        for (std::size_t t = 0; t < n; ++t) {
+          waiting[t] = static_cast<std::uint32_t>(dep_offsets_[t + 1] - dep_offsets_[t]);
+        }
+      });
 
   struct Running {
     double finish;
@@ -139,8 +159,8 @@ void Plan::run_schedule() {
     }
   };
   RankSet ready(n);
-  for (std::uint32_t r = 0; r < n; ++r) {
-    if (waiting[r] == 0) ready.insert(r);
+  for (std::uint32_t t = 0; t < n; ++t) {
+    if (waiting[t] == 0) ready.insert(rank[t]);
   }
   sched_start_.assign(n, 0);
   sched_end_.assign(n, 0);
@@ -162,7 +182,7 @@ void Plan::run_schedule() {
       running.pop();
       ++done;
       for (std::uint64_t k = succ_offsets[t]; k < succ_offsets[t + 1]; ++k) {
-        if (--waiting[succ[k]] == 0) ready.insert(succ[k]);
+        if (--waiting[succ[k]] == 0) ready.insert(rank[succ[k]]);
       }
     }
   }
@@ -180,9 +200,9 @@ void Plan::run_schedule() {
     while (true) {
       schedule_.critical_path.push_back(t);
       if (succ_offsets[t] == succ_offsets[t + 1]) break;
-      std::uint32_t best = succ[succ_offsets[t]];
+      std::uint32_t best = rank[succ[succ_offsets[t]]];
       for (std::uint64_t k = succ_offsets[t]; k < succ_offsets[t + 1]; ++k) {
-        best = std::min(best, succ[k]);
+        best = std::min(best, rank[succ[k]]);
       }
       t = task_of_rank[best];
     }
@@ -200,8 +220,8 @@ void Plan::run_schedule() {
       mp.sched_end = std::max(mp.sched_end, sched_end_[t]);
     }
   }
-}
 
+}
 Plan Plan::rescheduled(std::vector<double> cost_per_partition, double default_cost,
                        std::uint32_t concurrency) const {
   if (concurrency == 0) throw InvalidInput("concurrency is 0; expected at least 1");
