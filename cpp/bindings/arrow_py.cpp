@@ -63,38 +63,12 @@ py::object delta_of(std::int64_t v, TimeUnit u) {
   return t.timedelta(py::arg("seconds") = secs, py::arg("microseconds") = micros);
 }
 
-std::int64_t int_at(const ArrayView& a, std::int64_t i) {
-  switch (a.type->id) {
-    case TypeId::int8: return a.values<std::int8_t>()[i];
-    case TypeId::uint8: return a.values<std::uint8_t>()[i];
-    case TypeId::int16: return a.values<std::int16_t>()[i];
-    case TypeId::uint16: return a.values<std::uint16_t>()[i];
-    case TypeId::int32: case TypeId::date32: case TypeId::time32: return a.values<std::int32_t>()[i];
-    case TypeId::uint32: return a.values<std::uint32_t>()[i];
-    default: return a.values<std::int64_t>()[i];
-  }
-}
-
-double half_to_double(std::uint16_t h) {
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  double v = 0;
-  if (exp == 0) {
-    v = std::ldexp(mant, -24);
-  } else if (exp == 31) {
-    v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  } else {
-    v = std::ldexp(mant + 1024, exp - 25);
-  }
-  return (h & 0x8000) ? -v : v;
-}
-
 py::object value_at(const ArrayView& a, std::int64_t i) {
   if (!a.is_valid(i)) return py::none();
   if (a.dictionary) {
     const std::int64_t k = a.type->id == TypeId::uint64
                                ? static_cast<std::int64_t>(a.values<std::uint64_t>()[i])
-                               : int_at(a, i);
+                               : a.int_at(i);
     return value_at(*a.dictionary, k);
   }
   const auto& t = pytypes();
@@ -104,9 +78,9 @@ py::object value_at(const ArrayView& a, std::int64_t i) {
     case TypeId::boolean: return py::bool_(a.bool_at(i));
     case TypeId::int8: case TypeId::int16: case TypeId::int32: case TypeId::int64:
     case TypeId::uint8: case TypeId::uint16: case TypeId::uint32:
-      return py::int_(int_at(a, i));
+      return py::int_(a.int_at(i));
     case TypeId::uint64: return py::int_(a.values<std::uint64_t>()[i]);
-    case TypeId::float16: return py::float_(half_to_double(a.values<std::uint16_t>()[i]));
+    case TypeId::float16: return py::float_(a.float16_at(i));
     case TypeId::float32: return py::float_(static_cast<double>(a.values<float>()[i]));
     case TypeId::float64: return py::float_(a.values<double>()[i]);
     case TypeId::decimal128: {
@@ -127,11 +101,11 @@ py::object value_at(const ArrayView& a, std::int64_t i) {
       auto s = a.bytes_at(i);
       return py::bytes(s.data(), s.size());
     }
-    case TypeId::date32: return t.epoch_date + t.timedelta(py::arg("days") = int_at(a, i));
+    case TypeId::date32: return t.epoch_date + t.timedelta(py::arg("days") = a.int_at(i));
     case TypeId::date64:
       return t.epoch_date + t.timedelta(py::arg("days") = a.values<std::int64_t>()[i] / 86400000);
     case TypeId::time32: case TypeId::time64: {
-      return (t.epoch_naive + delta_of(int_at(a, i), type.unit)).attr("time")();
+      return (t.epoch_naive + delta_of(a.int_at(i), type.unit)).attr("time")();
     }
     case TypeId::timestamp: {
       const auto v = a.values<std::int64_t>()[i];

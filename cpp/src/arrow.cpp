@@ -2,6 +2,8 @@
 #include "backfill/arrow.hpp"
 
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <utility>
 
@@ -406,6 +408,33 @@ bool operator==(const DataType& a, const DataType& b) noexcept {
 
 bool operator==(const Field& a, const Field& b) noexcept {
   return a.name == b.name && a.type == b.type && a.nullable == b.nullable;
+}
+
+std::int64_t ArrayView::int_at(std::int64_t i) const noexcept {
+  switch (type->id) {
+    case TypeId::int8: return values<std::int8_t>()[i];
+    case TypeId::uint8: return values<std::uint8_t>()[i];
+    case TypeId::int16: return values<std::int16_t>()[i];
+    case TypeId::uint16: return values<std::uint16_t>()[i];
+    case TypeId::int32: case TypeId::date32: case TypeId::time32: return values<std::int32_t>()[i];
+    case TypeId::uint32: return values<std::uint32_t>()[i];
+    default: return values<std::int64_t>()[i];
+  }
+}
+
+double ArrayView::float16_at(std::int64_t i) const noexcept {
+  const std::uint16_t h = values<std::uint16_t>()[i];
+  const int exp = (h >> 10) & 0x1f;
+  const int mant = h & 0x3ff;
+  double v = 0;
+  if (exp == 0) {
+    v = std::ldexp(mant, -24);
+  } else if (exp == 31) {
+    v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  } else {
+    v = std::ldexp(mant + 1024, exp - 25);
+  }
+  return (h & 0x8000) ? -v : v;
 }
 
 std::string_view ArrayView::bytes_at(std::int64_t i) const noexcept {

@@ -148,6 +148,11 @@ struct ArrayView {
   }
   // The bytes of value i of a utf8/binary-like array (all five layouts).
   [[nodiscard]] std::string_view bytes_at(std::int64_t i) const noexcept;
+  // Value i of an integer-like array (every int width, date32/64, time32/64, timestamp,
+  // duration) widened to int64; unsigned 64-bit values wrap.
+  [[nodiscard]] std::int64_t int_at(std::int64_t i) const noexcept;
+  // Value i of a float16 array as a double.
+  [[nodiscard]] double float16_at(std::int64_t i) const noexcept;
   [[nodiscard]] bool bool_at(std::int64_t i) const noexcept {
     const auto* bits = static_cast<const std::uint8_t*>(buffers[1]);
     const auto j = static_cast<std::uint64_t>(offset + i);

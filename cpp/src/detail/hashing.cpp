@@ -39,20 +39,6 @@ inline std::uint64_t h_double(double d, std::uint64_t seed) noexcept {
   return mix64(bits ^ seed ^ kFloatTag);
 }
 
-double half_to_double(std::uint16_t h) noexcept {
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  double v = 0;
-  if (exp == 0) {
-    v = std::ldexp(mant, -24);
-  } else if (exp == 31) {
-    v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  } else {
-    v = std::ldexp(mant + 1024, exp - 25);
-  }
-  return (h & 0x8000) ? -v : v;
-}
-
 inline void put(std::uint64_t* out, std::size_t k, std::uint64_t h, bool fold) noexcept {
   out[k] = fold ? combine(out[k], h) : h;
 }
@@ -158,7 +144,7 @@ void hash_rows(const ArrayView& a, std::int64_t begin, std::int64_t end, std::ui
     case TypeId::uint64: return ints<std::uint64_t>(a, begin, end, seed, out, fold);
     case TypeId::float16:
       return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
-        return h_double(half_to_double(a.values<std::uint16_t>()[i]), seed);
+        return h_double(a.float16_at(i), seed);
       });
     case TypeId::float32:
       return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {

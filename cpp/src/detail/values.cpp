@@ -52,32 +52,6 @@ std::int64_t nanos_per(TimeUnit u) noexcept {
   return 1;
 }
 
-std::int64_t raw_int(const ArrayView& a, std::int64_t i) noexcept {
-  switch (a.type->id) {
-    case TypeId::int8: return a.values<std::int8_t>()[i];
-    case TypeId::uint8: return a.values<std::uint8_t>()[i];
-    case TypeId::int16: return a.values<std::int16_t>()[i];
-    case TypeId::uint16: return a.values<std::uint16_t>()[i];
-    case TypeId::int32: case TypeId::date32: case TypeId::time32: return a.values<std::int32_t>()[i];
-    case TypeId::uint32: return a.values<std::uint32_t>()[i];
-    default: return a.values<std::int64_t>()[i];
-  }
-}
-
-double half(std::uint16_t h) noexcept {
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  double v = 0;
-  if (exp == 0) {
-    v = std::ldexp(mant, -24);
-  } else if (exp == 31) {
-    v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  } else {
-    v = std::ldexp(mant + 1024, exp - 25);
-  }
-  return (h & 0x8000) ? -v : v;
-}
-
 __int128 pow10(int n) noexcept {
   __int128 r = 1;
   for (int k = 0; k < n; ++k) r *= 10;
@@ -106,7 +80,7 @@ Value value_at(const ArrayView& a, std::int64_t i) {
   if (a.dictionary) {
     const std::int64_t k = a.type->id == TypeId::uint64
                                ? static_cast<std::int64_t>(a.values<std::uint64_t>()[i])
-                               : raw_int(a, i);
+                               : a.int_at(i);
     return value_at(*a.dictionary, k);
   }
   v.valid = true;
@@ -115,12 +89,12 @@ Value value_at(const ArrayView& a, std::int64_t i) {
     case Domain::null: v.valid = false; break;
     case Domain::integer:
       v.i = t.id == TypeId::uint64 ? static_cast<__int128>(a.values<std::uint64_t>()[i])
-                                   : static_cast<__int128>(raw_int(a, i));
+                                   : static_cast<__int128>(a.int_at(i));
       break;
     case Domain::floating:
       v.f = t.id == TypeId::float64   ? a.values<double>()[i]
             : t.id == TypeId::float32 ? static_cast<double>(a.values<float>()[i])
-                                      : half(a.values<std::uint16_t>()[i]);
+                                      : a.float16_at(i);
       break;
     case Domain::decimal: {
       const auto* w = static_cast<const std::uint64_t*>(a.buffers[1]) + 2 * (a.offset + i);
@@ -131,11 +105,11 @@ Value value_at(const ArrayView& a, std::int64_t i) {
     case Domain::boolean: v.i = a.bool_at(i) ? 1 : 0; break;
     case Domain::bytes: v.s = a.bytes_at(i); break;
     case Domain::date:
-      v.i = t.id == TypeId::date32 ? static_cast<__int128>(raw_int(a, i)) * 86400 * 1000000000
-                                   : static_cast<__int128>(raw_int(a, i)) * 1000000;
+      v.i = t.id == TypeId::date32 ? static_cast<__int128>(a.int_at(i)) * 86400 * 1000000000
+                                   : static_cast<__int128>(a.int_at(i)) * 1000000;
       break;
     case Domain::time: case Domain::timestamp: case Domain::duration:
-      v.i = static_cast<__int128>(raw_int(a, i)) * nanos_per(t.unit);
+      v.i = static_cast<__int128>(a.int_at(i)) * nanos_per(t.unit);
       break;
     case Domain::nested: {
       std::uint64_t h = 0;
@@ -214,7 +188,7 @@ std::string render(const ArrayView& a, std::int64_t i) {
   if (a.dictionary) {
     const std::int64_t k = a.type->id == TypeId::uint64
                                ? static_cast<std::int64_t>(a.values<std::uint64_t>()[i])
-                               : raw_int(a, i);
+                               : a.int_at(i);
     return render(*a.dictionary, k);
   }
   const auto& t = *a.type;
@@ -265,7 +239,7 @@ std::string render(const ArrayView& a, std::int64_t i) {
     }
     case Domain::duration: {
       static constexpr std::string_view units[] = {"s", "ms", "us", "ns"};
-      return fmt::format("{}{}", raw_int(a, i), units[static_cast<int>(t.unit)]);
+      return fmt::format("{}{}", a.int_at(i), units[static_cast<int>(t.unit)]);
     }
     case Domain::nested: {
       std::string out;
