@@ -149,17 +149,24 @@ class ModelAudit:
         if cols:
             lines.append("  changed columns: " + ", ".join(f"{c} ({k:,} rows)"
                                                            for c, k in cols.items()))
-        same = []
-        for m, (old, new) in self.totals.items():
-            o, nw = float(old or 0), float(new or 0)
-            if o != nw:
-                pct = f" ({(nw - o) / abs(o) * 100:+.2f}%)" if o else ""
-                lines.append(f"  {m}: {o:,.2f} -> {nw:,.2f}{pct}")
-            else:
-                same.append(m)
+        moved, same = self._totals_text("  {m}: {o:,.2f} -> {nw:,.2f}{pct}")
+        lines.extend(moved)
         if same:
             lines.append(f"  unchanged totals: {', '.join(same)}")
         return lines
+
+    def _totals_text(self, template: str) -> tuple[list[str], list[str]]:
+        """(``template`` filled for each measure whose total moved, names of those that did not)."""
+        moved: list[str] = []
+        same: list[str] = []
+        for m, (old, new) in self.totals.items():
+            o, nw = float(old or 0), float(new or 0)
+            if o == nw:
+                same.append(m)
+                continue
+            pct = f" ({(nw - o) / abs(o) * 100:+.2f}%)" if o else ""
+            moved.append(template.format(m=m, o=o, nw=nw, pct=pct))
+        return moved, same
 
     def to_dict(self) -> dict[str, Any]:
         added, removed, changed = self._counts()
@@ -185,14 +192,8 @@ class ModelAudit:
         cols = self.changed_columns
         if cols:
             parts.append("columns " + ", ".join(f"{c} ({k:,})" for c, k in cols.items()))
-        same = []
-        for m, (old, new) in self.totals.items():
-            o, nw = float(old or 0), float(new or 0)
-            if o != nw:
-                pct = f" ({(nw - o) / abs(o) * 100:+.2f}%)" if o else ""
-                parts.append(f"{m} {o:,.2f} -> {nw:,.2f}{pct}")
-            else:
-                same.append(m)
+        moved, same = self._totals_text("{m} {o:,.2f} -> {nw:,.2f}{pct}")
+        parts.extend(moved)
         if same:
             parts.append(f"unchanged: {', '.join(same)}")
         return "; ".join(parts)
