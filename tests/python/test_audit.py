@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,22 +22,15 @@ from backfill.checks_engine import check_run_twice, estimate
 from backfill.engines.duckdb import audit_schema
 from backfill.examples import shop
 from backfill.gates import ModelFacts, evaluate, parse_gates
+from shop_support import AS_OF, build, cli, query
 
-AS_OF = "2026-12-01"
 D = dt.date
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "backfill.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ})
 
 
 @pytest.fixture(scope="module")
 def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = shop.create(tmp_path_factory.mktemp("built") / "shop", orders_per_day=12)
-    p = backfill.Project.load(root)
-    plan = p.plan("*", "2026-01-01", "2026-12-01", as_of=AS_OF, partitions_per_run=31)
-    assert p.backfill(plan, reason="initial build", direct=True).run(concurrency=4).ok
+    build(root)
     return root
 
 
@@ -57,14 +48,6 @@ def run_fix(root: Path, start: str, end: str, reason: str = "discount bug fixed"
     bf = p.backfill(p.plan("fct_daily_sales+", start, end, as_of=AS_OF), reason=reason)
     assert bf.run(concurrency=4).ok
     return bf
-
-
-def query(root: Path, sql: str) -> list[tuple[Any, ...]]:
-    c = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
-    try:
-        return c.execute(sql).fetchall()
-    finally:
-        c.close()
 
 
 def expected_daily_revenue(root: Path, start: str, end: str) -> dict[D, Decimal]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -23,26 +22,13 @@ from backfill.engines import Area, TaskFailure, open_engine
 from backfill.engines.duckdb import DuckDBEngine, audit_schema
 from backfill.examples import shop
 from backfill.ledger import Ledger
+from shop_support import AS_OF, build, cli, query
 
 UTC = dt.timezone.utc
-AS_OF = "2026-12-01"
 
 
 def day(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text).replace(tzinfo=UTC)
-
-
-def cli(*args: str, env: dict[str, str] | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "backfill.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
-
-
-def build(root: Path) -> None:
-    p = backfill.Project.load(root)
-    plan = p.plan("*", "2026-01-01", "2026-12-01", as_of=AS_OF, partitions_per_run=31)
-    status = p.backfill(plan, reason="initial build", direct=True).run(concurrency=4)
-    assert status.ok, str(status)
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +48,7 @@ def shop_dir(built_shop: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def con(shop_dir: Path) -> Iterator[Any]:
-    def query(sql: str) -> list[tuple[Any, ...]]:
-        c = duckdb.connect(str(shop_dir / "warehouse.duckdb"), read_only=True)
-        try:
-            return c.execute(sql).fetchall()
-        finally:
-            c.close()
-    yield query
+    yield lambda sql: query(shop_dir, sql)
 
 
 def fingerprints(root: Path, schema: str) -> dict[str, backfill.Fingerprint]:
