@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import datetime as dt
 import decimal
 import zoneinfo
@@ -98,9 +99,9 @@ def test_multi_batch_and_sliced_inputs() -> None:
 
 
 def test_other_producers() -> None:
-    polars = pytest.importorskip("polars")
-    duckdb = pytest.importorskip("duckdb")
-    pandas = pytest.importorskip("pandas")
+    polars = importlib.import_module("polars")
+    duckdb = importlib.import_module("duckdb")
+    pandas = importlib.import_module("pandas")
     want = {"k": [1, 2], "s": ["x", None]}
     assert ArrowTable.from_arrow(polars.DataFrame(want)).to_pydict() == want
     assert ArrowTable.from_arrow(pandas.DataFrame(want)).to_pydict() == want

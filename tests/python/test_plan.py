@@ -6,6 +6,7 @@ oracle for random graphs; small plans are checked literally.
 
 from __future__ import annotations
 
+import importlib
 import datetime as dt
 import json
 from typing import Any
@@ -494,7 +495,7 @@ def test_dates_are_read_in_tz() -> None:
 
 
 def test_tasks_arrow_table() -> None:
-    pa = pytest.importorskip("pyarrow")
+    pa = importlib.import_module("pyarrow")
     plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01")
     table = pa.table(plan.tasks)
     assert table.schema.names == ["task_id", "model", "start", "end", "label", "partitions",
