@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import pytest
 
 from hypothesis import HealthCheck, settings
 
@@ -14,3 +17,15 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("backfill")
+
+
+@pytest.fixture(scope="session")
+def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shop example built once for the session (with the bug). Read it, or copy it with
+    shop_support.copy_built before writing."""
+    from backfill.examples import shop
+    from shop_support import build
+
+    root = shop.create(tmp_path_factory.mktemp("built") / "shop", orders_per_day=12)
+    build(root)
+    return root

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,10 @@ def query(root: Path, sql: str) -> list[tuple[Any, ...]]:
         return c.execute(sql).fetchall()
     finally:
         c.close()
+
+
+def copy_built(built: Path, dest: Path) -> Path:
+    """A private copy of the built shop (warehouse and files), without its ledger."""
+    shutil.copytree(built, dest)
+    shutil.rmtree(dest / ".backfill")
+    return dest

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -22,23 +21,14 @@ from backfill.checks_engine import check_run_twice, estimate
 from backfill.engines.duckdb import audit_schema
 from backfill.examples import shop
 from backfill.gates import ModelFacts, evaluate, parse_gates
-from shop_support import AS_OF, build, cli, query
+from shop_support import AS_OF, cli, copy_built, query
 
 D = dt.date
 
 
-@pytest.fixture(scope="module")
-def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = shop.create(tmp_path_factory.mktemp("built") / "shop", orders_per_day=12)
-    build(root)
-    return root
-
-
 @pytest.fixture
 def shop_dir(built_shop: Path, tmp_path: Path) -> Path:
-    dest = tmp_path / "shop"
-    shutil.copytree(built_shop, dest)
-    shutil.rmtree(dest / ".backfill")
+    dest = copy_built(built_shop, tmp_path / "shop")
     shop.fix(dest)
     return dest
 

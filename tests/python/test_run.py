@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-import shutil
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ from backfill.engines import Area, TaskFailure, open_engine
 from backfill.engines.duckdb import DuckDBEngine, audit_schema
 from backfill.examples import shop
 from backfill.ledger import Ledger
-from shop_support import AS_OF, build, cli, query
+from shop_support import AS_OF, cli, copy_built, query
 
 UTC = dt.timezone.utc
 
@@ -31,18 +30,9 @@ def day(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
-@pytest.fixture(scope="module")
-def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = shop.create(tmp_path_factory.mktemp("built") / "shop", orders_per_day=12)
-    build(root)
-    return root
-
-
 @pytest.fixture
 def shop_dir(built_shop: Path, tmp_path: Path) -> Path:
-    dest = tmp_path / "shop"
-    shutil.copytree(built_shop, dest)
-    shutil.rmtree(dest / ".backfill")
+    dest = copy_built(built_shop, tmp_path / "shop")
     return dest
 
 
