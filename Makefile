@@ -7,7 +7,7 @@ VENV      ?= .venv
 PY        := $(VENV)/bin/python
 PIP       := $(PY) -m pip --disable-pip-version-check
 BUILD_DIR := build/dev
-EXTRAS    ?= dev,notebook
+EXTRAS    ?= dev,notebook,dbt,airflow
 DEB_PKGS  := g++ pkg-config libboost-graph-dev libhowardhinnant-date-dev libfmt-dev \
              libxxhash-dev libgtest-dev tzdata
 INSTALLED := $(VENV)/.installed
