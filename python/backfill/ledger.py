@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidInputError, NotFoundError
+from .errors import ConflictError, InvalidInputError, NotFoundError
 
-__all__ = ["Claim", "Ledger", "TaskRow", "new_worker_id", "utcnow"]
+__all__ = ["Claim", "Ledger", "TaskBusyError", "TaskRow", "new_worker_id", "utcnow"]
 
 SCHEMA_VERSION = 1
 TASK_STATUSES = ("pending", "running", "done", "failed")
@@ -150,6 +150,10 @@ def _worker_dead(worker: str) -> bool:
     except PermissionError:
         return False
     return False
+
+
+class TaskBusyError(ConflictError):
+    """The task is running in another live worker (its lease is held); try again later."""
 
 
 @dataclass(frozen=True)
@@ -343,6 +347,59 @@ class Ledger:
                            (backfill_id, task_id, worker, attempt_id, now + lease_seconds))
                 claims.append(Claim(self._task(db, backfill_id, task_id), attempt, attempt_id))
         return claims
+
+    def claim_task(self, backfill_id: str, task_id: int, worker: str,
+                   lease_seconds: float) -> Claim | TaskRow:
+        """Claims exactly task ``task_id`` (an orchestrator such as Airflow decides what runs
+        where). Returns the :class:`Claim`, or the task's row when it is already done.
+
+        A failed task is claimed again (the orchestrator decided to retry it). Raises
+        :class:`TaskBusyError` while another live worker holds its lease, and
+        :class:`~backfill.errors.ConflictError` when a dependency is not done."""
+        now = time.time()
+        with self._tx() as db:
+            self._drop_dead_leases(db, backfill_id, now)
+            row = db.execute("SELECT status FROM tasks WHERE backfill_id = ? AND task_id = ?",
+                             (backfill_id, task_id)).fetchone()
+            if row is None:
+                count = db.execute("SELECT count(*) FROM tasks WHERE backfill_id = ?",
+                                   (backfill_id,)).fetchone()[0]
+                raise NotFoundError(f"backfill {backfill_id} has no task {task_id!r} (task ids "
+                                    f"are 0..{int(count) - 1})" if count else
+                                    f"no backfill {backfill_id!r} (or it has no tasks) in "
+                                    f"{self.path}")
+            status = str(row[0])
+            if status == "done":
+                return self._task(db, backfill_id, task_id)
+            if status == "running":
+                held = db.execute("SELECT worker, expires_at FROM leases WHERE backfill_id = ? "
+                                  "AND task_id = ?", (backfill_id, task_id)).fetchone()
+                raise TaskBusyError(f"task {task_id} of {backfill_id} is running in worker "
+                                    f"{held[0] if held else '?'} (lease until "
+                                    f"{dt.datetime.fromtimestamp(held[1] if held else now, dt.timezone.utc):%H:%M:%S} UTC)")
+            waiting = db.execute(
+                "SELECT p.task_id, p.model, p.label, p.status FROM task_deps d JOIN tasks p ON "
+                "p.backfill_id = d.backfill_id AND p.task_id = d.dep_id WHERE d.backfill_id = ? "
+                "AND d.task_id = ? AND p.status != 'done' ORDER BY p.task_id",
+                (backfill_id, task_id)).fetchall()
+            if waiting:
+                shown = ", ".join(f"{m} {lbl} (task {t}, {s})" for t, m, lbl, s in waiting[:5])
+                more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+                raise ConflictError(f"task {task_id} of {backfill_id} depends on tasks not done: "
+                                    f"{shown}{more}; run them first")
+            stamp = utcnow()
+            db.execute("UPDATE tasks SET status = 'running', attempts = attempts + 1, "
+                       "not_before = 0, started_at = ?, error = NULL WHERE backfill_id = ? AND "
+                       "task_id = ?", (stamp, backfill_id, task_id))
+            attempt = int(db.execute("SELECT attempts FROM tasks WHERE backfill_id = ? AND "
+                                     "task_id = ?", (backfill_id, task_id)).fetchone()[0])
+            cur = db.execute("INSERT INTO attempts (backfill_id, task_id, attempt, worker, status, "
+                             "started_at) VALUES (?, ?, ?, ?, 'running', ?)",
+                             (backfill_id, task_id, attempt, worker, stamp))
+            attempt_id = int(cur.lastrowid or 0)
+            db.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?)",
+                       (backfill_id, task_id, worker, attempt_id, now + lease_seconds))
+            return Claim(self._task(db, backfill_id, task_id), attempt, attempt_id)
 
     def _task(self, db: sqlite3.Connection, backfill_id: str, task_id: int) -> TaskRow:
         r = db.execute(

@@ -23,6 +23,7 @@ import hashlib
 import html
 import json
 import logging
+import re
 import threading
 import time
 import uuid
@@ -197,6 +198,9 @@ def _status(ledger: Ledger, backfill_id: str) -> BackfillStatus:
         failed_tasks=[t for t in tasks if t.status == "failed"])
 
 
+_ID_RE = re.compile(r"bf_[A-Za-z0-9_]{1,57}")
+
+
 def _new_id() -> str:
     now = dt.datetime.now(dt.timezone.utc)
     return f"bf_{now:%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:4]}"
@@ -225,7 +229,13 @@ class Backfill:
     @classmethod
     def create(cls, project: Project, plan: Plan, *, reason: str, direct: bool = False,
                engine: Engine | None = None, ledger: Ledger | None = None,
-               lint: bool = True) -> Backfill:
+               lint: bool = True, backfill_id: str | None = None) -> Backfill:
+        """Records ``plan`` as a new backfill. ``backfill_id`` (default: a fresh
+        ``bf_<time>_<random>``) lets an orchestrator derive a deterministic id from its run, so
+        that a retried planning step finds the backfill it already recorded."""
+        if backfill_id is not None and not _ID_RE.fullmatch(backfill_id):
+            raise InvalidInputError(f"backfill_id {backfill_id!r}: expected 'bf_' followed by "
+                                    "letters, digits or '_' (at most 60 characters)")
         if not isinstance(reason, str) or not reason.strip():
             raise InvalidInputError("a backfill needs a reason (who reads the changelog will ask "
                                     "why the past changed), e.g. reason='discount bug fixed'")
@@ -240,7 +250,7 @@ class Backfill:
         tasks = [plan.task(i) for i in range(plan.task_count)]
         settings = project.settings
         record = {
-            "id": _new_id(),
+            "id": backfill_id or _new_id(),
             "project": project.name,
             "project_root": str(settings.root) if settings else None,
             "selection": plan.select,

@@ -1,0 +1,107 @@
+"""Running a backfill DAG under Apache Airflow in a subprocess (``dag.test()`` on a SQLite
+metadata database), so that Airflow's global logging and settings never touch the test process.
+
+The DAG file below is what a user writes (``backfill_dag(...)``); run as a script it executes
+``dag.test()`` for each requested run and writes what Airflow recorded as JSON. A fixed
+``logical_date``/``run_after`` gives the same run id each time, so a second ``dag.test()`` is a
+re-run (clear) of the same DAG run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+DAG_FILE = '''
+import datetime as dt
+import json
+from pathlib import Path
+
+from backfill.integrations.airflow import backfill_dag
+
+CONF = json.loads(Path(__file__).with_suffix(".json").read_text())
+
+dag = backfill_dag(CONF["dag_id"], CONF["project"], CONF["select"], CONF["start"], CONF["end"],
+                   concurrency=2, reason="discount bug fixed", note=CONF.get("note"),
+                   as_of=CONF["as_of"], gates=CONF.get("gates"), approval=CONF.get("approval", False),
+                   retries=1, retry_delay=dt.timedelta(0))
+
+
+def _inject(fail):
+    """The task of (model, start) fails ``times`` times AFTER writing its partition: a retry
+    must rewrite it, not add to it."""
+    from backfill.engines import TaskFailure
+    from backfill.engines.duckdb import DuckDBEngine
+
+    real = DuckDBEngine.run_task
+    marker = Path(fail["marker"])
+
+    def flaky(self, project, model, start, end, area):
+        result = real(self, project, model, start, end, area)
+        if model == fail["model"] and start is not None and start.date().isoformat() == fail["start"]:
+            done = int(marker.read_text()) if marker.exists() else 0
+            if done < fail["times"]:
+                marker.write_text(str(done + 1))
+                raise TaskFailure(f"injected failure #{done + 1}: connection reset",
+                                  transient=fail["transient"])
+        return result
+
+    DuckDBEngine.run_task = flaky
+
+
+if __name__ == "__main__":
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    if CONF.get("fail"):
+        _inject(CONF["fail"])
+    when = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    runs = []
+    for _ in range(CONF.get("runs", 1)):
+        dr = dag.test(logical_date=when, run_after=when)
+        with create_session() as session:
+            run = session.query(DagRun).filter_by(dag_id=dag.dag_id, run_id=dr.run_id).one()
+            tis = [{"task_id": ti.task_id, "map_index": ti.map_index, "state": str(ti.state),
+                    "try_number": ti.try_number, "label": ti.rendered_map_index}
+                   for ti in run.get_task_instances(session=session)]
+            runs.append({"run_id": run.run_id, "state": str(run.state),
+                         "tis": sorted(tis, key=lambda t: (t["task_id"], t["map_index"]))})
+    Path(CONF["out"]).write_text(json.dumps(runs))
+'''
+
+
+def migrate(home: Path) -> None:
+    """An Airflow home with a migrated SQLite metadata database."""
+    home.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+                       env=env(home, home / "dags"), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def env(home: Path, dags: Path) -> dict[str, str]:
+    return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}"}
+
+
+def run_dag(template_home: Path, work: Path, conf: dict[str, Any],
+            timeout: float = 300) -> tuple[list[dict[str, Any]], str]:
+    """Writes the DAG file with ``conf`` into ``work/dags`` and runs it against a copy of the
+    migrated metadata database; returns (the runs Airflow recorded, the process output)."""
+    home, dags = work / "airflow", work / "dags"
+    shutil.copytree(template_home, home)
+    dags.mkdir()
+    out = work / "runs.json"
+    (dags / "backfill_fix.json").write_text(json.dumps({**conf, "out": str(out)}))
+    (dags / "backfill_fix.py").write_text(DAG_FILE)
+    r = subprocess.run([sys.executable, str(dags / "backfill_fix.py")], env=env(home, dags),
+                       capture_output=True, text=True, timeout=timeout, cwd=work)
+    output = r.stdout + r.stderr
+    assert r.returncode == 0 and out.exists(), output[-5000:]
+    runs: list[dict[str, Any]] = json.loads(out.read_text())
+    return runs, output
