@@ -54,12 +54,45 @@ def _inject(fail):
     DuckDBEngine.run_task = flaky
 
 
+def _respond(choice):
+    """A reviewer answers the approval through the HITL REST endpoint's own code (as the
+    Required Actions UI does), once the task waits for input."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from airflow.api_fastapi.core_api.datamodels.hitl import UpdateHITLDetailPayload
+    from airflow.api_fastapi.core_api.routes.public.hitl import update_hitl_detail
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+
+    reviewer = SimpleNamespace(get_id=lambda: "ana", get_name=lambda: "Ana")
+
+    def answer():
+        while True:
+            time.sleep(0.3)
+            with create_session() as session:
+                ti = session.query(TaskInstance).filter_by(
+                    dag_id=dag.dag_id, task_id="approve",
+                    state=TaskInstanceState.AWAITING_INPUT).one_or_none()
+                if ti is not None:
+                    update_hitl_detail(dag.dag_id, ti.run_id, "approve",
+                                       UpdateHITLDetailPayload(chosen_options=[choice]),
+                                       reviewer, session)
+                    return
+
+    threading.Thread(target=answer, daemon=True).start()
+
+
 if __name__ == "__main__":
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
 
     if CONF.get("fail"):
         _inject(CONF["fail"])
+    if CONF.get("respond"):
+        _respond(CONF["respond"])
     when = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
     runs = []
     for _ in range(CONF.get("runs", 1)):

@@ -233,3 +233,25 @@ def test_dag_shape_follows_the_models_and_approval_gates_publish(
     assert shape["mapped"] == {f"{m}.run": 3 for m in
                                ("fct_daily_sales", "fct_sales_7d", "fct_monthly_sales")}
     assert shape["max_active_tasks"] == 3
+
+
+# -- approval ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("choice", ["Approve", "Reject"])
+def test_publish_waits_for_the_approval(choice: str, fixed_shop: Path, tmp_path: Path,
+                                        airflow_home: Path) -> None:
+    before = fingerprints(fixed_shop)
+    runs, output = run_dag(airflow_home, tmp_path / "af",
+                           conf(fixed_shop, approval=True, respond=choice))
+    (run,) = runs
+    states = {t["task_id"]: t["state"] for t in run["tis"]}
+    assert states["audit"] == states["approve"] == "success"
+    assert "Waiting for Human-in-the-loop input" in output  # it did wait for the reviewer
+    ledger, bid = ledger_of(fixed_shop)
+    if choice == "Approve":
+        assert states["publish"] == "success"
+        assert ledger.backfill(bid)["status"] == "published"
+        assert fingerprints(fixed_shop)["fct_daily_sales"] != before["fct_daily_sales"]
+    else:
+        assert states["publish"] == "skipped"
+        assert ledger.backfill(bid)["status"] == "done"  # audited, awaiting a decision
+        assert fingerprints(fixed_shop) == before

@@ -201,6 +201,14 @@ def _run(bf: Backfill, task_id: int, lease_seconds: float) -> dict[str, Any]:
     rec = bf.ledger.backfill(bf.id)
     if rec["status"] == "discarded":
         raise InvalidInputError(f"backfill {bf.id} is discarded; it cannot run")
+    if rec["status"] == "published":  # its audit area is gone: only no-ops are possible
+        finished = {t.task_id: t for t in bf.ledger.tasks(bf.id) if t.status == "done"}
+        if task_id not in finished:
+            raise InvalidInputError(f"backfill {bf.id} is published; task {task_id} cannot run "
+                                    "any more")
+        log.info("backfill %s is published: task %d is already done; nothing to do", bf.id,
+                 task_id)
+        return _result(bf.id, finished[task_id], skipped=True)
     worker = new_worker_id()
     try:
         claim = bf.ledger.claim_task(bf.id, task_id, worker, lease_seconds)
