@@ -374,9 +374,10 @@ class Ledger:
             if status == "running":
                 held = db.execute("SELECT worker, expires_at FROM leases WHERE backfill_id = ? "
                                   "AND task_id = ?", (backfill_id, task_id)).fetchone()
+                worker_held, until = held if held else ("?", now)
+                expires = dt.datetime.fromtimestamp(until, dt.timezone.utc)
                 raise TaskBusyError(f"task {task_id} of {backfill_id} is running in worker "
-                                    f"{held[0] if held else '?'} (lease until "
-                                    f"{dt.datetime.fromtimestamp(held[1] if held else now, dt.timezone.utc):%H:%M:%S} UTC)")
+                                    f"{worker_held} (lease until {expires:%H:%M:%S} UTC)")
             waiting = db.execute(
                 "SELECT p.task_id, p.model, p.label, p.status FROM task_deps d JOIN tasks p ON "
                 "p.backfill_id = d.backfill_id AND p.task_id = d.dep_id WHERE d.backfill_id = ? "

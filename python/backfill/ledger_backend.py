@@ -62,6 +62,10 @@ class LedgerBackend(Protocol):
     def publications(self, backfill_id: str | None = None) -> list[dict[str, Any]]: ...
 
 
+def _conforms(ledger: Ledger) -> LedgerBackend:
+    return ledger  # mypy checks here that the SQLite ledger implements the whole protocol
+
+
 def open_ledger(url: str | Path) -> Ledger:
     """The ledger at ``url``: ``sqlite:///relative/path``, ``sqlite:////absolute/path`` (as in
     SQLAlchemy URLs) or a plain file path."""

@@ -111,7 +111,7 @@ if __name__ == "__main__":
 def migrate(home: Path) -> None:
     """An Airflow home with a migrated SQLite metadata database."""
     home.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+    r = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"],
                        env=env(home, home / "dags"), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 

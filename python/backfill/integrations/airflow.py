@@ -52,10 +52,6 @@ log = logging.getLogger(__name__)
 __all__ = ["GateFailedError", "audit", "backfill_dag", "backfill_id_for", "plan_backfill",
            "publish", "run_task", "task_ids", "task_label"]
 
-ProjectLike = "Project | str | Path | None"
-DateLike = "dt.datetime | dt.date | str"
-
-
 class GateFailedError(ConflictError):
     """The audit failed a gate: the DAG stops before publishing."""
 
