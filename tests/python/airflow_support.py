@@ -9,11 +9,16 @@ re-run (clear) of the same DAG run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,18 +90,22 @@ def _respond(choice):
     threading.Thread(target=answer, daemon=True).start()
 
 
+# Module level: with an executor, tasks run in worker processes that import this file.
+if CONF.get("fail"):
+    _inject(CONF["fail"])
+
+
 if __name__ == "__main__":
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
 
-    if CONF.get("fail"):
-        _inject(CONF["fail"])
     if CONF.get("respond"):
         _respond(CONF["respond"])
     when = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
     runs = []
     for _ in range(CONF.get("runs", 1)):
-        dr = dag.test(logical_date=when, run_after=when)
+        dr = dag.test(logical_date=when, run_after=when,
+                      use_executor=CONF.get("executor", False))
         with create_session() as session:
             run = session.query(DagRun).filter_by(dag_id=dag.dag_id, run_id=dr.run_id).one()
             tis = [{"task_id": ti.task_id, "map_index": ti.map_index, "state": str(ti.state),
@@ -106,6 +115,44 @@ if __name__ == "__main__":
                          "tis": sorted(tis, key=lambda t: (t["task_id"], t["map_index"]))})
     Path(CONF["out"]).write_text(json.dumps(runs))
 '''
+
+
+@contextlib.contextmanager
+def api_server(home: Path, dags: Path) -> Iterator[dict[str, str]]:
+    """An Airflow API server on a free port for worker processes (their Execution API); yields
+    the environment that points workers at it. Stopped (by its pid) on exit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    environ = {**env(home, dags),
+               "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+               "AIRFLOW__CORE__PARALLELISM": "2"}
+    log = (home / "api-server.log").open("w")
+    server = subprocess.Popen([sys.executable, "-m", "airflow", "api-server", "--host",
+                               "127.0.0.1", "--port", str(port)], env=environ, stdout=log,
+                              stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, (home / "api-server.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health",
+                                            timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the Airflow API server did not start in 120 s"
+            time.sleep(0.5)
+        yield environ
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            server.kill()
+            server.wait()
+        log.close()
 
 
 def migrate(home: Path) -> None:
@@ -125,15 +172,21 @@ def env(home: Path, dags: Path) -> dict[str, str]:
 def run_dag(template_home: Path, work: Path, conf: dict[str, Any],
             timeout: float = 300) -> tuple[list[dict[str, Any]], str]:
     """Writes the DAG file with ``conf`` into ``work/dags`` and runs it against a copy of the
-    migrated metadata database; returns (the runs Airflow recorded, the process output)."""
+    migrated metadata database; returns (the runs Airflow recorded, the process output).
+    ``conf["executor"]``: tasks run in LocalExecutor worker processes (through an API server)
+    instead of in the test process; their logs are under ``work/airflow/logs``."""
     home, dags = work / "airflow", work / "dags"
-    shutil.copytree(template_home, home)
+    home.mkdir(parents=True)
+    shutil.copy2(template_home / "airflow.db", home / "airflow.db")  # airflow.cfg: written anew
     dags.mkdir()
     out = work / "runs.json"
     (dags / "backfill_fix.json").write_text(json.dumps({**conf, "out": str(out)}))
     (dags / "backfill_fix.py").write_text(DAG_FILE)
-    r = subprocess.run([sys.executable, str(dags / "backfill_fix.py")], env=env(home, dags),
-                       capture_output=True, text=True, timeout=timeout, cwd=work)
+    with contextlib.ExitStack() as stack:
+        environ = stack.enter_context(api_server(home, dags)) if conf.get("executor") \
+            else env(home, dags)
+        r = subprocess.run([sys.executable, str(dags / "backfill_fix.py")], env=environ,
+                           capture_output=True, text=True, timeout=timeout, cwd=work)
     output = r.stdout + r.stderr
     assert r.returncode == 0 and out.exists(), output[-5000:]
     runs: list[dict[str, Any]] = json.loads(out.read_text())

@@ -62,8 +62,8 @@ def changelog(root: Path) -> list[tuple[Any, ...]]:
                   key=repr)
 
 
-def cli_backfill(root: Path) -> str:
-    r = cli("run", "--project", str(root), "--select", SELECT, "--start", START, "--end", END,
+def cli_backfill(root: Path, select: str = SELECT, start: str = START, end: str = END) -> str:
+    r = cli("run", "--project", str(root), "--select", select, "--start", start, "--end", end,
             "--as-of", AS_OF, "--reason", "discount bug fixed", "--json")
     assert r.returncode == 0, r.stderr
     bid = json.loads(r.stdout)["id"]
@@ -129,14 +129,18 @@ def test_dag_publishes_what_the_cli_publishes_and_a_rerun_changes_nothing(
 
 
 # -- retries -------------------------------------------------------------------------------------
-def test_airflow_retries_a_transient_failure_without_duplicating_rows(
+def test_airflow_workers_retry_a_transient_failure_without_duplicating_rows(
         built_shop: Path, fixed_shop: Path, tmp_path: Path, airflow_home: Path) -> None:
+    """Real LocalExecutor worker processes (two at a time) on one ledger and one warehouse;
+    a small backfill, as each task instance is a new process importing Airflow."""
+    period = {"select": "fct_daily_sales", "start": "2026-07-31", "end": "2026-08-03"}
     reference = copy_built(built_shop, tmp_path / "cli_shop")
     shop.fix(reference)
-    cli_backfill(reference)
+    cli_backfill(reference, *period.values())
     fail = {"model": "fct_daily_sales", "start": "2026-08-01", "times": 1, "transient": True,
             "marker": str(tmp_path / "failed_once")}
-    runs, output = run_dag(airflow_home, tmp_path / "af", conf(fixed_shop, fail=fail))
+    runs, _ = run_dag(airflow_home, tmp_path / "af",
+                      conf(fixed_shop, **period, fail=fail, executor=True))
     (run,) = runs
     assert run["state"] == "success"
     flaky = [t for t in tis(run, "fct_daily_sales.run") if t["label"].endswith("2026-08-01")]
@@ -149,7 +153,17 @@ def test_airflow_retries_a_transient_failure_without_duplicating_rows(
     tries = [a for a in ledger.attempts(bid) if a["task_id"] == task.task_id]
     assert [a["status"] for a in tries] == ["failed", "done"]
     assert "injected failure #1: connection reset" in tries[0]["error"]
-    assert "(transient): injected failure #1" in output  # the task log says why
+    assert len({a["worker"] for a in ledger.attempts(bid)}) > 1  # several worker processes
+
+    # The task log files of both tries carry our records: the partition, then our error.
+    logs = (tmp_path / "af" / "airflow" / "logs" / "dag_id=backfill_fix" /
+            f"run_id={run['run_id']}" / "task_id=fct_daily_sales.run" /
+            f"map_index={flaky[0]['map_index']}")
+    first, second = (logs / "attempt=1.log").read_text(), (logs / "attempt=2.log").read_text()
+    assert f"backfill {bid}: running fct_daily_sales 2026-08-01 (task {task.task_id}, " \
+           "attempt 1" in first
+    assert "failed (transient): injected failure #1: connection reset" in first
+    assert "attempt 2" in second and "fct_daily_sales 2026-08-01 done in" in second
 
     # The partition written twice is there once: same tables as the CLI, one row per day.
     assert fingerprints(fixed_shop) == fingerprints(reference)

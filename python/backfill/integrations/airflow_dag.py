@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -182,7 +183,20 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
             audited >> approve >> published
         else:
             audited >> published
+    # Airflow records the file that constructed the DAG as its location, which is this module;
+    # workers must re-import the user's DAG file instead (the DAG processor sets the same).
+    dag.fileloc = _caller_file()
     return dag
+
+
+def _caller_file() -> str:
+    """The first file up the stack outside the backfill package: the user's DAG file."""
+    package = Path(__file__).resolve().parents[1]
+    frame = sys._getframe(1)
+    while frame.f_back is not None and Path(frame.f_code.co_filename).resolve().is_relative_to(
+            package):
+        frame = frame.f_back
+    return frame.f_code.co_filename
 
 
 def _approve_task(dag_id: str, select: str, start: object, end: object, reason: str,
