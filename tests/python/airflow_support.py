@@ -97,6 +97,7 @@ if CONF.get("fail"):
 
 if __name__ == "__main__":
     from airflow.models.dagrun import DagRun
+    from airflow.models.hitl import HITLDetail
     from airflow.utils.session import create_session
 
     if CONF.get("respond"):
@@ -111,7 +112,10 @@ if __name__ == "__main__":
             tis = [{"task_id": ti.task_id, "map_index": ti.map_index, "state": str(ti.state),
                     "try_number": ti.try_number, "label": ti.rendered_map_index}
                    for ti in run.get_task_instances(session=session)]
-            runs.append({"run_id": run.run_id, "state": str(run.state),
+            hitl = [{"chosen": d.chosen_options, "by": d.responded_by_user_name}
+                    for ti in run.get_task_instances(session=session) if ti.task_id == "approve"
+                    for d in session.query(HITLDetail).filter_by(ti_id=ti.id)]
+            runs.append({"run_id": run.run_id, "state": str(run.state), "hitl": hitl,
                          "tis": sorted(tis, key=lambda t: (t["task_id"], t["map_index"]))})
     Path(CONF["out"]).write_text(json.dumps(runs))
 '''

@@ -259,7 +259,8 @@ def test_publish_waits_for_the_approval(choice: str, fixed_shop: Path, tmp_path:
     (run,) = runs
     states = {t["task_id"]: t["state"] for t in run["tis"]}
     assert states["audit"] == states["approve"] == "success"
-    assert "Waiting for Human-in-the-loop input" in output  # it did wait for the reviewer
+    # The reviewer answered the task waiting for input (Airflow's state AWAITING_INPUT).
+    assert run["hitl"] == [{"chosen": [choice], "by": "Ana"}]
     ledger, bid = ledger_of(fixed_shop)
     if choice == "Approve":
         assert states["publish"] == "success"
