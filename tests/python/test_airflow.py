@@ -210,8 +210,16 @@ def test_a_failed_gate_stops_the_dag_before_publishing(
 # -- the DAG's shape -----------------------------------------------------------------------------
 SHAPE = '''
 import json, sys
+from backfill import BackfillError
 from backfill.integrations.airflow import backfill_dag
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+def _error(**bad):
+    args = {"concurrency": 2, "select": "fct_daily_sales", "reason": "r", **bad}
+    try:
+        backfill_dag("bad", sys.argv[1], args.pop("select"), "2026-08-01", "2026-08-08", **args)
+    except BackfillError as exc:
+        return exc
+    return None
 dag = backfill_dag("shape", sys.argv[1], "fct_daily_sales+", "2026-08-01", "2026-08-08",
                    concurrency=3, reason="discount bug fixed",
                    approval={"assigned_users": [{"id": "ana", "name": "Ana"}]})
@@ -221,6 +229,9 @@ print(json.dumps({
                if type(t).__name__.endswith("MappedOperator")},
     "approve": isinstance(dag.task_dict["approve"], ApprovalOperator),
     "max_active_tasks": dag.max_active_tasks,
+    "fileloc": dag.fileloc,
+    "errors": [str(_error(**bad)) for bad in ({"concurrency": 0}, {"select": "nope*"},
+                                               {"reason": " "}, {"approval": "yes"})],
 }))
 '''
 
@@ -247,6 +258,12 @@ def test_dag_shape_follows_the_models_and_approval_gates_publish(
     assert shape["mapped"] == {f"{m}.run": 3 for m in
                                ("fct_daily_sales", "fct_sales_7d", "fct_monthly_sales")}
     assert shape["max_active_tasks"] == 3
+    assert shape["fileloc"] == str(script)  # workers re-import the user's file, not ours
+    assert shape["errors"] == [
+        "concurrency 0 is not a positive integer",
+        "selector 'nope*' matches no model",
+        "a backfill needs a reason, e.g. reason='discount bug fixed'",
+        "approval 'yes': expected True/False or a dict of ApprovalOperator arguments"]
 
 
 # -- approval ------------------------------------------------------------------------------------

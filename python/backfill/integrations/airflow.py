@@ -45,12 +45,14 @@ from ..runner import Backfill
 if TYPE_CHECKING:  # pragma: no cover
     import datetime as dt
 
+    from ..planning import Plan
     from ..project import Project
 
 log = logging.getLogger(__name__)
 
 __all__ = ["GateFailedError", "audit", "backfill_dag", "backfill_id_for", "plan_backfill",
            "publish", "run_task", "task_ids", "task_label"]
+
 
 class GateFailedError(ConflictError):
     """The audit failed a gate: the DAG stops before publishing."""
@@ -127,7 +129,7 @@ def plan_backfill(project: Project | str | Path, select: str, start: dt.datetime
     return bid
 
 
-def _existing(led: Ledger, bid: str, plan: Any) -> str | None:
+def _existing(led: Ledger, bid: str, plan: Plan) -> str | None:
     try:
         rec = led.backfill(bid)
     except KeyError:
