@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
+#include "detail/diff_columns.hpp"
 #include "detail/diff_engine.hpp"
 #include "detail/hashing.hpp"
 #include "detail/parallel.hpp"
@@ -298,6 +299,7 @@ struct MatchLocal {
   std::unordered_map<Seconds, Delta> parts;
   std::vector<std::pair<std::int64_t, std::int64_t>> changed;
   std::vector<std::int64_t> added, removed;
+  std::vector<RowPair> hash_changed;  // matched pairs whose row hash differs
   std::optional<DupInfo> dup;
 };
 
@@ -492,39 +494,25 @@ class Matcher {
     }
   }
 
-  // Compares a matched pair; true when some column differs. Updates per-column stats.
+  // Whether a matched pair differs. A differing row hash settles it (equal values hash
+  // equal); the pair is kept for compare_hashed_columns, which finds the columns column at a
+  // time after the match. Columns compared by value or tolerance are compared here.
   bool compare(std::int64_t go, std::int64_t gn, bool row_hash_differs, MatchLocal& acc) const {
     const bool hash_differs = has_hashed_ && row_hash_differs;
-    if (!hash_differs && !any_direct_) return false;
+    if (hash_differs) {
+      acc.hash_changed.push_back({static_cast<std::uint32_t>(go), static_cast<std::uint32_t>(gn)});
+    }
+    if (!any_direct_) return hash_differs;
     const RowRef ro = lo_.locate(go);
     const RowRef rn = ln_.locate(gn);
     const auto& bo = old_.batches()[static_cast<std::size_t>(ro.chunk)];
     const auto& bn = new_.batches()[static_cast<std::size_t>(rn.chunk)];
-    bool changed = false;
+    bool changed = hash_differs;
     for (std::size_t k = 0; k < plan_.compared.size(); ++k) {
       const auto& c = plan_.compared[k];
-      if (c.mode == CompareMode::hash && !hash_differs) continue;
-      const Value a = value_at(bo.column(c.old_index), ro.row);
-      const Value b = value_at(bn.column(c.new_index), rn.row);
-      auto& st = acc.columns[k];
-      std::optional<double> x;
-      std::optional<double> y;
-      if (c.numeric) {
-        x = to_double(a);
-        y = to_double(b);
-        if (x && y && !std::isnan(*x) && !std::isnan(*y)) {
-          const double d = std::fabs(*y - *x);
-          if (!std::isnan(d)) {
-            st.max_abs_diff = std::max(st.max_abs_diff, d);
-            st.has_diff = true;
-          }
-        }
-      }
-      if (cells_equal(c, a, b)) continue;
-      changed = true;
-      ++st.changed;
-      if (!a.valid) ++st.null_to_value;
-      if (!b.valid) ++st.value_to_null;
+      if (c.mode == CompareMode::hash) continue;
+      changed |= compare_cells(c, value_at(bo.column(c.old_index), ro.row),
+                               value_at(bn.column(c.new_index), rn.row), acc.columns[k]);
     }
     return changed;
   }
@@ -641,7 +629,6 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
 
   lap("match");
   EngineResult r;
-  r.timings = std::move(timings);
   r.columns.resize(plan.compared.size());
   auto& sum = r.summary;
   sum.rows_old = old_table.num_rows();
@@ -691,6 +678,14 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
         key_text(t, dup->old_side ? plan.key_old : plan.key_new, plan.key, dup->row), dup->count,
         sum.duplicate_keys));
   }
+  std::vector<RowPair> hash_changed;
+  for (auto& l : locals) {
+    hash_changed.insert(hash_changed.end(), l.hash_changed.begin(), l.hash_changed.end());
+    l.hash_changed = {};
+  }
+  compare_hashed_columns(old_table, new_table, plan, hash_changed, r.columns);
+  lap("columns");
+  r.timings = std::move(timings);
   const auto k = static_cast<std::size_t>(plan.sample);
   std::sort(r.changed_rows.begin(), r.changed_rows.end(),
             [](const auto& a, const auto& b) { return a.second < b.second; });
