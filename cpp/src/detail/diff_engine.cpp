@@ -13,6 +13,7 @@
 #include <chrono>
 #include <bit>
 #include <cmath>
+#include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -62,9 +63,10 @@ struct Entry {
 };
 
 struct SideScan {
-  // Rows radix-partitioned by the top bits of their key hash: buckets[worker][bucket], each in
-  // row order (workers scan contiguous row ranges), null keys left out.
-  std::vector<std::vector<std::vector<Entry>>> buckets;
+  // Rows radix-partitioned by the top bits of their key hash, null keys left out: bucket b is
+  // entries[start[b] .. start[b + 1]), in row order.
+  std::unique_ptr<Entry[]> entries;  // uninitialized until scattered into
+  std::vector<std::size_t> start;
   std::vector<Seconds> part;        // partition start per row (kNullPartition for null)
   std::int64_t null_keys = 0;
   std::vector<double> sums;         // per measure
@@ -98,6 +100,35 @@ void each_number(const ArrayView& a, std::int64_t b, std::int64_t e, F&& f) {
   }
 }
 
+// Sum of the valid numbers in rows [b, e). Null-free plain columns add into 8 running sums
+// (independent chains: one add per cycle instead of one per add latency), as the diff's sums
+// are order-dependent in the last bits anyway (per worker, per morsel).
+double sum_numbers(const ArrayView& a, std::int64_t b, std::int64_t e) {
+  auto lanes = [&](const auto* v) {
+    const auto n = static_cast<std::size_t>(e - b);
+    v += b;
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+      for (std::size_t j = 0; j < 8; ++j) s[j] += static_cast<double>(v[k + j]);
+    }
+    for (; k < n; ++k) s[0] += static_cast<double>(v[k]);
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  };
+  if (a.dictionary == nullptr && a.buffers[0] == nullptr) {
+    switch (a.type->id) {
+      case TypeId::float64: return lanes(a.values<double>());
+      case TypeId::float32: return lanes(a.values<float>());
+      case TypeId::int64: return lanes(a.values<std::int64_t>());
+      case TypeId::int32: return lanes(a.values<std::int32_t>());
+      default: break;
+    }
+  }
+  double acc = 0;
+  each_number(a, b, e, [&](std::int64_t, double v) { acc += v; });
+  return acc;
+}
+
 struct Morsel {
   std::size_t batch;
   std::int64_t begin, end;
@@ -129,12 +160,6 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   SideScan s;
   const std::size_t n_buckets = std::size_t{1} << bits;
   const int shift = 64 - bits;
-  s.buckets.resize(plan.threads);
-  const std::size_t expect = n / (plan.threads * n_buckets) + n / (plan.threads * n_buckets) / 8 + 16;
-  for (auto& w : s.buckets) {
-    w.resize(n_buckets);
-    for (auto& v : w) v.reserve(expect);
-  }
   if (part_col) s.part.resize(n);
   const auto ms = measures.size();
 
@@ -161,35 +186,75 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   std::vector<std::uint64_t> key_seeds;
   for (const auto& k : plan.key) key_seeds.push_back(seed_of(k));
 
-  // Static contiguous ranges of morsels per worker keep each bucket list in row order.
+  // Key hashes of a morsel into kh; null_key[i] marks rows with a null key (returns whether
+  // there are any). Computed twice per row (to count, then to scatter): cheaper than storing
+  // them for the common integer keys.
+  auto key_hashes = [&](const arrow::ImportedBatch& batch, const Morsel& mo, std::uint64_t* kh,
+                        std::uint8_t* null_key) {
+    bool any_null = false;
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      const ArrayView& col = batch.column(keys[k]);
+      hash_rows(col, mo.begin, mo.end, key_seeds[k], kh, k > 0);
+      if (col.null_count > 0) {
+        if (!any_null) std::fill_n(null_key, mo.end - mo.begin, 0);
+        any_null = true;
+        for (auto i = mo.begin; i < mo.end; ++i) {
+          if (!col.is_valid(i)) null_key[i - mo.begin] = 1;
+        }
+      }
+    }
+    return any_null;
+  };
+  // Each worker a static contiguous range of morsels, so that every bucket is in row order.
+  auto morsel_range = [&](unsigned w) {
+    return std::pair{morsels.size() * w / plan.threads, morsels.size() * (w + 1) / plan.threads};
+  };
+  // Exact bucket sizes first, so that the rows are scattered once into one array.
+  std::vector<std::vector<std::size_t>> at(plan.threads, std::vector<std::size_t>(n_buckets, 0));
+  parallel_for(plan.threads, plan.threads, [&](std::size_t w, unsigned) {
+    std::vector<std::uint64_t> kh(kMorsel);
+    std::vector<std::uint8_t> null_key(kMorsel);
+    auto& count = at[w];
+    const auto [m_begin, m_end] = morsel_range(static_cast<unsigned>(w));
+    for (std::size_t m = m_begin; m < m_end; ++m) {
+      const Morsel& mo = morsels[m];
+      const auto len = static_cast<std::size_t>(mo.end - mo.begin);
+      const bool any_null = key_hashes(t.batches()[mo.batch], mo, kh.data(), null_key.data());
+      for (std::size_t i = 0; i < len; ++i) {
+        if (!(any_null && null_key[i])) ++count[kh[i] >> shift];
+      }
+    }
+  });
+  s.start.assign(n_buckets + 1, 0);
+  for (std::size_t b = 0; b < n_buckets; ++b) {
+    std::size_t pos = s.start[b];
+    for (auto& count : at) {  // count -> where the worker's rows of bucket b go
+      const std::size_t c = count[b];
+      count[b] = pos;
+      pos += c;
+    }
+    s.start[b + 1] = pos;
+  }
+  // (Transparent huge pages would save page faults here, but on VMs that hand free memory back
+  // to the host, a fresh huge page is often slow to touch: measured 2.5x slower on some runs.)
+  s.entries = std::make_unique_for_overwrite<Entry[]>(s.start[n_buckets]);
+
   parallel_for(plan.threads, plan.threads, [&](std::size_t w_, unsigned) {
    const auto w = static_cast<unsigned>(w_);
-   auto& my_buckets = s.buckets[w];
+   auto& pos = at[w];
+   Entry* entries = s.entries.get();
    std::vector<std::uint64_t> kh(kMorsel);
    std::vector<std::uint64_t> rh(kMorsel);
    std::vector<std::uint8_t> null_key(kMorsel);
    PartitionCache pcache(plan.grain, plan.tz);
-   const std::size_t m_begin = morsels.size() * w / plan.threads;
-   const std::size_t m_end = morsels.size() * (w + 1) / plan.threads;
+   const auto [m_begin, m_end] = morsel_range(w);
    for (std::size_t m = m_begin; m < m_end; ++m) {
     const Morsel& mo = morsels[m];
     const auto& batch = t.batches()[mo.batch];
     const auto base = static_cast<std::size_t>(loc.batch_start(mo.batch) + mo.begin);
     const auto len = static_cast<std::size_t>(mo.end - mo.begin);
     Local& local = locals[w];
-    // keys
-    bool any_null = false;
-    for (std::size_t k = 0; k < keys.size(); ++k) {
-      const ArrayView& col = batch.column(keys[k]);
-      hash_rows(col, mo.begin, mo.end, key_seeds[k], kh.data(), k > 0);
-      if (col.null_count > 0) {
-        if (!any_null) std::fill_n(null_key.begin(), len, 0);
-        any_null = true;
-        for (auto i = mo.begin; i < mo.end; ++i) {
-          if (!col.is_valid(i)) null_key[static_cast<std::size_t>(i - mo.begin)] = 1;
-        }
-      }
-    }
+    const bool any_null = key_hashes(batch, mo, kh.data(), null_key.data());
     // row hash of the hash-compared columns
     if (!hashed.empty()) {
       std::fill_n(rh.begin(), len, kRowSeed);
@@ -198,9 +263,8 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
         hash_rows(col, mo.begin, mo.end, seeds[c], rh.data(), true);
         // Unpartitioned measure sums while the column is still in cache.
         if (!part_col && measure_of_hashed[c] >= 0) {
-          double acc = 0;
-          each_number(col, mo.begin, mo.end, [&](std::int64_t, double v) { acc += v; });
-          local.sums[static_cast<std::size_t>(measure_of_hashed[c])] += acc;
+          local.sums[static_cast<std::size_t>(measure_of_hashed[c])] +=
+              sum_numbers(col, mo.begin, mo.end);
         }
       }
     }
@@ -209,7 +273,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
         ++local.null_keys;
         continue;
       }
-      my_buckets[kh[i] >> shift].push_back(Entry{kh[i], rh[i], static_cast<std::uint32_t>(base + i)});
+      entries[pos[kh[i] >> shift]++] = Entry{kh[i], rh[i], static_cast<std::uint32_t>(base + i)};
     }
     // partitions, row counts and measure sums
     if (part_col) {
@@ -244,10 +308,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     } else {
       for (std::size_t k = 0; k < ms; ++k) {
         if (summed_with_hash[k]) continue;
-        double acc = 0;
-        each_number(batch.column(measures[k]), mo.begin, mo.end,
-                    [&](std::int64_t, double v) { acc += v; });
-        local.sums[k] += acc;
+        local.sums[k] += sum_numbers(batch.column(measures[k]), mo.begin, mo.end);
       }
     }
    }
@@ -336,7 +397,6 @@ class Matcher {
     std::vector<std::int32_t> qpos;     // per new row: position of its old key, or -1
     std::vector<std::uint32_t> ncount;  // per old key: new rows with that key
     std::vector<Entry> unmatched;       // new rows whose key is not in old
-    std::vector<Entry> old_rows, new_rows;    // a coarse bucket
     std::vector<Entry> old_split, new_split;  // ... split into fine buckets
     std::vector<std::size_t> old_start, new_start;
   };
@@ -585,37 +645,27 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   std::vector<MatchLocal> locals(plan.threads);
   std::vector<Matcher::Scratch> scratch(plan.threads);
   for (auto& l : locals) l.columns.resize(plan.compared.size());
-  auto gather = [](const SideScan& side, std::size_t k, std::vector<Entry>& out) {
-    out.clear();
-    for (const auto& w : side.buckets) out.insert(out.end(), w[k].begin(), w[k].end());
-  };
   const std::size_t n_fine = std::size_t{1} << (bits - coarse);
   const int fine_shift = 64 - bits;
-  // Stable counting sort of a coarse bucket (the workers' lists in worker order) by the next
-  // bits: row order is kept within each fine bucket.
+  // Stable counting sort of a coarse bucket by the next bits: row order is kept within each
+  // fine bucket.
   auto split = [&](const SideScan& side, std::size_t k, std::vector<Entry>& out,
                    std::vector<std::size_t>& start) {
+    const Entry* rows = side.entries.get() + side.start[k];
+    const std::size_t total = side.start[k + 1] - side.start[k];
     start.assign(n_fine + 1, 0);
     const std::uint64_t mask = n_fine - 1;
-    std::size_t total = 0;
-    for (const auto& w : side.buckets) {
-      total += w[k].size();
-      for (const auto& e : w[k]) ++start[((e.key_hash >> fine_shift) & mask) + 1];
-    }
+    for (std::size_t p = 0; p < total; ++p) ++start[((rows[p].key_hash >> fine_shift) & mask) + 1];
     for (std::size_t f = 0; f < n_fine; ++f) start[f + 1] += start[f];
     out.resize(total);
     std::vector<std::size_t> at(start.begin(), start.end() - 1);
-    for (const auto& w : side.buckets) {
-      for (const auto& e : w[k]) out[at[(e.key_hash >> fine_shift) & mask]++] = e;
-    }
+    for (std::size_t p = 0; p < total; ++p) out[at[(rows[p].key_hash >> fine_shift) & mask]++] = rows[p];
   };
   parallel_for(n_buckets, plan.threads, [&](std::size_t k, unsigned w) {
     auto& sc = scratch[w];
     if (n_fine == 1) {
-      gather(so, k, sc.old_rows);
-      gather(sn, k, sc.new_rows);
-      matcher.bucket(sc.old_rows.data(), sc.old_rows.size(), sc.new_rows.data(),
-                     sc.new_rows.size(), locals[w], sc);
+      matcher.bucket(so.entries.get() + so.start[k], so.start[k + 1] - so.start[k],
+                     sn.entries.get() + sn.start[k], sn.start[k + 1] - sn.start[k], locals[w], sc);
       return;
     }
     split(so, k, sc.old_split, sc.old_start);
