@@ -1,13 +1,15 @@
-// The diff engine: two passes over the Arrow buffers.
-//   1. scan (per side; each worker a contiguous range of rows): key hash, row hash of the
-//      hash-compared columns, partition start, row counts and measure sums per partition; each
-//      row (key hash, row hash, row number) is appended to one of <= 256 coarse buckets by the
-//      top bits of its key hash;
-//   2. match (parallel over coarse buckets, each split again in cache into fine buckets of
-//      ~4096 rows): a hash table on old's keys probed by new's rows (duplicates counted on both
-//      sides), comparison of matched pairs (columns are read only when row hashes differ or
-//      the column is compared by value), per-column and per-partition statistics.
-// Expected O(rows) time; ~24 bytes per row per side of extra memory.
+// The diff engine: three passes over the Arrow buffers.
+//   1. scan (per side; each worker a contiguous range of rows): key hashes are counted per
+//      bucket (top bits of the key hash), then each row's (key hash, row hash of the
+//      hash-compared columns, row number) is scattered once into its bucket of one array per
+//      side; partition starts, row counts and measure sums per partition in the same pass;
+//   2. match (parallel over buckets, split again in cache only when large): a hash table on
+//      old's keys probed by new's rows (duplicates counted on both sides); a pair whose row
+//      hashes differ is changed and kept; columns compared by value or tolerance are compared
+//      here; per-partition statistics;
+//   3. columns: the kept pairs sorted by old row, each hash-compared column compared over them
+//      (diff_columns.hpp).
+// Expected O(rows) time; ~24 bytes per row per side of extra memory, 8 per changed row.
 // Assumptions: fewer than 2^32 rows per side (row numbers are stored as uint32 in buckets).
 #include <algorithm>
 #include <chrono>
@@ -50,6 +52,7 @@ RowRef RowLocator::locate(std::int64_t row) const noexcept {
 namespace {
 
 constexpr std::int64_t kMorsel = 1 << 14;
+constexpr std::uint64_t kFineRows = 1 << 16;
 constexpr std::uint64_t kRowSeed = 0x726f77686173680aULL;
 
 // ---- pass 1: scan ----
@@ -333,9 +336,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   return s;
 }
 
-// ---- pass 2: radix partition by key hash ----
-
-// ---- pass 3: match and compare per bucket ----
+// ---- pass 2: match and compare per bucket ----
 
 // Open addressing over positions in a bucket's row list; count[p] > 0 marks first occurrences.
 struct KeyTable {
@@ -623,10 +624,11 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   const RowLocator lo(old_table);
   const RowLocator ln(new_table);
   // Two-level radix partitioning: the scan scatters into at most 256 coarse buckets (more write
-  // streams thrash the TLB); the match splits each coarse bucket again, in cache, so that about
-  // 4096 rows of the larger side share a hash table that fits in L2.
+  // streams thrash the TLB); the match splits a coarse bucket again, in cache, only when more
+  // than kFineRows rows of the larger side would share one hash table (<= 512 KiB of slots, in
+  // L2; a split pass costs more than the slightly larger table below that).
   const auto larger = static_cast<std::uint64_t>(std::max(old_table.num_rows(), new_table.num_rows()));
-  const int bits = std::clamp(static_cast<int>(std::bit_width(larger / 4096)), 4, 16);
+  const int bits = std::clamp(static_cast<int>(std::bit_width(larger / kFineRows)), 4, 16);
   const int coarse = std::min(bits, 8);
   const std::size_t n_buckets = std::size_t{1} << coarse;
   std::vector<std::pair<std::string, double>> timings;
