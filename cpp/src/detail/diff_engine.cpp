@@ -59,11 +59,16 @@ constexpr std::uint64_t kRowSeed = 0x726f77686173680aULL;
 
 // A row in its bucket, with the hashes it is matched and compared by: per-bucket work then
 // reads memory sequentially instead of gathering from row-indexed arrays (a cache miss each).
+// Packed to 20 bytes (x86 and ARMv8 load unaligned words at full speed): a sixth less memory
+// to fault in and stream than the padded 24.
+#pragma pack(push, 4)
 struct Entry {
   std::uint64_t key_hash;
   std::uint64_t row_hash;
   std::uint32_t row;
 };
+#pragma pack(pop)
+static_assert(sizeof(Entry) == 20);
 
 struct SideScan {
   // Rows radix-partitioned by the top bits of their key hash, null keys left out: bucket b is
