@@ -53,6 +53,7 @@ namespace {
 
 constexpr std::int64_t kMorsel = 1 << 14;
 constexpr std::uint64_t kFineRows = 1 << 16;
+constexpr std::size_t kProbeAhead = 16;
 constexpr std::uint64_t kRowSeed = 0x726f77686173680aULL;
 
 // ---- pass 1: scan ----
@@ -421,6 +422,13 @@ class Matcher {
     ncount.assign(no, 0);
     unmatched.clear();
     for (std::size_t p = 0; p < nn; ++p) {
+      if (p + kProbeAhead < nn) {
+        // Random reads of an L2-sized table: prefetch the slot of a later row, and the entry
+        // its slot points at (the slot was prefetched earlier), to overlap the misses.
+        __builtin_prefetch(&to.slots[nrows[p + kProbeAhead].key_hash & to.mask]);
+        const std::int32_t ahead = to.slots[nrows[p + kProbeAhead / 2].key_hash & to.mask];
+        if (ahead >= 0) __builtin_prefetch(&orows[static_cast<std::size_t>(ahead)]);
+      }
       const std::int32_t q = find_old(orows, to, nrows[p]);
       qpos[p] = q;
       if (q >= 0) {
@@ -515,6 +523,9 @@ class Matcher {
     const auto& loc = old_side ? lo_ : ln_;
     const auto& keys = old_side ? plan_.key_old : plan_.key_new;
     for (std::size_t p = 0; p < n; ++p) {
+      if (p + kProbeAhead < n) {
+        __builtin_prefetch(&t.slots[rows[p + kProbeAhead].key_hash & t.mask], 1);
+      }
       const std::uint64_t h = rows[p].key_hash;
       for (std::uint64_t slot = h & t.mask;; slot = (slot + 1) & t.mask) {
         const std::int32_t q = t.slots[slot];
