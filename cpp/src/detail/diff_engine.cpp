@@ -695,6 +695,8 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
     }
   });
 
+  so.entries.reset();  // before the column pass allocates its own
+  sn.entries.reset();
   lap("match");
   EngineResult r;
   r.columns.resize(plan.compared.size());
