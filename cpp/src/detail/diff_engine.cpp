@@ -214,32 +214,33 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     }
     return any_null;
   };
-  // Each worker a static contiguous range of morsels, so that every bucket is in row order.
-  auto morsel_range = [&](unsigned w) {
-    return std::pair{morsels.size() * w / plan.threads, morsels.size() * (w + 1) / plan.threads};
+  // Exact bucket sizes per morsel first, so that every row has its place in one array (each
+  // bucket in row order) whichever worker scans its morsel: the morsels can then be handed
+  // out dynamically, which keeps both workers busy to the end on a loaded machine.
+  const std::size_t n_morsels = morsels.size();
+  std::vector<std::uint32_t> at(n_morsels * n_buckets, 0);  // count, then first position
+  struct Scratch {
+    std::vector<std::uint64_t> kh = std::vector<std::uint64_t>(kMorsel);
+    std::vector<std::uint64_t> rh = std::vector<std::uint64_t>(kMorsel);
+    std::vector<std::uint8_t> null_key = std::vector<std::uint8_t>(kMorsel);
   };
-  // Exact bucket sizes first, so that the rows are scattered once into one array.
-  std::vector<std::vector<std::size_t>> at(plan.threads, std::vector<std::size_t>(n_buckets, 0));
-  parallel_for(plan.threads, plan.threads, [&](std::size_t w, unsigned) {
-    std::vector<std::uint64_t> kh(kMorsel);
-    std::vector<std::uint8_t> null_key(kMorsel);
-    auto& count = at[w];
-    const auto [m_begin, m_end] = morsel_range(static_cast<unsigned>(w));
-    for (std::size_t m = m_begin; m < m_end; ++m) {
-      const Morsel& mo = morsels[m];
-      const auto len = static_cast<std::size_t>(mo.end - mo.begin);
-      const bool any_null = key_hashes(t.batches()[mo.batch], mo, kh.data(), null_key.data());
-      for (std::size_t i = 0; i < len; ++i) {
-        if (!(any_null && null_key[i])) ++count[kh[i] >> shift];
-      }
+  std::vector<Scratch> scratch(plan.threads);
+  parallel_for(n_morsels, plan.threads, [&](std::size_t m, unsigned w) {
+    auto& sc = scratch[w];
+    const Morsel& mo = morsels[m];
+    const auto len = static_cast<std::size_t>(mo.end - mo.begin);
+    const bool any_null = key_hashes(t.batches()[mo.batch], mo, sc.kh.data(), sc.null_key.data());
+    std::uint32_t* count = at.data() + m * n_buckets;
+    for (std::size_t i = 0; i < len; ++i) {
+      if (!(any_null && sc.null_key[i])) ++count[sc.kh[i] >> shift];
     }
   });
   s.start.assign(n_buckets + 1, 0);
   for (std::size_t b = 0; b < n_buckets; ++b) {
     std::size_t pos = s.start[b];
-    for (auto& count : at) {  // count -> where the worker's rows of bucket b go
-      const std::size_t c = count[b];
-      count[b] = pos;
+    for (std::size_t m = 0; m < n_morsels; ++m) {
+      const std::size_t c = at[m * n_buckets + b];
+      at[m * n_buckets + b] = static_cast<std::uint32_t>(pos);
       pos += c;
     }
     s.start[b + 1] = pos;
@@ -248,16 +249,18 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   // to the host, a fresh huge page is often slow to touch: measured 2.5x slower on some runs.)
   s.entries = std::make_unique_for_overwrite<Entry[]>(s.start[n_buckets]);
 
-  parallel_for(plan.threads, plan.threads, [&](std::size_t w_, unsigned) {
-   const auto w = static_cast<unsigned>(w_);
-   auto& pos = at[w];
-   Entry* entries = s.entries.get();
-   std::vector<std::uint64_t> kh(kMorsel);
-   std::vector<std::uint64_t> rh(kMorsel);
-   std::vector<std::uint8_t> null_key(kMorsel);
-   PartitionCache pcache(plan.grain, plan.tz);
-   const auto [m_begin, m_end] = morsel_range(w);
-   for (std::size_t m = m_begin; m < m_end; ++m) {
+  // Measure sums per morsel, added up in morsel order: the same bits whatever the scheduling.
+  std::vector<double> morsel_sums(n_morsels * ms, 0.0);
+  std::vector<PartitionCache> pcaches(plan.threads, PartitionCache(plan.grain, plan.tz));
+  auto scan_morsel = [&](std::size_t m, unsigned w) {
+    auto& sc = scratch[w];
+    auto& kh = sc.kh;
+    auto& rh = sc.rh;
+    auto& null_key = sc.null_key;
+    auto& pcache = pcaches[w];
+    std::uint32_t* pos = at.data() + m * n_buckets;
+    double* msums = morsel_sums.data() + m * ms;
+    Entry* entries = s.entries.get();
     const Morsel& mo = morsels[m];
     const auto& batch = t.batches()[mo.batch];
     const auto base = static_cast<std::size_t>(loc.batch_start(mo.batch) + mo.begin);
@@ -272,8 +275,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
         hash_rows(col, mo.begin, mo.end, seeds[c], rh.data(), true);
         // Unpartitioned measure sums while the column is still in cache.
         if (!part_col && measure_of_hashed[c] >= 0) {
-          local.sums[static_cast<std::size_t>(measure_of_hashed[c])] +=
-              sum_numbers(col, mo.begin, mo.end);
+          msums[static_cast<std::size_t>(measure_of_hashed[c])] = sum_numbers(col, mo.begin, mo.end);
         }
       }
     }
@@ -316,14 +318,27 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
       }
     } else {
       for (std::size_t k = 0; k < ms; ++k) {
-        if (summed_with_hash[k]) continue;
-        local.sums[k] += sum_numbers(batch.column(measures[k]), mo.begin, mo.end);
+        if (!summed_with_hash[k]) msums[k] = sum_numbers(batch.column(measures[k]), mo.begin, mo.end);
       }
     }
-   }
-  });
+  };
+  if (part_col) {
+    // Per-partition sums are kept per worker: static contiguous ranges of morsels keep their
+    // order fixed.
+    parallel_for(plan.threads, plan.threads, [&](std::size_t w, unsigned) {
+      const std::size_t end = n_morsels * (w + 1) / plan.threads;
+      for (std::size_t m = n_morsels * w / plan.threads; m < end; ++m) {
+        scan_morsel(m, static_cast<unsigned>(w));
+      }
+    });
+  } else {
+    parallel_for(n_morsels, plan.threads, scan_morsel);
+  }
 
   s.sums.assign(ms, 0.0);
+  for (std::size_t m = 0; m < n_morsels; ++m) {
+    for (std::size_t k = 0; k < ms; ++k) s.sums[k] += morsel_sums[m * ms + k];
+  }
   for (auto& l : locals) {
     s.null_keys += l.null_keys;
     for (std::size_t k = 0; k < ms; ++k) s.sums[k] += l.sums[k];
