@@ -37,6 +37,7 @@ class Invocation:
     args: tuple[str, ...]
     success: bool
     result: Any  # dbt's result object (RunExecutionResult for run, Manifest for parse, ...)
+    exception: BaseException | None  # dbt could not run the command
     seconds: float
 
 
@@ -91,4 +92,4 @@ def invoke(args: Sequence[str], *, project_dir: str | Path, profiles_dir: str | 
                                  f"{type(res.exception).__name__}: {res.exception}")
     if check and not res.success and args and args[0] == "parse":
         raise DbtInvocationError(f"dbt parse failed in {project}")
-    return Invocation(tuple(full), bool(res.success), res.result, seconds)
+    return Invocation(tuple(full), bool(res.success), res.result, res.exception, seconds)
