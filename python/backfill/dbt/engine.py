@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -56,6 +57,11 @@ Period = tuple[dt.datetime, dt.datetime]
 # dbt error messages of failures that repeat identically on a retry.
 _PERMANENT = ("Parser Error", "Binder Error", "Catalog Error", "Conversion Error",
               "Compilation Error", "Syntax error", "does not exist", "not found")
+
+
+# dbt's progress and summary lines in its error log (the messages are the other lines).
+_PROGRESS = re.compile(r"^(Batch \d+ of \d+|\d+ of \d+ |Failure in |ERROR$|Unhandled error|"
+                       r"Exception on worker|Done\.|Completed with)")
 
 
 def work_schema(backfill_id: str) -> str:
@@ -253,30 +259,17 @@ class DbtEngine(DuckDBEngine):
         return group
 
     def _run_group(self, project: Project, group: list[_Request]) -> None:
-        first, model, area = group[0], group[0].model, group[0].area
+        model, area = group[0].model, group[0].area
         began = time.perf_counter()
         try:
             self._prepare(project, area)
-            args = ["run", "--select", model]
-            if first.start is not None:
-                assert group[-1].end is not None
-                args += ["--event-time-start", _arg(first.start),
-                         "--event-time-end", _arg(group[-1].end)]
-            elif project.models[model].meta.get("dbt", {}).get("materialized") == "incremental":
-                args.append("--full-refresh")  # a non-microbatch incremental model: rebuilt whole
-            res = self._invoke(args, area)
-            node = next((r for r in (getattr(res.result, "results", None) or [])
-                         if getattr(r.node, "name", None) == model), None)
-            failed_batches, message = self._outcome(res, node, model)
-            seconds = (time.perf_counter() - began) / len(group)
-            for r in group:
-                bad = [b for b in failed_batches
-                       if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))]  # type: ignore[arg-type]
-                if message is not None and (r.start is None or bad or not failed_batches):
-                    r.error = TaskFailure(message, transient=not any(p in message
-                                                                      for p in _PERMANENT))
-                else:
-                    r.result = self._publish_to_audit(project, r, seconds)
+            failed = self._run_once(project, group, began)
+            if len(group) > 1:
+                # dbt skips the batches after a failed one and reports them failed too: run
+                # each of those tasks alone, so only the failing batches fail.
+                for r in failed:
+                    r.error = None
+                    self._run_once(project, [r], time.perf_counter())
         except BaseException as exc:  # noqa: BLE001 - handed to every waiting task
             for r in group:
                 if r.result is None and r.error is None:
@@ -286,6 +279,34 @@ class DbtEngine(DuckDBEngine):
         finally:
             for r in group:
                 r.done.set()
+
+    def _run_once(self, project: Project, group: list[_Request], began: float) -> list[_Request]:
+        """One dbt invocation for ``group``; sets each request's result or error and returns
+        the failed ones."""
+        first, model, area = group[0], group[0].model, group[0].area
+        args = ["run", "--select", model]
+        if first.start is not None:
+            assert group[-1].end is not None
+            args += ["--event-time-start", _arg(first.start),
+                     "--event-time-end", _arg(group[-1].end)]
+        elif project.models[model].meta.get("dbt", {}).get("materialized") == "incremental":
+            args.append("--full-refresh")  # a non-microbatch incremental model: rebuilt whole
+        res = self._invoke(args, area)
+        node = next((r for r in (getattr(res.result, "results", None) or [])
+                     if getattr(r.node, "name", None) == model), None)
+        failed_batches, message = self._outcome(res, node, model)
+        seconds = (time.perf_counter() - began) / len(group)
+        failed = []
+        for r in group:
+            bad = [b for b in failed_batches
+                   if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))]  # type: ignore[arg-type]
+            if message is not None and (r.start is None or bad or not failed_batches):
+                r.error = TaskFailure(message, transient=not any(p in message
+                                                                  for p in _PERMANENT))
+                failed.append(r)
+            else:
+                r.result = self._publish_to_audit(project, r, seconds)
+        return failed
 
     @staticmethod
     def _outcome(res: Any, node: Any, model: str) -> tuple[list[Period], str | None]:
@@ -301,6 +322,9 @@ class DbtEngine(DuckDBEngine):
         if status in ("success", "pass") and not failed:
             return [], None
         detail = node.message or status
+        text = [ln for ln in res.errors.splitlines() if not _PROGRESS.match(ln)]
+        if text:  # dbt's own error messages (the database's error text)
+            detail = " ".join(text[:4])
         if failed:
             detail = (f"{len(failed)} batch(es) failed, first "
                       f"{failed[0][0]:%Y-%m-%d %H:%M}: {detail}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import time
 import warnings
@@ -39,6 +40,7 @@ class Invocation:
     result: Any  # dbt's result object (RunExecutionResult for run, Manifest for parse, ...)
     exception: BaseException | None  # dbt could not run the command
     seconds: float
+    errors: str = ""  # what dbt logged at level error during the call (its error messages)
 
 
 @contextlib.contextmanager
@@ -72,10 +74,11 @@ def invoke(args: Sequence[str], *, project_dir: str | Path, profiles_dir: str | 
     """Runs ``dbt <args>`` for ``project_dir`` in this process, quietly; returns dbt's result.
     ``check`` raises :class:`DbtInvocationError` when dbt could not run the command at all."""
     project = Path(project_dir)
+    logs = Path(target_path or project / "target") / "logs"
     full = [*args, "--project-dir", str(project),
             "--profiles-dir", str(Path(profiles_dir) if profiles_dir else project),
-            "--log-level", "none", "--log-level-file", "none",
-            "--log-path", str(Path(target_path or project / "target") / "logs")]
+            "--log-level", "none", "--log-level-file", "error", "--log-format-file", "text",
+            "--log-path", str(logs)]
     if target:
         full += ["--target", target]
     if target_path:
@@ -83,13 +86,32 @@ def invoke(args: Sequence[str], *, project_dir: str | Path, profiles_dir: str | 
     with invoke_lock, _isolated():
         from dbt.cli.main import dbtRunner
 
+        log_file = logs / "dbt.log"
+        offset = log_file.stat().st_size if log_file.is_file() else 0
         began = time.perf_counter()
         res = dbtRunner().invoke(full)
         seconds = time.perf_counter() - began
+        errors = ""
+        if log_file.is_file() and log_file.stat().st_size > offset:
+            with log_file.open("rb") as f:
+                f.seek(offset)
+                errors = f.read().decode("utf-8", "replace")
     log.debug("dbt %s: success=%s in %.2f s", " ".join(args), res.success, seconds)
     if res.exception is not None and check:
         raise DbtInvocationError(f"dbt {' '.join(args)} failed in {project}: "
                                  f"{type(res.exception).__name__}: {res.exception}")
     if check and not res.success and args and args[0] == "parse":
         raise DbtInvocationError(f"dbt parse failed in {project}")
-    return Invocation(tuple(full), bool(res.success), res.result, res.exception, seconds)
+    return Invocation(tuple(full), bool(res.success), res.result, res.exception, seconds,
+                      _error_text(errors))
+
+
+def _error_text(log_text: str) -> str:
+    """The messages of an error-level dbt text log, without timestamps and colour codes."""
+    lines = []
+    for line in log_text.splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+        line = re.sub(r"^\S*\d\d:\d\d:\d\d(\.\d+)?\s+", "", line).rstrip()
+        if line.strip():
+            lines.append(line.strip())
+    return "\n".join(lines)
