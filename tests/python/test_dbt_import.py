@@ -178,3 +178,28 @@ def test_dbt_parse_runs_when_the_manifest_is_missing_or_stale(tmp_path: Path) ->
     assert "weekly" in p.models["fct_monthly_sales"].tags
     # dbt parse does not touch the warehouse: no file appears in the project or elsewhere
     assert not (root / "warehouse.duckdb").exists()
+
+
+def test_impact_rebuilds_what_dbt_would_leave_stale(manifest_doc: dict[str, Any]) -> None:
+    # a daily model reading the monthly rollup: a changed day changes its whole month
+    share = _node(manifest_doc, "fct_daily_share",
+                  "select * from {{ ref('fct_monthly_sales') }}", materialized="incremental",
+                  incremental_strategy="microbatch", event_time="sales_month", batch_size="day",
+                  begin="2026-01-01T00:00:00")
+    share["depends_on"]["nodes"] = ["model.dbt_shop.fct_monthly_sales"]
+    p = _with(manifest_doc, share)
+    args = ("fct_daily_sales+", "2026-08-14", "2026-08-16")
+    clip = p.plan(*args, propagate="clip", as_of=AS_OF)
+    impact = p.plan(*args, propagate="impact", as_of=AS_OF)
+    # clip: what dbt runs (the requested days, the month batch); the rest of August is stale
+    assert (clip.model("fct_daily_share").first, clip.model("fct_daily_share").last) == \
+        ("2026-08-14", "2026-08-15")
+    assert [f.model for f in clip.findings if f.code == "CLIPPED_IMPACT"] == ["fct_daily_share"]
+    # impact: every day of the changed month
+    assert (impact.model("fct_daily_share").first, impact.model("fct_daily_share").last) == \
+        ("2026-08-01", "2026-08-31")
+    assert impact.model("fct_monthly_sales").period == "2026-08"
+    # selecting only the daily model leaves its downstream stale, with a warning each
+    only = p.plan("fct_daily_sales", "2026-08-14", "2026-08-16", as_of=AS_OF)
+    assert {f.model for f in only.findings if f.code == "STALE_DOWNSTREAM"} == \
+        {"fct_monthly_sales", "fct_sales_7d", "fct_daily_share"}
