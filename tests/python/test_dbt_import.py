@@ -99,16 +99,19 @@ def test_strategies_map_to_findings(manifest_doc: dict[str, Any]) -> None:
                     incremental_strategy=None, unique_key=None),
               _node(manifest_doc, "m_merge", sql, materialized="incremental",
                     incremental_strategy="merge", unique_key="sales_date"),
-              _node(manifest_doc, "m_view", sql, materialized="view"))
+              _node(manifest_doc, "m_view", sql, materialized="view"),
+              _node(manifest_doc, "m_frozen", sql, materialized="incremental",
+                    incremental_strategy="merge", unique_key="sales_date", full_refresh=False))
     assert p.models["m_append"].strategy == "append"  # dbt-duckdb's default without unique_key
     assert p.models["m_append"].meta["dbt"]["incremental_strategy"] == "append"
     assert (p.models["m_merge"].strategy, p.models["m_merge"].unique_key) == \
         ("full", ("sales_date",))
     assert p.models["m_view"].strategy == "view"
-    plan = p.plan("m_append m_merge m_view", "2026-08-01", "2026-08-02", as_of=AS_OF)
-    errors = [(f.code, f.model) for f in plan.errors()]
-    assert ("APPEND_STRATEGY", "m_append") in errors and not plan.ok
-    assert all(model == "m_append" for _, model in errors)
+    plan = p.plan("m_append m_merge m_view m_frozen", "2026-08-01", "2026-08-02", as_of=AS_OF)
+    errors = sorted((f.code, f.model) for f in plan.errors())
+    # append doubles data when re-run; full_refresh=false stops dbt from rebuilding the past
+    assert errors == [("APPEND_STRATEGY", "m_append"), ("FULL_REFRESH_DISABLED", "m_frozen")]
+    assert not plan.ok
 
 
 def test_clock_reads_in_model_sql_are_flagged(manifest_doc: dict[str, Any]) -> None:

@@ -19,7 +19,8 @@ A microbatch model reads a parent with ``event_time`` batch by batch (dbt filter
 without one is read whole by every batch: the mapping is ``all_of(parent)`` and the model's
 check reports ``FULL_SCAN_INPUT``. dbt ignores ``begin`` when ``--event-time-start`` is given,
 so the planner does too (``begin`` stays in ``meta``); every dbt config we read is in
-``model.meta["dbt"]``.
+``model.meta["dbt"]``. A non-microbatch incremental model with ``full_refresh=false`` cannot be
+rebuilt by dbt: its check reports ``FULL_REFRESH_DISABLED`` (error).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ CONFIG_KEYS = ("materialized", "incremental_strategy", "event_time", "batch_size
                "lookback", "concurrent_batches", "unique_key", "full_refresh", "on_schema_change",
                "schema", "alias", "database", "meta")
 FULL_SCAN_INPUT = "FULL_SCAN_INPUT"
+FULL_REFRESH_DISABLED = "FULL_REFRESH_DISABLED"
 
 
 @dataclass(frozen=True)
@@ -115,10 +117,23 @@ class DbtProject(Project):
             partitioned_inputs=sorted({*parents, *(p.split(".")[-1] for p in parents)})
             if micro else None,
             path=self._file(info))
-        if not micro:
+        extra: list[Finding] = []
+        meta = m.meta.get("dbt", {})
+        if not micro and meta.get("materialized") == "incremental" and \
+                meta.get("full_refresh") is False:
+            extra.append(Finding(
+                code=FULL_REFRESH_DISABLED, severity="error", line=1, column=1,
+                text="full_refresh=false",
+                message=(f"{model} is an incremental model ({strategy}) that a backfill rebuilds "
+                         "with --full-refresh, but its config full_refresh=false makes dbt "
+                         "ignore that: its past would not be rebuilt"),
+                hint="make it a microbatch model, or leave it out of the backfill (--exclude)",
+                path=result.path))
+        if micro:
+            extra += [self._full_scan(model, d.parent, result) for d in m.depends_on
+                      if d.mapping == "all"]
+        if not extra:
             return result
-        extra = [self._full_scan(model, d.parent, result) for d in m.depends_on
-                 if d.mapping == "all"]
         return LintResult([*result.all, *extra], inputs=result.inputs, config=result.config,
                           path=result.path)
 
