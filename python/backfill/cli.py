@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_cli.add_parsers(sub)
     audit_cli.add_demo_parser(sub)
+    from .dbt.cli import add_dbt_options
+
+    add_dbt_options(sub)
     return parser
 
 

@@ -181,10 +181,27 @@ class Project:
 
     @classmethod
     def load(cls, path: str | Path) -> Project:
-        """Loads a project directory (``backfill.yml`` + ``models/*.sql``); see project_files."""
-        from .project_files import load_project
+        """Loads a project directory (``backfill.yml`` + ``models/*.sql``; see project_files), or
+        a dbt project directory without a backfill.yml (:meth:`from_dbt`)."""
+        from pathlib import Path
 
+        from .project_files import PROJECT_FILE, load_project
+
+        root = Path(path)
+        if root.is_dir() and not (root / PROJECT_FILE).exists() and \
+                (root / "dbt_project.yml").exists():
+            return cls.from_dbt(root)
         return load_project(path)
+
+    @classmethod
+    def from_dbt(cls, path: str | Path, *, profiles_dir: str | Path | None = None,
+                 target: str | None = None) -> Project:
+        """Imports a dbt project directory (``dbt parse`` first when ``target/manifest.json``
+        is missing or older than a project file) or a ``manifest.json``; see :mod:`backfill.dbt`.
+        A backfill of it runs through dbt, into an audit schema beside the published one."""
+        from .dbt import load_dbt_project
+
+        return load_dbt_project(path, profiles_dir=profiles_dir, target=target)
 
     def backfill(self, plan: Plan, *, reason: str, direct: bool = False,
                  engine: Engine | None = None, lint: bool = True) -> Backfill:

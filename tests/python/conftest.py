@@ -29,3 +29,16 @@ def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = shop.create(tmp_path_factory.mktemp("built") / "shop", orders_per_day=12)
     build(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def built_dbt_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dbt shop (small: 2026-07-20..2026-08-20, with the bug) built once by dbt for the
+    session. Copy it with shutil.copytree before writing."""
+    from backfill.examples import dbt_shop
+    from dbt_support import FIRST, LAST, build
+
+    root = dbt_shop.create(tmp_path_factory.mktemp("dbt") / "dbt_shop", orders_per_day=12,
+                           first=FIRST, last=LAST)
+    build(root)
+    return root

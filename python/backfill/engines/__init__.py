@@ -17,4 +17,8 @@ def open_engine(settings: object) -> Engine:
         from .duckdb import DuckDBEngine
 
         return DuckDBEngine(settings.path, schema=settings.schema, **dict(settings.options))
+    if settings.type == "dbt":  # a dbt project (Project.from_dbt): runs through dbt
+        from ..dbt.engine import DbtEngine
+
+        return DbtEngine(**dict(settings.options))
     raise ValueError(f"unknown engine type {settings.type!r}")  # pragma: no cover

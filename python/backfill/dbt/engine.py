@@ -1,0 +1,426 @@
+"""The dbt engine: backfill tasks run as ``dbt run`` invocations on a dbt-duckdb warehouse.
+
+A task of a microbatch model becomes
+``dbt run --select <model> --event-time-start <a> --event-time-end <b>``; a task of a table,
+view or other incremental model a plain ``dbt run --select <model>`` (``--full-refresh`` for a
+non-microbatch incremental model: a backfill rebuilds it whole) after its inputs.
+
+Write-audit-publish. A backfill into an audit area runs dbt with a generated profile whose
+schema is ``audit_<id>_dbt`` (the *work* schema). Before the first task, the work schema gets a
+copy of each backfilled microbatch model's published table and a view on the published relation
+of every other model or seed a backfilled model reads, so that dbt's ``ref()`` in the work schema
+sees the new rows in the backfilled periods and the published rows elsewhere: a monthly batch
+over a half-rebuilt month, or a table over all days, reads exactly what it would after publish.
+After each batch (or table build) the engine copies the rebuilt rows into ``audit_<id>``, which
+then holds only the backfilled periods: the audit and publish of the DuckDB engine work on it
+unchanged. A direct backfill (initial build) runs dbt with the user's target.
+
+Grouping. dbt's runner is process-wide state, so invocations are serialized (one at a time per
+process); a dbt invocation costs about 0.2 s on top of its batches. Tasks of one model waiting
+for the runner while another invocation runs are grouped: the next invocation takes every
+waiting task of the same model whose periods join the first one's into one interval and runs
+them as one ``--event-time-start/--event-time-end`` range. With ``concurrency`` N, up to about N
+consecutive batches go in one invocation; each batch's outcome comes back from dbt's
+``batch_results``, so failures are still recorded (and retried) per task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from ..engines.base import Area, PartitionFingerprint, TaskFailure, WriteResult
+from ..engines.duckdb import DuckDBEngine, _in_periods, audit_schema, quote
+from ..errors import InvalidInputError, NotFoundError
+from .invoke import invoke, invoke_lock
+from .profile import GENERATED_TARGET, DbtProfile, read_profile, write_profile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..project import Project
+    from .mapping import DbtProject
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DbtEngine", "work_schema"]
+
+Period = tuple[dt.datetime, dt.datetime]
+# dbt error messages of failures that repeat identically on a retry.
+_PERMANENT = ("Parser Error", "Binder Error", "Catalog Error", "Conversion Error",
+              "Compilation Error", "Syntax error", "does not exist", "not found")
+
+
+# dbt's progress and summary lines in its error log (the messages are the other lines).
+_PROGRESS = re.compile(r"^(Batch \d+ of \d+|\d+ of \d+ |Failure in |ERROR$|Unhandled error|"
+                       r"Exception on worker|Done\.|Completed with)")
+
+
+def work_schema(backfill_id: str) -> str:
+    """The schema dbt writes a backfill into (refs resolve there)."""
+    return f"{audit_schema(backfill_id)}_dbt"
+
+
+def _utc(t: dt.datetime) -> dt.datetime:
+    return t.astimezone(dt.timezone.utc) if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def _arg(t: dt.datetime) -> str:
+    """dbt's --event-time-* form; dbt reads naive values as UTC."""
+    return _utc(t).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@dataclass
+class _Request:
+    model: str
+    start: dt.datetime | None
+    end: dt.datetime | None
+    area: Area
+    done: threading.Event = field(default_factory=threading.Event)
+    result: WriteResult | None = None
+    error: BaseException | None = None
+
+
+class DbtEngine(DuckDBEngine):
+    """Runs a dbt-duckdb project's models through dbt (see the module docstring).
+
+    ``project_dir`` holds dbt_project.yml; ``profiles_dir`` and ``target`` choose the profile
+    (default: the project's profiles.yml or ~/.dbt, the profile's default target);
+    ``state_dir`` holds generated profiles and dbt's target directories (default
+    ``<project>/.backfill``). ``gather`` seconds: how long an invocation waits for sibling
+    tasks to group before it starts.
+    """
+
+    name = "dbt"
+
+    def __init__(self, project_dir: str | Path, *, profiles_dir: str | Path | None = None,
+                 target: str | None = None, state_dir: str | Path | None = None,
+                 gather: float = 0.03, **options: Any) -> None:
+        self.project_dir = Path(project_dir).resolve()
+        self.profile: DbtProfile = read_profile(self.project_dir, profiles_dir, target)
+        super().__init__(self.profile.path, schema=self.profile.schema, **options)
+        self.state_dir = Path(state_dir) if state_dir else self.project_dir / ".backfill"
+        self.gather = gather
+        self._pending: list[_Request] = []
+        self._pending_lock = threading.Lock()
+        self._prepared: set[str] = set()
+        self._current: DbtProject | None = None
+        self.invocations = 0  # dbt invocations made (for tests and benchmarks)
+        self.dbt_seconds = 0.0
+
+    def __repr__(self) -> str:
+        return (f"DbtEngine({str(self.project_dir)!r}, target={self.profile.target!r}, "
+                f"warehouse={str(self.path)!r})")
+
+    # -- naming ---------------------------------------------------------------------------------
+    @staticmethod
+    def _node(project: Project, model: str) -> Any:
+        info = getattr(project, "dbt", {}).get(model)
+        if info is None:
+            raise NotFoundError(f"{model!r} is not a node of a dbt project")
+        return info
+
+    def _schema_in(self, node_schema: str | None, base: str) -> str:
+        """The schema dbt's default generate_schema_name gives a node under target schema
+        ``base`` (``<base>_<custom>`` for a custom schema)."""
+        published = self.profile.schema
+        if node_schema in (None, published):
+            return base
+        assert node_schema is not None
+        if node_schema.startswith(published + "_"):
+            return base + node_schema[len(published):]
+        raise InvalidInputError(
+            f"schema {node_schema!r} is not the target schema {published!r} nor "
+            f"{published}_<custom>: a generate_schema_name override is not supported by the "
+            "dbt engine")
+
+    def published(self, model: str) -> str:
+        info = self._project().dbt.get(model)
+        if info is None:
+            return super().published(model)
+        return f"{quote(info.schema or self.schema)}.{quote(info.alias or model)}"
+
+    def bind(self, project: Project) -> DbtEngine:
+        """Names relations after ``project``'s manifest (schema, alias)."""
+        if getattr(project, "manifest", None) is None:
+            raise InvalidInputError(f"the dbt engine runs dbt projects; {project!r} is not one "
+                                    "(load it with Project.from_dbt)")
+        self._current = project  # type: ignore[assignment]
+        return self
+
+    def _project(self) -> DbtProject:
+        if self._current is None:  # relation() and published() have no project argument
+            from . import load_dbt_project
+
+            self._current = load_dbt_project(self.project_dir, parse=False)
+        return self._current
+
+    def work_relation(self, project: Project, model: str, area: Area) -> str:
+        """Where dbt writes ``model`` in ``area`` (its target relation)."""
+        info = self._node(project, model)
+        if area.direct:
+            return self.published(model)
+        schema = self._schema_in(info.schema, work_schema(str(area.backfill_id)))
+        return f"{quote(schema)}.{quote(info.alias or model)}"
+
+    # -- dbt invocations ----------------------------------------------------------------------
+    def _profiles(self, area: Area) -> tuple[Path, Path]:
+        """(profiles dir, target path) for the area's invocations."""
+        key = "direct" if area.direct else str(area.backfill_id)
+        base = self.state_dir / "dbt" / key
+        schema = self.schema if area.direct else work_schema(str(area.backfill_id))
+        return write_profile(self.profile, base, schema=schema), base / "target"
+
+    def _invoke(self, args: list[str], area: Area) -> Any:
+        profiles, target_path = self._profiles(area)
+        began = time.perf_counter()
+        with invoke_lock:
+            self.close()  # our handle is not needed while dbt runs; reopened after
+            res = invoke(args, project_dir=self.project_dir, profiles_dir=profiles,
+                         target=GENERATED_TARGET, target_path=target_path, check=False)
+            self.invocations += 1
+        self.dbt_seconds += time.perf_counter() - began
+        return res
+
+    def _prepare(self, project: Project, area: Area) -> None:
+        """Seeds the work schema: copies of backfilled microbatch tables, views on the rest."""
+        if area.direct or str(area.backfill_id) in self._prepared:
+            return
+        reads: set[str] = set()
+        with self.connect() as cur:
+            for model in area.periods:
+                m = project.models[model]
+                reads.update(d.parent for d in m.depends_on)
+                work = self.work_relation(project, model, area)
+                schema = work.split(".")[0]
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+                pub = self.published(model)
+                if m.grain and _relation_exists(cur, pub) and not _relation_exists(cur, work):
+                    cur.execute(f"CREATE TABLE {work} AS SELECT * FROM {pub}")
+            for parent in sorted(reads - set(area.periods)):
+                info = getattr(project, "dbt", {}).get(parent)
+                if info is None or info.resource_type == "source" or \
+                        project.models.get(parent) is not None and \
+                        project.models[parent].meta.get("dbt", {}).get("materialized") == "ephemeral":
+                    continue
+                work = self.work_relation(project, parent, area)
+                pub = self.published(parent)
+                if work != pub and _relation_exists(cur, pub):
+                    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {work.split('.')[0]}")
+                    cur.execute(f"CREATE OR REPLACE VIEW {work} AS SELECT * FROM {pub}")
+        self._prepared.add(str(area.backfill_id))
+
+    def run_task(self, project: Project, model: str, start: dt.datetime | None,
+                 end: dt.datetime | None, area: Area) -> WriteResult:
+        self.bind(project)
+        m = project.models[model]
+        if m.grain and (start is None or end is None):
+            raise TaskFailure(f"model {model!r}: a microbatch task needs a period", transient=False)
+        req = _Request(model, start, end, area)
+        with self._pending_lock:
+            self._pending.append(req)
+        while not req.done.is_set():
+            with invoke_lock:
+                if req.done.is_set():
+                    break
+                time.sleep(self.gather)  # let sibling tasks claimed with this one queue up
+                group = self._take_group(req)
+                self._run_group(project, group)
+        if req.error is not None:
+            raise req.error
+        assert req.result is not None
+        return req.result
+
+    def _take_group(self, req: _Request) -> list[_Request]:
+        """``req`` and the waiting tasks of its model whose periods join it into one interval."""
+        with self._pending_lock:
+            if req.start is None:
+                group = [req]
+            else:
+                same = sorted((r for r in self._pending if r.model == req.model
+                               and r.area is req.area and r.start is not None), key=lambda r: r.start)  # type: ignore[arg-type,return-value]
+                i = same.index(req)
+                lo = hi = i
+                while lo > 0 and same[lo - 1].end == same[lo].start:
+                    lo -= 1
+                while hi + 1 < len(same) and same[hi].end == same[hi + 1].start:
+                    hi += 1
+                group = same[lo:hi + 1]
+            for r in group:
+                self._pending.remove(r)
+        return group
+
+    def _run_group(self, project: Project, group: list[_Request]) -> None:
+        model, area = group[0].model, group[0].area
+        began = time.perf_counter()
+        try:
+            self._prepare(project, area)
+            failed = self._run_once(project, group, began)
+            if len(group) > 1:
+                # dbt skips the batches after a failed one and reports them failed too: run
+                # each of those tasks alone, so only the failing batches fail.
+                for r in failed:
+                    r.error = None
+                    self._run_once(project, [r], time.perf_counter())
+        except BaseException as exc:  # noqa: BLE001 - handed to every waiting task
+            for r in group:
+                if r.result is None and r.error is None:
+                    r.error = exc if isinstance(exc, TaskFailure) else \
+                        TaskFailure(f"model {model!r}: {type(exc).__name__}: {exc}",
+                                    transient=isinstance(exc, duckdb.Error))
+        finally:
+            for r in group:
+                r.done.set()
+
+    def _run_once(self, project: Project, group: list[_Request], began: float) -> list[_Request]:
+        """One dbt invocation for ``group``; sets each request's result or error and returns
+        the failed ones."""
+        first, model, area = group[0], group[0].model, group[0].area
+        args = ["run", "--select", model]
+        if first.start is not None:
+            assert group[-1].end is not None
+            args += ["--event-time-start", _arg(first.start),
+                     "--event-time-end", _arg(group[-1].end)]
+        elif project.models[model].meta.get("dbt", {}).get("materialized") == "incremental":
+            args.append("--full-refresh")  # a non-microbatch incremental model: rebuilt whole
+        res = self._invoke(args, area)
+        node = next((r for r in (getattr(res.result, "results", None) or [])
+                     if getattr(r.node, "name", None) == model), None)
+        failed_batches, message = self._outcome(res, node, model)
+        seconds = (time.perf_counter() - began) / len(group)
+        failed = []
+        for r in group:
+            bad = [b for b in failed_batches
+                   if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))]  # type: ignore[arg-type]
+            if message is not None and (r.start is None or bad or not failed_batches):
+                r.error = TaskFailure(message, transient=not any(p in message
+                                                                  for p in _PERMANENT))
+                failed.append(r)
+            else:
+                r.result = self._publish_to_audit(project, r, seconds)
+        return failed
+
+    @staticmethod
+    def _outcome(res: Any, node: Any, model: str) -> tuple[list[Period], str | None]:
+        """(failed batches, error message or None) of an invocation for ``model``."""
+        if res.exception is not None:
+            return [], f"model {model!r}: dbt failed: {type(res.exception).__name__}: " \
+                       f"{res.exception}"
+        if node is None:
+            return [], f"model {model!r}: dbt ran nothing for it (is it enabled and selected?)"
+        status = str(getattr(node.status, "value", node.status))
+        batches = getattr(node, "batch_results", None)
+        failed = [(_utc(a), _utc(b)) for a, b in (batches.failed if batches else [])]
+        if status in ("success", "pass") and not failed:
+            return [], None
+        detail = node.message or status
+        text = [ln for ln in res.errors.splitlines() if not _PROGRESS.match(ln)]
+        if text:  # dbt's own error messages (the database's error text)
+            detail = " ".join(text[:4])
+        if failed:
+            detail = (f"{len(failed)} batch(es) failed, first "
+                      f"{failed[0][0]:%Y-%m-%d %H:%M}: {detail}")
+        return failed, f"model {model!r}: dbt run {status}: {detail}"
+
+    def _publish_to_audit(self, project: Project, r: _Request, seconds: float) -> WriteResult:
+        """Copies what dbt wrote for ``r`` into the audit area (``audit_<id>``); fingerprints."""
+        m = project.models[r.model]
+        work = self.work_relation(project, r.model, r.area)
+        with self.connect() as cur:
+            if r.area.direct:
+                target = work
+            else:
+                target = self.relation(r.model, r.area)
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(audit_schema(str(r.area.backfill_id)))}")
+            if r.start is None or r.end is None or not m.event_time:
+                if not r.area.direct:
+                    cur.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM {work}")
+                fp = self._fingerprint_where(cur, target, "TRUE")
+                return WriteResult(int(fp.split(":")[0]), 0, fp, seconds)
+            where = _in_periods(m.event_time, [(r.start, r.end)])
+            deleted = 0
+            if not r.area.direct:
+                cur.execute("BEGIN TRANSACTION")
+                try:
+                    cur.execute(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {work} "
+                                "LIMIT 0")
+                    row = cur.execute(f"SELECT count(*) FROM {target} WHERE {where}").fetchone()
+                    deleted = int(row[0]) if row else 0
+                    cur.execute(f"DELETE FROM {target} WHERE {where}")
+                    cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {work} WHERE {where}")
+                    cur.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(duckdb.Error):
+                        cur.execute("ROLLBACK")
+                    raise
+            fp = self._fingerprint_where(cur, target, where)
+        return WriteResult(int(fp.split(":")[0]), deleted, fp, seconds)
+
+    # -- the DuckDB engine's calls, on dbt's relations ------------------------------------------
+    def render(self, project: Project, model: str, start: dt.datetime | None,
+               end: dt.datetime | None, area: Area) -> str:
+        """The model's SQL compiled by dbt for ``area``'s target (``dbt compile``)."""
+        self.bind(project)
+        res = self._invoke(["compile", "--select", model], area)
+        for r in getattr(res.result, "results", None) or []:
+            if getattr(r.node, "name", None) == model:
+                return str(r.node.compiled_code)
+        raise TaskFailure(f"model {model!r}: dbt compile returned no SQL: {res.exception}",
+                          transient=False)
+
+    def partition_fingerprints(self, project: Project, model: str, area: Area,
+                               partitions: Sequence[tuple[str, dt.datetime, dt.datetime]],
+                               ) -> list[PartitionFingerprint]:
+        self.bind(project)
+        m = project.models[model]
+        if not m.event_time:
+            raise InvalidInputError(f"model {model!r} has no event_time to partition by")
+        target = self.relation(model, area)
+        with self.connect() as cur:
+            if not _relation_exists(cur, target) or not partitions:
+                return [PartitionFingerprint(lab, 0, f"{0:016x}") for lab, _, _ in partitions]
+            out = []
+            for label, s, e in partitions:
+                fp = self._fingerprint_where(cur, target, _in_periods(m.event_time, [(s, e)]))
+                rows, digest = fp.split(":")
+                out.append(PartitionFingerprint(label, int(rows), digest))
+        return out
+
+    def relation(self, model: str, area: Area) -> str:
+        if area.direct:
+            return self.published(model)
+        return f"{quote(audit_schema(str(area.backfill_id)))}.{quote(model)}"
+
+    def drop_area(self, backfill_id: str) -> None:
+        """Drops the audit schema and dbt's work schemas of the backfill."""
+        prefix = work_schema(backfill_id)
+        with self.connect() as cur:
+            schemas = [r[0] for r in cur.execute(
+                "SELECT schema_name FROM duckdb_schemas() WHERE database_name = "
+                "current_database() AND (schema_name = ? OR schema_name = ? OR "
+                "starts_with(schema_name, ?))",
+                [audit_schema(backfill_id), prefix, prefix + "_"]).fetchall()]
+            for schema in schemas:
+                cur.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
+        self._prepared.discard(backfill_id)
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with super().connect() as cur:
+            yield cur
+
+
+def _relation_exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
+    try:
+        cur.execute(f"SELECT 1 FROM {relation} LIMIT 0")
+        return True
+    except duckdb.CatalogException:
+        return False

@@ -1,0 +1,20 @@
+"""The dbt benchmark still runs (quick mode): a backfill through dbt writes the rows dbt writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from plan_helpers import ROOT
+
+
+def test_dbt_bench_quick() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/dbt_bench.py"), "--quick",
+                           "--json"], capture_output=True, text=True, check=True, timeout=300)
+    assert "audit rows identical to dbt's: True" in done.stdout
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["identical"] and results["tasks"] == 23
+    # grouping: concurrency 8 needs fewer dbt invocations than one per task
+    assert results["invocations"]["c=1"] == results["tasks"]
+    assert results["invocations"]["c=8"] < results["tasks"]
