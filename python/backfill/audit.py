@@ -387,16 +387,22 @@ def _fp(rows: int, digest: str) -> str:
     return f"{rows}:{digest}"
 
 
-def _exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
-    """Whether ``"schema"."table"`` exists (a catalog lookup: safe inside a transaction, where a
-    failed SELECT would abort it)."""
+def relation_kind(cur: duckdb.DuckDBPyConnection, relation: str) -> str | None:
+    """``"table"``, ``"view"`` or None for ``"schema"."name"`` (a catalog lookup: safe inside a
+    transaction, where a failed SELECT would abort it)."""
     names = [n.replace('""', '"') for n in re.findall(r'"((?:[^"]|"")*)"', relation)]
     if len(names) != 2:
         raise InvalidInputError(f"expected a quoted \"schema\".\"table\", got {relation!r}")
     row = cur.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ? "
+        "SELECT kind FROM (SELECT 'table' AS kind, schema_name, table_name AS name, database_name "
+        "FROM duckdb_tables() UNION ALL SELECT 'view', schema_name, view_name, database_name "
+        "FROM duckdb_views() WHERE NOT internal) WHERE schema_name = ? AND name = ? "
         "AND database_name = current_database()", names).fetchone()
-    return bool(row and row[0])
+    return str(row[0]) if row else None
+
+
+def _exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
+    return relation_kind(cur, relation) is not None
 
 
 def fingerprints_sql(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, relation: str,

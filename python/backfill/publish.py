@@ -38,7 +38,9 @@ import duckdb
 
 from ._arrow import html_table
 from ._tables import RowTable
-from .audit import _engine, _exists, backfill_partitions, fingerprint_model, fingerprints_sql
+from .audit import (_engine, _exists, backfill_partitions, fingerprint_model, fingerprints_sql,
+                    relation_kind)
+from .engines.base import Area
 from .engines.duckdb import DuckDBEngine, _in_periods, quote
 from .errors import ConflictError, InvalidInputError
 from .ledger import utcnow
@@ -197,6 +199,10 @@ def _publish(bf: Backfill, engine: DuckDBEngine, rec: dict[str, Any], note: str,
     for model, model_parts in parts.items():
         _check_fresh(engine, project, bf, model, model_parts, audits[model])
     order = [m for m in project.topological_order() if m in parts]
+    # A view holds no rows: publishing it re-creates it over the published tables with the
+    # backfill's definition, rendered before the transaction (a dbt engine compiles it with dbt).
+    views = {m: engine.render(project, m, None, None, Area(None)) for m in order
+             if project.models[m].strategy == "view"}
     pub_id = f"pub_{uuid.uuid4().hex[:10]}"
     when = dt.datetime.now(dt.timezone.utc)
     who = _who()
@@ -205,17 +211,21 @@ def _publish(bf: Backfill, engine: DuckDBEngine, rec: dict[str, Any], note: str,
     with engine.connect() as cur:
         cur.execute("BEGIN TRANSACTION")
         try:
+            # Every check before any swap: a published view reads tables swapped before it.
             for model in order:
-                m = project.models[model]
-                stale = _stale(cur, engine, model, m.event_time, parts[model],
-                               audits[model]["published_fingerprints"])
+                stale = _stale(cur, engine, model, project.models[model].event_time,
+                               parts[model], audits[model]["published_fingerprints"])
                 if stale:
                     raise ConflictError(
                         f"the published {model} changed since the audit of {bf.id} in "
                         f"{len(stale)} partition(s) ({', '.join(stale[:5])}"
                         f"{', ...' if len(stale) > 5 else ''}): someone else published; "
                         f"re-audit first: backfill audit {bf.id}")
-                _swap(cur, engine, bf, model, parts[model])
+            for model in order:
+                if model in views:
+                    _replace_view(cur, engine.published(model), views[model])
+                else:
+                    _swap(cur, engine, bf, model, parts[model])
                 log_rows += _changelog_rows(pub_id, bf, rec, when, who, note.strip(), forced,
                                             audits[model], parts[model])
             table = f"{quote(engine.schema)}.{quote(CHANGELOG_TABLE)}"
@@ -243,10 +253,18 @@ def _publish(bf: Backfill, engine: DuckDBEngine, rec: dict[str, Any], note: str,
     return publication
 
 
+def _replace_view(cur: duckdb.DuckDBPyConnection, relation: str, sql: str) -> None:
+    if relation_kind(cur, relation) == "table":  # the model was a table, is now a view
+        cur.execute(f"DROP TABLE {relation}")
+    cur.execute(f"CREATE OR REPLACE VIEW {relation} AS {sql}")
+
+
 def _swap(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, bf: Backfill, model: str,
           parts: Sequence[tuple[str, dt.datetime, dt.datetime]]) -> None:
     m = bf.project.models[model]
     pub, new = engine.published(model), engine.relation(model, bf.area)
+    if relation_kind(cur, pub) == "view":  # the model was a view, is now a table
+        cur.execute(f"DROP VIEW {pub}")
     if not _exists(cur, pub) or m.strategy == "full" or not parts or not m.event_time:
         cur.execute(f"CREATE OR REPLACE TABLE {pub} AS SELECT * FROM {new}")
         return

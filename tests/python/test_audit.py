@@ -191,6 +191,33 @@ def test_merge_and_full_models_audit_and_publish(shop_dir: Path) -> None:
         query(shop_dir, "SELECT count(*) FROM main.clean_orders WHERE status = 'completed'")
 
 
+def test_a_view_is_published_as_a_view_with_its_new_definition(shop_dir: Path) -> None:
+    view = shop_dir / "models" / "big_orders.sql"
+    view.write_text("{{ config(grain=none, strategy='view') }}\n"
+                    "select * from {{ ref('clean_orders') }} where customer_id < 100\n")
+    p = backfill.Project.load(shop_dir)
+    plan = p.plan("big_orders", "2026-03-01", "2026-03-02", as_of=AS_OF)
+    assert p.backfill(plan, reason="a view", direct=True).run().ok
+    count = "SELECT count(*) FROM main.clean_orders WHERE customer_id < {}"
+    assert query(shop_dir, "SELECT count(*) FROM main.big_orders") == query(shop_dir, count.format(100))
+    view.write_text(view.read_text().replace("< 100", "< 50"))
+    p = backfill.Project.load(shop_dir)
+    bf = p.backfill(p.plan("big_orders", "2026-03-01", "2026-03-02", as_of=AS_OF),
+                    reason="narrower view")
+    assert bf.run().ok
+    report = bf.audit()
+    removed = query(shop_dir, "SELECT count(*) FROM main.clean_orders WHERE customer_id >= 50 "
+                              "AND customer_id < 100")[0][0]
+    assert removed > 0 and report["big_orders"].diff is not None
+    assert report["big_orders"].diff.summary.removed == removed
+    # unpublished: readers still see the old definition
+    assert query(shop_dir, "SELECT count(*) FROM main.big_orders") == query(shop_dir, count.format(100))
+    bf.publish(note="only the first 50 customers")
+    assert query(shop_dir, "SELECT table_type FROM information_schema.tables WHERE "
+                           "table_schema = 'main' AND table_name = 'big_orders'") == [("VIEW",)]
+    assert query(shop_dir, "SELECT count(*) FROM main.big_orders") == query(shop_dir, count.format(50))
+
+
 def test_a_new_model_is_audited_as_added_rows_and_published_as_a_new_table(
         shop_dir: Path) -> None:
     (shop_dir / "models" / "fct_country_sales.sql").write_text(

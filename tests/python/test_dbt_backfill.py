@@ -11,7 +11,7 @@ import pytest
 
 import backfill
 from backfill.examples import dbt_shop
-from dbt_support import AS_OF, FIRST, LAST, MODELS, build, fingerprints, query
+from dbt_support import AS_OF, FIRST, LAST, MODELS, build, dbt, fingerprints, query
 from shop_support import cli
 
 PERIOD = ("2026-08-01", "2026-08-21")  # the bug's whole span in the small shop
@@ -65,11 +65,32 @@ def test_backfill_through_dbt_publishes_what_dbt_builds(
     daily = report["fct_daily_sales"]
     assert len(daily.differing) == 20
     pub = bf.publish("revenue from 1 August about 2% lower")
-    assert sorted(pub.to_dict()["models"]) == sorted(BACKFILLED) if "models" in pub.to_dict() \
-        else True
+    assert sorted(pub.models) == sorted(BACKFILLED)
     assert fingerprints(root) == reference  # every table equals dbt's build of the fixed project
     assert _schemas(root) == []  # audit and dbt work schemas dropped
     assert p.changelog().publications()[0]["backfill_id"] == bf.id
+
+
+def test_a_dbt_view_downstream_is_published_as_a_view(built_dbt_shop: Path,
+                                                       tmp_path: Path) -> None:
+    root = _copy(built_dbt_shop, tmp_path / "shop")
+    (root / "models" / "marts" / "fct_big_days.sql").write_text(
+        "{{ config(materialized='view') }}\n"
+        "select sales_date, revenue from {{ ref('fct_daily_sales') }} where orders >= 3\n")
+    dbt(root, "run", "--select", "fct_big_days")
+    dbt_shop.fix(root)
+    p = backfill.Project.from_dbt(root)
+    plan = p.plan("fct_daily_sales+", *PERIOD, propagate="clip", as_of=AS_OF)
+    assert "fct_big_days" in [m.model for m in plan.models]
+    bf = p.backfill(plan, reason="discount bug fixed")
+    assert bf.run(concurrency=4, backoff=0.0).ok
+    assert bf.audit().passed
+    bf.publish("revenue from 1 August about 2% lower")
+    view = "SELECT sales_date, revenue FROM main.fct_daily_sales WHERE orders >= 3 ORDER BY 1"
+    assert query(root, "SELECT table_type FROM information_schema.tables WHERE table_schema = "
+                       "'main' AND table_name = 'fct_big_days'") == [("VIEW",)]
+    assert query(root, "SELECT * FROM main.fct_big_days ORDER BY 1") == query(root, view)
+    assert _schemas(root) == []
 
 
 def test_failed_batches_are_recorded_per_task_and_resumed(
