@@ -1,15 +1,18 @@
 // The diff engine: three passes over the Arrow buffers.
-//   1. scan (per side; each worker a contiguous range of rows): key hashes are counted per
-//      bucket (top bits of the key hash), then each row's (key hash, row hash of the
-//      hash-compared columns, row number) is scattered once into its bucket of one array per
-//      side; partition starts, row counts and measure sums per partition in the same pass;
+//   1. scan (per side; morsels of rows): key hashes are counted per bucket (top bits of the key
+//      hash), then each row's (key hash, row hash of every compared column, row number) is
+//      scattered once into its bucket of one pre-faulted array per side; partition starts, row
+//      counts and measure sums per partition in the same pass;
 //   2. match (parallel over buckets, split again in cache only when large): a hash table on
-//      old's keys probed by new's rows (duplicates counted on both sides); a pair whose row
-//      hashes differ is changed and kept; columns compared by value or tolerance are compared
-//      here; per-partition statistics;
-//   3. columns: the kept pairs sorted by old row, each hash-compared column compared over them
-//      (diff_columns.hpp).
-// Expected O(rows) time; ~24 bytes per row per side of extra memory, 8 per changed row.
+//      old's keys probed by new's rows (duplicates counted on both sides); a matched pair whose
+//      row hashes differ is kept as a candidate, every other one is unchanged. Keys whose hash
+//      does not identify them (composite, strings...) are matched on the hash and the claims
+//      checked column at a time afterwards (diff_keys.hpp);
+//   3. columns: the candidates sorted by old row, every compared column compared over them
+//      column at a time, tolerances applied (diff_columns.hpp); a candidate with a differing
+//      column is changed; samples and per-partition changed counts from those.
+// Expected O(rows) time; ~20 bytes per row per side of extra memory (+4 per new row for
+// non-exact keys), 8 per candidate pair.
 // Assumptions: fewer than 2^32 rows per side (row numbers are stored as uint32 in buckets).
 #include <algorithm>
 #include <chrono>
