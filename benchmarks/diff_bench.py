@@ -6,6 +6,8 @@
 The table: int64 key, 4 float64, 2 int64, 2 strings, 1 date; 1% of rows changed (one column
 each, round robin), 0.1% added, 0.1% removed. Every tool produces per-column change counts plus
 added/removed counts; the benchmark checks they all agree, then prints medians and ratios.
+Two extra workloads (no target) time backfill against DuckDB on the other key and compare paths:
+a composite key (id, d) and a column compared with a tolerance.
 """
 
 from __future__ import annotations
