@@ -6,6 +6,8 @@
 The table: int64 key, 4 float64, 2 int64, 2 strings, 1 date; 1% of rows changed (one column
 each, round robin), 0.1% added, 0.1% removed. Every tool produces per-column change counts plus
 added/removed counts; the benchmark checks they all agree, then prints medians and ratios.
+Two extra workloads (no target) time backfill against DuckDB on the other key and compare paths:
+a composite key (id, d) and a column compared with a tolerance.
 """
 
 from __future__ import annotations
@@ -79,28 +81,48 @@ def table_bytes(t: pa.Table) -> int:
 # ---- the tools ----
 
 
-def run_backfill(old: pa.Table, new: pa.Table) -> Counts:
-    r = backfill.diff(old, new, "id", sample=10)
+# Extra workloads (no target; they show that composite keys and tolerances are no cliff):
+# name -> (key columns, tolerance per column as absolute differences).
+WORKLOADS: dict[str, tuple[list[str], dict[str, float]]] = {
+    "composite key (id, d)": (["id", "d"], {}),
+    "tolerance on f1 (abs 1.5)": (["id"], {"f1": 1.5}),
+}
+
+
+def run_backfill(old: pa.Table, new: pa.Table, key: list[str] | None = None,
+                 tolerance: dict[str, float] | None = None) -> Counts:
+    r = backfill.diff(old, new, key or "id", sample=10, tolerance=tolerance)
     out = dict(r.changed_columns())
     out["__added"] = r.summary.added
     out["__removed"] = r.summary.removed
     return {k: v for k, v in out.items() if v}
 
 
-def run_duckdb(old: pa.Table, new: pa.Table) -> Counts:
+def run_duckdb(old: pa.Table, new: pa.Table, key: list[str] | None = None,
+               tolerance: dict[str, float] | None = None) -> Counts:
     import duckdb
 
+    key = key or ["id"]
+    tolerance = tolerance or {}
     con = duckdb.connect()
     con.execute("set threads to 2")
     con.register("o", old)
     con.register("n", new)
+
+    def differs(c: str) -> str:
+        if c in tolerance:
+            return (f"not (o.{c} is not distinct from n.{c} or "
+                    f"abs(n.{c} - o.{c}) <= {tolerance[c]!r})")
+        return f"o.{c} is distinct from n.{c}"
+
     per_col = ", ".join(
-        f"count(*) filter (where o.id is not null and n.id is not null and "
-        f"o.{c} is distinct from n.{c}) as {c}" for c in VALUE_COLUMNS)
+        f"count(*) filter (where o.id is not null and n.id is not null and {differs(c)}) as {c}"
+        for c in VALUE_COLUMNS if c not in key)
+    on = " and ".join(f"o.{k} = n.{k}" for k in key)
     row = con.execute(
         f"select {per_col}, count(*) filter (where o.id is null) as __added, "
         f"count(*) filter (where n.id is null) as __removed "
-        f"from o full outer join n on o.id = n.id").fetchone()
+        f"from o full outer join n on {on}").fetchone()
     assert row is not None
     names = [d[0] for d in con.description]
     return {k: int(v) for k, v in zip(names, row) if v}
@@ -270,8 +292,26 @@ def main(argv: list[str] | None = None) -> int:
         got = base / results["memory floor"]
         print(f"target within 5x of the memory floor: {'met' if got <= 5 else 'NOT met'} "
               f"({got:.2f}x the floor)")
+    ok &= extra_workloads(old, new, repeat, base)
     print("all tools agree" if ok else "TOOLS DISAGREE")
     return 0 if ok else 1
+
+
+def extra_workloads(old: pa.Table, new: pa.Table, repeat: int, main_secs: float) -> bool:
+    """The other key and compare paths: backfill and DuckDB only, counts checked alike."""
+    ok = True
+    for name, (key, tolerance) in WORKLOADS.items():
+        secs, cpu_secs, counts = timed(
+            lambda o, n: run_backfill(o, n, key, tolerance), old, new, repeat)
+        d_secs, _, d_counts = timed(lambda o, n: run_duckdb(o, n, key, tolerance), old, new, repeat)
+        agree = counts == d_counts
+        ok &= agree
+        if not agree:
+            print(f"  MISMATCH duckdb ({name}): {d_counts} vs backfill {counts}")
+        print(f"workload {name}: backfill {secs:.3f} s wall ({cpu_secs:.3f} s CPU, "
+              f"{secs / main_secs:.2f}x the main workload), duckdb {d_secs:.3f} s: "
+              f"{d_secs / secs:.2f}x")
+    return ok
 
 
 if __name__ == "__main__":

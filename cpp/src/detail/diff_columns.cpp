@@ -12,6 +12,19 @@ using arrow::ImportedTable;
 using arrow::RowRef;
 using arrow::TypeId;
 
+Layout layout_of(const arrow::DataType& t) noexcept {
+  if (t.is_dictionary()) return Layout::generic;
+  switch (t.id) {
+    case TypeId::float64: return Layout::f64;
+    case TypeId::int64: case TypeId::timestamp: case TypeId::duration: case TypeId::time64:
+    case TypeId::date64:
+      return Layout::i64;
+    case TypeId::int32: case TypeId::date32: case TypeId::time32: return Layout::i32;
+    case TypeId::utf8: case TypeId::binary: return Layout::utf8;
+    default: return Layout::generic;
+  }
+}
+
 namespace {
 
 // max_abs_diff over pairs of two non-NaN numbers.
@@ -27,22 +40,6 @@ void note_change(bool old_valid, bool new_valid, ColumnStats& st) {
   ++st.changed;
   if (!old_valid) ++st.null_to_value;
   if (!new_valid) ++st.value_to_null;
-}
-
-// Physical layouts read directly (same on both sides, no dictionary); others go through Value.
-enum class Layout : std::uint8_t { generic, f64, i64, i32, utf8 };
-
-Layout layout_of(const arrow::DataType& t) noexcept {
-  if (t.is_dictionary()) return Layout::generic;
-  switch (t.id) {
-    case TypeId::float64: return Layout::f64;
-    case TypeId::int64: case TypeId::timestamp: case TypeId::duration: case TypeId::time64:
-    case TypeId::date64:
-      return Layout::i64;
-    case TypeId::int32: case TypeId::date32: case TypeId::time32: return Layout::i32;
-    case TypeId::utf8: case TypeId::binary: return Layout::utf8;
-    default: return Layout::generic;
-  }
 }
 
 struct Column {
@@ -87,8 +84,23 @@ void prefetch_string(const Column& col, std::size_t p) {
   }
 }
 
+// Whether two non-null numbers count as equal under c's tolerance (cells_equal's rule).
 template <class T>
-void fixed(const Column& col, ColumnStats& st) {
+bool numbers_equal(const ComparedColumn& c, T x, T y) noexcept {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (x == y || (std::isnan(x) && std::isnan(y))) return true;
+  } else {
+    if (x == y) return true;
+  }
+  if (c.mode != CompareMode::tolerance) return false;
+  const auto a = static_cast<double>(x);
+  const auto b = static_cast<double>(y);
+  return std::isfinite(a) && std::isfinite(b) &&
+         std::fabs(b - a) <= c.tolerance.abs + c.tolerance.rel * std::fabs(a);
+}
+
+template <class T>
+void fixed(const Column& col, ColumnStats& st, std::uint8_t* changed) {
   for (std::size_t p = 0; p < col.old_refs.size(); ++p) {
     prefetch_fixed<T>(col, p + kAhead);
     const ArrayView& a = col.old_view(p);
@@ -98,22 +110,22 @@ void fixed(const Column& col, ColumnStats& st) {
     const bool va = a.is_valid(i);
     const bool vb = b.is_valid(j);
     if (!va || !vb) {
-      if (va != vb) note_change(va, vb, st);
+      if (va != vb) {
+        note_change(va, vb, st);
+        changed[p] = 1;
+      }
       continue;
     }
     const T x = a.values<T>()[i];
     const T y = b.values<T>()[j];
     if (col.c.numeric) note_numbers(static_cast<double>(x), static_cast<double>(y), st);
-    if constexpr (std::is_floating_point_v<T>) {
-      if (x == y || (std::isnan(x) && std::isnan(y))) continue;
-    } else {
-      if (x == y) continue;
-    }
+    if (numbers_equal(col.c, x, y)) continue;
     note_change(true, true, st);
+    changed[p] = 1;
   }
 }
 
-void strings(const Column& col, ColumnStats& st) {
+void strings(const Column& col, ColumnStats& st, std::uint8_t* changed) {
   for (std::size_t p = 0; p < col.old_refs.size(); ++p) {
     prefetch_string(col, p);
     const ArrayView& a = col.old_view(p);
@@ -124,13 +136,16 @@ void strings(const Column& col, ColumnStats& st) {
     const bool vb = b.is_valid(j);
     if (va && vb ? a.bytes_at(i) == b.bytes_at(j) : va == vb) continue;
     note_change(va, vb, st);
+    changed[p] = 1;
   }
 }
 
-void generic(const Column& col, ColumnStats& st) {
+void generic(const Column& col, ColumnStats& st, std::uint8_t* changed) {
   for (std::size_t p = 0; p < col.old_refs.size(); ++p) {
-    (void)compare_cells(col.c, value_at(col.old_view(p), col.old_refs[p].row),
-                        value_at(col.new_view(p), col.new_refs[p].row), st);
+    if (compare_cells(col.c, value_at(col.old_view(p), col.old_refs[p].row),
+                      value_at(col.new_view(p), col.new_refs[p].row), st)) {
+      changed[p] = 1;
+    }
   }
 }
 
@@ -147,14 +162,12 @@ bool compare_cells(const ComparedColumn& c, const Value& a, const Value& b, Colu
   return true;
 }
 
-void compare_hashed_columns(const ImportedTable& old_table, const ImportedTable& new_table,
-                            const DiffPlan& plan, std::vector<RowPair>& pairs,
-                            std::vector<ColumnStats>& stats) {
-  std::vector<std::size_t> hashed;
-  for (std::size_t k = 0; k < plan.compared.size(); ++k) {
-    if (plan.compared[k].mode == CompareMode::hash) hashed.push_back(k);
-  }
-  if (pairs.empty() || hashed.empty()) return;
+std::vector<std::uint8_t> compare_candidates(const ImportedTable& old_table,
+                                             const ImportedTable& new_table, const DiffPlan& plan,
+                                             std::vector<RowPair>& pairs,
+                                             std::vector<ColumnStats>& stats) {
+  std::vector<std::uint8_t> changed(pairs.size(), 0);
+  if (pairs.empty() || plan.compared.empty()) return changed;
   std::sort(pairs.begin(), pairs.end(),
             [](const RowPair& a, const RowPair& b) { return a.old_row < b.old_row; });
   const RowLocator lo(old_table);
@@ -165,29 +178,40 @@ void compare_hashed_columns(const ImportedTable& old_table, const ImportedTable&
     old_refs[p] = lo.locate(pairs[p].old_row);
     new_refs[p] = ln.locate(pairs[p].new_row);
   }
-  // Tasks of (column, range of pairs), so that both threads stay busy to the end.
-  constexpr std::size_t kPairsPerTask = 1 << 15;
+  // A task is a range of pairs, every column over it in turn (column at a time, and only this
+  // task writes the range's flags); ranges keep both threads busy to the end.
+  constexpr std::size_t kPairsPerTask = 1 << 13;
   const std::size_t ranges = (pairs.size() + kPairsPerTask - 1) / kPairsPerTask;
-  std::vector<ColumnStats> task_stats(hashed.size() * ranges);
-  parallel_for(task_stats.size(), plan.threads, [&](std::size_t t, unsigned) {
-    const ComparedColumn& c = plan.compared[hashed[t / ranges]];
-    const std::size_t b = (t % ranges) * kPairsPerTask;
+  const std::size_t nc = plan.compared.size();
+  std::vector<ColumnStats> task_stats(nc * ranges);
+  std::vector<Layout> layouts(nc);
+  for (std::size_t k = 0; k < nc; ++k) {
+    const ComparedColumn& c = plan.compared[k];
+    const Layout a = layout_of(old_table.fields()[c.old_index].type);
+    const Layout b = layout_of(new_table.fields()[c.new_index].type);
+    // Columns compared by value have different types on the two sides (timestamp units...):
+    // read through Value even when the physical layouts agree.
+    layouts[k] = a == b && c.mode != CompareMode::value ? a : Layout::generic;
+  }
+  parallel_for(ranges, plan.threads, [&](std::size_t r, unsigned) {
+    const std::size_t b = r * kPairsPerTask;
     const std::size_t n = std::min(kPairsPerTask, pairs.size() - b);
-    const Column col{old_table, new_table, c, std::span(old_refs).subspan(b, n),
-                     std::span(new_refs).subspan(b, n)};
-    ColumnStats& st = task_stats[t];
-    const Layout lo_kind = layout_of(old_table.fields()[c.old_index].type);
-    const Layout ln_kind = layout_of(new_table.fields()[c.new_index].type);
-    switch (lo_kind == ln_kind ? lo_kind : Layout::generic) {
-      case Layout::f64: return fixed<double>(col, st);
-      case Layout::i64: return fixed<std::int64_t>(col, st);
-      case Layout::i32: return fixed<std::int32_t>(col, st);
-      case Layout::utf8: return strings(col, st);
-      case Layout::generic: return generic(col, st);
+    std::uint8_t* flags = changed.data() + b;
+    for (std::size_t k = 0; k < nc; ++k) {
+      const Column col{old_table, new_table, plan.compared[k], std::span(old_refs).subspan(b, n),
+                       std::span(new_refs).subspan(b, n)};
+      ColumnStats& st = task_stats[k * ranges + r];
+      switch (layouts[k]) {
+        case Layout::f64: fixed<double>(col, st, flags); break;
+        case Layout::i64: fixed<std::int64_t>(col, st, flags); break;
+        case Layout::i32: fixed<std::int32_t>(col, st, flags); break;
+        case Layout::utf8: strings(col, st, flags); break;
+        case Layout::generic: generic(col, st, flags); break;
+      }
     }
   });
   for (std::size_t t = 0; t < task_stats.size(); ++t) {
-    ColumnStats& into = stats[hashed[t / ranges]];
+    ColumnStats& into = stats[t / ranges];
     const ColumnStats& from = task_stats[t];
     into.changed += from.changed;
     into.null_to_value += from.null_to_value;
@@ -195,6 +219,7 @@ void compare_hashed_columns(const ImportedTable& old_table, const ImportedTable&
     into.max_abs_diff = std::max(into.max_abs_diff, from.max_abs_diff);
     into.has_diff |= from.has_diff;
   }
+  return changed;
 }
 
 }  // namespace backfill::detail

@@ -1,6 +1,5 @@
-// Per-column statistics of matched pairs, compared cell by cell: the rows whose row hash
-// differs (column at a time, after the match) and the columns compared by value or tolerance
-// (row at a time, during the match).
+// Per-column statistics of matched pairs, compared cell by cell, column at a time, after the
+// match: only the pairs whose row hash differs.
 #pragma once
 
 #include <cstdint>
@@ -17,16 +16,24 @@ struct RowPair {
   std::uint32_t new_row;
 };
 
+// Physical layouts the typed loops read directly (when the same on both sides, no dictionary);
+// others go through Value.
+enum class Layout : std::uint8_t { generic, f64, i64, i32, utf8 };
+[[nodiscard]] Layout layout_of(const arrow::DataType& t) noexcept;
+
 // Compares one cell pair of column c: true when they differ (c's tolerance applied); updates
 // the changed / null_to_value / value_to_null counts and, for numeric columns, max_abs_diff.
 bool compare_cells(const ComparedColumn& c, const Value& a, const Value& b, ColumnStats& st);
 
-// Adds, for every hash-compared column (stats parallel to plan.compared), the statistics of
-// `pairs`: the matched pairs whose row hash differs. Sorts `pairs` by old row first, so each
-// column is read in address order (a page walk per few rows instead of per cell). Runs the
-// columns on plan.threads threads.
-void compare_hashed_columns(const arrow::ImportedTable& old_table,
-                            const arrow::ImportedTable& new_table, const DiffPlan& plan,
-                            std::vector<RowPair>& pairs, std::vector<ColumnStats>& stats);
+// Compares every compared column (tolerances applied) over `pairs`, the matched pairs whose row
+// hash differs (equal cells hash equal, so every other pair is unchanged): adds each column's
+// statistics into stats (parallel to plan.compared) and returns, per pair, whether any column
+// differs. Sorts `pairs` by old row first, so each column is read in address order (a page
+// walk per few rows instead of per cell); the flags follow that order. Runs on plan.threads.
+[[nodiscard]] std::vector<std::uint8_t> compare_candidates(const arrow::ImportedTable& old_table,
+                                                           const arrow::ImportedTable& new_table,
+                                                           const DiffPlan& plan,
+                                                           std::vector<RowPair>& pairs,
+                                                           std::vector<ColumnStats>& stats);
 
 }  // namespace backfill::detail

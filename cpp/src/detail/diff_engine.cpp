@@ -1,15 +1,18 @@
 // The diff engine: three passes over the Arrow buffers.
-//   1. scan (per side; each worker a contiguous range of rows): key hashes are counted per
-//      bucket (top bits of the key hash), then each row's (key hash, row hash of the
-//      hash-compared columns, row number) is scattered once into its bucket of one array per
-//      side; partition starts, row counts and measure sums per partition in the same pass;
+//   1. scan (per side; morsels of rows): key hashes are counted per bucket (top bits of the key
+//      hash), then each row's (key hash, row hash of every compared column, row number) is
+//      scattered once into its bucket of one pre-faulted array per side; partition starts, row
+//      counts and measure sums per partition in the same pass;
 //   2. match (parallel over buckets, split again in cache only when large): a hash table on
-//      old's keys probed by new's rows (duplicates counted on both sides); a pair whose row
-//      hashes differ is changed and kept; columns compared by value or tolerance are compared
-//      here; per-partition statistics;
-//   3. columns: the kept pairs sorted by old row, each hash-compared column compared over them
-//      (diff_columns.hpp).
-// Expected O(rows) time; ~24 bytes per row per side of extra memory, 8 per changed row.
+//      old's keys probed by new's rows (duplicates counted on both sides); a matched pair whose
+//      row hashes differ is kept as a candidate, every other one is unchanged. Keys whose hash
+//      does not identify them (composite, strings...) are matched on the hash and the claims
+//      checked column at a time afterwards (diff_keys.hpp);
+//   3. columns: the candidates sorted by old row, every compared column compared over them
+//      column at a time, tolerances applied (diff_columns.hpp); a candidate with a differing
+//      column is changed; samples and per-partition changed counts from those.
+// Expected O(rows) time; ~20 bytes per row per side of extra memory (+4 per new row for
+// non-exact keys), 8 per candidate pair.
 // Assumptions: fewer than 2^32 rows per side (row numbers are stored as uint32 in buckets).
 #include <algorithm>
 #include <chrono>
@@ -22,9 +25,11 @@
 
 #include "backfill/error.hpp"
 #include "detail/diff_columns.hpp"
+#include "detail/diff_keys.hpp"
 #include "detail/diff_engine.hpp"
 #include "detail/hashing.hpp"
 #include "detail/parallel.hpp"
+#include "detail/prefaulted.hpp"
 #include "detail/values.hpp"
 
 namespace backfill::detail {
@@ -74,7 +79,7 @@ static_assert(sizeof(Entry) == 20);
 struct SideScan {
   // Rows radix-partitioned by the top bits of their key hash, null keys left out: bucket b is
   // entries[start[b] .. start[b + 1]), in row order.
-  std::unique_ptr<Entry[]> entries;  // uninitialized until scattered into
+  Prefaulted<Entry> entries;  // uninitialized until scattered into
   std::vector<std::size_t> start;
   std::vector<Seconds> part;        // partition start per row (kNullPartition for null)
   std::int64_t null_keys = 0;
@@ -160,11 +165,11 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   const auto& measures = old_side ? plan.measure_old : plan.measure_new;
   std::vector<std::size_t> hashed;
   std::vector<std::uint64_t> seeds;
+  // Every compared column goes into the row hash: equal cells hash equal, so a pair with equal
+  // row hashes is unchanged, and only the others are compared cell by cell (with tolerances).
   for (const auto& c : plan.compared) {
-    if (c.mode == CompareMode::hash) {
-      hashed.push_back(old_side ? c.old_index : c.new_index);
-      seeds.push_back(seed_of(c.name));
-    }
+    hashed.push_back(old_side ? c.old_index : c.new_index);
+    seeds.push_back(seed_of(c.name));
   }
   SideScan s;
   const std::size_t n_buckets = std::size_t{1} << bits;
@@ -247,7 +252,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   }
   // (Transparent huge pages would save page faults here, but on VMs that hand free memory back
   // to the host, a fresh huge page is often slow to touch: measured 2.5x slower on some runs.)
-  s.entries = std::make_unique_for_overwrite<Entry[]>(s.start[n_buckets]);
+  s.entries = Prefaulted<Entry>(s.start[n_buckets], plan.threads);
 
   // Measure sums per morsel, added up in morsel order: the same bits whatever the scheduling.
   std::vector<double> morsel_sums(n_morsels * ms, 0.0);
@@ -380,9 +385,9 @@ struct MatchLocal {
   diff::Summary summary;
   std::vector<ColumnStats> columns;
   std::unordered_map<Seconds, Delta> parts;
-  std::vector<std::pair<std::int64_t, std::int64_t>> changed;
   std::vector<std::int64_t> added, removed;
   std::vector<RowPair> hash_changed;  // matched pairs whose row hash differs
+  std::vector<RowPair> claims_old, claims_new;  // same-side key equalities taken on the hash
   std::optional<DupInfo> dup;
 };
 
@@ -403,14 +408,12 @@ void trim(std::vector<T>& v, std::size_t k) {
 
 class Matcher {
  public:
+  // With match_of, key equality is taken on the key hash and every such claim recorded, to be
+  // checked column at a time after the match (verify_key_claims): match_of[new row] = old row.
   Matcher(const ImportedTable& o, const ImportedTable& n, const DiffPlan& plan, const SideScan& so,
-          const SideScan& sn)
-      : old_(o), new_(n), plan_(plan), so_(so), sn_(sn), lo_(o), ln_(n) {
-    for (const auto& c : plan.compared) {
-      has_hashed_ |= c.mode == CompareMode::hash;
-      any_direct_ |= c.mode != CompareMode::hash;
-    }
-  }
+          const SideScan& sn, std::uint32_t* match_of)
+      : old_(o), new_(n), plan_(plan), so_(so), sn_(sn), lo_(o), ln_(n), match_of_(match_of),
+        has_hashed_(!plan.compared.empty()) {}
 
   // Per-worker buffers reused across buckets: fresh large vectors per bucket would cost a page
   // fault and a page clear per 4 KiB (glibc serves them with mmap).
@@ -429,7 +432,7 @@ class Matcher {
   void bucket(const Entry* orows, std::size_t no, const Entry* nrows,
               std::size_t nn, MatchLocal& acc, Scratch& scratch) const {
     KeyTable& to = scratch.to;
-    build(orows, no, true, to);
+    build(orows, no, true, to, acc.claims_old);
     auto& qpos = scratch.qpos;
     auto& ncount = scratch.ncount;
     auto& unmatched = scratch.unmatched;
@@ -453,7 +456,7 @@ class Matcher {
       }
     }
     KeyTable& tn = scratch.tn;
-    build(unmatched.data(), unmatched.size(), false, tn);
+    build(unmatched.data(), unmatched.size(), false, tn, acc.claims_new);
     for (std::size_t u = 0; u < unmatched.size(); ++u) {
       const std::uint32_t cn = tn.count[u];
       if (cn == 0) continue;  // a later copy of a duplicated key
@@ -486,18 +489,9 @@ class Matcher {
         continue;
       }
       ++acc.summary.matched;
-      if (compare(go, gn, orows[qi].row_hash != nrows[p].row_hash, acc)) {
-        ++acc.summary.changed;
-        acc.changed.emplace_back(go, gn);
-        trim(acc.changed, static_cast<std::size_t>(plan_.sample));
-        if (!so_.part.empty()) {
-          const Seconds po = so_.part[static_cast<std::size_t>(go)];
-          const Seconds pn = sn_.part[static_cast<std::size_t>(gn)];
-          ++acc.parts[po].changed;
-          if (pn != po) ++acc.parts[pn].changed;
-        }
-      } else {
-        ++acc.summary.unchanged;
+      // Changed or not is settled after the match, by compare_candidates.
+      if (has_hashed_ && orows[qi].row_hash != nrows[p].row_hash) {
+        acc.hash_changed.push_back({static_cast<std::uint32_t>(go), static_cast<std::uint32_t>(gn)});
       }
     }
     for (std::size_t q = 0; q < no; ++q) {
@@ -529,7 +523,8 @@ class Matcher {
     return true;
   }
 
-  void build(const Entry* rows, std::size_t n, bool old_side, KeyTable& t) const {
+  void build(const Entry* rows, std::size_t n, bool old_side, KeyTable& t,
+             std::vector<RowPair>& claims) const {
     const std::size_t cap = std::bit_ceil(std::max<std::size_t>(16, 2 * n));
     t.slots.assign(cap, -1);
     t.mask = cap - 1;
@@ -551,7 +546,9 @@ class Matcher {
         }
         const auto qi = static_cast<std::size_t>(q);
         if (rows[qi].key_hash == h &&
-            keys_equal(tab, loc, keys, rows[qi].row, tab, loc, keys, rows[p].row)) {
+            (match_of_ != nullptr ? claim(claims, rows[qi].row, rows[p].row)
+                                  : keys_equal(tab, loc, keys, rows[qi].row, tab, loc, keys,
+                                               rows[p].row))) {
           ++t.count[qi];
           break;
         }
@@ -567,10 +564,12 @@ class Matcher {
       if (q < 0) return -1;
       const auto& oe = orows[static_cast<std::size_t>(q)];
       const std::int64_t go = oe.row;
-      if (oe.key_hash == h &&
-          keys_equal(old_, lo_, plan_.key_old, go, new_, ln_, plan_.key_new, gn)) {
+      if (oe.key_hash != h) continue;
+      if (match_of_ != nullptr) {
+        match_of_[gn] = static_cast<std::uint32_t>(go);
         return q;
       }
+      if (keys_equal(old_, lo_, plan_.key_old, go, new_, ln_, plan_.key_new, gn)) return q;
     }
   }
 
@@ -586,27 +585,9 @@ class Matcher {
     }
   }
 
-  // Whether a matched pair differs. A differing row hash settles it (equal values hash
-  // equal); the pair is kept for compare_hashed_columns, which finds the columns column at a
-  // time after the match. Columns compared by value or tolerance are compared here.
-  bool compare(std::int64_t go, std::int64_t gn, bool row_hash_differs, MatchLocal& acc) const {
-    const bool hash_differs = has_hashed_ && row_hash_differs;
-    if (hash_differs) {
-      acc.hash_changed.push_back({static_cast<std::uint32_t>(go), static_cast<std::uint32_t>(gn)});
-    }
-    if (!any_direct_) return hash_differs;
-    const RowRef ro = lo_.locate(go);
-    const RowRef rn = ln_.locate(gn);
-    const auto& bo = old_.batches()[static_cast<std::size_t>(ro.chunk)];
-    const auto& bn = new_.batches()[static_cast<std::size_t>(rn.chunk)];
-    bool changed = hash_differs;
-    for (std::size_t k = 0; k < plan_.compared.size(); ++k) {
-      const auto& c = plan_.compared[k];
-      if (c.mode == CompareMode::hash) continue;
-      changed |= compare_cells(c, value_at(bo.column(c.old_index), ro.row),
-                               value_at(bn.column(c.new_index), rn.row), acc.columns[k]);
-    }
-    return changed;
+  static bool claim(std::vector<RowPair>& claims, std::uint32_t a, std::uint32_t b) {
+    claims.push_back({a, b});
+    return true;
   }
 
   const ImportedTable& old_;
@@ -616,8 +597,8 @@ class Matcher {
   const SideScan& sn_;
   RowLocator lo_;
   RowLocator ln_;
-  bool has_hashed_ = false;
-  bool any_direct_ = false;
+  std::uint32_t* match_of_;
+  bool has_hashed_;
 };
 
 std::string key_text(const ImportedTable& t, const std::vector<std::size_t>& keys,
@@ -674,10 +655,8 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   SideScan sn = scan_side(new_table, ln, plan, false, coarse);
   lap("scan new");
 
-  const Matcher matcher(old_table, new_table, plan, so, sn);
-  std::vector<MatchLocal> locals(plan.threads);
+  std::vector<MatchLocal> locals;
   std::vector<Matcher::Scratch> scratch(plan.threads);
-  for (auto& l : locals) l.columns.resize(plan.compared.size());
   const std::size_t n_fine = std::size_t{1} << (bits - coarse);
   const int fine_shift = 64 - bits;
   // Stable counting sort of a coarse bucket by the next bits: row order is kept within each
@@ -694,7 +673,17 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
     std::vector<std::size_t> at(start.begin(), start.end() - 1);
     for (std::size_t p = 0; p < total; ++p) out[at[(rows[p].key_hash >> fine_shift) & mask]++] = rows[p];
   };
-  parallel_for(n_buckets, plan.threads, [&](std::size_t k, unsigned w) {
+  // Keys that their hash does not identify (composite, string...) are taken as equal on the
+  // hash during the match, then checked column at a time in new-row order: reading key cells
+  // at random per probe costs several times the whole match. A failed check (a 64-bit hash
+  // collision) runs the match again comparing the key cells themselves.
+  std::vector<std::uint32_t> match_of;
+  if (!plan.exact_key_hash) match_of.assign(static_cast<std::size_t>(new_table.num_rows()), kNoMatch);
+  auto match = [&](std::uint32_t* claims_into) {
+    const Matcher matcher(old_table, new_table, plan, so, sn, claims_into);
+    locals.assign(plan.threads, MatchLocal{});
+    for (auto& l : locals) l.columns.resize(plan.compared.size());
+    parallel_for(n_buckets, plan.threads, [&](std::size_t k, unsigned w) {
     auto& sc = scratch[w];
     if (n_fine == 1) {
       matcher.bucket(so.entries.get() + so.start[k], so.start[k + 1] - so.start[k],
@@ -708,11 +697,25 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
                      sc.new_split.data() + sc.new_start[f], sc.new_start[f + 1] - sc.new_start[f],
                      locals[w], sc);
     }
-  });
+    });
+  };
+  match(match_of.empty() ? nullptr : match_of.data());
+  lap("match");
+  if (!match_of.empty()) {
+    std::vector<RowPair> claims_old, claims_new;
+    for (const auto& l : locals) {
+      claims_old.insert(claims_old.end(), l.claims_old.begin(), l.claims_old.end());
+      claims_new.insert(claims_new.end(), l.claims_new.begin(), l.claims_new.end());
+    }
+    if (!verify_key_claims(old_table, new_table, plan, match_of, claims_old, claims_new)) {
+      match(nullptr);
+    }
+    match_of = {};
+    lap("keys");
+  }
 
   so.entries.reset();  // before the column pass allocates its own
   sn.entries.reset();
-  lap("match");
   EngineResult r;
   r.columns.resize(plan.compared.size());
   auto& sum = r.summary;
@@ -724,8 +727,6 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   std::unordered_map<Seconds, Delta> deltas;
   for (auto& l : locals) {
     sum.matched += l.summary.matched;
-    sum.unchanged += l.summary.unchanged;
-    sum.changed += l.summary.changed;
     sum.added += l.summary.added;
     sum.removed += l.summary.removed;
     sum.duplicate_keys += l.summary.duplicate_keys;
@@ -746,7 +747,6 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
       into.removed += d.removed;
       into.changed += d.changed;
     }
-    r.changed_rows.insert(r.changed_rows.end(), l.changed.begin(), l.changed.end());
     r.added_rows.insert(r.added_rows.end(), l.added.begin(), l.added.end());
     r.removed_rows.insert(r.removed_rows.end(), l.removed.begin(), l.removed.end());
     if (l.dup && (!dup || (l.dup->old_side && !dup->old_side) ||
@@ -763,12 +763,27 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
         key_text(t, dup->old_side ? plan.key_old : plan.key_new, plan.key, dup->row), dup->count,
         sum.duplicate_keys));
   }
-  std::vector<RowPair> hash_changed;
+  std::vector<RowPair> candidates;
   for (auto& l : locals) {
-    hash_changed.insert(hash_changed.end(), l.hash_changed.begin(), l.hash_changed.end());
+    candidates.insert(candidates.end(), l.hash_changed.begin(), l.hash_changed.end());
     l.hash_changed = {};
   }
-  compare_hashed_columns(old_table, new_table, plan, hash_changed, r.columns);
+  const auto changed = compare_candidates(old_table, new_table, plan, candidates, r.columns);
+  for (std::size_t p = 0; p < candidates.size(); ++p) {
+    if (!changed[p]) continue;
+    const std::int64_t go = candidates[p].old_row;
+    const std::int64_t gn = candidates[p].new_row;
+    ++sum.changed;
+    r.changed_rows.emplace_back(go, gn);
+    trim(r.changed_rows, static_cast<std::size_t>(plan.sample));
+    if (!so.part.empty()) {
+      const Seconds po = so.part[static_cast<std::size_t>(go)];
+      const Seconds pn = sn.part[static_cast<std::size_t>(gn)];
+      ++deltas[po].changed;
+      if (pn != po) ++deltas[pn].changed;
+    }
+  }
+  sum.unchanged = sum.matched - sum.changed;
   lap("columns");
   r.timings = std::move(timings);
   const auto k = static_cast<std::size_t>(plan.sample);
