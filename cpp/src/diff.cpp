@@ -258,6 +258,7 @@ detail::DiffPlan make_plan(const ImportedTable& o, const ImportedTable& n, const
   plan.sample = opt.sample;
   plan.on_duplicate = opt.on_duplicate;
   plan.threads = detail::thread_count(opt.threads);
+  plan.merge_sorted = opt.merge_sorted;
   return plan;
 }
 

@@ -60,6 +60,9 @@ struct Options {
   std::int64_t sample = 10;
   OnDuplicate on_duplicate = OnDuplicate::error;
   unsigned threads = 0;                             // 0: one per hardware thread
+  // Inputs strictly ascending by a single integer key are matched by merging them in order;
+  // false forces the hash path (the results are the same; for tests and benchmarks).
+  bool merge_sorted = true;
 };
 
 struct Summary {

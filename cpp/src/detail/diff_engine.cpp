@@ -26,6 +26,7 @@
 #include "backfill/error.hpp"
 #include "detail/diff_columns.hpp"
 #include "detail/diff_keys.hpp"
+#include "detail/diff_merge.hpp"
 #include "detail/diff_engine.hpp"
 #include "detail/hashing.hpp"
 #include "detail/parallel.hpp"
@@ -80,6 +81,8 @@ struct SideScan {
   // Rows radix-partitioned by the top bits of their key hash, null keys left out: bucket b is
   // entries[start[b] .. start[b + 1]), in row order.
   Prefaulted<Entry> entries;  // uninitialized until scattered into
+  // Merge path instead: no buckets, the row hash per row (when a column is compared).
+  Prefaulted<std::uint64_t> row_hash;
   std::vector<std::size_t> start;
   std::vector<Seconds> part;        // partition start per row (kNullPartition for null)
   std::int64_t null_keys = 0;
@@ -157,8 +160,9 @@ std::vector<Morsel> morsels_of(const ImportedTable& t) {
   return out;
 }
 
+// scatter false (merge path): keys are neither hashed nor scattered; row hashes kept per row.
 SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan& plan,
-                   bool old_side, int bits) {
+                   bool old_side, int bits, bool scatter) {
   const auto n = static_cast<std::size_t>(t.num_rows());
   const auto& keys = old_side ? plan.key_old : plan.key_new;
   const auto part_col = old_side ? plan.part_old : plan.part_new;
@@ -223,14 +227,14 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   // bucket in row order) whichever worker scans its morsel: the morsels can then be handed
   // out dynamically, which keeps both workers busy to the end on a loaded machine.
   const std::size_t n_morsels = morsels.size();
-  std::vector<std::uint32_t> at(n_morsels * n_buckets, 0);  // count, then first position
+  std::vector<std::uint32_t> at(scatter ? n_morsels * n_buckets : 0, 0);  // count, then first position
   struct Scratch {
     std::vector<std::uint64_t> kh = std::vector<std::uint64_t>(kMorsel);
     std::vector<std::uint64_t> rh = std::vector<std::uint64_t>(kMorsel);
     std::vector<std::uint8_t> null_key = std::vector<std::uint8_t>(kMorsel);
   };
   std::vector<Scratch> scratch(plan.threads);
-  parallel_for(n_morsels, plan.threads, [&](std::size_t m, unsigned w) {
+  if (scatter) parallel_for(n_morsels, plan.threads, [&](std::size_t m, unsigned w) {
     auto& sc = scratch[w];
     const Morsel& mo = morsels[m];
     const auto len = static_cast<std::size_t>(mo.end - mo.begin);
@@ -241,7 +245,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     }
   });
   s.start.assign(n_buckets + 1, 0);
-  for (std::size_t b = 0; b < n_buckets; ++b) {
+  for (std::size_t b = 0; scatter && b < n_buckets; ++b) {
     std::size_t pos = s.start[b];
     for (std::size_t m = 0; m < n_morsels; ++m) {
       const std::size_t c = at[m * n_buckets + b];
@@ -252,7 +256,11 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   }
   // (Transparent huge pages would save page faults here, but on VMs that hand free memory back
   // to the host, a fresh huge page is often slow to touch: measured 2.5x slower on some runs.)
-  s.entries = Prefaulted<Entry>(s.start[n_buckets], plan.threads);
+  if (scatter) {
+    s.entries = Prefaulted<Entry>(s.start[n_buckets], plan.threads);
+  } else if (!hashed.empty()) {
+    s.row_hash = Prefaulted<std::uint64_t>(n, plan.threads);
+  }
 
   // Measure sums per morsel, added up in morsel order: the same bits whatever the scheduling.
   std::vector<double> morsel_sums(n_morsels * ms, 0.0);
@@ -263,7 +271,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     auto& rh = sc.rh;
     auto& null_key = sc.null_key;
     auto& pcache = pcaches[w];
-    std::uint32_t* pos = at.data() + m * n_buckets;
+    std::uint32_t* pos = scatter ? at.data() + m * n_buckets : nullptr;
     double* msums = morsel_sums.data() + m * ms;
     Entry* entries = s.entries.get();
     const Morsel& mo = morsels[m];
@@ -271,20 +279,22 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     const auto base = static_cast<std::size_t>(loc.batch_start(mo.batch) + mo.begin);
     const auto len = static_cast<std::size_t>(mo.end - mo.begin);
     Local& local = locals[w];
-    const bool any_null = key_hashes(batch, mo, kh.data(), null_key.data());
+    const bool any_null = scatter && key_hashes(batch, mo, kh.data(), null_key.data());
     // row hash of the hash-compared columns
+    // (the merge path hashes straight into its per-row array)
+    std::uint64_t* row_hash = scatter || hashed.empty() ? rh.data() : s.row_hash.get() + base;
     if (!hashed.empty()) {
-      std::fill_n(rh.begin(), len, kRowSeed);
+      std::fill_n(row_hash, len, kRowSeed);
       for (std::size_t c = 0; c < hashed.size(); ++c) {
         const ArrayView& col = batch.column(hashed[c]);
-        hash_rows(col, mo.begin, mo.end, seeds[c], rh.data(), true);
+        hash_rows(col, mo.begin, mo.end, seeds[c], row_hash, true);
         // Unpartitioned measure sums while the column is still in cache.
         if (!part_col && measure_of_hashed[c] >= 0) {
           msums[static_cast<std::size_t>(measure_of_hashed[c])] = sum_numbers(col, mo.begin, mo.end);
         }
       }
     }
-    for (std::size_t i = 0; i < len; ++i) {
+    for (std::size_t i = 0; scatter && i < len; ++i) {
       if (any_null && null_key[i]) {
         ++local.null_keys;
         continue;
@@ -650,68 +660,96 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
     timings.emplace_back(phase, std::chrono::duration<double>(now - clock).count());
     clock = now;
   };
-  SideScan so = scan_side(old_table, lo, plan, true, coarse);
+  // Both sides strictly ascending by one integer key (no nulls, no duplicates): the merge path.
+  std::optional<SortedKeys> keys_old, keys_new;
+  if (plan.merge_sorted && plan.exact_key_hash) {
+    keys_old = sorted_keys(old_table, plan.key_old[0]);
+    if (keys_old) keys_new = sorted_keys(new_table, plan.key_new[0]);
+    lap("sorted?");
+  }
+  const bool merge = keys_old && keys_new;
+  SideScan so = scan_side(old_table, lo, plan, true, coarse, !merge);
   lap("scan old");
-  SideScan sn = scan_side(new_table, ln, plan, false, coarse);
+  SideScan sn = scan_side(new_table, ln, plan, false, coarse, !merge);
   lap("scan new");
 
   std::vector<MatchLocal> locals;
-  std::vector<Matcher::Scratch> scratch(plan.threads);
-  const std::size_t n_fine = std::size_t{1} << (bits - coarse);
-  const int fine_shift = 64 - bits;
-  // Stable counting sort of a coarse bucket by the next bits: row order is kept within each
-  // fine bucket.
-  auto split = [&](const SideScan& side, std::size_t k, std::vector<Entry>& out,
-                   std::vector<std::size_t>& start) {
-    const Entry* rows = side.entries.get() + side.start[k];
-    const std::size_t total = side.start[k + 1] - side.start[k];
-    start.assign(n_fine + 1, 0);
-    const std::uint64_t mask = n_fine - 1;
-    for (std::size_t p = 0; p < total; ++p) ++start[((rows[p].key_hash >> fine_shift) & mask) + 1];
-    for (std::size_t f = 0; f < n_fine; ++f) start[f + 1] += start[f];
-    out.resize(total);
-    std::vector<std::size_t> at(start.begin(), start.end() - 1);
-    for (std::size_t p = 0; p < total; ++p) out[at[(rows[p].key_hash >> fine_shift) & mask]++] = rows[p];
-  };
-  // Keys that their hash does not identify (composite, string...) are taken as equal on the
-  // hash during the match, then checked column at a time in new-row order: reading key cells
-  // at random per probe costs several times the whole match. A failed check (a 64-bit hash
-  // collision) runs the match again comparing the key cells themselves.
-  std::vector<std::uint32_t> match_of;
-  if (!plan.exact_key_hash) match_of.assign(static_cast<std::size_t>(new_table.num_rows()), kNoMatch);
-  auto match = [&](std::uint32_t* claims_into) {
-    const Matcher matcher(old_table, new_table, plan, so, sn, claims_into);
-    locals.assign(plan.threads, MatchLocal{});
-    for (auto& l : locals) l.columns.resize(plan.compared.size());
-    parallel_for(n_buckets, plan.threads, [&](std::size_t k, unsigned w) {
-    auto& sc = scratch[w];
-    if (n_fine == 1) {
-      matcher.bucket(so.entries.get() + so.start[k], so.start[k + 1] - so.start[k],
-                     sn.entries.get() + sn.start[k], sn.start[k + 1] - sn.start[k], locals[w], sc);
-      return;
+  if (merge) {
+    const MergeSide mo{keys_old->values(), so.row_hash.get(), so.part};
+    const MergeSide mn{keys_new->values(), sn.row_hash.get(), sn.part};
+    for (auto& range : merge_sorted(mo, mn, static_cast<std::size_t>(plan.sample), plan.threads)) {
+      MatchLocal& l = locals.emplace_back();
+      l.columns.resize(plan.compared.size());
+      l.summary.matched = range.matched;
+      l.summary.added = range.added;
+      l.summary.removed = range.removed;
+      l.added = std::move(range.added_rows);
+      l.removed = std::move(range.removed_rows);
+      l.hash_changed = std::move(range.hash_changed);
+      for (const auto& [key, c] : range.added_in) l.parts[key].added += c;
+      for (const auto& [key, c] : range.removed_in) l.parts[key].removed += c;
     }
-    split(so, k, sc.old_split, sc.old_start);
-    split(sn, k, sc.new_split, sc.new_start);
-    for (std::size_t f = 0; f < n_fine; ++f) {
-      matcher.bucket(sc.old_split.data() + sc.old_start[f], sc.old_start[f + 1] - sc.old_start[f],
-                     sc.new_split.data() + sc.new_start[f], sc.new_start[f + 1] - sc.new_start[f],
-                     locals[w], sc);
+    so.row_hash.reset();
+    sn.row_hash.reset();
+    lap("merge");
+  } else {
+    std::vector<Matcher::Scratch> scratch(plan.threads);
+    const std::size_t n_fine = std::size_t{1} << (bits - coarse);
+    const int fine_shift = 64 - bits;
+    // Stable counting sort of a coarse bucket by the next bits: row order is kept within each
+    // fine bucket.
+    auto split = [&](const SideScan& side, std::size_t k, std::vector<Entry>& out,
+                     std::vector<std::size_t>& start) {
+      const Entry* rows = side.entries.get() + side.start[k];
+      const std::size_t total = side.start[k + 1] - side.start[k];
+      start.assign(n_fine + 1, 0);
+      const std::uint64_t mask = n_fine - 1;
+      for (std::size_t p = 0; p < total; ++p) ++start[((rows[p].key_hash >> fine_shift) & mask) + 1];
+      for (std::size_t f = 0; f < n_fine; ++f) start[f + 1] += start[f];
+      out.resize(total);
+      std::vector<std::size_t> at(start.begin(), start.end() - 1);
+      for (std::size_t p = 0; p < total; ++p) out[at[(rows[p].key_hash >> fine_shift) & mask]++] = rows[p];
+    };
+    // Keys that their hash does not identify (composite, string...) are taken as equal on the
+    // hash during the match, then checked column at a time in new-row order: reading key cells
+    // at random per probe costs several times the whole match. A failed check (a 64-bit hash
+    // collision) runs the match again comparing the key cells themselves.
+    std::vector<std::uint32_t> match_of;
+    if (!plan.exact_key_hash) match_of.assign(static_cast<std::size_t>(new_table.num_rows()), kNoMatch);
+    auto match = [&](std::uint32_t* claims_into) {
+      const Matcher matcher(old_table, new_table, plan, so, sn, claims_into);
+      locals.assign(plan.threads, MatchLocal{});
+      for (auto& l : locals) l.columns.resize(plan.compared.size());
+      parallel_for(n_buckets, plan.threads, [&](std::size_t k, unsigned w) {
+      auto& sc = scratch[w];
+      if (n_fine == 1) {
+        matcher.bucket(so.entries.get() + so.start[k], so.start[k + 1] - so.start[k],
+                       sn.entries.get() + sn.start[k], sn.start[k + 1] - sn.start[k], locals[w], sc);
+        return;
+      }
+      split(so, k, sc.old_split, sc.old_start);
+      split(sn, k, sc.new_split, sc.new_start);
+      for (std::size_t f = 0; f < n_fine; ++f) {
+        matcher.bucket(sc.old_split.data() + sc.old_start[f], sc.old_start[f + 1] - sc.old_start[f],
+                       sc.new_split.data() + sc.new_start[f], sc.new_start[f + 1] - sc.new_start[f],
+                       locals[w], sc);
+      }
+      });
+    };
+    match(match_of.empty() ? nullptr : match_of.data());
+    lap("match");
+    if (!match_of.empty()) {
+      std::vector<RowPair> claims_old, claims_new;
+      for (const auto& l : locals) {
+        claims_old.insert(claims_old.end(), l.claims_old.begin(), l.claims_old.end());
+        claims_new.insert(claims_new.end(), l.claims_new.begin(), l.claims_new.end());
+      }
+      if (!verify_key_claims(old_table, new_table, plan, match_of, claims_old, claims_new)) {
+        match(nullptr);
+      }
+      match_of = {};
+      lap("keys");
     }
-    });
-  };
-  match(match_of.empty() ? nullptr : match_of.data());
-  lap("match");
-  if (!match_of.empty()) {
-    std::vector<RowPair> claims_old, claims_new;
-    for (const auto& l : locals) {
-      claims_old.insert(claims_old.end(), l.claims_old.begin(), l.claims_old.end());
-      claims_new.insert(claims_new.end(), l.claims_new.begin(), l.claims_new.end());
-    }
-    if (!verify_key_claims(old_table, new_table, plan, match_of, claims_old, claims_new)) {
-      match(nullptr);
-    }
-    match_of = {};
-    lap("keys");
   }
 
   so.entries.reset();  // before the column pass allocates its own

@@ -40,6 +40,7 @@ struct DiffPlan {
   std::int64_t sample = 10;
   diff::OnDuplicate on_duplicate = diff::OnDuplicate::error;
   unsigned threads = 1;
+  bool merge_sorted = true;  // inputs sorted by one integer key take the merge path
 };
 
 inline constexpr Seconds kNullPartition = std::numeric_limits<Seconds>::max();
