@@ -3,6 +3,8 @@ inputs that must fall back to the hash path (descending step, equal adjacent key
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -37,12 +39,14 @@ def test_sorted_tables_merge_and_match_duckdb(
     back = backfill.diff(new, old, keys, threads=threads)
     assert path(back) == "merge" and (path(h) == "hash" or new.num_rows <= 1)
     assert h.summary == back.summary
-    assert h.columns.to_pylist() == back.columns.to_pylist() or cols  # sums: order of adds
-    assert [c["changed"] for c in h.columns.to_pylist()] == \
-        [c["changed"] for c in back.columns.to_pylist()]
+    # (measure sums are left out: their last bits depend on the order of the additions)
+    fields = ["column", "changed", "null_to_value", "value_to_null", "max_abs_diff"]
+    assert [[c[f] for f in fields] for c in h.columns.to_pylist()] == \
+        [[c[f] for f in fields] for c in back.columns.to_pylist()]
+    assert h.added_sample.num_rows == back.added_sample.num_rows
 
 
-def _table(ids: list[int | None], chunk: int = 3) -> pa.Table:
+def _table(ids: Sequence[int | None], chunk: int = 3) -> pa.Table:
     t = pa.table({"id": pa.array(ids, pa.int64()), "v": [float(i or 0) for i in ids]})
     return chunked(t, chunk)
 
@@ -53,8 +57,8 @@ def test_added_and_removed_at_both_ends_across_batches() -> None:
     r = backfill.diff(old, new, "id")
     assert path(r) == "merge"
     assert (r.summary.added, r.summary.removed, r.summary.matched) == (8, 4, 26)
-    assert r.added_sample.column("id").to_pylist() == [0, 1, 2, 3, 4, 50, 51, 52]
-    assert r.removed_sample.column("id").to_pylist() == [10, 11, 38, 39]
+    assert r.added_sample.column("id") == [0, 1, 2, 3, 4, 50, 51, 52]
+    assert r.removed_sample.column("id") == [10, 11, 38, 39]
 
 
 def test_descending_step_in_the_last_batch_falls_back() -> None:
@@ -62,7 +66,7 @@ def test_descending_step_in_the_last_batch_falls_back() -> None:
     new = _table(list(range(18)) + [19, 18])
     r = backfill.diff(old, new, "id")
     assert path(r) == "hash"
-    assert r.identical is False and r.summary.matched == 20 and r.summary.changed == 0
+    assert r.identical and r.summary.matched == 20 and r.summary.changed == 0
 
 
 def test_equal_adjacent_keys_fall_back_and_are_reported() -> None:
