@@ -6,8 +6,10 @@
 The table: int64 key, 4 float64, 2 int64, 2 strings, 1 date; 1% of rows changed (one column
 each, round robin), 0.1% added, 0.1% removed. Every tool produces per-column change counts plus
 added/removed counts; the benchmark checks they all agree, then prints medians and ratios.
-Two extra workloads (no target) time backfill against DuckDB on the other key and compare paths:
-a composite key (id, d) and a column compared with a tolerance.
+The main tables are in key order, so backfill takes its merge path (the run prints which path
+ran). Extra workloads (no target) time backfill against DuckDB on the other paths: the same rows
+shuffled on both sides (the hash path), a composite key (id, d) and a column compared with a
+tolerance.
 """
 
 from __future__ import annotations
@@ -82,16 +84,25 @@ def table_bytes(t: pa.Table) -> int:
 
 
 # Extra workloads (no target; they show that composite keys and tolerances are no cliff):
-# name -> (key columns, tolerance per column as absolute differences).
-WORKLOADS: dict[str, tuple[list[str], dict[str, float]]] = {
-    "composite key (id, d)": (["id", "d"], {}),
-    "tolerance on f1 (abs 1.5)": (["id"], {"f1": 1.5}),
+# name -> (key columns, tolerance per column as absolute differences, rows shuffled).
+WORKLOADS: dict[str, tuple[list[str], dict[str, float], bool]] = {
+    "shuffled rows": (["id"], {}, True),
+    "composite key (id, d)": (["id", "d"], {}, False),
+    "tolerance on f1 (abs 1.5)": (["id"], {"f1": 1.5}, False),
 }
+# The path backfill's last diff took: "merge" (inputs sorted by the key) or "hash".
+last_path = ""
+
+
+def shuffled(t: pa.Table, seed: int) -> pa.Table:
+    return t.take(pa.array(np.random.default_rng(seed).permutation(t.num_rows)))
 
 
 def run_backfill(old: pa.Table, new: pa.Table, key: list[str] | None = None,
                  tolerance: dict[str, float] | None = None) -> Counts:
+    global last_path
     r = backfill.diff(old, new, key or "id", sample=10, tolerance=tolerance)
+    last_path = "merge" if "merge" in r.timings else "hash"
     out = dict(r.changed_columns())
     out["__added"] = r.summary.added
     out["__removed"] = r.summary.removed
@@ -273,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             ok &= agree
             if not agree:
                 print(f"  MISMATCH {name}: {counts} vs backfill {reference}")
-        print(f"{name:>18}: {secs:8.3f} s wall, {cpu_secs:8.3f} s CPU (median of {reps})")
+        path = f", {last_path} path" if name == "backfill" else ""
+        print(f"{name:>18}: {secs:8.3f} s wall, {cpu_secs:8.3f} s CPU (median of {reps}){path}")
     print(f"per-column change counts: {reference}")
     base = results["backfill"]
     print("ratios (tool time / backfill time), wall and CPU (CPU is less sensitive to other load "
@@ -300,15 +312,18 @@ def main(argv: list[str] | None = None) -> int:
 def extra_workloads(old: pa.Table, new: pa.Table, repeat: int, main_secs: float) -> bool:
     """The other key and compare paths: backfill and DuckDB only, counts checked alike."""
     ok = True
-    for name, (key, tolerance) in WORKLOADS.items():
+    for name, (key, tolerance, shuffle) in WORKLOADS.items():
+        o_t, n_t = (shuffled(old, 1), shuffled(new, 2)) if shuffle else (old, new)
         secs, cpu_secs, counts = timed(
-            lambda o, n: run_backfill(o, n, key, tolerance), old, new, repeat)
-        d_secs, _, d_counts = timed(lambda o, n: run_duckdb(o, n, key, tolerance), old, new, repeat)
+            lambda o, n: run_backfill(o, n, key, tolerance), o_t, n_t, repeat)
+        path = last_path
+        d_secs, _, d_counts = timed(lambda o, n: run_duckdb(o, n, key, tolerance), o_t, n_t, repeat)
+        del o_t, n_t
         agree = counts == d_counts
         ok &= agree
         if not agree:
             print(f"  MISMATCH duckdb ({name}): {d_counts} vs backfill {counts}")
-        print(f"workload {name}: backfill {secs:.3f} s wall ({cpu_secs:.3f} s CPU, "
+        print(f"workload {name}: backfill {secs:.3f} s wall ({cpu_secs:.3f} s CPU, {path} path, "
               f"{secs / main_secs:.2f}x the main workload), duckdb {d_secs:.3f} s: "
               f"{d_secs / secs:.2f}x")
     return ok
