@@ -11,6 +11,9 @@
 //   3. columns: the candidates sorted by old row, every compared column compared over them
 //      column at a time, tolerances applied (diff_columns.hpp); a candidate with a differing
 //      column is changed; samples and per-partition changed counts from those.
+// When both sides are strictly ascending by one integer key (checked first, stopping at the
+// first step down), the scan keeps one row hash per row instead of scattering, and the match is
+// a lockstep walk of the keys (diff_merge.hpp); pass 3 and every statistic are the same.
 // Expected O(rows) time; ~20 bytes per row per side of extra memory (+4 per new row for
 // non-exact keys), 8 per candidate pair.
 // Assumptions: fewer than 2^32 rows per side (row numbers are stored as uint32 in buckets).
