@@ -36,7 +36,6 @@ import html
 import itertools
 import json
 import logging
-import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ from ._tables import RowTable
 from .calendar import partitions as calendar_partitions
 from .diffing import DiffResult, diff
 from .engines import Area
-from .engines.duckdb import DuckDBEngine, _in_periods, quote
+from .engines.duckdb import DuckDBEngine, _in_periods, quote, relation_exists
 from .errors import InvalidInputError, NotFoundError
 from .gates import GateResult, ModelFacts, evaluate, parse_gates
 from .ledger import utcnow
@@ -387,24 +386,6 @@ def _fp(rows: int, digest: str) -> str:
     return f"{rows}:{digest}"
 
 
-def relation_kind(cur: duckdb.DuckDBPyConnection, relation: str) -> str | None:
-    """``"table"``, ``"view"`` or None for ``"schema"."name"`` (a catalog lookup: safe inside a
-    transaction, where a failed SELECT would abort it)."""
-    names = [n.replace('""', '"') for n in re.findall(r'"((?:[^"]|"")*)"', relation)]
-    if len(names) != 2:
-        raise InvalidInputError(f"expected a quoted \"schema\".\"table\", got {relation!r}")
-    row = cur.execute(
-        "SELECT kind FROM (SELECT 'table' AS kind, schema_name, table_name AS name, database_name "
-        "FROM duckdb_tables() UNION ALL SELECT 'view', schema_name, view_name, database_name "
-        "FROM duckdb_views() WHERE NOT internal) WHERE schema_name = ? AND name = ? "
-        "AND database_name = current_database()", names).fetchone()
-    return str(row[0]) if row else None
-
-
-def _exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
-    return relation_kind(cur, relation) is not None
-
-
 def fingerprints_sql(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, relation: str,
                      event_time: str | None, parts: Sequence[Part]) -> dict[str, str]:
     """label -> "rows:digest" of any relation (a table or a subquery), computed as the engine
@@ -434,7 +415,7 @@ def fingerprint_model(engine: DuckDBEngine, project: Project, model: str, area: 
                 for f in engine.partition_fingerprints(project, model, area, parts)}
     rel = engine.relation(model, area)
     with engine.connect() as cur:
-        if not _exists(cur, rel):
+        if not relation_exists(cur, rel):
             return {WHOLE: _fp(0, f"{0:016x}")}
     return {WHOLE: engine.table_fingerprint(rel)}
 
@@ -452,10 +433,10 @@ def _audit_model(engine: DuckDBEngine, project: Project, bf: Backfill, model: st
         if parts and m.event_time else "TRUE"
     diff_result: DiffResult | None = None
     with engine.connect() as cur:
-        if not _exists(cur, new_rel):
+        if not relation_exists(cur, new_rel):
             raise InvalidInputError(f"backfill {bf.id} wrote no table for {model} ({new_rel}); "
                                     "run it first")
-        has_old = _exists(cur, pub)
+        has_old = relation_exists(cur, pub)
         new_fp = area_fp
         if m.strategy == "merge" and m.unique_key and has_old and parts and m.event_time:
             # Compare with what publish will leave: a merge upserts on the key, so published

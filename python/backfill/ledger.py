@@ -323,7 +323,6 @@ class Ledger:
         if limit <= 0:
             return []
         now = time.time()
-        claims: list[Claim] = []
         with self._tx() as db:
             self._drop_dead_leases(db, backfill_id, now)
             ready = db.execute(
@@ -332,21 +331,25 @@ class Ledger:
                 "ON p.backfill_id = d.backfill_id AND p.task_id = d.dep_id WHERE "
                 "d.backfill_id = t.backfill_id AND d.task_id = t.task_id AND p.status != 'done') "
                 "ORDER BY t.wave, t.task_id LIMIT ?", (backfill_id, now, limit)).fetchall()
-            stamp = utcnow()
-            for (task_id,) in ready:
-                db.execute("UPDATE tasks SET status = 'running', attempts = attempts + 1, "
-                           "started_at = ?, error = NULL WHERE backfill_id = ? AND task_id = ?",
-                           (stamp, backfill_id, task_id))
-                attempt = int(db.execute("SELECT attempts FROM tasks WHERE backfill_id = ? AND "
-                                         "task_id = ?", (backfill_id, task_id)).fetchone()[0])
-                cur = db.execute("INSERT INTO attempts (backfill_id, task_id, attempt, worker, "
-                                 "status, started_at) VALUES (?, ?, ?, ?, 'running', ?)",
-                                 (backfill_id, task_id, attempt, worker, stamp))
-                attempt_id = int(cur.lastrowid or 0)
-                db.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?)",
-                           (backfill_id, task_id, worker, attempt_id, now + lease_seconds))
-                claims.append(Claim(self._task(db, backfill_id, task_id), attempt, attempt_id))
-        return claims
+            return [self._start(db, backfill_id, task_id, worker, now + lease_seconds)
+                    for (task_id,) in ready]
+
+    def _start(self, db: sqlite3.Connection, backfill_id: str, task_id: int, worker: str,
+               lease_until: float) -> Claim:
+        """Marks the task running, records a new attempt and leases it to ``worker``."""
+        stamp = utcnow()
+        db.execute("UPDATE tasks SET status = 'running', attempts = attempts + 1, not_before = 0, "
+                   "started_at = ?, error = NULL WHERE backfill_id = ? AND task_id = ?",
+                   (stamp, backfill_id, task_id))
+        attempt = int(db.execute("SELECT attempts FROM tasks WHERE backfill_id = ? AND "
+                                 "task_id = ?", (backfill_id, task_id)).fetchone()[0])
+        cur = db.execute("INSERT INTO attempts (backfill_id, task_id, attempt, worker, status, "
+                         "started_at) VALUES (?, ?, ?, ?, 'running', ?)",
+                         (backfill_id, task_id, attempt, worker, stamp))
+        attempt_id = int(cur.lastrowid or 0)
+        db.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?)",
+                   (backfill_id, task_id, worker, attempt_id, lease_until))
+        return Claim(self._task(db, backfill_id, task_id), attempt, attempt_id)
 
     def claim_task(self, backfill_id: str, task_id: int, worker: str,
                    lease_seconds: float) -> Claim | TaskRow:
@@ -388,19 +391,7 @@ class Ledger:
                 more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
                 raise ConflictError(f"task {task_id} of {backfill_id} depends on tasks not done: "
                                     f"{shown}{more}; run them first")
-            stamp = utcnow()
-            db.execute("UPDATE tasks SET status = 'running', attempts = attempts + 1, "
-                       "not_before = 0, started_at = ?, error = NULL WHERE backfill_id = ? AND "
-                       "task_id = ?", (stamp, backfill_id, task_id))
-            attempt = int(db.execute("SELECT attempts FROM tasks WHERE backfill_id = ? AND "
-                                     "task_id = ?", (backfill_id, task_id)).fetchone()[0])
-            cur = db.execute("INSERT INTO attempts (backfill_id, task_id, attempt, worker, status, "
-                             "started_at) VALUES (?, ?, ?, ?, 'running', ?)",
-                             (backfill_id, task_id, attempt, worker, stamp))
-            attempt_id = int(cur.lastrowid or 0)
-            db.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?)",
-                       (backfill_id, task_id, worker, attempt_id, now + lease_seconds))
-            return Claim(self._task(db, backfill_id, task_id), attempt, attempt_id)
+            return self._start(db, backfill_id, task_id, worker, now + lease_seconds)
 
     def _task(self, db: sqlite3.Connection, backfill_id: str, task_id: int) -> TaskRow:
         r = db.execute(

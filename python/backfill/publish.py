@@ -24,7 +24,6 @@ each row carries the publication id, backfill id, reason, note, forced reason, w
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import html
 import json
@@ -38,10 +37,10 @@ import duckdb
 
 from ._arrow import html_table
 from ._tables import RowTable
-from .audit import (_engine, _exists, backfill_partitions, fingerprint_model, fingerprints_sql,
-                    relation_kind)
+from .audit import _engine, backfill_partitions, fingerprint_model, fingerprints_sql
 from .engines.base import Area
-from .engines.duckdb import DuckDBEngine, _in_periods, quote
+from .engines.duckdb import (DuckDBEngine, _in_periods, quote, relation_exists, relation_kind,
+                             transaction)
 from .errors import ConflictError, InvalidInputError
 from .ledger import utcnow
 
@@ -119,7 +118,7 @@ def _stale(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, model: str, eve
     """Partitions whose published fingerprint differs from ``recorded`` (inside the caller's
     transaction, so the check and the swap see the same snapshot)."""
     pub = engine.published(model)
-    if not _exists(cur, pub):
+    if not relation_exists(cur, pub):
         return [lab for lab, fp in recorded.items() if not fp.startswith("0:")]
     now = fingerprints_sql(cur, engine, pub, event_time, parts)
     return [lab for lab in recorded if now.get(lab) != recorded[lab]]
@@ -208,36 +207,29 @@ def _publish(bf: Backfill, engine: DuckDBEngine, rec: dict[str, Any], note: str,
     who = _who()
     forced = force_reason.strip() if force_reason else None
     log_rows: list[tuple[Any, ...]] = []
-    with engine.connect() as cur:
-        cur.execute("BEGIN TRANSACTION")
-        try:
-            # Every check before any swap: a published view reads tables swapped before it.
-            for model in order:
-                stale = _stale(cur, engine, model, project.models[model].event_time,
-                               parts[model], audits[model]["published_fingerprints"])
-                if stale:
-                    raise ConflictError(
-                        f"the published {model} changed since the audit of {bf.id} in "
-                        f"{len(stale)} partition(s) ({', '.join(stale[:5])}"
-                        f"{', ...' if len(stale) > 5 else ''}): someone else published; "
-                        f"re-audit first: backfill audit {bf.id}")
-            for model in order:
-                if model in views:
-                    _replace_view(cur, engine.published(model), views[model])
-                else:
-                    _swap(cur, engine, bf, model, parts[model])
-                log_rows += _changelog_rows(pub_id, bf, rec, when, who, note.strip(), forced,
-                                            audits[model], parts[model])
-            table = f"{quote(engine.schema)}.{quote(CHANGELOG_TABLE)}"
-            cols = ", ".join(f"{quote(n)} {t}" for n, t in _CHANGELOG_COLUMNS)
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
-            marks = ", ".join("?" for _ in _CHANGELOG_COLUMNS)
-            cur.executemany(f"INSERT INTO {table} VALUES ({marks})", log_rows)
-            cur.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):
-                cur.execute("ROLLBACK")
-            raise
+    with engine.connect() as cur, transaction(cur):
+        # Every check before any swap: a published view reads tables swapped before it.
+        for model in order:
+            stale = _stale(cur, engine, model, project.models[model].event_time,
+                           parts[model], audits[model]["published_fingerprints"])
+            if stale:
+                raise ConflictError(
+                    f"the published {model} changed since the audit of {bf.id} in "
+                    f"{len(stale)} partition(s) ({', '.join(stale[:5])}"
+                    f"{', ...' if len(stale) > 5 else ''}): someone else published; "
+                    f"re-audit first: backfill audit {bf.id}")
+        for model in order:
+            if model in views:
+                _replace_view(cur, engine.published(model), views[model])
+            else:
+                _swap(cur, engine, bf, model, parts[model])
+            log_rows += _changelog_rows(pub_id, bf, rec, when, who, note.strip(), forced,
+                                        audits[model], parts[model])
+        table = f"{quote(engine.schema)}.{quote(CHANGELOG_TABLE)}"
+        cols = ", ".join(f"{quote(n)} {t}" for n, t in _CHANGELOG_COLUMNS)
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+        marks = ", ".join("?" for _ in _CHANGELOG_COLUMNS)
+        cur.executemany(f"INSERT INTO {table} VALUES ({marks})", log_rows)
     changed = {a["model"]: [p["label"] for p in a["result"]["partitions"] if not p["identical"]]
                for a in audits.values()}
     publication = Publication(pub_id, bf.id, when.isoformat(timespec="seconds"), who,
@@ -265,7 +257,7 @@ def _swap(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, bf: Backfill, mo
     pub, new = engine.published(model), engine.relation(model, bf.area)
     if relation_kind(cur, pub) == "view":  # the model was a view, is now a table
         cur.execute(f"DROP VIEW {pub}")
-    if not _exists(cur, pub) or m.strategy == "full" or not parts or not m.event_time:
+    if not relation_exists(cur, pub) or m.strategy == "full" or not parts or not m.event_time:
         cur.execute(f"CREATE OR REPLACE TABLE {pub} AS SELECT * FROM {new}")
         return
     old_cols = {r[0] for r in cur.execute(f"DESCRIBE {pub}").fetchall()}
@@ -404,7 +396,7 @@ def changelog(project: Project, *, backfill_id: str | None = None,
     table = f"{quote(engine.schema)}.{quote(CHANGELOG_TABLE)}"
     names = [n for n, _ in _CHANGELOG_COLUMNS]
     with engine.connect() as cur:
-        if not _exists(cur, table):
+        if not relation_exists(cur, table):
             return Changelog(RowTable(names, []))
         where = "WHERE backfill_id = ?" if backfill_id else ""
         rows = cur.execute(f"SELECT * FROM {table} {where} ORDER BY published_at DESC, "

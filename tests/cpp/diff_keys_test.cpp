@@ -10,6 +10,7 @@
 #include <random>
 #include <tuple>
 
+#include "arrow_support.hpp"
 #include "backfill/diff.hpp"
 #include "detail/diff_keys.hpp"
 
@@ -19,11 +20,7 @@ namespace detail = backfill::detail;
 
 namespace {
 
-arrow::ImportedTable imported(arrow::Table t) {
-  ArrowArrayStream s{};
-  arrow::export_table(std::make_shared<const arrow::Table>(std::move(t)), &s);
-  return arrow::import_stream(&s);
-}
+using backfill::testing::imported;
 
 std::int64_t cell(const arrow::Table& t, std::string_view col, std::int64_t row) {
   return t.column(col).view().values<std::int64_t>()[row];

@@ -6,6 +6,7 @@
 #include <bit>
 #include <random>
 
+#include "arrow_support.hpp"
 #include "backfill/diff.hpp"
 #include "backfill/error.hpp"
 #include "detail/values.hpp"
@@ -15,11 +16,7 @@ namespace diff = backfill::diff;
 
 namespace {
 
-arrow::ImportedTable imported(arrow::Table t) {
-  ArrowArrayStream s{};
-  arrow::export_table(std::make_shared<const arrow::Table>(std::move(t)), &s);
-  return arrow::import_stream(&s);
-}
+using backfill::testing::imported;
 
 struct Rows {
   std::vector<std::int64_t> id;

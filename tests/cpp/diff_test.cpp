@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "arrow_support.hpp"
 #include "backfill/error.hpp"
 
 namespace arrow = backfill::arrow;
@@ -14,11 +15,7 @@ namespace diff = backfill::diff;
 
 namespace {
 
-arrow::ImportedTable imported(arrow::Table t) {
-  ArrowArrayStream s{};
-  arrow::export_table(std::make_shared<const arrow::Table>(std::move(t)), &s);
-  return arrow::import_stream(&s);
-}
+using backfill::testing::imported;
 
 arrow::ImportedTable table(std::vector<std::int64_t> ids, std::vector<double> v,
                            std::vector<std::string> s, arrow::Validity v_ok = {}) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "arrow_support.hpp"
 #include "backfill/error.hpp"
 
 namespace arrow = backfill::arrow;
@@ -9,11 +10,7 @@ namespace fp = backfill::fingerprint;
 
 namespace {
 
-arrow::ImportedTable imported(arrow::Table t) {
-  ArrowArrayStream s{};
-  arrow::export_table(std::make_shared<const arrow::Table>(std::move(t)), &s);
-  return arrow::import_stream(&s);
-}
+using backfill::testing::imported;
 
 fp::Fingerprint of(std::vector<std::int64_t> a, std::vector<std::string> b) {
   arrow::Table t;

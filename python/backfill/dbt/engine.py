@@ -26,13 +26,12 @@ consecutive batches go in one invocation; each batch's outcome comes back from d
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ..engines.base import Area, PartitionFingerprint, TaskFailure, WriteResult
-from ..engines.duckdb import DuckDBEngine, _in_periods, audit_schema, quote
+from ..engines.duckdb import (DuckDBEngine, _in_periods, audit_schema, quote, relation_exists,
+                              transaction)
 from ..errors import InvalidInputError, NotFoundError
 from .invoke import invoke, invoke_lock
 from .profile import GENERATED_TARGET, DbtProfile, read_profile, write_profile
@@ -203,7 +203,7 @@ class DbtEngine(DuckDBEngine):
                 schema = work.split(".")[0]
                 cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 pub = self.published(model)
-                if m.grain and _relation_exists(cur, pub) and not _relation_exists(cur, work):
+                if m.grain and relation_exists(cur, pub) and not relation_exists(cur, work):
                     cur.execute(f"CREATE TABLE {work} AS SELECT * FROM {pub}")
             for parent in sorted(reads - set(area.periods)):
                 info = getattr(project, "dbt", {}).get(parent)
@@ -213,7 +213,7 @@ class DbtEngine(DuckDBEngine):
                     continue
                 work = self.work_relation(project, parent, area)
                 pub = self.published(parent)
-                if work != pub and _relation_exists(cur, pub):
+                if work != pub and relation_exists(cur, pub):
                     cur.execute(f"CREATE SCHEMA IF NOT EXISTS {work.split('.')[0]}")
                     cur.execute(f"CREATE OR REPLACE VIEW {work} AS SELECT * FROM {pub}")
         self._prepared.add(str(area.backfill_id))
@@ -348,19 +348,13 @@ class DbtEngine(DuckDBEngine):
             where = _in_periods(m.event_time, [(r.start, r.end)])
             deleted = 0
             if not r.area.direct:
-                cur.execute("BEGIN TRANSACTION")
-                try:
+                with transaction(cur):
                     cur.execute(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {work} "
                                 "LIMIT 0")
                     row = cur.execute(f"SELECT count(*) FROM {target} WHERE {where}").fetchone()
                     deleted = int(row[0]) if row else 0
                     cur.execute(f"DELETE FROM {target} WHERE {where}")
                     cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {work} WHERE {where}")
-                    cur.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(duckdb.Error):
-                        cur.execute("ROLLBACK")
-                    raise
             fp = self._fingerprint_where(cur, target, where)
         return WriteResult(int(fp.split(":")[0]), deleted, fp, seconds)
 
@@ -385,7 +379,7 @@ class DbtEngine(DuckDBEngine):
             raise InvalidInputError(f"model {model!r} has no event_time to partition by")
         target = self.relation(model, area)
         with self.connect() as cur:
-            if not _relation_exists(cur, target) or not partitions:
+            if not relation_exists(cur, target) or not partitions:
                 return [PartitionFingerprint(lab, 0, f"{0:016x}") for lab, _, _ in partitions]
             out = []
             for label, s, e in partitions:
@@ -412,15 +406,3 @@ class DbtEngine(DuckDBEngine):
                 cur.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
         self._prepared.discard(backfill_id)
 
-    @contextlib.contextmanager
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with super().connect() as cur:
-            yield cur
-
-
-def _relation_exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
-    try:
-        cur.execute(f"SELECT 1 FROM {relation} LIMIT 0")
-        return True
-    except duckdb.CatalogException:
-        return False

@@ -26,6 +26,7 @@ import contextlib
 import datetime as dt
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -56,6 +57,37 @@ def quote(name: str) -> str:
 
 def audit_schema(backfill_id: str) -> str:
     return f"audit_{backfill_id}"
+
+
+def relation_kind(cur: duckdb.DuckDBPyConnection, relation: str) -> str | None:
+    """``"table"``, ``"view"`` or None for ``"schema"."name"`` (a catalog lookup: safe inside a
+    transaction, where a failed SELECT would abort it)."""
+    names = [n.replace('""', '"') for n in re.findall(r'"((?:[^"]|"")*)"', relation)]
+    if len(names) != 2:
+        raise InvalidInputError(f"expected a quoted \"schema\".\"table\", got {relation!r}")
+    row = cur.execute(
+        "SELECT kind FROM (SELECT 'table' AS kind, schema_name, table_name AS name, database_name "
+        "FROM duckdb_tables() UNION ALL SELECT 'view', schema_name, view_name, database_name "
+        "FROM duckdb_views() WHERE NOT internal) WHERE schema_name = ? AND name = ? "
+        "AND database_name = current_database()", names).fetchone()
+    return str(row[0]) if row else None
+
+
+def relation_exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
+    return relation_kind(cur, relation) is not None
+
+
+@contextlib.contextmanager
+def transaction(cur: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN ... COMMIT on ``cur``; ROLLBACK when the block raises (then re-raises)."""
+    cur.execute("BEGIN TRANSACTION")
+    try:
+        yield cur
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            cur.execute("ROLLBACK")
+        raise
+    cur.execute("COMMIT")
 
 
 def _merge(periods: Sequence[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -291,14 +323,12 @@ class DuckDBEngine(Engine):
         if m.strategy in ("replace", "merge", "append") and m.grain and not partitioned:
             raise TaskFailure(f"{_where(project, m.name)}: a {m.strategy} task needs a period",
                               transient=False)
-        cur.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(cur):
             sql = self._render(project, m.name, start, end, area, cur)
             cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
             if m.strategy == "view":
                 cur.execute(f"CREATE OR REPLACE VIEW {target} AS {sql}")
                 fp = self._fingerprint_where(cur, target, "TRUE")
-                cur.execute("COMMIT")
                 return int(fp.split(":")[0]), 0, fp
             cur.execute(f"CREATE TEMP TABLE {tmp} AS {sql}")
             in_period = ""
@@ -334,11 +364,6 @@ class DuckDBEngine(Engine):
                 cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {tmp}")
             fp = self._fingerprint_where(cur, target, in_period or "TRUE")
             cur.execute(f"DROP TABLE {tmp}")
-            cur.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):
-                cur.execute("ROLLBACK")
-            raise
         return new_rows, deleted, fp
 
     # -- fingerprints --------------------------------------------------------------------------

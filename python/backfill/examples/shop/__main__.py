@@ -1,23 +1,9 @@
 """``python -m backfill.examples.shop --dir DIR``: writes the shop project and its raw data."""
 
-from __future__ import annotations
-
-import argparse
 import sys
 
+from .. import example_main
 from . import create
 
-
-def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m backfill.examples.shop",
-                                     description="write the shop example project and raw data")
-    parser.add_argument("--dir", required=True, help="new project directory")
-    parser.add_argument("--orders-per-day", type=int, default=240)
-    args = parser.parse_args()
-    root = create(args.dir, orders_per_day=args.orders_per_day)
-    sys.stdout.write(f"shop project with raw data in {root}\n")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(example_main("shop", "shop project", create))
