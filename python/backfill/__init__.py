@@ -14,69 +14,33 @@ except ImportError as exc:  # pragma: no cover - only without a build
         "`make test` (or `pip install .`); it needs the Debian packages listed in the Makefile."
     ) from exc
 
-from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
 from ._arrow import ArrowTable
-from .diffing import DiffResult, DiffSummary, diff
-from .fingerprinting import Fingerprint, fingerprint
-from .planning import Estimate, ModelSummary, Plan, PlanFinding
-from .project import Dependency, Model, Project, Source, all_of, overlap, window
+from .api import Backfill, Project
+from .audit import (AuditReport, DiffResult, DiffSummary, Fingerprint, GateResult, ModelAudit,
+                    diff, fingerprint)
+from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
 from .checks import check_model
-from .lint import Finding, LintResult, lint_file, lint_sql
 from .engines import Engine
 from .engines.duckdb import DuckDBEngine
-from .ledger import Ledger
-from .project_files import ProjectError
-from .runner import Backfill, BackfillStatus
-from .audit import AuditReport, ModelAudit
-from .gates import GateResult
+from .lint import Finding, LintResult, lint_file, lint_sql
+from .model import Dependency, Model, ProjectError, Source, all_of, overlap, window
+from .plan import Estimate, ModelSummary, Plan, PlanFinding
 from .publish import Changelog, Publication
+from .run import BackfillStatus
+from .run.estimate import EstimateReport, estimate
+from .run.ledger import Ledger, LedgerBackend, open_ledger
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AuditReport",
-    "Changelog",
-    "GateResult",
-    "ModelAudit",
-    "Publication",
-    "Backfill",
-    "BackfillStatus",
-    "DuckDBEngine",
-    "Engine",
-    "Ledger",
-    "ProjectError",
-    "GRAINS",
-    "ArrowTable",
-    "DiffResult",
-    "DiffSummary",
-    "Fingerprint",
-    "diff",
-    "fingerprint",
-    "BackfillError",
-    "Dependency",
-    "Estimate",
-    "Model",
-    "ModelSummary",
-    "Plan",
-    "PlanFinding",
-    "Project",
-    "Source",
-    "all_of",
-    "overlap",
-    "window",
-    "ConflictError",
-    "CycleError",
-    "Finding",
-    "InvalidInputError",
-    "LintResult",
-    "NotFoundError",
-    "Partition",
-    "PeriodSet",
-    "check_model",
-    "lint_file",
-    "lint_sql",
-    "partition_of",
-    "partitions",
+    "AuditReport", "ArrowTable", "Backfill", "BackfillError", "BackfillStatus", "Changelog",
+    "ConflictError", "CycleError", "Dependency", "DiffResult", "DiffSummary", "DuckDBEngine",
+    "Engine", "Estimate", "EstimateReport", "Finding", "Fingerprint", "GRAINS", "GateResult",
+    "InvalidInputError", "Ledger", "LedgerBackend", "LintResult", "Model", "ModelAudit",
+    "ModelSummary", "NotFoundError", "Partition", "PeriodSet", "Plan", "PlanFinding", "Project",
+    "ProjectError", "Publication", "Source", "all_of", "check_model", "diff", "estimate",
+    "fingerprint", "lint_file", "lint_sql", "open_ledger", "overlap", "partition_of",
+    "partitions", "window",
 ]

@@ -9,8 +9,8 @@ from typing import Any
 
 import duckdb
 
-from backfill.dbt.invoke import Invocation, invoke
-from backfill.dbt.profile import GENERATED_TARGET, read_profile, write_profile
+from backfill.integrations.dbt.invoke import Invocation, invoke
+from backfill.integrations.dbt.profile import GENERATED_TARGET, read_profile, write_profile
 
 AS_OF = "2027-06-01"  # after every batch the tests plan
 FIRST, LAST = dt.date(2026, 7, 20), dt.date(2026, 8, 20)  # the small shop's raw data

@@ -16,7 +16,7 @@ import pytest
 import backfill
 from airflow_support import env, migrate, run_dag
 from backfill.examples import shop
-from backfill.ledger import Ledger
+from backfill.run.ledger import Ledger
 from shop_support import AS_OF, cli, copy_built, query
 
 SELECT, START, END = "fct_daily_sales+", "2026-07-30", "2026-08-03"

@@ -15,8 +15,8 @@ from backfill.engines import TaskFailure
 from backfill.errors import ConflictError, InvalidInputError, NotFoundError
 from backfill.examples import shop
 from backfill.integrations import airflow as bfa
-from backfill.ledger import Ledger
-from backfill.ledger_backend import LedgerBackend, open_ledger
+from backfill.run.ledger import Ledger
+from backfill.run.ledger import LedgerBackend, open_ledger
 from shop_support import AS_OF, copy_built, query
 
 SELECT, START, END = "fct_daily_sales+", "2026-07-30", "2026-08-03"

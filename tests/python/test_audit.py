@@ -16,11 +16,13 @@ import duckdb
 import pytest
 
 import backfill
-from backfill.audit import AuditReport, choose_key
-from backfill.checks_engine import check_run_twice, estimate
+from backfill.audit import AuditReport, Version, choose_key
+from backfill.engines import PUBLISHED
+from backfill import estimate
+from backfill.audit import check_run_twice
 from backfill.engines.duckdb import audit_schema
 from backfill.examples import shop
-from backfill.gates import ModelFacts, evaluate, parse_gates
+from backfill.audit.gates import ModelFacts, evaluate, parse_gates
 from shop_support import AS_OF, cli, copy_built, query
 
 D = dt.date
@@ -132,16 +134,20 @@ def test_audit_finds_exactly_the_changes_of_the_fix(shop_dir: Path) -> None:
 
 def test_natural_key_prefers_ids_and_needs_uniqueness(shop_dir: Path) -> None:
     p = backfill.Project.load(shop_dir)
-    c = duckdb.connect(str(shop_dir / "warehouse.duckdb"), read_only=True)
+    engine = backfill.DuckDBEngine(shop_dir / "warehouse.duckdb")
+    published = Version(PUBLISHED)
+
+    def key(model: str) -> tuple[list[str], str]:
+        columns = engine.columns(p, model, PUBLISHED)
+        assert columns is not None
+        return choose_key(engine, p, model, [published], columns, None)
+
     try:
-        assert choose_key(c, p.models["clean_order_items"], ["main.clean_order_items"]) == \
-            (["order_id", "line_no"], "natural")
-        assert choose_key(c, p.models["clean_orders"], ["main.clean_orders"]) == \
-            (["order_id"], "natural")
-        assert choose_key(c, p.models["fct_monthly_sales"], ["main.fct_monthly_sales"]) == \
-            (["sales_month"], "natural")
+        assert key("clean_order_items") == (["order_id", "line_no"], "natural")
+        assert key("clean_orders") == (["order_id"], "natural")
+        assert key("fct_monthly_sales") == (["sales_month"], "natural")
     finally:
-        c.close()
+        engine.close()
 
 
 def test_merge_and_full_models_audit_and_publish(shop_dir: Path) -> None:

@@ -20,7 +20,7 @@ import backfill
 from backfill.engines import Area, TaskFailure, open_engine
 from backfill.engines.duckdb import DuckDBEngine, audit_schema
 from backfill.examples import shop
-from backfill.ledger import Ledger
+from backfill.run.ledger import Ledger
 from shop_support import AS_OF, cli, copy_built, query
 
 UTC = dt.timezone.utc
@@ -169,18 +169,20 @@ def test_backfill_writes_the_audit_area_and_refs_read_new_then_published(
     parts = [(lab, day(lab), day(lab) + dt.timedelta(days=1)) for lab in
              ("2026-07-31", "2026-08-01", "2026-08-02")]
     engine = bf.engine
-    new = engine.partition_fingerprints(p, "fct_daily_sales", bf.area, parts)
-    old = engine.partition_fingerprints(p, "fct_daily_sales", Area(None), parts)
+    new = list(engine.fingerprints(p, "fct_daily_sales", bf.area, parts).values())
+    old = list(engine.fingerprints(p, "fct_daily_sales", Area(None), parts).values())
     assert [f.rows for f in new] == [0, 1, 1] and [f.rows for f in old] == [1, 1, 1]
     assert new[1].digest != old[1].digest
-    same = engine.partition_fingerprints(p, "fct_daily_sales", Area(None), parts)
+    same = list(engine.fingerprints(p, "fct_daily_sales", Area(None), parts).values())
     assert same == old
     # only the differing partition travels, as Arrow, into the C++ diff
     aug1 = [(parts[1][1], parts[1][2])]
-    result = backfill.diff(engine.read(p, "fct_daily_sales", Area(None), aug1),
-                           engine.read(p, "fct_daily_sales", bf.area, aug1), key="sales_date")
+    with engine.stream(p, "fct_daily_sales", Area(None), aug1) as old_rows, \
+            engine.stream(p, "fct_daily_sales", bf.area, aug1) as new_rows:
+        result = backfill.diff(old_rows, new_rows, key="sales_date")
     assert (result.summary.rows_old, result.summary.changed) == (1, 1)
-    assert engine.read(p, "fct_daily_sales", bf.area).num_rows == 14
+    with engine.stream(p, "fct_daily_sales", bf.area, None) as rows:
+        assert backfill.ArrowTable.from_arrow(rows).num_rows == 14
 
 
 def test_rows_outside_the_period_fail_the_task(shop_dir: Path) -> None:
@@ -488,7 +490,7 @@ def test_concurrent_writes_of_one_partition_conflict_and_are_retried(shop_dir: P
     assert len(results) == 6 and len({r.fingerprint for r in results}) == 1
     assert sum(r.conflicts_retried for r in results) >= 1
     got = fingerprints(shop_dir, "audit_bf_conflicts")["clean_orders"]
-    assert got.rows == results[0].rows_written == int(results[0].fingerprint.split(":")[0])
+    assert got.rows == results[0].rows_written == results[0].fingerprint.rows
     assert got == backfill.fingerprint(duckdb.connect(
         str(shop_dir / "warehouse.duckdb"), read_only=True).sql(
         "SELECT * FROM main.clean_orders WHERE ordered_at >= DATE '2026-05-05' "

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import backfill
 from backfill.engines import Area, Engine, PartitionFingerprint, TaskFailure, WriteResult
-from backfill.ledger import Ledger
+from backfill.run.ledger import Ledger
 
 
 class MemoryEngine(Engine):
@@ -48,7 +48,7 @@ class MemoryEngine(Engine):
                 if left > 0:
                     self.failures[key] = (left - 1, transient)
                     raise TaskFailure(f"injected {key}", transient=transient)
-            return WriteResult(1, 0, "1:0", 0.001)
+            return WriteResult(1, 0, PartitionFingerprint(1, f"{0:016x}"), 0.001)
         finally:
             with self.lock:
                 self.active.discard(key)
@@ -57,13 +57,26 @@ class MemoryEngine(Engine):
     def render(self, *args: Any) -> str:
         return ""
 
-    def relation(self, model: str, area: Area) -> str:
-        return model
+    # The runner never inspects or publishes: those calls have no meaning here.
+    def columns(self, *args: Any) -> Any:
+        raise NotImplementedError
 
-    def partition_fingerprints(self, *args: Any) -> list[PartitionFingerprint]:
-        return []
+    def fingerprints(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
 
-    def read(self, *args: Any) -> Any:
+    def measure_sums(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def is_unique(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def stream(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def publish(self, *args: Any) -> Any:
+        raise NotImplementedError
+
+    def changelog_rows(self, *args: Any) -> Any:
         raise NotImplementedError
 
     def drop_area(self, backfill_id: str) -> None:

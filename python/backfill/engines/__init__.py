@@ -1,24 +1,45 @@
-"""Engines run model SQL where the data lives. DuckDB is the embedded default."""
+"""Engines run model SQL where the data lives. DuckDB is the embedded default.
+
+Engine types are plugins: ``open_engine`` looks the ``type`` of backfill.yml's ``engine`` up among
+the ``backfill.engines`` entry points (``duckdb`` and ``dbt`` ship with the package; another
+package adds its own the same way), each a callable ``factory(settings) -> Engine``.
+"""
 
 from __future__ import annotations
 
-from .base import Area, Engine, PartitionFingerprint, TaskFailure, WriteResult
+from importlib.metadata import entry_points
+from typing import Any
 
-__all__ = ["Area", "Engine", "PartitionFingerprint", "TaskFailure", "WriteResult", "open_engine"]
+from ..errors import InvalidInputError
+from ..model.files import EngineSettings
+from .base import (CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, WHOLE, Area, Capabilities,
+                   Column, ColumnKind, Engine, Part, PartitionFingerprint, Period, PublishModel,
+                   PublishRequest, StalePublishedError, TaskFailure, WriteResult, scratch_area)
+
+__all__ = ["CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "Engine",
+           "Part", "PartitionFingerprint", "Period", "PublishModel", "PublishRequest",
+           "StalePublishedError", "TaskFailure", "WriteResult", "engine_types", "open_engine",
+           "scratch_area"]
+
+GROUP = "backfill.engines"
 
 
-def open_engine(settings: object) -> Engine:
+def engine_types() -> dict[str, Any]:
+    """Engine type -> its entry point, for every installed engine plugin."""
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def open_engine(settings: EngineSettings) -> Engine:
     """The engine a loaded project's settings name (``engine.type`` in backfill.yml)."""
-    from ..project_files import EngineSettings
-
     if not isinstance(settings, EngineSettings):
         raise TypeError(f"expected EngineSettings, got {type(settings).__name__}")
-    if settings.type == "duckdb":
-        from .duckdb import DuckDBEngine
-
-        return DuckDBEngine(settings.path, schema=settings.schema, **dict(settings.options))
-    if settings.type == "dbt":  # a dbt project (Project.from_dbt): runs through dbt
-        from ..dbt.engine import DbtEngine
-
-        return DbtEngine(**dict(settings.options))
-    raise ValueError(f"unknown engine type {settings.type!r}")  # pragma: no cover
+    types = engine_types()
+    if settings.type not in types:
+        raise InvalidInputError(
+            f"engine type {settings.type!r} is not installed; installed: "
+            f"{', '.join(sorted(types)) or 'none (reinstall backfill)'}")
+    engine = types[settings.type].load()(settings)
+    if not isinstance(engine, Engine):
+        raise InvalidInputError(f"engine plugin {settings.type!r} returned "
+                                f"{type(engine).__name__}, not an Engine")
+    return engine

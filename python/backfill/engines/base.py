@@ -1,28 +1,70 @@
-"""The ``Engine`` interface: what the runner (and the audit) need from a warehouse.
+"""The ``Engine`` interface: everything that touches a warehouse, for the whole
+write-audit-publish cycle. Audit, gates, publish, ``check`` and ``estimate`` call only this.
 
-An engine writes one task's period of one model into a target (the published tables, or the
-backfill's audit area that readers of the published tables never see), atomically and
-idempotently, and fingerprints partitions in place so that an audit moves only the partitions
-that differ. The DuckDB engine is the embedded default; a Spark engine implements the same calls.
+An engine speaks its own dialect behind these calls:
+
+* **write**: :meth:`Engine.run_task` builds one task's period of one model into an
+  :class:`Area` -- the published tables (a direct build) or a backfill's audit area that readers of
+  the published tables never see -- atomically and idempotently. Inside an audit area ``ref()`` to
+  a model the backfill rebuilds reads the new rows for the backfilled periods and the published
+  rows elsewhere. A scratch area (``check``, ``estimate``) is an audit area dropped right after.
+* **inspect**: :meth:`~Engine.columns`, per-partition :meth:`~Engine.fingerprints` (row count and
+  an order-independent digest, computed where the data lives), :meth:`~Engine.measure_sums`,
+  :meth:`~Engine.is_unique` (a candidate key), and :meth:`~Engine.stream` (the rows of chosen
+  periods as an Arrow stream, in batches, for the C++ diff).
+* **publish**: :meth:`~Engine.publish` swaps a set of (model, periods) from the audit area into
+  the published tables, re-checking inside the swap that the published partitions still have the
+  fingerprints recorded at audit time, and writes the consumers' changelog rows in the same unit;
+  :meth:`~Engine.drop_area` discards an area; :meth:`~Engine.changelog_rows` reads the changelog.
+
+Every "which rows" argument is a model in an area, optionally restricted to periods. With
+``preview=True`` the rows are those *publishing* the area would leave in the published table for
+the area's periods: the area's own rows, except for a ``merge`` model, whose publish keeps the
+published rows of the keys the backfill did not produce. The audit compares that with the
+published version, so that it shows exactly what publish will change.
+
+Guarantees an engine declares in :attr:`Engine.capabilities` (read by the core, never guessed
+from the engine's class):
+
+* ``atomic_publish=True``: every model of one publish is swapped in ONE transaction together with
+  the changelog rows; a concurrent reader sees all old or all new (DuckDB, Postgres).
+  ``atomic_publish=False``: models are swapped one at a time in dependency order; if one fails,
+  the engine restores those already swapped before raising, so a publish still ends all-or-nothing,
+  but a reader may see upstream models new and downstream models old while it runs (Iceberg
+  commits one table at a time). Either way the changelog rows land only with a complete publish.
+* ``embedded=True``: the engine runs in this process on this machine's cores, so estimates cap
+  the useful concurrency at the core count.
+
+The conformance suite (``tests/python/conformance/``) defines what these words mean; every engine
+passes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import enum
+import re
+import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import BackfillError
+from ..errors import BackfillError, ConflictError, InvalidInputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .._arrow import ArrowTable
-    from ..project import Project
+    from ..model.project import Project
 
-__all__ = ["Area", "Engine", "PartitionFingerprint", "TaskFailure", "WriteResult"]
+__all__ = ["CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "WHOLE", "Area", "Capabilities", "Column",
+           "ColumnKind", "Engine", "Part", "PartitionFingerprint", "Period", "PublishModel",
+           "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult"]
 
 Period = tuple[dt.datetime, dt.datetime]
+#: (label, start, end) of one partition of a model
+Part = tuple[str, dt.datetime, dt.datetime]
+#: the one "partition" of an unpartitioned (full) model or of a whole table
+WHOLE = "all"
 
 
 class TaskFailure(BackfillError):
@@ -32,6 +74,18 @@ class TaskFailure(BackfillError):
     def __init__(self, message: str, *, transient: bool) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+class StalePublishedError(ConflictError):
+    """Publish found published partitions whose fingerprints differ from those recorded at audit
+    time (someone else published over the same periods): nothing was swapped."""
+
+    def __init__(self, model: str, labels: Sequence[str]) -> None:
+        shown = ", ".join(labels[:5]) + (", ..." if len(labels) > 5 else "")
+        super().__init__(f"the published {model} changed since the audit in {len(labels)} "
+                         f"partition(s) ({shown})")
+        self.model = model
+        self.labels = list(labels)
 
 
 @dataclass(frozen=True)
@@ -51,35 +105,136 @@ class Area:
         return self.backfill_id is None
 
 
+PUBLISHED = Area(None)
+
+
+_FP = re.compile(r"^(\d+):([0-9a-f]{16})$")
+
+
+@dataclass(frozen=True, order=True)
+class PartitionFingerprint:
+    """In-engine fingerprint of a partition: its row count and an order-independent 64-bit
+    digest (hex) of its rows. Equal fingerprints mean equal partitions (up to a hash collision).
+    ``str()`` is the ``"rows:digest"`` form the ledger and audit records keep."""
+
+    rows: int
+    digest: str
+
+    @classmethod
+    def empty(cls) -> PartitionFingerprint:
+        return cls(0, f"{0:016x}")
+
+    @classmethod
+    def of(cls, rows: int, digest: int) -> PartitionFingerprint:
+        return cls(int(rows), f"{int(digest) % (1 << 64):016x}")
+
+    @classmethod
+    def parse(cls, text: str) -> PartitionFingerprint:
+        m = _FP.match(text) if isinstance(text, str) else None
+        if m is None:
+            raise InvalidInputError(f"fingerprint {text!r}: expected '<rows>:<16 hex digits>'")
+        return cls(int(m.group(1)), m.group(2))
+
+    def __str__(self) -> str:
+        return f"{self.rows}:{self.digest}"
+
+
 @dataclass(frozen=True)
 class WriteResult:
     rows_written: int
     rows_deleted: int
-    fingerprint: str  # in-engine fingerprint of the written period: "<rows>:<digest hex>"
+    fingerprint: PartitionFingerprint  # of the written period, computed in the engine
     seconds: float
     conflicts_retried: int = 0
 
 
-@dataclass(frozen=True)
-class PartitionFingerprint:
-    """In-engine fingerprint of one partition (row count and an order-independent digest)."""
+class ColumnKind(str, enum.Enum):
+    """A column's type as the core reasons about it (keys, measures, time), whatever the
+    engine calls it."""
 
-    label: str
-    rows: int
-    digest: str
+    INTEGER = "integer"
+    FLOAT = "float"
+    DECIMAL = "decimal"
+    STRING = "string"
+    BOOLEAN = "boolean"
+    DATE = "date"
+    TIMESTAMP = "timestamp"        # without time zone (engines read it as UTC)
+    TIMESTAMP_TZ = "timestamp_tz"  # an instant
+    LIST = "list"
+    OTHER = "other"
+
+    @property
+    def numeric(self) -> bool:
+        return self in (ColumnKind.INTEGER, ColumnKind.FLOAT, ColumnKind.DECIMAL)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # the engine's own type name, e.g. "DECIMAL(18,2)"
+    kind: ColumnKind
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine guarantees (see the module doc)."""
+
+    atomic_publish: bool
+    embedded: bool = False
+
+
+@dataclass(frozen=True)
+class PublishModel:
+    """One model of a publish: its backfilled partitions (empty: the whole table) and the
+    published fingerprints recorded at audit time (label -> ``"rows:digest"``)."""
+
+    model: str
+    parts: tuple[Part, ...]
+    published_fingerprints: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class PublishRequest:
+    """Everything :meth:`Engine.publish` swaps and records: models in dependency order and the
+    changelog rows (tuples in :data:`CHANGELOG_COLUMNS` order)."""
+
+    backfill_id: str
+    area: Area
+    models: tuple[PublishModel, ...]
+    changelog: tuple[tuple[Any, ...], ...]
+
+
+CHANGELOG_TABLE = "backfill_changelog"
+#: The consumers' changelog, one table in the published schema of every engine: (name, kind)
+CHANGELOG_COLUMNS: tuple[tuple[str, ColumnKind], ...] = (
+    ("publication_id", ColumnKind.STRING), ("backfill_id", ColumnKind.STRING),
+    ("published_at", ColumnKind.TIMESTAMP_TZ), ("published_by", ColumnKind.STRING),
+    ("reason", ColumnKind.STRING), ("note", ColumnKind.STRING),
+    ("forced_reason", ColumnKind.STRING), ("model", ColumnKind.STRING),
+    ("partition", ColumnKind.STRING), ("period_start", ColumnKind.TIMESTAMP_TZ),
+    ("period_end", ColumnKind.TIMESTAMP_TZ), ("partitions", ColumnKind.INTEGER),
+    ("rows_old", ColumnKind.INTEGER), ("rows_new", ColumnKind.INTEGER),
+    ("rows_added", ColumnKind.INTEGER), ("rows_removed", ColumnKind.INTEGER),
+    ("rows_changed", ColumnKind.INTEGER), ("measure", ColumnKind.STRING),
+    ("value_old", ColumnKind.FLOAT), ("value_new", ColumnKind.FLOAT),
+    ("delta", ColumnKind.FLOAT), ("pct_delta", ColumnKind.FLOAT),
+)
 
 
 class Engine(ABC):
-    """A warehouse the runner writes into. Implementations must be safe to call from threads."""
+    """A warehouse. Implementations must be safe to call from threads."""
 
-    name: str = "engine"
+    name: ClassVar[str] = "engine"
+    capabilities: ClassVar[Capabilities] = Capabilities(atomic_publish=False)
 
+    # -- writing --------------------------------------------------------------------------------
     @abstractmethod
     def run_task(self, project: Project, model: str, start: dt.datetime | None,
                  end: dt.datetime | None, area: Area) -> WriteResult:
         """Builds ``model`` for [start, end) (None: the whole model) into ``area`` in one
         transaction: ``replace`` deletes and inserts the period, ``merge`` upserts on the unique
-        key, ``full`` rebuilds. Running it twice leaves the same table. Raises TaskFailure."""
+        key, ``full`` rebuilds, ``view`` (re)creates the view. Rows outside the period fail the
+        task. Running it twice leaves the same table. Raises :class:`TaskFailure`."""
 
     @abstractmethod
     def render(self, project: Project, model: str, start: dt.datetime | None,
@@ -87,25 +242,71 @@ class Engine(ABC):
         """The model's SELECT for the period, with ref()/source()/this resolved for ``area``."""
 
     @abstractmethod
-    def relation(self, model: str, area: Area) -> str:
-        """The quoted table name ``model`` is written to in ``area``."""
-
-    @abstractmethod
-    def partition_fingerprints(self, project: Project, model: str, area: Area,
-                               partitions: Sequence[tuple[str, dt.datetime, dt.datetime]],
-                               ) -> list[PartitionFingerprint]:
-        """Fingerprints of ``model`` in ``area`` per (label, start, end) partition, computed in
-        the engine (no data moves). Missing tables or partitions give rows=0."""
-
-    @abstractmethod
-    def read(self, project: Project, model: str, area: Area,
-             periods: Sequence[Period] | None = None) -> ArrowTable:
-        """The rows of ``model`` in ``area`` (only ``periods`` when given) as an Arrow table:
-        what the audit pulls into the C++ diff for the partitions whose fingerprints differ."""
-
-    @abstractmethod
     def drop_area(self, backfill_id: str) -> None:
-        """Drops a backfill's audit area (discard)."""
+        """Drops a backfill's (or scratch) area and everything in it; a missing area is fine."""
+
+    # -- inspecting -----------------------------------------------------------------------------
+    @abstractmethod
+    def columns(self, project: Project, model: str, area: Area) -> list[Column] | None:
+        """The columns of ``model`` in ``area`` in table order; None when it has no relation
+        there."""
+
+    @abstractmethod
+    def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
+                     preview: bool = False) -> dict[str, PartitionFingerprint]:
+        """label -> fingerprint of ``model`` in ``area`` per (label, start, end) partition on the
+        model's event_time; ``parts`` empty: the whole relation under :data:`WHOLE`. A missing
+        relation or partition has 0 rows. Independent of row and column order."""
+
+    @abstractmethod
+    def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
+                     periods: Sequence[Period] | None, *, preview: bool = False,
+                     ) -> dict[str, float | None]:
+        """measure -> sum over ``periods`` (None: the whole relation); None for no rows."""
+
+    @abstractmethod
+    def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
+                  periods: Sequence[Period] | None, *, preview: bool = False) -> bool:
+        """Whether ``columns`` are non-null and distinct over ``periods`` (a candidate key)."""
+
+    @abstractmethod
+    def stream(self, project: Project, model: str, area: Area,
+               periods: Sequence[Period] | None, *, preview: bool = False,
+               utc_column: str | None = None) -> contextlib.AbstractContextManager[Any]:
+        """A context manager yielding the rows of ``model`` in ``area`` over ``periods`` (None:
+        all) as an Arrow stream (``__arrow_c_stream__``), produced in batches so any size
+        streams in bounded memory; valid until the block ends. ``utc_column`` adds the
+        event_time as a UTC instant under that name (for partitioning naive timestamps as the
+        engine's UTC period filters read them). Raises NotFoundError when the model has no
+        relation in ``area``; ``periods=[]`` gives the relation's columns and no rows."""
+
+    # -- publishing -----------------------------------------------------------------------------
+    @abstractmethod
+    def publish(self, project: Project, request: PublishRequest) -> None:
+        """Swaps every model of ``request`` from the audit area into the published tables
+        (replace: the periods; merge: upsert on the unique key; full: the table; view: re-created
+        over the published tables) and appends the changelog rows, all-or-nothing as
+        :attr:`capabilities` declares. Before swapping anything it compares each model's
+        published fingerprints with those recorded at audit time and raises
+        :class:`StalePublishedError` (nothing changed) when they differ."""
+
+    @abstractmethod
+    def changelog_rows(self, project: Project, backfill_id: str | None = None,
+                       ) -> list[tuple[Any, ...]]:
+        """The changelog rows (in :data:`CHANGELOG_COLUMNS` order), newest publication first;
+        only ``backfill_id``'s when given. No changelog yet: no rows."""
 
     def close(self) -> None:  # noqa: B027 - optional
         """Releases connections (engines may hold none between tasks)."""
+
+
+@contextlib.contextmanager
+def scratch_area(engine: Engine, kind: str, periods: Mapping[str, Sequence[Period]],
+                 ) -> Iterator[Area]:
+    """A scratch area (``check``, ``estimate``) that is dropped when the block ends, whatever
+    happens in it."""
+    area = Area(f"scratch_{kind}_{uuid.uuid4().hex[:8]}", periods)
+    try:
+        yield area
+    finally:
+        engine.drop_area(str(area.backfill_id))

@@ -1,0 +1,123 @@
+"""The user-facing classes, whose methods span the stages: ``Project`` (a model-stage project that
+also records backfills and reads the changelog) and ``Backfill`` (a run-stage backfill that also
+audits, publishes and discards). They sit above every stage, so no stage imports a higher one to
+offer these conveniences.
+
+>>> project = backfill.Project.load("/tmp/shop")                                # doctest: +SKIP
+>>> bf = project.backfill(project.plan("fct_daily_sales+", "2026-08-01", "2026-10-29"),
+...                       reason="discount bug fixed")                          # doctest: +SKIP
+>>> bf.run(); bf.audit(); bf.publish(note="revenue was overstated by ~2%")      # doctest: +SKIP
+
+Project formats besides ``backfill.yml`` are plugins: entry points of the group
+``backfill.projects`` (dbt ships with the package), each a callable ``load(path, **options)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Callable
+
+from .audit import AuditReport, audit_backfill
+from .engines import Engine
+from .errors import InvalidInputError
+from .model import PROJECT_FILE, load_project
+from .model import Project as _ModelProject
+from .plan import Plan
+from .publish import (Changelog, Publication, changelog, discard_backfill, publish_backfill)
+from .run import Backfill as _RunBackfill
+from .run import LedgerBackend
+
+__all__ = ["Backfill", "Project", "project_format"]
+
+PROJECTS_GROUP = "backfill.projects"
+
+
+def project_format(name: str) -> Callable[..., Project]:
+    """The loader of project format ``name`` (an entry point of ``backfill.projects``)."""
+    found = {ep.name: ep for ep in entry_points(group=PROJECTS_GROUP)}
+    if name not in found:
+        raise InvalidInputError(f"project format {name!r} is not installed; installed: "
+                                f"{', '.join(sorted(found)) or 'none (reinstall backfill)'}")
+    loader: Callable[..., Project] = found[name].load()
+    return loader
+
+
+class Project(_ModelProject):
+    """Sources and models of a pipeline; plans backfills over them, records and runs them."""
+
+    @classmethod
+    def load(cls, path: str | Path) -> Project:
+        """Loads a project directory (``backfill.yml`` + ``models/*.sql``; see
+        :mod:`backfill.model.files`), or a dbt project directory without a backfill.yml
+        (:meth:`from_dbt`)."""
+        root = Path(path)
+        if root.is_dir() and not (root / PROJECT_FILE).exists() and \
+                (root / "dbt_project.yml").exists():
+            return cls.from_dbt(root)
+        project = load_project(path, project_class=cls)
+        assert isinstance(project, Project)
+        return project
+
+    @classmethod
+    def from_dbt(cls, path: str | Path, *, profiles_dir: str | Path | None = None,
+                 target: str | None = None) -> Project:
+        """Imports a dbt project directory (``dbt parse`` first when ``target/manifest.json``
+        is missing or older than a project file) or a ``manifest.json``; see
+        :mod:`backfill.integrations.dbt`. A backfill of it runs through dbt, into an audit
+        schema beside the published one."""
+        return project_format("dbt")(path, profiles_dir=profiles_dir, target=target)
+
+    def backfill(self, plan: Plan, *, reason: str, direct: bool = False,
+                 engine: Engine | None = None, lint: bool = True) -> Backfill:
+        """Records ``plan`` as a backfill in the ledger; ``.run()`` writes it into the audit
+        area (or, with ``direct=True``, straight into the published tables: initial builds)."""
+        return Backfill.create(self, plan, reason=reason, direct=direct, engine=engine, lint=lint)
+
+    def changelog(self, backfill_id: str | None = None) -> Changelog:
+        """Publications recorded in the warehouse's ``backfill_changelog`` (newest first)."""
+        return changelog(self, backfill_id=backfill_id)
+
+
+def load(project: _ModelProject | str | Path | None) -> _ModelProject:
+    """``project`` itself, or the project at that directory (default: the current one)."""
+    if isinstance(project, _ModelProject):
+        return project
+    return Project.load(Path.cwd() if project is None else project)
+
+
+class Backfill(_RunBackfill):
+    """A backfill recorded in the ledger. Create with :meth:`Project.backfill`; reopen with
+    :meth:`Backfill.resume` (or :meth:`Backfill.open` to only look)."""
+
+    @classmethod
+    def open(cls, backfill_id: str | None = None, *,
+             project: _ModelProject | str | Path | None = None, engine: Engine | None = None,
+             ledger: LedgerBackend | None = None) -> Backfill:
+        """The backfill ``backfill_id`` (default: the latest) of ``project`` (a Project or its
+        directory; default the current directory)."""
+        return super().open(backfill_id, project=load(project), engine=engine, ledger=ledger)
+
+    @classmethod
+    def resume(cls, backfill_id: str, *,
+               project: _ModelProject | str | Path | None = None, engine: Engine | None = None,
+               ledger: LedgerBackend | None = None) -> Backfill:
+        """Reopens a backfill to run what is not done: failed tasks get fresh attempts, tasks of a
+        dead worker are claimed again when its lease ends. Call ``.run()`` on the result."""
+        return super().resume(backfill_id, project=load(project), engine=engine, ledger=ledger)
+
+    def audit(self, gates: Mapping[str, Any] | None = None) -> AuditReport:
+        """Diffs every model's audit version against the published one and checks the gates
+        (backfill.yml ``audits`` plus ``gates``); recorded in the ledger."""
+        return audit_backfill(self, gates)
+
+    def publish(self, note: str, *, force_reason: str | None = None) -> Publication:
+        """Swaps every backfilled partition into the published tables (atomically, as the
+        engine declares) and writes the changelog; refuses on a failed gate (unless forced) or a
+        stale audit."""
+        return publish_backfill(self, note, force_reason)
+
+    def discard(self) -> None:
+        """Drops the audit area of this unpublished backfill."""
+        discard_backfill(self)

@@ -1,0 +1,228 @@
+"""``backfill run`` and ``backfill status``: run a plan (or resume one) and see where it stands.
+
+    backfill run --project DIR --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 \
+        --reason "discount bug fixed" [--concurrency 8] [--direct] [--json]
+    backfill run --resume ID          (or: backfill run ID)
+    backfill status [ID] [--json]
+
+Exit codes: 0 every task done, 1 a task failed, 2 usage or input error (nothing is recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..api import Backfill
+from ..errors import InvalidInputError
+from ..run import BackfillStatus, TaskEvent, ledger_for
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    r = sub.add_parser("run", help="run a backfill (or resume one)",
+                       description="Plan and run a backfill into the audit area (or, with "
+                                   "--direct, straight into the published tables), or resume one.")
+    r.add_argument("id", nargs="?", help="a recorded backfill to resume (same as --resume)")
+    r.add_argument("--project", default=".", help="project directory (default: current)")
+    r.add_argument("--resume", metavar="ID", help="resume backfill ID: run what is not done")
+    r.add_argument("--select", help='dbt selector, e.g. "fct_daily_sales+"')
+    r.add_argument("--exclude", help="dbt selector of models to leave out")
+    r.add_argument("--start", help="period start (ISO date or date-time)")
+    r.add_argument("--end", help="period end, exclusive")
+    r.add_argument("--tz", help="time zone of naive --start/--end (default UTC)")
+    r.add_argument("--as-of", help="only partitions ended by then (default: now)")
+    r.add_argument("--reason", help="why the past changes (recorded, shown to consumers)")
+    r.add_argument("--direct", action="store_true",
+                   help="write the published tables directly (initial builds), no audit area")
+    r.add_argument("--partitions-per-run", type=int, default=1, metavar="N",
+                   help="partitions per task (default 1)")
+    r.add_argument("--concurrency", type=int, default=4, metavar="N",
+                   help="tasks at once in this process (default 4)")
+    r.add_argument("--max-attempts", type=int, default=3, metavar="N",
+                   help="attempts per task for transient failures (default 3)")
+    r.add_argument("--backoff", type=float, default=1.0, metavar="SECONDS",
+                   help="wait before the second attempt, doubling after (default 1)")
+    r.add_argument("--lease", type=float, default=60.0, metavar="SECONDS",
+                   help="task lease; another worker takes over a task when it ends (default 60)")
+    r.add_argument("--no-lint", action="store_true",
+                   help="run even when the lint finds errors in a planned model")
+    r.add_argument("--json", action="store_true", help="machine-readable output, no progress")
+    r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    r.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("status", help="show a backfill's progress",
+                       description="Per model done / running / failed / pending task counts and "
+                                   "the failed tasks with their errors.")
+    s.add_argument("id", nargs="?", help="backfill id (default: the latest)")
+    s.add_argument("--project", default=".", help="project directory (default: current)")
+    s.add_argument("--list", action="store_true", help="list recent backfills instead")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_status)
+
+
+def _usage(message: str) -> int:
+    sys.stderr.write(f"backfill run: error: {message}\n")
+    return EXIT_USAGE
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..api import Project
+
+    resume = args.resume or args.id
+    if args.resume and args.id and args.resume != args.id:
+        return _usage(f"two backfill ids given: {args.id} and --resume {args.resume}")
+    if resume:
+        given = [f"--{n}" for n in ("select", "start", "end", "reason") if getattr(args, n)]
+        if given:
+            return _usage(f"{', '.join(given)} cannot change a recorded backfill; "
+                          f"resume with only --resume {resume}")
+        bf = Backfill.resume(resume, project=Path(args.project))
+    else:
+        missing = [f"--{n}" for n in ("select", "start", "end", "reason") if not getattr(args, n)]
+        if missing:
+            return _usage(f"missing {', '.join(missing)} (or --resume ID to resume a backfill)")
+        project = Project.load(args.project)
+        plan = project.plan(args.select, args.start, args.end, exclude=args.exclude, tz=args.tz,
+                            as_of=args.as_of, partitions_per_run=args.partitions_per_run,
+                            concurrency=args.concurrency)
+        if not args.json:
+            sys.stdout.write(f"plan: {plan}\n")
+            for finding in plan.findings:
+                sys.stdout.write(f"  {finding}\n")
+        lint_errors = 0
+        for result in lint_models(project, [m.model for m in plan.models if m.tasks]):
+            for finding in result.findings:
+                lint_errors += finding.severity == "error"
+                sys.stderr.write(f"{finding}\n")
+        if lint_errors and not args.no_lint:
+            return _usage(f"the lint found {lint_errors} error(s) in planned models (above): a "
+                          "backfill of them would not be reproducible; fix them, suppress a "
+                          "finding in the SQL with a reason, or pass --no-lint")
+        bf = project.backfill(plan, reason=args.reason, direct=args.direct, lint=not args.no_lint)
+    if not args.json:
+        target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
+        sys.stdout.write(f"backfill {bf.id}: {bf.reason!r} -> {target}\n")
+    options: dict[str, Any] = dict(concurrency=args.concurrency, max_attempts=args.max_attempts,
+                                   backoff=args.backoff, lease_seconds=args.lease)
+    try:
+        if args.json or args.no_progress:
+            final = bf.run(**options)
+        elif not sys.stdout.isatty() and not _force_progress():
+            final = _run_with_log_lines(bf, options)  # CI and scheduler logs: a line per 10%
+        else:
+            final = _run_with_progress(bf, options)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"backfill run: interrupted; finished tasks are recorded. Resume with: "
+                         f"backfill run --resume {bf.id}\n")
+        return EXIT_FAILED
+    _print_status(final, args.json)
+    return EXIT_OK if final.ok else EXIT_FAILED
+
+
+def _force_progress() -> bool:
+    import os
+
+    return os.environ.get("BACKFILL_PROGRESS") == "1"
+
+
+def _run_with_progress(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    start = bf.status()
+    console = Console(file=sys.stdout, force_terminal=_force_progress() or None)
+    lock = threading.Lock()
+    with Progress(TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[note]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=console, transient=False) as progress:
+        overall = progress.add_task("all tasks", total=start.total, completed=start.done, note="")
+        bars = {m.model: progress.add_task(m.model, total=m.total, completed=m.done, note="")
+                for m in start.models}
+        failed: dict[str, int] = {}
+
+        def on_event(e: TaskEvent) -> None:
+            with lock:
+                if e.kind == "done":
+                    progress.advance(bars[e.model])
+                    progress.advance(overall)
+                elif e.kind == "failed":
+                    failed[e.model] = failed.get(e.model, 0) + 1
+                    progress.update(bars[e.model], note=f"[red]{failed[e.model]} failed")
+                elif e.kind == "retry":
+                    progress.update(bars[e.model], note=f"[yellow]retrying {e.label}")
+
+        return bf.run(**options, on_event=on_event)
+
+
+def _run_with_log_lines(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
+    start = bf.status()
+    total, done = start.total, start.done
+    began = time.monotonic()
+    lock = threading.Lock()
+    step = max(1, total // 10)
+
+    def on_event(e: TaskEvent) -> None:
+        nonlocal done
+        with lock:
+            if e.kind == "failed":
+                sys.stdout.write(f"  failed: {e.model} {e.label}: {e.error}\n")
+            if e.kind != "done":
+                return
+            done += 1
+            if done % step == 0 or done == total:
+                elapsed = time.monotonic() - began
+                sys.stdout.write(f"  {done}/{total} tasks done, {elapsed:.1f} s\n")
+                sys.stdout.flush()
+
+    return bf.run(**options, on_event=on_event)
+
+
+def _print_status(status: BackfillStatus, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(status.to_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(str(status) + "\n")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list(args)
+    bf = Backfill.open(args.id, project=Path(args.project))
+    status = bf.status()
+    _print_status(status, args.json)
+    return EXIT_FAILED if status.status == "failed" else EXIT_OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    from ..api import Project
+
+    project = Project.load(args.project)
+    try:
+        rows = ledger_for(project, must_exist=True).backfills()
+    except InvalidInputError:  # no ledger: nothing recorded yet
+        rows = []
+    keys = ("id", "status", "mode", "selection", "start", "end", "reason", "created_by",
+            "created_at")
+    if args.json:
+        sys.stdout.write(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) + "\n")
+        return EXIT_OK
+    for r in rows:
+        sys.stdout.write(f"{r['id']}  {r['status']:<9} {r['mode']:<6} {r['selection']} "
+                         f"{r['start'][:10]}..{r['end'][:10]}  {r['reason']!r} "
+                         f"({r['created_by']}, {r['created_at'][:19]})\n")
+    if not rows:
+        sys.stdout.write("no backfills recorded\n")
+    return EXIT_OK
+
+
+def lint_models(project: Any, models: list[str]) -> list[Any]:
+    """Lint results of ``models`` (see :meth:`backfill.Project.check`)."""
+    return [project.check(name) for name in models]

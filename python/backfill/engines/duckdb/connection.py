@@ -1,0 +1,101 @@
+"""One process-wide handle on a DuckDB database file.
+
+DuckDB lets one process open a database file for writing at a time (threads of that process share
+it, with optimistic concurrency between their transactions). So the engine holds the file only
+while it works: the first user of a process opens it, the last one closes it (after a short
+linger), and another process waiting for the lock retries with backoff for up to
+``lock_timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+
+from ..base import TaskFailure
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SharedDatabase"]
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    text = str(exc)
+    return "lock" in text.lower() and ("Could not set lock" in text or "Conflicting lock" in text)
+
+
+class SharedDatabase:
+    """One process-wide handle on the file, opened by the first user and closed by the last."""
+
+    def __init__(self, path: Path, lock_timeout: float, keep_open: bool, linger: float) -> None:
+        self.path = path
+        self.lock_timeout = lock_timeout
+        self.keep_open = keep_open
+        self.linger = linger
+        self._mutex = threading.Lock()
+        self._conn: duckdb.DuckDBPyConnection | None = None
+        self._users = 0
+        self._released = 0  # bumps on every release; a pending close checks it is still current
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.01
+        warned = False
+        while True:
+            try:
+                conn = duckdb.connect(str(self.path))
+                conn.execute("SET TimeZone = 'UTC'")
+                return conn
+            except duckdb.IOException as exc:
+                if not _is_lock_error(exc) or time.monotonic() > deadline:
+                    if _is_lock_error(exc):
+                        raise TaskFailure(f"{self.path} stayed locked by another process for "
+                                          f"{self.lock_timeout:.0f} s: {exc}", transient=True) from None
+                    raise
+                if not warned and time.monotonic() > deadline - self.lock_timeout + 2.0:
+                    log.warning("waiting up to %.0f s for %s, held by another process: %s",
+                                self.lock_timeout, self.path, exc)
+                    warned = True
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.5)
+
+    @contextlib.contextmanager
+    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._mutex:
+            if self._conn is None:
+                self._conn = self._open()
+            self._users += 1
+            cur = self._conn.cursor()
+        try:
+            yield cur
+        finally:
+            cur.close()
+            with self._mutex:
+                self._users -= 1
+                self._released += 1
+                if self._users == 0 and not self.keep_open and self._conn is not None:
+                    # Linger briefly: the runner's next task usually follows within
+                    # milliseconds; another process waits at most `linger` longer.
+                    timer = threading.Timer(self.linger, self._close_if_idle, (self._released,))
+                    timer.daemon = True
+                    timer.start()
+
+    def _close_if_idle(self, released: int) -> None:
+        with self._mutex:
+            if self._users == 0 and self._released == released and self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def close(self) -> None:
+        with self._mutex:
+            self._released += 1
+            if self._conn is not None and self._users == 0:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,129 @@
+"""DuckDB SQL shared by the DuckDB engine and engines built on a DuckDB warehouse (dbt-duckdb):
+quoting, catalog look-ups, period filters, column kinds, transactions and fingerprints."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Sequence
+
+import duckdb
+
+from ...calendar import PeriodSet
+from ...errors import InvalidInputError
+from ...model.files import sql_literal
+from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
+
+__all__ = ["audit_schema", "fingerprint_parts", "fingerprint_where", "in_periods", "kind_of",
+           "one", "quote", "relation_exists", "relation_kind", "sql_literal", "transaction"]
+
+_U64 = 1 << 64
+
+
+def quote(name: str) -> str:
+    """A DuckDB quoted identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def audit_schema(backfill_id: str) -> str:
+    """The schema of a backfill's (or scratch) audit area."""
+    return f"audit_{backfill_id}"
+
+
+def relation_kind(cur: duckdb.DuckDBPyConnection, relation: str) -> str | None:
+    """``"table"``, ``"view"`` or None for ``"schema"."name"`` (a catalog lookup: safe inside a
+    transaction, where a failed SELECT would abort it)."""
+    names = [n.replace('""', '"') for n in re.findall(r'"((?:[^"]|"")*)"', relation)]
+    if len(names) != 2:
+        raise InvalidInputError(f"expected a quoted \"schema\".\"table\", got {relation!r}")
+    row = cur.execute(
+        "SELECT kind FROM (SELECT 'table' AS kind, schema_name, table_name AS name, database_name "
+        "FROM duckdb_tables() UNION ALL SELECT 'view', schema_name, view_name, database_name "
+        "FROM duckdb_views() WHERE NOT internal) WHERE schema_name = ? AND name = ? "
+        "AND database_name = current_database()", names).fetchone()
+    return str(row[0]) if row else None
+
+
+def relation_exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
+    return relation_kind(cur, relation) is not None
+
+
+@contextlib.contextmanager
+def transaction(cur: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN ... COMMIT on ``cur``; ROLLBACK when the block raises (then re-raises)."""
+    cur.execute("BEGIN TRANSACTION")
+    try:
+        yield cur
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            cur.execute("ROLLBACK")
+        raise
+    cur.execute("COMMIT")
+
+
+def in_periods(column: str, periods: Sequence[Period]) -> str:
+    """A filter on ``column`` for the union of ``periods`` (merged by the C++ PeriodSet);
+    ``FALSE`` for none."""
+    col = quote(column)
+    terms = [f"({col} >= {sql_literal(s)} AND {col} < {sql_literal(e)})"
+             for s, e in PeriodSet(list(periods)).intervals] if periods else []
+    return "(" + " OR ".join(terms) + ")" if terms else "FALSE"
+
+
+_KINDS = {
+    **dict.fromkeys(("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                     "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"), ColumnKind.INTEGER),
+    "FLOAT": ColumnKind.FLOAT, "DOUBLE": ColumnKind.FLOAT, "DECIMAL": ColumnKind.DECIMAL,
+    "VARCHAR": ColumnKind.STRING, "BOOLEAN": ColumnKind.BOOLEAN, "DATE": ColumnKind.DATE,
+    **dict.fromkeys(("TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "DATETIME"),
+                    ColumnKind.TIMESTAMP),
+    "TIMESTAMP WITH TIME ZONE": ColumnKind.TIMESTAMP_TZ, "TIMESTAMPTZ": ColumnKind.TIMESTAMP_TZ,
+}
+
+
+def kind_of(type_name: str) -> ColumnKind:
+    """The :class:`ColumnKind` of a DuckDB type name such as ``DECIMAL(18,2)``."""
+    if type_name.rstrip().endswith("]"):
+        return ColumnKind.LIST
+    return _KINDS.get(type_name.split("(")[0].strip().upper(), ColumnKind.OTHER)
+
+
+def one(cur: duckdb.DuckDBPyConnection, sql: str) -> int:
+    row = cur.execute(sql).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _row_hash(cur: duckdb.DuckDBPyConnection, relation: str, alias: str = "") -> str:
+    names = [d[0] for d in cur.execute(f"SELECT * FROM {relation} LIMIT 0").description]
+    # Sorted names: the digest does not depend on column order.
+    prefix = f"{alias}." if alias else ""
+    return "hash(" + ", ".join(f"{prefix}{quote(n)}" for n in sorted(names)) + ")"
+
+
+def fingerprint_where(cur: duckdb.DuckDBPyConnection, relation: str,
+                      where: str = "TRUE") -> PartitionFingerprint:
+    """Fingerprint of the rows of ``relation`` (a table or a parenthesized query) matching
+    ``where``: row count and the sum of 64-bit row hashes modulo 2^64."""
+    h = _row_hash(cur, relation, "t")
+    row = cur.execute(f"SELECT count(*), coalesce(sum({h}::HUGEINT), 0) % {_U64} "
+                      f"FROM {relation} t WHERE {where}").fetchone()
+    assert row is not None
+    return PartitionFingerprint.of(row[0], row[1])
+
+
+def fingerprint_parts(cur: duckdb.DuckDBPyConnection, relation: str, event_time: str | None,
+                      parts: Sequence[Part]) -> dict[str, PartitionFingerprint]:
+    """label -> fingerprint per (label, start, end) partition of ``relation`` on ``event_time``
+    in one aggregate; the whole relation under ``"all"`` when there are no partitions."""
+    if not parts or not event_time:
+        return {WHOLE: fingerprint_where(cur, relation)}
+    h = _row_hash(cur, relation, "t")
+    et = quote(event_time)
+    values = ", ".join(f"({i}, {sql_literal(s)}, {sql_literal(e)})"
+                       for i, (_, s, e) in enumerate(parts))
+    rows = cur.execute(
+        f"SELECT p.i, count(t.{et}), coalesce(sum({h}::HUGEINT) FILTER "
+        f"(WHERE t.{et} IS NOT NULL), 0) % {_U64} FROM (VALUES {values}) p(i, s, e) "
+        f"LEFT JOIN {relation} t ON t.{et} >= p.s AND t.{et} < p.e GROUP BY p.i").fetchall()
+    by_i = {int(i): PartitionFingerprint.of(n, d) for i, n, d in rows}
+    return {label: by_i[i] for i, (label, _, _) in enumerate(parts)}

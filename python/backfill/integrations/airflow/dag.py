@@ -1,0 +1,226 @@
+"""``backfill_dag``: the Airflow 3 DAG of a backfill (plan -> run per model -> audit ->
+[approve] -> publish), built from the plain functions of :mod:`backfill.integrations.airflow`.
+
+Shape (one task per box; ``run_<model>`` is a mapped task, one instance per backfill task)::
+
+    plan -> run_<model> (mapped, per model, upstream = its selected parents) -> audit
+         -> approve (optional, Airflow's HITL ApprovalOperator) -> publish
+
+Tasks of one model never depend on each other (only on their parents' tasks), so one mapped
+task per model with the parents' mapped tasks upstream keeps the order of the plan exactly
+while the DAG stays as small as the selection: independent branches run side by side. The
+models are resolved when the DAG file is parsed (a selection does not depend on the period);
+the tasks when the ``plan`` task runs. A model with no task in the period expands to nothing
+(skipped), which its downstream tasks tolerate (``none_failed``).
+
+Failures: a permanent failure (SQL error, a gate failed) fails the task at once
+(``AirflowFailException``) with our message; a transient one (a lock, a lost lease, a task held
+by another live worker) raises so that Airflow retries it after ``retry_delay``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ...engines import TaskFailure
+from ...errors import BackfillError, InvalidInputError
+from . import tasks as bfa
+from ...api import Project
+
+if TYPE_CHECKING:  # pragma: no cover
+    from airflow.sdk import DAG
+
+log = logging.getLogger(__name__)
+
+__all__ = ["backfill_dag"]
+
+_TASK_ID = re.compile(r"[^A-Za-z0-9_.-]")
+LABEL_KEY = "backfill_partition"  # context key rendered by map_index_template
+
+
+def _group_id(model: str) -> str:
+    return _TASK_ID.sub("_", model)
+
+
+def _fail(exc: BaseException) -> BaseException:
+    """Our error as Airflow should see it: permanent ones fail without retries."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    if isinstance(exc, TaskFailure) and exc.transient:
+        return exc
+    return AirflowFailException(str(exc))
+
+
+def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date | dt.datetime | str,
+                 end: dt.date | dt.datetime | str, *, concurrency: int, reason: str,
+                 note: str | None = None, approval: bool | Mapping[str, Any] = False,
+                 exclude: str | None = None, as_of: dt.date | dt.datetime | str | None = None,
+                 tz: str | None = None, propagate: Literal["impact", "clip"] = "impact",
+                 partitions_per_run: int = 1, allow_append: bool = False,
+                 gates: Mapping[str, Any] | None = None, ledger: str | None = None,
+                 retries: int = 2, retry_delay: dt.timedelta = dt.timedelta(seconds=30),
+                 lease_seconds: float = 60.0, tags: Sequence[str] = ("backfill",),
+                 **dag_kwargs: Any) -> DAG:
+    """The DAG that plans, runs, audits and publishes one backfill of ``project`` (a project
+    directory every worker can read).
+
+    ``concurrency`` caps the task instances running at once (``max_active_tasks`` of the DAG and
+    ``max_active_tis_per_dagrun`` of each mapped task). ``note`` is the consumers' changelog
+    note (default: the reason). ``approval=True`` (or a dict of ``ApprovalOperator`` arguments
+    such as ``assigned_users``, ``notifiers``, ``response_timeout``) puts Airflow's
+    human-in-the-loop ``ApprovalOperator`` between audit and publish: a reviewer reads the audit
+    summary under Required Actions and approves (publish runs) or rejects (publish is skipped;
+    the audit area stays for ``backfill discard``). ``retries``/``retry_delay`` apply to every
+    task; transient failures use them, permanent ones fail at once. ``dag_kwargs`` go to
+    ``DAG`` (``schedule`` defaults to None: trigger it by hand)."""
+    from airflow.sdk import DAG, TaskGroup, get_current_context, task
+
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInputError("a backfill needs a reason, e.g. reason='discount bug fixed'")
+    if not isinstance(approval, (bool, Mapping)):
+        raise InvalidInputError(f"approval {approval!r}: expected True/False or a dict of "
+                                "ApprovalOperator arguments")
+    root = str(Path(project).resolve())
+    proj = Project.load(root)
+    models = [m for m in proj.select(select, exclude) if m in proj.models]
+    if not models:
+        raise InvalidInputError(f"selection {select!r} matches no model of {proj.name!r}")
+    publish_note = note or reason
+
+    # Everything a task needs travels as plain values, so workers rebuild it from the DAG file.
+    where: dict[str, Any] = {"project": root, "ledger": ledger}
+
+    dag_kwargs.setdefault("schedule", None)
+    dag_kwargs.setdefault("catchup", False)
+    dag_kwargs.setdefault("max_active_runs", 1)
+    dag_kwargs.setdefault("doc_md", f"Backfill of `{select}` in `{root}` for "
+                                    f"{start}..{end}: {reason}")
+    default_args = {"retries": retries, "retry_delay": retry_delay,
+                    **dag_kwargs.pop("default_args", {})}
+    with DAG(dag_id, max_active_tasks=concurrency, default_args=default_args,
+             tags=list(tags), **dag_kwargs) as dag:
+
+        @task(task_id="plan")
+        def plan() -> str:
+            ctx = get_current_context()
+            key = f"{ctx['dag'].dag_id}/{ctx['run_id']}"
+            try:
+                return bfa.plan_backfill(root, select, start, end, reason=reason,
+                                         exclude=exclude, as_of=as_of, tz=tz,
+                                         propagate=propagate,
+                                         partitions_per_run=partitions_per_run,
+                                         allow_append=allow_append, idempotency_key=key,
+                                         ledger=ledger)
+            except BackfillError as exc:
+                raise _fail(exc) from exc
+
+        @task(task_id="tasks")
+        def tasks(backfill_id: str, model: str) -> list[int]:
+            ids = bfa.task_ids(backfill_id, model=model, **where)
+            limit = _max_map_length()
+            if len(ids) > limit:
+                raise _fail(InvalidInputError(
+                    f"{model} has {len(ids)} tasks, more than Airflow maps in one task "
+                    f"([core] max_map_length = {limit}): raise partitions_per_run or "
+                    "max_map_length"))
+            log.info("backfill %s: %s has %d task(s) to run", backfill_id, model, len(ids))
+            return ids
+
+        @task(map_index_template="{{ " + LABEL_KEY + " }}",
+              max_active_tis_per_dagrun=concurrency, trigger_rule="none_failed")
+        def run(backfill_id: str, backfill_task: int) -> dict[str, Any]:
+            ctx = get_current_context()
+            try:
+                loaded = Project.load(root)
+                # The map index label in the UI: "<model> <partition>" instead of 0, 1, 2...
+                ctx[LABEL_KEY] = bfa.task_label(  # type: ignore[literal-required]
+                    backfill_id, backfill_task, project=loaded, ledger=ledger)
+                return bfa.run_task(backfill_id, backfill_task, project=loaded, ledger=ledger,
+                                    lease_seconds=lease_seconds)
+            except BackfillError as exc:
+                raise _fail(exc) from exc
+
+        @task(task_id="audit", trigger_rule="none_failed")
+        def audit(backfill_id: str) -> dict[str, Any]:
+            try:
+                return bfa.audit(backfill_id, gates=gates, **where)
+            except BackfillError as exc:
+                raise _fail(exc) from exc
+
+        @task(task_id="publish")
+        def publish(backfill_id: str) -> dict[str, Any]:
+            try:
+                return bfa.publish(backfill_id, publish_note, **where)
+            except BackfillError as exc:
+                raise _fail(exc) from exc
+
+        bid: Any = plan()  # an XComArg: the id at run time
+        runs: dict[str, Any] = {}
+        for m in models:  # topological order: parents first
+            with TaskGroup(group_id=_group_id(m)):
+                ids = tasks(bid, m)
+                runs[m] = run.override(task_id="run").partial(backfill_id=bid).expand(
+                    backfill_task=ids)
+            for parent in proj.models[m].parents:
+                if parent in runs:
+                    runs[parent] >> runs[m]
+        audited = audit(bid)
+        for m in models:
+            runs[m] >> audited
+        published = publish(bid)
+        if approval:
+            approve = _approve_task(dag_id, select, start, end, reason,
+                                    approval if isinstance(approval, Mapping) else {})
+            audited >> approve >> published
+        else:
+            audited >> published
+    # Airflow records the file that constructed the DAG as its location, which is this module;
+    # workers must re-import the user's DAG file instead (the DAG processor sets the same).
+    dag.fileloc = _caller_file()
+    return dag
+
+
+def _caller_file() -> str:
+    """The first file up the stack outside the backfill package: the user's DAG file."""
+    package = Path(__file__).resolve().parents[1]
+    frame = sys._getframe(1)
+    while frame.f_back is not None and Path(frame.f_code.co_filename).resolve().is_relative_to(
+            package):
+        frame = frame.f_back
+    return frame.f_code.co_filename
+
+
+def _approve_task(dag_id: str, select: str, start: object, end: object, reason: str,
+                  options: Mapping[str, Any]) -> Any:
+    try:
+        from airflow.providers.standard.operators.hitl import ApprovalOperator
+    except ImportError as exc:  # pragma: no cover - the provider ships with Airflow 3.1+
+        raise InvalidInputError("approval=True needs Airflow's human-in-the-loop "
+                                "ApprovalOperator (apache-airflow-providers-standard with "
+                                f"Airflow 3.1+): {exc}") from exc
+    kwargs: dict[str, Any] = {
+        "task_id": "approve",
+        "subject": f"Publish backfill of {select} ({start}..{end})?",
+        "body": (f"**Reason:** {reason}\n\n**Audit** (backfill "
+                 "`{{ ti.xcom_pull(task_ids='audit')['backfill_id'] }}`):\n\n"
+                 "```\n{{ ti.xcom_pull(task_ids='audit') | tojson(indent=2) }}\n```\n\n"
+                 "Approve to publish; reject to leave the published tables as they are."),
+        **options,
+    }
+    return ApprovalOperator(**kwargs)
+
+
+def _max_map_length() -> int:
+    try:
+        from airflow.configuration import conf
+    except ImportError:  # pragma: no cover - a Task-SDK-only worker: Airflow's default
+        return 1024
+    return int(conf.getint("core", "max_map_length", fallback=1024))

@@ -1,0 +1,341 @@
+"""Backfills as Airflow 3 tasks: planned once, one mapped task instance per backfill task
+(a model's partitions), retried by Airflow, audited and published by downstream tasks.
+
+>>> from backfill.integrations.airflow import backfill_dag
+>>> dag = backfill_dag("fix_discounts", "/srv/shop", "fct_daily_sales+", "2026-08-01",
+...                    "2026-10-29", concurrency=8, reason="discount bug fixed",
+...                    note="revenue from 1 Aug was overstated", approval=True)  # doctest: +SKIP
+
+The ledger is the single source of truth, so Airflow's retries and re-runs never double a
+partition: ``plan_backfill`` derives the backfill id from the DAG run (a retried or re-run plan
+task finds the backfill it recorded), ``run_task`` claims exactly its task through a lease (a
+done task is a no-op; a task another live worker holds fails as transient so Airflow retries it
+later), ``audit`` of a published backfill returns the recorded audit and ``publish`` of a
+published one returns the recorded publication.
+
+The plain functions below need no Airflow; :func:`backfill_dag` (``airflow_dag.py``) wraps them
+in TaskFlow tasks. Every function finds the ledger in the project's state directory, or at
+``ledger`` (``sqlite:///path``, see :mod:`backfill.ledger_backend`).
+
+Limit: the ledger is a SQLite file, so every worker must run on the machine that holds it
+(LocalExecutor, or ``dag.test()``); SQLite locking is unsafe over network file systems. The
+DuckDB warehouse has the same limit (one writer process at a time; tasks in several worker
+processes take turns on the file). A shared ledger for Celery/Kubernetes workers comes with the
+Postgres backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ...api import Backfill
+from ...api import load as _load
+from ...engines import TaskFailure
+from ...errors import BackfillError, ConflictError, InvalidInputError
+from ...publish import latest_audit, recorded_publication
+from ...run import engine_for, ledger_for
+from ...run.ledger import (BackfillExistsError, Claim, LedgerBackend, TaskBusyError, TaskRow,
+                           new_worker_id, open_ledger)
+
+if TYPE_CHECKING:  # pragma: no cover
+    import datetime as dt
+
+    from ...plan.plan import Plan
+    from ...model.project import Project
+
+log = logging.getLogger(__name__)
+
+__all__ = ["GateFailedError", "audit", "backfill_id_for", "plan_backfill", "publish", "run_task",
+           "task_ids", "task_label"]
+
+
+class GateFailedError(ConflictError):
+    """The audit failed a gate: the DAG stops before publishing."""
+
+
+def backfill_id_for(idempotency_key: str) -> str:
+    """The backfill id recorded for ``idempotency_key`` (e.g. ``"<dag_id>/<run_id>"``)."""
+    if not isinstance(idempotency_key, str) or not idempotency_key.strip():
+        raise InvalidInputError(f"idempotency_key {idempotency_key!r}: expected a non-empty "
+                                "string such as '<dag_id>/<run_id>'")
+    return "bf_run_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:16]
+
+
+def _ledger(proj: Project, ledger: LedgerBackend | str | Path | None) -> LedgerBackend:
+    if isinstance(ledger, (str, Path)):
+        return open_ledger(ledger)
+    return ledger if ledger is not None else ledger_for(proj)
+
+
+def _open(backfill_id: str, project: Project | str | Path | None,
+          ledger: LedgerBackend | str | Path | None) -> Backfill:
+    proj = _load(project)
+    led = _ledger(proj, ledger)
+    led.backfill(backfill_id)  # NotFoundError naming recent ids
+    return Backfill(proj, backfill_id, ledger=led, engine=engine_for(proj))
+
+
+# -- plan ------------------------------------------------------------------------------------
+def plan_backfill(project: Project | str | Path, select: str, start: dt.datetime | dt.date | str,
+                  end: dt.datetime | dt.date | str, *, reason: str, exclude: str | None = None,
+                  as_of: dt.datetime | dt.date | str | None = None, tz: str | None = None,
+                  propagate: Literal["impact", "clip"] = "impact", partitions_per_run: int = 1,
+                  allow_append: bool = False, lint: bool = True,
+                  idempotency_key: str | None = None,
+                  ledger: LedgerBackend | str | Path | None = None) -> str:
+    """Plans the backfill and records it in the ledger (audit mode); returns its id.
+
+    With ``idempotency_key`` (the DAG uses ``"<dag_id>/<run_id>"``) the id is derived from the
+    key, and a second call with the same key returns the backfill already recorded instead of
+    planning another -- provided it asks for the same selection and period (else
+    ``ConflictError``)."""
+    proj = _load(project)
+    led = _ledger(proj, ledger)
+    plan = proj.plan(select, start, end, exclude=exclude, as_of=as_of, tz=tz,
+                     propagate=propagate, partitions_per_run=partitions_per_run,
+                     allow_append=allow_append)
+    if idempotency_key is None:
+        bf = Backfill.create(proj, plan, reason=reason, ledger=led, lint=lint)
+        return bf.id
+    bid = backfill_id_for(idempotency_key)
+    existing = _existing(led, bid, plan)
+    if existing is not None:
+        return existing
+    try:
+        Backfill.create(proj, plan, reason=reason, ledger=led, lint=lint, backfill_id=bid)
+    except BackfillExistsError:  # another attempt of the same run recorded it just now
+        found = _existing(led, bid, plan)
+        if found is None:  # pragma: no cover - the insert failed for another reason
+            raise
+        return found
+    return bid
+
+
+def _existing(led: LedgerBackend, bid: str, plan: Plan) -> str | None:
+    try:
+        rec = led.backfill(bid)
+    except KeyError:
+        return None
+    asked = {"selection": plan.select, "exclude": plan.exclude,
+             "start": plan.start.isoformat(), "end": plan.end.isoformat()}
+    differs = {k: (rec[k], v) for k, v in asked.items() if rec[k] != v}
+    if differs:
+        shown = ", ".join(f"{k} {old!r} (now {new!r})" for k, (old, new) in differs.items())
+        raise ConflictError(f"backfill {bid} was recorded for this run with {shown}; a run "
+                            "keeps its backfill: trigger a new DAG run for a different one")
+    log.info("backfill %s already planned for this run (%s); not planning again", bid,
+             rec["status"])
+    return bid
+
+
+# -- tasks -----------------------------------------------------------------------------------
+def task_ids(backfill_id: str, wave: int | None = None, *, model: str | None = None,
+             project: Project | str | Path | None = None,
+             ledger: LedgerBackend | str | Path | None = None) -> list[int]:
+    """The backfill's task ids (all, or those of one ``wave`` and/or one ``model``), in order."""
+    if wave is not None and (isinstance(wave, bool) or not isinstance(wave, int) or wave < 0):
+        raise InvalidInputError(f"wave {wave!r} is not a non-negative integer")
+    proj = _load(project)
+    led = _ledger(proj, ledger)
+    tasks = led.tasks(backfill_id)
+    if not tasks:
+        led.backfill(backfill_id)  # NotFoundError for an unknown id
+    if model is not None and model not in {t.model for t in tasks} \
+            and model not in proj.models:
+        raise InvalidInputError(f"model {model!r} is not in project {proj.name!r}")
+    return [t.task_id for t in tasks
+            if (wave is None or t.wave == wave) and (model is None or t.model == model)]
+
+
+def task_label(backfill_id: str, task_id: int, *, project: Project | str | Path | None = None,
+               ledger: LedgerBackend | str | Path | None = None) -> str:
+    """``"<model> <partition label>"`` of a task (the Airflow map index label)."""
+    led = _ledger(_load(project), ledger)
+    for t in led.tasks(backfill_id):
+        if t.task_id == task_id:
+            return f"{t.model} {t.label}"
+    raise InvalidInputError(f"backfill {backfill_id} has no task {task_id!r}")
+
+
+def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | None = None,
+             ledger: LedgerBackend | str | Path | None = None,
+             lease_seconds: float = 60.0) -> dict[str, Any]:
+    """Runs task ``task_id`` of the backfill once, through a ledger lease; returns what it did.
+
+    A done task is a no-op (``"skipped": True``). Raises :class:`TaskFailure` with
+    ``transient=True`` when the task is worth retrying (another live worker holds it, a lock, a
+    lost lease, an unexpected error) and ``transient=False`` when it fails the same way every
+    time (a SQL error, rows outside the period); the attempt is recorded either way."""
+    if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id < 0:
+        raise InvalidInputError(f"task_id {task_id!r} is not a non-negative integer")
+    if not lease_seconds > 0:
+        raise InvalidInputError(f"lease_seconds {lease_seconds!r} must be > 0")
+    bf = _open(backfill_id, project, ledger)
+    try:
+        return _run(bf, task_id, lease_seconds)
+    finally:
+        bf.engine.close()  # other worker processes take the warehouse file in turn
+
+
+def _run(bf: Backfill, task_id: int, lease_seconds: float) -> dict[str, Any]:
+    rec = bf.ledger.backfill(bf.id)
+    if rec["status"] == "discarded":
+        raise InvalidInputError(f"backfill {bf.id} is discarded; it cannot run")
+    if rec["status"] == "published":  # its audit area is gone: only no-ops are possible
+        finished = {t.task_id: t for t in bf.ledger.tasks(bf.id) if t.status == "done"}
+        if task_id not in finished:
+            raise InvalidInputError(f"backfill {bf.id} is published; task {task_id} cannot run "
+                                    "any more")
+        log.info("backfill %s is published: task %d is already done; nothing to do", bf.id,
+                 task_id)
+        return _result(bf.id, finished[task_id], skipped=True)
+    worker = new_worker_id()
+    try:
+        claim = bf.ledger.claim_task(bf.id, task_id, worker, lease_seconds)
+    except TaskBusyError as exc:
+        raise TaskFailure(str(exc), transient=True) from exc
+    if isinstance(claim, TaskRow):
+        log.info("backfill %s: %s %s (task %d) is already done; nothing to do", bf.id,
+                 claim.model, claim.label, task_id)
+        return _result(bf.id, claim, skipped=True)
+    if rec["status"] in ("pending", "failed", "done"):
+        bf.ledger.set_status(bf.id, "running")
+    t = claim.task
+    log.info("backfill %s: running %s %s (task %d, attempt %d, worker %s)", bf.id, t.model,
+             t.label, t.task_id, claim.attempt, worker)
+    stop = threading.Event()
+    heartbeat = threading.Thread(target=_renew, args=(bf, worker, task_id, lease_seconds, stop),
+                                 daemon=True, name=f"lease-{bf.id}-{task_id}")
+    heartbeat.start()
+    began = time.perf_counter()
+    try:
+        result = bf.engine.run_task(bf.project, t.model, t.start, t.end, bf.area)
+    except Exception as exc:
+        _record_failure(bf, claim, worker, exc, time.perf_counter() - began)
+        raise _failure(bf.id, t, claim.attempt, exc) from exc
+    finally:
+        stop.set()
+        heartbeat.join()
+    status = bf.ledger.finish(claim, bf.id, worker, ok=True, rows=result.rows_written,
+                              deleted=result.rows_deleted, fingerprint=str(result.fingerprint),
+                              seconds=result.seconds, error=None, retry_at=None)
+    if status != "done":  # the lease expired and another worker owns the task now
+        raise TaskFailure(f"{t.model} {t.label}: the lease ran out while the task ran; another "
+                          "worker took it over (raise lease_seconds?)", transient=True)
+    log.info("backfill %s: %s %s done in %.2fs: %d row(s) written, %d deleted", bf.id, t.model,
+             t.label, result.seconds, result.rows_written, result.rows_deleted)
+    _finish_if_complete(bf)
+    done = bf.ledger.tasks(bf.id)[task_id]
+    return {**_result(bf.id, done, skipped=False), "attempt": claim.attempt,
+            "seconds": round(result.seconds, 3), "rows_deleted": result.rows_deleted}
+
+
+def _renew(bf: Backfill, worker: str, task_id: int, lease_seconds: float,
+           stop: threading.Event) -> None:
+    while not stop.wait(lease_seconds / 3):
+        try:
+            bf.ledger.renew(bf.id, worker, [task_id], lease_seconds)
+        except Exception:  # pragma: no cover - keep renewing on a hiccup
+            log.exception("backfill %s: lease renewal of task %d failed", bf.id, task_id)
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, BackfillError) else f"{type(exc).__name__}: {exc}"
+
+
+def _transient(exc: BaseException) -> bool:
+    # As the runner: our own errors say; anything unexpected (I/O, a driver hiccup) may pass.
+    return exc.transient if isinstance(exc, TaskFailure) else not isinstance(exc, BackfillError)
+
+
+def _record_failure(bf: Backfill, claim: Claim, worker: str, exc: BaseException,
+                    seconds: float) -> None:
+    bf.ledger.finish(claim, bf.id, worker, ok=False, rows=None, deleted=None, fingerprint=None,
+                     seconds=seconds, error=_message(exc), retry_at=None)
+
+
+def _failure(backfill_id: str, t: TaskRow, attempt: int, exc: BaseException) -> TaskFailure:
+    transient = _transient(exc)
+    message = (f"backfill {backfill_id}: {t.model} {t.label} (task {t.task_id}) attempt "
+               f"{attempt} failed ({'transient' if transient else 'permanent'}): {_message(exc)}")
+    log.log(logging.WARNING if transient else logging.ERROR, "%s", message)
+    return TaskFailure(message, transient=transient)
+
+
+def _finish_if_complete(bf: Backfill) -> None:
+    tasks = bf.ledger.tasks(bf.id)
+    if all(t.status == "done" for t in tasks) and \
+            bf.ledger.backfill(bf.id)["status"] not in ("done", "published", "discarded"):
+        bf.ledger.set_status(bf.id, "done", finished=True)
+        log.info("backfill %s: all %d task(s) done", bf.id, len(tasks))
+
+
+def _result(backfill_id: str, t: TaskRow, *, skipped: bool) -> dict[str, Any]:
+    return {"backfill_id": backfill_id, "task_id": t.task_id, "model": t.model,
+            "label": t.label, "status": t.status, "skipped": skipped, "attempts": t.attempts,
+            "rows_written": t.rows_written, "fingerprint": t.fingerprint}
+
+
+# -- audit and publish -----------------------------------------------------------------------
+def audit(backfill_id: str, *, gates: Mapping[str, Any] | None = None,
+          project: Project | str | Path | None = None,
+          ledger: LedgerBackend | str | Path | None = None) -> dict[str, Any]:
+    """Audits the backfill (once every task is done) and returns a JSON-able summary; raises
+    :class:`GateFailedError` (with the report) when a gate fails. Of a published backfill it
+    returns the summary of the audit it was published on, without auditing again."""
+    bf = _open(backfill_id, project, ledger)
+    try:
+        rec = bf.ledger.backfill(backfill_id)
+        if rec["status"] == "published":
+            log.info("backfill %s is already published; returning its recorded audit",
+                     backfill_id)
+            return _audit_summary(bf, published=True)
+        _finish_if_complete(bf)
+        report = bf.audit(gates)
+        log.info("%s", report)
+        summary = _audit_summary(bf, published=False)
+        if not report.passed:
+            raise GateFailedError(f"{report}\nfix the backfill, or publish it by hand with "
+                                  f"force_reason: backfill publish {backfill_id} --force REASON")
+        return summary
+    finally:
+        bf.engine.close()
+
+
+def _audit_summary(bf: Backfill, *, published: bool) -> dict[str, Any]:
+    rows = latest_audit(bf.ledger, bf.id)
+    models = {}
+    for r in rows:
+        res = r["result"]
+        models[r["model"]] = {
+            "partitions": res["partitions_total"], "differing": res["partitions_differing"],
+            "rows_changed": res["rows_changed"], "rows_added": res["rows_added"],
+            "rows_removed": res["rows_removed"], "changed_columns": res["changed_columns"],
+            "passed": bool(r["passed"]),
+        }
+    gates = [g for r in rows for g in r["result"]["gates"]]
+    return {"backfill_id": bf.id, "audit_id": rows[0]["result"]["audit_id"],
+            "passed": all(g["passed"] for g in gates), "published": published,
+            "models": models, "failed_gates": [g for g in gates if not g["passed"]]}
+
+
+def publish(backfill_id: str, note: str, *, force_reason: str | None = None,
+            project: Project | str | Path | None = None,
+            ledger: LedgerBackend | str | Path | None = None) -> dict[str, Any]:
+    """Publishes the audited backfill; returns the publication as a dict. Publishing an already
+    published backfill is a no-op returning the recorded publication."""
+    bf = _open(backfill_id, project, ledger)
+    try:
+        recorded = recorded_publication(bf.ledger, backfill_id)
+        if recorded is not None:
+            log.info("backfill %s is already published; nothing to do", backfill_id)
+            return {**recorded, "already_published": True}
+        return bf.publish(note, force_reason=force_reason).to_dict()
+    finally:
+        bf.engine.close()

@@ -1,0 +1,425 @@
+"""The dbt engine: backfill tasks run as ``dbt run`` invocations on a dbt-duckdb warehouse.
+
+A task of a microbatch model becomes
+``dbt run --select <model> --event-time-start <a> --event-time-end <b>``; a task of a table,
+view or other incremental model a plain ``dbt run --select <model>`` (``--full-refresh`` for a
+non-microbatch incremental model: a backfill rebuilds it whole) after its inputs.
+
+Write-audit-publish. A backfill into an audit area runs dbt with a generated profile whose
+schema is ``audit_<id>_dbt`` (the *work* schema). Before the first task, the work schema gets a
+copy of each backfilled microbatch model's published table and a view on the published relation
+of every other model or seed a backfilled model reads, so that dbt's ``ref()`` in the work schema
+sees the new rows in the backfilled periods and the published rows elsewhere: a monthly batch
+over a half-rebuilt month, or a table over all days, reads exactly what it would after publish.
+After each batch (or table build) the engine copies the rebuilt rows into ``audit_<id>``, which
+then holds only the backfilled periods: audit and publish go to the DuckDB
+warehouse the engine holds, unchanged. A direct backfill (initial build) runs dbt with the user's target.
+
+Grouping. dbt's runner is process-wide state, so invocations are serialized (one at a time per
+process); a dbt invocation costs about 0.2 s on top of its batches. Tasks of one model waiting
+for the runner while another invocation runs are grouped: the next invocation takes every
+waiting task of the same model whose periods join the first one's into one interval and runs
+them as one ``--event-time-start/--event-time-end`` range. With ``concurrency`` N, up to about N
+consecutive batches go in one invocation; each batch's outcome comes back from dbt's
+``batch_results``, so failures are still recorded (and retried) per task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from ...engines import (Area, Column, Engine, Part, PartitionFingerprint, Period, PublishRequest,
+                        TaskFailure, WriteResult)
+from ...engines.duckdb import DuckDBEngine
+from ...engines.duckdb.sql import (audit_schema, fingerprint_where, in_periods, quote,
+                                   relation_exists, transaction)
+from ...errors import InvalidInputError, NotFoundError
+from ...model import EngineSettings
+from .invoke import invoke, invoke_lock
+from .profile import GENERATED_TARGET, DbtProfile, read_profile, write_profile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...model.project import Project
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DbtEngine", "work_schema"]
+
+# dbt error messages of failures that repeat identically on a retry.
+_PERMANENT = ("Parser Error", "Binder Error", "Catalog Error", "Conversion Error",
+              "Compilation Error", "Syntax error", "does not exist", "not found")
+
+
+# dbt's progress and summary lines in its error log (the messages are the other lines).
+_PROGRESS = re.compile(r"^(Batch \d+ of \d+|\d+ of \d+ |Failure in |ERROR$|Unhandled error|"
+                       r"Exception on worker|Done\.|Completed with)")
+
+
+def work_schema(backfill_id: str) -> str:
+    """The schema dbt writes a backfill into (refs resolve there)."""
+    return f"{audit_schema(backfill_id)}_dbt"
+
+
+def _utc(t: dt.datetime) -> dt.datetime:
+    return t.astimezone(dt.timezone.utc) if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def _arg(t: dt.datetime) -> str:
+    """dbt's --event-time-* form; dbt reads naive values as UTC."""
+    return _utc(t).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@dataclass
+class _Request:
+    model: str
+    start: dt.datetime | None
+    end: dt.datetime | None
+    area: Area
+    done: threading.Event = field(default_factory=threading.Event)
+    result: WriteResult | None = None
+    error: BaseException | None = None
+
+
+class DbtEngine(Engine):
+    """Runs a dbt-duckdb project's models through dbt (see the module docstring).
+
+    ``project_dir`` holds dbt_project.yml; ``profiles_dir`` and ``target`` choose the profile
+    (default: the project's profiles.yml or ~/.dbt, the profile's default target);
+    ``state_dir`` holds generated profiles and dbt's target directories (default
+    ``<project>/.backfill``). ``gather`` seconds: how long an invocation waits for sibling
+    tasks to group before it starts.
+    """
+
+    name = "dbt"
+    capabilities = DuckDBEngine.capabilities
+
+    def __init__(self, project_dir: str | Path, *, profiles_dir: str | Path | None = None,
+                 target: str | None = None, state_dir: str | Path | None = None,
+                 gather: float = 0.03, **options: Any) -> None:
+        self.project_dir = Path(project_dir).resolve()
+        self.profile: DbtProfile = read_profile(self.project_dir, profiles_dir, target)
+        #: the dbt-duckdb warehouse: audit, publish and the changelog run on it as on DuckDB
+        self.warehouse = DuckDBEngine(self.profile.path, schema=self.profile.schema,
+                                      naming=self.published, **options)
+        self.state_dir = Path(state_dir) if state_dir else self.project_dir / ".backfill"
+        self.gather = gather
+        self._pending: list[_Request] = []
+        self._pending_lock = threading.Lock()
+        self._prepared: set[str] = set()
+        self.invocations = 0  # dbt invocations made (for tests and benchmarks)
+        self.dbt_seconds = 0.0
+
+    @classmethod
+    def from_settings(cls, settings: EngineSettings) -> DbtEngine:
+        """The engine of a project imported with ``Project.from_dbt`` (``type: dbt``)."""
+        return cls(**dict(settings.options))
+
+    @property
+    def schema(self) -> str:
+        return self.warehouse.schema
+
+    def __repr__(self) -> str:
+        return (f"DbtEngine({str(self.project_dir)!r}, target={self.profile.target!r}, "
+                f"warehouse={str(self.warehouse.path)!r})")
+
+    def close(self) -> None:
+        self.warehouse.close()
+
+    # -- naming ---------------------------------------------------------------------------------
+    @staticmethod
+    def _node(project: Project, model: str) -> Any:
+        info = getattr(project, "dbt", {}).get(model)
+        if info is None:
+            raise NotFoundError(f"{model!r} is not a node of a dbt project")
+        return info
+
+    def _schema_in(self, node_schema: str | None, base: str) -> str:
+        """The schema dbt's default generate_schema_name gives a node under target schema
+        ``base`` (``<base>_<custom>`` for a custom schema)."""
+        published = self.profile.schema
+        if node_schema in (None, published):
+            return base
+        assert node_schema is not None
+        if node_schema.startswith(published + "_"):
+            return base + node_schema[len(published):]
+        raise InvalidInputError(
+            f"schema {node_schema!r} is not the target schema {published!r} nor "
+            f"{published}_<custom>: a generate_schema_name override is not supported by the "
+            "dbt engine")
+
+    def published(self, project: Project | None, model: str) -> str:
+        """The quoted published relation of ``model``: dbt's schema and alias from the
+        manifest (the warehouse's naming)."""
+        info = getattr(project, "dbt", {}).get(model)
+        if info is None:
+            return f"{quote(self.schema)}.{quote(model)}"
+        return f"{quote(info.schema or self.schema)}.{quote(info.alias or model)}"
+
+    def work_relation(self, project: Project, model: str, area: Area) -> str:
+        """Where dbt writes ``model`` in ``area`` (its target relation)."""
+        info = self._node(project, model)
+        if area.direct:
+            return self.published(project, model)
+        schema = self._schema_in(info.schema, work_schema(str(area.backfill_id)))
+        return f"{quote(schema)}.{quote(info.alias or model)}"
+
+    # -- dbt invocations ----------------------------------------------------------------------
+    def _profiles(self, area: Area) -> tuple[Path, Path]:
+        """(profiles dir, target path) for the area's invocations."""
+        key = "direct" if area.direct else str(area.backfill_id)
+        base = self.state_dir / "dbt" / key
+        schema = self.schema if area.direct else work_schema(str(area.backfill_id))
+        return write_profile(self.profile, base, schema=schema), base / "target"
+
+    def _invoke(self, args: list[str], area: Area) -> Any:
+        profiles, target_path = self._profiles(area)
+        began = time.perf_counter()
+        with invoke_lock:
+            self.close()  # our handle is not needed while dbt runs; reopened after
+            res = invoke(args, project_dir=self.project_dir, profiles_dir=profiles,
+                         target=GENERATED_TARGET, target_path=target_path, check=False)
+            self.invocations += 1
+        self.dbt_seconds += time.perf_counter() - began
+        return res
+
+    def _prepare(self, project: Project, area: Area) -> None:
+        """Seeds the work schema: copies of backfilled microbatch tables, views on the rest."""
+        if area.direct or str(area.backfill_id) in self._prepared:
+            return
+        reads: set[str] = set()
+        with self.warehouse.connect() as cur:
+            for model in area.periods:
+                m = project.models[model]
+                reads.update(d.parent for d in m.depends_on)
+                work = self.work_relation(project, model, area)
+                schema = work.split(".")[0]
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+                pub = self.published(project, model)
+                if m.grain and relation_exists(cur, pub) and not relation_exists(cur, work):
+                    cur.execute(f"CREATE TABLE {work} AS SELECT * FROM {pub}")
+            for parent in sorted(reads - set(area.periods)):
+                info = getattr(project, "dbt", {}).get(parent)
+                if info is None or info.resource_type == "source" or \
+                        project.models.get(parent) is not None and \
+                        project.models[parent].meta.get("dbt", {}).get("materialized") == "ephemeral":
+                    continue
+                work = self.work_relation(project, parent, area)
+                pub = self.published(project, parent)
+                if work != pub and relation_exists(cur, pub):
+                    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {work.split('.')[0]}")
+                    cur.execute(f"CREATE OR REPLACE VIEW {work} AS SELECT * FROM {pub}")
+        self._prepared.add(str(area.backfill_id))
+
+    def run_task(self, project: Project, model: str, start: dt.datetime | None,
+                 end: dt.datetime | None, area: Area) -> WriteResult:
+        _require_dbt(project)
+        m = project.models[model]
+        if m.grain and (start is None or end is None):
+            raise TaskFailure(f"model {model!r}: a microbatch task needs a period", transient=False)
+        req = _Request(model, start, end, area)
+        with self._pending_lock:
+            self._pending.append(req)
+        while not req.done.is_set():
+            with invoke_lock:
+                if req.done.is_set():
+                    break
+                time.sleep(self.gather)  # let sibling tasks claimed with this one queue up
+                group = self._take_group(req)
+                self._run_group(project, group)
+        if req.error is not None:
+            raise req.error
+        assert req.result is not None
+        return req.result
+
+    def _take_group(self, req: _Request) -> list[_Request]:
+        """``req`` and the waiting tasks of its model whose periods join it into one interval."""
+        with self._pending_lock:
+            if req.start is None:
+                group = [req]
+            else:
+                same = sorted((r for r in self._pending if r.model == req.model
+                               and r.area is req.area and r.start is not None), key=lambda r: r.start)  # type: ignore[arg-type,return-value]
+                i = same.index(req)
+                lo = hi = i
+                while lo > 0 and same[lo - 1].end == same[lo].start:
+                    lo -= 1
+                while hi + 1 < len(same) and same[hi].end == same[hi + 1].start:
+                    hi += 1
+                group = same[lo:hi + 1]
+            for r in group:
+                self._pending.remove(r)
+        return group
+
+    def _run_group(self, project: Project, group: list[_Request]) -> None:
+        model, area = group[0].model, group[0].area
+        began = time.perf_counter()
+        try:
+            self._prepare(project, area)
+            failed = self._run_once(project, group, began)
+            if len(group) > 1:
+                # dbt skips the batches after a failed one and reports them failed too: run
+                # each of those tasks alone, so only the failing batches fail.
+                for r in failed:
+                    r.error = None
+                    self._run_once(project, [r], time.perf_counter())
+        except BaseException as exc:  # noqa: BLE001 - handed to every waiting task
+            for r in group:
+                if r.result is None and r.error is None:
+                    r.error = exc if isinstance(exc, TaskFailure) else \
+                        TaskFailure(f"model {model!r}: {type(exc).__name__}: {exc}",
+                                    transient=isinstance(exc, duckdb.Error))
+        finally:
+            for r in group:
+                r.done.set()
+
+    def _run_once(self, project: Project, group: list[_Request], began: float) -> list[_Request]:
+        """One dbt invocation for ``group``; sets each request's result or error and returns
+        the failed ones."""
+        first, model, area = group[0], group[0].model, group[0].area
+        args = ["run", "--select", model]
+        if first.start is not None:
+            assert group[-1].end is not None
+            args += ["--event-time-start", _arg(first.start),
+                     "--event-time-end", _arg(group[-1].end)]
+        elif project.models[model].meta.get("dbt", {}).get("materialized") == "incremental":
+            args.append("--full-refresh")  # a non-microbatch incremental model: rebuilt whole
+        res = self._invoke(args, area)
+        node = next((r for r in (getattr(res.result, "results", None) or [])
+                     if getattr(r.node, "name", None) == model), None)
+        failed_batches, message = self._outcome(res, node, model)
+        seconds = (time.perf_counter() - began) / len(group)
+        failed = []
+        for r in group:
+            bad = [b for b in failed_batches
+                   if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))]  # type: ignore[arg-type]
+            if message is not None and (r.start is None or bad or not failed_batches):
+                r.error = TaskFailure(message, transient=not any(p in message
+                                                                  for p in _PERMANENT))
+                failed.append(r)
+            else:
+                r.result = self._publish_to_audit(project, r, seconds)
+        return failed
+
+    @staticmethod
+    def _outcome(res: Any, node: Any, model: str) -> tuple[list[Period], str | None]:
+        """(failed batches, error message or None) of an invocation for ``model``."""
+        if res.exception is not None:
+            return [], f"model {model!r}: dbt failed: {type(res.exception).__name__}: " \
+                       f"{res.exception}"
+        if node is None:
+            return [], f"model {model!r}: dbt ran nothing for it (is it enabled and selected?)"
+        status = str(getattr(node.status, "value", node.status))
+        batches = getattr(node, "batch_results", None)
+        failed = [(_utc(a), _utc(b)) for a, b in (batches.failed if batches else [])]
+        if status in ("success", "pass") and not failed:
+            return [], None
+        detail = node.message or status
+        text = [ln for ln in res.errors.splitlines() if not _PROGRESS.match(ln)]
+        if text:  # dbt's own error messages (the database's error text)
+            detail = " ".join(text[:4])
+        if failed:
+            detail = (f"{len(failed)} batch(es) failed, first "
+                      f"{failed[0][0]:%Y-%m-%d %H:%M}: {detail}")
+        return failed, f"model {model!r}: dbt run {status}: {detail}"
+
+    def _publish_to_audit(self, project: Project, r: _Request, seconds: float) -> WriteResult:
+        """Copies what dbt wrote for ``r`` into the audit area (``audit_<id>``); fingerprints."""
+        m = project.models[r.model]
+        work = self.work_relation(project, r.model, r.area)
+        with self.warehouse.connect() as cur:
+            if r.area.direct:
+                target = work
+            else:
+                target = self.warehouse.relation(r.model, r.area, project)
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS "
+                            f"{quote(audit_schema(str(r.area.backfill_id)))}")
+            if r.start is None or r.end is None or not m.event_time:
+                if not r.area.direct:
+                    cur.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM {work}")
+                fp = fingerprint_where(cur, target)
+                return WriteResult(fp.rows, 0, fp, seconds)
+            where = in_periods(m.event_time, [(r.start, r.end)])
+            deleted = 0
+            if not r.area.direct:
+                with transaction(cur):
+                    cur.execute(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {work} "
+                                "LIMIT 0")
+                    row = cur.execute(f"SELECT count(*) FROM {target} WHERE {where}").fetchone()
+                    deleted = int(row[0]) if row else 0
+                    cur.execute(f"DELETE FROM {target} WHERE {where}")
+                    cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {work} WHERE {where}")
+            fp = fingerprint_where(cur, target, where)
+        return WriteResult(fp.rows, deleted, fp, seconds)
+
+    # -- dbt's SQL; everything else on the warehouse ---------------------------------------------
+    def render(self, project: Project, model: str, start: dt.datetime | None,
+               end: dt.datetime | None, area: Area) -> str:
+        """The model's SQL compiled by dbt for ``area``'s target (``dbt compile``)."""
+        _require_dbt(project)
+        res = self._invoke(["compile", "--select", model], area)
+        for r in getattr(res.result, "results", None) or []:
+            if getattr(r.node, "name", None) == model:
+                return str(r.node.compiled_code)
+        raise TaskFailure(f"model {model!r}: dbt compile returned no SQL: {res.exception}",
+                          transient=False)
+
+    def drop_area(self, backfill_id: str) -> None:
+        """Drops the audit schema and dbt's work schemas of the backfill."""
+        prefix = work_schema(backfill_id)
+        with self.warehouse.connect() as cur:
+            schemas = [r[0] for r in cur.execute(
+                "SELECT schema_name FROM duckdb_schemas() WHERE database_name = "
+                "current_database() AND (schema_name = ? OR schema_name = ? OR "
+                "starts_with(schema_name, ?))",
+                [audit_schema(backfill_id), prefix, prefix + "_"]).fetchall()]
+            for schema in schemas:
+                cur.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
+        self._prepared.discard(backfill_id)
+
+    def columns(self, project: Project, model: str, area: Area) -> list[Column] | None:
+        return self.warehouse.columns(project, model, area)
+
+    def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
+                     preview: bool = False) -> dict[str, PartitionFingerprint]:
+        return self.warehouse.fingerprints(project, model, area, parts, preview=preview)
+
+    def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
+                     periods: Sequence[Period] | None, *, preview: bool = False,
+                     ) -> dict[str, float | None]:
+        return self.warehouse.measure_sums(project, model, area, measures, periods,
+                                           preview=preview)
+
+    def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
+                  periods: Sequence[Period] | None, *, preview: bool = False) -> bool:
+        return self.warehouse.is_unique(project, model, area, columns, periods, preview=preview)
+
+    def stream(self, project: Project, model: str, area: Area,
+               periods: Sequence[Period] | None, *, preview: bool = False,
+               utc_column: str | None = None) -> contextlib.AbstractContextManager[Any]:
+        return self.warehouse.stream(project, model, area, periods, preview=preview,
+                                     utc_column=utc_column)
+
+    def publish(self, project: Project, request: PublishRequest) -> None:
+        _require_dbt(project)
+        self.warehouse.publish(project, request)
+
+    def changelog_rows(self, project: Project, backfill_id: str | None = None,
+                       ) -> list[tuple[Any, ...]]:
+        return self.warehouse.changelog_rows(project, backfill_id)
+
+
+def _require_dbt(project: Project) -> None:
+    if getattr(project, "manifest", None) is None:
+        raise InvalidInputError(f"the dbt engine runs dbt projects; {project!r} is not one "
+                                "(load it with Project.from_dbt)")

@@ -1,0 +1,11 @@
+"""The model stage: a pipeline's sources and models (``Project``), read from project files."""
+
+from __future__ import annotations
+
+from .files import (PROJECT_FILE, EngineSettings, ProjectError, ProjectSettings, load_project,
+                    render, sql_literal)
+from .project import Dependency, Model, Project, Source, all_of, overlap, window
+
+__all__ = ["PROJECT_FILE", "Dependency", "EngineSettings", "Model", "Project", "ProjectError",
+           "ProjectSettings", "Source", "all_of", "load_project", "overlap", "render",
+           "sql_literal", "window"]

@@ -1,0 +1,404 @@
+"""The project format: ``backfill.yml`` plus ``models/*.sql``, loaded into a :class:`Project`.
+
+>>> project = backfill.Project.load("examples/shop")           # doctest: +SKIP
+
+``backfill.yml`` holds the project name, the engine and its settings, the state (ledger)
+location, sources, model defaults and per-model config, and audit gates::
+
+    name: shop
+    engine: {type: duckdb, path: warehouse.duckdb, schema: main}
+    state: .backfill
+    sources:
+      raw:                                   # schema
+        orders: {grain: day, event_time: ordered_at, retention: 90d}
+    models:
+      defaults: {grain: day, begin: "2026-01-01"}
+      fct_monthly_sales: {grain: month}
+    audits:
+      fct_daily_sales: [{measure: revenue, change: ["-5%", "0%"]}]
+
+Engine settings for DuckDB: ``lock_timeout`` (seconds a process waits for another holding
+the file, default 120), ``keep_open`` (hold the file for the whole run), ``linger`` (seconds to
+keep it open after a task, default 0.05), ``conflict_retries`` (default 30).
+
+A model file is a Jinja2 SELECT. ``{{ this }}`` reads the model's own rows (in an audit area:
+the new ones for the backfilled periods, published ones elsewhere); ``{% if is_incremental() %}``
+guards such reads on the first run, when there is no table yet, as in dbt.
+``{{ start }}`` and ``{{ end }}`` are UTC timestamp literals;
+naive TIMESTAMP columns are read as UTC (the engine sets the session time zone to UTC). Its config may open the file, dbt-style:
+``{{ config(grain="day", strategy="replace", event_time="sales_date") }}``. Dependencies are the
+``ref()`` and ``source()`` calls found by rendering it once; ``ref("m", window=[-6, 0])`` declares a
+rolling read (child partition c reads m over c-6..c) and ``ref("m", all=True)`` a full read.
+Precedence: file config over per-model yml config over yml defaults.
+
+Loading checks everything it can without touching data (unknown keys and refs, bad values, cycles,
+template and SQL syntax errors) and raises :class:`ProjectError` naming the file and model; it
+never writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml  # type: ignore[import-untyped]
+
+from ..errors import BackfillError, CycleError, InvalidInputError
+from .project import STRATEGIES, Dependency, Project, all_of, window
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EngineSettings", "ProjectError", "ProjectSettings", "load_project", "sql_literal"]
+
+PROJECT_FILE = "backfill.yml"
+TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits")
+SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description")
+MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
+              "description", "enabled")
+ENGINE_TYPES = ("duckdb",)
+# DuckDBEngine keyword settings allowed under engine: (seconds, flags, counts).
+DUCKDB_OPTIONS: dict[str, type] = {"lock_timeout": float, "keep_open": bool, "linger": float,
+                                   "conflict_retries": int}
+
+
+class ProjectError(InvalidInputError):
+    """A project file is invalid; the message names the file (and model) and what was expected."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    type: str = "duckdb"
+    path: Path = Path("warehouse.duckdb")  # absolute after load
+    schema: str = "main"  # where published models live
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    root: Path
+    engine: EngineSettings
+    state_dir: Path
+    audits: Mapping[str, Any] = field(default_factory=dict)  # gates by model, used by audit
+    files: Mapping[str, Path] = field(default_factory=dict)  # model name -> its SQL file
+
+
+def sql_literal(value: dt.datetime) -> str:
+    """A UTC instant as a SQL timestamp literal (``TIMESTAMP '2026-08-01 00:00:00'``)."""
+    utc = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return f"TIMESTAMP '{utc.isoformat(sep=' ', timespec='seconds')}'"
+
+
+# -- rendering -------------------------------------------------------------------------------------
+_ENV = jinja2.Environment(
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+    keep_trailing_newline=True,
+)
+
+
+def render(
+    template: str,
+    *,
+    start: dt.datetime | None,
+    end: dt.datetime | None,
+    ref: Callable[..., str],
+    source: Callable[[str, str], str],
+    this: str,
+    config: Callable[..., str] | None = None,
+    is_incremental: Callable[[], bool] | None = None,
+    where: str = "model",
+) -> str:
+    """Renders a model template; ``config()`` renders to nothing; ``is_incremental()`` (dbt's
+    name) says whether ``this`` exists yet (default True). Errors name ``where``."""
+    try:
+        tpl = _ENV.from_string(template)
+        return tpl.render(
+            start=sql_literal(start) if start is not None else "NULL",
+            end=sql_literal(end) if end is not None else "NULL",
+            ref=ref,
+            source=source,
+            this=this,
+            config=config or (lambda **_: ""),
+            is_incremental=is_incremental or (lambda: True),
+        )
+    except jinja2.TemplateSyntaxError as exc:
+        raise ProjectError(f"{where}: template syntax error on line {exc.lineno}: {exc.message}") \
+            from None
+    except jinja2.UndefinedError as exc:
+        raise ProjectError(f"{where}: {exc.message}; the template can use start, end, ref(), "
+                           "source(), this, is_incremental() and config()") from None
+    except BackfillError as exc:
+        raise ProjectError(f"{where}: {exc}") from None
+
+
+@dataclass
+class _Discovered:
+    config: dict[str, Any] = field(default_factory=dict)
+    refs: list[Dependency] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+
+def _discover(template: str, where: str) -> _Discovered:
+    found = _Discovered()
+
+    def config(**kwargs: Any) -> str:
+        found.config.update(kwargs)
+        return ""
+
+    def ref(name: object, *, window: object = None, all: object = False) -> str:  # noqa: A002
+        if not isinstance(name, str):
+            raise InvalidInputError(f"ref({name!r}): expected a model name string")
+        found.refs.append(_mapping(name, window, all))
+        return f'"{name}"'
+
+    def source(schema: object, table: object) -> str:
+        if not isinstance(schema, str) or not isinstance(table, str):
+            raise InvalidInputError(f"source({schema!r}, {table!r}): expected two strings")
+        found.sources.append(f"{schema}.{table}")
+        return f'"{schema}"."{table}"'
+
+    epoch = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+    found_sql = render(template, start=epoch, end=epoch + dt.timedelta(days=1), ref=ref,
+                       source=source, this='"this"', config=config, where=where)
+    found.config.setdefault("__sql__", found_sql)
+    return found
+
+
+def _mapping(name: str, win: object, full: object) -> Dependency:
+    if win is not None and full:
+        raise InvalidInputError(f"ref({name!r}): give window= or all=True, not both")
+    if full:
+        return all_of(name)
+    if win is None:
+        return Dependency(name)
+    if (not isinstance(win, (list, tuple)) or len(win) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in win)):
+        raise InvalidInputError(f"ref({name!r}, window={win!r}): expected two integers "
+                                "[start, end] in the model's grain, e.g. window=[-6, 0]")
+    return window(name, int(win[0]), int(win[1]))
+
+
+# -- loading ---------------------------------------------------------------------------------------
+def _mapping_of(value: object, what: str, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ProjectError(f"{where}: {what} must be a mapping, got {type(value).__name__} "
+                           f"{value!r}")
+    return {str(k): v for k, v in value.items()}
+
+
+def _unknown(keys: Mapping[str, Any], allowed: tuple[str, ...], what: str, where: str) -> None:
+    for key in keys:
+        if key not in allowed:
+            hint = difflib.get_close_matches(key, allowed, n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ProjectError(f"{where}: unknown {what} key {key!r}{extra}; expected one of "
+                               f"{', '.join(allowed)}")
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ProjectError(f"{path}: not valid YAML: {exc}") from None
+    return _mapping_of(data, "the file", str(path))
+
+
+def _engine(raw: object, root: Path, where: str) -> EngineSettings:
+    if isinstance(raw, str):
+        raw = {"type": raw}
+    cfg = _mapping_of(raw, "engine", where)
+    kind = cfg.pop("type", "duckdb")
+    if kind not in ENGINE_TYPES:
+        raise ProjectError(f"{where}: engine type {kind!r} is not supported; expected one of "
+                           f"{', '.join(ENGINE_TYPES)}")
+    path = cfg.pop("path", "warehouse.duckdb")
+    schema = cfg.pop("schema", "main")
+    for name, value in (("path", path), ("schema", schema)):
+        if not isinstance(value, str) or not value:
+            raise ProjectError(f"{where}: engine {name} {value!r} must be a non-empty string")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", schema):
+        raise ProjectError(f"{where}: engine schema {schema!r} must be a plain identifier")
+    for key, value in cfg.items():
+        if key not in DUCKDB_OPTIONS:
+            raise ProjectError(f"{where}: unknown engine setting {key!r}; expected type, path, "
+                               f"schema, {', '.join(DUCKDB_OPTIONS)}")
+        kind_ok = isinstance(value, bool) if DUCKDB_OPTIONS[key] is bool else (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0)
+        if not kind_ok:
+            raise ProjectError(f"{where}: engine {key} {value!r} must be "
+                               f"{'true or false' if DUCKDB_OPTIONS[key] is bool else 'a number >= 0'}")
+    db = Path(path)
+    return EngineSettings(kind, db if db.is_absolute() else root / db, schema, cfg)
+
+
+def load_project(path: str | Path, project_class: type[Project] = Project) -> Project:
+    """Loads a project directory (or its ``backfill.yml``) into a ``project_class``; see the
+    module docstring."""
+    root = Path(path)
+    yml = root if root.name == PROJECT_FILE or root.suffix in (".yml", ".yaml") else root / PROJECT_FILE
+    root = yml.parent.resolve()
+    if not yml.is_file():
+        raise ProjectError(f"{yml}: no project file; a project is a directory holding "
+                           f"{PROJECT_FILE} and models/*.sql")
+    where = str(yml)
+    doc = _read_yaml(yml)
+    _unknown(doc, TOP_KEYS, "top-level", where)
+    name = doc.get("name", root.name)
+    if not isinstance(name, str) or not name:
+        raise ProjectError(f"{where}: name {name!r} must be a non-empty string")
+    engine = _engine(doc.get("engine"), root, where)
+    state = doc.get("state", ".backfill")
+    if not isinstance(state, str) or not state:
+        raise ProjectError(f"{where}: state {state!r} must be a directory path")
+    state_dir = Path(state) if Path(state).is_absolute() else root / state
+
+    project = project_class(name)
+    try:
+        _load_sources(project, _mapping_of(doc.get("sources"), "sources", where), where)
+    except ProjectError:
+        raise
+    except BackfillError as exc:
+        raise ProjectError(f"{where}: {exc}") from None
+
+    models_cfg = _mapping_of(doc.get("models"), "models", where)
+    defaults = _mapping_of(models_cfg.pop("defaults", None), "models.defaults", where)
+    _unknown(defaults, MODEL_KEYS, "model default", f"{where} (models.defaults)")
+    files = sorted((root / "models").glob("**/*.sql"))
+    by_name: dict[str, Path] = {}
+    for f in files:
+        if f.stem in by_name:
+            raise ProjectError(f"{f}: model {f.stem!r} is also defined in {by_name[f.stem]}")
+        by_name[f.stem] = f
+    for model in models_cfg:
+        if model not in by_name:
+            raise ProjectError(f"{where}: models.{model} configures a model with no file "
+                               f"models/{model}.sql; models: {', '.join(sorted(by_name))}")
+    if not by_name:
+        raise ProjectError(f"{root / 'models'}: no models (*.sql files) found")
+
+    # Declaration order (ties in topological order): as listed under models:, then by file name.
+    by_name = {m: by_name[m] for m in [*models_cfg, *sorted(set(by_name) - set(models_cfg))]}
+    found = {m: _discover_file(f, m) for m, f in by_name.items()}
+    known = set(by_name) | set(project.sources)
+    for model, disc in found.items():
+        for dep in disc.refs:
+            if dep.parent not in by_name:
+                hint = difflib.get_close_matches(dep.parent, list(by_name), n=1)
+                extra = f"; did you mean {hint[0]!r}?" if hint else ""
+                raise ProjectError(f"{by_name[model]} (model {model!r}): ref({dep.parent!r}) "
+                                   f"names no model{extra} (models: {', '.join(sorted(by_name))})")
+        for src in disc.sources:
+            if src not in known:
+                raise ProjectError(f"{by_name[model]} (model {model!r}): source({src!r}) is not "
+                                   f"declared under sources in {PROJECT_FILE} (sources: "
+                                   f"{', '.join(sorted(project.sources)) or 'none'})")
+
+    for model in by_name:
+        cfg = {**defaults}
+        per_model = _mapping_of(models_cfg.get(model), f"models.{model}", where)
+        _unknown(per_model, MODEL_KEYS, "model", f"{where} (models.{model})")
+        cfg.update(per_model)
+        file_cfg = {k: v for k, v in found[model].config.items() if k != "__sql__"}
+        _unknown(file_cfg, MODEL_KEYS, "config()", f"{by_name[model]} (model {model!r})")
+        cfg.update(file_cfg)
+        if cfg.get("grain") is None:
+            # An unpartitioned model ignores partition defaults it did not ask for.
+            for key in ("begin", "strategy"):
+                if key not in per_model and key not in file_cfg:
+                    cfg.pop(key, None)
+        if cfg.pop("enabled", True) is False:
+            continue
+        cfg.pop("description", None)
+        _check_sql(found[model].config["__sql__"], engine, by_name[model], model)
+        deps: list[Dependency] = list(dict.fromkeys([*found[model].refs,
+                                                    *map(Dependency, found[model].sources)]))
+        try:
+            _check_model_values(cfg)
+            project.model(model, depends_on=deps, sql=by_name[model].read_text(encoding="utf-8"),
+                          **cfg)
+        except BackfillError as exc:
+            raise ProjectError(f"{by_name[model]} (model {model!r}): {exc}") from None
+    try:
+        project.validate()
+    except CycleError as exc:
+        involved = [m for m in by_name if re.search(rf"\b{re.escape(m)}\b", str(exc))]
+        where_files = ", ".join(str(by_name[m].relative_to(root)) for m in involved)
+        raise ProjectError(f"{exc} (files: {where_files or 'models/'})") from None
+    except BackfillError as exc:
+        raise ProjectError(f"{root}: {exc}") from None
+
+    audits = _mapping_of(doc.get("audits"), "audits", where)
+    for model in audits:
+        if model not in project.models:
+            raise ProjectError(f"{where}: audits.{model} names no model")
+    project.settings = ProjectSettings(root, engine, state_dir, audits, by_name)
+    log.info("loaded %r from %s", project, root)
+    return project
+
+
+def _load_sources(project: Project, sources: dict[str, Any], where: str) -> None:
+    for schema, tables in sources.items():
+        for table, raw in _mapping_of(tables, f"sources.{schema}", where).items():
+            cfg = _mapping_of(raw, f"sources.{schema}.{table}", where)
+            _unknown(cfg, SOURCE_KEYS, "source", f"{where} (sources.{schema}.{table})")
+            cfg.pop("description", None)
+            try:
+                project.source(f"{schema}.{table}", **cfg)
+            except BackfillError as exc:
+                raise ProjectError(f"{where} (sources.{schema}.{table}): {exc}") from None
+
+
+def _discover_file(path: Path, model: str) -> _Discovered:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProjectError(f"{path} (model {model!r}): cannot read: {exc}") from None
+    try:
+        return _discover(text, f"{path} (model {model!r})")
+    except ProjectError:
+        raise
+    except BackfillError as exc:
+        raise ProjectError(f"{path} (model {model!r}): {exc}") from None
+
+
+def _check_model_values(cfg: dict[str, Any]) -> None:
+    strategy = cfg.get("strategy")
+    if strategy is not None and strategy not in STRATEGIES:
+        raise InvalidInputError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    for key in ("grain", "tz", "event_time", "strategy"):
+        if key in cfg and cfg[key] is not None and not isinstance(cfg[key], str):
+            raise InvalidInputError(f"{key} {cfg[key]!r} must be a string")
+    if "begin" in cfg and isinstance(cfg["begin"], (dt.date, dt.datetime)):
+        cfg["begin"] = cfg["begin"].isoformat()
+    if "tags" in cfg and not isinstance(cfg["tags"], (list, tuple, str)):
+        raise InvalidInputError(f"tags {cfg['tags']!r} must be a list of strings")
+    if cfg.get("grain") is not None and cfg.get("strategy") not in (None, "full", "view") \
+            and not cfg.get("event_time"):
+        raise InvalidInputError(
+            f"a partitioned model with strategy {cfg.get('strategy') or 'replace'!r} needs "
+            "event_time (the column that places each row in a partition)")
+
+
+def _check_sql(sql: str, engine: EngineSettings, path: Path, model: str) -> None:
+    """Parses the rendered SELECT with the engine's parser (syntax only: no data is read)."""
+    if engine.type != "duckdb":  # pragma: no cover - one engine so far
+        return
+    import duckdb
+
+    where = f"{path} (model {model!r})"
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise ProjectError(f"{where}: SQL error: {exc}") from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        kinds = ", ".join(str(s.type).rsplit(".", 1)[-1] for s in statements) or "nothing"
+        raise ProjectError(f"{where}: a model is one SELECT statement; found {kinds}")

@@ -1,0 +1,425 @@
+"""``Project``: the sources and models of a pipeline, their partitioning and dependencies.
+
+>>> p = Project("shop")
+>>> p.source("raw.orders", grain="day", event_time="ordered_at", retention="90d")
+>>> p.model("clean_orders", depends_on=["raw.orders"], grain="day", event_time="ordered_at")
+>>> p.plan("clean_orders+", "2026-08-01", "2026-10-29").tasks   # doctest: +SKIP
+
+The graph (validation, topological order, selectors) and the planner run in the C++ core; this
+module holds the definitions and the user-facing API.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .. import _core
+from ..checks import check_model
+from ..errors import InvalidInputError, NotFoundError
+from ..plan.plan import Plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
+    from ..lint import LintResult
+    from .files import ProjectSettings
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Dependency", "Model", "Project", "Source", "all_of", "overlap", "window"]
+
+STRATEGIES = ("replace", "merge", "append", "full", "view")
+# The lint speaks dbt's strategy names.
+_LINT_STRATEGY = {"replace": "delete+insert", "merge": "merge", "full": "table",
+                  "append": "append", "view": "view"}
+SOURCE_KINDS = ("raw", "kafka", "external")
+MappingKind = Literal["overlap", "window", "all"]
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """A parent with a partition mapping: ``overlap`` (default), ``window`` or ``all``."""
+
+    parent: str
+    mapping: MappingKind = "overlap"
+    start: int = 0  # window offsets, in the child's grain; end inclusive
+    end: int = 0
+
+    def __str__(self) -> str:
+        if self.mapping == "window":
+            return f"window({self.parent!r}, {self.start}, {self.end})"
+        return self.parent if self.mapping == "overlap" else f"all_of({self.parent!r})"
+
+
+def overlap(parent: str) -> Dependency:
+    """Each child partition reads every parent partition overlapping it (the default)."""
+    return Dependency(parent, "overlap")
+
+
+def window(parent: str, start: int, end: int) -> Dependency:
+    """Child partition ``c`` reads the parent over child partitions ``c+start .. c+end``.
+
+    ``window("fct_daily_sales", -6, 0)`` is a 7-day rolling read.
+    """
+    for name, value in (("start", start), ("end", end)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInputError(f"window {name} offset {value!r} is not an integer")
+    if start > end:
+        raise InvalidInputError(
+            f"window({parent!r}, {start}, {end}): start {start} is after end {end}; "
+            "expected start <= end"
+        )
+    return Dependency(parent, "window", start, end)
+
+
+def all_of(parent: str) -> Dependency:
+    """Every child partition reads the whole parent (a dimension, a lookup table)."""
+    return Dependency(parent, "all")
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    grain: str | None = None
+    tz: str = "UTC"
+    event_time: str | None = None
+    retention: dt.timedelta | None = None
+    kind: str = "raw"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    depends_on: tuple[Dependency, ...] = ()
+    grain: str | None = None
+    tz: str = "UTC"
+    begin: dt.datetime | None = None
+    strategy: str = "replace"
+    event_time: str | None = None
+    unique_key: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    sql: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def parents(self) -> list[str]:
+        return [d.parent for d in self.depends_on]
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _retention(value: str | dt.timedelta | None, source: str) -> dt.timedelta | None:
+    if value is None or isinstance(value, dt.timedelta):
+        if value is not None and value <= dt.timedelta(0):
+            raise InvalidInputError(f"source {source!r}: retention {value} is not positive")
+        return value
+    if isinstance(value, str) and (m := _DURATION.match(value)) and int(m.group(1)) > 0:
+        return dt.timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
+    raise InvalidInputError(
+        f"source {source!r}: retention {value!r} is not a duration; expected e.g. '7d', '90d', "
+        "'12h', a timedelta, or None (kept forever)"
+    )
+
+
+def _dependency(item: str | Dependency, model: str) -> Dependency:
+    if isinstance(item, Dependency):
+        return item
+    if isinstance(item, str):
+        return Dependency(item)
+    raise InvalidInputError(
+        f"model {model!r}: dependency {item!r} is not a name or a mapping "
+        "(backfill.overlap / window / all_of)"
+    )
+
+
+def _check_grain(grain: str | None, tz: str, what: str) -> None:
+    if grain is None:
+        return
+    try:
+        _core.check_grain(grain)
+        _core.check_zone(tz)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{what}: {exc}") from None
+
+
+def _check_name(name: object, what: str) -> str:
+    if not isinstance(name, str) or not name.strip() or any(c.isspace() for c in name):
+        raise InvalidInputError(f"{what} name {name!r} must be a non-empty string without spaces")
+    return name
+
+
+def _to_datetime(value: dt.datetime | dt.date | str, tz: str, what: str) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise InvalidInputError(f"{what} {value!r} is naive; pass a tz-aware datetime")
+        return value
+    if isinstance(value, str):
+        return _core.parse_instant(value, tz)
+    if isinstance(value, dt.date):
+        return _core.parse_instant(value.isoformat(), tz)
+    raise InvalidInputError(f"{what} {value!r} is not a date, datetime or ISO string")
+
+
+class Project:
+    """Sources and models of a pipeline; plans backfills over them."""
+
+    def __init__(self, name: str = "project") -> None:
+        self.name = name
+        self._nodes: dict[str, Source | Model] = {}
+        self._graph: _core.Graph | None = None
+        self.settings: ProjectSettings | None = None  # set by Project.load (files, engine, state)
+
+    # -- definition ----------------------------------------------------------------------------
+    def source(
+        self,
+        name: str,
+        *,
+        grain: str | None = None,
+        tz: str = "UTC",
+        event_time: str | None = None,
+        retention: str | dt.timedelta | None = None,
+        kind: str = "raw",
+        meta: Mapping[str, Any] | None = None,
+    ) -> Source:
+        """Declares a source (``raw.orders``), partitioned by event time when ``grain`` is set.
+
+        ``retention`` ("7d", "90d", a timedelta; None = kept forever) says how far back it can
+        be replayed; ``kind`` is ``raw``, ``kafka`` or ``external``.
+        """
+        _check_name(name, "source")
+        if kind not in SOURCE_KINDS:
+            raise InvalidInputError(
+                f"source {name!r}: unknown kind {kind!r}; expected one of {', '.join(SOURCE_KINDS)}"
+            )
+        _check_grain(grain, tz, f"source {name!r}")
+        src = Source(name, grain, tz, event_time, _retention(retention, name), kind, dict(meta or {}))
+        self._add(src)
+        return src
+
+    def model(
+        self,
+        name: str,
+        *,
+        depends_on: Iterable[str | Dependency] = (),
+        grain: str | None = None,
+        tz: str = "UTC",
+        begin: dt.datetime | dt.date | str | None = None,
+        strategy: str | None = None,
+        event_time: str | None = None,
+        unique_key: str | Iterable[str] | None = None,
+        tags: Iterable[str] = (),
+        sql: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Model:
+        """Declares a model. ``grain=None`` makes it unpartitioned (default strategy ``full``);
+        partitioned models default to ``replace`` (delete + insert the period)."""
+        _check_name(name, "model")
+        strategy = strategy or ("replace" if grain else "full")
+        if strategy not in STRATEGIES:
+            raise InvalidInputError(
+                f"model {name!r}: unknown strategy {strategy!r}; expected one of "
+                f"{', '.join(STRATEGIES)}"
+            )
+        keys = (unique_key,) if isinstance(unique_key, str) else tuple(unique_key or ())
+        if strategy == "merge" and not keys:
+            raise InvalidInputError(f"model {name!r}: strategy 'merge' needs a unique_key")
+        _check_grain(grain, tz, f"model {name!r}")
+        if begin is not None and grain is None:
+            raise InvalidInputError(f"model {name!r}: begin is set but the model has no grain")
+        deps = tuple(_dependency(d, name) for d in depends_on)
+        if isinstance(tags, str):
+            tags = (tags,)
+        model = Model(
+            name=name,
+            depends_on=deps,
+            grain=grain,
+            tz=tz,
+            begin=None if begin is None else _to_datetime(begin, tz, f"model {name!r} begin"),
+            strategy=strategy,
+            event_time=event_time,
+            unique_key=keys,
+            tags=tuple(tags),
+            sql=sql,
+            meta=dict(meta or {}),
+        )
+        self._add(model)
+        return model
+
+    def _add(self, node: Source | Model) -> None:
+        if node.name in self._nodes:
+            kind = "source" if isinstance(self._nodes[node.name], Source) else "model"
+            raise InvalidInputError(f"duplicate name {node.name!r}: a {kind} of that name exists")
+        self._nodes[node.name] = node
+        self._graph = None
+
+    # -- inspection ----------------------------------------------------------------------------
+    @property
+    def models(self) -> dict[str, Model]:
+        """Models by name, in declaration order."""
+        return {n: m for n, m in self._nodes.items() if isinstance(m, Model)}
+
+    @property
+    def nodes(self) -> dict[str, Source | Model]:
+        """Sources and models by name, in declaration order."""
+        return dict(self._nodes)
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        return {n: s for n, s in self._nodes.items() if isinstance(s, Source)}
+
+    def __getitem__(self, name: str) -> Source | Model:
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise NotFoundError(f"no source or model named {name!r}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._nodes
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __repr__(self) -> str:
+        return f"Project({self.name!r}: {len(self.sources)} sources, {len(self.models)} models)"
+
+    @property
+    def graph(self) -> _core.Graph:
+        """The validated C++ graph (built on first use; raises on unknown parents, cycles...)."""
+        if self._graph is None:
+            self._graph = _core.Graph([self._node_dict(n) for n in self._nodes.values()])
+        return self._graph
+
+    def validate(self) -> None:
+        """Raises if the graph is invalid (unknown parent, cycle, bad window...)."""
+        _ = self.graph
+
+    @staticmethod
+    def _node_dict(node: Source | Model) -> dict[str, Any]:
+        if isinstance(node, Source):
+            return {
+                "name": node.name,
+                "kind": "source",
+                "grain": node.grain,
+                "tz": node.tz,
+                "source_kind": node.kind,
+                "retention": None if node.retention is None else int(node.retention.total_seconds()),
+                "event_time": node.event_time,
+            }
+        return {
+            "name": node.name,
+            "kind": "model",
+            "grain": node.grain,
+            "tz": node.tz,
+            "begin": node.begin,
+            "strategy": node.strategy,
+            "event_time": node.event_time,
+            "tags": list(node.tags),
+            "depends_on": [(d.parent, d.mapping, d.start, d.end) for d in node.depends_on],
+        }
+
+    def topological_order(self, *, include_sources: bool = False) -> list[str]:
+        """Models (and sources if asked), parents first; ties in declaration order."""
+        order: list[str] = self.graph.topological_order()
+        return order if include_sources else [n for n in order if isinstance(self._nodes[n], Model)]
+
+    def upstream(self, name: str, depth: int | None = None) -> list[str]:
+        """Ancestors of ``name`` (sources included) in topological order; ``depth`` limits edges."""
+        return list(self.graph.upstream(name, -1 if depth is None else _depth(depth)))
+
+    def downstream(self, name: str, depth: int | None = None) -> list[str]:
+        """Descendants of ``name`` in topological order; ``depth`` limits edges."""
+        return list(self.graph.downstream(name, -1 if depth is None else _depth(depth)))
+
+    def parents(self, name: str) -> list[tuple[str, str]]:
+        """(parent, mapping) pairs of ``name``, e.g. ``("fct_daily_sales", "window(-6, 0)")``."""
+        return [tuple(x) for x in self.graph.parents(name)]  # type: ignore[misc]
+
+    def check(self, model: str, *, dialect: str = "duckdb") -> LintResult:
+        """Static checks of one model, before anything runs: its write strategy (``append``
+        doubles data when re-run) and the lint findings on its SQL (clock reads,
+        nondeterminism, reads of a partitioned parent not restricted to the run's period).
+        Suppressions in the SQL (``-- backfill: ignore CODE reason``) are honoured."""
+        m = self.models.get(model) if isinstance(model, str) else None
+        if m is None:
+            raise NotFoundError(f"model {model!r} is not in project {self.name!r}")
+        parents = [d.parent for d in m.depends_on]
+        files = self.settings.files if self.settings else {}
+        return check_model(
+            sql=m.sql or "",
+            strategy=_LINT_STRATEGY.get(m.strategy),
+            dialect=dialect,
+            partitioned_inputs=sorted({*parents, *(p.split(".")[-1] for p in parents)}),
+            path=str(files[model]) if model in files else None,
+        )
+
+    def select(self, select: str, exclude: str | None = None) -> list[str]:
+        """Model names matching a dbt selector (``fct_daily_sales+``, ``tag:daily``, ``@x``,
+        ``2+x``, ``fct_*``; space = union, comma = intersection), in topological order."""
+        if not isinstance(select, str):
+            raise InvalidInputError(f"selector {select!r} is not a string")
+        return list(self.graph.select(select, exclude or ""))
+
+    # -- planning ------------------------------------------------------------------------------
+    def plan(
+        self,
+        select: str,
+        start: dt.datetime | dt.date | str,
+        end: dt.datetime | dt.date | str,
+        *,
+        exclude: str | None = None,
+        as_of: dt.datetime | dt.date | str | None = None,
+        tz: str | None = None,
+        propagate: Literal["impact", "clip"] = "impact",
+        partitions_per_run: int = 1,
+        concurrency: int = 4,
+        allow_append: bool = False,
+        costs: Mapping[str, float] | None = None,
+        default_cost: float = 1.0,
+    ) -> Plan:
+        """Plans rebuilding the selected models for [start, end) (end exclusive).
+
+        Each model rebuilds the whole partitions of its grain overlapping the period, clipped
+        to its ``begin`` and to partitions ended by ``as_of`` (default: now, read once here).
+        ``propagate="impact"`` spreads the change to selected downstream models through their
+        mappings; ``"clip"`` keeps only the period and reports what stays stale. Dates and naive
+        values are read in ``tz`` (default UTC). ``costs`` are seconds per partition by model.
+        """
+        for name, value in (("partitions_per_run", partitions_per_run), ("concurrency", concurrency)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} {value!r} is not a positive integer")
+        if propagate not in ("impact", "clip"):
+            raise InvalidInputError(f"propagate {propagate!r}: expected 'impact' or 'clip'")
+        if as_of is None:
+            as_of = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        selected = self.select(select, exclude)
+        core = _core.plan(
+            self.graph,
+            selected,
+            start,
+            end,
+            as_of,
+            tz=tz,
+            propagate=propagate,
+            partitions_per_run=partitions_per_run,
+            concurrency=concurrency,
+            allow_append=allow_append,
+            costs=dict(costs or {}),
+            default_cost=float(default_cost),
+        )
+        plan = Plan(core, self, select=select, exclude=exclude)
+        log.info("planned %s", plan)
+        return plan
+
+
+def _depth(depth: int) -> int:
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InvalidInputError(f"depth {depth!r} is not a positive integer")
+    return depth

@@ -1,0 +1,445 @@
+"""``Plan``: the tasks of a backfill with their dependencies, schedule, cost and findings.
+
+>>> plan = project.plan("fct_daily_sales+", "2026-08-01", "2026-10-29")   # doctest: +SKIP
+>>> print(plan)                                # 3 models, 187 tasks; est. ...; 1 warning
+>>> plan.tasks.to_pandas()                     # one row per task, built in C++
+>>> plan.estimate(costs={"fct_daily_sales": 240}).makespan
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .. import _core
+from .._arrow import ArrowTable
+from ..errors import InvalidInputError, NotFoundError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.project import Project
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Estimate", "ModelSummary", "Plan", "PlanFinding", "format_seconds"]
+
+# Displays stay small: per-task detail only for small plans, HTML only for few models.
+_MERMAID_TASKS_MAX = 40
+_HTML_MODELS_MAX = 200
+_JSON_TASKS_MAX = 10_000
+
+
+class PlanFinding(NamedTuple):
+    """Something that would go wrong or deserves attention; ``severity`` is info/warning/error."""
+
+    code: str
+    severity: str
+    model: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity.upper()} {self.code} [{self.model}]: {self.message}"
+
+
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """One planned model: what it rebuilds and what that costs."""
+
+    model: str
+    grain: str | None
+    strategy: str
+    partitions: int
+    tasks: int
+    first_task: int
+    first: str | None  # label of the first partition ("2026-08-01"); "full" if unpartitioned
+    last: str | None
+    periods: list[tuple[dt.datetime, dt.datetime]]
+    cost_per_partition: float
+    cost_assumed: bool
+    work: float  # seconds
+    sched_start: float
+    sched_end: float
+
+    @property
+    def period(self) -> str:
+        if self.tasks == 0:
+            return "nothing to do"
+        if self.first == self.last or self.grain is None:
+            return str(self.first)
+        return f"{self.first}..{self.last}"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The list schedule of a plan at a concurrency: total work, makespan, critical path."""
+
+    concurrency: int
+    total_work: float  # seconds of work, summed over tasks
+    makespan: float  # seconds from the backfill's start to its last task's end
+    critical_path: list[tuple[str, str]]  # (model, first partition label) per task
+    per_model: dict[str, float]  # seconds of work by model
+    assumed: list[str]  # models without a given cost (default_cost per partition assumed)
+    plan: Plan = field(repr=False, compare=False)
+
+    def __str__(self) -> str:
+        text = (
+            f"est. {format_seconds(self.makespan)} at {self.concurrency} concurrent "
+            f"({format_seconds(self.total_work)} of work)"
+        )
+        if self.assumed:
+            text += f"; no cost given for {len(self.assumed)} model(s)"
+        return text
+
+
+def format_seconds(seconds: float) -> str:
+    """``21840`` -> ``"6 h 4 m"``; short spans keep seconds."""
+    s = int(round(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    parts = [f"{v} {u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m")) if v]
+    if s and not days and not hours:
+        parts.append(f"{s} s")
+    return " ".join(parts[:2]) if parts else "0 s"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+class Plan:
+    """A planned backfill (immutable). Built by :meth:`backfill.Project.plan`."""
+
+    def __init__(
+        self, core: _core.Plan, project: Project, *, select: str, exclude: str | None
+    ) -> None:
+        self._core = core
+        self.project = project
+        self.select = select
+        self.exclude = exclude
+        self._models: list[ModelSummary] | None = None
+        self._tasks: ArrowTable | None = None
+        self._findings: list[PlanFinding] | None = None
+
+    # -- contents ------------------------------------------------------------------------------
+    @property
+    def tasks(self) -> ArrowTable:
+        """One row per task (built in C++): task_id, model, start, end (UTC), label, partitions,
+        wave, sched_start, sched_end (seconds from the backfill's start), depends_on."""
+        if self._tasks is None:
+            self._tasks = ArrowTable(self._core.tasks_table())
+        return self._tasks
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self.tasks.__arrow_c_stream__(requested_schema)
+
+    def to_pandas(self) -> Any:
+        """The task table as a pandas DataFrame (needs pyarrow)."""
+        return self.tasks.to_pandas()
+
+    def task(self, task_id: int) -> dict[str, Any]:
+        """One task as a dict (for inspection; use :attr:`tasks` for many)."""
+        return dict(self._core.task(task_id))
+
+    def __len__(self) -> int:
+        return int(self._core.task_count)
+
+    @property
+    def task_count(self) -> int:
+        return int(self._core.task_count)
+
+    @property
+    def dependency_count(self) -> int:
+        return int(self._core.dependency_count)
+
+    @property
+    def wave_count(self) -> int:
+        return int(self._core.wave_count)
+
+    @property
+    def models(self) -> list[ModelSummary]:
+        """Per planned model, in topological order."""
+        if self._models is None:
+            self._models = [ModelSummary(**d) for d in self._core.models()]
+        return self._models
+
+    def model(self, name: str) -> ModelSummary:
+        for m in self.models:
+            if m.model == name:
+                return m
+        raise NotFoundError(f"model {name!r} is not in this plan; planned: "
+                            f"{', '.join(m.model for m in self.models)}")
+
+    @property
+    def findings(self) -> list[PlanFinding]:
+        """The planner's findings, then each planned model's static checks
+        (:meth:`backfill.Project.check`: lint of its SQL) as findings of that model."""
+        if self._findings is None:
+            self._findings = [PlanFinding(*f) for f in self._core.findings()] + self._model_checks()
+        return self._findings
+
+    def _model_checks(self) -> list[PlanFinding]:
+        out: list[PlanFinding] = []
+        for m in self.models:
+            model = self.project.models.get(m.model)
+            if not m.tasks or model is None or not model.sql:
+                continue
+            for f in self.project.check(m.model):
+                if f.code == "APPEND_STRATEGY":  # the planner reports it (and allow_append)
+                    continue
+                out.append(PlanFinding(f.code, f.severity, m.model,
+                                   f"line {f.line}, column {f.column}: {f.message}"))
+        return out
+
+    def errors(self, *, include_checks: bool = True) -> list[PlanFinding]:
+        """Findings of severity error; ``include_checks=False`` leaves out the models' static
+        checks (lint), for a caller that chose to run despite them."""
+        found = self.findings if include_checks else [PlanFinding(*f) for f in self._core.findings()]
+        return [f for f in found if f.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        """False when any finding has severity error."""
+        return not self.errors()
+
+    @property
+    def start(self) -> dt.datetime:
+        return self._core.start
+
+    @property
+    def end(self) -> dt.datetime:
+        return self._core.end
+
+    @property
+    def as_of(self) -> dt.datetime:
+        return self._core.as_of
+
+    @property
+    def propagate(self) -> str:
+        return str(self._core.propagate)
+
+    # -- estimates -----------------------------------------------------------------------------
+    @property
+    def schedule(self) -> Estimate:
+        """The schedule computed with the plan's own costs and concurrency."""
+        core = self._core
+        ms = self.models
+        path = [(str(t["model"]), str(t["label"])) for t in map(core.task, core.critical_path)]
+        return Estimate(
+            concurrency=int(core.concurrency),
+            total_work=float(core.total_work),
+            makespan=float(core.makespan),
+            critical_path=path,
+            per_model={m.model: m.work for m in ms},
+            assumed=[m.model for m in ms if m.cost_assumed and m.tasks],
+            plan=self,
+        )
+
+    def estimate(
+        self,
+        costs: Mapping[str, float] | None = None,
+        *,
+        concurrency: int | None = None,
+        default_cost: float = 1.0,
+    ) -> Estimate:
+        """Schedules the same tasks with ``costs`` (seconds per partition by model, e.g. from a
+        one-day sample run) at ``concurrency`` (default: the plan's); ``.plan`` of the result
+        carries the new sched_start/sched_end."""
+        conc = int(self._core.concurrency) if concurrency is None else concurrency
+        if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
+            raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")
+        core = self._core.rescheduled(dict(costs or {}), float(default_cost), conc)
+        return Plan(core, self.project, select=self.select, exclude=self.exclude).schedule
+
+    # -- displays ------------------------------------------------------------------------------
+    def _counts(self) -> dict[str, int]:
+        counts = {"error": 0, "warning": 0, "info": 0}
+        for f in self.findings:
+            counts[f.severity] += 1
+        return counts
+
+    def __str__(self) -> str:
+        ms = self.models
+        sched = self.schedule
+        counts = self._counts()
+        issues = [_plural(counts[s], s) for s in ("error", "warning") if counts[s]]
+        text = (
+            f"{_plural(len(ms), 'model')}, {_plural(self.task_count, 'task')}; "
+            f"est. {format_seconds(sched.makespan)} at {sched.concurrency} concurrent"
+        )
+        if sched.assumed:
+            text += " (assumed cost)"
+        return text + ("; " + ", ".join(issues) if issues else "; no issues")
+
+    def __repr__(self) -> str:
+        return f"<Plan {self.select!r} {self.start:%Y-%m-%d}..{self.end:%Y-%m-%d}: {self}>"
+
+    def describe(self) -> str:
+        """A multi-line text report: summary, per-model table, findings."""
+        lines = [str(self), ""]
+        ms = self.models
+        width = max([len("model"), *(len(m.model) for m in ms)])
+        lines.append(f"{'model':<{width}}  {'grain':<7}  {'partitions':>10}  {'tasks':>7}  "
+                     f"{'work':>9}  period")
+        for m in ms:
+            lines.append(
+                f"{m.model:<{width}}  {m.grain or '-':<7}  {m.partitions:>10}  {m.tasks:>7}  "
+                f"{format_seconds(m.work):>9}  {m.period}"
+            )
+        if self.findings:
+            lines.append("")
+            lines.extend(str(f) for f in self.findings)
+        return "\n".join(lines)
+
+    def to_dict(self, *, tasks: bool | None = None) -> dict[str, Any]:
+        """JSON-ready contents; tasks are included when asked or when there are few."""
+        sched = self.schedule
+        out: dict[str, Any] = {
+            "select": self.select,
+            "exclude": self.exclude,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "as_of": self.as_of.isoformat(),
+            "propagate": self.propagate,
+            "ok": self.ok,
+            "summary": str(self),
+            "task_count": self.task_count,
+            "dependency_count": self.dependency_count,
+            "wave_count": self.wave_count,
+            "estimate": {
+                "concurrency": sched.concurrency,
+                "total_work_seconds": sched.total_work,
+                "makespan_seconds": sched.makespan,
+                "critical_path": [{"model": m, "label": lab} for m, lab in sched.critical_path],
+                "assumed_cost": sched.assumed,
+            },
+            "models": [
+                {
+                    "model": m.model,
+                    "grain": m.grain,
+                    "strategy": m.strategy,
+                    "partitions": m.partitions,
+                    "tasks": m.tasks,
+                    "first": m.first,
+                    "last": m.last,
+                    "periods": [[a.isoformat(), b.isoformat()] for a, b in m.periods],
+                    "cost_per_partition": m.cost_per_partition,
+                    "work_seconds": m.work,
+                }
+                for m in self.models
+            ],
+            "findings": [f._asdict() for f in self.findings],
+        }
+        if tasks or (tasks is None and self.task_count <= _JSON_TASKS_MAX):
+            rows = []
+            for i in range(self.task_count):
+                t = self._core.task(i)
+                t["start"] = t["start"].isoformat() if t["start"] else None
+                t["end"] = t["end"].isoformat() if t["end"] else None
+                rows.append(t)
+            out["tasks"] = rows
+        return out
+
+    def to_json(self, *, tasks: bool | None = None, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(tasks=tasks), indent=indent)
+
+    def to_mermaid(self, *, per_task: bool | None = None) -> str:
+        """A mermaid flowchart: one node per planned model with its period and counts (and
+        stale downstream models dashed); one node per task for small plans or when asked."""
+        ms = self.models
+        ids = {m.model: f"m{i}" for i, m in enumerate(ms)}
+        lines = ["flowchart LR"]
+        if per_task or (per_task is None and self.task_count <= _MERMAID_TASKS_MAX):
+            for i in range(self.task_count):
+                t = self._core.task(i)
+                lines.append(f'  t{i}["{_mm(t["model"])}<br/>{_mm(t["label"])}"]')
+            for i in range(self.task_count):
+                for d in self._core.depends_on(i):
+                    lines.append(f"  t{d} --> t{i}")
+            return "\n".join(lines) + "\n"
+        for m in ms:
+            counts = f"{_plural(m.partitions, 'partition')}, {_plural(m.tasks, 'task')}"
+            lines.append(f'  {ids[m.model]}["{_mm(m.model)}<br/>{_mm(m.period)}<br/>{counts}"]')
+        stale = [f.model for f in self.findings if f.code == "STALE_DOWNSTREAM"]
+        for i, name in enumerate(stale):
+            ids[name] = f"s{i}"
+            lines.append(f'  s{i}["{_mm(name)}<br/>not selected: stale"]')
+        for name in [*(m.model for m in ms), *stale]:
+            for parent, mapping in self.project.parents(name):
+                if parent in ids:
+                    arrow = "-->" if mapping == "overlap" else f"-->|{_mm(mapping)}|"
+                    lines.append(f"  {ids[parent]} {arrow} {ids[name]}")
+        if stale:
+            lines.append("  classDef stale stroke-dasharray: 5 5")
+            lines.append(f"  class {','.join(ids[s] for s in stale)} stale")
+        return "\n".join(lines) + "\n"
+
+    def _repr_html_(self) -> str | None:
+        ms = self.models
+        if len(ms) > _HTML_MODELS_MAX:
+            return None
+        e = html.escape
+        rows = "".join(
+            f"<tr><td>{e(m.model)}</td><td>{e(m.grain or '-')}</td><td>{e(m.strategy)}</td>"
+            f"<td style='text-align:right'>{m.partitions}</td>"
+            f"<td style='text-align:right'>{m.tasks}</td><td>{e(m.period)}</td>"
+            f"<td style='text-align:right'>{e(format_seconds(m.work))}</td></tr>"
+            for m in ms
+        )
+        colors = {"error": "#c62828", "warning": "#ef6c00", "info": "#546e7a"}
+        findings = "".join(
+            f"<li><b style='color:{colors[f.severity]}'>{e(f.code)}</b> "
+            f"<code>{e(f.model)}</code>: {e(f.message)}</li>"
+            for f in self.findings
+        )
+        return (
+            "<div class='backfill-plan'>"
+            f"<p><b>Backfill plan</b> <code>{e(self.select)}</code> "
+            f"{self.start:%Y-%m-%d}..{self.end:%Y-%m-%d} (end exclusive): {e(str(self))}</p>"
+            "<table><thead><tr><th>model</th><th>grain</th><th>strategy</th><th>partitions</th>"
+            f"<th>tasks</th><th>period</th><th>work</th></tr></thead><tbody>{rows}</tbody></table>"
+            + (f"<ul>{findings}</ul>" if findings else "")
+            + self._timeline_svg()
+            + "</div>"
+        )
+
+    def _timeline_svg(self) -> str:
+        """One bar per model from its first task's start to its last task's end."""
+        ms = [m for m in self.models if m.tasks]
+        span = max((m.sched_end for m in ms), default=0.0)
+        if not ms or span <= 0:
+            return ""
+        label_w, bar_w, row_h = 170, 420, 18
+        height = row_h * len(ms) + 22
+        parts = [
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='{label_w + bar_w + 10}' "
+            f"height='{height}' font-family='sans-serif' font-size='11'>"
+        ]
+        for i, m in enumerate(ms):
+            y = i * row_h + 4
+            x = label_w + bar_w * m.sched_start / span
+            w = max(1.0, bar_w * (m.sched_end - m.sched_start) / span)
+            parts.append(f"<text x='0' y='{y + 11}'>{html.escape(m.model)}</text>")
+            parts.append(
+                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='{row_h - 5}' fill='#4e79a7'>"
+                f"<title>{html.escape(m.model)}: {m.tasks} tasks, "
+                f"{format_seconds(m.sched_start)} to {format_seconds(m.sched_end)}</title></rect>"
+            )
+        axis_y = row_h * len(ms) + 16
+        parts.append(f"<text x='{label_w}' y='{axis_y}'>0</text>")
+        parts.append(
+            f"<text x='{label_w + bar_w}' y='{axis_y}' text-anchor='end'>"
+            f"{html.escape(format_seconds(span))}</text></svg>"
+        )
+        return "".join(parts)
+
+
+def _mm(text: object) -> str:
+    """Escapes text for a quoted mermaid label."""
+    return str(text).replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")

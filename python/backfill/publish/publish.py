@@ -1,0 +1,185 @@
+"""Publish and discard.
+
+>>> bf.publish(note="revenue from 1 Aug was overstated by ~2%")     # doctest: +SKIP
+>>> print(project.changelog())                                       # doctest: +SKIP
+
+``publish`` asks the engine to swap every backfilled partition of every model of the backfill
+into the published tables together with the consumers' changelog rows (see
+:meth:`backfill.engines.Engine.publish` for what each engine guarantees: DuckDB does it in ONE
+transaction, so a reader sees all old or all new), records the publication in the ledger and
+drops the audit area.
+
+It refuses (``ConflictError``) when:
+
+* the latest audit failed a gate, unless ``force_reason`` says why it is right anyway (recorded);
+* there is no audit, or the backfill's tasks changed its audit area since (re-run -> re-audit);
+* the published tables changed since the audit (someone else published over the same periods):
+  the engine compares the fingerprints recorded at audit time inside the swap, so nothing can
+  slip in between the check and the swap. Re-audit, then publish.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..engines import PublishModel, PublishRequest, StalePublishedError
+from ..errors import ConflictError, InvalidInputError
+from ..run import BackfillState, LedgerBackend, who
+from .changelog import changelog_rows
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..run import Backfill
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Publication", "discard_backfill", "latest_audit", "publish_backfill",
+           "recorded_publication"]
+
+
+@dataclass(frozen=True)
+class Publication:
+    id: str
+    backfill_id: str
+    published_at: str
+    published_by: str
+    note: str
+    forced_reason: str | None
+    models: dict[str, list[str]]  # model -> changed partition labels
+    changelog_rows: int
+
+    def __str__(self) -> str:
+        changed = {m: p for m, p in self.models.items() if p}
+        text = (f"published {self.backfill_id} as {self.id} at {self.published_at} by "
+                f"{self.published_by}: {len(self.models)} model(s), "
+                f"{sum(len(p) for p in changed.values())} changed partition(s)")
+        if self.forced_reason:
+            text += f" (FORCED past failed gates: {self.forced_reason})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def latest_audit(ledger: LedgerBackend, backfill_id: str) -> list[dict[str, Any]]:
+    """The per-model rows of the backfill's latest audit, with ``result`` and
+    ``published_fingerprints`` decoded. ConflictError when it was never audited."""
+    rows = ledger.audits(backfill_id)
+    if not rows:
+        raise ConflictError(f"backfill {backfill_id} has not been audited; run `backfill audit "
+                            f"{backfill_id}` (bf.audit()) before publishing")
+    latest = json.loads(rows[-1]["result"])["audit_id"]
+    out = []
+    for r in rows:
+        result = json.loads(r["result"])
+        if result["audit_id"] == latest:
+            out.append({**r, "result": result,
+                        "published_fingerprints": json.loads(r["published_fingerprints"])})
+    return out
+
+
+def recorded_publication(ledger: LedgerBackend, backfill_id: str) -> dict[str, Any] | None:
+    """The publication recorded for a published backfill (as ``Publication.to_dict()`` minus the
+    changelog row count), or None."""
+    pubs = ledger.publications(backfill_id)
+    if not pubs or ledger.backfill(backfill_id)["status"] != BackfillState.PUBLISHED:
+        return None
+    row = pubs[-1]
+    recorded = json.loads(row["models"])
+    return {"id": recorded["publication_id"], "backfill_id": row["backfill_id"],
+            "published_at": row["published_at"], "published_by": row["published_by"],
+            "note": row["note"], "forced_reason": row["forced_reason"],
+            "models": recorded["models"]}
+
+
+def publish_backfill(bf: Backfill, note: str, force_reason: str | None = None) -> Publication:
+    """Publishes ``bf`` (see the module doc); returns the :class:`Publication`."""
+    if not isinstance(note, str) or not note.strip():
+        raise InvalidInputError("publish needs a note for the consumers' changelog, e.g. "
+                                "note='revenue from 1 Aug was overstated by ~2%'")
+    if force_reason is not None and (not isinstance(force_reason, str) or not force_reason.strip()):
+        raise InvalidInputError(f"force_reason {force_reason!r}: say why publishing past a "
+                                "failed gate is right")
+    rec = bf.ledger.backfill(bf.id)
+    if bf.mode != "audit":
+        raise InvalidInputError(f"backfill {bf.id} wrote the published tables directly; there "
+                                "is nothing to publish")
+    if rec["status"] != BackfillState.DONE:
+        raise InvalidInputError(f"backfill {bf.id} is {rec['status']}; only a finished "
+                                "('done') backfill can be published")
+    try:
+        return _publish(bf, rec, note.strip(), force_reason.strip() if force_reason else None)
+    finally:
+        bf.engine.close()  # let other processes (readers, runners) open the warehouse
+
+
+def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -> Publication:
+    project, engine = bf.project, bf.engine
+    audits = {a["model"]: a for a in latest_audit(bf.ledger, bf.id)}
+    parts = bf.partitions()
+    missing = [m for m in parts if m not in audits]
+    if missing:
+        raise ConflictError(f"the latest audit of {bf.id} did not cover {', '.join(missing)}; "
+                            f"re-audit first: backfill audit {bf.id}")
+    failed = [g for a in audits.values() for g in a["result"]["gates"] if not g["passed"]]
+    if failed and forced is None:
+        lines = "\n  ".join(f"{g['model']}: {g['gate']} -- {g['reason']}" for g in failed)
+        raise ConflictError(f"backfill {bf.id} failed {len(failed)} gate(s); fix it, or publish "
+                            f"with force_reason='why this is right' (--force REASON):\n  {lines}")
+    for model, model_parts in parts.items():
+        now = engine.fingerprints(project, model, bf.area, model_parts)
+        if {k: str(v) for k, v in now.items()} != audits[model]["result"]["audit_fingerprints"]:
+            raise ConflictError(f"the audit area of {model} changed since the audit (a task ran "
+                                f"again); re-audit first: backfill audit {bf.id}")
+    order = [m for m in project.topological_order() if m in parts]
+    pub_id = f"pub_{uuid.uuid4().hex[:10]}"
+    when = dt.datetime.now(dt.timezone.utc)
+    by = who()
+    rows = [row for m in order for row in changelog_rows(
+        pub_id, bf.id, rec["reason"], when, by, note, forced, audits[m], parts[m])]
+    request = PublishRequest(
+        bf.id, bf.area,
+        tuple(PublishModel(m, tuple(parts[m]), audits[m]["published_fingerprints"])
+              for m in order),
+        tuple(rows))
+    try:
+        engine.publish(project, request)
+    except StalePublishedError as exc:
+        shown = ", ".join(exc.labels[:5]) + (", ..." if len(exc.labels) > 5 else "")
+        raise ConflictError(
+            f"the published {exc.model} changed since the audit of {bf.id} in "
+            f"{len(exc.labels)} partition(s) ({shown}): someone else published; re-audit "
+            f"first: backfill audit {bf.id}") from exc
+    changed = {a["model"]: [p["label"] for p in a["result"]["partitions"] if not p["identical"]]
+               for a in audits.values()}
+    publication = Publication(pub_id, bf.id, when.isoformat(timespec="seconds"), by, note,
+                              forced, changed, len(rows))
+    bf.ledger.record_publication(bf.id, {
+        "publication_id": pub_id, "published_at": publication.published_at, "published_by": by,
+        "note": note, "forced_reason": forced, "models": changed})
+    engine.drop_area(bf.id)  # the changelog keeps what changed; the old version is gone
+    log.info("%s", publication)
+    return publication
+
+
+def discard_backfill(bf: Backfill) -> None:
+    """Drops the audit area of an unpublished backfill and marks it discarded."""
+    rec = bf.ledger.backfill(bf.id)
+    if rec["status"] == BackfillState.PUBLISHED:
+        raise ConflictError(f"backfill {bf.id} is published; discarding it would not undo that "
+                            "(backfill the period again to change it)")
+    if bf.mode != "audit":
+        raise InvalidInputError(f"backfill {bf.id} wrote the published tables directly; there "
+                                "is no audit area to discard")
+    workers = bf.ledger.live_workers(bf.id)
+    if workers:
+        raise ConflictError(f"backfill {bf.id} has tasks running (workers "
+                            f"{', '.join(sorted(workers))}); stop its runners first")
+    bf.engine.drop_area(bf.id)
+    bf.engine.close()
+    bf.ledger.set_status(bf.id, BackfillState.DISCARDED, finished=True)
+    log.info("discarded backfill %s", bf.id)

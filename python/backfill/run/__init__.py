@@ -1,0 +1,10 @@
+"""The run stage: backfills recorded in a ledger and run task by task through an engine."""
+
+from __future__ import annotations
+
+from .backfill import Backfill, engine_for, who
+from .ledger import (BackfillState, LedgerBackend, TaskState, ledger_for, open_ledger, utcnow)
+from .status import BackfillStatus, ModelStatus, TaskEvent
+
+__all__ = ["Backfill", "BackfillState", "BackfillStatus", "LedgerBackend", "ModelStatus",
+           "TaskEvent", "TaskState", "engine_for", "ledger_for", "open_ledger", "utcnow", "who"]

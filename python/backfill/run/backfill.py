@@ -1,0 +1,310 @@
+"""``Backfill``: a plan recorded in the ledger and run, concurrently and resumably.
+
+>>> bf = project.backfill(project.plan("fct_daily_sales+", "2026-08-01", "2026-10-29"),
+...                       reason="discount bug fixed")              # doctest: +SKIP
+>>> bf.run(concurrency=8).ok                                        # doctest: +SKIP
+>>> backfill.Backfill.resume(bf.id, project=project).run()          # after a crash
+
+A worker claims ready tasks (every dependency done) from the ledger with a lease, runs up to
+``concurrency`` of them in threads through the engine, renews its leases while they run, and
+records each attempt. A failed task is retried with exponential backoff when its failure is
+transient (a lock, a conflict, an I/O error) up to ``max_attempts``; a task that fails for good
+blocks only its downstream tasks, independent ones carry on, and the backfill ends ``failed``.
+Several workers (threads or processes) may run one backfill; each keeps going until every task
+is done or failed or blocked, so a task whose worker died is claimed again when its lease ends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..calendar import partitions as calendar_partitions
+from ..engines import Area, Engine, Part, TaskFailure, open_engine
+from ..errors import BackfillError, InvalidInputError
+from .ledger import BackfillState, Claim, LedgerBackend, TaskRow, ledger_for, new_worker_id
+from .status import BackfillStatus, TaskEvent, backfill_status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.project import Project
+    from ..plan import Plan
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Backfill", "BackfillStatus", "ModelStatus", "TaskEvent"]
+
+
+_B = TypeVar("_B", bound="Backfill")
+_ID_RE = re.compile(r"bf_[A-Za-z0-9_]{1,57}")
+
+
+def _new_id() -> str:
+    now = dt.datetime.now(dt.timezone.utc)
+    return f"bf_{now:%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:4]}"
+
+
+def _sql_hash(text: str | None) -> str:
+    return hashlib.sha256((text or "").encode()).hexdigest()[:16]
+
+
+class Backfill:
+    """A backfill recorded in the ledger. Create with :meth:`Project.backfill`; reopen with
+    :meth:`Backfill.resume` (or :meth:`Backfill.open` to only look)."""
+
+    def __init__(self, project: Project, backfill_id: str, *, ledger: LedgerBackend,
+                 engine: Engine) -> None:
+        self.project = project
+        self.id = backfill_id
+        self.ledger = ledger
+        self.engine = engine
+        rec = ledger.backfill(backfill_id)
+        self.mode: str = rec["mode"]
+        self.reason: str = rec["reason"]
+        self._area: Area | None = None
+
+    # -- creation ------------------------------------------------------------------------------
+    @classmethod
+    def create(cls: type[_B], project: Project, plan: Plan, *, reason: str, direct: bool = False,
+               engine: Engine | None = None, ledger: LedgerBackend | None = None,
+               lint: bool = True, backfill_id: str | None = None) -> _B:
+        """Records ``plan`` as a new backfill. ``backfill_id`` (default: a fresh
+        ``bf_<time>_<random>``) lets an orchestrator derive a deterministic id from its run, so
+        that a retried planning step finds the backfill it already recorded."""
+        if backfill_id is not None and not _ID_RE.fullmatch(backfill_id):
+            raise InvalidInputError(f"backfill_id {backfill_id!r}: expected 'bf_' followed by "
+                                    "letters, digits or '_' (at most 60 characters)")
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidInputError("a backfill needs a reason (who reads the changelog will ask "
+                                    "why the past changed), e.g. reason='discount bug fixed'")
+        errors = [str(f) for f in plan.errors(include_checks=lint)]
+        if errors:
+            raise InvalidInputError("the plan has errors; fix them first:\n  " + "\n  ".join(errors))
+        ledger = ledger or ledger_for(project)
+        engine = engine or engine_for(project)
+        missing = [m.model for m in plan.models if not project.models[m.model].sql]
+        if missing:
+            raise InvalidInputError(f"models without SQL cannot run: {', '.join(missing)}")
+        tasks = [plan.task(i) for i in range(plan.task_count)]
+        settings = project.settings
+        record = {
+            "id": backfill_id or _new_id(),
+            "project": project.name,
+            "project_root": str(settings.root) if settings else None,
+            "selection": plan.select,
+            "exclude": plan.exclude,
+            "start": plan.start.isoformat(),
+            "end": plan.end.isoformat(),
+            "as_of": plan.as_of.isoformat(),
+            "reason": reason.strip(),
+            "mode": "direct" if direct else "audit",
+            "engine": repr(engine),
+            "plan": plan.to_json(tasks=False, indent=None),
+            "models": json.dumps({m.model: _sql_hash(project.models[m.model].sql)
+                                  for m in plan.models}),
+            "created_by": who(),
+        }
+        ledger.create_backfill(record, tasks)
+        log.info("recorded backfill %s: %s, %d tasks (%s)", record["id"], plan.select,
+                 len(tasks), record["mode"])
+        return cls(project, str(record["id"]), ledger=ledger, engine=engine)
+
+    @classmethod
+    def open(cls: type[_B], backfill_id: str | None = None, *, project: Project,
+             engine: Engine | None = None, ledger: LedgerBackend | None = None) -> _B:
+        """The backfill ``backfill_id`` (default: the latest) of ``project``, from ``ledger``
+        (default: the project's)."""
+        ledger = ledger or ledger_for(project, must_exist=True)
+        if backfill_id is None:
+            backfill_id = ledger.latest()
+            if backfill_id is None:
+                raise InvalidInputError(f"no backfills recorded in {ledger!r}")
+        ledger.backfill(backfill_id)  # raises NotFoundError naming recent ids
+        return cls(project, backfill_id, ledger=ledger, engine=engine or engine_for(project))
+
+    @classmethod
+    def resume(cls: type[_B], backfill_id: str, *, project: Project,
+               engine: Engine | None = None, ledger: LedgerBackend | None = None) -> _B:
+        """Reopens a backfill to run what is not done: failed tasks get fresh attempts, tasks of a
+        dead worker are claimed again when its lease ends. Call ``.run()`` on the result."""
+        bf = cls.open(backfill_id, project=project, engine=engine, ledger=ledger)
+        rec = bf.ledger.backfill(backfill_id)
+        if BackfillState(rec["status"]).final:
+            raise InvalidInputError(f"backfill {backfill_id} is {rec['status']}; nothing to resume")
+        changed = [m for m, h in json.loads(rec["models"]).items()
+                   if m in bf.project.models and _sql_hash(bf.project.models[m].sql) != h]
+        if changed:
+            log.warning("backfill %s: SQL of %s changed since it was recorded; resumed tasks "
+                        "run the current SQL", backfill_id, ", ".join(changed))
+        reset = bf.ledger.reset_failed(backfill_id)
+        if reset:
+            log.info("backfill %s: %d failed task(s) will be retried", backfill_id, reset)
+        return bf
+
+    def __repr__(self) -> str:
+        return f"<Backfill {self.id} ({self.mode}): {self.reason!r}>"
+
+    def __str__(self) -> str:
+        return str(self.status())
+
+    def _repr_html_(self) -> str | None:
+        return self.status()._repr_html_()
+
+    # -- inspection ----------------------------------------------------------------------------
+    def status(self) -> BackfillStatus:
+        return backfill_status(self.ledger, self.id)
+
+    def tasks(self) -> list[TaskRow]:
+        return self.ledger.tasks(self.id)
+
+    def attempts(self) -> list[dict[str, Any]]:
+        return self.ledger.attempts(self.id)
+
+    def partitions(self) -> dict[str, list[Part]]:
+        """Model -> the partitions the backfill rebuilds, in time order (empty: the whole
+        table), from its tasks: what the audit compares and publish swaps."""
+        out: dict[str, list[Part]] = {}
+        for t in self.ledger.tasks(self.id):
+            m = self.project.models[t.model]
+            parts = out.setdefault(t.model, [])
+            if t.start is None or t.end is None or m.strategy == "full" or not m.event_time:
+                continue
+            if m.grain:
+                parts.extend((p.label, p.start, p.end)
+                             for p in calendar_partitions(m.grain, t.start, t.end, tz=m.tz))
+            else:
+                parts.append((t.label, t.start, t.end))
+        return {k: sorted(set(v), key=lambda p: p[1]) for k, v in out.items()}
+
+    @property
+    def area(self) -> Area:
+        """Where this backfill writes, and the periods it rebuilds per model."""
+        if self._area is None:
+            periods: dict[str, list[tuple[dt.datetime, dt.datetime]]] = {}
+            for t in self.ledger.tasks(self.id):
+                if t.start is not None and t.end is not None:
+                    periods.setdefault(t.model, []).append((t.start, t.end))
+                else:
+                    periods.setdefault(t.model, [])
+            self._area = Area(None if self.mode == "direct" else self.id, periods)
+        return self._area
+
+    # -- running -------------------------------------------------------------------------------
+    def run(self, concurrency: int = 4, *, max_attempts: int = 3, backoff: float = 1.0,
+            lease_seconds: float = 60.0, poll: float = 0.05,
+            on_event: Callable[[TaskEvent], None] | None = None) -> BackfillStatus:
+        """Runs the backfill's remaining tasks with up to ``concurrency`` threads; returns the
+        final status (``.ok`` false when a task failed). ``backoff`` seconds before the 2nd
+        attempt, doubling after. Safe to call from several processes at once."""
+        for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} {value!r} is not a positive integer")
+        if backoff < 0 or lease_seconds <= 0:
+            raise InvalidInputError("backoff must be >= 0 and lease_seconds > 0")
+        worker = new_worker_id()
+        rec = self.ledger.backfill(self.id)
+        if rec["status"] in ("published", "discarded"):
+            raise InvalidInputError(f"backfill {self.id} is {rec['status']}; it cannot run")
+        self.ledger.set_status(self.id, "running")
+        log.info("backfill %s: worker %s starts (concurrency %d)", self.id, worker, concurrency)
+        running: dict[Future[None], Claim] = {}
+        stop = threading.Event()
+        heartbeat = threading.Thread(
+            target=self._heartbeat, args=(worker, running, lease_seconds, stop), daemon=True)
+        heartbeat.start()
+        emit = on_event or (lambda _e: None)
+        try:
+            with ThreadPoolExecutor(max_workers=concurrency,
+                                    thread_name_prefix=f"backfill-{self.id}") as pool:
+                while True:
+                    for claim in self.ledger.claim(self.id, worker, concurrency - len(running),
+                                                   lease_seconds):
+                        emit(TaskEvent("started", claim.task.model, claim.task.label,
+                                       claim.task.task_id, claim.attempt))
+                        fut = pool.submit(self._run_one, claim, worker, max_attempts, backoff, emit)
+                        running[fut] = claim
+                    if running:
+                        done, _ = wait(list(running), timeout=max(poll, 0.5),
+                                       return_when=FIRST_COMPLETED)
+                        for fut in done:
+                            del running[fut]
+                            fut.result()  # _run_one records its own failures; re-raise bugs
+                        continue
+                    snap = self.status()
+                    if snap.finished:
+                        break
+                    time.sleep(poll)  # waiting for a backoff, or for other workers' tasks
+        finally:
+            stop.set()
+            heartbeat.join()
+            self.engine.close()
+        final = self.status()
+        status = "failed" if final.failed_tasks else "done"
+        if final.finished:
+            self.ledger.set_status(self.id, status, finished=True)
+        final = self.status()
+        log.info("backfill %s: %s", self.id, final)
+        return final
+
+    def _heartbeat(self, worker: str, running: dict[Future[None], Claim], lease_seconds: float,
+                   stop: threading.Event) -> None:
+        while not stop.wait(lease_seconds / 3):
+            try:
+                ids = [c.task.task_id for c in list(running.values())]
+                self.ledger.renew(self.id, worker, ids, lease_seconds)
+            except Exception:  # pragma: no cover - keep renewing on a hiccup
+                log.exception("backfill %s: lease renewal failed", self.id)
+
+    def _run_one(self, claim: Claim, worker: str, max_attempts: int, backoff: float,
+                 emit: Callable[[TaskEvent], None]) -> None:
+        t = claim.task
+        began = time.perf_counter()
+        try:
+            result = self.engine.run_task(self.project, t.model, t.start, t.end, self.area)
+        except Exception as exc:  # every failure is recorded; none stops other tasks
+            transient = exc.transient if isinstance(exc, TaskFailure) else \
+                not isinstance(exc, BackfillError)
+            message = str(exc) if isinstance(exc, BackfillError) else f"{type(exc).__name__}: {exc}"
+            retry = transient and claim.attempt < max_attempts
+            retry_at = time.time() + backoff * 2 ** (claim.attempt - 1) if retry else None
+            seconds = time.perf_counter() - began
+            status = self.ledger.finish(claim, self.id, worker, ok=False, rows=None, deleted=None,
+                                        fingerprint=None, seconds=seconds, error=message,
+                                        retry_at=retry_at)
+            log.log(logging.INFO if status == "pending" else logging.ERROR,
+                    "task %s %s attempt %d failed (%s): %s", t.model, t.label, claim.attempt,
+                    "will retry" if status == "pending" else status, message)
+            kind = {"pending": "retry", "failed": "failed"}.get(status, "lost")
+            emit(TaskEvent(kind, t.model, t.label, t.task_id, claim.attempt, seconds, None,
+                           message))
+            return
+        status = self.ledger.finish(claim, self.id, worker, ok=True, rows=result.rows_written,
+                                    deleted=result.rows_deleted, fingerprint=str(result.fingerprint),
+                                    seconds=result.seconds, error=None, retry_at=None)
+        emit(TaskEvent("done" if status == "done" else "lost", t.model, t.label, t.task_id,
+                       claim.attempt, result.seconds, result.rows_written))
+
+
+def who() -> str:
+    """Who is acting (the OS user), recorded with backfills, audits and publications."""
+    try:
+        return getpass.getuser()
+    except Exception:  # pragma: no cover - no user database in some containers
+        return "unknown"
+
+
+def engine_for(project: Project) -> Engine:
+    """The engine ``project``'s settings name."""
+    if project.settings is None:
+        raise InvalidInputError(f"{project!r} has no engine settings: load it from a project "
+                                "directory (Project.load) or pass engine=")
+    return open_engine(project.settings.engine)
