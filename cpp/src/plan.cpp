@@ -1,5 +1,5 @@
 // The planner: per-model partition sets (request, clip, impact), tasks, exact task dependencies,
-// waves; findings in detail/findings.cpp, the list schedule in detail/schedule.cpp.
+// waves; findings in plan/findings.cpp, the list schedule in plan/schedule.cpp.
 //
 // Assumptions, stated once:
 // - Models are visited in topological order, so a model's parents are final before it is read,
@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
-#include "detail/plan_internal.hpp"
+#include "plan/plan_internal.hpp"
 
 namespace backfill {
 

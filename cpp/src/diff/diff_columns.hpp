@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "detail/diff_engine.hpp"
+#include "diff/diff_engine.hpp"
 
 namespace backfill::detail {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backfill/plan.hpp"
-#include "detail/axis.hpp"
+#include "plan/axis.hpp"
 
 namespace backfill::detail {
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "detail/lint_rules.hpp"
+#include "lint/lint_rules.hpp"
 
 namespace backfill::detail::lint {
 

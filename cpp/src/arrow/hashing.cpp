@@ -1,6 +1,6 @@
-#include "detail/hashing.hpp"
+#include "arrow/hashing.hpp"
 
-#include "detail/hash_kernels.hpp"
+#include "arrow/hash_kernels.hpp"
 
 #include <bit>
 #include <cmath>

@@ -12,8 +12,8 @@
 #include <queue>
 
 #include "backfill/error.hpp"
-#include "detail/parallel.hpp"
-#include "detail/plan_internal.hpp"
+#include "common/parallel.hpp"
+#include "plan/plan_internal.hpp"
 
 namespace backfill {
 

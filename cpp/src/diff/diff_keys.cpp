@@ -1,10 +1,10 @@
-#include "detail/diff_keys.hpp"
+#include "diff/diff_keys.hpp"
 
 #include <atomic>
 #include <cmath>
 
-#include "detail/parallel.hpp"
-#include "detail/values.hpp"
+#include "arrow/values.hpp"
+#include "common/parallel.hpp"
 
 namespace backfill::detail {
 

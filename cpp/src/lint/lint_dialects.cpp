@@ -1,4 +1,4 @@
-#include "detail/lint_dialects.hpp"
+#include "lint/lint_dialects.hpp"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,8 @@
-#include "detail/axis.hpp"
+#include "plan/axis.hpp"
 
 #include <algorithm>
 
-#include "detail/civil.hpp"
+#include "calendar/civil.hpp"
 
 namespace backfill::detail {
 

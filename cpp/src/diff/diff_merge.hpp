@@ -12,7 +12,7 @@
 
 #include "backfill/arrow.hpp"
 #include "backfill/calendar.hpp"
-#include "detail/diff_columns.hpp"
+#include "diff/diff_columns.hpp"
 
 namespace backfill::detail {
 

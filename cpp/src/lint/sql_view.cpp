@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "detail/lint_rules.hpp"
+#include "lint/lint_rules.hpp"
 
 namespace backfill::detail::lint {
 

@@ -26,15 +26,15 @@
 
 #include <fmt/format.h>
 
+#include "arrow/hashing.hpp"
+#include "arrow/values.hpp"
 #include "backfill/error.hpp"
-#include "detail/diff_columns.hpp"
-#include "detail/diff_keys.hpp"
-#include "detail/diff_merge.hpp"
-#include "detail/diff_engine.hpp"
-#include "detail/hashing.hpp"
-#include "detail/parallel.hpp"
-#include "detail/prefaulted.hpp"
-#include "detail/values.hpp"
+#include "common/parallel.hpp"
+#include "diff/diff_columns.hpp"
+#include "diff/diff_engine.hpp"
+#include "diff/diff_keys.hpp"
+#include "diff/diff_merge.hpp"
+#include "diff/prefaulted.hpp"
 
 namespace backfill::detail {
 

@@ -1,4 +1,4 @@
-#include "detail/names.hpp"
+#include "plan/names.hpp"
 
 #include <algorithm>
 #include <numeric>

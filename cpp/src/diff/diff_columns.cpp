@@ -1,9 +1,9 @@
-#include "detail/diff_columns.hpp"
+#include "diff/diff_columns.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "detail/parallel.hpp"
+#include "common/parallel.hpp"
 
 namespace backfill::detail {
 

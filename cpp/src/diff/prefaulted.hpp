@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #endif
 
-#include "detail/parallel.hpp"
+#include "common/parallel.hpp"
 
 namespace backfill::detail {
 

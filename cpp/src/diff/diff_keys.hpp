@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <span>
 
-#include "detail/diff_columns.hpp"
-#include "detail/diff_engine.hpp"
+#include "diff/diff_columns.hpp"
+#include "diff/diff_engine.hpp"
 
 namespace backfill::detail {
 

@@ -1,12 +1,12 @@
-#include "detail/values.hpp"
+#include "arrow/values.hpp"
 
 #include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "detail/civil.hpp"
-#include "detail/hashing.hpp"
+#include "arrow/hashing.hpp"
+#include "calendar/civil.hpp"
 
 namespace backfill::detail {
 

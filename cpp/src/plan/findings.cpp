@@ -1,7 +1,7 @@
 // What would go wrong with a plan, each finding naming the model, the periods and a way out.
 #include <fmt/format.h>
 
-#include "detail/plan_internal.hpp"
+#include "plan/plan_internal.hpp"
 
 namespace backfill::detail {
 

@@ -8,8 +8,8 @@
 #include "backfill/arrow.hpp"
 #include "backfill/error.hpp"
 #include "backfill/plan.hpp"
-#include "detail/parallel.hpp"
-#include "detail/plan_internal.hpp"
+#include "common/parallel.hpp"
+#include "plan/plan_internal.hpp"
 
 namespace backfill {
 

@@ -1,11 +1,11 @@
-#include "detail/hash_kernels.hpp"
+#include "arrow/hash_kernels.hpp"
 
 // GCC 12's AVX-512 headers pass _mm512_undefined_epi32() as the unused merge source, which
 // -Wmaybe-uninitialized flags at every use (GCC bug 105593, fixed in GCC 13).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include "detail/hashing.hpp"
+#include "arrow/hashing.hpp"
 
 namespace backfill::detail::kernels {
 

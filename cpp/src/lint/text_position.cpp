@@ -1,4 +1,4 @@
-#include "detail/text_position.hpp"
+#include "lint/text_position.hpp"
 
 #include <algorithm>
 

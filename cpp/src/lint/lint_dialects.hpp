@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "backfill/lint.hpp"
-#include "detail/sql_tokenizer.hpp"
+#include "lint/sql_tokenizer.hpp"
 
 namespace backfill::detail::lint {
 

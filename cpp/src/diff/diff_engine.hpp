@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "arrow/values.hpp"
 #include "backfill/arrow.hpp"
 #include "backfill/calendar.hpp"
 #include "backfill/diff.hpp"
-#include "detail/values.hpp"
 
 namespace backfill::detail {
 

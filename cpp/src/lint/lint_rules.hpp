@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backfill/lint.hpp"
-#include "detail/lint_dialects.hpp"
-#include "detail/sql_tokenizer.hpp"
+#include "lint/lint_dialects.hpp"
+#include "lint/sql_tokenizer.hpp"
 
 namespace backfill::detail::lint {
 

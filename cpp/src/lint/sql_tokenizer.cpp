@@ -1,7 +1,7 @@
 // SQL + Jinja tokenizer (see sql_tokenizer.hpp). Every scan loop advances at least one byte per
 // iteration and never reads past text.size(), so the whole lexer is O(n) and memory-safe on any
 // byte string (the libFuzzer target in tests/fuzz checks both).
-#include "detail/sql_tokenizer.hpp"
+#include "lint/sql_tokenizer.hpp"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,8 @@
-#include "detail/diff_merge.hpp"
+#include "diff/diff_merge.hpp"
 
 #include <algorithm>
 
-#include "detail/parallel.hpp"
+#include "common/parallel.hpp"
 
 namespace backfill::detail {
 

@@ -1,4 +1,4 @@
-#include "detail/posix_tz.hpp"
+#include "calendar/posix_tz.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -6,7 +6,7 @@
 #include <iterator>
 #include <string>
 
-#include "detail/civil.hpp"
+#include "calendar/civil.hpp"
 
 namespace backfill::detail {
 namespace {
