@@ -15,17 +15,13 @@
 
 #include "backfill/calendar.hpp"
 #include "backfill/graph.hpp"
+#include "common/intervals.hpp"
 
 namespace backfill::detail {
 
-// Half-open interval of partition indices.
-struct Span {
-  std::int64_t lo = 0;
-  std::int64_t hi = 0;
-  [[nodiscard]] constexpr bool empty() const noexcept { return hi <= lo; }
-  [[nodiscard]] constexpr std::int64_t size() const noexcept { return hi > lo ? hi - lo : 0; }
-  friend constexpr bool operator==(const Span&, const Span&) noexcept = default;
-};
+// Half-open interval of partition indices; sets of them are normalized vectors of
+// common/intervals.hpp.
+using Span = HalfOpen<std::int64_t>;
 
 class Axis {
  public:

@@ -11,15 +11,13 @@
 
 namespace backfill::detail {
 
+// Sorted, disjoint, merged spans: normalize / unite / intersect / subtract / total_length in
+// common/intervals.hpp.
 using Spans = std::vector<Span>;
 
 // start/end of the task of an unpartitioned model (exported as null).
 inline constexpr Seconds kUnbounded = std::numeric_limits<Seconds>::min();
 
-[[nodiscard]] Spans normalize(Spans spans);             // sort, merge overlapping/adjacent
-[[nodiscard]] Spans intersect(const Spans& spans, Span window);
-[[nodiscard]] Spans subtract(const Spans& a, const Spans& b);  // both normalized
-[[nodiscard]] std::int64_t count(const Spans& spans);
 // Child partitions whose reads through mapping `m` touch the parent partitions `changed`;
 // `history` stands for "every partition of the child" (mapping all, unpartitioned parent).
 [[nodiscard]] Span impacted(const Axis& parent, const Axis& child, const Mapping& m, Span changed,
