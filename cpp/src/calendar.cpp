@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
-#include "detail/civil.hpp"
-#include "detail/posix_tz.hpp"
+#include "calendar/civil.hpp"
+#include "calendar/posix_tz.hpp"
 
 namespace backfill {
 namespace {

@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "arrow/values.hpp"
 #include "backfill/error.hpp"
-#include "detail/diff_engine.hpp"
-#include "detail/parallel.hpp"
-#include "detail/values.hpp"
+#include "common/parallel.hpp"
+#include "diff/diff_engine.hpp"
 
 namespace backfill::diff {
 

@@ -10,10 +10,10 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "arrow/hashing.hpp"
+#include "arrow/values.hpp"
 #include "backfill/error.hpp"
-#include "detail/hashing.hpp"
-#include "detail/parallel.hpp"
-#include "detail/values.hpp"
+#include "common/parallel.hpp"
 
 namespace backfill::fingerprint {
 

@@ -13,7 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "backfill/error.hpp"
-#include "detail/names.hpp"
+#include "plan/names.hpp"
 
 namespace backfill {
 

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
-#include "detail/lint_rules.hpp"
-#include "detail/text_position.hpp"
+#include "lint/lint_rules.hpp"
+#include "lint/text_position.hpp"
 
 namespace backfill {
 

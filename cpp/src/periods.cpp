@@ -5,8 +5,18 @@
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
+#include "common/intervals.hpp"
 
 namespace backfill {
+
+// The shared interval algorithms read Interval through its start/end.
+template <>
+struct detail::IntervalTraits<Interval> {
+  using Point = Seconds;
+  [[nodiscard]] static constexpr Seconds lo(const Interval& i) noexcept { return i.start; }
+  [[nodiscard]] static constexpr Seconds hi(const Interval& i) noexcept { return i.end; }
+  [[nodiscard]] static constexpr Interval make(Seconds lo, Seconds hi) noexcept { return {lo, hi}; }
+};
 
 Cover parse_cover(std::string_view name) {
   if (name == "overlap") return Cover::overlap;
@@ -21,22 +31,11 @@ PeriodSet::PeriodSet(std::vector<Interval> intervals) {
                                      format_instant(iv.end), format_instant(iv.start)));
     }
   }
-  std::erase_if(intervals, [](const Interval& iv) { return iv.end == iv.start; });
-  std::sort(intervals.begin(), intervals.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  for (const auto& iv : intervals) {
-    if (!intervals_.empty() && iv.start <= intervals_.back().end) {
-      intervals_.back().end = std::max(intervals_.back().end, iv.end);
-    } else {
-      intervals_.push_back(iv);
-    }
-  }
+  intervals_ = detail::normalize(std::move(intervals));
 }
 
 Seconds PeriodSet::total_seconds() const noexcept {
-  Seconds total = 0;
-  for (const auto& iv : intervals_) total += iv.end - iv.start;
-  return total;
+  return detail::total_length(intervals_);
 }
 
 namespace {
@@ -64,41 +63,22 @@ bool PeriodSet::overlaps(const Interval& iv) const noexcept {
   return it != intervals_.end() && it->start < iv.end;
 }
 
+// The operands are normalized, so the results are too.
 PeriodSet PeriodSet::operator|(const PeriodSet& other) const {
-  std::vector<Interval> all = intervals_;
-  all.insert(all.end(), other.intervals_.begin(), other.intervals_.end());
-  return PeriodSet(std::move(all));
+  PeriodSet r;
+  r.intervals_ = detail::unite(intervals_, other.intervals_);
+  return r;
 }
 
 PeriodSet PeriodSet::operator&(const PeriodSet& other) const {
-  std::vector<Interval> out;
-  auto a = intervals_.begin();
-  auto b = other.intervals_.begin();
-  while (a != intervals_.end() && b != other.intervals_.end()) {
-    const Seconds s = std::max(a->start, b->start);
-    const Seconds e = std::min(a->end, b->end);
-    if (s < e) out.push_back({s, e});
-    (a->end < b->end) ? ++a : ++b;
-  }
   PeriodSet r;
-  r.intervals_ = std::move(out);  // already sorted and disjoint
+  r.intervals_ = detail::intersect(intervals_, other.intervals_);
   return r;
 }
 
 PeriodSet PeriodSet::operator-(const PeriodSet& other) const {
-  std::vector<Interval> out;
-  auto b = other.intervals_.begin();
-  for (const auto& iv : intervals_) {
-    Seconds cur = iv.start;
-    while (b != other.intervals_.end() && b->end <= cur) ++b;
-    for (auto c = b; c != other.intervals_.end() && c->start < iv.end; ++c) {
-      if (c->start > cur) out.push_back({cur, c->start});
-      cur = std::max(cur, c->end);
-    }
-    if (cur < iv.end) out.push_back({cur, iv.end});
-  }
   PeriodSet r;
-  r.intervals_ = std::move(out);
+  r.intervals_ = detail::subtract(intervals_, other.intervals_);
   return r;
 }
 

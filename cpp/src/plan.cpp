@@ -1,12 +1,13 @@
 // The planner: per-model partition sets (request, clip, impact), tasks, exact task dependencies,
-// waves; findings in detail/findings.cpp, the list schedule in detail/schedule.cpp.
+// waves; findings in plan/findings.cpp, the list schedule in plan/schedule.cpp.
 //
 // Assumptions, stated once:
 // - Models are visited in topological order, so a model's parents are final before it is read,
 //   and task ids (assigned in that order) make every dependency point to a smaller id.
-// - Partition sets are sorted, disjoint, merged index spans (detail::Span); a model's tasks are
-//   consecutive runs of at most `partitions_per_run` partitions inside one span, so a parent's
-//   tasks are sorted by index and a child task's parents are found by binary search.
+// - Partition sets are sorted, disjoint, merged index spans (detail::Span; set operations in
+//   common/intervals.hpp); a model's tasks are consecutive runs of at most `partitions_per_run`
+//   partitions inside one span, so a parent's tasks are sorted by index and a child task's
+//   parents are found by binary search.
 // - Mappings are monotone (a later child partition never reads an earlier parent partition than
 //   an earlier one does), so "parent partitions read by a run of child partitions" is one span.
 #include "backfill/plan.hpp"
@@ -18,7 +19,7 @@
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
-#include "detail/plan_internal.hpp"
+#include "plan/plan_internal.hpp"
 
 namespace backfill {
 
@@ -45,49 +46,6 @@ std::string Plan::task_label(std::uint32_t task) const {
 
 namespace detail {
 
-Spans normalize(Spans spans) {
-  std::erase_if(spans, [](const Span& s) { return s.empty(); });
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
-  Spans out;
-  for (const Span& s : spans) {
-    if (!out.empty() && s.lo <= out.back().hi) {
-      out.back().hi = std::max(out.back().hi, s.hi);
-    } else {
-      out.push_back(s);
-    }
-  }
-  return out;
-}
-
-Spans intersect(const Spans& spans, Span window) {
-  Spans out;
-  for (const Span& s : spans) {
-    const Span cut{std::max(s.lo, window.lo), std::min(s.hi, window.hi)};
-    if (!cut.empty()) out.push_back(cut);
-  }
-  return out;
-}
-
-Spans subtract(const Spans& a, const Spans& b) {
-  Spans out;
-  std::size_t j = 0;
-  for (Span s : a) {
-    while (j < b.size() && b[j].hi <= s.lo) ++j;
-    for (std::size_t k = j; k < b.size() && b[k].lo < s.hi; ++k) {
-      if (b[k].lo > s.lo) out.push_back({s.lo, b[k].lo});
-      s.lo = std::max(s.lo, b[k].hi);
-    }
-    if (!s.empty()) out.push_back(s);
-  }
-  return out;
-}
-
-std::int64_t count(const Spans& spans) {
-  std::int64_t n = 0;
-  for (const Span& s : spans) n += s.size();
-  return n;
-}
-
 Span impacted(const Axis& parent, const Axis& child, const Mapping& m, Span changed,
               Span history) {
   if (!child.partitioned()) return {0, 1};
@@ -103,7 +61,7 @@ Span read_range(const Axis& parent, const Axis& child, const Mapping& m, Span ru
 }
 
 std::string describe(const Axis& axis, const Spans& spans) {
-  const std::int64_t n = count(spans);
+  const std::int64_t n = total_length(spans);
   if (n == 0) return "no partitions";
   if (!axis.partitioned()) return "the whole table";
   const std::string first = axis.partition(spans.front().lo).label();
@@ -343,7 +301,7 @@ Plan plan(std::shared_ptr<const Graph> graph, PlanRequest request) {
     if (!cx.selected[m]) continue;
     ModelPlan mp;
     mp.model = id;
-    mp.partitions = detail::count(cx.sets[m]);
+    mp.partitions = detail::total_length(cx.sets[m]);
     mp.tasks = cx.task_total[m];
     mp.first_task = cx.first_task[m];
     for (const Span& s : cx.sets[m]) {

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
-#include "detail/names.hpp"
+#include "plan/names.hpp"
 
 namespace backfill {
 

@@ -12,7 +12,7 @@
 
 #include "arrow_support.hpp"
 #include "backfill/diff.hpp"
-#include "detail/diff_keys.hpp"
+#include "diff/diff_keys.hpp"
 
 namespace arrow = backfill::arrow;
 namespace diff = backfill::diff;

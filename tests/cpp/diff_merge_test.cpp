@@ -6,10 +6,10 @@
 #include <bit>
 #include <random>
 
+#include "arrow/values.hpp"
 #include "arrow_support.hpp"
 #include "backfill/diff.hpp"
 #include "backfill/error.hpp"
-#include "detail/values.hpp"
 
 namespace arrow = backfill::arrow;
 namespace diff = backfill::diff;

@@ -7,7 +7,7 @@
 
 #include "backfill/error.hpp"
 #include "backfill/select.hpp"
-#include "detail/names.hpp"
+#include "plan/names.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The column hash loops (vectorized where the CPU allows) against the scalar cell hashes, and
 // hash_rows against per-row hashing for every fast path: nulls, NaN, signed zeros, sliced arrays
 // (offsets), folding, and lengths that leave vector tails.
-#include "detail/hash_kernels.hpp"
+#include "arrow/hash_kernels.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <limits>
 #include <random>
 
+#include "arrow/hashing.hpp"
 #include "backfill/arrow.hpp"
-#include "detail/hashing.hpp"
 
 namespace arrow = backfill::arrow;
 namespace kernels = backfill::detail::kernels;

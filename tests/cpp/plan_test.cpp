@@ -10,8 +10,8 @@
 #include "backfill/arrow.hpp"
 #include "backfill/error.hpp"
 #include "backfill/select.hpp"
-#include "detail/axis.hpp"
-#include "detail/plan_internal.hpp"
+#include "plan/axis.hpp"
+#include "plan/plan_internal.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "detail/posix_tz.hpp"
+#include "calendar/posix_tz.hpp"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 //   if (fp.total == other.total) ...   // same rows, in any order and chunking
 //
 // Definition (kind "backfill.xxh3-sum64.v1"):
-// - each cell hashes its logical value (detail/hashing.hpp: chunking, dictionary encoding, string
+// - each cell hashes its logical value (arrow/hashing.hpp: chunking, dictionary encoding, string
 //   layout and integer width do not matter; null differs from every value), seeded by its
 //   column's name;
 // - a row hashes the cells of the fingerprinted columns folded in column-name order;

@@ -5,7 +5,7 @@
 //                           .start = aug1, .end = oct29, .as_of = now};
 //   backfill::Plan p = backfill::plan(g, r);   // p.task_count(), p.findings(), p.schedule()
 //
-// Planning runs on integer partition indices per model (see src/detail/axis.hpp), so UTC plans
+// Planning runs on integer partition indices per model (see src/plan/axis.hpp), so UTC plans
 // never touch the tz database; other zones go through the calendar.
 #pragma once
 

@@ -1,0 +1,66 @@
+// The diff's merge path: when both sides are already sorted by their single integer key
+// (tables stored or exported in key order), matching is a lockstep walk of the two key columns
+// instead of a radix scatter and hash tables. diff_engine.cpp decides and feeds the results
+// into the same downstream as the hash path, so both give identical DiffResults.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "backfill/arrow.hpp"
+#include "backfill/calendar.hpp"
+#include "diff/diff_columns.hpp"
+
+namespace backfill::detail {
+
+// A key column's values across all batches, in row order, as int64. Zero-copy for a single
+// plain int64 batch; other layouts are widened into a copy (8 bytes a row: less than the hash
+// path's 20-byte entries).
+class SortedKeys {
+ public:
+  explicit SortedKeys(std::vector<std::int64_t> owned) : owned_(std::move(owned)), view_(owned_) {}
+  explicit SortedKeys(std::span<const std::int64_t> view) : view_(view) {}
+  // A moved vector keeps its buffer, so the view stays valid; a copy would not.
+  SortedKeys(SortedKeys&&) noexcept = default;
+  SortedKeys& operator=(SortedKeys&&) noexcept = default;
+  SortedKeys(const SortedKeys&) = delete;
+  SortedKeys& operator=(const SortedKeys&) = delete;
+  ~SortedKeys() = default;
+  [[nodiscard]] std::span<const std::int64_t> values() const noexcept { return view_; }
+
+ private:
+  std::vector<std::int64_t> owned_;
+  std::span<const std::int64_t> view_;
+};
+
+// The column's keys when it is a plain (not dictionary-encoded) integer column of at most 32
+// unsigned or 64 signed bits, without nulls, strictly ascending across all batches; nullopt
+// otherwise (stops at the first step that is not ascending). Equal adjacent keys are
+// duplicates: nullopt, so that the hash path counts and reports them.
+[[nodiscard]] std::optional<SortedKeys> sorted_keys(const arrow::ImportedTable& t,
+                                                    std::size_t column);
+
+// One key range's outcome of the merge.
+struct MergeRange {
+  std::int64_t matched = 0, added = 0, removed = 0;
+  std::vector<std::int64_t> added_rows, removed_rows;  // the first `sample` (smallest rows)
+  std::vector<RowPair> hash_changed;                  // matched pairs whose row hash differs
+  std::unordered_map<Seconds, std::int64_t> added_in, removed_in;  // per partition start
+};
+
+struct MergeSide {
+  std::span<const std::int64_t> keys;  // strictly ascending
+  const std::uint64_t* row_hash;       // per row; null when no column is compared
+  std::span<const Seconds> part;       // per row; empty when not partitioned
+};
+
+// Walks both sides in lockstep, split into up to `threads` key ranges (cut at quantiles of the
+// larger side, found in the other by binary search) run in parallel; ranges in key order.
+[[nodiscard]] std::vector<MergeRange> merge_sorted(const MergeSide& old_side,
+                                                   const MergeSide& new_side, std::size_t sample,
+                                                   unsigned threads);
+
+}  // namespace backfill::detail
