@@ -1,0 +1,110 @@
+"""The engines the engine conformance suite runs, each on the shop in its own project format.
+
+A case is a private copy of the built shop (raw data, published tables with the discount bug)
+plus the engine its project names. Everything the suite checks goes through the Engine interface
+and the product's stages; only two things are the harness's own, per engine, because the interface
+has (rightly) no call for them: rewriting a raw table in another physical order, and reading
+several published tables in ONE snapshot (to see what a concurrent reader sees).
+
+To add an engine: write its case here (a builder that copies a built shop into a fresh warehouse
+of that engine) and add its name to ``ENGINES``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+import backfill
+from backfill.engines import Engine
+from backfill.examples import dbt_shop, shop
+
+ENGINES = ("duckdb", "dbt-duckdb")
+#: the plans' "now": after every period the suite touches (the shop's data ends in 2026)
+AS_OF = "2027-06-01"
+UTC = dt.timezone.utc
+
+
+def day(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+@dataclass
+class Case:
+    """One engine on one copy of the shop."""
+
+    name: str
+    root: Path
+    load: Callable[[Path], backfill.Project]
+    fix: Callable[[Path], Any]
+    project: backfill.Project = field(init=False)
+    engine: Engine = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        """(Re)loads the project from its files, e.g. after :meth:`apply_fix`."""
+        self.project = self.load(self.root)
+        assert self.project.settings is not None
+        self.engine = backfill.run.engine_for(self.project)
+
+    def apply_fix(self) -> None:
+        """The discount bug's fix in the project's fct_daily_sales (revenue ~2% lower)."""
+        self.fix(self.root)
+        self.reload()
+
+    # -- the harness's own reads and writes (not part of the Engine interface) ----------------
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        return duckdb.connect(str(self.root / "warehouse.duckdb"))
+
+    def reverse_raw(self, table: str) -> None:
+        """Rewrites ``raw.<table>`` with the same rows in the opposite physical order."""
+        self.engine.close()
+        con = self._connect()
+        try:
+            con.execute(f"CREATE TABLE raw._reversed AS SELECT * FROM raw.{table} "
+                        "ORDER BY rowid DESC")
+            con.execute(f"DROP TABLE raw.{table}")
+            con.execute(f"ALTER TABLE raw._reversed RENAME TO {table}")
+        finally:
+            con.close()
+
+    def first_rows(self, table: str, n: int = 3) -> list[tuple[Any, ...]]:
+        con = self._connect()
+        try:
+            return con.execute(f"SELECT * FROM raw.{table} LIMIT {n}").fetchall()
+        finally:
+            con.close()
+
+    def snapshot_sums(self, relations: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        """sum(column) of each published (model, column), all read in ONE query (one snapshot),
+        through the engine's own connection as any other reader of this process would."""
+        # Both shop engines keep their tables in a DuckDB warehouse (dbt-duckdb's is .warehouse).
+        warehouse = getattr(self.engine, "warehouse", self.engine)
+        parts = [f"(SELECT sum({column}) FROM {warehouse.published(model, self.project)})"
+                 for model, column in relations]
+        with warehouse.connect() as cur:
+            row = cur.execute("SELECT " + ", ".join(parts)).fetchone()
+        assert row is not None
+        return tuple(row)
+
+
+def _copy_shop(built: Path, dest: Path) -> Path:
+    shutil.copytree(built, dest, ignore=shutil.ignore_patterns(".backfill", ".test_profiles"))
+    return dest
+
+
+def make_case(name: str, built_shop: Path, built_dbt_shop: Path, tmp: Path) -> Case:
+    if name == "duckdb":
+        return Case(name, _copy_shop(built_shop, tmp / "shop"), backfill.Project.load, shop.fix)
+    if name == "dbt-duckdb":
+        return Case(name, _copy_shop(built_dbt_shop, tmp / "dbt_shop"),
+                    backfill.Project.from_dbt, dbt_shop.fix)
+    raise ValueError(f"no engine case {name!r}; expected one of {ENGINES}")

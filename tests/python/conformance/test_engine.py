@@ -1,0 +1,215 @@
+"""The Engine conformance suite: what every engine must do, run against every engine
+(``engine_cases.ENGINES``) on the shop and its discount bug.
+
+The Engine interface is defined by these tests as much as by its signatures: idempotent task
+writes, audit areas that readers never see, ``ref()`` reading the backfill's new rows for its
+periods and the published rows elsewhere, fingerprints that do not depend on row order, audit
+counts that match a brute-force comparison, publish that a concurrent reader sees all at once
+(where the engine declares ``atomic_publish``), refusal of a stale audit, and discard.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import backfill
+from backfill.engines import PUBLISHED, Area, Capabilities, PartitionFingerprint
+from engine_cases import AS_OF, ENGINES, Case, day, make_case
+
+# Days after the fix day (2026-08-01) inside both shops' data: the fix lowers their revenue.
+START, END = "2026-08-03", "2026-08-07"
+DAYS = [(f"2026-08-0{d}", day(f"2026-08-0{d}"), day(f"2026-08-0{d + 1}")) for d in range(3, 7)]
+
+
+@pytest.fixture(params=ENGINES)
+def case(request: pytest.FixtureRequest, built_shop: Path, built_dbt_shop: Path,
+         tmp_path: Path) -> Iterator[Case]:
+    c = make_case(request.param, built_shop, built_dbt_shop, tmp_path)
+    yield c
+    c.engine.close()
+
+
+def rows(case: Case, model: str, area: Area,
+         periods: list[tuple[dt.datetime, dt.datetime]] | None = None) -> list[dict[str, Any]]:
+    """The rows of ``model`` in ``area`` as dicts, read through the engine's Arrow stream."""
+    with case.engine.stream(case.project, model, area, periods) as stream:
+        return backfill.ArrowTable.from_arrow(stream).to_pylist()
+
+
+def by_date(rs: list[dict[str, Any]], key: str = "sales_date") -> dict[Any, dict[str, Any]]:
+    return {r[key]: r for r in rs}
+
+
+def backfill_fix(case: Case, start: str = START, end: str = END) -> backfill.Backfill:
+    """The fix, run into a new audit area for [start, end) and everything downstream."""
+    case.apply_fix()
+    plan = case.project.plan("fct_daily_sales+", start, end, as_of=AS_OF)
+    bf = case.project.backfill(plan, reason="discount bug fixed", engine=case.engine)
+    status = bf.run(concurrency=2, backoff=0.0)
+    assert status.ok, str(status)
+    return bf
+
+
+def test_declares_its_capabilities(case: Case) -> None:
+    caps = case.engine.capabilities
+    assert isinstance(caps, Capabilities)
+    assert isinstance(caps.atomic_publish, bool) and isinstance(caps.embedded, bool)
+
+
+def test_a_task_written_twice_leaves_the_same_rows(case: Case) -> None:
+    label, s, e = DAYS[0]
+    area = Area("bf_conformance_twice", {"fct_daily_sales": [(s, e)]})
+    first = case.engine.run_task(case.project, "fct_daily_sales", s, e, area)
+    once = rows(case, "fct_daily_sales", area)
+    second = case.engine.run_task(case.project, "fct_daily_sales", s, e, area)
+    assert first.fingerprint == second.fingerprint
+    assert isinstance(first.fingerprint, PartitionFingerprint) and first.fingerprint.rows == 1
+    assert second.rows_written == first.rows_written == 1 and second.rows_deleted == 1
+    assert rows(case, "fct_daily_sales", area) == once
+    assert case.engine.fingerprints(case.project, "fct_daily_sales", area, [DAYS[0]]) == \
+        {label: first.fingerprint}
+    case.engine.drop_area("bf_conformance_twice")
+
+
+def test_an_audit_area_is_invisible_to_readers_of_the_published_tables(case: Case) -> None:
+    models = ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"]
+    before = {m: case.engine.fingerprints(case.project, m, PUBLISHED, []) for m in models}
+    bf = backfill_fix(case)
+    after = {m: case.engine.fingerprints(case.project, m, PUBLISHED, []) for m in models}
+    assert after == before
+    # the area holds the backfilled days of the daily model and nothing else
+    area_days = case.engine.fingerprints(case.project, "fct_daily_sales", bf.area, [
+        ("2026-08-02", day("2026-08-02"), day("2026-08-03")), *DAYS,
+        ("2026-08-07", day("2026-08-07"), day("2026-08-08"))])
+    assert [fp.rows for fp in area_days.values()] == [0, 1, 1, 1, 1, 0]
+    published_days = case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, DAYS)
+    assert all(area_days[label] != published_days[label] for label, _, _ in DAYS)  # the fix
+
+
+def test_ref_reads_new_rows_in_the_backfilled_periods_and_published_rows_elsewhere(
+        case: Case) -> None:
+    bf = backfill_fix(case)
+    new_daily = by_date(rows(case, "fct_daily_sales", bf.area))
+    old_daily = by_date(rows(case, "fct_daily_sales", PUBLISHED))
+    assert set(new_daily) == {dt.date(2026, 8, d) for d in range(3, 7)}
+    merged = {**old_daily, **new_daily}  # what ref() must see
+    rolling = rows(case, "fct_sales_7d", bf.area)
+    assert rolling, "the 7-day model was rebuilt"
+    for r in rolling:
+        window = [merged[r["sales_date"] - dt.timedelta(days=k)] for k in range(7)
+                  if r["sales_date"] - dt.timedelta(days=k) in merged]
+        assert r["revenue_7d"] == sum((w["revenue"] for w in window), Decimal(0)), r
+        assert r["days_in_window"] == len(window)
+    # a rolling day inside the backfill reads new days; one far after it reads published ones
+    inside = [r for r in rolling if dt.date(2026, 8, 3) <= r["sales_date"] <= dt.date(2026, 8, 6)]
+    assert inside
+    old_rolling = by_date(rows(case, "fct_sales_7d", PUBLISHED))
+    assert all(r["revenue_7d"] < old_rolling[r["sales_date"]]["revenue_7d"] for r in inside)
+    month = rows(case, "fct_monthly_sales", bf.area)
+    assert len(month) == 1
+    august = [d for k, d in merged.items() if k.month == 8]
+    assert month[0]["revenue"] == sum((d["revenue"] for d in august), Decimal(0))
+
+
+def test_fingerprints_do_not_depend_on_row_order(case: Case) -> None:
+    label, s, e = DAYS[1]
+    area1 = Area("bf_conformance_order1", {"clean_orders": [(s, e)]})
+    first = case.engine.run_task(case.project, "clean_orders", s, e, area1)
+    head = case.first_rows("orders")
+    case.reverse_raw("orders")
+    assert case.first_rows("orders") != head  # the raw rows are stored the other way round now
+    area2 = Area("bf_conformance_order2", {"clean_orders": [(s, e)]})
+    second = case.engine.run_task(case.project, "clean_orders", s, e, area2)
+    assert first.fingerprint == second.fingerprint and first.fingerprint.rows > 1
+    fps = [case.engine.fingerprints(case.project, "clean_orders", a, [DAYS[1]])[label]
+           for a in (area1, area2)]
+    assert fps[0] == fps[1] == first.fingerprint
+    for a in (area1, area2):
+        case.engine.drop_area(str(a.backfill_id))
+
+
+def test_audit_counts_match_a_brute_force_comparison(case: Case) -> None:
+    bf = backfill_fix(case)
+    report = bf.audit()
+    daily = report["fct_daily_sales"]
+    old = by_date(rows(case, "fct_daily_sales", PUBLISHED, [(s, e) for _, s, e in DAYS]))
+    new = by_date(rows(case, "fct_daily_sales", bf.area))
+    changed = {k for k in old.keys() & new.keys() if old[k] != new[k]}
+    for p in daily.partitions:
+        k = dt.date.fromisoformat(p.label)
+        assert (p.rows_old, p.rows_new) == (int(k in old), int(k in new))
+        assert p.changed == int(k in changed) and p.added == int(k in new and k not in old)
+        assert p.identical == (k not in changed)
+    assert daily.diff is not None and daily.diff.summary.changed == len(changed) == 4
+    old_total = sum((r["revenue"] for r in old.values()), Decimal(0))
+    new_total = sum((r["revenue"] for r in new.values()), Decimal(0))
+    assert daily.totals["revenue"] == pytest.approx((float(old_total), float(new_total)))
+    assert daily.changed_columns == {"revenue": 4}
+
+
+def test_publish_is_seen_all_at_once_by_a_concurrent_reader(case: Case) -> None:
+    relations = [("fct_daily_sales", "revenue"), ("fct_monthly_sales", "revenue"),
+                 ("fct_sales_7d", "revenue_7d")]
+    bf = backfill_fix(case)
+    assert bf.audit().passed
+    old = case.snapshot_sums(relations)
+    seen: list[tuple[Any, ...]] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            seen.append(case.snapshot_sums(relations))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        bf.publish("revenue from 3 Aug about 2% lower")
+    finally:
+        stop.set()
+        thread.join()
+    new = case.snapshot_sums(relations)
+    assert all(a != b for a, b in zip(old, new))  # every model changed
+    if case.engine.capabilities.atomic_publish:
+        mixed = [s for s in seen if s not in (old, new)]
+        assert not mixed, f"a reader saw a half-published state: {mixed[:3]}"
+    assert seen, "the reader ran"
+
+
+def test_a_stale_audit_is_refused_and_nothing_is_swapped(case: Case) -> None:
+    first = backfill_fix(case)
+    assert first.audit().passed
+    # someone else publishes over an overlapping period after our audit
+    plan = case.project.plan("fct_daily_sales+", "2026-08-05", "2026-08-09", as_of=AS_OF)
+    other = case.project.backfill(plan, reason="another fix", engine=case.engine)
+    assert other.run(concurrency=2, backoff=0.0).ok
+    other.audit()
+    other.publish("their publication")
+    published = case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, [])
+    with pytest.raises(backfill.ConflictError, match="changed since the audit"):
+        first.publish("ours")
+    assert case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, []) == published
+    assert first.status().status == "done"  # not published; re-audit and try again
+    first.audit()
+    first.publish("ours, re-audited")
+    entries = case.project.changelog().publications()
+    assert [e["backfill_id"] for e in entries][:2] == [first.id, other.id]
+
+
+def test_discard_drops_the_area_and_keeps_the_published_tables(case: Case) -> None:
+    before = case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, [])
+    bf = backfill_fix(case)
+    assert case.engine.columns(case.project, "fct_daily_sales", bf.area) is not None
+    bf.discard()
+    for model in ("fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"):
+        assert case.engine.columns(case.project, model, bf.area) is None
+    assert case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, []) == before
+    assert bf.status().status == "discarded"
+    with pytest.raises(backfill.ConflictError):
+        bf.ledger.set_status(bf.id, "running")  # discarded is final
