@@ -12,10 +12,11 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from ..errors import InvalidInputError, NotFoundError
 from ..api import Project
+from ..errors import InvalidInputError, NotFoundError
+from .exit_codes import EXIT_FAILED, EXIT_OK
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+__all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
