@@ -1,7 +1,7 @@
 """``backfill plan``: plan a backfill of a project and print it (text, JSON or mermaid).
 
-Until the project file format lands, ``--project`` is a Python file that builds a
-:class:`backfill.Project`: a module-level ``project`` or a ``build_project()`` function.
+``--project`` is a project directory (``backfill.yml``, or a dbt project), or a Python file that
+builds a :class:`backfill.Project`: a module-level ``project`` or a ``build_project()`` function.
 Exit 0 when the plan is ok, 1 when it has an error finding, 2 for usage or input errors.
 """
 
