@@ -23,6 +23,8 @@ demo: setup
 test: setup
 	@echo "== GoogleTest (ctest) =="
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
+	@echo "== import layers (lint-imports; contracts in pyproject.toml) =="
+	$(VENV)/bin/lint-imports --no-cache
 	@echo "== pytest =="
 	$(PY) -m pytest -q -p no:cacheprovider
 

@@ -19,10 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .exit_codes import EXIT_USAGE
+
 __all__ = ["COMMANDS", "add_dbt_options"]
 
 COMMANDS = ("plan", "run", "status", "estimate", "audit", "publish", "discard", "changelog")
-EXIT_USAGE = 2
 
 
 def _with_dbt(func: Any, args: argparse.Namespace) -> int:

@@ -10,12 +10,21 @@ on every machine (except timings, paths and ids).
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TextIO
+
+from ..api import Project
+from ..examples import shop
+from ..run.estimate import estimate, format_seconds_fine
+from .exit_codes import EXIT_FAILED, EXIT_OK
+from .progress import force_progress, run_with_progress
+
+__all__ = ["add_parser", "run_demo"]
 
 AS_OF = "2026-12-01"
 SELECT = "fct_daily_sales+"
@@ -25,14 +34,24 @@ NOTE = ("Revenue from 1 Aug 2026 was overstated by about 2% (percentage discount
         "ignored); daily, monthly and 7-day figures are corrected.")
 
 
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    d = sub.add_parser("demo", help="the shop backfill, end to end",
+                       description="Builds the shop with the discount bug, fixes the model, "
+                                   "plans, estimates, runs, audits and publishes the backfill.")
+    d.add_argument("--dir", help="where to build the shop (default: a new temporary directory)")
+    d.add_argument("--orders-per-day", type=int, default=240, help=argparse.SUPPRESS)
+    d.add_argument("--concurrency", type=int, default=8, help="tasks at once (default 8)")
+    d.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    return run_demo(args.dir, orders_per_day=args.orders_per_day, concurrency=args.concurrency)
+
+
 def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
              concurrency: int = 8, out: TextIO | None = None) -> int:
     """Runs the demo in ``directory`` (default: a new temporary directory); returns an exit
-    code (0 when every step succeeded)."""
-    from . import run as run_cli
-    from ..examples import shop
-    from ..api import Project
-
+    code (EXIT_OK when every step succeeded)."""
     w = out or sys.stdout
 
     def say(text: str = "") -> None:
@@ -55,7 +74,7 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
         concurrency=concurrency)
     if not status.ok:
         say(str(status))
-        return 1
+        return EXIT_FAILED
     say(f"{len(project.models)} models, {status.total} tasks, "
         f"{time.perf_counter() - began:.1f} s")
 
@@ -75,8 +94,6 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     say(plan.describe())
 
     step(4, "estimate from one sample day per model")
-    from ..run.estimate import estimate, format_seconds_fine
-
     est = estimate(project, plan, concurrency=concurrency)
     say(str(est))
 
@@ -84,8 +101,8 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     bf = project.backfill(plan, reason=REASON)
     say(f"backfill {bf.id}: {bf.reason}")
     began = time.perf_counter()
-    if sys.stdout.isatty() and w is sys.stdout or run_cli._force_progress():
-        status = run_cli._run_with_progress(bf, {"concurrency": concurrency})
+    if sys.stdout.isatty() and w is sys.stdout or force_progress():
+        status = run_with_progress(bf, {"concurrency": concurrency})
     else:
         status = bf.run(concurrency=concurrency)
     say(str(status))
@@ -94,13 +111,13 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     say(f"took {time.perf_counter() - began:.1f} s (estimated "
         f"{format_seconds_fine(est.makespan)}{on_cores})")
     if not status.ok:
-        return 1
+        return EXIT_FAILED
 
     step(6, "audit: the audit version against the published one, per partition")
     report = bf.audit()
     say(str(report))
     if not report.passed:
-        return 1
+        return EXIT_FAILED
 
     step(7, "publish, atomically, with a note for consumers")
     say(str(bf.publish(note=NOTE)))
@@ -109,4 +126,4 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     say(str(project.changelog()))
     say()
     say(f"done; the project is in {root} (try: backfill changelog --project {root})")
-    return 0
+    return EXIT_OK

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from ..lint import DIALECTS, RULES, LintResult, lint_sql
+from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+__all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

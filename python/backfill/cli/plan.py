@@ -1,7 +1,7 @@
 """``backfill plan``: plan a backfill of a project and print it (text, JSON or mermaid).
 
-Until the project file format lands, ``--project`` is a Python file that builds a
-:class:`backfill.Project`: a module-level ``project`` or a ``build_project()`` function.
+``--project`` is a project directory (``backfill.yml``, or a dbt project), or a Python file that
+builds a :class:`backfill.Project`: a module-level ``project`` or a ``build_project()`` function.
 Exit 0 when the plan is ok, 1 when it has an error finding, 2 for usage or input errors.
 """
 
@@ -12,10 +12,11 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from ..errors import InvalidInputError, NotFoundError
 from ..api import Project
+from ..errors import InvalidInputError, NotFoundError
+from .exit_codes import EXIT_FAILED, EXIT_OK
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+__all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

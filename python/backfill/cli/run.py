@@ -1,9 +1,10 @@
-"""``backfill run`` and ``backfill status``: run a plan (or resume one) and see where it stands.
+"""``backfill run`` and ``backfill status``: run a plan (or resume one), see where it stands.
 
     backfill run --project DIR --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 \
         --reason "discount bug fixed" [--concurrency 8] [--direct] [--json]
     backfill run --resume ID          (or: backfill run ID)
     backfill status [ID] [--json]
+    backfill status --list [--json]
 
 Exit codes: 0 every task done, 1 a task failed, 2 usage or input error (nothing is recorded).
 """
@@ -13,16 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from ..api import Backfill
+from ..api import Backfill, Project
 from ..errors import InvalidInputError
-from ..run import BackfillStatus, TaskEvent, ledger_for
+from ..lint import LintResult
+from ..run import BackfillStatus, ledger_for
+from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .progress import force_progress, run_with_log_lines, run_with_progress
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+__all__ = ["add_parsers"]
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,8 +75,6 @@ def _usage(message: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..api import Project
-
     resume = args.resume or args.id
     if args.resume and args.id and args.resume != args.id:
         return _usage(f"two backfill ids given: {args.id} and --resume {args.resume}")
@@ -98,9 +98,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 sys.stdout.write(f"  {finding}\n")
         lint_errors = 0
         for result in lint_models(project, [m.model for m in plan.models if m.tasks]):
-            for finding in result.findings:
-                lint_errors += finding.severity == "error"
-                sys.stderr.write(f"{finding}\n")
+            for lint_finding in result.findings:
+                lint_errors += lint_finding.severity == "error"
+                sys.stderr.write(f"{lint_finding}\n")
         if lint_errors and not args.no_lint:
             return _usage(f"the lint found {lint_errors} error(s) in planned models (above): a "
                           "backfill of them would not be reproducible; fix them, suppress a "
@@ -114,75 +114,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         if args.json or args.no_progress:
             final = bf.run(**options)
-        elif not sys.stdout.isatty() and not _force_progress():
-            final = _run_with_log_lines(bf, options)  # CI and scheduler logs: a line per 10%
+        elif not sys.stdout.isatty() and not force_progress():
+            final = run_with_log_lines(bf, options)  # CI and scheduler logs: a line per 10%
         else:
-            final = _run_with_progress(bf, options)
+            final = run_with_progress(bf, options)
     except KeyboardInterrupt:
         sys.stderr.write(f"backfill run: interrupted; finished tasks are recorded. Resume with: "
                          f"backfill run --resume {bf.id}\n")
         return EXIT_FAILED
     _print_status(final, args.json)
     return EXIT_OK if final.ok else EXIT_FAILED
-
-
-def _force_progress() -> bool:
-    import os
-
-    return os.environ.get("BACKFILL_PROGRESS") == "1"
-
-
-def _run_with_progress(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
-
-    start = bf.status()
-    console = Console(file=sys.stdout, force_terminal=_force_progress() or None)
-    lock = threading.Lock()
-    with Progress(TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[note]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                  console=console, transient=False) as progress:
-        overall = progress.add_task("all tasks", total=start.total, completed=start.done, note="")
-        bars = {m.model: progress.add_task(m.model, total=m.total, completed=m.done, note="")
-                for m in start.models}
-        failed: dict[str, int] = {}
-
-        def on_event(e: TaskEvent) -> None:
-            with lock:
-                if e.kind == "done":
-                    progress.advance(bars[e.model])
-                    progress.advance(overall)
-                elif e.kind == "failed":
-                    failed[e.model] = failed.get(e.model, 0) + 1
-                    progress.update(bars[e.model], note=f"[red]{failed[e.model]} failed")
-                elif e.kind == "retry":
-                    progress.update(bars[e.model], note=f"[yellow]retrying {e.label}")
-
-        return bf.run(**options, on_event=on_event)
-
-
-def _run_with_log_lines(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
-    start = bf.status()
-    total, done = start.total, start.done
-    began = time.monotonic()
-    lock = threading.Lock()
-    step = max(1, total // 10)
-
-    def on_event(e: TaskEvent) -> None:
-        nonlocal done
-        with lock:
-            if e.kind == "failed":
-                sys.stdout.write(f"  failed: {e.model} {e.label}: {e.error}\n")
-            if e.kind != "done":
-                return
-            done += 1
-            if done % step == 0 or done == total:
-                elapsed = time.monotonic() - began
-                sys.stdout.write(f"  {done}/{total} tasks done, {elapsed:.1f} s\n")
-                sys.stdout.flush()
-
-    return bf.run(**options, on_event=on_event)
 
 
 def _print_status(status: BackfillStatus, as_json: bool) -> None:
@@ -202,8 +143,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from ..api import Project
-
     project = Project.load(args.project)
     try:
         rows = ledger_for(project, must_exist=True).backfills()
@@ -223,6 +162,6 @@ def _list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def lint_models(project: Any, models: list[str]) -> list[Any]:
+def lint_models(project: Project, models: list[str]) -> list[LintResult]:
     """Lint results of ``models`` (see :meth:`backfill.Project.check`)."""
     return [project.check(name) for name in models]

@@ -1,0 +1,75 @@
+"""``backfill publish | discard | changelog``: end a backfill, and tell consumers what changed.
+
+    backfill publish [ID] --note "..." [--force "why a failed gate is fine"]
+    backfill discard [ID]
+    backfill changelog [--backfill ID]
+
+All take ``--project DIR`` and ``--json``. Exit 1 when publish or discard is refused (a failed
+gate, a stale audit, an already published backfill); 2 for usage or input errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import ConflictError
+from .common import add_project_options, busy, dump, open_backfill, open_project, write
+from .exit_codes import EXIT_FAILED, EXIT_OK
+
+__all__ = ["add_changelog_parser", "add_discard_parser", "add_publish_parser"]
+
+
+def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("publish", help="publish an audited backfill atomically")
+    p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
+    add_project_options(p)
+    p.add_argument("--note", required=True, help="what consumers should know (changelog)")
+    p.add_argument("--force", metavar="REASON", help="publish despite failed gates, saying why")
+    p.set_defaults(func=cmd_publish)
+
+
+def add_discard_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("discard", help="drop an unpublished backfill's audit area")
+    p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
+    add_project_options(p)
+    p.set_defaults(func=cmd_discard)
+
+
+def add_changelog_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("changelog", help="what publications changed, for consumers")
+    add_project_options(p)
+    p.add_argument("--backfill", metavar="ID", help="only this backfill's publication")
+    p.set_defaults(func=cmd_changelog)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    bf = open_backfill(args)
+    try:
+        with busy(f"publishing {bf.id}..."):
+            pub = bf.publish(note=args.note, force_reason=args.force)
+    except ConflictError as exc:
+        if args.json:
+            dump({"published": False, "error": str(exc)})
+        else:
+            sys.stderr.write(f"backfill publish: refused: {exc}\n")
+        return EXIT_FAILED
+    dump({"published": True, **pub.to_dict()}) if args.json else write(str(pub))
+    return EXIT_OK
+
+
+def cmd_discard(args: argparse.Namespace) -> int:
+    bf = open_backfill(args)
+    try:
+        bf.discard()
+    except ConflictError as exc:
+        sys.stderr.write(f"backfill discard: refused: {exc}\n")
+        return EXIT_FAILED
+    dump({"discarded": bf.id}) if args.json else write(f"discarded {bf.id} (audit area dropped)")
+    return EXIT_OK
+
+
+def cmd_changelog(args: argparse.Namespace) -> int:
+    log = open_project(args).changelog(args.backfill)
+    dump(log.to_dict()) if args.json else write(str(log))
+    return EXIT_OK
