@@ -68,6 +68,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Union, overload
 
 from . import _core
+from .errors import InvalidInputError
 
 logger = logging.getLogger(__name__)
 
@@ -281,14 +282,9 @@ def _ignore_pairs(ignore: IgnoreSpec) -> list[tuple[str, str]]:
         elif isinstance(item, tuple) and len(item) == 2:
             pairs.append((str(item[0]), str(item[1])))
         else:
-            raise _core_error(f"ignore entry {item!r} is not a rule code or a (code, reason) pair")
+            raise InvalidInputError(f"ignore entry {item!r} is not a rule code or a "
+                                    "(code, reason) pair")
     return pairs
-
-
-def _core_error(message: str) -> Exception:
-    from .errors import InvalidInputError
-
-    return InvalidInputError(message)
 
 
 def _names(value: Iterable[str] | str | None, what: str) -> list[str]:
@@ -297,7 +293,7 @@ def _names(value: Iterable[str] | str | None, what: str) -> list[str]:
     items = [value] if isinstance(value, str) else list(value)
     for item in items:
         if not isinstance(item, str):
-            raise _core_error(f"{what} entry {item!r} is not a string")
+            raise InvalidInputError(f"{what} entry {item!r} is not a string")
     return items
 
 
@@ -323,7 +319,8 @@ def lint_sql(
     ``path`` is only used to label findings.
     """
     if dialect not in DIALECTS and dialect not in ("postgresql", "databricks"):
-        raise _core_error(f"unknown SQL dialect {dialect!r}; expected one of {', '.join(DIALECTS)}")
+        raise InvalidInputError(f"unknown SQL dialect {dialect!r}; expected one of "
+                                f"{', '.join(DIALECTS)}")
     label = os.fspath(path) if path is not None else None
     sev = [(str(k), str(v)) for k, v in (severity or {}).items()]
     raw = _core.lint_sql(

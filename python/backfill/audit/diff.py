@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union
 
 from .. import _core
+from ..errors import InvalidInputError
 from .._arrow import ArrowTable, html_table
 
 __all__ = ["DiffResult", "DiffSummary", "diff"]
@@ -39,36 +40,31 @@ def _names(value: str | Sequence[str] | None, what: str) -> list[str] | None:
     names = list(value)
     for name in names:
         if not isinstance(name, str):
-            raise _core_error(f"{what} must be column names (str), got {name!r}")
+            raise InvalidInputError(f"{what} must be column names (str), got {name!r}")
     return names
-
-
-def _core_error(message: str) -> Exception:
-    from ..errors import InvalidInputError
-
-    return InvalidInputError(message)
 
 
 def _tolerance(column: str, spec: object) -> tuple[float, float]:
     if isinstance(spec, bool) or spec is None:
-        raise _core_error(f"tolerance for {column!r} is {spec!r}; expected a number (absolute) "
-                          "or {'abs': ..., 'rel': ...}")
+        raise InvalidInputError(f"tolerance for {column!r} is {spec!r}; expected a number "
+                                "(absolute) or {'abs': ..., 'rel': ...}")
     if isinstance(spec, (int, float)):
         return float(spec), 0.0
     if isinstance(spec, Mapping):
         unknown = set(spec) - {"abs", "rel"}
         if unknown:
-            raise _core_error(f"tolerance for {column!r} has unknown keys {sorted(unknown)}; "
-                              "expected 'abs' and/or 'rel'")
+            raise InvalidInputError(f"tolerance for {column!r} has unknown keys "
+                                    f"{sorted(unknown)}; expected 'abs' and/or 'rel'")
         values = []
         for part in ("abs", "rel"):
             v = spec.get(part, 0.0)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-                raise _core_error(f"tolerance for {column!r}: {part}={v!r} is not a number >= 0")
+                raise InvalidInputError(f"tolerance for {column!r}: {part}={v!r} is not a "
+                                        "number >= 0")
             values.append(float(v))
         return values[0], values[1]
-    raise _core_error(f"tolerance for {column!r} is {spec!r}; expected a number (absolute) or "
-                      "{'abs': ..., 'rel': ...}")
+    raise InvalidInputError(f"tolerance for {column!r} is {spec!r}; expected a number "
+                            "(absolute) or {'abs': ..., 'rel': ...}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,13 +234,14 @@ class DiffResult:
     def plot(self, measure: str | None = None, ax: Any = None) -> Any:
         """Old vs new sums of ``measure`` per partition (matplotlib; returns the Axes)."""
         if not self.partitions.num_rows:
-            raise _core_error("plot needs a per-partition breakdown: pass partition_by= to diff")
+            raise InvalidInputError("plot needs a per-partition breakdown: pass partition_by= "
+                                    "to diff")
         if measure is None:
             if not self.measures:
-                raise _core_error("this diff has no measures to plot")
+                raise InvalidInputError("this diff has no measures to plot")
             measure = self.measures[0]
         if measure not in self.measures:
-            raise _core_error(f"{measure!r} is not a measure of this diff (measures: "
+            raise InvalidInputError(f"{measure!r} is not a measure of this diff (measures: "
                               f"{', '.join(self.measures) or 'none'})")
         plt = importlib.import_module("matplotlib.pyplot")
         rows = [r for r in self.partitions.to_pylist() if r["partition"] is not None]
@@ -303,7 +300,7 @@ def diff(
         else:
             per_column[column] = _tolerance(column, spec)
     if isinstance(sample, bool) or not isinstance(sample, int):
-        raise _core_error(f"sample={sample!r}; expected a number of rows")
+        raise InvalidInputError(f"sample={sample!r}; expected a number of rows")
     raw = _core.diff(old, new, keys, columns=_names(columns, "columns"),
                      exclude=_names(exclude, "exclude") or [], partition_by=partition_by,
                      grain=grain, tz=tz, tolerance=per_column, default_tolerance=default,
