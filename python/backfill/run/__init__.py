@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from .backfill import Backfill, engine_for, who
+from .executor import TaskOutcome, execute_task
 from .ledger import (BackfillState, LedgerBackend, TaskState, ledger_for, open_ledger, utcnow)
 from .status import BackfillStatus, ModelStatus, TaskEvent
 
 __all__ = ["Backfill", "BackfillState", "BackfillStatus", "LedgerBackend", "ModelStatus",
-           "TaskEvent", "TaskState", "engine_for", "ledger_for", "open_ledger", "utcnow", "who"]
+           "TaskEvent", "TaskOutcome", "TaskState", "engine_for", "execute_task", "ledger_for",
+           "open_ledger", "utcnow", "who"]

@@ -17,12 +17,12 @@ is done or failed or blocked, so a task whose worker died is claimed again when 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import getpass
 import hashlib
 import json
 import logging
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -30,9 +30,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..calendar import partitions as calendar_partitions
-from ..engines import Area, Engine, Part, TaskFailure, open_engine
-from ..errors import BackfillError, InvalidInputError
-from .ledger import BackfillState, Claim, LedgerBackend, TaskRow, ledger_for, new_worker_id
+from ..engines import Area, Engine, Part, open_engine
+from ..errors import InvalidInputError
+from .executor import TaskOutcome, execute_task
+from .ledger import BackfillState, LedgerBackend, TaskRow, ledger_for, new_worker_id
 from .status import BackfillStatus, TaskEvent, backfill_status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -216,11 +217,11 @@ class Backfill:
             raise InvalidInputError(f"backfill {self.id} is {rec['status']}; it cannot run")
         self.ledger.set_status(self.id, "running")
         log.info("backfill %s: worker %s starts (concurrency %d)", self.id, worker, concurrency)
-        running: dict[Future[None], Claim] = {}
-        stop = threading.Event()
-        heartbeat = threading.Thread(
-            target=self._heartbeat, args=(worker, running, lease_seconds, stop), daemon=True)
-        heartbeat.start()
+        execute = functools.partial(
+            execute_task, project=self.project, engine=self.engine, ledger=self.ledger,
+            backfill_id=self.id, area=self.area, worker=worker, lease_seconds=lease_seconds,
+            max_attempts=max_attempts, backoff=backoff)
+        running: set[Future[TaskOutcome]] = set()
         emit = on_event or (lambda _e: None)
         try:
             with ThreadPoolExecutor(max_workers=concurrency,
@@ -230,22 +231,19 @@ class Backfill:
                                                    lease_seconds):
                         emit(TaskEvent("started", claim.task.model, claim.task.label,
                                        claim.task.task_id, claim.attempt))
-                        fut = pool.submit(self._run_one, claim, worker, max_attempts, backoff, emit)
-                        running[fut] = claim
+                        running.add(pool.submit(execute, claim))
                     if running:
-                        done, _ = wait(list(running), timeout=max(poll, 0.5),
+                        done, _ = wait(running, timeout=max(poll, 0.5),
                                        return_when=FIRST_COMPLETED)
                         for fut in done:
-                            del running[fut]
-                            fut.result()  # _run_one records its own failures; re-raise bugs
+                            running.discard(fut)
+                            emit(fut.result().event())  # re-raises bugs (ledger errors)
                         continue
                     snap = self.status()
                     if snap.finished:
                         break
                     time.sleep(poll)  # waiting for a backoff, or for other workers' tasks
         finally:
-            stop.set()
-            heartbeat.join()
             self.engine.close()
         final = self.status()
         status = "failed" if final.failed_tasks else "done"
@@ -254,44 +252,6 @@ class Backfill:
         final = self.status()
         log.info("backfill %s: %s", self.id, final)
         return final
-
-    def _heartbeat(self, worker: str, running: dict[Future[None], Claim], lease_seconds: float,
-                   stop: threading.Event) -> None:
-        while not stop.wait(lease_seconds / 3):
-            try:
-                ids = [c.task.task_id for c in list(running.values())]
-                self.ledger.renew(self.id, worker, ids, lease_seconds)
-            except Exception:  # pragma: no cover - keep renewing on a hiccup
-                log.exception("backfill %s: lease renewal failed", self.id)
-
-    def _run_one(self, claim: Claim, worker: str, max_attempts: int, backoff: float,
-                 emit: Callable[[TaskEvent], None]) -> None:
-        t = claim.task
-        began = time.perf_counter()
-        try:
-            result = self.engine.run_task(self.project, t.model, t.start, t.end, self.area)
-        except Exception as exc:  # every failure is recorded; none stops other tasks
-            transient = exc.transient if isinstance(exc, TaskFailure) else \
-                not isinstance(exc, BackfillError)
-            message = str(exc) if isinstance(exc, BackfillError) else f"{type(exc).__name__}: {exc}"
-            retry = transient and claim.attempt < max_attempts
-            retry_at = time.time() + backoff * 2 ** (claim.attempt - 1) if retry else None
-            seconds = time.perf_counter() - began
-            status = self.ledger.finish(claim, self.id, worker, ok=False, rows=None, deleted=None,
-                                        fingerprint=None, seconds=seconds, error=message,
-                                        retry_at=retry_at)
-            log.log(logging.INFO if status == "pending" else logging.ERROR,
-                    "task %s %s attempt %d failed (%s): %s", t.model, t.label, claim.attempt,
-                    "will retry" if status == "pending" else status, message)
-            kind = {"pending": "retry", "failed": "failed"}.get(status, "lost")
-            emit(TaskEvent(kind, t.model, t.label, t.task_id, claim.attempt, seconds, None,
-                           message))
-            return
-        status = self.ledger.finish(claim, self.id, worker, ok=True, rows=result.rows_written,
-                                    deleted=result.rows_deleted, fingerprint=str(result.fingerprint),
-                                    seconds=result.seconds, error=None, retry_at=None)
-        emit(TaskEvent("done" if status == "done" else "lost", t.model, t.label, t.task_id,
-                       claim.attempt, result.seconds, result.rows_written))
 
 
 def who() -> str:

@@ -28,10 +28,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ...api import Project
 from ...engines import TaskFailure
 from ...errors import BackfillError, InvalidInputError
 from . import tasks as bfa
-from ...api import Project
 
 if TYPE_CHECKING:  # pragma: no cover
     from airflow.sdk import DAG
@@ -50,6 +50,7 @@ def _group_id(model: str) -> str:
 
 def _fail(exc: BaseException) -> BaseException:
     """Our error as Airflow should see it: permanent ones fail without retries."""
+    # Airflow is optional (extra backfill[airflow]): imported only where a DAG needs it.
     from airflow.sdk.exceptions import AirflowFailException
 
     if isinstance(exc, TaskFailure) and exc.transient:
@@ -79,6 +80,7 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
     the audit area stays for ``backfill discard``). ``retries``/``retry_delay`` apply to every
     task; transient failures use them, permanent ones fail at once. ``dag_kwargs`` go to
     ``DAG`` (``schedule`` defaults to None: trigger it by hand)."""
+    # Airflow is optional (extra backfill[airflow]): importing this module must not need it.
     from airflow.sdk import DAG, TaskGroup, get_current_context, task
 
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -200,7 +202,7 @@ def _caller_file() -> str:
 
 def _approve_task(dag_id: str, select: str, start: object, end: object, reason: str,
                   options: Mapping[str, Any]) -> Any:
-    try:
+    try:  # optional twice over: Airflow itself, and the HITL operator of Airflow 3.1+
         from airflow.providers.standard.operators.hitl import ApprovalOperator
     except ImportError as exc:  # pragma: no cover - the provider ships with Airflow 3.1+
         raise InvalidInputError("approval=True needs Airflow's human-in-the-loop "
@@ -219,7 +221,7 @@ def _approve_task(dag_id: str, select: str, start: object, end: object, reason: 
 
 
 def _max_map_length() -> int:
-    try:
+    try:  # Airflow is optional; a worker with only the Task SDK has no configuration module
         from airflow.configuration import conf
     except ImportError:  # pragma: no cover - a Task-SDK-only worker: Airflow's default
         return 1024

@@ -13,9 +13,9 @@ done task is a no-op; a task another live worker holds fails as transient so Air
 later), ``audit`` of a published backfill returns the recorded audit and ``publish`` of a
 published one returns the recorded publication.
 
-The plain functions below need no Airflow; :func:`backfill_dag` (``airflow_dag.py``) wraps them
+The plain functions below need no Airflow; :func:`backfill_dag` (:mod:`.dag`) wraps them
 in TaskFlow tasks. Every function finds the ledger in the project's state directory, or at
-``ledger`` (``sqlite:///path``, see :mod:`backfill.ledger_backend`).
+``ledger`` (``sqlite:///path``, see :func:`backfill.run.open_ledger`).
 
 Limit: the ledger is a SQLite file, so every worker must run on the machine that holds it
 (LocalExecutor, or ``dag.test()``); SQLite locking is unsafe over network file systems. The
@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,11 +35,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from ...api import Backfill
 from ...api import load as _load
 from ...engines import TaskFailure
-from ...errors import BackfillError, ConflictError, InvalidInputError
+from ...errors import ConflictError, InvalidInputError
 from ...publish import latest_audit, recorded_publication
-from ...run import engine_for, ledger_for
-from ...run.ledger import (BackfillExistsError, Claim, LedgerBackend, TaskBusyError, TaskRow,
-                           new_worker_id, open_ledger)
+from ...run import engine_for, execute_task, ledger_for
+from ...run.ledger import (BackfillExistsError, BackfillState, LedgerBackend, TaskBusyError,
+                           TaskRow, TaskState, new_worker_id, open_ledger)
 
 if TYPE_CHECKING:  # pragma: no cover
     import datetime as dt
@@ -178,101 +176,49 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
         raise InvalidInputError(f"lease_seconds {lease_seconds!r} must be > 0")
     bf = _open(backfill_id, project, ledger)
     try:
-        return _run(bf, task_id, lease_seconds)
+        rec = bf.ledger.backfill(bf.id)
+        if rec["status"] == BackfillState.DISCARDED:
+            raise InvalidInputError(f"backfill {bf.id} is discarded; it cannot run")
+        if rec["status"] == BackfillState.PUBLISHED:  # its audit area is gone: only no-ops
+            finished = {t.task_id: t for t in bf.ledger.tasks(bf.id)
+                        if t.status == TaskState.DONE}
+            if task_id not in finished:
+                raise InvalidInputError(f"backfill {bf.id} is published; task {task_id} cannot "
+                                        "run any more")
+            log.info("backfill %s is published: task %d is already done; nothing to do", bf.id,
+                     task_id)
+            return _result(bf.id, finished[task_id], skipped=True)
+        worker = new_worker_id()
+        try:
+            claim = bf.ledger.claim_task(bf.id, task_id, worker, lease_seconds)
+        except TaskBusyError as exc:  # a live worker runs it: Airflow retries later
+            raise TaskFailure(str(exc), transient=True) from exc
+        if isinstance(claim, TaskRow):
+            log.info("backfill %s: %s %s (task %d) is already done; nothing to do", bf.id,
+                     claim.model, claim.label, task_id)
+            return _result(bf.id, claim, skipped=True)
+        if rec["status"] != BackfillState.RUNNING:
+            bf.ledger.set_status(bf.id, BackfillState.RUNNING)
+        # Airflow retries the task itself (its retries and retry_delay): one attempt per try.
+        outcome = execute_task(claim, project=bf.project, engine=bf.engine, ledger=bf.ledger,
+                               backfill_id=bf.id, area=bf.area, worker=worker,
+                               lease_seconds=lease_seconds, max_attempts=1, backoff=0.0)
+        if not outcome.ok:  # a lost lease is transient: another try finds the task free
+            raise TaskFailure(outcome.message, transient=outcome.transient)
+        _finish_if_complete(bf)
+        done = bf.ledger.tasks(bf.id)[task_id]
+        return {**_result(bf.id, done, skipped=False), "attempt": outcome.attempt,
+                "seconds": round(outcome.seconds, 3), "rows_deleted": outcome.rows_deleted}
     finally:
         bf.engine.close()  # other worker processes take the warehouse file in turn
 
 
-def _run(bf: Backfill, task_id: int, lease_seconds: float) -> dict[str, Any]:
-    rec = bf.ledger.backfill(bf.id)
-    if rec["status"] == "discarded":
-        raise InvalidInputError(f"backfill {bf.id} is discarded; it cannot run")
-    if rec["status"] == "published":  # its audit area is gone: only no-ops are possible
-        finished = {t.task_id: t for t in bf.ledger.tasks(bf.id) if t.status == "done"}
-        if task_id not in finished:
-            raise InvalidInputError(f"backfill {bf.id} is published; task {task_id} cannot run "
-                                    "any more")
-        log.info("backfill %s is published: task %d is already done; nothing to do", bf.id,
-                 task_id)
-        return _result(bf.id, finished[task_id], skipped=True)
-    worker = new_worker_id()
-    try:
-        claim = bf.ledger.claim_task(bf.id, task_id, worker, lease_seconds)
-    except TaskBusyError as exc:
-        raise TaskFailure(str(exc), transient=True) from exc
-    if isinstance(claim, TaskRow):
-        log.info("backfill %s: %s %s (task %d) is already done; nothing to do", bf.id,
-                 claim.model, claim.label, task_id)
-        return _result(bf.id, claim, skipped=True)
-    if rec["status"] in ("pending", "failed", "done"):
-        bf.ledger.set_status(bf.id, "running")
-    t = claim.task
-    log.info("backfill %s: running %s %s (task %d, attempt %d, worker %s)", bf.id, t.model,
-             t.label, t.task_id, claim.attempt, worker)
-    stop = threading.Event()
-    heartbeat = threading.Thread(target=_renew, args=(bf, worker, task_id, lease_seconds, stop),
-                                 daemon=True, name=f"lease-{bf.id}-{task_id}")
-    heartbeat.start()
-    began = time.perf_counter()
-    try:
-        result = bf.engine.run_task(bf.project, t.model, t.start, t.end, bf.area)
-    except Exception as exc:
-        _record_failure(bf, claim, worker, exc, time.perf_counter() - began)
-        raise _failure(bf.id, t, claim.attempt, exc) from exc
-    finally:
-        stop.set()
-        heartbeat.join()
-    status = bf.ledger.finish(claim, bf.id, worker, ok=True, rows=result.rows_written,
-                              deleted=result.rows_deleted, fingerprint=str(result.fingerprint),
-                              seconds=result.seconds, error=None, retry_at=None)
-    if status != "done":  # the lease expired and another worker owns the task now
-        raise TaskFailure(f"{t.model} {t.label}: the lease ran out while the task ran; another "
-                          "worker took it over (raise lease_seconds?)", transient=True)
-    log.info("backfill %s: %s %s done in %.2fs: %d row(s) written, %d deleted", bf.id, t.model,
-             t.label, result.seconds, result.rows_written, result.rows_deleted)
-    _finish_if_complete(bf)
-    done = bf.ledger.tasks(bf.id)[task_id]
-    return {**_result(bf.id, done, skipped=False), "attempt": claim.attempt,
-            "seconds": round(result.seconds, 3), "rows_deleted": result.rows_deleted}
-
-
-def _renew(bf: Backfill, worker: str, task_id: int, lease_seconds: float,
-           stop: threading.Event) -> None:
-    while not stop.wait(lease_seconds / 3):
-        try:
-            bf.ledger.renew(bf.id, worker, [task_id], lease_seconds)
-        except Exception:  # pragma: no cover - keep renewing on a hiccup
-            log.exception("backfill %s: lease renewal of task %d failed", bf.id, task_id)
-
-
-def _message(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, BackfillError) else f"{type(exc).__name__}: {exc}"
-
-
-def _transient(exc: BaseException) -> bool:
-    # As the runner: our own errors say; anything unexpected (I/O, a driver hiccup) may pass.
-    return exc.transient if isinstance(exc, TaskFailure) else not isinstance(exc, BackfillError)
-
-
-def _record_failure(bf: Backfill, claim: Claim, worker: str, exc: BaseException,
-                    seconds: float) -> None:
-    bf.ledger.finish(claim, bf.id, worker, ok=False, rows=None, deleted=None, fingerprint=None,
-                     seconds=seconds, error=_message(exc), retry_at=None)
-
-
-def _failure(backfill_id: str, t: TaskRow, attempt: int, exc: BaseException) -> TaskFailure:
-    transient = _transient(exc)
-    message = (f"backfill {backfill_id}: {t.model} {t.label} (task {t.task_id}) attempt "
-               f"{attempt} failed ({'transient' if transient else 'permanent'}): {_message(exc)}")
-    log.log(logging.WARNING if transient else logging.ERROR, "%s", message)
-    return TaskFailure(message, transient=transient)
-
-
 def _finish_if_complete(bf: Backfill) -> None:
     tasks = bf.ledger.tasks(bf.id)
-    if all(t.status == "done" for t in tasks) and \
-            bf.ledger.backfill(bf.id)["status"] not in ("done", "published", "discarded"):
-        bf.ledger.set_status(bf.id, "done", finished=True)
+    if all(t.status == TaskState.DONE for t in tasks) and \
+            bf.ledger.backfill(bf.id)["status"] in (BackfillState.PENDING, BackfillState.RUNNING,
+                                                    BackfillState.FAILED):
+        bf.ledger.set_status(bf.id, BackfillState.DONE, finished=True)
         log.info("backfill %s: all %d task(s) done", bf.id, len(tasks))
 
 
@@ -292,7 +238,7 @@ def audit(backfill_id: str, *, gates: Mapping[str, Any] | None = None,
     bf = _open(backfill_id, project, ledger)
     try:
         rec = bf.ledger.backfill(backfill_id)
-        if rec["status"] == "published":
+        if rec["status"] == BackfillState.PUBLISHED:
             log.info("backfill %s is already published; returning its recorded audit",
                      backfill_id)
             return _audit_summary(bf, published=True)

@@ -84,6 +84,7 @@ def invoke(args: Sequence[str], *, project_dir: str | Path, profiles_dir: str | 
     if target_path:
         full += ["--target-path", str(target_path)]
     with invoke_lock, _isolated():
+        # dbt is optional, and importing it changes logging and warnings: inside _isolated().
         from dbt.cli.main import dbtRunner
 
         log_file = logs / "dbt.log"

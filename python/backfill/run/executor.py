@@ -1,0 +1,201 @@
+"""One claimed task, run once: the executor every runner shares (the thread-pool runner of
+:meth:`Backfill.run` and the Airflow task alike).
+
+>>> outcome = execute_task(claim, project=project, engine=engine, ledger=ledger,
+...                        backfill_id=bf.id, area=bf.area, worker=worker, lease_seconds=60,
+...                        max_attempts=3, backoff=1.0)                # doctest: +SKIP
+>>> outcome.status, outcome.message                                   # doctest: +SKIP
+
+While the engine runs the task, a renewal thread keeps the claim's lease alive. The attempt's end
+is recorded in the ledger: ``done`` with rows and fingerprint; ``pending`` with a ``retry_at``
+(exponential backoff) when the failure is transient and attempts are left; ``failed`` otherwise.
+A lease lost while the task ran is an outcome (``lost``), not an exception: another worker may
+own the task now, so this one records no result for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from ..engines import Area, Engine, TaskFailure, WriteResult
+from ..errors import BackfillError, InvalidInputError
+from .ledger import Claim, LedgerBackend, TaskRow
+from .status import TaskEvent
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.project import Project
+
+log = logging.getLogger(__name__)
+
+__all__ = ["OutcomeStatus", "TaskOutcome", "execute_task", "is_transient"]
+
+#: done; pending (a retry is due at ``retry_at``); failed (for good); lost (the lease ran out)
+OutcomeStatus = Literal["done", "pending", "failed", "lost"]
+_EVENT_KIND: dict[str, str] = {"done": "done", "pending": "retry", "failed": "failed",
+                               "lost": "lost"}
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """How one attempt of a task ended, as recorded in the ledger."""
+
+    backfill_id: str
+    task: TaskRow
+    attempt: int
+    status: OutcomeStatus
+    seconds: float
+    rows_written: int | None = None
+    rows_deleted: int | None = None
+    fingerprint: str | None = None
+    error: str | None = None  # the failure itself, as the ledger records it
+    transient: bool = False  # worth retrying (a lost lease is)
+    retry_at: float | None = None  # epoch seconds, when pending
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+    @property
+    def message(self) -> str:
+        """One line saying what happened, the same in logs, the CLI and Airflow."""
+        t = self.task
+        what = f"backfill {self.backfill_id}: {t.model} {t.label}"
+        if self.status == "done":
+            return (f"{what} done in {self.seconds:.2f}s (task {t.task_id}, attempt "
+                    f"{self.attempt}): {self.rows_written} row(s) written, {self.rows_deleted} "
+                    "deleted")
+        head = f"{what} (task {t.task_id}) attempt {self.attempt}"
+        if self.status == "lost":
+            return (f"{head} lost its lease while it ran; another worker may take the task "
+                    f"over (raise lease_seconds?){': ' + self.error if self.error else ''}")
+        kind = "transient" if self.transient else "permanent"
+        then = f"; retry in {max(0.0, (self.retry_at or 0) - time.time()):.1f}s" \
+            if self.status == "pending" else ""
+        return f"{head} failed ({kind}): {self.error}{then}"
+
+    def event(self) -> TaskEvent:
+        """The progress event of this outcome (kind done, retry, failed or lost)."""
+        t = self.task
+        return TaskEvent(_EVENT_KIND[self.status], t.model, t.label, t.task_id, self.attempt,
+                         self.seconds, self.rows_written, None if self.ok else self.error)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failure is worth retrying: :class:`TaskFailure` says; any other of our errors is
+    permanent (bad input fails the same way again); anything unexpected (I/O, a driver hiccup)
+    may pass."""
+    if isinstance(exc, TaskFailure):
+        return exc.transient
+    return not isinstance(exc, BackfillError)
+
+
+def _error_text(exc: BaseException) -> str:
+    # Our errors are written for users; a foreign one needs its type to make sense.
+    return str(exc) if isinstance(exc, BackfillError) else f"{type(exc).__name__}: {exc}"
+
+
+class _Lease:
+    """Renews one claim's lease every third of ``lease_seconds`` on its own thread, and knows
+    when the lease ends by this process's clock should renewals fail."""
+
+    def __init__(self, ledger: LedgerBackend, backfill_id: str, worker: str, task_id: int,
+                 lease_seconds: float) -> None:
+        self._ledger, self._backfill_id, self._worker = ledger, backfill_id, worker
+        self._task_id, self._seconds = task_id, lease_seconds
+        # The claim was made just before; its lease runs from then.
+        self._expires = time.monotonic() + lease_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name=f"lease-{backfill_id}-{task_id}")
+
+    def __enter__(self) -> _Lease:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() > self._expires
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._seconds / 3):
+            asked = time.monotonic()  # the ledger stamps the new lease after this instant
+            try:
+                self._ledger.renew(self._backfill_id, self._worker, [self._task_id],
+                                   self._seconds)
+            except Exception:  # keep trying: a locked or briefly unreachable ledger may recover
+                log.warning("backfill %s: renewing the lease of task %d failed", self._backfill_id,
+                            self._task_id, exc_info=True)
+                continue
+            self._expires = asked + self._seconds
+
+
+def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: LedgerBackend,
+                 backfill_id: str, area: Area, worker: str, lease_seconds: float,
+                 max_attempts: int, backoff: float) -> TaskOutcome:
+    """Runs the claimed task once through ``engine``, keeping its lease, and records the end of
+    the attempt in ``ledger``. ``max_attempts`` bounds the ledger's own retries (an orchestrator
+    that retries by itself, such as Airflow, passes 1); a transient failure before that is
+    retried ``backoff * 2**(attempt-1)`` seconds later. Never raises for a failing task; errors
+    of the ledger itself propagate."""
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise InvalidInputError(f"max_attempts {max_attempts!r} is not a positive integer")
+    if not backoff >= 0:
+        raise InvalidInputError(f"backoff {backoff!r} must be >= 0 seconds")
+    if not lease_seconds > 0:
+        raise InvalidInputError(f"lease_seconds {lease_seconds!r} must be > 0")
+    t = claim.task
+    base = TaskOutcome(backfill_id, t, claim.attempt, "lost", 0.0)
+    log.info("backfill %s: running %s %s (task %d, attempt %d, worker %s)", backfill_id, t.model,
+             t.label, t.task_id, claim.attempt, worker)
+    began = time.perf_counter()
+    result: WriteResult | None = None
+    failure: BaseException | None = None
+    with _Lease(ledger, backfill_id, worker, t.task_id, lease_seconds) as lease:
+        try:
+            result = engine.run_task(project, t.model, t.start, t.end, area)
+        except Exception as exc:  # every failure is an outcome; none stops other tasks
+            failure = exc
+    seconds = time.perf_counter() - began
+    if lease.expired:
+        # Renewals failed until the lease ran out: another worker may own the task now or soon,
+        # so this one records nothing; the ledger marks the attempt abandoned when it drops the
+        # lease, and the task becomes claimable again.
+        out = dataclasses.replace(base, seconds=seconds, transient=True,
+                                  error=None if failure is None else _error_text(failure))
+        log.warning("%s", out.message)
+        return out
+    if result is not None:
+        status = ledger.finish(claim, backfill_id, worker, ok=True, rows=result.rows_written,
+                               deleted=result.rows_deleted, fingerprint=str(result.fingerprint),
+                               seconds=result.seconds, error=None, retry_at=None)
+        out = dataclasses.replace(base, seconds=result.seconds, rows_written=result.rows_written,
+                                  rows_deleted=result.rows_deleted,
+                                  fingerprint=str(result.fingerprint),
+                                  status="done" if status == "done" else "lost",
+                                  transient=status != "done")
+        log.log(logging.INFO if out.ok else logging.WARNING, "%s", out.message)
+        return out
+    assert failure is not None  # the engine either returned or raised
+    transient = is_transient(failure)
+    error = _error_text(failure)
+    retry_at = time.time() + backoff * 2 ** (claim.attempt - 1) \
+        if transient and claim.attempt < max_attempts else None
+    status = ledger.finish(claim, backfill_id, worker, ok=False, rows=None, deleted=None,
+                           fingerprint=None, seconds=seconds, error=error, retry_at=retry_at)
+    ended: OutcomeStatus = "pending" if status == "pending" else \
+        "failed" if status == "failed" else "lost"
+    out = dataclasses.replace(base, status=ended, seconds=seconds, error=error,
+                              transient=transient or ended == "lost",
+                              retry_at=retry_at if ended == "pending" else None)
+    level = {"pending": logging.INFO, "failed": logging.ERROR}.get(ended, logging.WARNING)
+    log.log(level, "%s", out.message)
+    return out
