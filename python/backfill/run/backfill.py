@@ -188,14 +188,11 @@ class Backfill:
 
     @property
     def area(self) -> Area:
-        """Where this backfill writes, and the periods it rebuilds per model."""
+        """Where this backfill writes, and the periods it rebuilds per model (those of
+        :meth:`partitions`; none for a model rebuilt whole)."""
         if self._area is None:
-            periods: dict[str, list[tuple[dt.datetime, dt.datetime]]] = {}
-            for t in self.ledger.tasks(self.id):
-                if t.start is not None and t.end is not None:
-                    periods.setdefault(t.model, []).append((t.start, t.end))
-                else:
-                    periods.setdefault(t.model, [])
+            periods = {model: [(s, e) for _, s, e in parts]
+                       for model, parts in self.partitions().items()}
             self._area = Area(None if self.mode == "direct" else self.id, periods)
         return self._area
 
