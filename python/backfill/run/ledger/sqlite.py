@@ -96,8 +96,12 @@ class Ledger:
             raise LedgerError(f"ledger {self.path} is a directory; expected a file (e.g. "
                               f"{self.path / 'ledger.sqlite'})")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._tx() as db:
-            prepare(db, self.path)
+        try:
+            with self._tx() as db:
+                prepare(db, self.path)
+        except BaseException:
+            self.close()  # a refused file (newer version, not a ledger) is not held open
+            raise
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -457,7 +461,8 @@ class Ledger:
         for m in models:
             require_keys(m, AUDIT_KEYS, f"audit {audit_id} model row")
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM backfills WHERE id = ?", (backfill_id,)).fetchone() is None:
+            known = db.execute("SELECT 1 FROM backfills WHERE id = ?", (backfill_id,)).fetchone()
+            if known is None:
                 raise self._not_found(db, backfill_id)
             db.executemany(
                 "INSERT INTO audits (backfill_id, model, created_at, created_by, passed, "
@@ -474,8 +479,8 @@ class Ledger:
         and marks the done backfill published, in one transaction."""
         require_keys(publication, PUBLICATION_KEYS, f"publication of {backfill_id}")
         with self._tx() as db:
-            self._move_backfill(db, backfill_id, BackfillState.PUBLISHED,
-                                sources(BACKFILL_TRANSITIONS, BackfillState.PUBLISHED), False, False)
+            done = sources(BACKFILL_TRANSITIONS, BackfillState.PUBLISHED)
+            self._move_backfill(db, backfill_id, BackfillState.PUBLISHED, done, False, False)
             db.execute("INSERT INTO publications (backfill_id, published_at, published_by, note, "
                        "forced_reason, models) VALUES (?, ?, ?, ?, ?, ?)",
                        (backfill_id, publication["published_at"], publication["published_by"],

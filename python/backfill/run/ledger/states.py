@@ -110,7 +110,8 @@ class IllegalTransitionError(ConflictError):
     """A state change the lifecycle does not allow (e.g. running a published backfill)."""
 
 
-def sources(table: Mapping[S, frozenset[S]], target: S, among: Iterable[S] | None = None) -> list[S]:
+def sources(table: Mapping[S, frozenset[S]], target: S,
+            among: Iterable[S] | None = None) -> list[S]:
     """The states that may move to ``target`` in ``table`` (not ``target`` itself), restricted
     to ``among`` when given: what a guarded ``UPDATE ... WHERE status IN (...)`` lists.
 
