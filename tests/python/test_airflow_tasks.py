@@ -4,8 +4,9 @@ gates that stop the DAG, and the ledger URL."""
 
 from __future__ import annotations
 
-import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,19 +112,20 @@ def test_run_task_refuses_a_task_whose_dependencies_are_not_done(shop_dir: Path)
 def test_a_task_held_by_a_live_worker_is_a_transient_failure(shop_dir: Path) -> None:
     bid = plan(shop_dir)
     led = ledger(shop_dir)
-    # Another worker on this host, alive (our own pid), holds task 0.
-    claim = led.claim_task(bid, 0, f"{socket.gethostname()}:{os.getpid()}:other", 60)
-    with pytest.raises(TaskFailure, match=r"task 0 of .* is running in worker") as info:
-        bfa.run_task(bid, 0, project=shop_dir)
-    assert info.value.transient  # Airflow retries it later
+    # Another worker on this host, alive (a process of ours), holds task 0.
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        claim = led.claim_task(bid, 0, f"{socket.gethostname()}:{other.pid}:other", 60)
+        with pytest.raises(TaskFailure, match=r"task 0 of .* is running in worker") as info:
+            bfa.run_task(bid, 0, project=shop_dir)
+        assert info.value.transient  # Airflow retries it later
+    finally:
+        other.kill()
+        other.wait()
     # A dead worker's lease is dropped: the task is claimed again at once.
-    led.close()
-    led2 = ledger(shop_dir)
-    with led2._tx() as db:
-        db.execute("UPDATE leases SET worker = ?", (f"{socket.gethostname()}:999999999:gone",))
     out = bfa.run_task(bid, 0, project=shop_dir)
     assert (out["status"], out["attempt"]) == ("done", 2)
-    statuses = [a["status"] for a in led2.attempts(bid)]
+    statuses = [a["status"] for a in led.attempts(bid)]
     assert statuses == ["abandoned", "done"] and claim.attempt == 1
 
 

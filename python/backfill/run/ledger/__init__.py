@@ -1,8 +1,21 @@
-"""The ledger: the state of every backfill, task, attempt, lease, audit and publication.
+"""The ledger: the state of every backfill, task, attempt, lease, audit and publication. It owns
+the lifecycle: every state change goes through it, checked against one table of transitions.
 
-:class:`LedgerBackend` is what everything else calls; :func:`open_ledger` opens one by URL and
-:func:`ledger_for` the one a project's settings name. States and their transitions are in
-:mod:`.states`; nothing outside this package touches ledger SQL.
+What is where:
+
+* :mod:`.states` -- the states of backfills, tasks and attempts (str enums) and the allowed
+  transitions; :class:`IllegalTransitionError` for any other.
+* :mod:`.records` -- what any backend hands out and raises: :class:`TaskRow`, :class:`Claim`,
+  :class:`LedgerError`, :class:`TaskBusyError`, :class:`BackfillExistsError`, worker ids and
+  stamps, the checks of what callers pass in.
+* :mod:`.backend` -- :class:`LedgerBackend`, the protocol everything else calls, with the
+  guarantees (atomic methods, leases, exactly-once) every backend gives.
+* :mod:`.sqlite` -- :class:`Ledger`, the SQLite backend (one file, one machine);
+  :mod:`.sqlite_schema` -- its tables, schema version and migrations.
+* here -- :func:`open_ledger` opens a ledger by URL, :func:`ledger_for` the one of a project.
+
+Nothing outside this package touches ledger SQL or ``sqlite3``. A new backend implements
+:class:`LedgerBackend` and passes ``tests/python/conformance/test_ledger.py``.
 """
 
 from __future__ import annotations
@@ -11,17 +24,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import InvalidInputError
-from .backend import LedgerBackend
-from .sqlite import (BackfillExistsError, Claim, Ledger, TaskBusyError, TaskRow, new_worker_id,
-                     utcnow)
-from .states import (AttemptState, BackfillState, IllegalTransitionError, TaskState)
+from .backend import FinishOutcome, LedgerBackend
+from .records import (BackfillExistsError, Claim, LedgerError, TaskBusyError, TaskRow,
+                      new_worker_id, utcnow)
+from .sqlite import Ledger
+from .sqlite_schema import SCHEMA_VERSION
+from .states import AttemptState, BackfillState, IllegalTransitionError, TaskState
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Project
 
-__all__ = ["AttemptState", "BackfillExistsError", "BackfillState", "Claim",
-           "IllegalTransitionError", "Ledger", "LedgerBackend", "TaskBusyError", "TaskRow",
-           "TaskState", "ledger_for", "new_worker_id", "open_ledger", "utcnow"]
+__all__ = ["AttemptState", "BackfillExistsError", "BackfillState", "Claim", "FinishOutcome",
+           "IllegalTransitionError", "Ledger", "LedgerBackend", "LedgerError", "SCHEMA_VERSION",
+           "TaskBusyError", "TaskRow", "TaskState", "ledger_for", "new_worker_id", "open_ledger",
+           "utcnow"]
 
 
 def _conforms(ledger: Ledger) -> LedgerBackend:

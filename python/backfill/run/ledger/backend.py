@@ -2,72 +2,131 @@
 
 >>> ledger = open_ledger("sqlite:////shared/backfill/ledger.sqlite")   # doctest: +SKIP
 
-Today the only backend is SQLite (:class:`~backfill.ledger.Ledger`): one file that every worker
-on ONE machine opens. SQLite's locking is not safe over NFS or other network file systems, so
-workers on several machines (Airflow's Celery or Kubernetes executors) need a shared database;
-a Postgres backend will implement the same protocol and be opened by ``postgresql://`` URLs.
-Until then such URLs raise a clear error instead of silently using a local file.
+Today the only backend is SQLite (:class:`~backfill.run.ledger.sqlite.Ledger`): one file that
+every worker on ONE machine opens. SQLite's locking is not safe over NFS or other network file
+systems, so workers on several machines (Airflow's Celery or Kubernetes executors) need a shared
+database; a Postgres backend will implement the same protocol and be opened by ``postgresql://``
+URLs. Until then such URLs raise a clear error instead of silently using a local file.
+
+A new backend passes ``tests/python/conformance/test_ledger.py`` (add it to the factories there).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from .sqlite import Claim, TaskRow
+from .records import Claim, TaskRow
+from .states import BackfillState
 
-__all__ = ["LedgerBackend"]
+__all__ = ["FinishOutcome", "LedgerBackend"]
+
+#: What :meth:`LedgerBackend.finish` reports: the task's new state, or ``"lost"`` when the
+#: attempt no longer held the task's lease (another worker owns the task now).
+FinishOutcome = Literal["done", "pending", "failed", "lost"]
 
 
 @runtime_checkable
 class LedgerBackend(Protocol):
-    """The ledger operations the runner, the Airflow integration and ``status`` rely on.
+    """The ledger operations the runner, the Airflow integration, status, audit and publish use.
 
-    Every method is atomic on its own; ``claim``/``claim_task`` take a lease that ``renew``
-    extends and ``finish`` ends, so two workers never run one task at once. (Audit and publish
-    still record their rows through SQLite transactions; a shared backend adds those two writes.)
+    Guarantees every backend gives (the conformance suite checks them):
+
+    * Every method is atomic: it commits all of its writes or none.
+    * States move only along :mod:`.states`; the check and the write are one step in the
+      database, so a concurrent writer cannot slip in between. A move the lifecycle does not
+      have raises :class:`~.states.IllegalTransitionError` and changes nothing.
+    * Exactly once: ``claim``/``claim_task`` hand a task to one worker with a lease; while the
+      lease is held (renewed by ``renew``, ended by ``finish``) nobody else gets the task. A lease
+      that expired, or whose worker is a dead process on this host, is dropped at the next claim:
+      its attempt becomes ``abandoned`` and the task is claimable again. A task becomes ``done``
+      once, by the attempt that held its lease.
+    * Failures of the storage raise :class:`~.records.LedgerError` naming the ledger; no
+      driver exception (``sqlite3.Error``, ...) reaches the caller.
     """
 
+    # -- backfills ------------------------------------------------------------------------------
     def create_backfill(self, record: Mapping[str, Any],
-                        tasks: Sequence[Mapping[str, Any]]) -> None: ...
+                        tasks: Sequence[Mapping[str, Any]]) -> None:
+        """Records a backfill (``record``: the ``backfills`` columns, status ``pending``) and its
+        tasks (``task_id``, ``model``, ``start``, ``end``, ``label``, ``partitions``, ``wave``,
+        ``depends_on``), all pending, in one step. :class:`~.records.BackfillExistsError` when
+        the id is taken (nothing is written)."""
 
-    def backfill(self, backfill_id: str) -> dict[str, Any]: ...
+    def backfill(self, backfill_id: str) -> dict[str, Any]:
+        """The backfill's record. :class:`~backfill.errors.NotFoundError` naming recent ids when
+        there is none."""
 
-    def set_status(self, backfill_id: str, status: str, *, finished: bool = False) -> None: ...
+    def backfills(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The ``limit`` most recently created backfills, newest first."""
 
-    def tasks(self, backfill_id: str) -> list[TaskRow]: ...
+    def latest(self) -> str | None:
+        """The id of the most recently created backfill, or None."""
 
-    def attempts(self, backfill_id: str) -> list[dict[str, Any]]: ...
+    def set_status(self, backfill_id: str, status: BackfillState | str, *,
+                   finished: bool = False) -> None:
+        """Moves the backfill to ``status`` (stamping ``finished_at`` when ``finished``) if the
+        lifecycle allows it from its current state, else raises IllegalTransitionError and
+        changes nothing. Publishing is :meth:`record_publication`'s alone."""
+
+    # -- tasks, attempts, leases ----------------------------------------------------------------
+    def tasks(self, backfill_id: str) -> list[TaskRow]:
+        """The backfill's tasks by ``task_id``, with their dependencies."""
+
+    def attempts(self, backfill_id: str) -> list[dict[str, Any]]:
+        """Every attempt of the backfill's tasks, in the order they started."""
 
     def claim(self, backfill_id: str, worker: str, limit: int,
-              lease_seconds: float) -> list[Claim]: ...
+              lease_seconds: float) -> list[Claim]:
+        """Leases up to ``limit`` ready tasks (pending, past their retry time, every dependency
+        done) to ``worker`` for ``lease_seconds``, in wave then task order; each gets a new
+        running attempt. Drops dead leases first (see the class doc)."""
 
     def claim_task(self, backfill_id: str, task_id: int, worker: str,
-                   lease_seconds: float) -> Claim | TaskRow: ...
+                   lease_seconds: float) -> Claim | TaskRow:
+        """Leases exactly task ``task_id`` (pending or failed) to ``worker``; returns its row
+        instead when it is done. :class:`~.records.TaskBusyError` while a live worker holds it,
+        :class:`~backfill.errors.ConflictError` when a dependency is not done,
+        :class:`~backfill.errors.NotFoundError` for an unknown task."""
 
     def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> None: ...
+              lease_seconds: float) -> None:
+        """Extends ``worker``'s leases on ``task_ids`` to ``lease_seconds`` from now. Leases the
+        worker no longer holds are left alone (renewing never takes a task back)."""
 
     def finish(self, claim: Claim, backfill_id: str, worker: str, *, ok: bool, rows: int | None,
                deleted: int | None, fingerprint: str | None, seconds: float, error: str | None,
-               retry_at: float | None) -> str: ...
+               retry_at: float | None) -> FinishOutcome:
+        """Ends ``claim``'s attempt and releases its lease: the task becomes ``done`` (ok),
+        ``pending`` until ``retry_at`` (a failure to retry) or ``failed``; returns that state.
+        When the attempt lost its lease meanwhile it changes no task (the attempt stays
+        ``abandoned``) and returns ``"lost"``."""
 
-    def live_workers(self, backfill_id: str) -> set[str]: ...
+    def reset_failed(self, backfill_id: str) -> int:
+        """Makes the backfill's failed tasks pending with their attempt count reset (a resume);
+        returns how many."""
 
-    def audits(self, backfill_id: str) -> list[dict[str, Any]]: ...
+    def live_workers(self, backfill_id: str) -> set[str]:
+        """Workers holding an unexpired lease on one of the backfill's tasks (minus processes
+        of this host known dead)."""
 
-    def publications(self, backfill_id: str | None = None) -> list[dict[str, Any]]: ...
-
-    def backfills(self, limit: int = 50) -> list[dict[str, Any]]: ...
-
-    def latest(self) -> str | None: ...
-
-    def reset_failed(self, backfill_id: str) -> int: ...
-
+    # -- audits and publications ----------------------------------------------------------------
     def record_audit(self, backfill_id: str, audit_id: str, created_at: str, created_by: str,
-                     models: Sequence[Mapping[str, Any]]) -> None: ...
+                     models: Sequence[Mapping[str, Any]]) -> None:
+        """Records one audit, a row per model (``model``, ``passed``,
+        ``published_fingerprints``, ``result``: JSON-able), in one step."""
 
-    def record_publication(self, backfill_id: str, publication: Mapping[str, Any]) -> None: ...
+    def audits(self, backfill_id: str) -> list[dict[str, Any]]:
+        """The backfill's audit rows, oldest first (``result`` and ``published_fingerprints``
+        as JSON text)."""
 
-    def close(self) -> None: ...
+    def record_publication(self, backfill_id: str, publication: Mapping[str, Any]) -> None:
+        """Records a publication (``publication_id``, ``published_at``, ``published_by``,
+        ``note``, ``forced_reason``, ``models``) and moves the backfill from done to published
+        in one step; IllegalTransitionError (nothing recorded) unless it is done."""
+
+    def publications(self, backfill_id: str | None = None) -> list[dict[str, Any]]:
+        """Publications (of one backfill, or all), oldest first (``models`` as JSON text)."""
+
+    def close(self) -> None:
+        """Releases this handle's connections (of the calling thread); the ledger stays."""

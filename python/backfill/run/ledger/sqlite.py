@@ -1,206 +1,107 @@
-"""The ledger: a SQLite file under the project's ``.backfill/`` recording every backfill, task,
-attempt, lease, audit and publication.
+"""The SQLite ledger: one file (under the project's ``.backfill/``) recording every backfill,
+task, attempt, lease, audit and publication.
 
-Several runner processes (Airflow workers on one machine, say) share one ledger. A task is
-claimed inside a ``BEGIN IMMEDIATE`` transaction together with a lease that expires; a worker
-renews its leases while its tasks run. A lease whose worker is gone (expired, or a dead process on
-this host) is dropped at the next claim, and its task is claimed again. So a task never runs twice
-at once, and a killed worker's task is picked up again.
+Several runner processes (Airflow workers on one machine, say) share one file. Every write is one
+``BEGIN IMMEDIATE`` transaction, so writers take turns. A task is claimed together with a lease
+that expires; a worker renews its leases while its tasks run. A lease whose worker is gone
+(expired, or a dead process on this host) is dropped at the next claim, and its task is claimed
+again. So a task never runs twice at once, and a killed worker's task is picked up again.
 
-Tables: backfills, tasks, task_deps, attempts, leases, audits, publications (the last two are
-written by audit and publish).
+Every status write is a guarded ``UPDATE ... WHERE status IN (...)`` whose states come from
+:mod:`.states`; ``sqlite3`` errors leave as :class:`~.records.LedgerError`. Tables and the schema
+version: :mod:`.sqlite_schema`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
+import functools
 import json
-import os
-import socket
+import logging
 import sqlite3
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
-from .states import BackfillState, allowed_from, check_backfill_transition
+from .backend import FinishOutcome
+from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
+                      LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
+                      require_keys, utcnow, worker_dead)
+from .sqlite_schema import prepare
+from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, BackfillState,
+                     BACKFILL_TRANSITIONS, IllegalTransitionError, TaskState, allowed_from,
+                     check_backfill_transition, sources)
 
-__all__ = ["BackfillExistsError", "Claim", "Ledger", "TaskBusyError", "TaskRow", "new_worker_id",
-           "utcnow"]
+__all__ = ["Ledger"]
 
-SCHEMA_VERSION = 1
-TASK_STATUSES = ("pending", "running", "done", "failed")
+log = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS backfills (
-    id TEXT PRIMARY KEY,
-    project TEXT NOT NULL,
-    project_root TEXT,
-    selection TEXT NOT NULL,
-    exclude TEXT,
-    start TEXT NOT NULL,
-    end TEXT NOT NULL,
-    as_of TEXT,
-    reason TEXT NOT NULL,
-    mode TEXT NOT NULL CHECK (mode IN ('audit', 'direct')),
-    engine TEXT NOT NULL,
-    plan TEXT NOT NULL,
-    models TEXT NOT NULL,
-    created_by TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'done', 'failed',
-                                           'published', 'discarded')),
-    updated_at TEXT NOT NULL,
-    finished_at TEXT
-);
-CREATE TABLE IF NOT EXISTS tasks (
-    backfill_id TEXT NOT NULL REFERENCES backfills(id),
-    task_id INTEGER NOT NULL,
-    model TEXT NOT NULL,
-    start TEXT,
-    end TEXT,
-    label TEXT NOT NULL,
-    partitions INTEGER NOT NULL,
-    wave INTEGER NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'done', 'failed')),
-    attempts INTEGER NOT NULL DEFAULT 0,
-    not_before REAL NOT NULL DEFAULT 0,
-    rows_written INTEGER,
-    fingerprint TEXT,
-    error TEXT,
-    started_at TEXT,
-    finished_at TEXT,
-    PRIMARY KEY (backfill_id, task_id)
-);
-CREATE INDEX IF NOT EXISTS tasks_status ON tasks (backfill_id, status, wave);
-CREATE TABLE IF NOT EXISTS task_deps (
-    backfill_id TEXT NOT NULL,
-    task_id INTEGER NOT NULL,
-    dep_id INTEGER NOT NULL,
-    PRIMARY KEY (backfill_id, task_id, dep_id)
-);
-CREATE TABLE IF NOT EXISTS attempts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    backfill_id TEXT NOT NULL,
-    task_id INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    worker TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'abandoned')),
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    seconds REAL,
-    rows_written INTEGER,
-    rows_deleted INTEGER,
-    fingerprint TEXT,
-    error TEXT
-);
-CREATE INDEX IF NOT EXISTS attempts_task ON attempts (backfill_id, task_id);
-CREATE TABLE IF NOT EXISTS leases (
-    backfill_id TEXT NOT NULL,
-    task_id INTEGER NOT NULL,
-    worker TEXT NOT NULL,
-    attempt_id INTEGER NOT NULL,
-    expires_at REAL NOT NULL,
-    PRIMARY KEY (backfill_id, task_id)
-);
-CREATE TABLE IF NOT EXISTS audits (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    backfill_id TEXT NOT NULL REFERENCES backfills(id),
-    model TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    created_by TEXT NOT NULL,
-    passed INTEGER NOT NULL,
-    published_fingerprints TEXT,
-    result TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS publications (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    backfill_id TEXT NOT NULL REFERENCES backfills(id),
-    published_at TEXT NOT NULL,
-    published_by TEXT NOT NULL,
-    note TEXT,
-    forced_reason TEXT,
-    models TEXT NOT NULL
-);
-"""
+P = ParamSpec("P")
+R = TypeVar("R")
+E = TypeVar("E", bound=enum.Enum)
+
+_TASK_COLUMNS = ("task_id, model, start, end, label, partitions, wave, status, attempts, "
+                 "rows_written, fingerprint, error")
+_OUTCOME: dict[TaskState, FinishOutcome] = {
+    TaskState.DONE: "done", TaskState.PENDING: "pending", TaskState.FAILED: "failed"}
 
 
-def utcnow() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+def _storage(what: str) -> Callable[[Callable[Concatenate[Ledger, P], R]],
+                                    Callable[Concatenate[Ledger, P], R]]:
+    """Turns ``sqlite3`` errors of the decorated method into :class:`LedgerError` saying which
+    ledger and what failed (callers handle the project's errors, not a driver's)."""
+    def wrap(fn: Callable[Concatenate[Ledger, P], R]) -> Callable[Concatenate[Ledger, P], R]:
+        def guarded(self: Ledger, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return fn(self, *args, **kwargs)
+            except sqlite3.Error as exc:
+                hint = (" (another process held the ledger longer than the busy timeout)"
+                        if "locked" in str(exc) or "busy" in str(exc) else "")
+                raise LedgerError(f"ledger {self.path}: {what} failed: {exc}{hint}") from exc
+        functools.update_wrapper(guarded, fn)
+        return guarded
+    return wrap
 
 
-def new_worker_id() -> str:
-    """``host:pid:token`` — the host and pid let a worker on the same host see a dead one."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _worker_dead(worker: str) -> bool:
-    host, _, rest = worker.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False  # another host: only lease expiry tells
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-class TaskBusyError(ConflictError):
-    """The task is running in another live worker (its lease is held); try again later."""
-
-
-class BackfillExistsError(ConflictError):
-    """A backfill with that id is recorded already."""
-
-
-@dataclass(frozen=True)
-class TaskRow:
-    task_id: int
-    model: str
-    start: dt.datetime | None
-    end: dt.datetime | None
-    label: str
-    partitions: int
-    wave: int
-    status: str
-    attempts: int
-    rows_written: int | None
-    fingerprint: str | None
-    error: str | None
-    depends_on: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Claim:
-    task: TaskRow
-    attempt: int
-    attempt_id: int
+def _marks(states: Iterable[E]) -> tuple[str, list[str]]:
+    """``?, ?`` and the values for a ``status IN (...)`` guard."""
+    values = [str(s.value) for s in states]
+    return ", ".join("?" for _ in values), values
 
 
 def _ts(value: str | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromisoformat(value)
 
 
-class Ledger:
-    """The ledger at ``path`` (created on first use). Safe across threads and processes."""
+def _task_row(r: Sequence[Any], deps: Sequence[int] = ()) -> TaskRow:
+    return TaskRow(r[0], r[1], _ts(r[2]), _ts(r[3]), r[4], r[5], r[6], TaskState(r[7]).value,
+                   r[8], r[9], r[10], r[11], tuple(sorted(deps)))
 
+
+class Ledger:
+    """The SQLite ledger at ``path`` (created on first use). Safe across threads (a connection
+    per thread) and processes (SQLite's locking; on one machine, not over network file systems).
+    Implements :class:`~.backend.LedgerBackend`."""
+
+    @_storage("opening")
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._local = threading.local()
+        if self.path.is_dir():
+            raise LedgerError(f"ledger {self.path} is a directory; expected a file (e.g. "
+                              f"{self.path / 'ledger.sqlite'})")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn().executescript(_SCHEMA)  # each statement is CREATE ... IF NOT EXISTS
-        with self._tx() as db:
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                       (str(SCHEMA_VERSION),))
+        try:
+            with self._tx() as db:
+                prepare(db, self.path)
+        except BaseException:
+            self.close()  # a refused file (newer version, not a ledger) is not held open
+            raise
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -218,9 +119,9 @@ class Ledger:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None,
                                    check_same_thread=True)
+            conn.execute("PRAGMA busy_timeout=60000")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA busy_timeout=60000")
             self._local.conn = conn
         return conn
 
@@ -235,6 +136,7 @@ class Ledger:
             raise
         db.execute("COMMIT")
 
+    @_storage("closing")
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
@@ -242,7 +144,9 @@ class Ledger:
             self._local.conn = None
 
     # -- backfills -----------------------------------------------------------------------------
+    @_storage("recording a backfill")
     def create_backfill(self, record: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]]) -> None:
+        check_backfill_input(record, tasks)
         now = utcnow()
         with self._tx() as db:
             if db.execute("SELECT 1 FROM backfills WHERE id = ?", (record["id"],)).fetchone():
@@ -253,95 +157,130 @@ class Ledger:
                 "as_of, reason, mode, engine, plan, models, created_by, created_at, status, "
                 "updated_at) VALUES (:id, :project, :project_root, :selection, :exclude, :start, "
                 ":end, :as_of, :reason, :mode, :engine, :plan, :models, :created_by, :now, "
-                "'pending', :now)", {**record, "now": now})
+                ":status, :now)",
+                {**{k: record[k] for k in BACKFILL_KEYS}, "now": now,
+                 "status": BackfillState.PENDING.value})
             db.executemany(
                 "INSERT INTO tasks (backfill_id, task_id, model, start, end, label, partitions, "
-                "wave, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
-                [(record["id"], t["task_id"], t["model"], _iso(t["start"]), _iso(t["end"]),
-                  t["label"], t["partitions"], t["wave"]) for t in tasks])
+                "wave, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(record["id"], t["task_id"], t["model"], iso_utc(t["start"]), iso_utc(t["end"]),
+                  t["label"], t["partitions"], t["wave"], TaskState.PENDING.value)
+                 for t in tasks])
             db.executemany(
                 "INSERT INTO task_deps VALUES (?, ?, ?)",
                 [(record["id"], t["task_id"], d) for t in tasks for d in t["depends_on"]])
 
+    def _not_found(self, db: sqlite3.Connection, backfill_id: str) -> NotFoundError:
+        known = [r[0] for r in db.execute(
+            "SELECT id FROM backfills ORDER BY created_at DESC, id DESC LIMIT 5")]
+        return NotFoundError(f"no backfill {backfill_id!r} in {self.path}; recent: "
+                             f"{', '.join(known) or 'none'}")
+
+    @_storage("reading a backfill")
     def backfill(self, backfill_id: str) -> dict[str, Any]:
-        row = self._conn().execute("SELECT * FROM backfills WHERE id = ?",
-                                   (backfill_id,)).fetchone()
+        db = self._conn()
+        row = db.execute("SELECT * FROM backfills WHERE id = ?", (backfill_id,)).fetchone()
         if row is None:
-            known = [r[0] for r in self._conn().execute(
-                "SELECT id FROM backfills ORDER BY created_at DESC LIMIT 5")]
-            raise NotFoundError(f"no backfill {backfill_id!r} in {self.path}; recent: "
-                                f"{', '.join(known) or 'none'}")
+            raise self._not_found(db, backfill_id)
         return self._row_dict("backfills", row)
 
+    @_storage("listing backfills")
     def backfills(self, limit: int = 50) -> list[dict[str, Any]]:
         rows = self._conn().execute(
             "SELECT * FROM backfills ORDER BY created_at DESC, id DESC LIMIT ?", (limit,)).fetchall()
         return [self._row_dict("backfills", r) for r in rows]
 
+    @_storage("finding the latest backfill")
     def latest(self) -> str | None:
         row = self._conn().execute(
             "SELECT id FROM backfills ORDER BY created_at DESC, id DESC LIMIT 1").fetchone()
         return None if row is None else str(row[0])
 
-    def set_status(self, backfill_id: str, status: str, *, finished: bool = False) -> None:
+    @_storage("changing a backfill's status")
+    def set_status(self, backfill_id: str, status: BackfillState | str, *,
+                   finished: bool = False) -> None:
         """Moves the backfill to ``status`` if the lifecycle allows it from its current one
         (:mod:`.states`); the guarded UPDATE makes check and change one step."""
+        try:
+            target = BackfillState(status)
+        except ValueError:
+            raise InvalidInputError(f"backfill status {status!r}: expected one of "
+                                    f"{', '.join(s.value for s in BackfillState)}") from None
+        if target is BackfillState.PUBLISHED:
+            raise InvalidInputError(f"backfill {backfill_id}: publish with record_publication "
+                                    "(it records the publication with the status)")
         with self._tx() as db:
-            self._set_status(db, backfill_id, BackfillState(status), finished)
+            self._move_backfill(db, backfill_id, target, allowed_from(target), finished, True)
 
-    def _set_status(self, db: sqlite3.Connection, backfill_id: str, status: BackfillState,
-                    finished: bool) -> None:
+    def _move_backfill(self, db: sqlite3.Connection, backfill_id: str, target: BackfillState,
+                       from_states: list[BackfillState], finished: bool, stay_ok: bool) -> None:
         now = utcnow()
-        allowed = [s.value for s in allowed_from(status)]
-        marks = ", ".join("?" for _ in allowed)
-        cur = db.execute(f"UPDATE backfills SET status = ?, updated_at = ?, finished_at = ? "
-                         f"WHERE id = ? AND status IN ({marks})",
-                         (status.value, now, now if finished else None, backfill_id, *allowed))
-        if cur.rowcount == 0:
-            row = db.execute("SELECT status FROM backfills WHERE id = ?",
-                             (backfill_id,)).fetchone()
-            if row is None:
-                raise NotFoundError(f"no backfill {backfill_id!r} in {self.path}")
-            check_backfill_transition(backfill_id, str(row[0]), status.value)
+        marks, values = _marks(from_states)
+        # finished_at: stamped when the run ends, cleared when it runs again, else kept (a
+        # publication keeps when its run finished).
+        finished_sql = ("?" if finished else "NULL" if target in
+                        (BackfillState.PENDING, BackfillState.RUNNING) else "finished_at")
+        cur = db.execute(f"UPDATE backfills SET status = ?, updated_at = ?, finished_at = "
+                         f"{finished_sql} WHERE id = ? AND status IN ({marks})",
+                         (target.value, now, *([now] if finished else []), backfill_id, *values))
+        if cur.rowcount:
+            return
+        row = db.execute("SELECT status FROM backfills WHERE id = ?", (backfill_id,)).fetchone()
+        if row is None:
+            raise self._not_found(db, backfill_id)
+        current = BackfillState(row[0])
+        if current == target and target.final and stay_ok:
+            return  # staying in a final state: nothing to write
+        check_backfill_transition(backfill_id, current.value, target.value)  # not in the table
+        raise IllegalTransitionError(f"backfill {backfill_id} is {current} already")
 
     def _row_dict(self, table: str, row: tuple[Any, ...]) -> dict[str, Any]:
         cols = [c[1] for c in self._conn().execute(f"PRAGMA table_info({table})")]
         return dict(zip(cols, row))
 
     # -- tasks ---------------------------------------------------------------------------------
+    @_storage("reading tasks")
     def tasks(self, backfill_id: str) -> list[TaskRow]:
         db = self._conn()
         deps: dict[int, list[int]] = {}
         for tid, dep in db.execute("SELECT task_id, dep_id FROM task_deps WHERE backfill_id = ?",
                                    (backfill_id,)):
             deps.setdefault(int(tid), []).append(int(dep))
-        rows = db.execute(
-            "SELECT task_id, model, start, end, label, partitions, wave, status, attempts, "
-            "rows_written, fingerprint, error FROM tasks WHERE backfill_id = ? ORDER BY task_id",
-            (backfill_id,)).fetchall()
-        return [TaskRow(r[0], r[1], _ts(r[2]), _ts(r[3]), r[4], r[5], r[6], r[7], r[8], r[9],
-                        r[10], r[11], tuple(sorted(deps.get(int(r[0]), ())))) for r in rows]
+        rows = db.execute(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE backfill_id = ? "
+                          "ORDER BY task_id", (backfill_id,)).fetchall()
+        return [_task_row(r, deps.get(int(r[0]), ())) for r in rows]
 
+    @_storage("reading attempts")
     def attempts(self, backfill_id: str) -> list[dict[str, Any]]:
         rows = self._conn().execute(
             "SELECT * FROM attempts WHERE backfill_id = ? ORDER BY id", (backfill_id,)).fetchall()
         return [self._row_dict("attempts", r) for r in rows]
 
     def _drop_dead_leases(self, db: sqlite3.Connection, backfill_id: str, now: float) -> None:
+        """Ends the leases of gone workers: their attempts become abandoned, their tasks
+        pending (claimable again)."""
+        a_marks, a_from = _marks(sources(ATTEMPT_TRANSITIONS, AttemptState.ABANDONED))
+        t_marks, t_from = _marks(sources(TASK_TRANSITIONS, TaskState.PENDING,
+                                         among=[TaskState.RUNNING]))
         for task_id, worker, attempt_id, expires in db.execute(
                 "SELECT task_id, worker, attempt_id, expires_at FROM leases WHERE backfill_id = ?",
                 (backfill_id,)).fetchall():
-            if expires < now or _worker_dead(worker):
-                db.execute("DELETE FROM leases WHERE backfill_id = ? AND task_id = ?",
-                           (backfill_id, task_id))
-                db.execute("UPDATE attempts SET status = 'abandoned', finished_at = ?, error = ? "
-                           "WHERE id = ? AND status = 'running'",
-                           (utcnow(), f"worker {worker} lost its lease", attempt_id))
-        # A task marked running without a live lease was abandoned: make it claimable again.
-        db.execute("UPDATE tasks SET status = 'pending' WHERE backfill_id = ? AND status = "
-                   "'running' AND task_id NOT IN (SELECT task_id FROM leases WHERE "
-                   "backfill_id = ?)", (backfill_id, backfill_id))
+            if expires >= now and not worker_dead(worker):
+                continue
+            log.warning("backfill %s: task %s: worker %s lost its lease (%s); the task is "
+                        "claimable again", backfill_id, task_id, worker,
+                        "expired" if expires < now else "process gone")
+            db.execute("DELETE FROM leases WHERE backfill_id = ? AND task_id = ?",
+                       (backfill_id, task_id))
+            db.execute(f"UPDATE attempts SET status = ?, finished_at = ?, error = ? "
+                       f"WHERE id = ? AND status IN ({a_marks})",
+                       (AttemptState.ABANDONED.value, utcnow(),
+                        f"worker {worker} lost its lease", attempt_id, *a_from))
+            db.execute(f"UPDATE tasks SET status = ? WHERE backfill_id = ? AND task_id = ? "
+                       f"AND status IN ({t_marks})",
+                       (TaskState.PENDING.value, backfill_id, task_id, *t_from))
 
+    @_storage("claiming tasks")
     def claim(self, backfill_id: str, worker: str, limit: int, lease_seconds: float) -> list[Claim]:
         """Claims up to ``limit`` ready tasks (pending, due, every dependency done)."""
         if limit <= 0:
@@ -350,31 +289,40 @@ class Ledger:
         with self._tx() as db:
             self._drop_dead_leases(db, backfill_id, now)
             ready = db.execute(
-                "SELECT t.task_id FROM tasks t WHERE t.backfill_id = ? AND t.status = 'pending' "
+                "SELECT t.task_id FROM tasks t WHERE t.backfill_id = ? AND t.status = ? "
                 "AND t.not_before <= ? AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p "
                 "ON p.backfill_id = d.backfill_id AND p.task_id = d.dep_id WHERE "
-                "d.backfill_id = t.backfill_id AND d.task_id = t.task_id AND p.status != 'done') "
-                "ORDER BY t.wave, t.task_id LIMIT ?", (backfill_id, now, limit)).fetchall()
-            return [self._start(db, backfill_id, task_id, worker, now + lease_seconds)
-                    for (task_id,) in ready]
+                "d.backfill_id = t.backfill_id AND d.task_id = t.task_id AND p.status != ?) "
+                "ORDER BY t.wave, t.task_id LIMIT ?",
+                (backfill_id, TaskState.PENDING.value, now, TaskState.DONE.value,
+                 limit)).fetchall()
+            return [self._start(db, backfill_id, task_id, worker, now + lease_seconds,
+                                [TaskState.PENDING]) for (task_id,) in ready]
 
     def _start(self, db: sqlite3.Connection, backfill_id: str, task_id: int, worker: str,
-               lease_until: float) -> Claim:
+               lease_until: float, from_states: list[TaskState]) -> Claim:
         """Marks the task running, records a new attempt and leases it to ``worker``."""
         stamp = utcnow()
-        db.execute("UPDATE tasks SET status = 'running', attempts = attempts + 1, not_before = 0, "
-                   "started_at = ?, error = NULL WHERE backfill_id = ? AND task_id = ?",
-                   (stamp, backfill_id, task_id))
-        attempt = int(db.execute("SELECT attempts FROM tasks WHERE backfill_id = ? AND "
-                                 "task_id = ?", (backfill_id, task_id)).fetchone()[0])
+        marks, values = _marks(sources(TASK_TRANSITIONS, TaskState.RUNNING, among=from_states))
+        cur = db.execute(f"UPDATE tasks SET status = ?, attempts = attempts + 1, not_before = 0, "
+                         f"started_at = ?, error = NULL WHERE backfill_id = ? AND task_id = ? "
+                         f"AND status IN ({marks}) RETURNING attempts",
+                         (TaskState.RUNNING.value, stamp, backfill_id, task_id, *values))
+        row = cur.fetchone()
+        if row is None:  # the caller checked the state in this transaction: a bug if reached
+            raise IllegalTransitionError(f"task {task_id} of {backfill_id} is not "
+                                         f"{' or '.join(s.value for s in from_states)}")
+        attempt = int(row[0])
         cur = db.execute("INSERT INTO attempts (backfill_id, task_id, attempt, worker, status, "
-                         "started_at) VALUES (?, ?, ?, ?, 'running', ?)",
-                         (backfill_id, task_id, attempt, worker, stamp))
+                         "started_at) VALUES (?, ?, ?, ?, ?, ?)",
+                         (backfill_id, task_id, attempt, worker, AttemptState.RUNNING.value,
+                          stamp))
         attempt_id = int(cur.lastrowid or 0)
         db.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?)",
                    (backfill_id, task_id, worker, attempt_id, lease_until))
         return Claim(self._task(db, backfill_id, task_id), attempt, attempt_id)
 
+    @_storage("claiming a task")
     def claim_task(self, backfill_id: str, task_id: int, worker: str,
                    lease_seconds: float) -> Claim | TaskRow:
         """Claims exactly task ``task_id`` (an orchestrator such as Airflow decides what runs
@@ -395,10 +343,10 @@ class Ledger:
                                     f"are 0..{int(count) - 1})" if count else
                                     f"no backfill {backfill_id!r} (or it has no tasks) in "
                                     f"{self.path}")
-            status = str(row[0])
-            if status == "done":
+            status = TaskState(row[0])
+            if status is TaskState.DONE:
                 return self._task(db, backfill_id, task_id)
-            if status == "running":
+            if status is TaskState.RUNNING:
                 held = db.execute("SELECT worker, expires_at FROM leases WHERE backfill_id = ? "
                                   "AND task_id = ?", (backfill_id, task_id)).fetchone()
                 worker_held, until = held if held else ("?", now)
@@ -408,23 +356,22 @@ class Ledger:
             waiting = db.execute(
                 "SELECT p.task_id, p.model, p.label, p.status FROM task_deps d JOIN tasks p ON "
                 "p.backfill_id = d.backfill_id AND p.task_id = d.dep_id WHERE d.backfill_id = ? "
-                "AND d.task_id = ? AND p.status != 'done' ORDER BY p.task_id",
-                (backfill_id, task_id)).fetchall()
+                "AND d.task_id = ? AND p.status != ? ORDER BY p.task_id",
+                (backfill_id, task_id, TaskState.DONE.value)).fetchall()
             if waiting:
                 shown = ", ".join(f"{m} {lbl} (task {t}, {s})" for t, m, lbl, s in waiting[:5])
                 more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
                 raise ConflictError(f"task {task_id} of {backfill_id} depends on tasks not done: "
                                     f"{shown}{more}; run them first")
-            return self._start(db, backfill_id, task_id, worker, now + lease_seconds)
+            return self._start(db, backfill_id, task_id, worker, now + lease_seconds,
+                               [TaskState.PENDING, TaskState.FAILED])
 
     def _task(self, db: sqlite3.Connection, backfill_id: str, task_id: int) -> TaskRow:
-        r = db.execute(
-            "SELECT task_id, model, start, end, label, partitions, wave, status, attempts, "
-            "rows_written, fingerprint, error FROM tasks WHERE backfill_id = ? AND task_id = ?",
-            (backfill_id, task_id)).fetchone()
-        return TaskRow(r[0], r[1], _ts(r[2]), _ts(r[3]), r[4], r[5], r[6], r[7], r[8], r[9],
-                       r[10], r[11])
+        r = db.execute(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE backfill_id = ? AND task_id = ?",
+                       (backfill_id, task_id)).fetchone()
+        return _task_row(r)
 
+    @_storage("renewing leases")
     def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
               lease_seconds: float) -> None:
         if not task_ids:
@@ -434,59 +381,89 @@ class Ledger:
                            "task_id = ? AND worker = ?",
                            [(time.time() + lease_seconds, backfill_id, t, worker) for t in task_ids])
 
+    @_storage("recording a task's end")
     def finish(self, claim: Claim, backfill_id: str, worker: str, *, ok: bool, rows: int | None,
                deleted: int | None, fingerprint: str | None, seconds: float, error: str | None,
-               retry_at: float | None) -> str:
-        """Records an attempt's end. Returns the task's new status (pending when retried)."""
+               retry_at: float | None) -> FinishOutcome:
+        """Records an attempt's end. Returns the task's new status (pending when retried), or
+        ``"lost"`` when the attempt no longer held the task's lease."""
         tid = claim.task.task_id
         stamp = utcnow()
         with self._tx() as db:
-            held = db.execute("SELECT worker FROM leases WHERE backfill_id = ? AND task_id = ?",
-                              (backfill_id, tid)).fetchone()
-            db.execute("UPDATE attempts SET status = ?, finished_at = ?, seconds = ?, "
-                       "rows_written = ?, rows_deleted = ?, fingerprint = ?, error = ? WHERE id = ?",
-                       ("done" if ok else "failed", stamp, seconds, rows, deleted, fingerprint,
-                        error, claim.attempt_id))
-            if held is None or held[0] != worker:
-                # The lease was lost (expired) and the task is someone else's now.
+            held = db.execute("SELECT 1 FROM leases WHERE backfill_id = ? AND task_id = ? AND "
+                              "worker = ? AND attempt_id = ?",
+                              (backfill_id, tid, worker, claim.attempt_id)).fetchone()
+            if held is None:
+                # The lease was dropped (the attempt is abandoned, final) and the task may be
+                # someone else's now: keep what this worker reports for the record only.
+                late = (f"; reported {'success' if ok else 'failure'} after {seconds:.1f}s, "
+                        "after losing the lease")
+                db.execute("UPDATE attempts SET error = coalesce(error, '') || ? WHERE id = ? "
+                           "AND status = ?", (late, claim.attempt_id,
+                                              AttemptState.ABANDONED.value))
+                log.warning("backfill %s: task %s attempt %d of worker %s ended after its lease "
+                            "was lost; its result is not used", backfill_id, tid, claim.attempt,
+                            worker)
                 return "lost"
             db.execute("DELETE FROM leases WHERE backfill_id = ? AND task_id = ?",
                        (backfill_id, tid))
-            if ok:
-                status = "done"
-                db.execute("UPDATE tasks SET status = 'done', rows_written = ?, fingerprint = ?, "
-                           "finished_at = ?, error = NULL WHERE backfill_id = ? AND task_id = ?",
-                           (rows, fingerprint, stamp, backfill_id, tid))
-            elif retry_at is not None:
-                status = "pending"
-                db.execute("UPDATE tasks SET status = 'pending', not_before = ?, error = ? "
-                           "WHERE backfill_id = ? AND task_id = ?", (retry_at, error, backfill_id, tid))
+            ended = AttemptState.DONE if ok else AttemptState.FAILED
+            a_marks, a_from = _marks(sources(ATTEMPT_TRANSITIONS, ended))
+            db.execute(f"UPDATE attempts SET status = ?, finished_at = ?, seconds = ?, "
+                       f"rows_written = ?, rows_deleted = ?, fingerprint = ?, error = ? "
+                       f"WHERE id = ? AND status IN ({a_marks})",
+                       (ended.value, stamp, seconds, rows, deleted, fingerprint, error,
+                        claim.attempt_id, *a_from))
+            target = (TaskState.DONE if ok else
+                      TaskState.PENDING if retry_at is not None else TaskState.FAILED)
+            t_marks, t_from = _marks(sources(TASK_TRANSITIONS, target, among=[TaskState.RUNNING]))
+            values: list[Any]
+            if target is TaskState.DONE:
+                sets, values = ("rows_written = ?, fingerprint = ?, finished_at = ?, error = NULL",
+                                [rows, fingerprint, stamp])
+            elif target is TaskState.PENDING:
+                sets, values = "not_before = ?, error = ?", [retry_at, error]
             else:
-                status = "failed"
-                db.execute("UPDATE tasks SET status = 'failed', error = ?, finished_at = ? "
-                           "WHERE backfill_id = ? AND task_id = ?", (error, stamp, backfill_id, tid))
-        return status
+                sets, values = "error = ?, finished_at = ?", [error, stamp]
+            cur = db.execute(f"UPDATE tasks SET status = ?, {sets} WHERE backfill_id = ? AND "
+                             f"task_id = ? AND status IN ({t_marks})",
+                             (target.value, *values, backfill_id, tid, *t_from))
+            if cur.rowcount != 1:  # a held lease means a running task: a bug if reached
+                raise IllegalTransitionError(f"task {tid} of {backfill_id} is not running; it "
+                                             f"cannot become {target}")
+        return _OUTCOME[target]
 
+    @_storage("resetting failed tasks")
     def reset_failed(self, backfill_id: str) -> int:
         """Makes failed tasks pending again (a resume gives them fresh attempts)."""
+        marks, values = _marks(sources(TASK_TRANSITIONS, TaskState.PENDING,
+                                       among=[TaskState.FAILED]))
         with self._tx() as db:
-            cur = db.execute("UPDATE tasks SET status = 'pending', attempts = 0, not_before = 0 "
-                             "WHERE backfill_id = ? AND status = 'failed'", (backfill_id,))
+            cur = db.execute(f"UPDATE tasks SET status = ?, attempts = 0, not_before = 0 "
+                             f"WHERE backfill_id = ? AND status IN ({marks})",
+                             (TaskState.PENDING.value, backfill_id, *values))
             return int(cur.rowcount)
 
+    @_storage("listing live workers")
     def live_workers(self, backfill_id: str) -> set[str]:
         """Workers holding an unexpired lease on one of the backfill's tasks (minus dead
         processes on this host)."""
         rows = self._conn().execute("SELECT DISTINCT worker FROM leases WHERE backfill_id = ? "
                                     "AND expires_at >= ?", (backfill_id, time.time())).fetchall()
-        return {str(w) for (w,) in rows if not _worker_dead(str(w))}
+        return {str(w) for (w,) in rows if not worker_dead(str(w))}
 
     # -- audits and publications ---------------------------------------------------------------
+    @_storage("recording an audit")
     def record_audit(self, backfill_id: str, audit_id: str, created_at: str, created_by: str,
                      models: Sequence[Mapping[str, Any]]) -> None:
         """Records one audit: per model ``model``, ``passed``, ``published_fingerprints``
         (label -> "rows:digest") and ``result`` (the JSON-able audit of the model)."""
+        for m in models:
+            require_keys(m, AUDIT_KEYS, f"audit {audit_id} model row")
         with self._tx() as db:
+            known = db.execute("SELECT 1 FROM backfills WHERE id = ?", (backfill_id,)).fetchone()
+            if known is None:
+                raise self._not_found(db, backfill_id)
             db.executemany(
                 "INSERT INTO audits (backfill_id, model, created_at, created_by, passed, "
                 "published_fingerprints, result) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -495,12 +472,15 @@ class Ledger:
                   json.dumps({"audit_id": audit_id, **m["result"]}, default=str))
                  for m in models])
 
+    @_storage("recording a publication")
     def record_publication(self, backfill_id: str, publication: Mapping[str, Any]) -> None:
         """Records a publication (``published_at``, ``published_by``, ``note``,
         ``forced_reason``, ``publication_id``, ``models``: model -> changed partition labels)
-        and marks the backfill published, in one transaction."""
+        and marks the done backfill published, in one transaction."""
+        require_keys(publication, PUBLICATION_KEYS, f"publication of {backfill_id}")
         with self._tx() as db:
-            self._set_status(db, backfill_id, BackfillState.PUBLISHED, False)
+            done = sources(BACKFILL_TRANSITIONS, BackfillState.PUBLISHED)
+            self._move_backfill(db, backfill_id, BackfillState.PUBLISHED, done, False, False)
             db.execute("INSERT INTO publications (backfill_id, published_at, published_by, note, "
                        "forced_reason, models) VALUES (?, ?, ?, ?, ?, ?)",
                        (backfill_id, publication["published_at"], publication["published_by"],
@@ -508,25 +488,15 @@ class Ledger:
                         json.dumps({"publication_id": publication["publication_id"],
                                     "models": publication["models"]})))
 
+    @_storage("reading audits")
     def audits(self, backfill_id: str) -> list[dict[str, Any]]:
         rows = self._conn().execute("SELECT * FROM audits WHERE backfill_id = ? ORDER BY id",
                                     (backfill_id,)).fetchall()
         return [self._row_dict("audits", r) for r in rows]
 
+    @_storage("reading publications")
     def publications(self, backfill_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT * FROM publications" + (" WHERE backfill_id = ?" if backfill_id else "")
         rows = self._conn().execute(sql + " ORDER BY id",
                                     (backfill_id,) if backfill_id else ()).fetchall()
         return [self._row_dict("publications", r) for r in rows]
-
-
-def _iso(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        return value.astimezone(dt.timezone.utc).isoformat()
-    raise InvalidInputError(f"expected a datetime, got {value!r}")
-
-
-def dumps(value: object) -> str:
-    return json.dumps(value, default=str, sort_keys=True)

@@ -1,6 +1,7 @@
 """The lifecycle of backfills, tasks and attempts: their states and the allowed transitions, in
-one place. Every ledger backend enforces these (in the database, with guarded updates) and raises
-:class:`IllegalTransitionError` for any other.
+one place. Every ledger backend derives its guarded updates from these tables (``UPDATE ... WHERE
+status IN`` the states a move may start from) and raises :class:`IllegalTransitionError` for any
+other move, so check and change are one step in the database.
 
 Backfill::
 
@@ -9,21 +10,36 @@ Backfill::
                   v  |      v
                  failed    (re-run: running)      any unpublished state -> discarded
 
+Staying in a state is allowed (two workers both mark a backfill running, then done); in a final
+state (published, discarded) that is a no-op that changes nothing. Only
+``record_publication`` publishes, so a published backfill always has its publication row.
+
 Task::
 
     pending -> running -> done
        ^          |
        +----------+ (retry, or a lost lease) ; running -> failed -> pending (resume / retry)
+                                                          failed -> running (claimed by id)
+
+Attempt::
+
+    running -> done | failed | abandoned (its worker lost the lease; final, even if the worker
+                                          reports later)
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 from ...errors import ConflictError
 
-__all__ = ["AttemptState", "BackfillState", "IllegalTransitionError", "TaskState",
-           "BACKFILL_TRANSITIONS", "TASK_TRANSITIONS", "check_backfill_transition"]
+__all__ = ["ATTEMPT_TRANSITIONS", "AttemptState", "BACKFILL_TRANSITIONS", "BackfillState",
+           "IllegalTransitionError", "TASK_TRANSITIONS", "TaskState", "allowed_from",
+           "check_backfill_transition", "sources"]
+
+S = TypeVar("S", bound=enum.Enum)
 
 
 class BackfillState(str, enum.Enum):
@@ -63,7 +79,7 @@ class AttemptState(str, enum.Enum):
 
 
 B = BackfillState
-#: state -> the states a backfill may move to from it (staying in a state is always allowed)
+#: state -> the states a backfill may move to from it (staying put: see the module doc)
 BACKFILL_TRANSITIONS: dict[BackfillState, frozenset[BackfillState]] = {
     B.PENDING: frozenset({B.RUNNING, B.DONE, B.FAILED, B.DISCARDED}),
     B.RUNNING: frozenset({B.DONE, B.FAILED, B.DISCARDED}),
@@ -81,14 +97,39 @@ TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     T.DONE: frozenset(),
 }
 
+A = AttemptState
+ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
+    A.RUNNING: frozenset({A.DONE, A.FAILED, A.ABANDONED}),
+    A.DONE: frozenset(),
+    A.FAILED: frozenset(),
+    A.ABANDONED: frozenset(),
+}
+
 
 class IllegalTransitionError(ConflictError):
     """A state change the lifecycle does not allow (e.g. running a published backfill)."""
 
 
+def sources(table: Mapping[S, frozenset[S]], target: S,
+            among: Iterable[S] | None = None) -> list[S]:
+    """The states that may move to ``target`` in ``table`` (not ``target`` itself), restricted
+    to ``among`` when given: what a guarded ``UPDATE ... WHERE status IN (...)`` lists.
+
+    Raises ValueError when none may: the caller asked for a move the lifecycle does not have
+    (a bug in the backend, caught the first time that code path runs)."""
+    wanted = None if among is None else set(among)
+    found = [s for s, nxt in table.items() if target in nxt and (wanted is None or s in wanted)]
+    if not found:
+        raise ValueError(f"no transition to {target.value!r} from "
+                         f"{sorted(s.value for s in wanted) if wanted else 'any state'}")
+    return found
+
+
 def allowed_from(target: BackfillState) -> list[BackfillState]:
-    """The states a backfill may be in for a move to ``target`` (including ``target``)."""
-    return [s for s, nxt in BACKFILL_TRANSITIONS.items() if target in nxt or s == target]
+    """The states a backfill may be in for ``set_status(target)`` to write: those that may move
+    to ``target``, and ``target`` itself unless it is final (staying there writes nothing)."""
+    stay = [] if target.final else [target]
+    return [s for s, nxt in BACKFILL_TRANSITIONS.items() if target in nxt] + stay
 
 
 def check_backfill_transition(backfill_id: str, current: str, target: str) -> None:

@@ -1,0 +1,161 @@
+"""The SQLite ledger's tables, its schema version and the place its migrations go.
+
+A ledger file records ``schema_version`` in its ``meta`` table. Opening a file runs, in one write
+transaction: create the tables (a new file), or apply :data:`MIGRATIONS` from the file's version
+up to :data:`SCHEMA_VERSION` (an older file). A file of a newer version is refused: this code
+would misread it, and writing it could corrupt it for the version that made it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from .records import LedgerError
+from .states import AttemptState, BackfillState, TaskState
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "prepare", "stored_version"]
+
+#: The version this code writes and reads. Bump it with a migration in MIGRATIONS.
+SCHEMA_VERSION = 1
+
+#: version -> the function that moves a ledger of ``version - 1`` to ``version`` (inside the
+#: opening transaction). None yet: version 1 is the first.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+
+
+def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
+    # The CHECK constraints list the enums' values, so the states module stays their one source.
+    return ", ".join(f"'{s.value}'" for s in states)
+
+
+_TABLES = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS backfills (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    project_root TEXT,
+    selection TEXT NOT NULL,
+    exclude TEXT,
+    start TEXT NOT NULL,
+    end TEXT NOT NULL,
+    as_of TEXT,
+    reason TEXT NOT NULL,
+    mode TEXT NOT NULL CHECK (mode IN ('audit', 'direct')),
+    engine TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    models TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ({_values(BackfillState)})),
+    updated_at TEXT NOT NULL,
+    finished_at TEXT
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    backfill_id TEXT NOT NULL REFERENCES backfills(id),
+    task_id INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    start TEXT,
+    end TEXT,
+    label TEXT NOT NULL,
+    partitions INTEGER NOT NULL,
+    wave INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ({_values(TaskState)})),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    not_before REAL NOT NULL DEFAULT 0,
+    rows_written INTEGER,
+    fingerprint TEXT,
+    error TEXT,
+    started_at TEXT,
+    finished_at TEXT,
+    PRIMARY KEY (backfill_id, task_id)
+);
+CREATE INDEX IF NOT EXISTS tasks_status ON tasks (backfill_id, status, wave);
+CREATE TABLE IF NOT EXISTS task_deps (
+    backfill_id TEXT NOT NULL,
+    task_id INTEGER NOT NULL,
+    dep_id INTEGER NOT NULL,
+    PRIMARY KEY (backfill_id, task_id, dep_id)
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    backfill_id TEXT NOT NULL,
+    task_id INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    worker TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ({_values(AttemptState)})),
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    seconds REAL,
+    rows_written INTEGER,
+    rows_deleted INTEGER,
+    fingerprint TEXT,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_task ON attempts (backfill_id, task_id);
+CREATE TABLE IF NOT EXISTS leases (
+    backfill_id TEXT NOT NULL,
+    task_id INTEGER NOT NULL,
+    worker TEXT NOT NULL,
+    attempt_id INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (backfill_id, task_id)
+);
+CREATE TABLE IF NOT EXISTS audits (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    backfill_id TEXT NOT NULL REFERENCES backfills(id),
+    model TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    passed INTEGER NOT NULL,
+    published_fingerprints TEXT,
+    result TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS publications (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    backfill_id TEXT NOT NULL REFERENCES backfills(id),
+    published_at TEXT NOT NULL,
+    published_by TEXT NOT NULL,
+    note TEXT,
+    forced_reason TEXT,
+    models TEXT NOT NULL
+)
+"""
+
+
+def stored_version(db: sqlite3.Connection, path: Path) -> int | None:
+    """The file's schema version; None for a new (empty) file."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+                  ).fetchone() is None:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        return None
+    text = str(row[0])
+    if not text.isdigit():
+        raise LedgerError(f"ledger {path}: schema_version {text!r} is not a version number; "
+                          "is this a backfill ledger?")
+    return int(text)
+
+
+def prepare(db: sqlite3.Connection, path: Path) -> None:
+    """Creates or migrates the tables of the ledger at ``path``; call inside a write
+    transaction so that concurrent openers do it once."""
+    version = stored_version(db, path)
+    if version is not None and version > SCHEMA_VERSION:
+        raise LedgerError(f"ledger {path} has schema version {version}, newer than the version "
+                          f"{SCHEMA_VERSION} this backfill supports; upgrade backfill to use it")
+    if version is None:
+        for statement in _TABLES.split(";"):  # no ';' inside a statement
+            db.execute(statement)
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                   (str(SCHEMA_VERSION),))
+        return
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        migrate = MIGRATIONS.get(target)
+        if migrate is None:
+            raise LedgerError(f"ledger {path} has schema version {version}; no migration to "
+                              f"version {target} exists (supported: {SCHEMA_VERSION})")
+        migrate(db)
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(target),))

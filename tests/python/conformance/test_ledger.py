@@ -1,0 +1,502 @@
+"""The ledger conformance suite: what every :class:`~backfill.run.ledger.LedgerBackend` must do.
+
+Every test runs against every backend in :data:`BACKENDS`. A new backend (Postgres, say) is one
+more entry there: how to get a fresh, empty ledger URL for one test, and how to make that ledger
+look written by a newer schema version. The tests use only the protocol (plus ``open_ledger``),
+so they say what callers may rely on, not how a backend stores it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from backfill.errors import ConflictError, InvalidInputError, NotFoundError
+from backfill.run.ledger import (SCHEMA_VERSION, BackfillExistsError, BackfillState, Claim,
+                                 IllegalTransitionError, LedgerBackend, LedgerError,
+                                 TaskBusyError, TaskRow, open_ledger)
+from backfill.run.ledger.states import BACKFILL_TRANSITIONS
+
+
+# -- the backends under test -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Backend:
+    url: Callable[[Path], str]  # a fresh, empty ledger for one test (tmp_path given)
+    make_newer: Callable[[str], None]  # mark that ledger as written by a newer schema version
+
+
+def _sqlite_make_newer(url: str) -> None:
+    # Test-side only: stands in for a newer backfill having written the file.
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                   (str(SCHEMA_VERSION + 1),))
+    db.close()
+
+
+BACKENDS: dict[str, Backend] = {
+    "sqlite": Backend(url=lambda tmp: f"sqlite:///{tmp / 'ledger.sqlite'}",
+                      make_newer=_sqlite_make_newer),
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return BACKENDS[request.param]
+
+
+@pytest.fixture
+def url(backend: Backend, tmp_path: Path) -> str:
+    return backend.url(tmp_path)
+
+
+@pytest.fixture
+def ledger(url: str) -> Iterator[LedgerBackend]:
+    led = open_ledger(url)
+    yield led
+    led.close()
+
+
+# -- helpers -----------------------------------------------------------------------------------
+LIVE = "otherhost:1:live"  # a worker on another host: only its lease's expiry tells it is gone
+OTHER = "otherhost:2:other"
+
+
+def record(bid: str) -> dict[str, Any]:
+    return {"id": bid, "project": "p", "project_root": None, "selection": "m+", "exclude": None,
+            "start": "2026-01-01", "end": "2026-02-01", "as_of": None, "reason": "test",
+            "mode": "audit", "engine": "none", "plan": "{}", "models": "{}", "created_by": "me"}
+
+
+def tasks(n: int, deps: dict[int, list[int]] | None = None,
+          waves: dict[int, int] | None = None) -> list[dict[str, Any]]:
+    deps, waves = deps or {}, waves or {}
+    day = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    return [{"task_id": i, "model": "m", "start": day + dt.timedelta(days=i),
+             "end": day + dt.timedelta(days=i + 1), "label": f"p{i}", "partitions": 1,
+             "wave": waves.get(i, 0), "depends_on": deps.get(i, [])} for i in range(n)]
+
+
+def finish(led: LedgerBackend, claim: Claim, bid: str, worker: str, ok: bool = True,
+           retry_at: float | None = None) -> str:
+    return led.finish(claim, bid, worker, ok=ok, rows=None if not ok else 1, deleted=0,
+                      fingerprint=None if not ok else "1:ab", seconds=0.01,
+                      error=None if ok else "boom", retry_at=retry_at)
+
+
+def ids(claims: list[Claim]) -> list[int]:
+    return [c.task.task_id for c in claims]
+
+
+def status(led: LedgerBackend, bid: str) -> str:
+    return str(led.backfill(bid)["status"])
+
+
+def make_done(led: LedgerBackend, bid: str) -> None:
+    led.set_status(bid, BackfillState.RUNNING)
+    led.set_status(bid, BackfillState.DONE, finished=True)
+
+
+def publication(pid: str = "pub_1") -> dict[str, Any]:
+    return {"publication_id": pid, "published_at": "2026-02-02T00:00:00+00:00",
+            "published_by": "me", "note": "fixed", "forced_reason": None,
+            "models": {"m": ["p0"]}}
+
+
+def stamp(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value)
+
+
+def exited_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+# -- backfills ---------------------------------------------------------------------------------
+def test_create_then_read_back_the_record_and_tasks(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(3, {2: [0, 1]}, {2: 1}))
+    rec = ledger.backfill("b1")
+    assert {k: rec[k] for k in record("b1")} == record("b1")
+    assert rec["status"] == "pending" and rec["finished_at"] is None
+    rows = ledger.tasks("b1")
+    assert [(t.task_id, t.label, t.wave, t.status, t.attempts, t.depends_on) for t in rows] == [
+        (0, "p0", 0, "pending", 0, ()), (1, "p1", 0, "pending", 0, ()),
+        (2, "p2", 1, "pending", 0, (0, 1))]
+    assert rows[1].start == dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    assert ledger.attempts("b1") == [] and ledger.audits("b1") == []
+
+
+def test_a_duplicate_id_is_refused_and_changes_nothing(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(2))
+    before = (ledger.backfill("b1"), ledger.tasks("b1"))
+    other = {**record("b1"), "reason": "another"}
+    with pytest.raises(BackfillExistsError, match="b1"):
+        ledger.create_backfill(other, tasks(5))
+    assert (ledger.backfill("b1"), ledger.tasks("b1")) == before
+    assert [b["id"] for b in ledger.backfills()] == ["b1"]
+
+
+def test_bad_input_is_refused_before_anything_is_written(ledger: LedgerBackend) -> None:
+    incomplete = {k: v for k, v in record("b1").items() if k != "reason"}
+    with pytest.raises(InvalidInputError, match="lacks reason"):
+        ledger.create_backfill(incomplete, tasks(1))
+    with pytest.raises(InvalidInputError, match=r"task ids \[7\]"):
+        ledger.create_backfill(record("b1"), tasks(2, {1: [7]}))
+    assert ledger.backfills() == []
+    ledger.create_backfill(record("b1"), tasks(1))
+    with pytest.raises(InvalidInputError, match="'bogus'.*expected one of pending"):
+        ledger.set_status("b1", "bogus")
+
+
+def test_an_unknown_id_names_recent_ones(ledger: LedgerBackend) -> None:
+    with pytest.raises(NotFoundError, match="recent: none"):
+        ledger.backfill("nope")
+    for bid in ("b1", "b2"):
+        ledger.create_backfill(record(bid), tasks(1))
+    with pytest.raises(NotFoundError, match=r"no backfill 'nope'.*recent: b2, b1"):
+        ledger.backfill("nope")
+    with pytest.raises(NotFoundError, match="nope"):
+        ledger.set_status("nope", "running")
+
+
+def test_latest_and_backfills_are_newest_first(ledger: LedgerBackend) -> None:
+    assert ledger.latest() is None and ledger.backfills() == []
+    for bid in ("b1", "b2", "b3"):
+        ledger.create_backfill(record(bid), tasks(1))
+        time.sleep(0.002)  # distinct creation stamps (milliseconds)
+    assert ledger.latest() == "b3"
+    assert [b["id"] for b in ledger.backfills()] == ["b3", "b2", "b1"]
+    assert [b["id"] for b in ledger.backfills(limit=2)] == ["b3", "b2"]
+
+
+# -- claims, dependencies, leases --------------------------------------------------------------
+def test_claim_waits_for_every_dependency(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(4, {2: [0, 1]}, {2: 1}))
+    first = ledger.claim("b1", LIVE, 10, 60)
+    assert ids(first) == [0, 1, 3] and all(c.attempt == 1 for c in first)
+    assert [t.status for t in ledger.tasks("b1")] == ["running", "running", "pending", "running"]
+    assert finish(ledger, first[0], "b1", LIVE) == "done"
+    assert ledger.claim("b1", OTHER, 10, 60) == []  # task 1 is not done yet
+    assert finish(ledger, first[1], "b1", LIVE) == "done"
+    assert ids(ledger.claim("b1", OTHER, 10, 60)) == [2]
+
+
+def test_claim_takes_at_most_limit_in_wave_order(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(4, waves={0: 2, 1: 1, 3: 0}))
+    assert ledger.claim("b1", LIVE, 0, 60) == []
+    assert ids(ledger.claim("b1", LIVE, 2, 60)) == [2, 3]  # wave 0 first
+    assert ids(ledger.claim("b1", LIVE, 2, 60)) == [1, 0]
+    assert ledger.claim("b1", LIVE, 2, 60) == []
+
+
+def test_an_expired_lease_is_taken_over_and_the_late_finish_is_lost(
+        ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(1))
+    (first,) = ledger.claim("b1", LIVE, 1, lease_seconds=0.2)
+    assert ledger.claim("b1", OTHER, 1, 60) == []  # held
+    time.sleep(0.3)
+    (second,) = ledger.claim("b1", OTHER, 1, 60)
+    assert (second.task.task_id, second.attempt) == (0, 2)
+    assert finish(ledger, first, "b1", LIVE) == "lost"
+    assert ledger.tasks("b1")[0].status == "running"  # still the other worker's
+    assert [a["status"] for a in ledger.attempts("b1")] == ["abandoned", "running"]
+    assert finish(ledger, second, "b1", OTHER) == "done"
+    assert [a["status"] for a in ledger.attempts("b1")] == ["abandoned", "done"]
+    assert ledger.tasks("b1")[0].status == "done"
+
+
+def test_renew_keeps_a_lease_past_its_first_expiry(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(2))
+    claims = ledger.claim("b1", LIVE, 1, lease_seconds=0.3)
+    ledger.renew("b1", LIVE, [0], 1.0)
+    ledger.renew("b1", OTHER, [0], 0.0)  # a worker renews only its own leases
+    time.sleep(0.4)
+    assert ids(ledger.claim("b1", OTHER, 2, 60)) == [1]  # task 0 stays the live worker's
+    assert ledger.live_workers("b1") == {LIVE, OTHER}
+    assert finish(ledger, claims[0], "b1", LIVE) == "done"
+    ledger.renew("b1", LIVE, [], 1.0)  # nothing to renew is fine
+
+
+def test_a_dead_worker_on_this_host_loses_its_lease_at_once(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(1))
+    dead = f"{socket.gethostname()}:{exited_pid()}:gone"
+    ledger.claim("b1", dead, 1, 600)
+    assert ledger.live_workers("b1") == set()
+    (again,) = ledger.claim("b1", OTHER, 1, 60)
+    assert again.attempt == 2
+    assert [a["status"] for a in ledger.attempts("b1")] == ["abandoned", "running"]
+
+
+def test_live_workers_are_the_holders_of_unexpired_leases(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(3))
+    assert ledger.live_workers("b1") == set()
+    mine = ledger.claim("b1", LIVE, 2, 60)
+    ledger.claim("b1", OTHER, 1, 0.05)
+    assert ledger.live_workers("b1") == {LIVE, OTHER}
+    time.sleep(0.1)
+    assert ledger.live_workers("b1") == {LIVE}
+    for c in mine:
+        finish(ledger, c, "b1", LIVE)
+    assert ledger.live_workers("b1") == set()
+
+
+def test_claim_task(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(3, {1: [0]}))
+    with pytest.raises(ConflictError, match=r"depends on tasks not done: m p0 \(task 0"):
+        ledger.claim_task("b1", 1, LIVE, 60)
+    with pytest.raises(NotFoundError, match="no task 9"):
+        ledger.claim_task("b1", 9, LIVE, 60)
+    claim = ledger.claim_task("b1", 0, LIVE, 60)
+    assert isinstance(claim, Claim) and claim.attempt == 1
+    with pytest.raises(TaskBusyError, match=f"running in worker {LIVE}"):
+        ledger.claim_task("b1", 0, OTHER, 60)
+    assert finish(ledger, claim, "b1", LIVE) == "done"
+    row = ledger.claim_task("b1", 0, OTHER, 60)
+    assert isinstance(row, TaskRow) and row.status == "done"  # nothing to run
+    failing = ledger.claim_task("b1", 2, LIVE, 60)
+    assert isinstance(failing, Claim)
+    assert finish(ledger, failing, "b1", LIVE, ok=False) == "failed"
+    retried = ledger.claim_task("b1", 2, OTHER, 60)  # the orchestrator retries a failed task
+    assert isinstance(retried, Claim) and retried.attempt == 2
+    assert len(ledger.attempts("b1")) == 3  # a done task's claim starts no attempt
+
+
+# -- failures and retries ----------------------------------------------------------------------
+def test_a_retry_waits_for_its_time(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(1))
+    (claim,) = ledger.claim("b1", LIVE, 1, 60)
+    assert finish(ledger, claim, "b1", LIVE, ok=False, retry_at=time.time() + 0.3) == "pending"
+    row = ledger.tasks("b1")[0]
+    assert (row.status, row.error) == ("pending", "boom")
+    assert ledger.claim("b1", LIVE, 1, 60) == []
+    time.sleep(0.35)
+    (again,) = ledger.claim("b1", LIVE, 1, 60)
+    assert again.attempt == 2
+    assert finish(ledger, again, "b1", LIVE) == "done"
+    assert [a["status"] for a in ledger.attempts("b1")] == ["failed", "done"]
+
+
+def test_a_failure_without_retry_fails_until_reset(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(2))
+    a, b = ledger.claim("b1", LIVE, 2, 60)
+    assert finish(ledger, a, "b1", LIVE, ok=False) == "failed"
+    assert finish(ledger, b, "b1", LIVE) == "done"
+    assert finish(ledger, b, "b1", LIVE) == "lost"  # finishing twice does not count twice
+    assert ledger.claim("b1", LIVE, 2, 60) == []  # claim does not retry failed tasks
+    assert ledger.reset_failed("b1") == 1
+    assert ledger.reset_failed("b1") == 0
+    assert [(t.status, t.attempts) for t in ledger.tasks("b1")] == [("pending", 0), ("done", 1)]
+    assert ids(ledger.claim("b1", LIVE, 2, 60)) == [0]
+
+
+# -- exactly once, across processes ------------------------------------------------------------
+WORKER = r"""
+import json, sys, time
+from backfill.run.ledger import new_worker_id, open_ledger
+
+url, bid, stall = sys.argv[1], sys.argv[2], {int(s) for s in sys.argv[3].split(",")}
+ledger, me, out = open_ledger(url), new_worker_id(), []
+while True:
+    claims = ledger.claim(bid, me, 2, 0.5)
+    if not claims:
+        if all(t.status == "done" for t in ledger.tasks(bid)):
+            break
+        time.sleep(0.01)
+        continue
+    for c in claims:
+        if c.task.task_id in stall and c.attempt == 1:
+            time.sleep(0.8)  # stalls past its lease: another worker takes the task over
+        elif c.task.task_id in stall:
+            time.sleep(0.4)  # the takeover is still running when the stalled worker reports
+        outcome = ledger.finish(c, bid, me, ok=True, rows=1, deleted=0, fingerprint="1:x",
+                                seconds=0.0, error=None, retry_at=None)
+        out.append([c.task.task_id, outcome])
+print(json.dumps(out))
+"""
+
+
+def test_processes_run_every_task_exactly_once(ledger: LedgerBackend, url: str) -> None:
+    n, stalled = 300, [5, 150]
+    deps = {i: [i - 100] + ([i - 99] if i % 7 == 0 else []) for i in range(100, n)}
+    ledger.create_backfill(record("b1"), tasks(n, deps, {i: i // 100 for i in range(n)}))
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, url, "b1",
+                               ",".join(map(str, stalled))], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outcomes: dict[int, list[str]] = {}
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        for task_id, outcome in json.loads(out):
+            outcomes.setdefault(task_id, []).append(outcome)
+
+    assert all(t.status == "done" for t in ledger.tasks("b1"))
+    assert all(outcomes[i].count("done") == 1 for i in range(n)), "a task finished twice"
+    attempts: dict[int, list[dict[str, Any]]] = {}
+    for a in ledger.attempts("b1"):
+        attempts.setdefault(a["task_id"], []).append(a)
+    done_at: dict[int, dict[str, Any]] = {}
+    for task_id, rows in attempts.items():
+        assert [r["status"] for r in rows].count("done") == 1
+        done_at[task_id] = next(r for r in rows if r["status"] == "done")
+        for before, after in zip(rows, rows[1:]):  # attempts of a task never overlap
+            assert stamp(before["finished_at"]) <= stamp(after["started_at"])
+    for task_id in stalled:  # the stalls were taken over; their late finishes were refused
+        assert "abandoned" in [r["status"] for r in attempts[task_id]]
+        assert "lost" in outcomes[task_id]
+    for task_id, task_deps in deps.items():  # no task started before its dependencies were done
+        started = stamp(done_at[task_id]["started_at"])
+        assert all(stamp(done_at[d]["finished_at"]) <= started for d in task_deps)
+
+
+# -- the backfill lifecycle --------------------------------------------------------------------
+def _apply(ledger: LedgerBackend, bid: str, target: BackfillState) -> None:
+    if target is BackfillState.PUBLISHED:  # only record_publication publishes
+        ledger.record_publication(bid, publication())
+    else:
+        ledger.set_status(bid, target, finished=target is BackfillState.DONE)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(list(BackfillState)), max_size=8))
+def test_backfill_transitions_follow_the_table(ledger: LedgerBackend,
+                                               moves: list[BackfillState]) -> None:
+    # Each example gets its own backfill, so sharing the test's ledger across examples is sound.
+    bid = f"b_{uuid.uuid4().hex[:8]}"
+    ledger.create_backfill(record(bid), tasks(1))
+    for target in moves:
+        before = ledger.backfill(bid)
+        current = BackfillState(before["status"])
+        allowed = target in BACKFILL_TRANSITIONS[current] or (
+            target == current and target is not BackfillState.PUBLISHED)
+        if allowed:
+            _apply(ledger, bid, target)
+            assert status(ledger, bid) == target
+            if current.final:  # staying in a final state writes nothing
+                assert ledger.backfill(bid) == before
+        else:
+            with pytest.raises(IllegalTransitionError, match=f"backfill {bid} is {current}"):
+                _apply(ledger, bid, target)
+            assert ledger.backfill(bid) == before
+    published = ledger.publications(bid)
+    assert len(published) == (status(ledger, bid) == BackfillState.PUBLISHED)
+
+
+def test_published_and_discarded_are_final(ledger: LedgerBackend) -> None:
+    for bid in ("b1", "b2"):
+        ledger.create_backfill(record(bid), tasks(1))
+        make_done(ledger, bid)
+    ledger.record_publication("b1", publication())
+    ledger.set_status("b2", "discarded", finished=True)
+    for bid, final in (("b1", "published"), ("b2", "discarded")):
+        for target in ("pending", "running", "done", "failed"):
+            with pytest.raises(IllegalTransitionError, match=f"is {final}; it cannot become"):
+                ledger.set_status(bid, target)
+        assert status(ledger, bid) == final
+    with pytest.raises(IllegalTransitionError, match="is published"):
+        ledger.set_status("b1", "discarded")
+    with pytest.raises(IllegalTransitionError, match="is discarded"):
+        ledger.record_publication("b2", publication())
+    with pytest.raises(InvalidInputError, match="record_publication"):
+        ledger.set_status("b1", "published")
+
+
+def test_finished_at_is_stamped_kept_by_publication_and_cleared_by_a_rerun(
+        ledger: LedgerBackend) -> None:
+    for bid in ("b1", "b2"):
+        ledger.create_backfill(record(bid), tasks(1))
+        make_done(ledger, bid)
+    done = ledger.backfill("b1")["finished_at"]
+    assert done is not None
+    ledger.record_publication("b1", publication())
+    assert ledger.backfill("b1")["finished_at"] == done
+    ledger.set_status("b2", "running")
+    assert ledger.backfill("b2")["finished_at"] is None
+
+
+# -- audits and publications -------------------------------------------------------------------
+def test_audits_roundtrip(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(1))
+    ledger.record_audit("b1", "aud1", "2026-02-01T00:00:00+00:00", "me", [
+        {"model": "m", "passed": True, "published_fingerprints": {"p0": "1:ab"},
+         "result": {"gates": [], "rows": 3, "when": dt.date(2026, 1, 1)}},
+        {"model": "n", "passed": 0, "published_fingerprints": {}, "result": {"gates": ["x"]}}])
+    rows = ledger.audits("b1")
+    assert [(r["model"], r["passed"], r["created_by"]) for r in rows] == [
+        ("m", 1, "me"), ("n", 0, "me")]
+    assert json.loads(rows[0]["published_fingerprints"]) == {"p0": "1:ab"}
+    assert json.loads(rows[0]["result"]) == {"audit_id": "aud1", "gates": [], "rows": 3,
+                                             "when": "2026-01-01"}
+    with pytest.raises(NotFoundError, match="nope"):
+        ledger.record_audit("nope", "aud2", "2026-02-01T00:00:00+00:00", "me", [])
+    with pytest.raises(InvalidInputError, match="lacks passed"):
+        ledger.record_audit("b1", "aud3", "2026-02-01T00:00:00+00:00", "me", [{"model": "m"}])
+    assert len(ledger.audits("b1")) == 2
+
+
+def test_record_publication_publishes_a_done_backfill_in_one_step(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(1))
+    ledger.create_backfill(record("b2"), tasks(1))
+    with pytest.raises(IllegalTransitionError, match="b1 is pending"):
+        ledger.record_publication("b1", publication())
+    assert ledger.publications("b1") == [] and status(ledger, "b1") == "pending"
+    make_done(ledger, "b1")
+    ledger.record_publication("b1", publication("pub_1"))
+    assert status(ledger, "b1") == "published"
+    (row,) = ledger.publications("b1")
+    assert (row["backfill_id"], row["published_by"], row["note"]) == ("b1", "me", "fixed")
+    assert json.loads(row["models"]) == {"publication_id": "pub_1", "models": {"m": ["p0"]}}
+    with pytest.raises(IllegalTransitionError, match="b1 is published"):
+        ledger.record_publication("b1", publication("pub_2"))  # never published twice
+    make_done(ledger, "b2")
+    ledger.record_publication("b2", publication("pub_3"))
+    assert [p["backfill_id"] for p in ledger.publications()] == ["b1", "b2"]
+
+
+# -- storage -----------------------------------------------------------------------------------
+def test_a_ledger_of_a_newer_schema_version_is_refused(backend: Backend, url: str) -> None:
+    led = open_ledger(url)
+    led.create_backfill(record("b1"), tasks(1))
+    led.close()
+    backend.make_newer(url)
+    newer, supported = SCHEMA_VERSION + 1, SCHEMA_VERSION
+    with pytest.raises(LedgerError, match=rf"schema version {newer}, newer than the version "
+                                          rf"{supported} this backfill supports"):
+        open_ledger(url)
+
+
+# -- SQLite only -------------------------------------------------------------------------------
+def test_sqlite_errors_leave_as_ledger_errors_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    path.write_bytes(b"not a database, but sixteen bytes and more" * 4)
+    with pytest.raises(LedgerError, match=rf"ledger {re.escape(str(path))}: opening failed: "
+                                          "file is not a database"):
+        open_ledger(path)
+    with pytest.raises(LedgerError, match="is a directory"):
+        open_ledger(tmp_path)
+
+
+def test_only_the_ledger_package_touches_sqlite_and_callers_use_only_the_protocol() -> None:
+    package = Path(__import__("backfill").__file__).parent
+    protocol = {m for m in vars(LedgerBackend) if not m.startswith("_")}
+    for source in package.rglob("*.py"):
+        if "ledger" in source.relative_to(package).parts[:-1]:
+            continue
+        text = source.read_text()
+        assert not re.search(r"^\s*(import|from)\s+sqlite3", text, re.M), source
+        used = set(re.findall(r"\bledger\.(\w+)\(", text))
+        assert used <= protocol, f"{source} calls {used - protocol} outside LedgerBackend"
