@@ -210,9 +210,9 @@ class Backfill:
             raise InvalidInputError("backoff must be >= 0 and lease_seconds > 0")
         worker = new_worker_id()
         rec = self.ledger.backfill(self.id)
-        if rec["status"] in ("published", "discarded"):
+        if BackfillState(rec["status"]).final:
             raise InvalidInputError(f"backfill {self.id} is {rec['status']}; it cannot run")
-        self.ledger.set_status(self.id, "running")
+        self.ledger.set_status(self.id, BackfillState.RUNNING)
         log.info("backfill %s: worker %s starts (concurrency %d)", self.id, worker, concurrency)
         execute = functools.partial(
             execute_task, project=self.project, engine=self.engine, ledger=self.ledger,
@@ -243,7 +243,7 @@ class Backfill:
         finally:
             self.engine.close()
         final = self.status()
-        status = "failed" if final.failed_tasks else "done"
+        status = BackfillState.FAILED if final.failed_tasks else BackfillState.DONE
         if final.finished:
             self.ledger.set_status(self.id, status, finished=True)
         final = self.status()
