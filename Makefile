@@ -7,9 +7,9 @@ VENV      ?= .venv
 PY        := $(VENV)/bin/python
 PIP       := $(PY) -m pip --disable-pip-version-check
 BUILD_DIR := build/dev
-EXTRAS    ?= dev,notebook,dbt,airflow
+EXTRAS    ?= dev,notebook,dbt,airflow,postgres
 DEB_PKGS  := g++ pkg-config libboost-graph-dev libhowardhinnant-date-dev libfmt-dev \
-             libxxhash-dev libgtest-dev tzdata
+             libxxhash-dev libgtest-dev tzdata postgresql iproute2
 INSTALLED := $(VENV)/.installed
 DEPS_OK   := $(VENV)/.deps
 SOURCES   := $(shell find cpp python -type f -not -name '*.pyc' -not -path '*/__pycache__/*' 2>/dev/null)

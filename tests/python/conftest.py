@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,3 +44,16 @@ def built_dbt_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
                            first=FIRST, last=LAST)
     build(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One throwaway PostgreSQL cluster for the whole session (see pg_support); each test makes
+    its own database with ``pg_server.create_database()``."""
+    from pg_support import PgServer
+
+    server = PgServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()
