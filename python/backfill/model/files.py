@@ -62,7 +62,6 @@ TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits")
 SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description")
 MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
               "description", "enabled")
-ENGINE_TYPES = ("duckdb",)
 # DuckDBEngine keyword settings allowed under engine: (seconds, flags, counts).
 DUCKDB_OPTIONS: dict[str, type] = {"lock_timeout": float, "keep_open": bool, "linger": float,
                                    "conflict_retries": int}
@@ -217,9 +216,13 @@ def _engine(raw: object, root: Path, where: str) -> EngineSettings:
         raw = {"type": raw}
     cfg = _mapping_of(raw, "engine", where)
     kind = cfg.pop("type", "duckdb")
-    if kind not in ENGINE_TYPES:
+    if kind not in ENGINE_SETTINGS:
         raise ProjectError(f"{where}: engine type {kind!r} is not supported; expected one of "
-                           f"{', '.join(ENGINE_TYPES)}")
+                           f"{', '.join(ENGINE_SETTINGS)}")
+    return ENGINE_SETTINGS[kind](cfg, root, where)
+
+
+def _duckdb_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettings:
     path = cfg.pop("path", "warehouse.duckdb")
     schema = cfg.pop("schema", "main")
     for name, value in (("path", path), ("schema", schema)):
@@ -237,7 +240,13 @@ def _engine(raw: object, root: Path, where: str) -> EngineSettings:
             raise ProjectError(f"{where}: engine {key} {value!r} must be "
                                f"{'true or false' if DUCKDB_OPTIONS[key] is bool else 'a number >= 0'}")
     db = Path(path)
-    return EngineSettings(kind, db if db.is_absolute() else root / db, schema, cfg)
+    return EngineSettings("duckdb", db if db.is_absolute() else root / db, schema, cfg)
+
+
+#: engine type -> the reader of its ``engine:`` settings in backfill.yml (cfg without ``type``)
+ENGINE_SETTINGS: dict[str, Callable[[dict[str, Any], Path, str], EngineSettings]] = {
+    "duckdb": _duckdb_settings,
+}
 
 
 def load_project(path: str | Path, project_class: type[Project] = Project) -> Project:
