@@ -18,12 +18,13 @@ from backfill.engines import Area, Engine, PartitionFingerprint, TaskFailure, Wr
 from backfill.errors import InvalidInputError
 from backfill.run import TaskOutcome, execute_task
 from backfill.run.ledger import Claim, Ledger
+from fake_engines import WriteOnlyEngine
 
 FINGERPRINT = PartitionFingerprint(3, "00000000000000ab")
 OTHER = "otherhost:1:other"  # a worker on another host: only its lease says whether it lives
 
 
-class ScriptedEngine(Engine):
+class ScriptedEngine(WriteOnlyEngine):
     """Each run_task takes the next step: an exception to raise, or seconds to work and then
     write 3 rows (deleting 1). Without steps left it succeeds at once."""
 
@@ -40,34 +41,6 @@ class ScriptedEngine(Engine):
             raise step
         time.sleep(step)
         return WriteResult(3, 1, FINGERPRINT, step)
-
-    def render(self, *args: Any) -> str:
-        return ""
-
-    # The executor only writes: nothing else has a meaning here.
-    def columns(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    def fingerprints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def measure_sums(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def is_unique(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def stream(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def publish(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    def changelog_rows(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    def drop_area(self, backfill_id: str) -> None:
-        pass
 
 
 class SilentRenewLedger(Ledger):

@@ -19,11 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import backfill
-from backfill.engines import Area, Engine, PartitionFingerprint, TaskFailure, WriteResult
+from backfill.engines import Area, PartitionFingerprint, TaskFailure, WriteResult
 from backfill.run.ledger import Ledger
+from fake_engines import WriteOnlyEngine
 
 
-class MemoryEngine(Engine):
+class MemoryEngine(WriteOnlyEngine):
     name = "memory"
 
     def __init__(self, failures: dict[tuple[str, str], tuple[int, bool]],
@@ -53,34 +54,6 @@ class MemoryEngine(Engine):
             with self.lock:
                 self.active.discard(key)
                 self.log.append((model, key[1], began, time.monotonic()))
-
-    def render(self, *args: Any) -> str:
-        return ""
-
-    # The runner never inspects or publishes: those calls have no meaning here.
-    def columns(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    def fingerprints(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def measure_sums(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def is_unique(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def stream(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def publish(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    def changelog_rows(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    def drop_area(self, backfill_id: str) -> None:
-        pass
 
 
 @st.composite
