@@ -30,7 +30,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...api import Project
 from ...checks import check_model
@@ -39,9 +39,6 @@ from ...lint import Finding, LintResult
 from ...model import Dependency, all_of
 from .manifest import DbtError, DbtManifest, DbtNode
 from .selectors import select_models
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ...lint import LintResult as _LintResult  # noqa: F401
 
 log = logging.getLogger(__name__)
 
