@@ -17,21 +17,21 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import enum
-import functools
 import json
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from .backend import FinishOutcome
 from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, utcnow, worker_dead)
+from .sqlite_errors import storage_errors as _storage
 from .sqlite_schema import prepare
 from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, BackfillState,
                      BACKFILL_TRANSITIONS, IllegalTransitionError, TaskState, allowed_from,
@@ -41,31 +41,12 @@ __all__ = ["Ledger"]
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
 E = TypeVar("E", bound=enum.Enum)
 
 _TASK_COLUMNS = ("task_id, model, start, end, label, partitions, wave, status, attempts, "
                  "rows_written, fingerprint, error")
 _OUTCOME: dict[TaskState, FinishOutcome] = {
     TaskState.DONE: "done", TaskState.PENDING: "pending", TaskState.FAILED: "failed"}
-
-
-def _storage(what: str) -> Callable[[Callable[Concatenate[Ledger, P], R]],
-                                    Callable[Concatenate[Ledger, P], R]]:
-    """Turns ``sqlite3`` errors of the decorated method into :class:`LedgerError` saying which
-    ledger and what failed (callers handle the project's errors, not a driver's)."""
-    def wrap(fn: Callable[Concatenate[Ledger, P], R]) -> Callable[Concatenate[Ledger, P], R]:
-        def guarded(self: Ledger, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return fn(self, *args, **kwargs)
-            except sqlite3.Error as exc:
-                hint = (" (another process held the ledger longer than the busy timeout)"
-                        if "locked" in str(exc) or "busy" in str(exc) else "")
-                raise LedgerError(f"ledger {self.path}: {what} failed: {exc}{hint}") from exc
-        functools.update_wrapper(guarded, fn)
-        return guarded
-    return wrap
 
 
 def _marks(states: Iterable[E]) -> tuple[str, list[str]]:
