@@ -130,14 +130,16 @@ def test_leases_are_renewed_while_long_tasks_run(tmp_path: Path) -> None:
     p.source("raw.t", grain="day", event_time="t")
     p.model("m", depends_on=["raw.t"], grain="day", event_time="t", sql="select 1")
     plan = p.plan("m", "2026-03-01", "2026-03-05", as_of="2026-12-01")
-    engine = MemoryEngine({}, delay=0.5)
+    # Each task lasts over twice its lease; the lease is long enough that a loaded machine still
+    # renews it in time (renewals every lease/3).
+    engine = MemoryEngine({}, delay=1.2)
     first = backfill.Backfill.create(p, plan, reason="slow", engine=engine,
                                      ledger=Ledger(tmp_path / "ledger.sqlite"))
     second = backfill.Backfill(p, first.id, ledger=Ledger(tmp_path / "ledger.sqlite"),
                                engine=engine)
     results: list[backfill.BackfillStatus] = []
     workers = [threading.Thread(target=lambda b=b: results.append(
-        b.run(concurrency=2, lease_seconds=0.15, poll=0.01))) for b in (first, second)]
+        b.run(concurrency=2, lease_seconds=0.5, poll=0.01))) for b in (first, second)]
     for w in workers:
         w.start()
     for w in workers:
