@@ -74,15 +74,15 @@ class SilentRenewLedger(Ledger):
     """Renewals that do nothing (a ledger that accepts but loses them)."""
 
     def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> None:
-        pass
+              lease_seconds: float) -> int:
+        return len(task_ids)
 
 
 class FailingRenewLedger(Ledger):
     """Renewals that fail (the ledger unreachable while the task runs)."""
 
     def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> None:
+              lease_seconds: float) -> int:
         raise OSError("ledger unreachable")
 
 

@@ -36,7 +36,7 @@ from backfill.run.ledger.states import BACKFILL_TRANSITIONS
 # -- the backends under test -------------------------------------------------------------------
 @dataclass(frozen=True)
 class Backend:
-    url: Callable[[Path], str]  # a fresh, empty ledger for one test (tmp_path given)
+    url: Callable[[Path, pytest.FixtureRequest], str]  # a fresh, empty ledger for one test
     make_newer: Callable[[str], None]  # mark that ledger as written by a newer schema version
 
 
@@ -48,9 +48,23 @@ def _sqlite_make_newer(url: str) -> None:
     db.close()
 
 
+def _postgres_url(tmp: Path, request: pytest.FixtureRequest) -> str:
+    # A fresh database per test on the session's throwaway server.
+    return str(request.getfixturevalue("pg_server").create_database("ledger"))
+
+
+def _postgres_make_newer(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("UPDATE backfill_ledger.meta SET value = %s WHERE key = 'schema_version'",
+                   (str(SCHEMA_VERSION + 1),))
+
+
 BACKENDS: dict[str, Backend] = {
-    "sqlite": Backend(url=lambda tmp: f"sqlite:///{tmp / 'ledger.sqlite'}",
+    "sqlite": Backend(url=lambda tmp, _: f"sqlite:///{tmp / 'ledger.sqlite'}",
                       make_newer=_sqlite_make_newer),
+    "postgres": Backend(url=_postgres_url, make_newer=_postgres_make_newer),
 }
 
 
@@ -60,8 +74,8 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 
 
 @pytest.fixture
-def url(backend: Backend, tmp_path: Path) -> str:
-    return backend.url(tmp_path)
+def url(backend: Backend, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    return backend.url(tmp_path, request)
 
 
 @pytest.fixture
