@@ -10,14 +10,17 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from pg_support import _as_owner, free_port, pg_bindir
 
+import backfill
+import backfill.errors
 from backfill.errors import InvalidInputError
-from backfill.run.ledger import LedgerError, open_ledger
+from backfill.run.ledger import LedgerError, ledger_for, open_ledger
 from backfill.run.ledger.postgres import PostgresLedger, mask_url
 
 LIVE, OTHER = "otherhost:1:live", "otherhost:2:other"
@@ -204,3 +207,42 @@ def test_many_first_opens_at_once_create_the_ledger_once(pg_server: Any) -> None
     assert errors == []
     with psycopg.connect(url) as db:
         assert db.execute("SELECT value FROM backfill_ledger.meta").fetchall() == [("2",)]
+
+
+# -- where a ledger is named: backfill.yml, the CLI, the Airflow integration ------------------
+def test_the_shop_runs_audits_and_publishes_on_a_postgres_ledger(
+        pg_server: Any, built_shop: Path, tmp_path: Path) -> None:
+    from shop_support import AS_OF, cli, copy_built
+
+    root = copy_built(built_shop, tmp_path / "shop")
+    url = pg_server.create_database("shop")
+    yml = root / "backfill.yml"
+    yml.write_text(yml.read_text().replace("state: .backfill ", f"state: {url} "))
+    assert isinstance(ledger_for(backfill.Project.load(root)), PostgresLedger)
+    ran = cli("run", "--project", str(root), "--select", "fct_daily_sales", "--start",
+              "2026-08-01", "--end", "2026-08-04", "--as-of", AS_OF, "--reason", "pg", "--json")
+    assert ran.returncode == 0, ran.stderr
+    (recorded,) = open_ledger(url).backfills()
+    assert recorded["status"] == "done" and not (root / ".backfill" / "ledger.sqlite").exists()
+    # --ledger names the same ledger from a project whose backfill.yml says nothing of it
+    yml.write_text(yml.read_text().replace(f"state: {url} ", "state: .backfill "))
+    listed = cli("status", "--project", str(root), "--list", "--json", "--ledger", url)
+    assert [r["id"] for r in json.loads(listed.stdout)] == [recorded["id"]], listed.stderr
+    for args in (["audit", recorded["id"]], ["publish", recorded["id"], "--note", "n"]):
+        done = cli(*args, "--project", str(root), "--ledger", url, "--json")
+        assert done.returncode == 0, done.stderr
+    assert open_ledger(url).backfill(recorded["id"])["status"] == "published"
+
+
+def test_the_airflow_integration_opens_postgres_urls(pg_server: Any) -> None:
+    from backfill.integrations.airflow.tasks import _ledger
+
+    url = pg_server.create_database("airflow")
+    assert isinstance(_ledger(backfill.Project("p"), url), PostgresLedger)
+
+
+def test_a_state_url_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "backfill.yml").write_text("name: p\nstate: mysql://u:pw@h/db\n")
+    with pytest.raises(backfill.errors.BackfillError, match=r"state mysql://\.\.\.: expected"):
+        backfill.Project.load(tmp_path)

@@ -87,14 +87,16 @@ _READY = f"""
 
 def _start(ready: str, from_states: list[TaskState]) -> bytes:
     """Marks the ``ready`` tasks running, inserts their attempts and leases (tagged with the
-    call's token), and returns their rows with attempt ids: one statement."""
+    call's token), and returns their rows with attempt ids: one statement. (The update looks
+    the ready ids up by primary key, ``= ANY(ARRAY(...))``: joined to the CTE instead, a fresh
+    table's estimates made the planner scan every pending task.)"""
     cols = ", ".join(f"t.{c.strip()}" for c in TASK_COLUMNS.split(","))
     return f"""
 WITH ready AS ({ready}),
 started AS (
     UPDATE tasks t SET status = '{T.RUNNING.value}', attempts = t.attempts + 1, not_before = 0,
         started_at = {NOW}, error = NULL
-    FROM ready WHERE t.backfill_id = %(b)s AND t.task_id = ready.task_id
+    WHERE t.backfill_id = %(b)s AND t.task_id = ANY(ARRAY(SELECT task_id FROM ready))
         AND t.status IN {_in(sources(TASK_TRANSITIONS, T.RUNNING, among=from_states))}
     RETURNING {cols}, t.started_at),
 attempt AS (
