@@ -7,7 +7,7 @@ location, sources, model defaults and per-model config, and audit gates::
 
     name: shop
     engine: {type: duckdb, path: warehouse.duckdb, schema: main}
-    state: .backfill
+    state: .backfill                         # or postgresql://user@host/db (shared ledger)
     sources:
       raw:                                   # schema
         orders: {grain: day, event_time: ordered_at, retention: 90d}

@@ -384,7 +384,10 @@ class PostgresLedger:
                                  (claim.attempt_id,)).fetchone()
                 if row is not None and row[0] in ("done", "failed"):
                     return _OUTCOME[target.value]
-            (held,) = db.execute(q.finish(target), params).fetchone() or (0,)
+            try:
+                (held,) = db.execute(q.finish(target), params).fetchone() or (0,)
+            except psycopg.errors.RaiseException as exc:  # ledger_fail: nothing was written
+                raise IllegalTransitionError(params["bug"]) from exc
             if held:
                 return _OUTCOME[target.value]
             log.warning("backfill %s: task %s attempt %d of worker %s ended after its lease "
