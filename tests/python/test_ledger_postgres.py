@@ -246,3 +246,28 @@ def test_a_state_url_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
     (tmp_path / "backfill.yml").write_text("name: p\nstate: mysql://u:pw@h/db\n")
     with pytest.raises(backfill.errors.BackfillError, match=r"state mysql://\.\.\.: expected"):
         backfill.Project.load(tmp_path)
+
+
+def test_a_wrong_password_is_named_with_the_password_masked() -> None:
+    from pg_support import PgServer
+
+    server = PgServer.start()  # its own: the session's server trusts every local connection
+    try:
+        with psycopg.connect(server.url(), autocommit=True) as db:
+            db.execute("CREATE ROLE keeper LOGIN PASSWORD 'right-one'")
+        hba = server.data / "pg_hba.conf"
+        subprocess.run(_as_owner(["sh", "-c", f"echo 'host all keeper 127.0.0.1/32 "
+                                  f"scram-sha-256' | cat - {hba} > {hba}.new && "
+                                  f"mv {hba}.new {hba}"]), check=True)
+        subprocess.run(_as_owner([str(pg_bindir() / "pg_ctl"), "-D", str(server.data),
+                                  "reload"]), check=True, capture_output=True)
+        time.sleep(0.5)
+        bad = f"postgresql://keeper:wrong-one@127.0.0.1:{server.port}/postgres"
+        with pytest.raises(LedgerError) as err:
+            open_ledger(bad)
+        assert "wrong-one" not in str(err.value)
+        assert f"ledger postgresql://keeper:***@127.0.0.1:{server.port}/postgres: opening " \
+               "failed" in str(err.value)
+        assert 'password authentication failed for user "keeper"' in str(err.value)
+    finally:
+        server.stop()
