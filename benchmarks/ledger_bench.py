@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,7 @@ def worker(url: str, bid: str, batch: int) -> None:
     ledger.backfills(1)  # a connection of the pool is open before the clock starts
     print("ready", flush=True)
     sys.stdin.readline()
+    cpu = time.process_time()
     done = lost = 0
     while True:
         claims = ledger.claim(bid, me, batch, 60.0)
@@ -59,12 +61,36 @@ def worker(url: str, bid: str, batch: int) -> None:
                                     seconds=0.0, error=None, retry_at=None)
             done += outcome == "done"
             lost += outcome != "done"
-    print(json.dumps({"done": done, "lost": lost, "end": time.time()}), flush=True)
+    print(json.dumps({"done": done, "lost": lost, "end": time.time(),
+                      "cpu": time.process_time() - cpu}), flush=True)
     ledger.close()
 
 
-def measure(url: str, tasks: int, workers: int, batch: int) -> dict[str, Any]:
-    """One run against the ledger at ``url``: tasks/s and the exactly-once checks."""
+def server_cpu(data: Path | None) -> float:
+    """CPU seconds the local Postgres cluster at ``data`` has used (the postmaster, its live
+    children and the ones it reaped); 0 for a server elsewhere."""
+    if data is None:
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    master = int((data / "postmaster.pid").read_text().split()[0])
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        pid = int(stat.parent.name)
+        if pid == master or int(fields[1]) == master:
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+            if pid == master:
+                total += int(fields[13]) + int(fields[14])  # reaped children's
+    return total / tick
+
+
+def measure(url: str, tasks: int, workers: int, batch: int,
+            data: Path | None = None) -> dict[str, Any]:
+    """One run against the ledger at ``url``: tasks/s, CPU per task (the workers', and the
+    server's when it runs here from ``data``) and the exactly-once checks."""
     from backfill.run.ledger import open_ledger
 
     ledger = open_ledger(url)
@@ -83,7 +109,7 @@ def measure(url: str, tasks: int, workers: int, batch: int) -> dict[str, Any]:
              for _ in range(workers)]
     for p in procs:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-    start = time.time()
+    start, server_before = time.time(), server_cpu(data)
     for p in procs:
         assert p.stdin is not None
         p.stdin.write("go\n")
@@ -95,12 +121,15 @@ def measure(url: str, tasks: int, workers: int, batch: int) -> dict[str, Any]:
             raise SystemExit(f"a worker failed (exit {p.returncode})")
         reports.append(json.loads(out.strip().splitlines()[-1]))
     seconds = max(r["end"] for r in reports) - start
+    server_s = server_cpu(data) - server_before
     attempts = ledger.attempts(bid)
     per_task = Counter(a["task_id"] for a in attempts)
     statuses = Counter(t.status for t in ledger.tasks(bid))
     ledger.close()
     return {"tasks": tasks, "workers": workers, "batch": batch, "seconds": seconds,
             "tasks_per_second": tasks / seconds, "create_seconds": create_s,
+            "client_cpu_ms_per_task": 1000 * sum(r["cpu"] for r in reports) / tasks,
+            "server_cpu_ms_per_task": 1000 * server_s / tasks,
             "finished_done": sum(r["done"] for r in reports),
             "lost": sum(r["lost"] for r in reports),
             "double_claims": sum(n - 1 for n in per_task.values() if n > 1),
@@ -130,7 +159,7 @@ def main() -> int:
         server = _pg_support().PgServer.start()
         url = server.create_database("bench")
     try:
-        pg = measure(url, tasks, args.workers, args.batch)
+        pg = measure(url, tasks, args.workers, args.batch, server.data if server else None)
     finally:
         if server is not None:
             server.stop()
@@ -139,6 +168,12 @@ def main() -> int:
     print(f"postgres: {pg['tasks_per_second']:8,.0f} tasks/s ({pg['seconds']:.2f} s; backfill "
           f"recorded in {pg['create_seconds']:.2f} s); double claims: {pg['double_claims']}, "
           f"lost: {pg['lost']}, all done once: {pg['all_done'] and pg['attempts_done'] == tasks}")
+    cpu_ms = pg["client_cpu_ms_per_task"] + pg["server_cpu_ms_per_task"]
+    print(f"          CPU per task: {pg['client_cpu_ms_per_task']:.2f} ms in the workers + "
+          f"{pg['server_cpu_ms_per_task']:.2f} ms in the server"
+          + (f" -> at most {os.cpu_count() or 1:,} cores / {cpu_ms:.2f} ms = "
+             f"{1000 * (os.cpu_count() or 1) / cpu_ms:,.0f} tasks/s on this machine when idle "
+             f"(load average now {os.getloadavg()[0]:.1f})" if server else ""))
     if not args.no_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
             lite = measure(f"sqlite:///{tmp}/ledger.sqlite", args.sqlite_tasks or tasks,
