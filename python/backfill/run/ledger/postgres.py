@@ -23,10 +23,13 @@ SQL text: :mod:`.postgres_sql`; tables, version and migrations: :mod:`.postgres_
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import os
 import re
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -81,6 +84,45 @@ def _split_url(url: str) -> tuple[str, str]:
     return urlunsplit(parts._replace(query=rest)), schema
 
 
+# One pool per (process, database, schema), shared by the handles open on it and closed when
+# the last one closes (or at exit). Handles that are never closed (a Backfill keeps its ledger)
+# so keep their pool referenced here: a pool collected as garbage would close itself from
+# whichever thread the collector ran in, possibly one of its own (which cannot join itself).
+_POOLS: dict[tuple[int, str, str], tuple[ConnectionPool[Conn], int]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _shared_pool(conninfo: str, kwargs: dict[str, Any], size: int) -> ConnectionPool[Conn]:
+    key = (os.getpid(), conninfo, str(kwargs["options"]))
+    with _POOLS_LOCK:
+        pool, users = _POOLS.get(key, (None, 0))
+        if pool is None:
+            pool = ConnectionPool(conninfo, kwargs=kwargs, min_size=1, max_size=size, open=True,
+                                  timeout=10.0, name=f"backfill-ledger-{os.getpid()}")
+        _POOLS[key] = (pool, users + 1)
+        return pool
+
+
+def _release_pool(pool: ConnectionPool[Conn]) -> None:
+    with _POOLS_LOCK:
+        for key, (held, users) in list(_POOLS.items()):
+            if held is pool:
+                if users > 1:
+                    _POOLS[key] = (held, users - 1)
+                    return
+                del _POOLS[key]
+    pool.close()
+
+
+@atexit.register
+def _close_pools() -> None:
+    with _POOLS_LOCK:
+        mine = [p for (pid, _, _), (p, _) in _POOLS.items() if pid == os.getpid()]
+        _POOLS.clear()
+    for pool in mine:
+        pool.close()
+
+
 class PostgresLedger:
     """The ledger in schema ``?schema=`` (default ``backfill_ledger``) of the database at
     ``url``. Thread-safe (a small connection pool per process, made again after a fork).
@@ -114,9 +156,7 @@ class PostgresLedger:
         if self._pool is None or self._pid != os.getpid():
             # A forked child must not share the parent's sockets: it gets its own pool.
             self._pid = os.getpid()
-            self._pool = ConnectionPool(self._conninfo, kwargs=self._kwargs, min_size=1,
-                                        max_size=self.pool_size, open=True, timeout=10.0,
-                                        name=f"backfill-ledger-{self._pid}")
+            self._pool = _shared_pool(self._conninfo, self._kwargs, self.pool_size)
         return self._pool
 
     def _do(self, what: str, fn: Callable[[Conn, bool], R]) -> R:
@@ -143,7 +183,7 @@ class PostgresLedger:
 
     def close(self) -> None:
         if self._pool is not None and self._pid == os.getpid():
-            self._pool.close()
+            _release_pool(self._pool)
         self._pool = None
 
     # -- backfills -----------------------------------------------------------------------------
@@ -409,7 +449,6 @@ class PostgresLedger:
     # -- audits and publications ---------------------------------------------------------------
     def record_audit(self, backfill_id: str, audit_id: str, created_at: str, created_by: str,
                      models: Sequence[Mapping[str, Any]]) -> None:
-        import json
         for m in models:
             require_keys(m, AUDIT_KEYS, f"audit {audit_id} model row")
         rows = [(backfill_id, m["model"], created_at, created_by, int(bool(m["passed"])),
@@ -428,7 +467,6 @@ class PostgresLedger:
         self._do("recording an audit", run)
 
     def record_publication(self, backfill_id: str, publication: Mapping[str, Any]) -> None:
-        import json
         require_keys(publication, PUBLICATION_KEYS, f"publication of {backfill_id}")
         pid = publication["publication_id"]
         values = (backfill_id, publication["published_at"], publication["published_by"],
