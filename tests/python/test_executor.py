@@ -5,6 +5,7 @@ long task runs; a lease that cannot be renewed ends the attempt as lost, recordi
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Sequence
@@ -47,15 +48,15 @@ class SilentRenewLedger(Ledger):
     """Renewals that do nothing (a ledger that accepts but loses them)."""
 
     def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> None:
-        pass
+              lease_seconds: float) -> int:
+        return len(task_ids)
 
 
 class FailingRenewLedger(Ledger):
     """Renewals that fail (the ledger unreachable while the task runs)."""
 
     def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> None:
+              lease_seconds: float) -> int:
         raise OSError("ledger unreachable")
 
 
@@ -213,6 +214,32 @@ def test_a_lease_taken_over_while_running_is_lost_not_done(tmp_path: Path) -> No
     assert task.status == "running" and task.rows_written is None  # the other worker's now
     assert [a["worker"] for a in bf.attempts()] == [WORKER, OTHER]
     assert bf.attempts()[1]["status"] == "running"
+
+
+def test_a_renewal_that_finds_its_lease_taken_stops_the_result_from_landing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    bf = make(tmp_path, ScriptedEngine(1.0))
+    c = claim(bf, lease_seconds=0.3)
+    outcomes: list[TaskOutcome] = []
+    runner = threading.Thread(target=lambda: outcomes.append(execute(bf, c, lease_seconds=0.3)))
+    with caplog.at_level(logging.WARNING, logger="backfill.run.executor"):
+        runner.start()
+        time.sleep(0.15)
+        # The worker stalled (a GC pause, a frozen VM) past its lease: test-side, the lease ends
+        # in the ledger, and another worker takes the task while the first one still runs it.
+        with sqlite3.connect(tmp_path / "ledger.sqlite") as db:
+            db.execute("UPDATE leases SET expires_at = 0")
+        db.close()
+        (taken,) = Ledger(tmp_path / "ledger.sqlite").claim(bf.id, OTHER, 1, 60)
+        runner.join()
+    (out,) = outcomes
+    assert (out.status, out.transient, taken.attempt) == ("lost", True, 2)
+    assert f"the lease was taken from worker {WORKER}" in caplog.text
+    first, second = bf.attempts()
+    # finish was never called: the abandoned attempt carries no late report
+    assert first["status"] == "abandoned" and "after losing the lease" not in first["error"]
+    assert (second["worker"], second["status"]) == (OTHER, "running")
+    assert bf.tasks()[0].rows_written is None
 
 
 def test_bad_arguments_are_named(tmp_path: Path) -> None:

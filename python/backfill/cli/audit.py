@@ -19,7 +19,8 @@ import yaml  # type: ignore[import-untyped]
 from ..audit.diff import diff
 from ..engines.duckdb import quote
 from ..errors import InvalidInputError
-from .common import add_project_options, busy, dump, open_backfill, open_project, write
+from .common import (add_ledger_option, add_project_options, busy, dump, open_backfill,
+                     open_project, write)
 from .exit_codes import EXIT_FAILED, EXIT_OK
 
 __all__ = ["add_audit_parser", "add_diff_parser"]
@@ -32,6 +33,7 @@ def add_audit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p = sub.add_parser("audit", help="diff a backfill's audit area against the published data")
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
+    add_ledger_option(p)
     p.add_argument("--gates", help="extra gates as YAML/JSON: {model: [gate, ...]}")
     p.set_defaults(func=cmd_audit)
 

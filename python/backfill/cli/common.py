@@ -12,9 +12,10 @@ from typing import Any
 
 from ..api import Backfill, Project
 from ..plan import Plan
+from ..run import LedgerBackend, open_ledger
 
-__all__ = ["add_period_options", "add_project_options", "busy", "dump",
-           "open_backfill", "open_project", "plan_from_args", "write"]
+__all__ = ["add_ledger_option", "add_period_options", "add_project_options", "busy", "dump",
+           "ledger_from_args", "open_backfill", "open_project", "plan_from_args", "write"]
 
 def write(text: str) -> None:
     """Writes ``text`` to stdout as whole lines (exactly one trailing newline)."""
@@ -40,6 +41,19 @@ def add_project_options(p: argparse.ArgumentParser) -> None:
     """``--project DIR`` and ``--json``, taken by every command that works on a project."""
     p.add_argument("--project", default=".", help="project directory (default: current)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_ledger_option(p: argparse.ArgumentParser) -> None:
+    """``--ledger URL``, taken by every command that opens a recorded backfill."""
+    p.add_argument("--ledger", metavar="URL",
+                   help="the ledger: postgresql://user@host:port/db (shared by workers on many "
+                        "hosts) or sqlite:///path (default: backfill.yml's state)")
+
+
+def ledger_from_args(args: argparse.Namespace) -> LedgerBackend | None:
+    """The ledger ``--ledger`` names; None for the project's own."""
+    url = getattr(args, "ledger", None)
+    return open_ledger(url) if url else None
 
 
 def add_period_options(p: argparse.ArgumentParser) -> None:
@@ -71,4 +85,4 @@ def plan_from_args(args: argparse.Namespace) -> tuple[Project, Plan]:
 
 def open_backfill(args: argparse.Namespace) -> Backfill:
     """The recorded backfill ``args.id`` of the project (default: the latest)."""
-    return Backfill.open(args.id, project=Path(args.project))
+    return Backfill.open(args.id, project=Path(args.project), ledger=ledger_from_args(args))

@@ -14,7 +14,8 @@ import argparse
 import sys
 
 from ..errors import ConflictError
-from .common import add_project_options, busy, dump, open_backfill, open_project, write
+from .common import (add_ledger_option, add_project_options, busy, dump, open_backfill,
+                     open_project, write)
 from .exit_codes import EXIT_FAILED, EXIT_OK
 
 __all__ = ["add_changelog_parser", "add_discard_parser", "add_publish_parser"]
@@ -24,6 +25,7 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p = sub.add_parser("publish", help="publish an audited backfill atomically")
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
+    add_ledger_option(p)
     p.add_argument("--note", required=True, help="what consumers should know (changelog)")
     p.add_argument("--force", metavar="REASON", help="publish despite failed gates, saying why")
     p.set_defaults(func=cmd_publish)
@@ -33,6 +35,7 @@ def add_discard_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p = sub.add_parser("discard", help="drop an unpublished backfill's audit area")
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
+    add_ledger_option(p)
     p.set_defaults(func=cmd_discard)
 
 

@@ -21,6 +21,7 @@ from ..api import Backfill, Project
 from ..errors import InvalidInputError
 from ..lint import LintResult
 from ..run import BackfillStatus, ledger_for
+from .common import add_ledger_option, ledger_from_args
 from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from .progress import force_progress, run_with_log_lines, run_with_progress
 
@@ -56,6 +57,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     r.add_argument("--no-lint", action="store_true",
                    help="run even when the lint finds errors in a planned model")
     r.add_argument("--json", action="store_true", help="machine-readable output, no progress")
+    add_ledger_option(r)
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=cmd_run)
 
@@ -66,6 +68,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     s.add_argument("--project", default=".", help="project directory (default: current)")
     s.add_argument("--list", action="store_true", help="list recent backfills instead")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    add_ledger_option(s)
     s.set_defaults(func=cmd_status)
 
 
@@ -83,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if given:
             return _usage(f"{', '.join(given)} cannot change a recorded backfill; "
                           f"resume with only --resume {resume}")
-        bf = Backfill.resume(resume, project=Path(args.project))
+        bf = Backfill.resume(resume, project=Path(args.project), ledger=ledger_from_args(args))
     else:
         missing = [f"--{n}" for n in ("select", "start", "end", "reason") if not getattr(args, n)]
         if missing:
@@ -105,7 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _usage(f"the lint found {lint_errors} error(s) in planned models (above): a "
                           "backfill of them would not be reproducible; fix them, suppress a "
                           "finding in the SQL with a reason, or pass --no-lint")
-        bf = project.backfill(plan, reason=args.reason, direct=args.direct, lint=not args.no_lint)
+        bf = Backfill.create(project, plan, reason=args.reason, direct=args.direct,
+                             lint=not args.no_lint, ledger=ledger_from_args(args))
     if not args.json:
         target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
         sys.stdout.write(f"backfill {bf.id}: {bf.reason!r} -> {target}\n")
@@ -136,7 +140,7 @@ def _print_status(status: BackfillStatus, as_json: bool) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args)
-    bf = Backfill.open(args.id, project=Path(args.project))
+    bf = Backfill.open(args.id, project=Path(args.project), ledger=ledger_from_args(args))
     status = bf.status()
     _print_status(status, args.json)
     return EXIT_FAILED if status.status == "failed" else EXIT_OK
@@ -145,7 +149,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     project = Project.load(args.project)
     try:
-        rows = ledger_for(project, must_exist=True).backfills()
+        rows = (ledger_from_args(args) or ledger_for(project, must_exist=True)).backfills()
     except InvalidInputError:  # no ledger: nothing recorded yet
         rows = []
     keys = ("id", "status", "mode", "selection", "start", "end", "reason", "created_by",

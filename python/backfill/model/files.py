@@ -7,7 +7,7 @@ location, sources, model defaults and per-model config, and audit gates::
 
     name: shop
     engine: {type: duckdb, path: warehouse.duckdb, schema: main}
-    state: .backfill
+    state: .backfill                         # or postgresql://user@host/db (shared ledger)
     sources:
       raw:                                   # schema
         orders: {grain: day, event_time: ordered_at, retention: 90d}
@@ -86,6 +86,7 @@ class ProjectSettings:
     state_dir: Path
     audits: Mapping[str, Any] = field(default_factory=dict)  # gates by model, used by audit
     files: Mapping[str, Path] = field(default_factory=dict)  # model name -> its SQL file
+    ledger_url: str | None = None  # state: postgresql://... (a shared ledger), else state_dir's
 
 
 def sql_literal(value: dt.datetime) -> str:
@@ -267,7 +268,15 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     engine = _engine(doc.get("engine"), root, where)
     state = doc.get("state", ".backfill")
     if not isinstance(state, str) or not state:
-        raise ProjectError(f"{where}: state {state!r} must be a directory path")
+        raise ProjectError(f"{where}: state {state!r} must be a directory path or a "
+                           "postgresql:// URL")
+    # A URL names the ledger (a shared Postgres one, say); the state directory then keeps its
+    # default for the other local files.
+    ledger_url = state if "://" in state else None
+    if ledger_url and state.partition("://")[0] not in ("postgresql", "postgres", "sqlite"):
+        raise ProjectError(f"{where}: state {state.partition('://')[0]}://...: expected a "
+                           "directory path, postgresql://user@host:port/db or sqlite:///path")
+    state = ".backfill" if ledger_url else state
     state_dir = Path(state) if Path(state).is_absolute() else root / state
 
     project = project_class(name)
@@ -349,7 +358,8 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     for model in audits:
         if model not in project.models:
             raise ProjectError(f"{where}: audits.{model} names no model")
-    project.settings = ProjectSettings(root, engine, state_dir, audits, by_name)
+    project.settings = ProjectSettings(root, engine, state_dir, audits, by_name,
+                                       ledger_url)
     log.info("loaded %r from %s", project, root)
     return project
 

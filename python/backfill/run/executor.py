@@ -101,7 +101,8 @@ def _error_text(exc: BaseException) -> str:
 
 class _Lease:
     """Renews one claim's lease every third of ``lease_seconds`` on its own thread, and knows
-    when the lease ends by this process's clock should renewals fail."""
+    when the lease ends by this process's clock should renewals fail, or that it was taken
+    (``lost``: a renewal found another worker's lease, or none)."""
 
     def __init__(self, ledger: LedgerBackend, backfill_id: str, worker: str, task_id: int,
                  lease_seconds: float) -> None:
@@ -110,6 +111,7 @@ class _Lease:
         # The claim was made just before; its lease runs from then.
         self._expires = time.monotonic() + lease_seconds
         self._stop = threading.Event()
+        self.lost = False
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name=f"lease-{backfill_id}-{task_id}")
 
@@ -129,12 +131,18 @@ class _Lease:
         while not self._stop.wait(self._seconds / 3):
             asked = time.monotonic()  # the ledger stamps the new lease after this instant
             try:
-                self._ledger.renew(self._backfill_id, self._worker, [self._task_id],
-                                   self._seconds)
+                held = self._ledger.renew(self._backfill_id, self._worker, [self._task_id],
+                                          self._seconds)
             except Exception:  # keep trying: a locked or briefly unreachable ledger may recover
                 log.warning("backfill %s: renewing the lease of task %d failed", self._backfill_id,
                             self._task_id, exc_info=True)
                 continue
+            if held < 1:  # taken over (it expired and another worker claimed the task)
+                self.lost = True
+                log.warning("backfill %s: task %d: the lease was taken from worker %s while the "
+                            "task ran; its result will not be recorded", self._backfill_id,
+                            self._task_id, self._worker)
+                return
             self._expires = asked + self._seconds
 
 
@@ -165,9 +173,9 @@ def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: Ledg
         except Exception as exc:  # every failure is an outcome; none stops other tasks
             failure = exc
     seconds = time.perf_counter() - began
-    if lease.expired:
-        # Renewals failed until the lease ran out: another worker may own the task now or soon,
-        # so this one records nothing; the ledger marks the attempt abandoned when it drops the
+    if lease.expired or lease.lost:
+        # Renewals failed until the lease ran out, or found it taken: another worker may own the
+        # task now or soon, so this one records nothing (the ledger would refuse it anyway); the ledger marks the attempt abandoned when it drops the
         # lease, and the task becomes claimable again.
         out = dataclasses.replace(base, seconds=seconds, transient=True,
                                   error=None if failure is None else _error_text(failure))

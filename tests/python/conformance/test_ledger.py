@@ -36,8 +36,10 @@ from backfill.run.ledger.states import BACKFILL_TRANSITIONS
 # -- the backends under test -------------------------------------------------------------------
 @dataclass(frozen=True)
 class Backend:
-    url: Callable[[Path], str]  # a fresh, empty ledger for one test (tmp_path given)
+    url: Callable[[Path, pytest.FixtureRequest], str]  # a fresh, empty ledger for one test
     make_newer: Callable[[str], None]  # mark that ledger as written by a newer schema version
+    make_v1: Callable[[str], None]  # write a version-1 ledger with backfill b1 (tasks 0, 1 done)
+    version: Callable[[str], int]  # the ledger's stored schema version
 
 
 def _sqlite_make_newer(url: str) -> None:
@@ -48,9 +50,77 @@ def _sqlite_make_newer(url: str) -> None:
     db.close()
 
 
+def _postgres_url(tmp: Path, request: pytest.FixtureRequest) -> str:
+    # A fresh database per test on the session's throwaway server.
+    return str(request.getfixturevalue("pg_server").create_database("ledger"))
+
+
+def _postgres_make_newer(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("UPDATE backfill_ledger.meta SET value = %s WHERE key = 'schema_version'",
+                   (str(SCHEMA_VERSION + 1),))
+
+
+# Version 1 rows, written by hand as a version-1 backfill wrote them (test-side only).
+V1_ROWS = [
+    "INSERT INTO backfills VALUES ('b1', 'p', NULL, 'm+', NULL, '2026-01-01', '2026-02-01', NULL, "
+    "'v1', 'audit', 'none', '{}', '{}', 'me', '2026-01-01T00:00:00.000+00:00', 'running', "
+    "'2026-01-01T00:00:00.000+00:00', NULL)",
+    "INSERT INTO tasks (backfill_id, task_id, model, start, \"end\", label, partitions, wave, "
+    "status, attempts) VALUES ('b1', 0, 'm', '2026-01-01T00:00:00+00:00', "
+    "'2026-01-02T00:00:00+00:00', 'p0', 1, 0, 'done', 1), ('b1', 1, 'm', NULL, NULL, 'p1', 1, "
+    "1, 'pending', 0)",
+    "INSERT INTO task_deps VALUES ('b1', 1, 0)",
+    "INSERT INTO attempts (backfill_id, task_id, attempt, worker, status, started_at, "
+    "finished_at) VALUES ('b1', 0, 1, 'old:1:w', 'done', '2026-01-01T00:00:01.000+00:00', "
+    "'2026-01-01T00:00:02.000+00:00')",
+    "INSERT INTO meta VALUES ('schema_version', '1')"]
+
+
+def _sqlite_make_v1(url: str) -> None:
+    from backfill.run.ledger.sqlite_schema import V1_TABLES
+
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        db.executescript(V1_TABLES + ";" + ";".join(V1_ROWS))
+    db.close()
+
+
+def _sqlite_version(url: str) -> int:
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+        (value,) = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    db.close()
+    return int(value)
+
+
+def _postgres_make_v1(url: str) -> None:
+    import psycopg
+
+    from backfill.run.ledger.postgres_schema import V1_TABLES
+
+    with psycopg.connect(url, autocommit=True) as db, db.transaction():
+        db.execute("CREATE SCHEMA backfill_ledger; SET search_path = backfill_ledger")
+        for statement in [*V1_TABLES.split(";\n"), *V1_ROWS]:
+            db.execute(statement.encode())
+
+
+def _postgres_version(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        row = db.execute("SELECT value FROM backfill_ledger.meta "
+                         "WHERE key = 'schema_version'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 BACKENDS: dict[str, Backend] = {
-    "sqlite": Backend(url=lambda tmp: f"sqlite:///{tmp / 'ledger.sqlite'}",
-                      make_newer=_sqlite_make_newer),
+    "sqlite": Backend(url=lambda tmp, _: f"sqlite:///{tmp / 'ledger.sqlite'}",
+                      make_newer=_sqlite_make_newer, make_v1=_sqlite_make_v1,
+                      version=_sqlite_version),
+    "postgres": Backend(url=_postgres_url, make_newer=_postgres_make_newer,
+                        make_v1=_postgres_make_v1, version=_postgres_version),
 }
 
 
@@ -60,8 +130,8 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 
 
 @pytest.fixture
-def url(backend: Backend, tmp_path: Path) -> str:
-    return backend.url(tmp_path)
+def url(backend: Backend, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    return backend.url(tmp_path, request)
 
 
 @pytest.fixture
@@ -229,7 +299,19 @@ def test_renew_keeps_a_lease_past_its_first_expiry(ledger: LedgerBackend) -> Non
     assert ids(ledger.claim("b1", OTHER, 2, 60)) == [1]  # task 0 stays the live worker's
     assert ledger.live_workers("b1") == {LIVE, OTHER}
     assert finish(ledger, claims[0], "b1", LIVE) == "done"
-    ledger.renew("b1", LIVE, [], 1.0)  # nothing to renew is fine
+    assert ledger.renew("b1", LIVE, [], 1.0) == 0  # nothing to renew is fine
+
+
+def test_renew_counts_the_leases_still_held(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(3))
+    ledger.claim("b1", LIVE, 2, lease_seconds=0.2)
+    assert ledger.renew("b1", LIVE, [0, 1, 2], 0.2) == 2  # task 2 was never its
+    time.sleep(0.3)
+    assert ids(ledger.claim("b1", OTHER, 1, 60)) == [0]  # both expired: the other takes task 0
+    # Renewing tells the first worker it lost task 0 (its result must not land), and never
+    # takes the task back.
+    assert ledger.renew("b1", LIVE, [0], 60) == 0
+    assert ledger.live_workers("b1") == {OTHER}
 
 
 def test_a_dead_worker_on_this_host_loses_its_lease_at_once(ledger: LedgerBackend) -> None:
@@ -477,6 +559,26 @@ def test_a_ledger_of_a_newer_schema_version_is_refused(backend: Backend, url: st
     with pytest.raises(LedgerError, match=rf"schema version {newer}, newer than the version "
                                           rf"{supported} this backfill supports"):
         open_ledger(url)
+
+
+def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: str) -> None:
+    backend.make_v1(url)
+    assert backend.version(url) == 1
+    led = open_ledger(url)
+    try:
+        assert backend.version(url) == SCHEMA_VERSION == 2
+        assert led.backfill("b1")["reason"] == "v1"
+        assert [(t.task_id, t.status, t.attempts, t.depends_on) for t in led.tasks("b1")] == [
+            (0, "done", 1, ()), (1, "pending", 0, (0,))]
+        assert led.tasks("b1")[0].start == dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+        assert [a["worker"] for a in led.attempts("b1")] == ["old:1:w"]
+        (claim,) = led.claim("b1", LIVE, 5, 60)  # the migrated tables work for new writes
+        assert (claim.task.task_id, claim.attempt) == (1, 1)
+        assert finish(led, claim, "b1", LIVE) == "done"
+    finally:
+        led.close()
+    open_ledger(url).close()  # opening it again migrates nothing
+    assert backend.version(url) == SCHEMA_VERSION
 
 
 # -- SQLite only -------------------------------------------------------------------------------

@@ -12,6 +12,9 @@ What is where:
   guarantees (atomic methods, leases, exactly-once) every backend gives.
 * :mod:`.sqlite` -- :class:`Ledger`, the SQLite backend (one file, one machine);
   :mod:`.sqlite_schema` -- its tables, schema version and migrations.
+* :mod:`.postgres` -- :class:`~.postgres.PostgresLedger`, the Postgres backend (one database,
+  workers on many hosts); :mod:`.postgres_sql` its statements, :mod:`.postgres_schema` its
+  tables, schema version and migrations. Imported on first use (psycopg is an optional extra).
 * here -- :func:`open_ledger` opens a ledger by URL, :func:`ledger_for` the one of a project.
 
 Nothing outside this package touches ledger SQL or ``sqlite3``. A new backend implements
@@ -33,6 +36,9 @@ from .states import AttemptState, BackfillState, IllegalTransitionError, TaskSta
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Project
+    from .postgres import PostgresLedger
+
+_SHARED_SCHEMES = ("postgresql", "postgres")
 
 __all__ = ["AttemptState", "BackfillExistsError", "BackfillState", "Claim", "FinishOutcome",
            "IllegalTransitionError", "Ledger", "LedgerBackend", "LedgerError", "SCHEMA_VERSION",
@@ -40,8 +46,8 @@ __all__ = ["AttemptState", "BackfillExistsError", "BackfillState", "Claim", "Fin
            "utcnow"]
 
 
-def _conforms(ledger: Ledger) -> LedgerBackend:
-    return ledger  # mypy checks here that the SQLite ledger implements the whole protocol
+def _conforms(ledger: Ledger, shared: PostgresLedger) -> tuple[LedgerBackend, LedgerBackend]:
+    return ledger, shared  # mypy checks here that both backends implement the whole protocol
 
 
 def ledger_for(project: Project, *, must_exist: bool = False) -> LedgerBackend:
@@ -50,6 +56,8 @@ def ledger_for(project: Project, *, must_exist: bool = False) -> LedgerBackend:
     if project.settings is None:
         raise InvalidInputError(f"{project!r} has no state directory: load it from a project "
                                 "directory (Project.load) or pass ledger=")
+    if project.settings.ledger_url is not None:  # backfill.yml: state: postgresql://...
+        return open_ledger(project.settings.ledger_url)
     path = Ledger.for_project_path(project.settings.state_dir)
     if must_exist and not path.exists():
         raise InvalidInputError(f"no backfills recorded for project {project.name!r} "
@@ -59,18 +67,28 @@ def ledger_for(project: Project, *, must_exist: bool = False) -> LedgerBackend:
 
 def open_ledger(url: str | Path) -> LedgerBackend:
     """The ledger at ``url``: ``sqlite:///relative/path``, ``sqlite:////absolute/path`` (as in
-    SQLAlchemy URLs) or a plain file path."""
+    SQLAlchemy URLs), a plain file path, or ``postgresql://user[:password]@host[:port]/db``
+    (also ``postgres://``; ``?schema=name`` for the ledger's schema, default
+    ``backfill_ledger``) for a ledger that workers on many hosts share."""
     if isinstance(url, Path):
         return Ledger(url)
     if not isinstance(url, str) or not url.strip():
-        raise InvalidInputError(f"ledger URL {url!r}: expected 'sqlite:///path' or a file path")
+        raise InvalidInputError(f"ledger URL {url!r}: expected 'sqlite:///path', "
+                                "'postgresql://user@host:port/db' or a file path")
     scheme, sep, rest = url.partition("://")
     if not sep:
         return Ledger(Path(url))
+    if scheme in _SHARED_SCHEMES:
+        try:
+            from .postgres import PostgresLedger
+        except ImportError as exc:  # psycopg is the 'postgres' extra
+            raise InvalidInputError(f"ledger URL {scheme}://...: the Postgres ledger needs "
+                                    f"psycopg and psycopg-pool ({exc}); install "
+                                    "backfill[postgres]") from exc
+        return PostgresLedger(url)
     if scheme != "sqlite":
-        raise InvalidInputError(
-            f"ledger URL {url!r}: only sqlite:///path ledgers exist so far (one machine); "
-            f"a shared {scheme!r} ledger for workers on several machines is not built yet")
+        raise InvalidInputError(f"ledger URL {url!r}: unknown scheme {scheme!r}; expected "
+                                "sqlite:///path or postgresql://user@host:port/db")
     if not rest.startswith("/") or rest == "/":
         raise InvalidInputError(f"ledger URL {url!r}: expected sqlite:///relative/path or "
                                 "sqlite:////absolute/path (three slashes, then the path)")

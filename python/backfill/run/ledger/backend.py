@@ -2,11 +2,10 @@
 
 >>> ledger = open_ledger("sqlite:////shared/backfill/ledger.sqlite")   # doctest: +SKIP
 
-Today the only backend is SQLite (:class:`~backfill.run.ledger.sqlite.Ledger`): one file that
-every worker on ONE machine opens. SQLite's locking is not safe over NFS or other network file
-systems, so workers on several machines (Airflow's Celery or Kubernetes executors) need a shared
-database; a Postgres backend will implement the same protocol and be opened by ``postgresql://``
-URLs. Until then such URLs raise a clear error instead of silently using a local file.
+Two backends: SQLite (:class:`~backfill.run.ledger.sqlite.Ledger`), one file that every worker
+on ONE machine opens (SQLite's locking is not safe over NFS or other network file systems), and
+Postgres (:class:`~backfill.run.ledger.postgres.PostgresLedger`, ``postgresql://`` URLs), one
+database that workers on many hosts (Airflow's Celery or Kubernetes executors) share.
 
 A new backend passes ``tests/python/conformance/test_ledger.py`` (add it to the factories there).
 """
@@ -90,9 +89,11 @@ class LedgerBackend(Protocol):
         :class:`~backfill.errors.NotFoundError` for an unknown task."""
 
     def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> None:
-        """Extends ``worker``'s leases on ``task_ids`` to ``lease_seconds`` from now. Leases the
-        worker no longer holds are left alone (renewing never takes a task back)."""
+              lease_seconds: float) -> int:
+        """Extends ``worker``'s leases on ``task_ids`` to ``lease_seconds`` from now and returns
+        how many it extended. Leases the worker no longer holds are left alone (renewing never
+        takes a task back): fewer than ``len(task_ids)`` tells the worker it lost a task, so it
+        must not record that task's result."""
 
     def finish(self, claim: Claim, backfill_id: str, worker: str, *, ok: bool, rows: int | None,
                deleted: int | None, fingerprint: str | None, seconds: float, error: str | None,

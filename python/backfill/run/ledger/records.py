@@ -20,7 +20,7 @@ from ...errors import BackfillError, ConflictError, InvalidInputError
 
 __all__ = ["AUDIT_KEYS", "BACKFILL_KEYS", "BackfillExistsError", "Claim", "LedgerError",
            "PUBLICATION_KEYS", "TASK_KEYS", "TaskBusyError", "TaskRow", "check_backfill_input",
-           "iso_utc", "new_worker_id", "require_keys", "utcnow", "worker_dead"]
+           "iso_utc", "new_worker_id", "require_keys", "task_row", "utcnow", "worker_dead"]
 
 # What the protocol's mappings carry (see LedgerBackend); every backend checks them alike.
 BACKFILL_KEYS = ("id", "project", "project_root", "selection", "exclude", "start", "end",
@@ -72,6 +72,16 @@ class Claim:
     task: TaskRow
     attempt: int
     attempt_id: int
+
+
+def task_row(r: Sequence[Any], deps: Sequence[int] = ()) -> TaskRow:
+    """A :class:`TaskRow` from the stored columns ``task_id, model, start, end, label,
+    partitions, wave, status, attempts, rows_written, fingerprint, error`` (bounds as ISO
+    text), in that order."""
+    def ts(value: str | None) -> dt.datetime | None:
+        return None if value is None else dt.datetime.fromisoformat(value)
+    return TaskRow(r[0], r[1], ts(r[2]), ts(r[3]), r[4], r[5], r[6], r[7], r[8], r[9], r[10],
+                   r[11], tuple(sorted(deps)))
 
 
 def utcnow() -> str:

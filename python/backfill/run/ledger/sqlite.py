@@ -30,7 +30,7 @@ from ...errors import ConflictError, InvalidInputError, NotFoundError
 from .backend import FinishOutcome
 from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
-                      require_keys, utcnow, worker_dead)
+                      require_keys, task_row, utcnow, worker_dead)
 from .sqlite_errors import storage_errors as _storage
 from .sqlite_schema import prepare
 from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, BackfillState,
@@ -45,23 +45,14 @@ E = TypeVar("E", bound=enum.Enum)
 
 _TASK_COLUMNS = ("task_id, model, start, end, label, partitions, wave, status, attempts, "
                  "rows_written, fingerprint, error")
-_OUTCOME: dict[TaskState, FinishOutcome] = {
-    TaskState.DONE: "done", TaskState.PENDING: "pending", TaskState.FAILED: "failed"}
+_OUTCOME: dict[TaskState, FinishOutcome] = {TaskState.DONE: "done", TaskState.PENDING: "pending",
+                                             TaskState.FAILED: "failed"}
 
 
 def _marks(states: Iterable[E]) -> tuple[str, list[str]]:
     """``?, ?`` and the values for a ``status IN (...)`` guard."""
     values = [str(s.value) for s in states]
     return ", ".join("?" for _ in values), values
-
-
-def _ts(value: str | None) -> dt.datetime | None:
-    return None if value is None else dt.datetime.fromisoformat(value)
-
-
-def _task_row(r: Sequence[Any], deps: Sequence[int] = ()) -> TaskRow:
-    return TaskRow(r[0], r[1], _ts(r[2]), _ts(r[3]), r[4], r[5], r[6], TaskState(r[7]).value,
-                   r[8], r[9], r[10], r[11], tuple(sorted(deps)))
 
 
 class Ledger:
@@ -229,7 +220,7 @@ class Ledger:
             deps.setdefault(int(tid), []).append(int(dep))
         rows = db.execute(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE backfill_id = ? "
                           "ORDER BY task_id", (backfill_id,)).fetchall()
-        return [_task_row(r, deps.get(int(r[0]), ())) for r in rows]
+        return [task_row(r, deps.get(int(r[0]), ())) for r in rows]
 
     @_storage("reading attempts")
     def attempts(self, backfill_id: str) -> list[dict[str, Any]]:
@@ -350,17 +341,18 @@ class Ledger:
     def _task(self, db: sqlite3.Connection, backfill_id: str, task_id: int) -> TaskRow:
         r = db.execute(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE backfill_id = ? AND task_id = ?",
                        (backfill_id, task_id)).fetchone()
-        return _task_row(r)
+        return task_row(r)
 
     @_storage("renewing leases")
     def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> None:
+              lease_seconds: float) -> int:
         if not task_ids:
-            return
+            return 0
         with self._tx() as db:
-            db.executemany("UPDATE leases SET expires_at = ? WHERE backfill_id = ? AND "
-                           "task_id = ? AND worker = ?",
-                           [(time.time() + lease_seconds, backfill_id, t, worker) for t in task_ids])
+            until = time.time() + lease_seconds
+            return sum(db.execute("UPDATE leases SET expires_at = ? WHERE backfill_id = ? AND "
+                                  "task_id = ? AND worker = ?",
+                                  (until, backfill_id, t, worker)).rowcount for t in task_ids)
 
     @_storage("recording a task's end")
     def finish(self, claim: Claim, backfill_id: str, worker: str, *, ok: bool, rows: int | None,

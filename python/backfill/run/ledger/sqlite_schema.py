@@ -15,14 +15,25 @@ from pathlib import Path
 from .records import LedgerError
 from .states import AttemptState, BackfillState, TaskState
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "prepare", "stored_version"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "V1_TABLES", "prepare", "stored_version"]
 
-#: The version this code writes and reads. Bump it with a migration in MIGRATIONS.
-SCHEMA_VERSION = 1
+#: The version this code writes and reads (every backend's: the Postgres ledger has the same
+#: versions). Bump it with a migration in MIGRATIONS (and in postgres_schema.MIGRATIONS).
+SCHEMA_VERSION = 2
+
+
+def _v2(db: sqlite3.Connection) -> None:
+    """Version 2: a partial index of the ready tasks (a claim scans only pending tasks, not the
+    done ones of a long backfill) and one of lease expiries (dropping dead leases)."""
+    db.execute("CREATE INDEX IF NOT EXISTS tasks_ready ON tasks (backfill_id, wave, task_id) "
+               "WHERE status = 'pending'")
+    db.execute("CREATE INDEX IF NOT EXISTS leases_expiry ON leases (backfill_id, expires_at)")
+
 
 #: version -> the function that moves a ledger of ``version - 1`` to ``version`` (inside the
-#: opening transaction). None yet: version 1 is the first.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+#: opening transaction). A new file is version 1's tables plus every migration, so a new and a
+#: migrated ledger cannot differ.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2}
 
 
 def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
@@ -30,7 +41,8 @@ def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
     return ", ".join(f"'{s.value}'" for s in states)
 
 
-_TABLES = f"""
+#: Version 1 of the tables (kept as it was: migrations build on it).
+V1_TABLES = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS backfills (
     id TEXT PRIMARY KEY,
@@ -147,11 +159,10 @@ def prepare(db: sqlite3.Connection, path: Path) -> None:
         raise LedgerError(f"ledger {path} has schema version {version}, newer than the version "
                           f"{SCHEMA_VERSION} this backfill supports; upgrade backfill to use it")
     if version is None:
-        for statement in _TABLES.split(";"):  # no ';' inside a statement
+        for statement in V1_TABLES.split(";"):  # no ';' inside a statement
             db.execute(statement)
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                   (str(SCHEMA_VERSION),))
-        return
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '1')")
+        version = 1
     for target in range(version + 1, SCHEMA_VERSION + 1):
         migrate = MIGRATIONS.get(target)
         if migrate is None:

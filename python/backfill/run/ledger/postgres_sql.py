@@ -1,0 +1,174 @@
+"""The Postgres ledger's statements (see :mod:`.postgres`).
+
+Every status write lists the states it may start from, derived from :mod:`.states`
+(``status IN (...)``), so check and change are one step in the database. Each write that must
+land whole is ONE statement (data-modifying CTEs), which is one transaction and one round trip;
+``ledger_fail`` (:mod:`.postgres_schema`) aborts a statement whose own check fails.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import TypeVar
+
+from .postgres_schema import NOW
+from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, TaskState, sources)
+
+__all__ = ["AUDIT_RECORDED", "CLAIM", "CLAIMED_BY_TOKEN", "CLAIM_ONE", "COPY_DEPS", "COPY_TASKS",
+           "DROP_DEAD", "INSERT_AUDIT", "INSERT_BACKFILL", "INSERT_PUBLICATION",
+           "PUBLICATION_RECORDED", "RENEW", "RESET_FAILED", "TASK_COLUMNS", "WAITING_DEPS",
+           "finish", "move_backfill"]
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def _in(states: Iterable[E]) -> str:
+    # Literals, not parameters: the enums' values are fixed, and the planner can match them
+    # against the partial index of ready tasks.
+    return "(" + ", ".join(f"'{s.value}'" for s in states) + ")"
+
+
+T, A = TaskState, AttemptState
+TASK_COLUMNS = ('task_id, model, start, "end", label, partitions, wave, status, attempts, '
+                "rows_written, fingerprint, error")
+
+INSERT_BACKFILL = f"""
+INSERT INTO backfills (id, project, project_root, selection, exclude, start, "end", as_of, reason,
+    mode, engine, plan, models, created_by, created_at, status, updated_at)
+VALUES (%(id)s, %(project)s, %(project_root)s, %(selection)s, %(exclude)s, %(start)s, %(end)s,
+    %(as_of)s, %(reason)s, %(mode)s, %(engine)s, %(plan)s, %(models)s, %(created_by)s, {NOW},
+    %(status)s, {NOW})
+ON CONFLICT (id) DO NOTHING RETURNING id""".encode()
+
+COPY_TASKS = ('COPY tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '
+              "status) FROM STDIN").encode()
+COPY_DEPS = b"COPY task_deps (backfill_id, task_id, dep_id) FROM STDIN"
+
+
+def move_backfill(finished_sql: str) -> bytes:
+    """Moves a backfill (params: target, id, the states it may move from)."""
+    stamp = NOW if finished_sql == "NOW" else finished_sql
+    return (f"UPDATE backfills SET status = %s, updated_at = {NOW}, finished_at = {stamp} "
+            "WHERE id = %s AND status = ANY(%s)").encode()
+
+
+# Leases of gone workers: expired by the database's clock, or held by dead processes of this host
+# (params: b, dead). Their attempts become abandoned, their tasks pending.
+DROP_DEAD = f"""
+WITH dead AS (
+    DELETE FROM leases WHERE backfill_id = %(b)s
+        AND (expires_at < clock_timestamp() OR worker = ANY(%(dead)s::text[]))
+    RETURNING task_id, worker, attempt_id, expires_at < clock_timestamp() AS expired),
+abandoned AS (
+    UPDATE attempts a SET status = '{A.ABANDONED.value}', finished_at = {NOW},
+        error = 'worker ' || dead.worker || ' lost its lease'
+    FROM dead WHERE a.id = dead.attempt_id
+        AND a.status IN {_in(sources(ATTEMPT_TRANSITIONS, A.ABANDONED))}
+    RETURNING a.id),
+freed AS (
+    UPDATE tasks t SET status = '{T.PENDING.value}' FROM dead
+    WHERE t.backfill_id = %(b)s AND t.task_id = dead.task_id
+        AND t.status IN {_in(sources(TASK_TRANSITIONS, T.PENDING, among=[T.RUNNING]))}
+    RETURNING t.task_id)
+SELECT task_id, worker, expired FROM dead ORDER BY task_id""".encode()
+
+_READY = f"""
+    SELECT t.task_id FROM tasks t
+    WHERE t.backfill_id = %(b)s AND t.status = '{T.PENDING.value}'
+        AND t.not_before <= extract(epoch FROM clock_timestamp())
+        AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p
+                        ON p.backfill_id = d.backfill_id AND p.task_id = d.dep_id
+                        WHERE d.backfill_id = t.backfill_id AND d.task_id = t.task_id
+                            AND p.status <> '{T.DONE.value}')
+    ORDER BY t.wave, t.task_id LIMIT %(n)s
+    FOR UPDATE OF t SKIP LOCKED"""
+
+
+def _start(ready: str, from_states: list[TaskState]) -> bytes:
+    """Marks the ``ready`` tasks running, inserts their attempts and leases (tagged with the
+    call's token), and returns their rows with attempt ids: one statement. (The update looks
+    the ready ids up by primary key, ``= ANY(ARRAY(...))``: joined to the CTE instead, a fresh
+    table's estimates made the planner scan every pending task.)"""
+    cols = ", ".join(f"t.{c.strip()}" for c in TASK_COLUMNS.split(","))
+    return f"""
+WITH ready AS ({ready}),
+started AS (
+    UPDATE tasks t SET status = '{T.RUNNING.value}', attempts = t.attempts + 1, not_before = 0,
+        started_at = {NOW}, error = NULL
+    WHERE t.backfill_id = %(b)s AND t.task_id = ANY(ARRAY(SELECT task_id FROM ready))
+        AND t.status IN {_in(sources(TASK_TRANSITIONS, T.RUNNING, among=from_states))}
+    RETURNING {cols}, t.started_at),
+attempt AS (
+    INSERT INTO attempts (backfill_id, task_id, attempt, worker, status, started_at)
+    SELECT %(b)s, task_id, attempts, %(w)s, '{A.RUNNING.value}', started_at FROM started
+    RETURNING id, task_id),
+leased AS (
+    INSERT INTO leases (backfill_id, task_id, worker, attempt_id, expires_at, claim_token)
+    SELECT %(b)s, task_id, %(w)s, id, clock_timestamp() + make_interval(secs => %(secs)s),
+        %(tok)s FROM attempt)
+SELECT s.*, a.id AS attempt_id FROM started s JOIN attempt a USING (task_id)
+ORDER BY s.wave, s.task_id""".encode()
+
+
+CLAIM = _start(_READY, [T.PENDING])
+CLAIM_ONE = _start("SELECT %(t)s::integer AS task_id", [T.PENDING, T.FAILED])
+
+CLAIMED_BY_TOKEN = f"""
+SELECT {", ".join(f"t.{c.strip()}" for c in TASK_COLUMNS.split(","))}, l.attempt_id
+FROM leases l JOIN tasks t ON t.backfill_id = l.backfill_id AND t.task_id = l.task_id
+WHERE l.claim_token = %(tok)s ORDER BY t.wave, t.task_id""".encode()
+
+WAITING_DEPS = f"""
+SELECT p.task_id, p.model, p.label, p.status FROM task_deps d JOIN tasks p
+    ON p.backfill_id = d.backfill_id AND p.task_id = d.dep_id
+WHERE d.backfill_id = %s AND d.task_id = %s AND p.status <> '{T.DONE.value}'
+ORDER BY p.task_id""".encode()
+
+RENEW = (b"UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+         b"WHERE backfill_id = %s AND worker = %s AND task_id = ANY(%s)")
+
+RESET_FAILED = (f"UPDATE tasks SET status = '{T.PENDING.value}', attempts = 0, not_before = 0 "
+                f"WHERE backfill_id = %s AND status IN "
+                f"{_in(sources(TASK_TRANSITIONS, T.PENDING, among=[T.FAILED]))}").encode()
+
+
+def finish(target: TaskState) -> bytes:
+    """Ends an attempt (params: b, t, w, a, ended, secs, rows, del, fp, err, retry, target,
+    late, bug). Lands only if the attempt still holds the task's lease; otherwise only notes the
+    late report on the abandoned attempt. Returns one row: 1 when it held the lease, else 0."""
+    sets = {T.DONE: f"rows_written = %(rows)s, fingerprint = %(fp)s, finished_at = {NOW}, "
+                    "error = NULL",
+            T.PENDING: "not_before = %(retry)s, error = %(err)s",
+            T.FAILED: f"error = %(err)s, finished_at = {NOW}"}[target]
+    ended = sources(ATTEMPT_TRANSITIONS, A.DONE)  # the same sources for DONE and FAILED
+    return f"""
+WITH held AS (
+    DELETE FROM leases WHERE backfill_id = %(b)s AND task_id = %(t)s AND worker = %(w)s
+        AND attempt_id = %(a)s RETURNING 1),
+attempt AS (
+    UPDATE attempts SET status = %(ended)s, finished_at = {NOW}, seconds = %(secs)s,
+        rows_written = %(rows)s, rows_deleted = %(del)s, fingerprint = %(fp)s, error = %(err)s
+    WHERE id = %(a)s AND status IN {_in(ended)} AND EXISTS (SELECT 1 FROM held) RETURNING 1),
+task AS (
+    UPDATE tasks SET status = %(target)s, {sets}
+    WHERE backfill_id = %(b)s AND task_id = %(t)s
+        AND status IN {_in(sources(TASK_TRANSITIONS, target, among=[T.RUNNING]))}
+        AND EXISTS (SELECT 1 FROM held) RETURNING 1),
+late AS (
+    UPDATE attempts SET error = coalesce(error, '') || %(late)s
+    WHERE id = %(a)s AND status = '{A.ABANDONED.value}' AND NOT EXISTS (SELECT 1 FROM held)
+    RETURNING 1)
+SELECT CASE WHEN (SELECT count(*) FROM held) = 0 THEN 0
+            WHEN (SELECT count(*) FROM task) = 1 AND (SELECT count(*) FROM attempt) = 1 THEN 1
+            ELSE ledger_fail(%(bug)s) END""".encode()
+
+
+INSERT_AUDIT = (b"INSERT INTO audits (backfill_id, model, created_at, created_by, passed, "
+                b"published_fingerprints, result) VALUES (%s, %s, %s, %s, %s, %s, %s)")
+AUDIT_RECORDED = (b"SELECT 1 FROM audits WHERE backfill_id = %s AND "
+                  b"result::jsonb ->> 'audit_id' = %s LIMIT 1")
+INSERT_PUBLICATION = (b"INSERT INTO publications (backfill_id, published_at, published_by, note, "
+                      b"forced_reason, models) VALUES (%s, %s, %s, %s, %s, %s)")
+PUBLICATION_RECORDED = (b"SELECT 1 FROM publications WHERE backfill_id = %s AND "
+                        b"models::jsonb ->> 'publication_id' = %s LIMIT 1")
