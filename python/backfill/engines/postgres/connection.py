@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ...errors import InvalidInputError
 from ..base import TaskFailure
@@ -152,12 +152,24 @@ class Database:
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection (autocommit; use ``conn.transaction()`` for a transaction)."""
+        for attempt in range(3):
+            pool = self._get_pool()
+            try:
+                conn = pool.getconn()
+                break
+            except PoolClosed:  # another thread closed the engine meanwhile: a fresh pool
+                with self._lock:
+                    if self._pool is pool:
+                        self._pool = None
+                if attempt == 2:
+                    raise
+            except PoolTimeout as exc:
+                raise PostgresConnectionError(f"no connection to {self.masked} within the "
+                                              f"pool's timeout: {_reason(exc)}") from None
         try:
-            with self._get_pool().connection() as conn:
-                yield conn
-        except PoolTimeout as exc:
-            raise PostgresConnectionError(f"no connection to {self.masked} within the pool's "
-                                          f"timeout: {_reason(exc)}") from None
+            yield conn
+        finally:
+            pool.putconn(conn)  # a closed pool closes it
 
     # -- ADBC (Arrow) -----------------------------------------------------------------------
     @contextlib.contextmanager

@@ -174,6 +174,8 @@ class PostgresEngine(Engine):
             try:
                 with self.connect() as conn:
                     rows, deleted, fp = self._write(conn, project, m, start, end, area)
+                    if m.strategy != "view":
+                        _analyze_if_stale(conn, *self.relation(m.name, area), rows)
                 return WriteResult(rows, deleted, fp, time.perf_counter() - began, conflicts)
             except TaskFailure:
                 raise
@@ -379,6 +381,22 @@ class PostgresEngine(Engine):
     def changelog_rows(self, project: Project, backfill_id: str | None = None,
                        ) -> list[tuple[Any, ...]]:
         return _publish.changelog_rows(self, backfill_id)
+
+
+def _analyze_if_stale(conn: psycopg.Connection[Any], schema: str, name: str,
+                      written: int) -> None:
+    """ANALYZE a table a task grew by more than a tenth (or never analyzed), after its commit.
+    Without statistics the planner takes a fresh table for empty and joins the next model's
+    inputs by nested loops (seconds instead of milliseconds); autovacuum comes too late for a
+    backfill's next task. SKIP_LOCKED: a concurrent task already analyzing it is enough."""
+    try:
+        row = conn.execute("SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                           "c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+                           [schema, name]).fetchone()
+        if row is not None and (row[0] < 0 or written * 10 > row[0]):
+            conn.execute(f"ANALYZE (SKIP_LOCKED) {qualified(schema, name)}")
+    except psycopg.Error as exc:  # statistics are an optimisation: never fail the task
+        log.debug("ANALYZE %s.%s skipped: %s", schema, name, exc)
 
 
 def _tmp_columns(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:

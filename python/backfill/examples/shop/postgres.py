@@ -53,6 +53,7 @@ def load_raw(duckdb_file: str | Path, url: str, *, schema: str = "raw") -> dict[
     import adbc_driver_postgresql.dbapi as adbc  # type: ignore[import-untyped]
     import duckdb
     import psycopg
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     counts: dict[str, int] = {}
     src = duckdb.connect(str(duckdb_file), read_only=True)
@@ -60,7 +61,8 @@ def load_raw(duckdb_file: str | Path, url: str, *, schema: str = "raw") -> dict[
         with psycopg.connect(url, autocommit=True) as pg, adbc.connect(url) as conn:
             pg.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(schema)}")
             for table in RAW_TABLES:
-                reader = src.sql(f"SELECT * FROM raw.{table}").fetch_record_batch()
+                # the Arrow C stream interface: batches, on every DuckDB version we support
+                reader = pa.RecordBatchReader.from_stream(src.sql(f"SELECT * FROM raw.{table}"))
                 cols = ", ".join(f"{_quote(f.name)} {pg_type(f.type)}" for f in reader.schema)
                 target = f"{_quote(schema)}.{_quote(table)}"
                 pg.execute(f"DROP TABLE IF EXISTS {target}")
