@@ -242,6 +242,9 @@ class PostgresEngine(Engine):
                 lock_relation(conn, schema, name)
                 deleted = replace_table(conn, schema, name, _TMP, new_types)
             else:
+                # Two runs of one task at once (a worker that lost its lease and the one that
+                # took it over) would both delete nothing and both insert: they take turns.
+                lock_relation(conn, schema, f"{name}@{start}/{end}")
                 if relation_kind(conn, schema, name) is None:
                     # The first tasks of a model race to create its table: one creates it, the
                     # others wait here and find it when it commits.

@@ -53,7 +53,7 @@ def load_raw(duckdb_file: str | Path, url: str, *, schema: str = "raw") -> dict[
     import adbc_driver_postgresql.dbapi as adbc  # type: ignore[import-untyped]
     import duckdb
     import psycopg
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     counts: dict[str, int] = {}
     src = duckdb.connect(str(duckdb_file), read_only=True)
