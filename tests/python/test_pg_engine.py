@@ -97,6 +97,18 @@ def test_unusable_warehouses_fail_before_anything_is_written(pg_server: Any) -> 
     weak = url.replace("backfill@", "weak:hunter2@")
     with pytest.raises(PostgresConnectionError, match=r"weak:\*\*\*@.*may not create schemas"):
         PostgresEngine(weak)
+    # a wrong password: the cluster trusts local users, except this one (its own hba line)
+    hba = Path(pg_server.data) / "pg_hba.conf"
+    hba.write_text("host all pwuser 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE ROLE pwuser LOGIN PASSWORD 'right'")
+        conn.execute("SELECT pg_reload_conf()")
+    with pytest.raises(PostgresConnectionError, match="may not create schemas"):
+        PostgresEngine(url.replace("backfill@", "pwuser:right@"))  # in, but without grants
+    with pytest.raises(PostgresConnectionError, match=r"pwuser:\*\*\*@.*password authentication "
+                                                      "failed") as err:
+        PostgresEngine(url.replace("backfill@", "pwuser:wrong@"))
+    assert "wrong" not in str(err.value)
     with psycopg.connect(url, autocommit=True) as conn:
         schemas = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'audit%'"
                                ).fetchone()
