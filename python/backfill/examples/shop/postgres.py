@@ -92,7 +92,8 @@ def create(directory: str | Path, url: str, *, schema: str = "public",
              f"  schema: {schema}               # published models\n")
     yml.write_text(_ENGINE_BLOCK.sub(block, text, count=1), encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="shop-raw-") as tmp:
-        generated = Path(tmp) / "generated.duckdb"  # not raw.duckdb: its catalog would shadow the raw schema
+        # not raw.duckdb: a catalog named raw would shadow the raw schema
+        generated = Path(tmp) / "generated.duckdb"
         generate(generated, orders_per_day=orders_per_day)
         load_raw(generated, url)
     return root
