@@ -57,3 +57,12 @@ def pg_server() -> Iterator[Any]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def built_pg_shop(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The shop (small, with the bug) built once for the session in a database of the
+    throwaway server; ``built_pg_shop.copy(dest)`` gives a test its own database and project."""
+    from pg_engine_support import build_pg_shop
+
+    return build_pg_shop(pg_server, tmp_path_factory.mktemp("pg_shop"))

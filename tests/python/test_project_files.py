@@ -128,8 +128,8 @@ CASES = {
         {"yml": "name: shop\nengine: {type: duckdb, lock_timeout: soon}\n"},
         ["backfill.yml", "lock_timeout", "soon", "number"]),
     "yml engine": (
-        {"yml": "name: shop\nengine: {type: postgres}\n"},
-        ["backfill.yml", "postgres", "duckdb"]),
+        {"yml": "name: shop\nengine: {type: snowflake}\n"},
+        ["backfill.yml", "snowflake", "duckdb"]),
 }
 
 

@@ -15,10 +15,12 @@ import difflib
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from ..api import Project
+from ..errors import InvalidInputError
 from ..examples import shop
 from ..run.estimate import estimate, format_seconds_fine
 from .exit_codes import EXIT_FAILED, EXIT_OK
@@ -30,6 +32,8 @@ AS_OF = "2026-12-01"
 SELECT = "fct_daily_sales+"
 START, END = "2026-08-01", "2026-10-29"
 REASON = "discount bug fixed: from 1 Aug 2026 discounts arrive as discount_pct"
+_SHOP_MODELS = ("clean_orders", "clean_order_items", "fct_daily_sales", "fct_monthly_sales",
+                "fct_sales_7d")
 NOTE = ("Revenue from 1 Aug 2026 was overstated by about 2% (percentage discounts were "
         "ignored); daily, monthly and 7-day figures are corrected.")
 
@@ -41,17 +45,54 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     d.add_argument("--dir", help="where to build the shop (default: a new temporary directory)")
     d.add_argument("--orders-per-day", type=int, default=240, help=argparse.SUPPRESS)
     d.add_argument("--concurrency", type=int, default=8, help="tasks at once (default 8)")
+    d.add_argument("--engine", choices=("duckdb", "postgres"), default="duckdb",
+                   help="the warehouse: a DuckDB file in --dir (default) or the PostgreSQL "
+                        "database --url names")
+    d.add_argument("--url", help="with --engine postgres: postgresql://user@host:port/database "
+                                 "(the demo loads raw.orders and raw.order_items and builds the "
+                                 "shop's tables in --schema, replacing earlier demo runs' ones)")
+    d.add_argument("--schema", default="shop",
+                   help="with --engine postgres: the schema of the published tables "
+                        "(default shop)")
     d.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    return run_demo(args.dir, orders_per_day=args.orders_per_day, concurrency=args.concurrency)
+    return run_demo(args.dir, orders_per_day=args.orders_per_day, concurrency=args.concurrency,
+                    engine=args.engine, url=args.url, schema=args.schema)
+
+
+def _create(root: Path, engine: str, url: str | None, schema: str, orders_per_day: int,
+            say: Callable[[str], None]) -> None:
+    """The shop's files and raw data (with the bug) in ``root`` and its warehouse."""
+    if engine == "duckdb":
+        if url is not None:
+            raise InvalidInputError("--url is for --engine postgres")
+        shop.create(root, orders_per_day=orders_per_day)
+        return
+    if not url:
+        raise InvalidInputError("--engine postgres needs --url postgresql://user@host/db")
+    from ..engines.postgres import PostgresEngine, quote
+    from ..examples.shop import postgres as shop_pg
+
+    # Connects and checks permissions first: a bad URL fails before anything is written.
+    warehouse = PostgresEngine(url, schema=schema)
+    try:
+        say(f"warehouse: PostgreSQL {warehouse.db.masked}, published tables in schema {schema}")
+        with warehouse.connect() as conn:  # the demo's own tables of an earlier run
+            for name in [*_SHOP_MODELS, "backfill_changelog"]:
+                conn.execute(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
+    finally:
+        warehouse.close()
+    shop_pg.create(root, url, schema=schema, orders_per_day=orders_per_day)
 
 
 def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
-             concurrency: int = 8, out: TextIO | None = None) -> int:
-    """Runs the demo in ``directory`` (default: a new temporary directory); returns an exit
-    code (EXIT_OK when every step succeeded)."""
+             concurrency: int = 8, out: TextIO | None = None, engine: str = "duckdb",
+             url: str | None = None, schema: str = "shop") -> int:
+    """Runs the demo in ``directory`` (default: a new temporary directory) on ``engine``
+    (``duckdb``, or ``postgres`` at ``url`` with the published tables in ``schema``); returns
+    an exit code (EXIT_OK when every step succeeded)."""
     w = out or sys.stdout
 
     def say(text: str = "") -> None:
@@ -67,7 +108,7 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
 
     step(1, "build the shop, with the discount bug, straight into the published tables")
     began = time.perf_counter()
-    shop.create(root, orders_per_day=orders_per_day)
+    _create(root, engine, url, schema, orders_per_day, say)
     project = Project.load(root)
     initial = project.plan("*", "2026-01-01", "2026-12-01", as_of=AS_OF, partitions_per_run=31)
     status = project.backfill(initial, reason="initial build", direct=True).run(

@@ -1,8 +1,9 @@
 """Engines run model SQL where the data lives. DuckDB is the embedded default.
 
 Engine types are plugins: ``open_engine`` looks the ``type`` of backfill.yml's ``engine`` up among
-the ``backfill.engines`` entry points (``duckdb`` and ``dbt`` ship with the package; another
-package adds its own the same way), each a callable ``factory(settings) -> Engine``.
+the ``backfill.engines`` entry points (``duckdb``, ``postgres`` and ``dbt`` ship with the
+package; another package adds its own the same way), each a callable
+``factory(settings) -> Engine``.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ location, sources, model defaults and per-model config, and audit gates::
 Engine settings for DuckDB: ``lock_timeout`` (seconds a process waits for another holding
 the file, default 120), ``keep_open`` (hold the file for the whole run), ``linger`` (seconds to
 keep it open after a task, default 0.05), ``conflict_retries`` (default 30).
+For PostgreSQL: ``engine: {type: postgres, url: postgresql://user@host:5432/db, schema:
+public}`` with ``pool_size`` (connections, default 8), ``connect_timeout`` (seconds, default 10)
+and ``conflict_retries`` (default 5).
 
 A model file is a Jinja2 SELECT. ``{{ this }}`` reads the model's own rows (in an audit area:
 the new ones for the backfilled periods, published ones elsewhere); ``{% if is_incremental() %}``
@@ -42,6 +45,7 @@ import datetime as dt
 import difflib
 import logging
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,9 +248,48 @@ def _duckdb_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSetti
     return EngineSettings("duckdb", db if db.is_absolute() else root / db, schema, cfg)
 
 
+# PostgresEngine keyword settings allowed under engine: (count, seconds, count), each >= 1.
+POSTGRES_OPTIONS: dict[str, type] = {"pool_size": int, "connect_timeout": float,
+                                     "conflict_retries": int}
+
+
+def _postgres_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettings:
+    """``engine: {type: postgres, url: postgresql://user@host:5432/db, schema: public}``."""
+    url = cfg.pop("url", None)
+    schema = cfg.pop("schema", "public")
+    if not isinstance(url, str) or not url:
+        raise ProjectError(f"{where}: engine type postgres needs url: "
+                           "postgresql://user@host:5432/database")
+    masked = re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", url)  # never echo a password
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ProjectError(f"{where}: engine url {masked!r} must start with postgresql://")
+    try:
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        raise ProjectError(f"{where}: engine url {masked!r} has a malformed port") from None
+    if not parts.path.strip("/"):
+        raise ProjectError(f"{where}: engine url {masked!r} names no database "
+                           "(postgresql://user@host:5432/database)")
+    if not isinstance(schema, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
+        raise ProjectError(f"{where}: engine schema {schema!r} must be a plain identifier "
+                           "(letters, digits, _)")
+    for key, value in cfg.items():
+        if key not in POSTGRES_OPTIONS:
+            raise ProjectError(f"{where}: unknown engine setting {key!r}; expected type, url, "
+                               f"schema, {', '.join(POSTGRES_OPTIONS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or (
+                POSTGRES_OPTIONS[key] is int and not isinstance(value, int)):
+            raise ProjectError(f"{where}: engine {key} {value!r} must be "
+                               f"{'an integer' if POSTGRES_OPTIONS[key] is int else 'a number'} "
+                               ">= 1")
+    return EngineSettings("postgres", schema=schema, options={"url": url, **cfg})
+
+
 #: engine type -> the reader of its ``engine:`` settings in backfill.yml (cfg without ``type``)
 ENGINE_SETTINGS: dict[str, Callable[[dict[str, Any], Path, str], EngineSettings]] = {
     "duckdb": _duckdb_settings,
+    "postgres": _postgres_settings,
 }
 
 

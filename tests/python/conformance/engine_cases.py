@@ -7,7 +7,8 @@ has (rightly) no call for them: rewriting a raw table in another physical order,
 several published tables in ONE snapshot (to see what a concurrent reader sees).
 
 To add an engine: write its case here (a builder that copies a built shop into a fresh warehouse
-of that engine) and add its name to ``ENGINES``.
+of that engine) and add its name to ``ENGINES``. The Postgres case copies a database built once
+per session (``CREATE DATABASE ... TEMPLATE``, see ``pg_engine_support.PgShop``).
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import psycopg
 
 import backfill
 from backfill.engines import Engine
+from backfill.engines.postgres import PostgresEngine, quote
 from backfill.examples import dbt_shop, shop
+from pg_engine_support import PgShop
 
-ENGINES = ("duckdb", "dbt-duckdb")
+ENGINES = ("duckdb", "dbt-duckdb", "postgres")
 #: the plans' "now": after every period the suite touches (the shop's data ends in 2026)
 AS_OF = "2027-06-01"
 UTC = dt.timezone.utc
@@ -96,15 +100,52 @@ class Case:
         return tuple(row)
 
 
+@dataclass
+class PgCase(Case):
+    """The shop in its own copy of a Postgres database built once per session."""
+
+    url: str = ""
+
+    def _engine(self) -> PostgresEngine:
+        assert isinstance(self.engine, PostgresEngine)
+        return self.engine
+
+    def reverse_raw(self, table: str) -> None:
+        self.engine.close()
+        with psycopg.connect(self.url, autocommit=True) as conn, conn.transaction():
+            t = quote(table)
+            conn.execute(f"CREATE TABLE raw._reversed AS SELECT * FROM raw.{t} ORDER BY ctid DESC")
+            conn.execute(f"DROP TABLE raw.{t}")
+            conn.execute(f"ALTER TABLE raw._reversed RENAME TO {t}")
+
+    def first_rows(self, table: str, n: int = 3) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.url) as conn:  # a sequential scan: the physical order
+            return conn.execute(f"SELECT * FROM raw.{quote(table)} LIMIT {int(n)}").fetchall()
+
+    def snapshot_sums(self, relations: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        eng = self._engine()
+        parts = [f"(SELECT sum({quote(column)}) FROM {quote(eng.schema)}.{quote(model)})"
+                 for model, column in relations]
+        with eng.connect() as conn:  # one statement: one snapshot
+            row = conn.execute("SELECT " + ", ".join(parts)).fetchone()
+        assert row is not None
+        return tuple(row)
+
+
 def _copy_shop(built: Path, dest: Path) -> Path:
     shutil.copytree(built, dest, ignore=shutil.ignore_patterns(".backfill", ".test_profiles"))
     return dest
 
 
-def make_case(name: str, built_shop: Path, built_dbt_shop: Path, tmp: Path) -> Case:
+def make_case(name: str, built_shop: Path, built_dbt_shop: Path, tmp: Path,
+              built_pg_shop: PgShop | None = None) -> Case:
     if name == "duckdb":
         return Case(name, _copy_shop(built_shop, tmp / "shop"), backfill.Project.load, shop.fix)
     if name == "dbt-duckdb":
         return Case(name, _copy_shop(built_dbt_shop, tmp / "dbt_shop"),
                     backfill.Project.from_dbt, dbt_shop.fix)
+    if name == "postgres":
+        assert built_pg_shop is not None, "the postgres case needs the built_pg_shop fixture"
+        root, url = built_pg_shop.copy(tmp / "shop_pg")
+        return PgCase(name, root, backfill.Project.load, shop.fix, url=url)
     raise ValueError(f"no engine case {name!r}; expected one of {ENGINES}")

@@ -31,7 +31,8 @@ DAYS = [(f"2026-08-0{d}", day(f"2026-08-0{d}"), day(f"2026-08-0{d + 1}")) for d 
 @pytest.fixture(params=ENGINES)
 def case(request: pytest.FixtureRequest, built_shop: Path, built_dbt_shop: Path,
          tmp_path: Path) -> Iterator[Case]:
-    c = make_case(request.param, built_shop, built_dbt_shop, tmp_path)
+    pg = request.getfixturevalue("built_pg_shop") if request.param == "postgres" else None
+    c = make_case(request.param, built_shop, built_dbt_shop, tmp_path, pg)
     yield c
     c.engine.close()
 

@@ -6,6 +6,6 @@ select
     sum(units) as units,
     sum(revenue) as revenue,
     count(*) as days
-from {{ ref("fct_daily_sales") }}
+from {{ ref("fct_daily_sales") }} d
 where sales_date >= {{ start }} and sales_date < {{ end }}
 group by 1

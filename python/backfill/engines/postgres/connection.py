@@ -1,0 +1,216 @@
+"""Connections to a PostgreSQL warehouse: a psycopg pool for SQL, a few ADBC connections for
+Arrow streams, the URL with its password masked, and which errors are worth a retry.
+
+Every connection runs with ``TimeZone=UTC`` and ``DateStyle=ISO`` (the period filters are UTC
+timestamp literals, and fingerprints hash the rows' text form, which must not depend on the
+session) and in autocommit mode: a transaction is always an explicit ``conn.transaction()``, so
+an idle pooled connection never holds a snapshot or a lock that would block a publish.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from ...errors import InvalidInputError
+from ..base import TaskFailure
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Database", "PostgresConnectionError", "is_transient", "mask_url", "task_failure"]
+
+_SESSION = "SET TimeZone TO 'UTC'; SET DateStyle TO 'ISO, YMD'; SET IntervalStyle TO 'iso_8601'"
+
+
+class PostgresConnectionError(InvalidInputError):
+    """The warehouse named by a URL cannot be used (unreachable, refused, no permission)."""
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password (in the authority or a ``password=`` parameter) as ``***``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        auth, _, host = netloc.rpartition("@")
+        if ":" in auth:
+            auth = auth.split(":", 1)[0] + ":***"
+        netloc = f"{auth}@{host}"
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    masked = [(k, "***" if k == "password" else v) for k, v in query]
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path,
+                                    urllib.parse.urlencode(masked, safe="*"), parts.fragment))
+
+
+# SQLSTATE classes and codes of failures that may pass on a retry: serialization failures and
+# deadlocks (40), lock timeouts (55P03), a server shutting down or not yet accepting connections
+# (57P0x), connection exceptions (08), too many connections (53300).
+_TRANSIENT_STATES = ("40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300", "53400")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` (from psycopg or the pool) may pass on a retry."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    if state is None:  # no server answer: the connection was lost or never made
+        return isinstance(exc, psycopg.OperationalError)
+    return state in _TRANSIENT_STATES or state.startswith(("08", "57P"))
+
+
+def task_failure(where: str, exc: BaseException) -> TaskFailure:
+    """The :class:`TaskFailure` of a database error in a task of ``where``."""
+    transient = is_transient(exc)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    kind = "SQL error" if not transient else type(exc).__name__
+    return TaskFailure(f"{where}: {kind}: {text}", transient=transient)
+
+
+def _reason(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return "; ".join(lines[:2]) or type(exc).__name__
+
+
+class Database:
+    """A PostgreSQL database at ``url``: a psycopg pool (opened on first use, re-opened after
+    :meth:`close`) and a free list of ADBC connections for Arrow streams."""
+
+    def __init__(self, url: str, *, pool_size: int = 8, connect_timeout: float = 10.0) -> None:
+        self.url = url
+        self.masked = mask_url(url)
+        self.pool_size = pool_size
+        self.connect_timeout = connect_timeout
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._adbc: list[Any] = []
+        self._checked = False
+
+    # -- checking ---------------------------------------------------------------------------
+    def check(self, schema: str) -> None:
+        """Connects once and checks what the engine needs: it may create schemas (audit areas)
+        and use and create in ``schema``. Raises :class:`PostgresConnectionError` naming the URL
+        (password masked) and what failed; writes nothing."""
+        try:
+            with psycopg.connect(self.url, autocommit=True,
+                                 connect_timeout=max(1, int(self.connect_timeout))) as conn:
+                row = conn.execute(
+                    "SELECT current_user, current_database(), "
+                    "has_database_privilege(current_database(), 'CREATE'), "
+                    "(SELECT oid FROM pg_namespace WHERE nspname = %s), "
+                    "current_setting('server_version_num')::int", [schema]).fetchone()
+                assert row is not None
+                user, database, can_create, schema_oid, version = row
+                usable = True
+                if schema_oid is not None:
+                    got = conn.execute("SELECT has_schema_privilege(%s, 'USAGE'), "
+                                       "has_schema_privilege(%s, 'CREATE')",
+                                       [schema, schema]).fetchone()
+                    usable = bool(got and got[0] and got[1])
+        except psycopg.Error as exc:
+            raise PostgresConnectionError(
+                f"cannot use the PostgreSQL warehouse {self.masked}: {_reason(exc)}") from None
+        if version < 150000:
+            raise PostgresConnectionError(
+                f"{self.masked}: PostgreSQL {version // 10000} is too old; the engine needs 15 "
+                "or newer (MERGE)")
+        if not can_create:
+            raise PostgresConnectionError(
+                f"{self.masked}: user {user!r} may not create schemas in database {database!r}, "
+                f"which audit areas need (GRANT CREATE ON DATABASE \"{database}\" TO \"{user}\")")
+        if not usable:
+            raise PostgresConnectionError(
+                f"{self.masked}: user {user!r} may not use and create tables in schema "
+                f"{schema!r} (GRANT USAGE, CREATE ON SCHEMA \"{schema}\" TO \"{user}\")")
+        self._checked = True
+
+    # -- psycopg ----------------------------------------------------------------------------
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.autocommit = True
+        conn.execute(_SESSION)
+
+    def _get_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        with self._lock:
+            if self._pool is None:
+                pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+                    self.url, min_size=0, max_size=self.pool_size, open=False,
+                    configure=self._configure, timeout=max(30.0, self.connect_timeout),
+                    kwargs={"connect_timeout": max(1, int(self.connect_timeout))},
+                    name="backfill-postgres")
+                pool.open(wait=False)
+                self._pool = pool
+            return self._pool
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (autocommit; use ``conn.transaction()`` for a transaction)."""
+        for attempt in range(3):
+            pool = self._get_pool()
+            try:
+                conn = pool.getconn()
+                break
+            except PoolClosed:  # another thread closed the engine meanwhile: a fresh pool
+                with self._lock:
+                    if self._pool is pool:
+                        self._pool = None
+                if attempt == 2:
+                    raise
+            except PoolTimeout as exc:
+                raise PostgresConnectionError(f"no connection to {self.masked} within the "
+                                              f"pool's timeout: {_reason(exc)}") from None
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)  # a closed pool closes it
+
+    # -- ADBC (Arrow) -----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def arrow_cursor(self) -> Iterator[Any]:
+        """An ADBC cursor whose ``fetch_record_batch()`` streams a result as Arrow batches.
+        Opening an ADBC connection reads the server's type catalog (~0.1 s), so connections
+        are kept for reuse until :meth:`close`."""
+        import adbc_driver_postgresql.dbapi as adbc  # type: ignore[import-untyped]
+
+        with self._lock:
+            conn = self._adbc.pop() if self._adbc else None
+        if conn is None:
+            try:
+                conn = adbc.connect(self.url, autocommit=True)
+            except Exception as exc:  # adbc_driver_manager's errors share no public base
+                raise PostgresConnectionError(
+                    f"cannot open an Arrow (ADBC) connection to {self.masked}: "
+                    f"{_reason(exc)}") from None
+        cur = conn.cursor()
+        ok = False
+        try:
+            cur.execute(_SESSION.split(";")[0])  # the one setting the streamed values depend on
+            yield cur
+            ok = True
+        finally:
+            with contextlib.suppress(Exception):
+                cur.close()
+            with self._lock:
+                keep = ok and len(self._adbc) < self.pool_size
+                if keep:
+                    self._adbc.append(conn)
+            if not keep:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+            adbc, self._adbc = self._adbc, []
+        if pool is not None:
+            pool.close()
+        for conn in adbc:
+            with contextlib.suppress(Exception):
+                conn.close()

@@ -1,0 +1,91 @@
+"""Helpers for the tests of the PostgreSQL engine: the shop on a throwaway server, and the
+``postgres`` engine entry point for a checkout whose installed metadata predates it.
+
+Entry points come from the installed package's metadata (written at ``pip install``); until the
+package is reinstalled, :func:`ensure_entry_point` adds a one-line distribution on ``sys.path``
+that registers it (and returns the folder, for a subprocess's ``PYTHONPATH``). Once the installed
+metadata has it, it does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backfill.engines import engine_types
+
+_SHIM: Path | None = None
+ENTRY = "postgres = backfill.engines.postgres:PostgresEngine.from_settings"
+
+
+def ensure_entry_point() -> Path | None:
+    """Makes ``open_engine`` find the ``postgres`` type in this process; returns the folder
+    to put on a subprocess's PYTHONPATH (None when the installed metadata has it)."""
+    global _SHIM
+    if _SHIM is None and "postgres" in engine_types():
+        return None
+    if _SHIM is None:
+        base = Path(tempfile.mkdtemp(prefix="backfill-ep-"))
+        info = base / "backfill_postgres_engine-0.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: backfill-postgres-engine\n"
+                                       "Version: 0.0\n")
+        (info / "entry_points.txt").write_text(f"[backfill.engines]\n{ENTRY}\n")
+        _SHIM = base
+        sys.path.append(str(base))
+    return _SHIM
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment of a ``backfill`` subprocess that must find the postgres engine."""
+    env = dict(os.environ)
+    shim = ensure_entry_point()
+    if shim is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(shim)) if p)
+    return env
+
+
+@dataclass
+class PgShop:
+    """The shop built once (with the bug) in the database ``template`` of a throwaway server;
+    :meth:`copy` gives a test its own database (``CREATE DATABASE ... TEMPLATE``, a file copy
+    in the server: fast) and project files naming it."""
+
+    server: Any
+    root: Path
+    template: str
+    url: str
+
+    def copy(self, dest: Path) -> tuple[Path, str]:
+        import psycopg
+
+        name = f"shop_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(self.server.url(), autocommit=True) as conn:
+            # A template must have no other sessions.
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                         "datname = %s AND pid <> pg_backend_pid()", [self.template])
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+        url = self.server.url(name)
+        shutil.copytree(self.root, dest, ignore=shutil.ignore_patterns(".backfill"))
+        yml = dest / "backfill.yml"
+        yml.write_text(yml.read_text(encoding="utf-8").replace(self.url, url), encoding="utf-8")
+        return dest, url
+
+
+def build_pg_shop(server: Any, base: Path, *, orders_per_day: int = 12) -> PgShop:
+    """The shop (project files in ``base/shop``, data in a new database) built with the bug,
+    straight into the published tables."""
+    from backfill.examples.shop import postgres as shop_pg
+    from shop_support import build
+
+    ensure_entry_point()
+    url = server.create_database("shop_built")
+    root = shop_pg.create(base / "shop", url, orders_per_day=orders_per_day)
+    build(root)
+    return PgShop(server, root, url.rsplit("/", 1)[1], url)
