@@ -160,9 +160,10 @@ def test_a_database_without_permissions_is_refused_before_anything_is_written(
         pg_server: Any) -> None:
     url = pg_server.create_database("perm")
     with psycopg.connect(url, autocommit=True) as db:
-        db.execute("DROP ROLE IF EXISTS weak; CREATE ROLE weak LOGIN")
-    weak = url.replace("backfill@", "weak@")
-    with pytest.raises(LedgerError, match=r"ledger postgresql://weak@.*: opening failed: "
+        # Roles belong to the whole (session-wide) cluster: a name of this test's own.
+        db.execute("DROP ROLE IF EXISTS weak_ledger; CREATE ROLE weak_ledger LOGIN")
+    weak = url.replace("backfill@", "weak_ledger@")
+    with pytest.raises(LedgerError, match=r"ledger postgresql://weak_ledger@.*: opening failed: "
                                           "permission denied"):
         open_ledger(weak)
     with psycopg.connect(url) as db:
