@@ -243,9 +243,55 @@ def _duckdb_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSetti
     return EngineSettings("duckdb", db if db.is_absolute() else root / db, schema, cfg)
 
 
+SPARK_OPTIONS = ("master", "catalog", "conf", "jars", "pool")
+
+
+def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettings:
+    """``engine: {type: spark, master, catalog, schema, conf, jars}``: ``catalog`` is a folder
+    (an Iceberg hadoop catalog, default ``.backfill/iceberg``) or a mapping of Iceberg catalog
+    properties passed to Spark as they are (``{type: rest, uri: ...}``); ``conf`` is Spark
+    configuration for the session."""
+    schema = cfg.pop("schema", "main")
+    if not isinstance(schema, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", schema):
+        raise ProjectError(f"{where}: engine schema {schema!r} must be a plain identifier")
+    for key in cfg:
+        if key not in SPARK_OPTIONS:
+            raise ProjectError(f"{where}: unknown spark engine setting {key!r}; expected type, "
+                               f"schema, {', '.join(SPARK_OPTIONS)}")
+    catalog = cfg.pop("catalog", ".backfill/iceberg")
+    options: dict[str, Any] = {}
+    if isinstance(catalog, Mapping):
+        options["catalog"] = {str(k): str(v) for k, v in catalog.items()}
+        path = root / ".backfill" / "iceberg"
+    elif isinstance(catalog, str) and catalog:
+        path = Path(catalog) if Path(catalog).is_absolute() else root / catalog
+    else:
+        raise ProjectError(f"{where}: engine catalog {catalog!r} must be a folder or a mapping "
+                           "of Iceberg catalog properties")
+    master = cfg.pop("master", "local[*]")
+    if not isinstance(master, str) or not re.match(r"(local(\[[0-9*]+(,\d+)?\])?|spark://|"
+                                                   r"yarn|k8s://)", master):
+        raise ProjectError(f"{where}: engine master {master!r} must be local[*], local[N], "
+                           "spark://host:port, yarn or k8s://...")
+    options["master"] = master
+    conf = cfg.pop("conf", {})
+    if not isinstance(conf, Mapping):
+        raise ProjectError(f"{where}: engine conf must be a mapping of Spark settings")
+    options["conf"] = {str(k): str(v) for k, v in conf.items()}
+    for key in ("jars", "pool"):
+        if key in cfg:
+            value = cfg.pop(key)
+            if not isinstance(value, str) or not value:
+                raise ProjectError(f"{where}: engine {key} {value!r} must be a non-empty string")
+            options[key] = str(root / value) if key == "jars" and not Path(value).is_absolute() \
+                else value
+    return EngineSettings("spark", path, schema, options)
+
+
 #: engine type -> the reader of its ``engine:`` settings in backfill.yml (cfg without ``type``)
 ENGINE_SETTINGS: dict[str, Callable[[dict[str, Any], Path, str], EngineSettings]] = {
     "duckdb": _duckdb_settings,
+    "spark": _spark_settings,
 }
 
 
