@@ -243,7 +243,7 @@ def _duckdb_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSetti
     return EngineSettings("duckdb", db if db.is_absolute() else root / db, schema, cfg)
 
 
-SPARK_OPTIONS = ("master", "catalog", "conf", "jars", "pool")
+SPARK_OPTIONS = ("master", "catalog", "conf", "jars", "pool", "stream_periods")
 
 
 def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettings:
@@ -278,6 +278,11 @@ def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettin
     if not isinstance(conf, Mapping):
         raise ProjectError(f"{where}: engine conf must be a mapping of Spark settings")
     options["conf"] = {str(k): str(v) for k, v in conf.items()}
+    if "stream_periods" in cfg:
+        value = cfg.pop("stream_periods")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ProjectError(f"{where}: engine stream_periods {value!r} must be an integer >= 1")
+        options["stream_periods"] = value
     for key in ("jars", "pool"):
         if key in cfg:
             value = cfg.pop(key)

@@ -25,7 +25,7 @@ import backfill
 from backfill.engines import Engine
 from backfill.examples import dbt_shop, shop
 
-ENGINES = ("duckdb", "dbt-duckdb")
+ENGINES = ("duckdb", "dbt-duckdb", "spark")
 #: the plans' "now": after every period the suite touches (the shop's data ends in 2026)
 AS_OF = "2027-06-01"
 UTC = dt.timezone.utc
@@ -96,15 +96,52 @@ class Case:
         return tuple(row)
 
 
+class SparkCase(Case):
+    """The shop on Spark + Iceberg: the harness reads and rewrites Iceberg tables through the
+    engine's SparkSession."""
+
+    def _sql(self, sql: str) -> list[tuple[Any, ...]]:
+        from backfill.engines.spark.sql import arrow_rows
+
+        return arrow_rows(self.engine.spark, sql)  # type: ignore[attr-defined]
+
+    def reverse_raw(self, table: str) -> None:
+        from pyspark.sql import functions as F
+
+        engine: Any = self.engine
+        name = engine.table(table, "raw")
+        df = engine.spark.table(name).orderBy(F.desc("order_id")).coalesce(1)
+        # No distribution or sort by Iceberg: the files keep the reversed order.
+        df.writeTo(name).option("distribution-mode", "none").overwrite(F.lit(True))
+
+    def first_rows(self, table: str, n: int = 3) -> list[tuple[Any, ...]]:
+        return self._sql(f"SELECT * FROM {self.engine.table(table, 'raw')} LIMIT {n}")  # type: ignore[attr-defined]
+
+    def snapshot_sums(self, relations: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        """Iceberg commits one table at a time (``atomic_publish=False``): each sum reads its
+        table's current snapshot, in one query."""
+        engine: Any = self.engine
+        parts = [f"(SELECT sum({column}) FROM {engine.table(model)})"
+                 for model, column in relations]
+        return tuple(self._sql("SELECT " + ", ".join(parts))[0])
+
+
 def _copy_shop(built: Path, dest: Path) -> Path:
     shutil.copytree(built, dest, ignore=shutil.ignore_patterns(".backfill", ".test_profiles"))
     return dest
 
 
-def make_case(name: str, built_shop: Path, built_dbt_shop: Path, tmp: Path) -> Case:
+def make_case(name: str, built_shop: Path, built_dbt_shop: Path, tmp: Path,
+              built_spark_shop: Path | None = None) -> Case:
     if name == "duckdb":
         return Case(name, _copy_shop(built_shop, tmp / "shop"), backfill.Project.load, shop.fix)
     if name == "dbt-duckdb":
         return Case(name, _copy_shop(built_dbt_shop, tmp / "dbt_shop"),
                     backfill.Project.from_dbt, dbt_shop.fix)
+    if name == "spark":
+        import spark_support
+
+        assert built_spark_shop is not None
+        return SparkCase(name, spark_support.copy_built(built_spark_shop, tmp / "spark_shop"),
+                         backfill.Project.load, shop.fix)
     raise ValueError(f"no engine case {name!r}; expected one of {ENGINES}")

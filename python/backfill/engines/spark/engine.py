@@ -46,7 +46,9 @@ from ..base import (Area, Capabilities, Column, ColumnKind, Engine, Part, Partit
 from . import publish as _publish
 from .session import (catalog_name, check_master, find_iceberg_jar, register_catalog,
                       spark_session)
-from .sql import arrow_rows, fingerprint_parts, in_periods, kind_of, partition_transform, quote
+from .tables import IcebergTables, table_properties
+from .sql import (arrow_rows, fingerprint_parts, in_periods, kind_of, quote,
+                  row_hash)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -58,8 +60,6 @@ log = logging.getLogger(__name__)
 __all__ = ["SparkEngine"]
 
 _OUTSIDE = "backfill: a row is outside the period of the task"
-_TABLE_PROPS = {"format-version": "2", "commit.retry.num-retries": "20",
-                "commit.retry.min-wait-ms": "50"}
 # Java exceptions that a retry of the same task can get past (a concurrent commit won).
 _TRANSIENT = ("CommitFailedException", "CommitStateUnknownException", "ValidationException",
               "ConcurrentModification", "Connection refused", "SparkContext was shut down")
@@ -76,19 +76,21 @@ class Relation:
         return kind_of(self.types.get(column, ""))
 
 
-class SparkEngine(Engine):
+class SparkEngine(IcebergTables, Engine):
     """Spark (``master``) on an Iceberg ``catalog``: a folder (a hadoop catalog, default
     ``.backfill/iceberg`` in the project) or catalog properties passed to Spark as they are
     (``{type: rest, uri: ...}``). Published models live in namespace ``schema``. ``conf`` is
     Spark configuration for the session (when this engine starts it). ``jars``: the Iceberg
-    runtime jar (or its folder), default ``build/jars`` of the repository."""
+    runtime jar (or its folder), default ``build/jars`` of the repository. ``stream_periods``:
+    partitions per Arrow chunk the audit's diff pulls to the driver."""
 
     name = "spark"
     capabilities = Capabilities(atomic_publish=False)
 
     def __init__(self, catalog: str | Path | Mapping[str, Any], *, master: str = "local[*]",
                  schema: str = "main", conf: Mapping[str, Any] | None = None,
-                 jars: str | None = None, pool: str = "backfill") -> None:
+                 jars: str | None = None, pool: str = "backfill",
+                 stream_periods: int = 8) -> None:
         if isinstance(catalog, Mapping):
             self.catalog_props = {str(k): str(v) for k, v in catalog.items()}
         else:
@@ -98,6 +100,7 @@ class SparkEngine(Engine):
         self.schema = schema
         self.conf = dict(conf or {})
         self.pool = pool
+        self.stream_periods = max(1, int(stream_periods))
         # Checked now, before any task is claimed: the jar, and a reachable master.
         self.jar = find_iceberg_jar(jars)
         check_master(master)
@@ -127,48 +130,6 @@ class SparkEngine(Engine):
                 spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns()}")
                 self._spark = spark
             return self._spark
-
-    def _job(self, description: str) -> SparkSession:
-        """The session, with this thread's next Spark jobs in the engine's FAIR pool."""
-        spark = self.spark
-        sc = spark.sparkContext
-        sc.setLocalProperty("spark.scheduler.pool", self.pool)
-        sc.setJobDescription(description)
-        return spark
-
-    # -- naming ---------------------------------------------------------------------------------
-    def _ns(self, schema: str | None = None) -> str:
-        return f"{quote(self.catalog)}.{quote(schema or self.schema)}"
-
-    def table(self, model: str, schema: str | None = None) -> str:
-        """The quoted Iceberg table of a published model (or of a source, given ``schema``)."""
-        return f"{self._ns(schema)}.{quote(model)}"
-
-    @staticmethod
-    def branch(backfill_id: str) -> str:
-        """The branch a backfill (or scratch area) writes to."""
-        return f"audit_{backfill_id}"
-
-    def _on_branch(self, table: str, branch: str) -> str:
-        return f"{table}.{quote('branch_' + branch)}"
-
-    def exists(self, table: str) -> bool:
-        return bool(self.spark.catalog.tableExists(table.replace("`", "")))
-
-    def has_branch(self, table: str, branch: str) -> bool:
-        if not self.exists(table):
-            return False
-        return bool(arrow_rows(self.spark, f"SELECT 1 FROM {table}.refs WHERE name = "
-                                           f"'{branch}' AND type = 'BRANCH'"))
-
-    def snapshot_of(self, table: str, ref: str = "main") -> int | None:
-        """The snapshot id ``ref`` (a branch) of ``table`` points at; None when it has none."""
-        rows = arrow_rows(self.spark, f"SELECT snapshot_id FROM {table}.refs WHERE name = '{ref}'")
-        return int(str(rows[0][0])) if rows else None
-
-    def _types(self, sql_or_table: str) -> dict[str, str]:
-        schema = self.spark.sql(f"SELECT * FROM {sql_or_table} LIMIT 0").schema
-        return {f.name: f.dataType.simpleString() for f in schema.fields}
 
     # -- rendering ------------------------------------------------------------------------------
     def _ref(self, project: Project, area: Area, name: str, check: bool) -> str:
@@ -254,21 +215,37 @@ class SparkEngine(Engine):
                 return self._rebuild(spark, m, df, table, types, et_kind)
             self._ensure_table(m, table, types, et_kind)
         _check_columns(where, types, self._types(table), area)
-        target = table
+        target, ref = table, "main"
         if not area.direct:
-            target = self._on_branch(table, self._ensure_branch(table, str(area.backfill_id)))
+            ref = self._ensure_branch(table, str(area.backfill_id))
+            target = self._on_branch(table, ref)
         token = uuid.uuid4().hex
+        observed = None
+        if m.strategy != "merge" and not (m.strategy == "append" and partitioned) and \
+                types == self._types(table):
+            # An overwrite leaves exactly the new rows in the period: their fingerprint is
+            # taken during the write job itself (no second scan), with the table's own types.
+            from pyspark.sql import Observation
+
+            observed = Observation(f"backfill_{token}")
+            df = df.observe(observed, F.expr("count(1)").alias("n"), F.expr(
+                f"coalesce(sum(CAST({row_hash(list(types))} AS DECIMAL(38, 0))), 0)").alias("h"))
         if m.strategy == "merge" and partitioned:
             with self._locks[table]:  # _result then reads the newest snapshot: this one
                 self._merge(spark, m, df, target)
-                return self._result(table, token, cond)
+                return self._result(table, ref, "", cond)
         else:
             writer = df.writeTo(target).option("snapshot-property.backfill.write", token)
             if m.strategy == "append" and partitioned:
                 writer.append()  # the planner refuses append models unless allow_append
             else:
                 writer.overwrite(F.expr(cond))
-        return self._result(table, token, cond)
+        if observed is not None:
+            _, _, deleted = self._commit_of(table, ref, token)
+            got = observed.get
+            fp = PartitionFingerprint.of(int(got["n"]), int(got["h"]))
+            return fp.rows, deleted, fp
+        return self._result(table, ref, token, cond)
 
     def _rebuild(self, spark: SparkSession, m: Model, df: DataFrame, table: str,
                  types: dict[str, str], et_kind: ColumnKind) -> tuple[int, int, PartitionFingerprint]:
@@ -277,7 +254,7 @@ class SparkEngine(Engine):
         try:
             old = self._count(table) if self.exists(table) else 0
             spark.sql(f"CREATE OR REPLACE TABLE {table} USING iceberg "
-                      f"{self._partitioned_by(m, et_kind)} {_props()} AS SELECT * FROM {view}")
+                      f"{self._partitioned_by(m, et_kind)} {table_properties()} AS SELECT * FROM {view}")
         finally:
             spark.catalog.dropTempView(view)
         self._checked.discard(table)
@@ -295,73 +272,15 @@ class SparkEngine(Engine):
         finally:
             spark.catalog.dropTempView(view)
 
-    def _result(self, table: str, token: str, cond: str) -> tuple[int, int, PartitionFingerprint]:
-        """Rows added and deleted by the commit carrying ``token``, and the fingerprint of the
-        written period as that commit left it (later commits of other tasks do not count)."""
-        rows = arrow_rows(self.spark, f"SELECT snapshot_id, summary['added-records'], "
-                                      f"summary['deleted-records'] FROM {table}.snapshots "
-                                      f"WHERE summary['backfill.write'] = '{token}'")
-        if rows:
-            snap, added, deleted = rows[0]
-        else:  # a MERGE: the newest snapshot (merges of one table are serialized)
-            snap, added, deleted = arrow_rows(
-                self.spark, f"SELECT snapshot_id, summary['added-records'], "
-                            f"summary['deleted-records'] FROM {table}.snapshots "
-                            "ORDER BY committed_at DESC LIMIT 1")[0]
+    def _result(self, table: str, ref: str, token: str,
+                cond: str) -> tuple[int, int, PartitionFingerprint]:
+        """Rows written and deleted by the commit carrying ``token`` (the newest commit of
+        ``ref`` for ``token=""``), and the fingerprint of the written period as that commit left
+        it (later commits of other tasks do not count)."""
+        snap, _, deleted = self._commit_of(table, ref, token)
         rel = f"(SELECT * FROM {table} VERSION AS OF {snap} WHERE {cond})"
         fp = self.fingerprints_of(rel, self._types(table), None, ColumnKind.OTHER, [])["all"]
-        return fp.rows, int(str(deleted or 0)), fp
-
-    def _temp_view(self, df: DataFrame) -> str:
-        with self._mutex:
-            self._tmp += 1
-            name = f"__backfill_new_{self._tmp}_{uuid.uuid4().hex[:6]}"
-        df.createOrReplaceTempView(name)
-        return name
-
-    def _count(self, table: str) -> int:
-        return int(str(arrow_rows(self.spark, f"SELECT count(*) FROM {table}")[0][0]))
-
-    def _partitioned_by(self, m: Model, et_kind: ColumnKind) -> str:
-        transform = partition_transform(m.grain, m.event_time, et_kind)
-        return f"PARTITIONED BY ({transform})" if transform else ""
-
-    def _ensure_table(self, m: Model, table: str, types: Mapping[str, str],
-                      et_kind: ColumnKind) -> None:
-        """Creates the model's (empty) table in main when missing; checks an existing one is
-        partitioned as the model's grain says (once per table and process)."""
-        expected = partition_transform(m.grain, m.event_time, et_kind)
-        if not self.exists(table):
-            cols = ", ".join(f"{quote(c)} {t}" for c, t in types.items())
-            self.spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
-                           f"{self._partitioned_by(m, et_kind)} {_props()}")
-            self._checked.add(table)
-        if table in self._checked:
-            return
-        found = [str(r[1]) for r in arrow_rows(self.spark, f"DESCRIBE TABLE {table}")
-                 if str(r[0]).startswith("Part ")]
-        want = [expected.replace("`", "")] if expected else []
-        if [f.replace("`", "") for f in found] != want:
-            raise TaskFailure(f"table {table} is partitioned by {found or 'nothing'}; model "
-                              f"{m.name!r} (grain {m.grain}, event_time {m.event_time}) expects "
-                              f"{want or 'no partitioning'}: recreate it, or fix its partition "
-                              "spec with ALTER TABLE ... ADD/DROP PARTITION FIELD",
-                              transient=False)
-        self._checked.add(table)
-
-    def _ensure_branch(self, table: str, backfill_id: str) -> str:
-        branch = self.branch(backfill_id)
-        with self._locks[table]:
-            self.spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS {quote(branch)}")
-        return branch
-
-    def drop_area(self, backfill_id: str) -> None:
-        branch = self.branch(backfill_id)
-        spark = self._job(f"backfill: drop area {backfill_id}")
-        for row in arrow_rows(spark, f"SHOW TABLES IN {self._ns()}"):
-            table = self.table(str(row[1]))
-            with self._locks[table]:
-                spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {quote(branch)}")
+        return fp.rows, deleted, fp
 
     # -- inspecting -----------------------------------------------------------------------------
     def source(self, project: Project, model: str, area: Area) -> Relation | None:
@@ -461,8 +380,11 @@ class SparkEngine(Engine):
             select = f"*, CAST({quote(m.event_time)} AS TIMESTAMP) AS {quote(utc_column)}"
         spark = self._job(f"backfill: rows of {model}")
         schema = to_arrow_schema(spark.sql(f"SELECT {select} FROM {rel.sql} LIMIT 0").schema)
-        # One period at a time: the driver holds one period's rows, never the whole selection.
-        chunks: list[list[Period] | None] = [None] if periods is None else [[p] for p in periods]
+        # A few periods at a time: the driver holds at most `stream_periods` partitions' rows,
+        # never the whole selection (and a long list costs one Spark job per chunk, not each).
+        step = self.stream_periods
+        chunks: list[list[Period] | None] = [None] if periods is None else \
+            [list(periods[i:i + step]) for i in range(0, len(periods), step)]
 
         def batches() -> Iterator[Any]:
             for chunk in chunks:
@@ -479,39 +401,6 @@ class SparkEngine(Engine):
     def changelog_rows(self, project: Project, backfill_id: str | None = None,
                        ) -> list[tuple[Any, ...]]:
         return _publish.changelog_rows(self, backfill_id)
-
-    def lock(self, table: str) -> threading.Lock:
-        """The in-process lock serializing metadata changes of ``table``."""
-        return self._locks[table]
-
-    def load_table(self, name: str, data: Any, *, schema: str = "raw",
-                   event_time: str | None = None, grain: str | None = "day") -> int:
-        """Replaces the table ``<schema>.<name>`` with ``data`` (an Arrow table), partitioned by
-        ``grain`` on ``event_time``; naive timestamps are read as UTC. Returns its rows."""
-        import pyarrow as pa
-
-        fields = [pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type)
-                  else f for f in data.schema]
-        data = data.cast(pa.schema(fields))
-        spark = self._job(f"backfill: load {schema}.{name}")
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns(schema)}")
-        df = spark.createDataFrame(data)
-        kind = kind_of(dict((f.name, f.dataType.simpleString()) for f in df.schema.fields)
-                       .get(event_time or "", ""))
-        transform = partition_transform(grain, event_time, kind)
-        view = self._temp_view(df)
-        try:
-            spark.sql(f"CREATE OR REPLACE TABLE {self.table(name, schema)} USING iceberg "
-                      f"{f'PARTITIONED BY ({transform})' if transform else ''} {_props()} "
-                      f"AS SELECT * FROM {view}")
-        finally:
-            spark.catalog.dropTempView(view)
-        return int(data.num_rows)
-
-
-def _props() -> str:
-    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in _TABLE_PROPS.items()) + ")"
-
 
 def _model(project: Project, model: str) -> Model:
     try:

@@ -121,7 +121,7 @@ def _move(engine: SparkEngine, project: Project, pm: PublishModel, table: str,
     main = engine.snapshot_of(table)
     head = engine.snapshot_of(table, branch)
     cat = quote(engine.catalog)
-    if main is None or _is_ancestor(engine, table, main, head):
+    if main is None or (head is not None and engine.is_ancestor(table, main, head)):
         spark.sql(f"CALL {cat}.system.fast_forward('{_ident(engine, table)}', 'main', "
                   f"'{branch}')")
         return
@@ -152,14 +152,6 @@ def _move(engine: SparkEngine, project: Project, pm: PublishModel, table: str,
             spark.catalog.dropTempView(view)
         return
     rows.writeTo(table).overwrite(F.expr(cond))
-
-
-def _is_ancestor(engine: SparkEngine, table: str, snapshot: int, head: int | None) -> bool:
-    if head is None:
-        return False
-    rows = arrow_rows(engine.spark, f"CALL {quote(engine.catalog)}.system.ancestors_of("
-                                    f"'{_ident(engine, table)}', {head})")
-    return any(int(str(r[0])) == snapshot for r in rows)
 
 
 def _append_changelog(engine: SparkEngine, request: PublishRequest) -> None:

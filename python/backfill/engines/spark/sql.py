@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = ["arrow_rows", "fingerprint_parts", "in_periods", "kind_of", "partition_transform",
-           "quote"]
+           "quote", "row_hash"]
 
 _UTC = dt.timezone.utc
 
@@ -98,12 +98,13 @@ def arrow_rows(spark: SparkSession, sql: str) -> list[tuple[object, ...]]:
     return list(zip(*cols)) if cols else []
 
 
-def _row_hash(names: Sequence[str], alias: str) -> str:
+def row_hash(names: Sequence[str], alias: str = "") -> str:
     # Sorted names: the digest does not depend on column order. Each value is paired with a
     # marker of its NULLness, since Spark's hash skips NULLs (a NULL in another column would
     # otherwise hash the same).
     cols = sorted(names)
-    parts = [f"{alias}.{quote(n)}, isnull({alias}.{quote(n)})" for n in cols]
+    pre = f"{alias}." if alias else ""
+    parts = [f"{pre}{quote(n)}, isnull({pre}{quote(n)})" for n in cols]
     return "xxhash64(" + ", ".join(parts) + ")"
 
 
@@ -114,7 +115,7 @@ def fingerprint_parts(spark: SparkSession, relation: str, names: Sequence[str],
     ``names``) on ``event_time``, in one Spark aggregate: row count and the sum of 64-bit row
     hashes modulo 2^64 (an order-independent digest). The whole relation under ``"all"`` when
     there are no partitions."""
-    h = _row_hash(names, "t")
+    h = row_hash(names, "t")
     total = f"coalesce(sum(CAST({h} AS DECIMAL(38, 0))), 0)"
     if not parts or not event_time:
         rows = arrow_rows(spark, f"SELECT count(*), CAST({total} AS STRING) FROM {relation} t")
