@@ -41,15 +41,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     d.add_argument("--dir", help="where to build the shop (default: a new temporary directory)")
     d.add_argument("--orders-per-day", type=int, default=240, help=argparse.SUPPRESS)
     d.add_argument("--concurrency", type=int, default=8, help="tasks at once (default 8)")
+    d.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
+                   help="where the shop runs: DuckDB (default) or Spark on Apache Iceberg "
+                        "(local[*]; needs `make setup`)")
     d.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    return run_demo(args.dir, orders_per_day=args.orders_per_day, concurrency=args.concurrency)
+    return run_demo(args.dir, orders_per_day=args.orders_per_day, concurrency=args.concurrency,
+                    engine=args.engine)
 
 
 def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
-             concurrency: int = 8, out: TextIO | None = None) -> int:
+             concurrency: int = 8, out: TextIO | None = None, engine: str = "duckdb") -> int:
     """Runs the demo in ``directory`` (default: a new temporary directory); returns an exit
     code (EXIT_OK when every step succeeded)."""
     w = out or sys.stdout
@@ -68,6 +72,8 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     step(1, "build the shop, with the discount bug, straight into the published tables")
     began = time.perf_counter()
     shop.create(root, orders_per_day=orders_per_day)
+    if engine == "spark":
+        shop.use_spark(root, conf={"spark.ui.enabled": "false"})
     project = Project.load(root)
     initial = project.plan("*", "2026-01-01", "2026-12-01", as_of=AS_OF, partitions_per_run=31)
     status = project.backfill(initial, reason="initial build", direct=True).run(
