@@ -69,7 +69,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
               "--port", str(port), "--webui-port", str(ui))
         start("worker", "org.apache.spark.deploy.worker.Worker", c.master_url, "--host",
-              "127.0.0.1", "--cores", "2", "--memory", "1g", "--webui-port", str(wui),
+              "127.0.0.1", "--cores", "2", "--memory", "2g", "--webui-port", str(wui),
               "--work-dir", str(tmp_path / "work"))
         deadline = time.monotonic() + 180
         while True:
@@ -101,7 +101,8 @@ import json, sys
 import backfill, spark_support
 from backfill.examples import shop
 
-root = spark_support.create(__import__("pathlib").Path(sys.argv[1]), master=sys.argv[2])
+root = spark_support.create(__import__("pathlib").Path(sys.argv[1]), master=sys.argv[2],
+                            span=("2026-07-20", "2026-09-01"))
 spark_support.build(root, "2026-08-01", "2026-09-01")
 shop.fix(root)
 p = backfill.Project.load(root)
@@ -129,7 +130,9 @@ def test_the_shop_backfill_runs_on_a_standalone_cluster(cluster: Cluster, tmp_pa
            # the driver's Spark settings beyond the project's: an event log to read back, and
            # executors small enough for this machine
            "PYSPARK_SUBMIT_ARGS": f"--conf spark.eventLog.enabled=true --conf "
-                                  f"spark.eventLog.dir={events} --conf spark.executor.memory=512m "
+                                  f"spark.eventLog.dir={events} --conf spark.eventLog.rolling.enabled=false "
+                                  "--conf spark.eventLog.compress=false "
+                                  "--conf spark.executor.memory=1g "
                                   "--conf spark.cores.max=2 pyspark-shell"}
     began = time.monotonic()
     out = subprocess.run([sys.executable, str(script), str(tmp_path / "shop"),
@@ -141,8 +144,9 @@ def test_the_shop_backfill_runs_on_a_standalone_cluster(cluster: Cluster, tmp_pa
     app = result["app_id"]
     # The event log: every task of the application ran on an executor of the worker, none in
     # the driver.
-    log_file = next(events.iterdir())
-    records = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
+    files = sorted(f for f in events.rglob("*") if f.is_file())
+    records = [json.loads(line) for f in files for line in f.read_text().splitlines()
+               if line.strip()]
     executors = {r["Executor ID"]: r["Executor Info"]["Host"] for r in records
                  if r["Event"] == "SparkListenerExecutorAdded"}
     ends = [r["Task Info"] for r in records if r["Event"] == "SparkListenerTaskEnd"]
