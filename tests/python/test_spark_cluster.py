@@ -130,7 +130,8 @@ def test_the_shop_backfill_runs_on_a_standalone_cluster(cluster: Cluster, tmp_pa
            # the driver's Spark settings beyond the project's: an event log to read back, and
            # executors small enough for this machine
            "PYSPARK_SUBMIT_ARGS": f"--conf spark.eventLog.enabled=true --conf "
-                                  f"spark.eventLog.dir={events} --conf spark.eventLog.rolling.enabled=false "
+                                  f"spark.eventLog.dir={events} "
+                                  "--conf spark.eventLog.rolling.enabled=false "
                                   "--conf spark.eventLog.compress=false "
                                   "--conf spark.executor.memory=1g "
                                   "--conf spark.cores.max=2 pyspark-shell"}
