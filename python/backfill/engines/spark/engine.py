@@ -248,13 +248,15 @@ class SparkEngine(IcebergTables, Engine):
         return self._result(table, ref, token, cond)
 
     def _rebuild(self, spark: SparkSession, m: Model, df: DataFrame, table: str,
-                 types: dict[str, str], et_kind: ColumnKind) -> tuple[int, int, PartitionFingerprint]:
+                 types: dict[str, str], et_kind: ColumnKind,
+                 ) -> tuple[int, int, PartitionFingerprint]:
         """A direct full build: CREATE OR REPLACE (one atomic Iceberg commit, any schema)."""
         view = self._temp_view(df)
         try:
             old = self._count(table) if self.exists(table) else 0
             spark.sql(f"CREATE OR REPLACE TABLE {table} USING iceberg "
-                      f"{self._partitioned_by(m, et_kind)} {table_properties()} AS SELECT * FROM {view}")
+                      f"{self._partitioned_by(m, et_kind)} {table_properties()} "
+                      f"AS SELECT * FROM {view}")
         finally:
             spark.catalog.dropTempView(view)
         self._checked.discard(table)

@@ -55,7 +55,7 @@ def _changelog_table(engine: SparkEngine) -> str:
 
 
 def publish(engine: SparkEngine, project: Project, request: PublishRequest) -> None:
-    spark = engine._job(f"backfill: publish {request.backfill_id}")
+    engine._job(f"backfill: publish {request.backfill_id}")  # names this thread's Spark jobs
     branch = engine.branch(request.backfill_id)
     with _publishing:
         for pm in request.models:
@@ -78,7 +78,6 @@ def publish(engine: SparkEngine, project: Project, request: PublishRequest) -> N
             for table, before in reversed(done):
                 _restore(engine, table, before)
             raise
-    del spark
 
 
 def _restore(engine: SparkEngine, table: str, snapshot: int | None) -> None:

@@ -67,9 +67,10 @@ def check_java() -> str:
     if major == 1 and m and m.group(2):  # "1.8.0_x" is Java 8
         major = int(m.group(2))
     if major < 17:
-        raise SparkSetupError(f"Spark 4 needs Java 17 or later; {java} is {text.splitlines()[0] if text else 'unknown'}"
-                              "; install openjdk-17-jre-headless and put it first on PATH "
-                              "(or set JAVA_HOME)")
+        found = text.splitlines()[0] if text else "unknown"
+        raise SparkSetupError(f"Spark 4 needs Java 17 or later; {java} is {found}; install "
+                              "openjdk-17-jre-headless and put it first on PATH (or set "
+                              "JAVA_HOME)")
     return text.splitlines()[0]
 
 

@@ -186,7 +186,8 @@ class IcebergTables:
         view = self._temp_view(df)
         try:
             spark.sql(f"CREATE OR REPLACE TABLE {self.table(name, schema)} USING iceberg "
-                      f"{f'PARTITIONED BY ({transform})' if transform else ''} {table_properties()} "
+                      f"{f'PARTITIONED BY ({transform})' if transform else ''} "
+                      f"{table_properties()} "
                       f"AS SELECT * FROM {view}")
         finally:
             spark.catalog.dropTempView(view)
