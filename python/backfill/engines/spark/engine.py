@@ -22,7 +22,10 @@ model is its branch restricted to the area's periods (the rows the backfill wrot
 (:mod:`.publish`) fast-forwards main to the branch, table by table.
 
 One SparkSession per process (:mod:`.session`); runner threads are concurrent Spark jobs in a
-FAIR scheduler pool. A model ``view`` is not supported: Iceberg's folder catalog keeps no views.
+FAIR scheduler pool. The folder ("hadoop") catalog serializes commits inside one JVM only: run one
+runner process per folder catalog (with ``concurrency`` threads), or use a REST/Hive/JDBC catalog
+for several. A model ``view`` is not supported: Iceberg's folder catalog keeps no views. A model
+first built by an audit backfill gets an empty table in main (its branch needs a table).
 """
 
 from __future__ import annotations
