@@ -60,10 +60,13 @@ def main() -> int:
                               "  conf: {spark.ui.enabled: 'false', "
                               "spark.sql.shuffle.partitions: '2'}\n", yml.read_text()))
         p = backfill.Project.load(root)
-        engine = backfill.run.engine_for(p)
+        from backfill.engines.spark import SparkEngine
+
+        assert p.settings is not None
+        engine = SparkEngine.from_settings(p.settings.engine)
         con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
         for t in ("orders", "order_items"):
-            engine.load_table(t, con.sql(f"SELECT * FROM raw.{t}").to_arrow_table(),  # type: ignore[attr-defined]
+            engine.load_table(t, con.sql(f"SELECT * FROM raw.{t}").to_arrow_table(),
                               event_time="ordered_at")
         con.close()
         # fix day = 1 Aug; the audited span has 10% of its days after it
@@ -72,7 +75,7 @@ def main() -> int:
         build_from = (first.replace(day=1) - dt.timedelta(days=1)).replace(day=1)
         plan = p.plan("*", build_from.isoformat(), (last + dt.timedelta(days=31)).replace(
             day=1).isoformat(), as_of="2026-12-01", partitions_per_run=31)
-        assert p.backfill(plan, reason="build", direct=True).run(concurrency=2).ok
+        assert p.backfill(plan, reason="build", direct=True, engine=engine).run(concurrency=2).ok
         shop.fix(root)
         p = backfill.Project.load(root)
 
