@@ -7,9 +7,13 @@ VENV      ?= .venv
 PY        := $(VENV)/bin/python
 PIP       := $(PY) -m pip --disable-pip-version-check
 BUILD_DIR := build/dev
-EXTRAS    ?= dev,notebook,dbt,airflow,postgres
+EXTRAS    ?= dev,notebook,dbt,airflow,postgres,spark
 DEB_PKGS  := g++ pkg-config libboost-graph-dev libhowardhinnant-date-dev libfmt-dev \
-             libxxhash-dev libgtest-dev tzdata postgresql iproute2
+             libxxhash-dev libgtest-dev tzdata postgresql iproute2 openjdk-17-jre-headless maven
+# The Iceberg runtime for the Spark engine (PySpark 4.1, Scala 2.13), fetched once from Maven
+# Central into build/jars (never committed); nothing downloads when Spark starts.
+ICEBERG_ARTIFACT := org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0
+ICEBERG_JAR      := build/jars/iceberg-spark-runtime-4.1_2.13-1.12.0.jar
 INSTALLED := $(VENV)/.installed
 DEPS_OK   := $(VENV)/.deps
 SOURCES   := $(shell find cpp python -type f -not -name '*.pyc' -not -path '*/__pycache__/*' 2>/dev/null)
@@ -31,7 +35,11 @@ test: setup
 bench: setup
 	for b in benchmarks/*_bench.py; do $(PY) $$b || exit 1; done
 
-setup: apt $(INSTALLED)
+setup: apt $(INSTALLED) $(ICEBERG_JAR)
+
+$(ICEBERG_JAR):
+	mkdir -p $(dir $@)
+	mvn -q dependency:copy -Dartifact=$(ICEBERG_ARTIFACT) -DoutputDirectory=$(dir $@)
 
 # $(call apt_ensure,PKGS): apt-get installs those of PKGS that are missing. dpkg-query is fast,
 # so a set-up machine pays nothing; apt-get update runs only when something is missing.

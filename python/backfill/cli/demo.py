@@ -45,9 +45,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     d.add_argument("--dir", help="where to build the shop (default: a new temporary directory)")
     d.add_argument("--orders-per-day", type=int, default=240, help=argparse.SUPPRESS)
     d.add_argument("--concurrency", type=int, default=8, help="tasks at once (default 8)")
-    d.add_argument("--engine", choices=("duckdb", "postgres"), default="duckdb",
-                   help="the warehouse: a DuckDB file in --dir (default) or the PostgreSQL "
-                        "database --url names")
+    d.add_argument("--engine", choices=("duckdb", "postgres", "spark"), default="duckdb",
+                   help="the warehouse: a DuckDB file in --dir (default), the PostgreSQL "
+                        "database --url names, or Spark on Apache Iceberg (local[*], an "
+                        "Iceberg catalog in --dir; needs `make setup`)")
     d.add_argument("--url", help="with --engine postgres: postgresql://user@host:port/database "
                                  "(the demo loads raw.orders and raw.order_items and builds the "
                                  "shop's tables in --schema, replacing earlier demo runs' ones)")
@@ -65,10 +66,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _create(root: Path, engine: str, url: str | None, schema: str, orders_per_day: int,
             say: Callable[[str], None]) -> None:
     """The shop's files and raw data (with the bug) in ``root`` and its warehouse."""
-    if engine == "duckdb":
+    if engine in ("duckdb", "spark"):
         if url is not None:
             raise InvalidInputError("--url is for --engine postgres")
         shop.create(root, orders_per_day=orders_per_day)
+        if engine == "spark":  # the same raw data, loaded into Iceberg tables
+            shop.use_spark(root, conf={"spark.ui.enabled": "false"})
         return
     if not url:
         raise InvalidInputError("--engine postgres needs --url postgresql://user@host/db")
@@ -91,7 +94,7 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
              concurrency: int = 8, out: TextIO | None = None, engine: str = "duckdb",
              url: str | None = None, schema: str = "shop") -> int:
     """Runs the demo in ``directory`` (default: a new temporary directory) on ``engine``
-    (``duckdb``, or ``postgres`` at ``url`` with the published tables in ``schema``); returns
+    (``duckdb``, ``spark``, or ``postgres`` at ``url`` with the published tables in ``schema``); returns
     an exit code (EXIT_OK when every step succeeded)."""
     w = out or sys.stdout
 

@@ -45,7 +45,6 @@ import datetime as dt
 import difflib
 import logging
 import re
-import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +54,7 @@ import jinja2
 import yaml  # type: ignore[import-untyped]
 
 from ..errors import BackfillError, CycleError, InvalidInputError
+from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
 from .project import STRATEGIES, Dependency, Project, all_of, window
 
 log = logging.getLogger(__name__)
@@ -66,23 +66,6 @@ TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits")
 SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description")
 MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
               "description", "enabled")
-# DuckDBEngine keyword settings allowed under engine: (seconds, flags, counts).
-DUCKDB_OPTIONS: dict[str, type] = {"lock_timeout": float, "keep_open": bool, "linger": float,
-                                   "conflict_retries": int}
-
-
-class ProjectError(InvalidInputError):
-    """A project file is invalid; the message names the file (and model) and what was expected."""
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    type: str = "duckdb"
-    path: Path = Path("warehouse.duckdb")  # absolute after load
-    schema: str = "main"  # where published models live
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class ProjectSettings:
     root: Path
@@ -225,72 +208,6 @@ def _engine(raw: object, root: Path, where: str) -> EngineSettings:
         raise ProjectError(f"{where}: engine type {kind!r} is not supported; expected one of "
                            f"{', '.join(ENGINE_SETTINGS)}")
     return ENGINE_SETTINGS[kind](cfg, root, where)
-
-
-def _duckdb_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettings:
-    path = cfg.pop("path", "warehouse.duckdb")
-    schema = cfg.pop("schema", "main")
-    for name, value in (("path", path), ("schema", schema)):
-        if not isinstance(value, str) or not value:
-            raise ProjectError(f"{where}: engine {name} {value!r} must be a non-empty string")
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", schema):
-        raise ProjectError(f"{where}: engine schema {schema!r} must be a plain identifier")
-    for key, value in cfg.items():
-        if key not in DUCKDB_OPTIONS:
-            raise ProjectError(f"{where}: unknown engine setting {key!r}; expected type, path, "
-                               f"schema, {', '.join(DUCKDB_OPTIONS)}")
-        kind_ok = isinstance(value, bool) if DUCKDB_OPTIONS[key] is bool else (
-            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0)
-        if not kind_ok:
-            raise ProjectError(f"{where}: engine {key} {value!r} must be "
-                               f"{'true or false' if DUCKDB_OPTIONS[key] is bool else 'a number >= 0'}")
-    db = Path(path)
-    return EngineSettings("duckdb", db if db.is_absolute() else root / db, schema, cfg)
-
-
-# PostgresEngine keyword settings allowed under engine: (count, seconds, count), each >= 1.
-POSTGRES_OPTIONS: dict[str, type] = {"pool_size": int, "connect_timeout": float,
-                                     "conflict_retries": int}
-
-
-def _postgres_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettings:
-    """``engine: {type: postgres, url: postgresql://user@host:5432/db, schema: public}``."""
-    url = cfg.pop("url", None)
-    schema = cfg.pop("schema", "public")
-    if not isinstance(url, str) or not url:
-        raise ProjectError(f"{where}: engine type postgres needs url: "
-                           "postgresql://user@host:5432/database")
-    masked = re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", url)  # never echo a password
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise ProjectError(f"{where}: engine url {masked!r} must start with postgresql://")
-    try:
-        parts.port  # noqa: B018 - raises on a malformed port
-    except ValueError:
-        raise ProjectError(f"{where}: engine url {masked!r} has a malformed port") from None
-    if not parts.path.strip("/"):
-        raise ProjectError(f"{where}: engine url {masked!r} names no database "
-                           "(postgresql://user@host:5432/database)")
-    if not isinstance(schema, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
-        raise ProjectError(f"{where}: engine schema {schema!r} must be a plain identifier "
-                           "(letters, digits, _)")
-    for key, value in cfg.items():
-        if key not in POSTGRES_OPTIONS:
-            raise ProjectError(f"{where}: unknown engine setting {key!r}; expected type, url, "
-                               f"schema, {', '.join(POSTGRES_OPTIONS)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or (
-                POSTGRES_OPTIONS[key] is int and not isinstance(value, int)):
-            raise ProjectError(f"{where}: engine {key} {value!r} must be "
-                               f"{'an integer' if POSTGRES_OPTIONS[key] is int else 'a number'} "
-                               ">= 1")
-    return EngineSettings("postgres", schema=schema, options={"url": url, **cfg})
-
-
-#: engine type -> the reader of its ``engine:`` settings in backfill.yml (cfg without ``type``)
-ENGINE_SETTINGS: dict[str, Callable[[dict[str, Any], Path, str], EngineSettings]] = {
-    "duckdb": _duckdb_settings,
-    "postgres": _postgres_settings,
-}
 
 
 def load_project(path: str | Path, project_class: type[Project] = Project) -> Project:

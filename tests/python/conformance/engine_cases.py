@@ -29,7 +29,7 @@ from backfill.engines.postgres import PostgresEngine, quote
 from backfill.examples import dbt_shop, shop
 from pg_engine_support import PgShop
 
-ENGINES = ("duckdb", "dbt-duckdb", "postgres")
+ENGINES = ("duckdb", "dbt-duckdb", "postgres", "spark")
 #: the plans' "now": after every period the suite touches (the shop's data ends in 2026)
 AS_OF = "2027-06-01"
 UTC = dt.timezone.utc
@@ -132,13 +132,44 @@ class PgCase(Case):
         return tuple(row)
 
 
+class SparkCase(Case):
+    """The shop on Spark + Iceberg: the harness reads and rewrites Iceberg tables through the
+    engine's SparkSession."""
+
+    def _sql(self, sql: str) -> list[tuple[Any, ...]]:
+        from backfill.engines.spark.sql import arrow_rows
+
+        return arrow_rows(self.engine.spark, sql)  # type: ignore[attr-defined]
+
+    def reverse_raw(self, table: str) -> None:
+        from pyspark.sql import functions as F
+
+        engine: Any = self.engine
+        name = engine.table(table, "raw")
+        df = engine.spark.table(name).orderBy(F.desc("order_id")).coalesce(1)
+        # No distribution or sort by Iceberg: the files keep the reversed order.
+        df.writeTo(name).option("distribution-mode", "none").overwrite(F.lit(True))
+
+    def first_rows(self, table: str, n: int = 3) -> list[tuple[Any, ...]]:
+        return self._sql(f"SELECT * FROM {self.engine.table(table, 'raw')} LIMIT {n}")  # type: ignore[attr-defined]
+
+    def snapshot_sums(self, relations: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        """Iceberg commits one table at a time (``atomic_publish=False``): each sum reads its
+        table's current snapshot, in one query."""
+        engine: Any = self.engine
+        parts = [f"(SELECT sum({column}) FROM {engine.table(model)})"
+                 for model, column in relations]
+        return tuple(self._sql("SELECT " + ", ".join(parts))[0])
+
+
 def _copy_shop(built: Path, dest: Path) -> Path:
     shutil.copytree(built, dest, ignore=shutil.ignore_patterns(".backfill", ".test_profiles"))
     return dest
 
 
 def make_case(name: str, built_shop: Path, built_dbt_shop: Path, tmp: Path,
-              built_pg_shop: PgShop | None = None) -> Case:
+              built_pg_shop: PgShop | None = None,
+              built_spark_shop: Path | None = None) -> Case:
     if name == "duckdb":
         return Case(name, _copy_shop(built_shop, tmp / "shop"), backfill.Project.load, shop.fix)
     if name == "dbt-duckdb":
@@ -148,4 +179,10 @@ def make_case(name: str, built_shop: Path, built_dbt_shop: Path, tmp: Path,
         assert built_pg_shop is not None, "the postgres case needs the built_pg_shop fixture"
         root, url = built_pg_shop.copy(tmp / "shop_pg")
         return PgCase(name, root, backfill.Project.load, shop.fix, url=url)
+    if name == "spark":
+        import spark_support
+
+        assert built_spark_shop is not None
+        return SparkCase(name, spark_support.copy_built(built_spark_shop, tmp / "spark_shop"),
+                         backfill.Project.load, shop.fix)
     raise ValueError(f"no engine case {name!r}; expected one of {ENGINES}")

@@ -19,7 +19,8 @@ import datetime as dt
 import shutil
 from pathlib import Path
 
-__all__ = ["FIRST_DAY", "FIX_DAY", "LAST_DAY", "PROJECT_DIR", "create", "fix", "generate"]
+__all__ = ["FIRST_DAY", "FIX_DAY", "LAST_DAY", "PROJECT_DIR", "create", "fix", "generate",
+           "use_spark"]
 
 PROJECT_DIR = Path(__file__).resolve().parent
 FIRST_DAY = dt.date(2026, 1, 1)
@@ -125,3 +126,35 @@ def fix(directory: str | Path) -> Path:
     target = Path(directory) / "models" / "fct_daily_sales.sql"
     shutil.copy2(Path(directory) / "fixes" / "fct_daily_sales.sql", target)
     return target
+
+
+def use_spark(directory: str | Path, *, master: str = "local[*]",
+              conf: dict[str, str] | None = None) -> Path:
+    """Moves a created shop onto Spark + Iceberg: ``backfill.yml`` names the Spark engine (an
+    Iceberg catalog in ``directory/iceberg``) and the raw tables generated into DuckDB are loaded
+    into Iceberg as Arrow. Returns the project directory."""
+    import re
+
+    import duckdb
+
+    from ...engines.spark import SparkEngine
+    from ...model.files import load_project
+
+    root = Path(directory)
+    settings = ", ".join(f"{k}: '{v}'" for k, v in (conf or {}).items())
+    yml = root / "backfill.yml"
+    yml.write_text(re.sub(r"engine:\n(?:  .*\n)+",
+                          f"engine:\n  type: spark\n  master: '{master}'\n  catalog: iceberg\n"
+                          f"  conf: {{{settings}}}\n", yml.read_text(encoding="utf-8")),
+                   encoding="utf-8")
+    project = load_project(root)
+    assert project.settings is not None
+    engine = SparkEngine.from_settings(project.settings.engine)
+    con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
+    try:
+        for table in ("orders", "order_items"):
+            engine.load_table(table, con.sql(f"SELECT * FROM raw.{table} ORDER BY order_id")
+                              .to_arrow_table(), event_time="ordered_at")
+    finally:
+        con.close()
+    return root

@@ -1,0 +1,447 @@
+"""The Spark engine: model SQL runs as Spark SQL on Apache Iceberg tables.
+
+Tables. Every model is an Iceberg table ``<catalog>.<schema>.<model>`` partitioned by its grain
+on its event time (``hours``/``days``/``months``/``years``; a week or quarter by ``days``/
+``months``, of which it is a union). Sources are tables of the same catalog
+(``source("raw", "orders")`` is ``<catalog>.raw.orders``). The default catalog is an Iceberg
+"hadoop" catalog in a folder of the project; any other (REST, Hive, JDBC) is a setting.
+
+Writes. A task computes its SELECT and commits it in ONE Iceberg commit: ``replace`` overwrites
+exactly its period (``writeTo(t).overwrite(<event_time in [start, end)>)``: a period whose new
+result is empty ends up empty, unlike Spark's dynamic partition overwrite, which keeps the old
+rows of partitions the new data does not touch); ``merge`` is a ``MERGE INTO`` on the unique key;
+``full`` rewrites the table. A row outside the period makes the write job fail before the commit
+(a ``raise_error`` filter in the same job: the SELECT runs once). Commit conflicts between
+concurrent tasks are retried by Iceberg, then reported as transient.
+
+Write-audit-publish with branches. A backfill ``bf_x`` writes into the branch ``audit_bf_x`` of
+each table, created from main at the backfill's first write to that table. ``ref()`` inside the
+backfill reads that branch, which holds the new rows for the backfilled periods and the published
+rows elsewhere; readers of main never see it. Seen through the Engine interface, the area of a
+model is its branch restricted to the area's periods (the rows the backfill wrote). Publish
+(:mod:`.publish`) fast-forwards main to the branch, table by table.
+
+One SparkSession per process (:mod:`.session`); runner threads are concurrent Spark jobs in a
+FAIR scheduler pool. The folder ("hadoop") catalog serializes commits inside one JVM only: run one
+runner process per folder catalog (with ``concurrency`` threads), or use a REST/Hive/JDBC catalog
+for several. A model ``view`` is not supported: Iceberg's folder catalog keeps no views. A model
+first built by an audit backfill gets an empty table in main (its branch needs a table).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime as dt
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InvalidInputError, NotFoundError
+from ...model.files import EngineSettings, render
+from ..base import (Area, Capabilities, Column, ColumnKind, Engine, Part, PartitionFingerprint,
+                    Period, PublishRequest, TaskFailure, WriteResult)
+from . import publish as _publish
+from .session import (catalog_name, check_master, find_iceberg_jar, register_catalog,
+                      spark_session)
+from .tables import IcebergTables, table_properties
+from .sql import (arrow_rows, fingerprint_parts, in_periods, kind_of, quote,
+                  row_hash)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ...model.project import Model, Project
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SparkEngine"]
+
+_OUTSIDE = "backfill: a row is outside the period of the task"
+# Java exceptions that a retry of the same task can get past (a concurrent commit won).
+_TRANSIENT = ("CommitFailedException", "CommitStateUnknownException", "ValidationException",
+              "ConcurrentModification", "Connection refused", "SparkContext was shut down")
+
+
+@dataclass(frozen=True)
+class Relation:
+    """Rows of a model as Spark SQL (a table, a branch, or a filtered query), with its columns."""
+
+    sql: str
+    types: dict[str, str]  # column -> Spark type name, in table order
+
+    def kind(self, column: str) -> ColumnKind:
+        return kind_of(self.types.get(column, ""))
+
+
+class SparkEngine(IcebergTables, Engine):
+    """Spark (``master``) on an Iceberg ``catalog``: a folder (a hadoop catalog, default
+    ``.backfill/iceberg`` in the project) or catalog properties passed to Spark as they are
+    (``{type: rest, uri: ...}``). Published models live in namespace ``schema``. ``conf`` is
+    Spark configuration for the session (when this engine starts it). ``jars``: the Iceberg
+    runtime jar (or its folder), default ``build/jars`` of the repository. ``stream_periods``:
+    partitions per Arrow chunk the audit's diff pulls to the driver."""
+
+    name = "spark"
+    capabilities = Capabilities(atomic_publish=False)
+
+    def __init__(self, catalog: str | Path | Mapping[str, Any], *, master: str = "local[*]",
+                 schema: str = "main", conf: Mapping[str, Any] | None = None,
+                 jars: str | None = None, pool: str = "backfill",
+                 stream_periods: int = 8) -> None:
+        if isinstance(catalog, Mapping):
+            self.catalog_props = {str(k): str(v) for k, v in catalog.items()}
+        else:
+            self.catalog_props = {"type": "hadoop", "warehouse": str(Path(catalog).resolve())}
+        self.catalog = catalog_name(repr(sorted(self.catalog_props.items())))
+        self.master = master
+        self.schema = schema
+        self.conf = dict(conf or {})
+        self.pool = pool
+        self.stream_periods = max(1, int(stream_periods))
+        # Checked now, before any task is claimed: the jar, and a reachable master.
+        self.jar = find_iceberg_jar(jars)
+        check_master(master)
+        self._spark: SparkSession | None = None
+        self._mutex = threading.Lock()
+        self._locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
+        self._checked: set[str] = set()
+        self._tmp = 0
+
+    @classmethod
+    def from_settings(cls, settings: EngineSettings) -> SparkEngine:
+        """The engine ``engine: {type: spark, ...}`` of backfill.yml names."""
+        opts = dict(settings.options)
+        catalog = opts.pop("catalog", None) or settings.path
+        return cls(catalog, schema=settings.schema, **opts)
+
+    def __repr__(self) -> str:
+        return f"SparkEngine({self.catalog_props!r}, master={self.master!r})"
+
+    @property
+    def spark(self) -> SparkSession:
+        """The process's SparkSession, with this engine's catalog registered."""
+        with self._mutex:
+            if self._spark is None:
+                spark = spark_session(self.master, self.jar, self.conf)
+                register_catalog(spark, self.catalog, self.catalog_props)
+                spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns()}")
+                self._spark = spark
+            return self._spark
+
+    # -- rendering ------------------------------------------------------------------------------
+    def _ref(self, project: Project, area: Area, name: str, check: bool) -> str:
+        """What a read of ``name`` sees in ``area``: the backfill's branch (new rows for the
+        backfilled periods, published rows elsewhere) for a model it rebuilds."""
+        table = self.table(name)
+        if area.direct or name not in area.periods:
+            return table
+        branch = self.branch(str(area.backfill_id))
+        if check and not self.has_branch(table, branch):
+            return table  # nothing written yet: the published rows
+        return self._on_branch(table, branch)
+
+    def _render(self, project: Project, model: str, start: dt.datetime | None,
+                end: dt.datetime | None, area: Area, check: bool = True) -> str:
+        m = _model(project, model)
+
+        def ref(name: str, **_: object) -> str:
+            if name not in project.models:
+                raise NotFoundError(f"ref({name!r}) names no model")
+            return self._ref(project, area, name, check)
+
+        def source(schema: str, table: str) -> str:
+            return self.table(table, schema)
+
+        def is_incremental() -> bool:
+            return not check or self.exists(self.table(model))
+
+        return render(m.sql or "", start=start, end=end, ref=ref, source=source,
+                      this=self._ref(project, area, model, check), is_incremental=is_incremental,
+                      where=_where(project, model))
+
+    def render(self, project: Project, model: str, start: dt.datetime | None,
+               end: dt.datetime | None, area: Area) -> str:
+        return self._render(project, model, start, end, area)
+
+    # -- writing --------------------------------------------------------------------------------
+    def run_task(self, project: Project, model: str, start: dt.datetime | None,
+                 end: dt.datetime | None, area: Area) -> WriteResult:
+        m = _model(project, model)
+        began = time.perf_counter()
+        try:
+            rows, deleted, fp = self._write(project, m, start, end, area)
+        except TaskFailure:
+            raise
+        except Exception as exc:  # py4j / pyspark errors carry the Java exception as text
+            raise _task_failure(project, model, exc) from None
+        return WriteResult(rows, deleted, fp, time.perf_counter() - began)
+
+    def _write(self, project: Project, m: Model, start: dt.datetime | None,
+               end: dt.datetime | None, area: Area) -> tuple[int, int, PartitionFingerprint]:
+        from pyspark.sql import functions as F
+
+        where = _where(project, m.name)
+        partitioned = start is not None and end is not None and \
+            m.strategy in ("replace", "merge", "append")
+        if m.strategy == "view":
+            raise TaskFailure(f"{where}: strategy view is not supported on Spark (Iceberg's "
+                              "folder catalog keeps no views); use strategy full", transient=False)
+        if m.strategy in ("replace", "merge", "append") and m.grain and not partitioned:
+            raise TaskFailure(f"{where}: a {m.strategy} task needs a period", transient=False)
+        label = f"[{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M})" if partitioned else "(all)"
+        spark = self._job(f"backfill {area.backfill_id or 'direct'}: {m.name} {label}")
+        df = spark.sql(self._render(project, m.name, start, end, area))
+        types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        et_kind = kind_of(types.get(m.event_time or "", ""))
+        if m.event_time and m.grain and m.event_time not in types:
+            raise TaskFailure(f"{where}: the SELECT has no column {m.event_time!r} (the model's "
+                              f"event_time); it returned {', '.join(types)}", transient=False)
+        table = self.table(m.name)
+        cond = "TRUE"
+        if partitioned:
+            assert start is not None and end is not None and m.event_time
+            cond = in_periods(m.event_time, [(start, end)], et_kind)
+            # Checked inside the write job itself: the SELECT runs once, and a failing job
+            # commits nothing. A projection of the event time, not a filter: Spark may evaluate
+            # a filter before the SELECT's own WHERE, never a projection on top of it.
+            df = df.withColumn(m.event_time, F.expr(
+                f"CASE WHEN coalesce({cond}, FALSE) THEN {quote(m.event_time)} "
+                f"ELSE raise_error('{_OUTSIDE}') END"))
+        with self._locks[table]:
+            if area.direct and not partitioned:  # a rebuild may change the schema
+                return self._rebuild(spark, m, df, table, types, et_kind)
+            self._ensure_table(m, table, types, et_kind)
+        _check_columns(where, types, self._types(table), area)
+        target, ref = table, "main"
+        if not area.direct:
+            ref = self._ensure_branch(table, str(area.backfill_id))
+            target = self._on_branch(table, ref)
+        token = uuid.uuid4().hex
+        observed = None
+        if m.strategy != "merge" and not (m.strategy == "append" and partitioned) and \
+                types == self._types(table):
+            # An overwrite leaves exactly the new rows in the period: their fingerprint is
+            # taken during the write job itself (no second scan), with the table's own types.
+            from pyspark.sql import Observation
+
+            observed = Observation(f"backfill_{token}")
+            df = df.observe(observed, F.expr("count(1)").alias("n"), F.expr(
+                f"coalesce(sum(CAST({row_hash(list(types))} AS DECIMAL(38, 0))), 0)").alias("h"))
+        if m.strategy == "merge" and partitioned:
+            with self._locks[table]:  # _result then reads the newest snapshot: this one
+                self._merge(spark, m, df, target)
+                return self._result(table, ref, "", cond)
+        else:
+            writer = df.writeTo(target).option("snapshot-property.backfill.write", token)
+            if m.strategy == "append" and partitioned:
+                writer.append()  # the planner refuses append models unless allow_append
+            else:
+                writer.overwrite(F.expr(cond))
+        if observed is not None:
+            _, _, deleted = self._commit_of(table, ref, token)
+            got = observed.get
+            fp = PartitionFingerprint.of(int(got["n"]), int(got["h"]))
+            return fp.rows, deleted, fp
+        return self._result(table, ref, token, cond)
+
+    def _rebuild(self, spark: SparkSession, m: Model, df: DataFrame, table: str,
+                 types: dict[str, str], et_kind: ColumnKind,
+                 ) -> tuple[int, int, PartitionFingerprint]:
+        """A direct full build: CREATE OR REPLACE (one atomic Iceberg commit, any schema)."""
+        view = self._temp_view(df)
+        try:
+            old = self._count(table) if self.exists(table) else 0
+            spark.sql(f"CREATE OR REPLACE TABLE {table} USING iceberg "
+                      f"{self._partitioned_by(m, et_kind)} {table_properties()} "
+                      f"AS SELECT * FROM {view}")
+        finally:
+            spark.catalog.dropTempView(view)
+        self._checked.discard(table)
+        fp = self.fingerprints_of(f"{table}", types, None, et_kind, [])["all"]
+        return fp.rows, old, fp
+
+    def _merge(self, spark: SparkSession, m: Model, df: DataFrame, target: str) -> None:
+        if not m.unique_key:
+            raise InvalidInputError(f"model {m.name!r}: strategy merge needs a unique_key")
+        view = self._temp_view(df)
+        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in m.unique_key)
+        try:
+            spark.sql(f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED THEN "
+                      "UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+        finally:
+            spark.catalog.dropTempView(view)
+
+    def _result(self, table: str, ref: str, token: str,
+                cond: str) -> tuple[int, int, PartitionFingerprint]:
+        """Rows written and deleted by the commit carrying ``token`` (the newest commit of
+        ``ref`` for ``token=""``), and the fingerprint of the written period as that commit left
+        it (later commits of other tasks do not count)."""
+        snap, _, deleted = self._commit_of(table, ref, token)
+        rel = f"(SELECT * FROM {table} VERSION AS OF {snap} WHERE {cond})"
+        fp = self.fingerprints_of(rel, self._types(table), None, ColumnKind.OTHER, [])["all"]
+        return fp.rows, deleted, fp
+
+    # -- inspecting -----------------------------------------------------------------------------
+    def source(self, project: Project, model: str, area: Area) -> Relation | None:
+        """The rows of ``model`` in ``area`` (its branch, restricted to the area's periods of a
+        partitioned model); None when it has no table (or branch) there."""
+        m = _model(project, model)
+        table = self.table(model)
+        if area.direct:
+            return Relation(table, self._types(table)) if self.exists(table) else None
+        branch = self.branch(str(area.backfill_id))
+        if not self.has_branch(table, branch):
+            return None
+        rel = self._on_branch(table, branch)
+        types = self._types(rel)
+        periods = area.periods.get(model)
+        if periods and m.event_time and m.strategy in ("replace", "merge", "append"):
+            where = in_periods(m.event_time, periods, kind_of(types.get(m.event_time, "")))
+            rel = f"(SELECT * FROM {rel} WHERE {where})"
+        return Relation(rel, types)
+
+    def _where_periods(self, m: Model, rel: Relation, periods: Sequence[Period] | None) -> str:
+        if periods is None:
+            return "TRUE"
+        if not m.event_time:
+            raise InvalidInputError(f"model {m.name!r} has no event_time to select periods by")
+        return in_periods(m.event_time, periods, rel.kind(m.event_time))
+
+    def columns(self, project: Project, model: str, area: Area) -> list[Column] | None:
+        rel = self.source(project, model, area)
+        if rel is None:
+            return None
+        return [Column(n, t, kind_of(t)) for n, t in rel.types.items()]
+
+    def fingerprints_of(self, relation: str, types: Mapping[str, str], event_time: str | None,
+                        kind: ColumnKind, parts: Sequence[Part]) -> dict[str, PartitionFingerprint]:
+        return fingerprint_parts(self.spark, relation, list(types), event_time, kind, parts)
+
+    def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
+                     preview: bool = False) -> dict[str, PartitionFingerprint]:
+        m = _model(project, model)
+        if parts and not m.event_time:
+            raise InvalidInputError(f"model {model!r} has no event_time to partition by")
+        self._job(f"backfill: fingerprints of {model}")
+        rel = self.source(project, model, area)
+        if rel is None:
+            return {label: PartitionFingerprint.empty()
+                    for label in ([p[0] for p in parts] or ["all"])}
+        return self.fingerprints_of(rel.sql, rel.types, m.event_time,
+                                    rel.kind(m.event_time or ""), parts)
+
+    def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
+                     periods: Sequence[Period] | None, *, preview: bool = False,
+                     ) -> dict[str, float | None]:
+        if not measures:
+            return {}
+        self._job(f"backfill: measure sums of {model}")
+        rel = self.source(project, model, area)
+        if rel is None:
+            return dict.fromkeys(measures)
+        where = self._where_periods(_model(project, model), rel, periods)
+        sums = ", ".join(f"CAST(sum({quote(c)}) AS DOUBLE)" for c in measures)
+        row = arrow_rows(self.spark, f"SELECT {sums} FROM {rel.sql} WHERE {where}")[0]
+        return {c: (None if row[i] is None else float(str(row[i])))
+                for i, c in enumerate(measures)}
+
+    def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
+                  periods: Sequence[Period] | None, *, preview: bool = False) -> bool:
+        self._job(f"backfill: is {columns} a key of {model}")
+        rel = self.source(project, model, area)
+        if rel is None:
+            return True
+        where = self._where_periods(_model(project, model), rel, periods)
+        cols = ", ".join(quote(c) for c in columns)
+        nonnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
+        n, distinct, full = arrow_rows(
+            self.spark, f"SELECT count(*), count(DISTINCT {cols}), count_if({nonnull}) "
+                        f"FROM {rel.sql} WHERE {where}")[0]
+        return n == distinct == full
+
+    @contextlib.contextmanager
+    def stream(self, project: Project, model: str, area: Area,
+               periods: Sequence[Period] | None, *, preview: bool = False,
+               utc_column: str | None = None) -> Iterator[Any]:
+        import pyarrow as pa  # type: ignore[import-untyped]
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        m = _model(project, model)
+        rel = self.source(project, model, area)
+        if rel is None:
+            raise NotFoundError(f"{model} has no table in "
+                                f"{'the published tables' if area.direct else 'the area'} "
+                                f"({self.table(model)})")
+        select = "*"
+        if utc_column:
+            if not m.event_time:
+                raise InvalidInputError(f"model {model!r} has no event_time")
+            select = f"*, CAST({quote(m.event_time)} AS TIMESTAMP) AS {quote(utc_column)}"
+        spark = self._job(f"backfill: rows of {model}")
+        schema = to_arrow_schema(spark.sql(f"SELECT {select} FROM {rel.sql} LIMIT 0").schema)
+        # A few periods at a time: the driver holds at most `stream_periods` partitions' rows,
+        # never the whole selection (and a long list costs one Spark job per chunk, not each).
+        step = self.stream_periods
+        chunks: list[list[Period] | None] = [None] if periods is None else \
+            [list(periods[i:i + step]) for i in range(0, len(periods), step)]
+
+        def batches() -> Iterator[Any]:
+            for chunk in chunks:
+                where = self._where_periods(m, rel, chunk)
+                table = spark.sql(f"SELECT {select} FROM {rel.sql} WHERE {where}").toArrow()
+                yield from table.cast(schema).to_batches()
+
+        yield pa.RecordBatchReader.from_batches(schema, batches())
+
+    # -- publishing -----------------------------------------------------------------------------
+    def publish(self, project: Project, request: PublishRequest) -> None:
+        _publish.publish(self, project, request)
+
+    def changelog_rows(self, project: Project, backfill_id: str | None = None,
+                       ) -> list[tuple[Any, ...]]:
+        return _publish.changelog_rows(self, backfill_id)
+
+def _model(project: Project, model: str) -> Model:
+    try:
+        return project.models[model]
+    except KeyError:
+        raise NotFoundError(f"no model {model!r} in project {project.name!r}") from None
+
+
+def _where(project: Project, model: str) -> str:
+    settings = project.settings
+    if settings is not None and model in settings.files:
+        return f"{settings.files[model]} (model {model!r})"
+    return f"model {model!r}"
+
+
+def _check_columns(where: str, new: Mapping[str, str], old: Mapping[str, str], area: Area) -> None:
+    if set(new) != set(old):
+        raise TaskFailure(
+            f"{where}: the SELECT's columns ({', '.join(new)}) differ from the table's "
+            f"({', '.join(old)}){'' if area.direct else ' (its audit branch)'}; a partition "
+            "task cannot change the schema: rebuild the model (strategy full) directly",
+            transient=False)
+
+
+def _task_failure(project: Project, model: str, exc: Exception) -> TaskFailure:
+    from pyspark.errors import AnalysisException
+
+    text = str(exc)
+    where = _where(project, model)
+    if f"[USER_RAISED_EXCEPTION] {_OUTSIDE}" in text:  # not the plan's text of another error
+        return TaskFailure(f"{where}: the SELECT returned row(s) with the event_time outside the "
+                           "task's period (or NULL); a task writes exactly its period: filter "
+                           "the inputs with {{ start }} and {{ end }}", transient=False)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if any(t in text for t in _TRANSIENT):
+        return TaskFailure(f"{where}: {first}", transient=True)
+    if isinstance(exc, (AnalysisException, InvalidInputError)):
+        return TaskFailure(f"{where}: SQL error: {first}", transient=False)
+    return TaskFailure(f"{where}: {type(exc).__name__}: {first}", transient=True)

@@ -1,0 +1,194 @@
+"""Publish on Spark + Iceberg: table by table, all-or-nothing by rollback.
+
+Iceberg commits one table at a time, so publish cannot be one transaction (the engine declares
+``atomic_publish=False``). It goes:
+
+1. For every model, compare the published (main) fingerprints of its backfilled partitions with
+   those recorded at audit time; any difference raises StalePublishedError before anything
+   changes (someone else published: re-audit).
+2. In dependency order, record main's current snapshot id of the model's table, then move main:
+   ``CALL system.fast_forward(table, 'main', 'audit_<id>')`` when main is still an ancestor of
+   the branch (nothing was published since the branch was made: a metadata-only commit). When
+   main moved on (another backfill published other periods since), fast-forwarding would undo
+   that publication, so the backfilled periods are copied from the branch into main instead in
+   one commit (overwrite by the periods' filter; ``MERGE INTO`` for a merge model; the whole
+   table for a full one).
+3. If any table fails, every table already moved is set back to its recorded snapshot
+   (``system.set_current_snapshot``) before the error is raised: the published tables end as
+   they were.
+4. The changelog rows are appended to the Iceberg table ``backfill_changelog`` last; if that
+   fails, the tables are rolled back too. The branches are dropped afterwards (by the publish
+   stage, through ``drop_area``).
+
+What a reader sees: each table switches at its own commit, in dependency order, so for the
+seconds publish takes a reader may see an upstream table new and a downstream table old (never a
+half-written table). The changelog row appears after every table is new: a consumer that waits
+for it sees the whole publication.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ...errors import ConflictError
+from ..base import (CHANGELOG_COLUMNS, CHANGELOG_TABLE, ColumnKind, PublishModel, PublishRequest,
+                    StalePublishedError)
+from .sql import arrow_rows, in_periods, kind_of, quote
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...model.project import Project
+    from .engine import SparkEngine
+
+log = logging.getLogger(__name__)
+
+__all__ = ["changelog_rows", "publish"]
+
+_TYPES = {ColumnKind.STRING: "string", ColumnKind.TIMESTAMP_TZ: "timestamp",
+          ColumnKind.INTEGER: "bigint", ColumnKind.FLOAT: "double"}
+_publishing = threading.Lock()  # one publish at a time per process
+
+
+def _changelog_table(engine: SparkEngine) -> str:
+    return engine.table(CHANGELOG_TABLE)
+
+
+def publish(engine: SparkEngine, project: Project, request: PublishRequest) -> None:
+    engine._job(f"backfill: publish {request.backfill_id}")  # names this thread's Spark jobs
+    branch = engine.branch(request.backfill_id)
+    with _publishing:
+        for pm in request.models:
+            stale = _stale(engine, project, pm)
+            if stale:
+                raise StalePublishedError(pm.model, stale)
+        done: list[tuple[str, int | None]] = []  # (table, main's snapshot before) moved so far
+        try:
+            for pm in request.models:
+                table = engine.table(pm.model)
+                if not engine.has_branch(table, branch):
+                    continue  # nothing written for this model
+                with engine.lock(table):
+                    before = engine.snapshot_of(table)
+                    _move(engine, project, pm, table, branch)
+                    done.append((table, before))
+                log.info("published %s (was snapshot %s)", pm.model, before)
+            _append_changelog(engine, request)
+        except BaseException:
+            for table, before in reversed(done):
+                _restore(engine, table, before)
+            raise
+
+
+def _restore(engine: SparkEngine, table: str, snapshot: int | None) -> None:
+    ident = _ident(engine, table)
+    try:
+        with engine.lock(table):
+            if snapshot is None:  # the table had no snapshot: empty it again
+                engine.spark.sql(f"DELETE FROM {table}")
+            else:
+                engine.spark.sql(f"CALL {quote(engine.catalog)}.system.set_current_snapshot("
+                                 f"'{ident}', {snapshot})")
+        log.warning("publish failed: %s set back to snapshot %s", table, snapshot)
+    except Exception:  # keep going: restore as many as possible, then the original error
+        log.exception("publish failed and %s could NOT be set back to snapshot %s; set it "
+                      "back by hand: CALL system.set_current_snapshot('%s', %s)", table,
+                      snapshot, ident, snapshot)
+
+
+def _ident(engine: SparkEngine, table: str) -> str:
+    """``schema.table`` as Iceberg procedures take it."""
+    return table.split(".", 1)[1].replace("`", "")
+
+
+def _stale(engine: SparkEngine, project: Project, pm: PublishModel) -> list[str]:
+    """Partitions whose published fingerprint differs from the one recorded at audit time."""
+    table = engine.table(pm.model)
+    recorded = pm.published_fingerprints
+    if not engine.exists(table):
+        return [label for label, fp in recorded.items() if not fp.startswith("0:")]
+    m = project.models[pm.model]
+    types = engine._types(table)
+    now = engine.fingerprints_of(table, types, m.event_time, kind_of(types.get(m.event_time or "",
+                                                                                "")), pm.parts)
+    return [label for label in recorded if str(now.get(label)) != recorded[label]]
+
+
+def _move(engine: SparkEngine, project: Project, pm: PublishModel, table: str,
+          branch: str) -> None:
+    spark = engine.spark
+    main = engine.snapshot_of(table)
+    head = engine.snapshot_of(table, branch)
+    cat = quote(engine.catalog)
+    if main is None or (head is not None and engine.is_ancestor(table, main, head)):
+        spark.sql(f"CALL {cat}.system.fast_forward('{_ident(engine, table)}', 'main', "
+                  f"'{branch}')")
+        return
+    m = project.models[pm.model]
+    source = f"{table}.{quote('branch_' + branch)}"
+    old = engine._types(table)
+    new = engine._types(source)
+    if old != new:
+        raise ConflictError(f"{pm.model}: the backfill changes its columns "
+                            f"({sorted(set(old) ^ set(new))}); publishing some partitions "
+                            "cannot change a table's schema -- rebuild the model directly")
+    from pyspark.sql import functions as F
+
+    if m.strategy == "full" or not pm.parts or not m.event_time:
+        spark.table(source).writeTo(table).overwrite(F.lit(True))
+        return
+    cond = in_periods(m.event_time, [(s, e) for _, s, e in pm.parts],
+                      kind_of(old.get(m.event_time, "")))
+    rows = spark.table(source).where(F.expr(cond))
+    if m.strategy == "merge" and m.unique_key:
+        view = f"__backfill_publish_{branch}"
+        rows.createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in m.unique_key)
+        try:
+            spark.sql(f"MERGE INTO {table} t USING {view} s ON {on} WHEN MATCHED THEN UPDATE "
+                      "SET * WHEN NOT MATCHED THEN INSERT *")
+        finally:
+            spark.catalog.dropTempView(view)
+        return
+    rows.writeTo(table).overwrite(F.expr(cond))
+
+
+def _append_changelog(engine: SparkEngine, request: PublishRequest) -> None:
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    spark = engine.spark
+    table = _changelog_table(engine)
+    cols = ", ".join(f"{quote(n)} {_TYPES[k]}" for n, k in CHANGELOG_COLUMNS)
+    with engine.lock(table):
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
+                  "TBLPROPERTIES ('format-version' = '2')")
+    if not request.changelog:
+        return
+    schema = _parse_datatype_string(", ".join(f"{n}: {_TYPES[k]}" for n, k in CHANGELOG_COLUMNS))
+    assert isinstance(schema, StructType)
+    rows = [tuple(_value(v, k) for v, (_, k) in zip(row, CHANGELOG_COLUMNS))
+            for row in request.changelog]
+    spark.createDataFrame(rows, schema).writeTo(table).append()
+
+
+def _value(value: Any, kind: ColumnKind) -> Any:
+    if value is None:
+        return None
+    if kind == ColumnKind.INTEGER:
+        return int(value)
+    if kind == ColumnKind.FLOAT:
+        return float(value)
+    if kind == ColumnKind.STRING:
+        return str(value)
+    return value
+
+
+def changelog_rows(engine: SparkEngine, backfill_id: str | None) -> list[tuple[Any, ...]]:
+    table = _changelog_table(engine)
+    engine._job("backfill: changelog")
+    if not engine.exists(table):
+        return []
+    where = f"WHERE backfill_id = '{backfill_id.replace(chr(39), chr(39) * 2)}'" \
+        if backfill_id else ""
+    return arrow_rows(engine.spark, f"SELECT * FROM {table} {where} ORDER BY published_at DESC, "
+                                    "model, `partition` NULLS FIRST, measure NULLS FIRST")

@@ -1,0 +1,201 @@
+"""Iceberg tables of the Spark engine: naming, metadata through the Java Iceberg API (refs,
+snapshots, ancestry: no Spark job each), table and branch creation, dropping areas, loading data.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..base import ColumnKind, TaskFailure
+from .sql import arrow_rows, kind_of, partition_transform, quote
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ...model.project import Model
+
+__all__ = ["IcebergTables", "table_properties"]
+
+_TABLE_PROPS = {"format-version": "2", "commit.retry.num-retries": "20",
+                "commit.retry.min-wait-ms": "50"}
+
+
+class IcebergTables:
+    """The Iceberg side of :class:`~.engine.SparkEngine` (which sets these attributes)."""
+
+    catalog: str
+    schema: str
+    pool: str
+    _mutex: threading.Lock
+    _locks: dict[str, threading.Lock]
+    _checked: set[str]
+    _tmp: int
+
+    @property
+    def spark(self) -> SparkSession:
+        raise NotImplementedError
+
+    def _job(self, description: str) -> SparkSession:
+        """The session, with this thread's next Spark jobs in the engine's FAIR pool."""
+        spark = self.spark
+        sc = spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", self.pool)
+        sc.setJobDescription(description)
+        return spark
+
+    # -- naming ---------------------------------------------------------------------------------
+    def _ns(self, schema: str | None = None) -> str:
+        return f"{quote(self.catalog)}.{quote(schema or self.schema)}"
+
+    def table(self, model: str, schema: str | None = None) -> str:
+        """The quoted Iceberg table of a published model (or of a source, given ``schema``)."""
+        return f"{self._ns(schema)}.{quote(model)}"
+
+    @staticmethod
+    def branch(backfill_id: str) -> str:
+        """The branch a backfill (or scratch area) writes to."""
+        return f"audit_{backfill_id}"
+
+    def _on_branch(self, table: str, branch: str) -> str:
+        return f"{table}.{quote('branch_' + branch)}"
+
+    def exists(self, table: str) -> bool:
+        return bool(self.spark.catalog.tableExists(table.replace("`", "")))
+
+    def iceberg_table(self, table: str) -> Any:
+        """The Java ``org.apache.iceberg.Table`` (refreshed): metadata questions (refs,
+        snapshots) go to it directly instead of costing a Spark job each."""
+        spark: Any = self.spark
+        t = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            spark._jsparkSession, table.replace("`", ""))
+        t.refresh()
+        return t
+
+    def has_branch(self, table: str, branch: str) -> bool:
+        if not self.exists(table):
+            return False
+        ref = self.iceberg_table(table).refs().get(branch)
+        return ref is not None and bool(ref.isBranch())
+
+    def snapshot_of(self, table: str, ref: str = "main") -> int | None:
+        """The snapshot id ``ref`` (a branch) of ``table`` points at; None when it has none."""
+        found = self.iceberg_table(table).refs().get(ref)
+        return None if found is None else int(found.snapshotId())
+
+    def is_ancestor(self, table: str, ancestor: int, snapshot: int) -> bool:
+        """Whether ``ancestor`` is ``snapshot`` or one of its parents."""
+        spark: Any = self.spark
+        util = spark._jvm.org.apache.iceberg.util.SnapshotUtil
+        return bool(util.isAncestorOf(self.iceberg_table(table), snapshot, ancestor))
+
+    def _commit_of(self, table: str, ref: str, token: str) -> tuple[int, int, int]:
+        """(snapshot id, added rows, deleted rows) of the commit carrying ``token``, found by
+        walking back from the head of ``ref`` (concurrent tasks may have committed after)."""
+        t = self.iceberg_table(table)
+        head = t.refs().get(ref)
+        snap = t.snapshot(head.snapshotId()) if head is not None else None
+        while snap is not None:
+            summary = snap.summary()
+            if summary.get("backfill.write") == token or token == "":
+                return (int(snap.snapshotId()), int(summary.get("added-records") or 0),
+                        int(summary.get("deleted-records") or 0))
+            parent = snap.parentId()
+            snap = t.snapshot(parent) if parent is not None else None
+        raise TaskFailure(f"{table}: the commit of this task is not on {ref} (a concurrent "
+                          "publish or drop moved it)", transient=True)
+
+    def _types(self, sql_or_table: str) -> dict[str, str]:
+        schema = self.spark.sql(f"SELECT * FROM {sql_or_table} LIMIT 0").schema
+        return {f.name: f.dataType.simpleString() for f in schema.fields}
+
+
+    def _temp_view(self, df: DataFrame) -> str:
+        with self._mutex:
+            self._tmp += 1
+            name = f"__backfill_new_{self._tmp}_{uuid.uuid4().hex[:6]}"
+        df.createOrReplaceTempView(name)
+        return name
+
+    def _count(self, table: str) -> int:
+        return int(str(arrow_rows(self.spark, f"SELECT count(*) FROM {table}")[0][0]))
+
+    def _partitioned_by(self, m: Model, et_kind: ColumnKind) -> str:
+        transform = partition_transform(m.grain, m.event_time, et_kind)
+        return f"PARTITIONED BY ({transform})" if transform else ""
+
+    def _ensure_table(self, m: Model, table: str, types: Mapping[str, str],
+                      et_kind: ColumnKind) -> None:
+        """Creates the model's (empty) table in main when missing; checks an existing one is
+        partitioned as the model's grain says (once per table and process)."""
+        expected = partition_transform(m.grain, m.event_time, et_kind)
+        if not self.exists(table):
+            cols = ", ".join(f"{quote(c)} {t}" for c, t in types.items())
+            self.spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
+                           f"{self._partitioned_by(m, et_kind)} {table_properties()}")
+            self._checked.add(table)
+        if table in self._checked:
+            return
+        found = [str(r[1]) for r in arrow_rows(self.spark, f"DESCRIBE TABLE {table}")
+                 if str(r[0]).startswith("Part ")]
+        want = [expected.replace("`", "")] if expected else []
+        if [f.replace("`", "") for f in found] != want:
+            raise TaskFailure(f"table {table} is partitioned by {found or 'nothing'}; model "
+                              f"{m.name!r} (grain {m.grain}, event_time {m.event_time}) expects "
+                              f"{want or 'no partitioning'}: recreate it, or fix its partition "
+                              "spec with ALTER TABLE ... ADD/DROP PARTITION FIELD",
+                              transient=False)
+        self._checked.add(table)
+
+    def _ensure_branch(self, table: str, backfill_id: str) -> str:
+        branch = self.branch(backfill_id)
+        with self._locks[table]:
+            self.spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS {quote(branch)}")
+        return branch
+
+    def drop_area(self, backfill_id: str) -> None:
+        branch = self.branch(backfill_id)
+        spark = self._job(f"backfill: drop area {backfill_id}")
+        for row in arrow_rows(spark, f"SHOW TABLES IN {self._ns()}"):
+            table = self.table(str(row[1]))
+            with self._locks[table]:
+                spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {quote(branch)}")
+
+
+    def lock(self, table: str) -> threading.Lock:
+        """The in-process lock serializing metadata changes of ``table``."""
+        return self._locks[table]
+
+    def load_table(self, name: str, data: Any, *, schema: str = "raw",
+                   event_time: str | None = None, grain: str | None = "day") -> int:
+        """Replaces the table ``<schema>.<name>`` with ``data`` (an Arrow table), partitioned by
+        ``grain`` on ``event_time``; naive timestamps are read as UTC. Returns its rows."""
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        fields = [pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type)
+                  else f for f in data.schema]
+        data = data.cast(pa.schema(fields))
+        spark = self._job(f"backfill: load {schema}.{name}")
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns(schema)}")
+        df = spark.createDataFrame(data)
+        kind = kind_of(dict((f.name, f.dataType.simpleString()) for f in df.schema.fields)
+                       .get(event_time or "", ""))
+        transform = partition_transform(grain, event_time, kind)
+        view = self._temp_view(df)
+        try:
+            spark.sql(f"CREATE OR REPLACE TABLE {self.table(name, schema)} USING iceberg "
+                      f"{f'PARTITIONED BY ({transform})' if transform else ''} "
+                      f"{table_properties()} "
+                      f"AS SELECT * FROM {view}")
+        finally:
+            spark.catalog.dropTempView(view)
+        return int(data.num_rows)
+
+
+
+def table_properties() -> str:
+    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in _TABLE_PROPS.items()) + ")"
+
+
