@@ -66,3 +66,16 @@ def built_pg_shop(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> A
     from pg_engine_support import build_pg_shop
 
     return build_pg_shop(pg_server, tmp_path_factory.mktemp("pg_shop"))
+
+
+@pytest.fixture(scope="session")
+def built_spark_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shop on Spark + Iceberg (July and August 2026, with the bug), built once in the
+    session's one SparkSession; ``spark_support.copy_built`` gives a test its own project over
+    these tables, put back as built."""
+    import spark_support
+
+    root = spark_support.create(tmp_path_factory.mktemp("spark") / "shop")
+    spark_support.build(root)
+    spark_support.record(root)
+    return root

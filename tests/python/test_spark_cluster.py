@@ -101,9 +101,9 @@ import json, sys
 import backfill, spark_support
 from backfill.examples import shop
 
-root = spark_support.create(__import__("pathlib").Path(sys.argv[1]), master=sys.argv[2],
-                            span=("2026-07-20", "2026-09-01"))
-spark_support.build(root, "2026-08-01", "2026-09-01")
+root = __import__("pathlib").Path(sys.argv[1])
+spark_support.ensure_plugin()
+spark_support.write_project(root, master=sys.argv[2])
 shop.fix(root)
 p = backfill.Project.load(root)
 plan = p.plan("fct_daily_sales+", "2026-08-03", "2026-08-05", as_of="2026-12-01")
@@ -120,7 +120,12 @@ engine.spark.stop()
 """
 
 
-def test_the_shop_backfill_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path) -> None:
+def test_the_shop_backfill_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path,
+                                                        built_spark_shop: Path) -> None:
+    import spark_support
+
+    # The built shop's tables, copied (the driver is another process: it gets tables of its own).
+    spark_support.copy_tables(built_spark_shop, tmp_path / "shop")
     events = tmp_path / "events"
     events.mkdir()
     script = tmp_path / "driver.py"

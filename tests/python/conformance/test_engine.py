@@ -28,16 +28,6 @@ START, END = "2026-08-03", "2026-08-07"
 DAYS = [(f"2026-08-0{d}", day(f"2026-08-0{d}"), day(f"2026-08-0{d + 1}")) for d in range(3, 7)]
 
 
-@pytest.fixture(scope="session")
-def built_spark_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shop on Spark + Iceberg (July and August 2026, with the bug), built once."""
-    import spark_support
-
-    root = spark_support.create(tmp_path_factory.mktemp("spark") / "shop")
-    spark_support.build(root)
-    return root
-
-
 @pytest.fixture(params=ENGINES)
 def case(request: pytest.FixtureRequest, built_shop: Path, built_dbt_shop: Path,
          tmp_path: Path) -> Iterator[Case]:
