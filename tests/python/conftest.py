@@ -20,6 +20,21 @@ settings.register_profile(
 )
 settings.load_profile("backfill")
 
+# `make test` runs pytest on both cores (pytest-xdist, --dist loadgroup). A test that needs one
+# of these expensive session fixtures runs in the same worker as the others needing it, so each
+# is made once per run: one SparkSession, one Kafka broker, one dbt build.
+_GROUPS = {"built_spark_shop": "spark", "kafka_broker": "kafka", "built_dbt_shop": "dbt"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        group = next((g for f, g in _GROUPS.items() if f in names), None)
+        if "spark" in item.nodeid.lower():
+            group = "spark"  # also the tests that start Spark themselves: one session
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(scope="session")
 def built_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
