@@ -43,7 +43,7 @@ CONSUMER_KEYS = ("name", "webhook", "email")
 LINEAGE_KEYS = ("namespace", "transports", "producer")
 TRANSPORT_KEYS = {"console": ("type",), "file": ("type", "path"),
                   "http": ("type", "url", "endpoint", "timeout", "api_key")}
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def _emails(value: object, what: str, where: str) -> tuple[str, ...]:
     for item in items:
         if not isinstance(item, str) or not _EMAIL.fullmatch(item):
             raise ProjectError(f"{where}: {what} {item!r} is not an e-mail address "
-                               "(expected name@domain.tld)")
+                               "(expected name@domain)")
     return tuple(items)
 
 
