@@ -46,7 +46,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     message = out.split("== 9. ", 1)[1]
     assert "[shop] fct_daily_sales, fct_monthly_sales, fct_sales_7d: published history changed" \
         in message
-    assert re.search(r"^    revenue: [\d,.]+ -> [\d,.]+ \(-[12]\.\d%\)$", message, flags=re.M), message
+    assert re.search(r"^    revenue: [\d,.]+ -> [\d,.]+ \(-[12]\.\d%\)$", message,
+                     flags=re.M), message
     assert "Reason: discount bug fixed" in message and "Note: Revenue from 1 Aug" in message
     assert "- fct_daily_sales: 89 of 89 partition(s) changed: 2026-08-01 .. 2026-10-28" in message
     c = duckdb.connect(str(target / "warehouse.duckdb"), read_only=True)

@@ -4,8 +4,8 @@ Builds the shop with the discount bug (the initial build writes the published ta
 fixes fct_daily_sales, plans ``fct_daily_sales+`` for 1 Aug - 28 Oct 2026 (downstream models
 follow), estimates it from one sample day, runs it concurrently into the audit area, audits it
 (revenue about 2% lower on the affected days, months and rolling windows; nothing else changed),
-publishes it with a note, prints the changelog and the message consumers receive. ``as_of`` is fixed, so the output is the same
-on every machine (except timings, paths and ids).
+publishes it with a note, prints the changelog and the message consumers receive. ``as_of`` is
+fixed, so the output is the same on every machine (except timings, paths and ids).
 """
 
 from __future__ import annotations

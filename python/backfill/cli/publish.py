@@ -5,8 +5,9 @@
     backfill changelog [--format text|markdown|html|json] [--since DATE] [--model M]
                        [--backfill ID]
 
-All take ``--project DIR`` and ``--json`` (for changelog the same as ``--format json``). Exit 1 when publish or discard is refused (a failed
-gate, a stale audit, an already published backfill); 2 for usage or input errors.
+All take ``--project DIR`` and ``--json`` (for changelog the same as ``--format json``).
+Exit 1 when publish or discard is refused (a failed gate, a stale audit, an already published
+backfill); 2 for usage or input errors.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
       backoff: 2                 # seconds before the 2nd attempt, doubled each time (default 1)
       consumers:
         finance: {webhook: "https://hooks.slack.com/services/...", email: finance@shop.example}
-    lineage:                     # OpenLineage events on publish and forward (pip install backfill[lineage])
+    lineage:                     # OpenLineage events (pip install 'backfill[lineage]')
       namespace: shop            # default: the project name
       transports:
         - {type: console}                      # the openlineage logger (INFO)

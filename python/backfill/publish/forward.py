@@ -1,8 +1,8 @@
 """Forward-only changes: a model changed from some period on, and its history deliberately NOT
 rebuilt (a new column meaningful only from today; a definition that applies to new periods).
 
->>> project.forward("fct_daily_sales", "2026-12-01",
-...                 note="new column meaningful from today; earlier periods unchanged")  # doctest: +SKIP
+>>> project.forward("fct_daily_sales", "2026-12-01",            # doctest: +SKIP
+...                 note="new column meaningful from today; earlier periods unchanged")
 
 The decision goes into the changelog (a row of kind ``forward``, see
 :func:`~.changelog.row_kind`) and to OpenLineage and the model's consumers like a publication, so
