@@ -417,3 +417,21 @@ def test_dbt_exposure_owners_are_consumers_of_the_models_they_depend_on(tmp_path
         "b": [("Finance", ("fin@p.example",), "owner of exposure dash")]}
     assert notify.smtp is not None and notify.smtp.host == "127.0.0.1"
     assert lineage is not None and lineage.transports[0]["path"] == str(tmp_path / "ol.jsonl")
+
+
+def test_an_unreachable_smtp_server_is_retried_and_reported(published: SimpleNamespace,
+                                                             mail: Mailbox) -> None:
+    from backfill.model.consumers import Consumer, NotifySettings, SmtpSettings
+    from backfill.publish.notify import deliver
+    from notify_support import free_port
+
+    entry = published.project.changelog(published.bf.id).publications()[0]
+    finance = Consumer("finance", None, ("finance@shop.example",))
+    settings = NotifySettings(by_model={"fct_daily_sales": (finance,)},
+                              smtp=SmtpSettings("127.0.0.1", free_port(), timeout=2),
+                              retries=2, backoff=0)
+    received = len(mail.messages)
+    [d] = deliver(settings, "shop", entry)
+    assert (d.channel, d.consumer, d.ok, d.attempts) == ("email", "finance", False, 2)
+    assert "ConnectionRefusedError" in str(d.error) and "after 2 attempt(s)" in d.detail()
+    assert len(mail.messages) == received

@@ -13,7 +13,8 @@
       transports:
         - {type: console}                      # the openlineage logger (INFO)
         - {type: file, path: lineage.jsonl}    # one JSON event per line, relative to the project
-        - {type: http, url: "http://marquez:5000", endpoint: api/v1/lineage}
+        - {type: http, url: "http://marquez:5000", endpoint: api/v1/lineage,
+           api_key_env: MARQUEZ_API_KEY}
     models:
       fct_daily_sales: {owners: [data-eng@shop.example], consumers: [finance]}
 
@@ -42,7 +43,7 @@ SMTP_KEYS = ("host", "port", "from", "starttls", "ssl", "username", "password_en
 CONSUMER_KEYS = ("name", "webhook", "email")
 LINEAGE_KEYS = ("namespace", "transports", "producer")
 TRANSPORT_KEYS = {"console": ("type",), "file": ("type", "path"),
-                  "http": ("type", "url", "endpoint", "timeout", "api_key")}
+                  "http": ("type", "url", "endpoint", "timeout", "api_key_env")}
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -148,8 +149,8 @@ def _transport_config(t: Mapping[str, Any], timeout: float) -> dict[str, Any]:
                                "timeout": float(t.get("timeout", timeout)),
                                # our retries (recorded), not the client's on top of them
                                "retry": {"total": 0, "read": 0, "connect": 0}}
-        if t.get("api_key"):
-            cfg["auth"] = {"type": "api_key", "apiKey": t["api_key"]}
+        if t.get("api_key_env"):  # the key stays out of backfill.yml
+            cfg["auth"] = {"type": "api_key", "apiKey": os.environ.get(t["api_key_env"], "")}
         return cfg
     return {"type": "console"}
 
