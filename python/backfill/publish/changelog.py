@@ -1,7 +1,8 @@
 """The consumers' changelog: the rows a publish writes (one per changed (model, partition,
 measure) with old/new values and delta, plus one per model summing it up; each with the
 publication id, backfill id, reason, note, forced reason, when and who) and ``Changelog``, what
-``project.changelog()`` reads back from the engine."""
+``project.changelog()`` reads back from the engine. Forward-only changes and delivery records
+are rows of the same table, told apart by :func:`row_kind`."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ __all__ = ["FORWARD_PREFIX", "Changelog", "changelog", "changelog_rows", "delive
 
 #: publication ids of forward-only changes start with this (those of publishes with ``pub_``)
 FORWARD_PREFIX = "fwd_"
-_NONE9 = (None,) * 9
+#: the row counts and the measure columns (rows_old .. pct_delta), unused by forward and delivery
+#: rows
+_NO_COUNTS = (None,) * 10
 
 
 def changelog_rows(pub_id: str, backfill_id: str, reason: str, when: dt.datetime, who: str,
@@ -60,15 +63,15 @@ def changelog_rows(pub_id: str, backfill_id: str, reason: str, when: dt.datetime
 def forward_row(fwd_id: str, when: dt.datetime, who: str, reason: str, note: str, model: str,
                 start: dt.datetime) -> tuple[Any, ...]:
     """The changelog row of a forward-only change of ``model`` from ``start``."""
-    return (fwd_id, None, when, who, reason, note, None, model, None, start, None, 0, *_NONE9,
-            None)
+    return (fwd_id, None, when, who, reason, note, None, model, None, start, None, 0,
+            *_NO_COUNTS)
 
 
 def delivery_row(pub_id: str, backfill_id: str | None, when: dt.datetime, who: str,
                  channel: str, consumer: str, ok: bool, detail: str) -> tuple[Any, ...]:
     """The changelog row recording one delivery (or failed delivery) of a change to a consumer."""
     return (pub_id, backfill_id, when, who, "delivered" if ok else "failed", detail, None, None,
-            f"{channel} {consumer}", None, None, None, *_NONE9, None)
+            f"{channel} {consumer}", None, None, None, *_NO_COUNTS)
 
 
 def row_kind(row: Mapping[str, Any]) -> str:
