@@ -25,7 +25,8 @@ from .errors import InvalidInputError
 from .model import PROJECT_FILE, load_project
 from .model import Project as _ModelProject
 from .plan import Plan
-from .publish import (Changelog, Publication, changelog, discard_backfill, publish_backfill)
+from .publish import (Changelog, ForwardChange, Publication, changelog, discard_backfill,
+                      forward_change, publish_backfill)
 from .run import Backfill as _RunBackfill
 from .run import LedgerBackend
 
@@ -75,9 +76,19 @@ class Project(_ModelProject):
         area (or, with ``direct=True``, straight into the published tables: initial builds)."""
         return Backfill.create(self, plan, reason=reason, direct=direct, engine=engine, lint=lint)
 
-    def changelog(self, backfill_id: str | None = None) -> Changelog:
-        """Publications recorded in the warehouse's ``backfill_changelog`` (newest first)."""
-        return changelog(self, backfill_id=backfill_id)
+    def changelog(self, backfill_id: str | None = None, *, since: Any = None,
+                  model: str | None = None) -> Changelog:
+        """Publications and forward-only changes recorded in the warehouse's
+        ``backfill_changelog`` (newest first), optionally only those at or after ``since`` (ISO
+        date or date-time) or touching ``model``."""
+        return changelog(self, backfill_id=backfill_id, since=since, model=model)
+
+    def forward(self, model: str, start: Any, *, note: str,
+                reason: str | None = None) -> ForwardChange:
+        """Records that ``model`` changes from ``start`` on WITHOUT a backfill of its history
+        (changelog, OpenLineage, the model's consumers), so consumers know why history did not
+        change."""
+        return forward_change(self, model, start, note, reason=reason)
 
 
 def load(project: _ModelProject | str | Path | None) -> _ModelProject:

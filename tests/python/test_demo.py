@@ -21,7 +21,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     steps = re.findall(r"^== (\d)\. ", out, flags=re.M)
-    assert steps == [str(i) for i in range(1, 9)]
+    assert steps == [str(i) for i in range(1, 10)]
     assert "+             * (1 - coalesce(i.discount, i.discount_pct * 0.01, 0)))" in out
     assert "fct_daily_sales: one day (2026-08-01) took" in out and "concurrent ≈" in out
     assert "89 days to rebuild" in out
@@ -42,6 +42,14 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         assert "orders" in same
     assert "published bf_" in out and "changelog" in out
     assert "note:   Revenue from 1 Aug 2026 was overstated" in out
+    # The demo ends with the message consumers receive: models, periods, old -> new (about -2%).
+    message = out.split("== 9. ", 1)[1]
+    assert "[shop] fct_daily_sales, fct_monthly_sales, fct_sales_7d: published history changed" \
+        in message
+    assert re.search(r"^    revenue: [\d,.]+ -> [\d,.]+ \(-[12]\.\d%\)$", message,
+                     flags=re.M), message
+    assert "Reason: discount bug fixed" in message and "Note: Revenue from 1 Aug" in message
+    assert "- fct_daily_sales: 89 of 89 partition(s) changed: 2026-08-01 .. 2026-10-28" in message
     c = duckdb.connect(str(target / "warehouse.duckdb"), read_only=True)
     try:
         models = c.execute("SELECT DISTINCT model FROM main.backfill_changelog "

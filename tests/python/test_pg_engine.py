@@ -309,13 +309,15 @@ def test_demo_on_postgres_tells_the_duckdb_story(pg_server: Any, tmp_path: Path)
                        env=subprocess_env())
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
-    assert re.findall(r"^== (\d)\. ", out, flags=re.M) == [str(i) for i in range(1, 9)]
+    assert re.findall(r"^== (\d)\. ", out, flags=re.M) == [str(i) for i in range(1, 10)]
     assert "89 days to rebuild" in out and "gates passed" in out
     # the same figures as the DuckDB demo of the same shop (tests/python/test_demo.py)
     assert "revenue: 909,515.41 -> 892,558.21 (-1.86%)" in out
     assert "revenue: 943,778.27 -> 926,821.07 (-1.80%)" in out
     assert "revenue_7d: 6,816,944.80 -> 6,698,244.40 (-1.74%)" in out
     assert "note:   Revenue from 1 Aug 2026 was overstated" in out
+    # and the same message to consumers
+    assert "\n    revenue: 909,515.41 -> 892,558.21 (-1.9%)\n" in out.split("== 9. ", 1)[1]
     assert _rows(url, "SELECT DISTINCT model FROM shop.backfill_changelog ORDER BY 1") == [
         ("fct_daily_sales",), ("fct_monthly_sales",), ("fct_sales_7d",)]
     assert _rows(url, "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'audit_%'") == [(0,)]

@@ -3,7 +3,8 @@
 Exit codes: 0 ok, 1 the work failed (a failed task, a failed gate), 2 usage or input error
 (:mod:`backfill.cli.exit_codes`). Each command group has its module: :mod:`.partitions`,
 :mod:`.lint`, :mod:`.plan`, :mod:`.run` (run, status), :mod:`.check` (estimate, check),
-:mod:`.audit` (audit, diff), :mod:`.publish` (publish, discard, changelog), :mod:`.demo`;
+:mod:`.audit` (audit, diff), :mod:`.publish` (publish, discard, changelog),
+:mod:`.forward`, :mod:`.demo`;
 :mod:`.dbt` adds ``--dbt PATH`` to the commands that take a project.
 """
 
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import BackfillError
-from . import audit, check, demo, dbt, lint, partitions, plan, publish, run
+from . import audit, check, demo, dbt, forward, lint, partitions, plan, publish, run
 from .exit_codes import EXIT_USAGE
 
 __all__ = ["build_parser", "main"]
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_publish_parser(sub)
     publish.add_discard_parser(sub)
     publish.add_changelog_parser(sub)
+    forward.add_parser(sub)
     check.add_check_parser(sub)
     audit.add_diff_parser(sub)
     demo.add_parser(sub)

@@ -23,7 +23,8 @@ from .exit_codes import EXIT_USAGE
 
 __all__ = ["COMMANDS", "add_dbt_options"]
 
-COMMANDS = ("plan", "run", "status", "estimate", "audit", "publish", "discard", "changelog")
+COMMANDS = ("plan", "run", "status", "estimate", "audit", "publish", "discard", "changelog",
+            "forward")
 
 
 def _with_dbt(func: Any, args: argparse.Namespace) -> int:

@@ -4,8 +4,8 @@ Builds the shop with the discount bug (the initial build writes the published ta
 fixes fct_daily_sales, plans ``fct_daily_sales+`` for 1 Aug - 28 Oct 2026 (downstream models
 follow), estimates it from one sample day, runs it concurrently into the audit area, audits it
 (revenue about 2% lower on the affected days, months and rolling windows; nothing else changed),
-publishes it with a note and prints the changelog. ``as_of`` is fixed, so the output is the same
-on every machine (except timings, paths and ids).
+publishes it with a note, prints the changelog and the message consumers receive. ``as_of`` is
+fixed, so the output is the same on every machine (except timings, paths and ids).
 """
 
 from __future__ import annotations
@@ -164,10 +164,14 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
         return EXIT_FAILED
 
     step(7, "publish, atomically, with a note for consumers")
-    say(str(bf.publish(note=NOTE)))
+    pub = bf.publish(note=NOTE)
+    say(str(pub))
 
     step(8, "changelog")
     say(str(project.changelog()))
+
+    step(9, "the message consumers receive (webhook `text` and e-mail; see notify: in README)")
+    say(pub.message)
     say()
     say(f"done; the project is in {root} (try: backfill changelog --project {root})")
     return EXIT_OK

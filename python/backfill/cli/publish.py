@@ -2,10 +2,12 @@
 
     backfill publish [ID] --note "..." [--force "why a failed gate is fine"]
     backfill discard [ID]
-    backfill changelog [--backfill ID]
+    backfill changelog [--format text|markdown|html|json] [--since DATE] [--model M]
+                       [--backfill ID]
 
-All take ``--project DIR`` and ``--json``. Exit 1 when publish or discard is refused (a failed
-gate, a stale audit, an already published backfill); 2 for usage or input errors.
+All take ``--project DIR`` and ``--json`` (for changelog the same as ``--format json``).
+Exit 1 when publish or discard is refused (a failed gate, a stale audit, an already published
+backfill); 2 for usage or input errors.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import sys
 
 from ..errors import ConflictError
+from ..publish import FORMATS
 from .common import (add_ledger_option, add_project_options, busy, dump, open_backfill,
                      open_project, write)
 from .exit_codes import EXIT_FAILED, EXIT_OK
@@ -40,9 +43,16 @@ def add_discard_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def add_changelog_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("changelog", help="what publications changed, for consumers")
+    p = sub.add_parser("changelog", help="what publications changed, for consumers",
+                       description="Publications and forward-only changes, newest first, with "
+                                   "the consumers told; --format html writes a page finance "
+                                   "can read.")
     add_project_options(p)
     p.add_argument("--backfill", metavar="ID", help="only this backfill's publication")
+    p.add_argument("--format", choices=FORMATS, default="text", help="output (default text)")
+    p.add_argument("--since", metavar="DATE", help="only changes at or after this ISO date or "
+                                                   "date-time (naive: UTC)")
+    p.add_argument("--model", help="only changes of this model")
     p.set_defaults(func=cmd_changelog)
 
 
@@ -73,6 +83,6 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 
 def cmd_changelog(args: argparse.Namespace) -> int:
-    log = open_project(args).changelog(args.backfill)
-    dump(log.to_dict()) if args.json else write(str(log))
+    log = open_project(args).changelog(args.backfill, since=args.since, model=args.model)
+    write(log.format("json" if args.json else args.format))
     return EXIT_OK

@@ -288,7 +288,8 @@ class Engine(ABC):
         over the published tables) and appends the changelog rows, all-or-nothing as
         :attr:`capabilities` declares. Before swapping anything it compares each model's
         published fingerprints with those recorded at audit time and raises
-        :class:`StalePublishedError` (nothing changed) when they differ."""
+        :class:`StalePublishedError` (nothing changed) when they differ. A request without
+        models appends only its changelog rows (forward-only changes, delivery records)."""
 
     @abstractmethod
     def changelog_rows(self, project: Project, backfill_id: str | None = None,

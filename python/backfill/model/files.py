@@ -54,6 +54,8 @@ import jinja2
 import yaml  # type: ignore[import-untyped]
 
 from ..errors import BackfillError, CycleError, InvalidInputError
+from .consumers import (LineageSettings, NotifySettings, read_consumers, read_lineage,
+                        read_notify)
 from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
 from .project import STRATEGIES, Dependency, Project, all_of, window
 
@@ -62,10 +64,10 @@ log = logging.getLogger(__name__)
 __all__ = ["EngineSettings", "ProjectError", "ProjectSettings", "load_project", "sql_literal"]
 
 PROJECT_FILE = "backfill.yml"
-TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits")
+TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits", "notify", "lineage")
 SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description")
 MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
-              "description", "enabled")
+              "description", "enabled", "owners", "consumers")
 @dataclass(frozen=True)
 class ProjectSettings:
     root: Path
@@ -74,6 +76,8 @@ class ProjectSettings:
     audits: Mapping[str, Any] = field(default_factory=dict)  # gates by model, used by audit
     files: Mapping[str, Path] = field(default_factory=dict)  # model name -> its SQL file
     ledger_url: str | None = None  # state: postgresql://... (a shared ledger), else state_dir's
+    notify: NotifySettings | None = None  # who is told of changes (model/consumers.py)
+    lineage: LineageSettings | None = None  # OpenLineage transports
 
 
 def sql_literal(value: dt.datetime) -> str:
@@ -280,6 +284,8 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
                                    f"declared under sources in {PROJECT_FILE} (sources: "
                                    f"{', '.join(sorted(project.sources)) or 'none'})")
 
+    notify = read_notify(doc.get("notify"), where)
+    told: dict[str, tuple[Any, ...]] = {}
     for model in by_name:
         cfg = {**defaults}
         per_model = _mapping_of(models_cfg.get(model), f"models.{model}", where)
@@ -296,6 +302,9 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
         if cfg.pop("enabled", True) is False:
             continue
         cfg.pop("description", None)
+        told[model] = tuple(c for role in ("owner", "consumer") if cfg.get(f"{role}s") is not None
+                            for c in read_consumers(cfg.pop(f"{role}s"), role, notify.consumers,
+                                                    f"{where} (models.{model})"))
         _check_sql(found[model].config["__sql__"], engine, by_name[model], model)
         deps: list[Dependency] = list(dict.fromkeys([*found[model].refs,
                                                     *map(Dependency, found[model].sources)]))
@@ -318,8 +327,11 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     for model in audits:
         if model not in project.models:
             raise ProjectError(f"{where}: audits.{model} names no model")
-    project.settings = ProjectSettings(root, engine, state_dir, audits, by_name,
-                                       ledger_url)
+    lineage = read_lineage(doc["lineage"], name, root, where) if doc.get("lineage") else None
+    project.settings = ProjectSettings(
+        root, engine, state_dir, audits, by_name, ledger_url,
+        NotifySettings(notify.consumers, {m: c for m, c in told.items() if c}, notify.smtp,
+                       notify.retries, notify.backoff, notify.timeout), lineage)
     log.info("loaded %r from %s", project, root)
     return project
 

@@ -1,24 +1,32 @@
 """The consumers' changelog: the rows a publish writes (one per changed (model, partition,
 measure) with old/new values and delta, plus one per model summing it up; each with the
 publication id, backfill id, reason, note, forced reason, when and who) and ``Changelog``, what
-``project.changelog()`` reads back from the engine."""
+``project.changelog()`` reads back from the engine. Forward-only changes and delivery records
+are rows of the same table, told apart by :func:`row_kind`."""
 
 from __future__ import annotations
 
 import datetime as dt
-import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._arrow import html_table
 from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS, Engine, Part
+from ..errors import InvalidInputError, NotFoundError
 from ..run import engine_for
+from .changelog_format import html_fragment, render
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
 
-__all__ = ["Changelog", "changelog", "changelog_rows"]
+__all__ = ["FORWARD_PREFIX", "Changelog", "changelog", "changelog_rows", "delivery_row",
+           "forward_row", "row_kind"]
+
+#: publication ids of forward-only changes start with this (those of publishes with ``pub_``)
+FORWARD_PREFIX = "fwd_"
+#: the row counts and the measure columns (rows_old .. pct_delta), unused by forward and delivery
+#: rows
+_NO_COUNTS = (None,) * 10
 
 
 def changelog_rows(pub_id: str, backfill_id: str, reason: str, when: dt.datetime, who: str,
@@ -52,29 +60,75 @@ def changelog_rows(pub_id: str, backfill_id: str, reason: str, when: dt.datetime
     return rows
 
 
+def forward_row(fwd_id: str, when: dt.datetime, who: str, reason: str, note: str, model: str,
+                start: dt.datetime) -> tuple[Any, ...]:
+    """The changelog row of a forward-only change of ``model`` from ``start``."""
+    return (fwd_id, None, when, who, reason, note, None, model, None, start, None, 0,
+            *_NO_COUNTS)
+
+
+def delivery_row(pub_id: str, backfill_id: str | None, when: dt.datetime, who: str,
+                 channel: str, consumer: str, ok: bool, detail: str) -> tuple[Any, ...]:
+    """The changelog row recording one delivery (or failed delivery) of a change to a consumer."""
+    return (pub_id, backfill_id, when, who, "delivered" if ok else "failed", detail, None, None,
+            f"{channel} {consumer}", None, None, None, *_NO_COUNTS)
+
+
+def row_kind(row: Mapping[str, Any]) -> str:
+    """Which kind of changelog row ``row`` is (the table's columns are shared by all kinds):
+
+    * ``publication``: a publish (``pub_...``): per model, per measure and per changed partition;
+    * ``forward``: a forward-only change (``fwd_...``): a model changed from ``period_start`` on,
+      history before it deliberately not rebuilt (no backfill id);
+    * ``delivery``: telling a consumer about a publication or forward change (no model;
+      ``partition`` is "CHANNEL CONSUMER", ``reason`` is "delivered" or "failed", ``note`` the
+      target, attempts and error), written after the change itself.
+    """
+    if row["model"] is None:
+        return "delivery"
+    return "forward" if str(row["publication_id"]).startswith(FORWARD_PREFIX) else "publication"
+
+
+def _iso(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 class Changelog:
-    """Publications from ``backfill_changelog``, newest first. ``.rows`` is the full table;
-    ``str()`` tells each publication's models, periods, measure deltas, reason, note, when, who."""
+    """Publications and forward-only changes from ``backfill_changelog``, newest first, each with
+    the deliveries that told consumers about it. ``.rows`` is the full table; ``str()`` tells each
+    entry's models, periods, measure deltas, reason, note, when, who; ``.format(...)`` renders it
+    as text, markdown, html or json (``backfill changelog --format``)."""
 
     def __init__(self, rows: RowTable) -> None:
         self.rows = rows
 
     def __len__(self) -> int:
-        return len({r["publication_id"] for r in self.rows.to_pylist()})
+        return len(self.publications())
 
     def publications(self) -> list[dict[str, Any]]:
+        """One dict per publication or forward change (``kind``), newest first."""
         out: dict[str, dict[str, Any]] = {}
+        deliveries: dict[str, list[dict[str, Any]]] = {}
         for r in self.rows.to_pylist():
+            kind = row_kind(r)
+            if kind == "delivery":
+                channel, _, consumer = str(r["partition"]).partition(" ")
+                deliveries.setdefault(r["publication_id"], []).append({
+                    "at": _iso(r["published_at"]), "channel": channel, "consumer": consumer,
+                    "ok": r["reason"] == "delivered", "detail": r["note"]})
+                continue
             p = out.setdefault(r["publication_id"], {
-                "publication_id": r["publication_id"], "backfill_id": r["backfill_id"],
-                "published_at": str(r["published_at"]), "published_by": r["published_by"],
-                "reason": r["reason"], "note": r["note"], "forced_reason": r["forced_reason"],
-                "models": {}})
+                "kind": kind, "publication_id": r["publication_id"],
+                "backfill_id": r["backfill_id"], "published_at": _iso(r["published_at"]),
+                "published_by": r["published_by"], "reason": r["reason"], "note": r["note"],
+                "forced_reason": r["forced_reason"], "models": {}})
             mod = p["models"].setdefault(r["model"], {"period": None, "partitions": 0,
                                                       "changed_partitions": [], "totals": {},
                                                       "rows": {}})
-            if r["partition"] is None:
-                mod["period"] = [str(r["period_start"]), str(r["period_end"])]
+            if kind == "forward":
+                mod["period"] = [_iso(r["period_start"]), None]
+            elif r["partition"] is None:
+                mod["period"] = [_iso(r["period_start"]), _iso(r["period_end"])]
                 mod["partitions"] = r["partitions"]
                 if r["measure"] is None:
                     mod["rows"] = {k: r[f"rows_{k}"] for k in ("added", "removed", "changed")}
@@ -83,7 +137,9 @@ class Changelog:
                                                    "delta": r["delta"], "pct": r["pct_delta"]}
             elif r["partition"] not in mod["changed_partitions"]:
                 mod["changed_partitions"].append(r["partition"])
-        return list(out.values())
+        for pid, p in out.items():
+            p["deliveries"] = sorted(deliveries.get(pid, []), key=lambda d: str(d["at"]))
+        return sorted(out.values(), key=lambda p: str(p["published_at"]), reverse=True)
 
     def to_dict(self) -> list[dict[str, Any]]:
         return self.publications()
@@ -94,55 +150,65 @@ class Changelog:
     def to_pandas(self) -> Any:
         return self.rows.to_pandas()
 
+    def format(self, fmt: str = "text") -> str:
+        """The changelog as ``text`` (``str()``), ``markdown``, ``html`` (a whole page) or
+        ``json``."""
+        return render(self.publications(), fmt)
+
     def __str__(self) -> str:
-        pubs = self.publications()
-        if not pubs:
-            return "changelog: no publications"
-        lines = []
-        for p in pubs:
-            lines.append(f"{p['published_at'][:19]}  {p['publication_id']} ({p['backfill_id']}) "
-                         f"by {p['published_by']}")
-            lines.append(f"  reason: {p['reason']}")
-            lines.append(f"  note:   {p['note']}")
-            if p["forced_reason"]:
-                lines.append(f"  FORCED past failed gates: {p['forced_reason']}")
-            for model, mod in p["models"].items():
-                period = mod["period"] or ["", ""]
-                n = len(mod["changed_partitions"])
-                text = (f"  {model}: {n} of {mod['partitions']} partition(s) changed "
-                        f"in [{period[0][:10]}, {period[1][:10]})")
-                for measure, t in mod["totals"].items():
-                    if t["delta"]:
-                        pct = "" if t["pct"] is None else f" ({t['pct']:+.2f}%)"
-                        text += f"; {measure} {t['delta']:+,.2f}{pct}"
-                lines.append(text)
-        return "\n".join(lines)
+        return render(self.publications(), "text")
 
     def __repr__(self) -> str:
-        return f"<Changelog {len(self)} publication(s), {self.rows.num_rows} rows>"
+        return f"<Changelog {len(self)} entries, {self.rows.num_rows} rows>"
 
     def _repr_html_(self) -> str | None:
         pubs = self.publications()
         if len(pubs) > 200:
             return None
-        e = html.escape
-        parts = ["<div class='backfill-changelog'>"]
-        for p in pubs:
-            rows = [[m, str(len(mod["changed_partitions"])), str(mod["partitions"]),
-                     "; ".join(f"{k} {v['delta']:+,.2f}" for k, v in mod["totals"].items()
-                               if v["delta"])] for m, mod in p["models"].items()]
-            parts.append(f"<p><b>{e(p['published_at'][:19])}</b> {e(p['publication_id'])} by "
-                         f"{e(p['published_by'])}: {e(p['reason'])} &mdash; {e(p['note'])}</p>")
-            parts.append(html_table(["model", "changed partitions", "partitions", "deltas"], rows))
-        parts.append("</div>")
-        return "".join(parts)
+        return html_fragment(pubs)
 
 
 def changelog(project: Project, *, backfill_id: str | None = None,
-              engine: Engine | None = None) -> Changelog:
-    """The publications recorded in the engine's changelog (newest first)."""
+              engine: Engine | None = None, since: dt.datetime | dt.date | str | None = None,
+              model: str | None = None) -> Changelog:
+    """The publications and forward-only changes recorded in the engine's changelog (newest
+    first): only ``backfill_id``'s, only those at or after ``since`` (a date or date-time; naive
+    means UTC), only those touching ``model``."""
+    if model is not None and model not in project.models:
+        raise NotFoundError(f"model {model!r} is not in {project.name}; models: "
+                            f"{', '.join(project.models)}")
+    cutoff = _since(since)
     if engine is None:
         engine = engine_for(project)
     rows = engine.changelog_rows(project, backfill_id)
     names = [n for n, _ in CHANGELOG_COLUMNS]
-    return Changelog(RowTable(names, rows, caption="backfill_changelog" if rows else ""))
+    records = [dict(zip(names, r)) for r in rows]
+    if cutoff is not None:
+        keep = {r["publication_id"] for r in records if row_kind(r) != "delivery"
+                and _aware(r["published_at"]) >= cutoff}
+        records = [r for r in records if r["publication_id"] in keep]
+    if model is not None:
+        keep = {r["publication_id"] for r in records if r["model"] == model}
+        records = [r for r in records if r["publication_id"] in keep
+                   and r["model"] in (None, model)]
+    table = [tuple(r[n] for n in names) for r in records]
+    return Changelog(RowTable(names, table, caption="backfill_changelog" if table else ""))
+
+
+def _aware(value: Any) -> dt.datetime:
+    when = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def _since(value: dt.datetime | dt.date | str | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInputError(f"since {value!r} is not an ISO date or date-time "
+                                    "(e.g. 2026-12-01 or 2026-12-01T08:00:00+01:00)") from None
+    if not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    return _aware(value)

@@ -24,13 +24,17 @@ import datetime as dt
 import json
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..engines import PublishModel, PublishRequest, StalePublishedError
 from ..errors import ConflictError, InvalidInputError
 from ..run import BackfillState, LedgerBackend, who
-from .changelog import changelog_rows
+from .._tables import RowTable
+from ..engines import CHANGELOG_COLUMNS
+from .announce import announce, check_announce
+from .changelog import Changelog, changelog_rows
+from .notify import Delivery, message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..run import Backfill
@@ -51,6 +55,10 @@ class Publication:
     forced_reason: str | None
     models: dict[str, list[str]]  # model -> changed partition labels
     changelog_rows: int
+    #: the consumers told and the OpenLineage transports (each ok or failed, with attempts)
+    deliveries: tuple[Delivery, ...] = ()
+    #: the message consumers receive (each gets the part about the models they are named for)
+    message: str = field(default="", repr=False)
 
     def __str__(self) -> str:
         changed = {m: p for m, p in self.models.items() if p}
@@ -59,10 +67,12 @@ class Publication:
                 f"{sum(len(p) for p in changed.values())} changed partition(s)")
         if self.forced_reason:
             text += f" (FORCED past failed gates: {self.forced_reason})"
+        for d in self.deliveries:
+            text += f"\n  told {d}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "deliveries": [d.__dict__ for d in self.deliveries]}
 
 
 def latest_audit(ledger: LedgerBackend, backfill_id: str) -> list[dict[str, Any]]:
@@ -111,6 +121,7 @@ def publish_backfill(bf: Backfill, note: str, force_reason: str | None = None) -
     if rec["status"] != BackfillState.DONE:
         raise InvalidInputError(f"backfill {bf.id} is {rec['status']}; only a finished "
                                 "('done') backfill can be published")
+    check_announce(bf.project)
     try:
         return _publish(bf, rec, note.strip(), force_reason.strip() if force_reason else None)
     finally:
@@ -156,12 +167,15 @@ def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -
             f"first: backfill audit {bf.id}") from exc
     changed = {a["model"]: [p["label"] for p in a["result"]["partitions"] if not p["identical"]]
                for a in audits.values()}
-    publication = Publication(pub_id, bf.id, when.isoformat(timespec="seconds"), by, note,
-                              forced, changed, len(rows))
+    published_at = when.isoformat(timespec="seconds")
     bf.ledger.record_publication(bf.id, {
-        "publication_id": pub_id, "published_at": publication.published_at, "published_by": by,
+        "publication_id": pub_id, "published_at": published_at, "published_by": by,
         "note": note, "forced_reason": forced, "models": changed})
     engine.drop_area(bf.id)  # the changelog keeps what changed; the old version is gone
+    entry = Changelog(RowTable([n for n, _ in CHANGELOG_COLUMNS], rows)).publications()[0]
+    deliveries = announce(project, engine, entry, by)
+    publication = Publication(pub_id, bf.id, published_at, by, note, forced, changed, len(rows),
+                              tuple(deliveries), message(project.name, entry))
     log.info("%s", publication)
     return publication
 

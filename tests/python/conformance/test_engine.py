@@ -216,3 +216,25 @@ def test_discard_drops_the_area_and_keeps_the_published_tables(case: Case) -> No
     assert bf.status().status == "discarded"
     with pytest.raises(backfill.ConflictError):
         bf.ledger.set_status(bf.id, "running")  # discarded is final
+
+
+def test_a_publish_without_models_appends_only_changelog_rows(case: Case) -> None:
+    # Forward-only changes and delivery records are such publishes (backfill.publish.forward).
+    from backfill.publish.changelog import delivery_row
+    from backfill.engines import PublishRequest
+    from backfill.publish import forward_change
+
+    before = case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, [])
+    change = forward_change(case.project, "fct_daily_sales", "2026-12-01",
+                            "new column meaningful from today", engine=case.engine)
+    when = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+    case.engine.publish(case.project, PublishRequest(change.id, Area(change.id), (), (
+        delivery_row(change.id, None, when, "tester", "webhook", "finance", False,
+                     "to http://x after 3 attempt(s): HTTP 500"),)))
+    assert case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, []) == before
+    [entry] = [e for e in case.project.changelog().publications() if e["kind"] == "forward"]
+    assert entry["publication_id"] == change.id and entry["backfill_id"] is None
+    assert list(entry["models"]) == ["fct_daily_sales"]
+    assert str(entry["models"]["fct_daily_sales"]["period"][0])[:10] == "2026-12-01"
+    assert [(d["channel"], d["consumer"], d["ok"]) for d in entry["deliveries"]] == \
+        [("webhook", "finance", False)]

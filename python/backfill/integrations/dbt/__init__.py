@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...model import EngineSettings, ProjectSettings
+from .consumers import dbt_consumers
 from .manifest import SUPPORTED_VERSIONS, DbtError, load_manifest
 from .mapping import DbtProject, project_from_manifest
 from .profile import read_profile
@@ -28,7 +29,8 @@ def load_dbt_project(path: str | Path, *, profiles_dir: str | Path | None = None
     """A dbt project directory (``dbt parse`` first when its manifest is missing or stale) or a
     ``manifest.json``, as a project. From a directory it can run: its settings name the dbt
     engine, the ledger (``<project>/.backfill``) and the audit gates found in the models'
-    ``meta: {backfill: {audits: [...]}}``."""
+    ``meta: {backfill: {audits: [...]}}``, and who is told of its changes (:mod:`.consumers`:
+    exposure owners, ``meta.backfill.owners/consumers``, ``vars.backfill.notify``)."""
     p = Path(path)
     manifest = load_manifest(p, profiles_dir=profiles_dir, target=target, parse=parse)
     project_dir = None if p.suffix == ".json" else p.resolve()
@@ -43,10 +45,11 @@ def load_dbt_project(path: str | Path, *, profiles_dir: str | Path | None = None
         gates = (m.meta.get("dbt", {}).get("meta") or {}).get("backfill", {}).get("audits")
         if gates:
             audits[name] = gates
+    notify, lineage = dbt_consumers(project, manifest, project_dir)
     project.settings = ProjectSettings(
         root=project_dir,
         engine=EngineSettings("dbt", profile.path, profile.schema, options),
         state_dir=project_dir / ".backfill", audits=audits,
         files={name: project_dir / info.path for name, info in project.dbt.items()
-               if name in project.models})
+               if name in project.models}, notify=notify, lineage=lineage)
     return project

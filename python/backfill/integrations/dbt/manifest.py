@@ -24,7 +24,8 @@ from .invoke import invoke
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SUPPORTED_VERSIONS", "DbtManifest", "DbtNode", "load_manifest", "manifest_is_stale"]
+__all__ = ["SUPPORTED_VERSIONS", "DbtExposure", "DbtManifest", "DbtNode", "load_manifest",
+           "manifest_is_stale"]
 
 SUPPORTED_VERSIONS = (10, 11, 12)
 _VERSION = re.compile(r"/manifest/v(\d+)\.json$")
@@ -68,6 +69,18 @@ class DbtNode:
 
 
 @dataclass(frozen=True)
+class DbtExposure:
+    """A dashboard, notebook or application that depends on models (``exposures:``), with its
+    owner, who is told when a model it depends on is published."""
+
+    unique_id: str
+    name: str
+    owner_name: str | None
+    owner_email: str | None
+    depends_on: tuple[str, ...]  # unique ids
+
+
+@dataclass(frozen=True)
 class DbtManifest:
     """The parts of a manifest backfill uses, keyed by our names."""
 
@@ -77,6 +90,7 @@ class DbtManifest:
     project_name: str
     nodes: Mapping[str, DbtNode]  # by unique_id, in manifest order
     by_name: Mapping[str, DbtNode]  # by our name (model name, "source.table")
+    exposures: tuple[DbtExposure, ...] = ()
 
     @property
     def models(self) -> dict[str, DbtNode]:
@@ -132,8 +146,14 @@ def parse_manifest(doc: Mapping[str, Any], path: Path) -> DbtManifest:
                            f"the name of {other.unique_id}; backfill needs unique model, seed, "
                            "snapshot and source names")
         by_name[node.name] = node
+    exposures = tuple(
+        DbtExposure(uid, str(raw.get("name", uid)), (raw.get("owner") or {}).get("name"),
+                    (raw.get("owner") or {}).get("email"),
+                    tuple((raw.get("depends_on") or {}).get("nodes") or ()))
+        for uid, raw in (doc.get("exposures") or {}).items())
     return DbtManifest(path, version, str(meta.get("dbt_version", "?")),
-                       str(meta.get("project_name") or _project_name(nodes)), nodes, by_name)
+                       str(meta.get("project_name") or _project_name(nodes)), nodes, by_name,
+                       exposures)
 
 
 def _project_name(nodes: Mapping[str, DbtNode]) -> str:
