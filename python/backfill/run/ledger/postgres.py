@@ -48,7 +48,8 @@ from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExist
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, task_row, worker_dead)
 from .states import (BACKFILL_TRANSITIONS, BackfillState, IllegalTransitionError, TaskState,
-                     allowed_from, check_backfill_transition, sources)
+                     allowed_from, finished_stamp, refused_backfill_move, set_status_target,
+                     sources)
 
 __all__ = ["PostgresLedger", "mask_url"]
 
@@ -256,14 +257,7 @@ class PostgresLedger:
 
     def set_status(self, backfill_id: str, status: BackfillState | str, *,
                    finished: bool = False) -> None:
-        try:
-            target = BackfillState(status)
-        except ValueError:
-            raise InvalidInputError(f"backfill status {status!r}: expected one of "
-                                    f"{', '.join(s.value for s in BackfillState)}") from None
-        if target is BackfillState.PUBLISHED:
-            raise InvalidInputError(f"backfill {backfill_id}: publish with record_publication "
-                                    "(it records the publication with the status)")
+        target = set_status_target(backfill_id, status)
 
         def run(db: Conn, _: bool) -> None:
             with db.transaction():
@@ -272,21 +266,14 @@ class PostgresLedger:
 
     def _move_backfill(self, db: Conn, backfill_id: str, target: BackfillState,
                        from_states: list[BackfillState], finished: bool, stay_ok: bool) -> None:
-        # finished_at: stamped when the run ends, cleared when it runs again, else kept.
-        finished_sql = ("NOW" if finished else "NULL" if target in
-                        (BackfillState.PENDING, BackfillState.RUNNING) else "finished_at")
-        cur = db.execute(q.move_backfill(finished_sql),
+        cur = db.execute(q.move_backfill(finished_stamp(target, finished)),
                          (target.value, backfill_id, [s.value for s in from_states]))
         if cur.rowcount:
             return
         row = db.execute("SELECT status FROM backfills WHERE id = %s", (backfill_id,)).fetchone()
         if row is None:
             raise self._not_found(db, backfill_id)
-        current = BackfillState(row[0])
-        if current == target and target.final and stay_ok:
-            return  # staying in a final state: nothing to write
-        check_backfill_transition(backfill_id, current.value, target.value)
-        raise IllegalTransitionError(f"backfill {backfill_id} is {current} already")
+        refused_backfill_move(backfill_id, row[0], target, stay_ok)
 
     # -- tasks ---------------------------------------------------------------------------------
     def tasks(self, backfill_id: str) -> list[TaskRow]:

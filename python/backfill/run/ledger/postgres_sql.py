@@ -46,9 +46,10 @@ COPY_TASKS = ('COPY tasks (backfill_id, task_id, model, start, "end", label, par
 COPY_DEPS = b"COPY task_deps (backfill_id, task_id, dep_id) FROM STDIN"
 
 
-def move_backfill(finished_sql: str) -> bytes:
-    """Moves a backfill (params: target, id, the states it may move from)."""
-    stamp = NOW if finished_sql == "NOW" else finished_sql
+def move_backfill(finished: str) -> bytes:
+    """Moves a backfill (params: target, id, the states it may move from); ``finished``:
+    :func:`~.states.finished_stamp`."""
+    stamp = {"now": NOW, "clear": "NULL", "keep": "finished_at"}[finished]
     return (f"UPDATE backfills SET status = %s, updated_at = {NOW}, finished_at = {stamp} "
             "WHERE id = %s AND status = ANY(%s)").encode()
 
