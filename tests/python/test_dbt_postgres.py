@@ -5,6 +5,7 @@ its own, the oracle), with the work schemas dropped afterwards."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,15 @@ from backfill.examples import dbt_shop
 from backfill.examples.shop import postgres as shop_pg
 from backfill.integrations.dbt.invoke import invoke
 from backfill.integrations.dbt.profile import GENERATED_TARGET, read_profile, write_profile
-from dbt_support import AS_OF, BUILD_END, BUILD_START, FIRST, LAST, MODELS
+from dbt_support import AS_OF, MODELS
 
 pytest.importorskip("dbt.adapters.postgres", reason="dbt-postgres is not installed")
 
-PERIOD = ("2026-08-01", "2026-08-21")  # the bug's whole span in the small shop
+# A smaller shop than the DuckDB tests' (two dbt builds of it, batch by batch, set the cost)
+FIRST, LAST = dt.date(2026, 7, 28), dt.date(2026, 8, 10)
+BUILD_START, BUILD_END = "2026-07-28", "2026-08-11"
+PERIOD = ("2026-08-01", "2026-08-11")  # the bug's whole span in this shop (from 1 August)
+DAYS = 10
 BACKFILLED = ("fct_daily_sales", "fct_monthly_sales", "fct_sales_7d")
 PROFILE = """dbt_shop:
   target: dev
@@ -126,7 +131,7 @@ def test_a_backfill_through_dbt_postgres_publishes_what_dbt_builds(
     assert type(engine.warehouse).__name__ == "PostgresEngine"  # type: ignore[attr-defined]
     plan = p.plan("fct_daily_sales+", *PERIOD, propagate="clip", as_of=AS_OF)
     assert [(m.model, m.tasks) for m in plan.models] == \
-        [("fct_daily_sales", 20), ("fct_sales_7d", 1), ("fct_monthly_sales", 1)]
+        [("fct_daily_sales", DAYS), ("fct_sales_7d", 1), ("fct_monthly_sales", 1)]
     bf = p.backfill(plan, reason="discount bug fixed")
     status = bf.run(concurrency=4, backoff=0.0)
     assert status.ok, str(status)
@@ -136,10 +141,10 @@ def test_a_backfill_through_dbt_postgres_publishes_what_dbt_builds(
     with psycopg.connect(url) as db:
         new_rows = db.execute(f'SELECT count(*) FROM "audit_{bf.id}".fct_daily_sales'
                               ).fetchone()
-    assert new_rows == (20,)  # only the backfilled days, not the seeded copy of the rest
+    assert new_rows == (DAYS,)  # only the backfilled days, not the seeded copy of the rest
     report = bf.audit()
     assert report.passed, str(report)
-    assert len(report["fct_daily_sales"].differing) == 20
+    assert len(report["fct_daily_sales"].differing) == DAYS
     pub = bf.publish("revenue from 1 August about 2% lower")
     assert sorted(pub.models) == sorted(BACKFILLED)
     # every table equals dbt's build of the fixed project; audit and work schemas are gone
