@@ -151,3 +151,22 @@ def test_a_backfill_through_dbt_postgres_publishes_what_dbt_builds(
     assert _differs(url, "main", "oracle") == {m: 0 for m in MODELS}
     assert _schemas(url) == []
     assert p.changelog().publications()[0]["backfill_id"] == bf.id
+
+
+def test_a_postgres_target_gives_the_warehouse_url_and_missing_settings_are_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from backfill.integrations.dbt.manifest import DbtError
+
+    (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\n")
+    profile = ("p:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
+               "      host: db.example\n      user: ana\n      password: \"{{ env_var('PW') }}\"\n"
+               "      dbname: shop\n      schema: marts\n")
+    (tmp_path / "profiles.yml").write_text(profile)
+    monkeypatch.setenv("PW", "p@ss/word")
+    got = read_profile(tmp_path)
+    assert (got.kind, got.schema, got.path) == ("postgres", "marts", None)
+    assert got.url == "postgresql://ana:p%40ss%2Fword@db.example:5432/shop"
+    (tmp_path / "profiles.yml").write_text(profile.replace("      host: db.example\n", "")
+                                           .replace("{{ env_var('PW') }}", "x"))
+    with pytest.raises(DbtError, match="needs host"):
+        read_profile(tmp_path)
