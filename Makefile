@@ -7,7 +7,7 @@ VENV      ?= .venv
 PY        := $(VENV)/bin/python
 PIP       := $(PY) -m pip --disable-pip-version-check
 BUILD_DIR := build/dev
-EXTRAS    ?= dev,notebook,dbt,airflow,postgres,spark,lineage
+EXTRAS    ?= dev,notebook,dbt,dbt-postgres,airflow,postgres,spark,lineage
 DEB_PKGS  := g++ pkg-config libboost-graph-dev libhowardhinnant-date-dev libfmt-dev \
              libxxhash-dev libgtest-dev tzdata postgresql iproute2 openjdk-17-jre-headless maven
 # The Iceberg runtime for the Spark engine (PySpark 4.1, Scala 2.13), fetched once from Maven

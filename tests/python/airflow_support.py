@@ -1,5 +1,6 @@
 """Running a backfill DAG under Apache Airflow in a subprocess (``dag.test()`` on a SQLite
-metadata database), so that Airflow's global logging and settings never touch the test process.
+metadata database, or on a Postgres one: ``db=URL``), so that Airflow's global logging and
+settings never touch the test process.
 
 The DAG file below is what a user writes (``backfill_dag(...)``); run as a script it executes
 ``dag.test()`` for each requested run and writes what Airflow recorded as JSON. A fixed
@@ -34,7 +35,7 @@ CONF = json.loads(Path(__file__).with_suffix(".json").read_text())
 dag = backfill_dag(CONF["dag_id"], CONF["project"], CONF["select"], CONF["start"], CONF["end"],
                    concurrency=2, reason="discount bug fixed", note=CONF.get("note"),
                    as_of=CONF["as_of"], gates=CONF.get("gates"), approval=CONF.get("approval", False),
-                   retries=1, retry_delay=dt.timedelta(0))
+                   retries=1, retry_delay=dt.timedelta(0), ledger=CONF.get("ledger"))
 
 
 def _inject(fail):
@@ -122,13 +123,13 @@ if __name__ == "__main__":
 
 
 @contextlib.contextmanager
-def api_server(home: Path, dags: Path) -> Iterator[dict[str, str]]:
+def api_server(home: Path, dags: Path, db: str | None = None) -> Iterator[dict[str, str]]:
     """An Airflow API server on a free port for worker processes (their Execution API); yields
     the environment that points workers at it. Stopped (by its pid) on exit."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    environ = {**env(home, dags),
+    environ = {**env(home, dags, db),
                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
                "AIRFLOW__CORE__PARALLELISM": "2"}
     log = (home / "api-server.log").open("w")
@@ -159,36 +160,49 @@ def api_server(home: Path, dags: Path) -> Iterator[dict[str, str]]:
         log.close()
 
 
-def migrate(home: Path) -> None:
-    """An Airflow home with a migrated SQLite metadata database."""
+def migrate(home: Path, db: str | None = None) -> None:
+    """An Airflow home with a migrated metadata database (SQLite in ``home``, or the Postgres
+    database at ``db``)."""
     home.mkdir(parents=True, exist_ok=True)
     r = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"],
-                       env=env(home, home / "dags"), capture_output=True, text=True, timeout=300)
+                       env=env(home, home / "dags", db), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
-def env(home: Path, dags: Path) -> dict[str, str]:
-    return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}"}
+def env(home: Path, dags: Path, db: str | None = None) -> dict[str, str]:
+    """Airflow's environment; its metadata database is SQLite in ``home``, or the Postgres
+    database at ``db`` (postgresql://...) through psycopg 3, sync and async (Airflow 3 wants
+    both; asyncpg, its default async driver, is not installed) with the LocalExecutor."""
+    environ = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+               "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+               "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}"}
+    if db is not None:
+        rest = db.split("://", 1)[1]
+        environ.update({"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg://{rest}",
+                        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC":
+                            f"postgresql+psycopg_async://{rest}",
+                        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"})
+    return environ
 
 
-def run_dag(template_home: Path, work: Path, conf: dict[str, Any],
-            timeout: float = 300) -> tuple[list[dict[str, Any]], str]:
+def run_dag(template_home: Path, work: Path, conf: dict[str, Any], timeout: float = 300,
+            db: str | None = None) -> tuple[list[dict[str, Any]], str]:
     """Writes the DAG file with ``conf`` into ``work/dags`` and runs it against a copy of the
     migrated metadata database; returns (the runs Airflow recorded, the process output).
     ``conf["executor"]``: tasks run in LocalExecutor worker processes (through an API server)
-    instead of in the test process; their logs are under ``work/airflow/logs``."""
+    instead of in the test process; their logs are under ``work/airflow/logs``. ``db``: the
+    migrated Postgres metadata database to run on (``template_home`` is then unused)."""
     home, dags = work / "airflow", work / "dags"
     home.mkdir(parents=True)
-    shutil.copy2(template_home / "airflow.db", home / "airflow.db")  # airflow.cfg: written anew
+    if db is None:  # airflow.cfg: written anew
+        shutil.copy2(template_home / "airflow.db", home / "airflow.db")
     dags.mkdir()
     out = work / "runs.json"
     (dags / "backfill_fix.json").write_text(json.dumps({**conf, "out": str(out)}))
     (dags / "backfill_fix.py").write_text(DAG_FILE)
     with contextlib.ExitStack() as stack:
-        environ = stack.enter_context(api_server(home, dags)) if conf.get("executor") \
-            else env(home, dags)
+        environ = stack.enter_context(api_server(home, dags, db)) if conf.get("executor") \
+            else env(home, dags, db)
         r = subprocess.run([sys.executable, str(dags / "backfill_fix.py")], env=environ,
                            capture_output=True, text=True, timeout=timeout, cwd=work)
     output = r.stdout + r.stderr

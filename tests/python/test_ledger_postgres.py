@@ -272,3 +272,17 @@ def test_a_wrong_password_is_named_with_the_password_masked() -> None:
         assert 'password authentication failed for user "keeper"' in str(err.value)
     finally:
         server.stop()
+
+
+def test_the_prepared_finish_numbers_its_placeholders_and_refuses_unknown_ones() -> None:
+    from backfill.run.ledger import postgres_sql as q
+    from backfill.run.ledger.postgres_fast import positional
+    from backfill.run.ledger.states import TaskState
+
+    assert positional(b"SELECT %(b)s, %(a)s, %(b)s", ["a", "b"]) == b"SELECT $2, $1, $2"
+    with pytest.raises(ValueError, match="c"):
+        positional(b"SELECT %(c)s", ["a"])
+    name, sql = q.finish(TaskState.DONE)
+    assert b"%(" not in sql and name == b"backfill_finish_done"
+    assert len(q.FINISH_PARAMS) == len(q.FINISH_TYPES)
+    assert q.finish(TaskState.DONE) is q.finish(TaskState.DONE)  # built once

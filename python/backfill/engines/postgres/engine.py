@@ -30,7 +30,7 @@ import datetime as dt
 import logging
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -64,7 +64,8 @@ class PostgresEngine(Engine):
     ``connect_timeout`` is in seconds; ``conflict_retries`` bounds in-task retries of
     serialization failures and deadlocks. With ``check`` (default) the constructor connects
     once and verifies the permissions the engine needs, so a bad URL, password or grant fails
-    before anything is written.
+    before anything is written. ``naming`` gives the published (schema, name) of a model
+    (default ``(schema, model)``; a dbt project names them after its manifest).
     """
 
     name = "postgres"
@@ -72,8 +73,10 @@ class PostgresEngine(Engine):
 
     def __init__(self, url: str, *, schema: str = "public", pool_size: int = 8,
                  connect_timeout: float = 10.0, conflict_retries: int = 5,
-                 check: bool = True) -> None:
+                 check: bool = True,
+                 naming: Callable[[str], tuple[str, str]] | None = None) -> None:
         self.schema = schema
+        self._naming = naming
         self.conflict_retries = conflict_retries
         self.db = Database(url, pool_size=pool_size, connect_timeout=connect_timeout)
         if check:
@@ -102,7 +105,7 @@ class PostgresEngine(Engine):
 
     # -- naming and rendering ------------------------------------------------------------------
     def published(self, model: str) -> tuple[str, str]:
-        return self.schema, model
+        return self._naming(model) if self._naming is not None else (self.schema, model)
 
     def relation(self, model: str, area: Area) -> tuple[str, str]:
         """(schema, name) ``model`` is written to in ``area``."""

@@ -48,7 +48,8 @@ def load_dbt_project(path: str | Path, *, profiles_dir: str | Path | None = None
     notify, lineage = dbt_consumers(project, manifest, project_dir)
     project.settings = ProjectSettings(
         root=project_dir,
-        engine=EngineSettings("dbt", profile.path, profile.schema, options),
+        # a dbt-postgres warehouse has no file: its URL comes from the profile again
+        engine=EngineSettings("dbt", profile.path or Path(), profile.schema, options),
         state_dir=project_dir / ".backfill", audits=audits,
         files={name: project_dir / info.path for name, info in project.dbt.items()
                if name in project.models}, notify=notify, lineage=lineage)

@@ -1,4 +1,5 @@
-"""The dbt engine: backfill tasks run as ``dbt run`` invocations on a dbt-duckdb warehouse.
+"""The dbt engine: backfill tasks run as ``dbt run`` invocations on a dbt-duckdb or dbt-postgres
+warehouse (the profile's target type; the Postgres steps are in :mod:`.postgres`).
 
 A task of a microbatch model becomes
 ``dbt run --select <model> --event-time-start <a> --event-time-end <b>``; a task of a table,
@@ -12,7 +13,7 @@ of every other model or seed a backfilled model reads, so that dbt's ``ref()`` i
 sees the new rows in the backfilled periods and the published rows elsewhere: a monthly batch
 over a half-rebuilt month, or a table over all days, reads exactly what it would after publish.
 After each batch (or table build) the engine copies the rebuilt rows into ``audit_<id>``, which
-then holds only the backfilled periods: audit and publish go to the DuckDB
+then holds only the backfilled periods: audit and publish go to the DuckDB (or Postgres)
 warehouse the engine holds, unchanged. A direct backfill (initial build) runs dbt with the user's target.
 
 Grouping. dbt's runner is process-wide state, so invocations are serialized (one at a time per
@@ -30,6 +31,7 @@ import contextlib
 import datetime as dt
 import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -109,9 +111,18 @@ class DbtEngine(Engine):
                  gather: float = 0.03, **options: Any) -> None:
         self.project_dir = Path(project_dir).resolve()
         self.profile: DbtProfile = read_profile(self.project_dir, profiles_dir, target)
-        #: the dbt-duckdb warehouse: audit, publish and the changelog run on it as on DuckDB
-        self.warehouse = DuckDBEngine(self.profile.path, schema=self.profile.schema,
-                                      naming=self.published, **options)
+        self._project: Project | None = None  # the dbt project last seen (names relations)
+        #: the warehouse dbt writes: audit, publish and the changelog run on it unchanged
+        self.warehouse: Engine
+        if self.profile.url is not None:
+            from ...engines.postgres import PostgresEngine
+
+            self.warehouse = PostgresEngine(self.profile.url, schema=self.profile.schema,
+                                            naming=self._pg_published, **options)
+        else:
+            assert self.profile.path is not None
+            self.warehouse = DuckDBEngine(self.profile.path, schema=self.profile.schema,
+                                          naming=self.published, **options)
         self.state_dir = Path(state_dir) if state_dir else self.project_dir / ".backfill"
         self.gather = gather
         self._pending: list[_Request] = []
@@ -127,11 +138,36 @@ class DbtEngine(Engine):
 
     @property
     def schema(self) -> str:
-        return self.warehouse.schema
+        return self.profile.schema
+
+    @property
+    def on_postgres(self) -> bool:
+        return self.profile.url is not None
 
     def __repr__(self) -> str:
         return (f"DbtEngine({str(self.project_dir)!r}, target={self.profile.target!r}, "
-                f"warehouse={str(self.warehouse.path)!r})")
+                f"warehouse={self.warehouse!r})")
+
+    def _wh(self, project: Project) -> Engine:
+        """The warehouse, knowing ``project`` (its manifest names the published relations)."""
+        self._project = project
+        return self.warehouse
+
+    @property
+    def _duck(self) -> DuckDBEngine:
+        assert isinstance(self.warehouse, DuckDBEngine)
+        return self.warehouse
+
+    @property
+    def _pg(self) -> Any:  # PostgresEngine (psycopg is optional: imported on use)
+        return self.warehouse
+
+    def _pg_published(self, model: str) -> tuple[str, str]:
+        """(schema, name) of ``model``'s published relation in Postgres (the manifest's)."""
+        info = getattr(self._project, "dbt", {}).get(model)
+        if info is None:
+            return self.schema, model
+        return info.schema or self.schema, info.alias or model
 
     def close(self) -> None:
         self.warehouse.close()
@@ -186,7 +222,8 @@ class DbtEngine(Engine):
         profiles, target_path = self._profiles(area)
         began = time.perf_counter()
         with invoke_lock:
-            self.close()  # our handle is not needed while dbt runs; reopened after
+            if not self.on_postgres:
+                self.close()  # DuckDB: dbt needs the file; our handle is reopened after
             res = invoke(args, project_dir=self.project_dir, profiles_dir=profiles,
                          target=GENERATED_TARGET, target_path=target_path, check=False)
             self.invocations += 1
@@ -197,23 +234,18 @@ class DbtEngine(Engine):
         """Seeds the work schema: copies of backfilled microbatch tables, views on the rest."""
         if area.direct or str(area.backfill_id) in self._prepared:
             return
-        reads: set[str] = set()
-        with self.warehouse.connect() as cur:
+        if self.on_postgres:
+            return self._prepare_postgres(project, area)
+        with self._duck.connect() as cur:
             for model in area.periods:
                 m = project.models[model]
-                reads.update(d.parent for d in m.depends_on)
                 work = self.work_relation(project, model, area)
                 schema = work.split(".")[0]
                 cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 pub = self.published(project, model)
                 if m.grain and relation_exists(cur, pub) and not relation_exists(cur, work):
                     cur.execute(f"CREATE TABLE {work} AS SELECT * FROM {pub}")
-            for parent in sorted(reads - set(area.periods)):
-                info = getattr(project, "dbt", {}).get(parent)
-                if info is None or info.resource_type == "source" or \
-                        project.models.get(parent) is not None and \
-                        project.models[parent].meta.get("dbt", {}).get("materialized") == "ephemeral":
-                    continue
+            for parent in self._parents_read(project, area):
                 work = self.work_relation(project, parent, area)
                 pub = self.published(project, parent)
                 if work != pub and relation_exists(cur, pub):
@@ -221,9 +253,34 @@ class DbtEngine(Engine):
                     cur.execute(f"CREATE OR REPLACE VIEW {work} AS SELECT * FROM {pub}")
         self._prepared.add(str(area.backfill_id))
 
+    def _parents_read(self, project: Project, area: Area) -> list[str]:
+        """Models and seeds the backfilled models read that are not backfilled themselves
+        (sources and ephemeral models aside): the work schema gets views on them."""
+        reads = {d.parent for model in area.periods for d in project.models[model].depends_on}
+        out = []
+        for parent in sorted(reads - set(area.periods)):
+            info = getattr(project, "dbt", {}).get(parent)
+            if info is None or info.resource_type == "source" or \
+                    project.models.get(parent) is not None and \
+                    project.models[parent].meta.get("dbt", {}).get("materialized") == "ephemeral":
+                continue
+            out.append(parent)
+        return out
+
+    def _prepare_postgres(self, project: Project, area: Area) -> None:
+        from .postgres import seed_work
+
+        backfilled = [(self.work_relation(project, m, area), self.published(project, m),
+                       bool(project.models[m].grain)) for m in area.periods]
+        seed_work(self._pg, backfilled, [(self.work_relation(project, m, area),
+                                          self.published(project, m))
+                                         for m in self._parents_read(project, area)])
+        self._prepared.add(str(area.backfill_id))
+
     def run_task(self, project: Project, model: str, start: dt.datetime | None,
                  end: dt.datetime | None, area: Area) -> WriteResult:
         _require_dbt(project)
+        self._project = project
         m = project.models[model]
         if m.grain and (start is None or end is None):
             raise TaskFailure(f"model {model!r}: a microbatch task needs a period", transient=False)
@@ -278,7 +335,7 @@ class DbtEngine(Engine):
                 if r.result is None and r.error is None:
                     r.error = exc if isinstance(exc, TaskFailure) else \
                         TaskFailure(f"model {model!r}: {type(exc).__name__}: {exc}",
-                                    transient=isinstance(exc, duckdb.Error))
+                                    transient=_transient(exc))
         finally:
             for r in group:
                 r.done.set()
@@ -337,11 +394,16 @@ class DbtEngine(Engine):
         """Copies what dbt wrote for ``r`` into the audit area (``audit_<id>``); fingerprints."""
         m = project.models[r.model]
         work = self.work_relation(project, r.model, r.area)
-        with self.warehouse.connect() as cur:
+        if self.on_postgres:
+            from .postgres import copy_to_audit
+
+            return copy_to_audit(self._pg, r.model, r.area, work, m.event_time, r.start,
+                                 r.end, seconds)
+        with self._duck.connect() as cur:
             if r.area.direct:
                 target = work
             else:
-                target = self.warehouse.relation(r.model, r.area, project)
+                target = self._duck.relation(r.model, r.area, project)
                 cur.execute(f"CREATE SCHEMA IF NOT EXISTS "
                             f"{quote(audit_schema(str(r.area.backfill_id)))}")
             if r.start is None or r.end is None or not m.event_time:
@@ -377,7 +439,13 @@ class DbtEngine(Engine):
     def drop_area(self, backfill_id: str) -> None:
         """Drops the audit schema and dbt's work schemas of the backfill."""
         prefix = work_schema(backfill_id)
-        with self.warehouse.connect() as cur:
+        if self.on_postgres:
+            from .postgres import drop_work
+
+            drop_work(self._pg, backfill_id, prefix)
+            self._prepared.discard(backfill_id)
+            return
+        with self._duck.connect() as cur:
             schemas = [r[0] for r in cur.execute(
                 "SELECT schema_name FROM duckdb_schemas() WHERE database_name = "
                 "current_database() AND (schema_name = ? OR schema_name = ? OR "
@@ -388,35 +456,42 @@ class DbtEngine(Engine):
         self._prepared.discard(backfill_id)
 
     def columns(self, project: Project, model: str, area: Area) -> list[Column] | None:
-        return self.warehouse.columns(project, model, area)
+        return self._wh(project).columns(project, model, area)
 
     def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
                      preview: bool = False) -> dict[str, PartitionFingerprint]:
-        return self.warehouse.fingerprints(project, model, area, parts, preview=preview)
+        return self._wh(project).fingerprints(project, model, area, parts, preview=preview)
 
     def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
                      periods: Sequence[Period] | None, *, preview: bool = False,
                      ) -> dict[str, float | None]:
-        return self.warehouse.measure_sums(project, model, area, measures, periods,
+        return self._wh(project).measure_sums(project, model, area, measures, periods,
                                            preview=preview)
 
     def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
                   periods: Sequence[Period] | None, *, preview: bool = False) -> bool:
-        return self.warehouse.is_unique(project, model, area, columns, periods, preview=preview)
+        return self._wh(project).is_unique(project, model, area, columns, periods, preview=preview)
 
     def stream(self, project: Project, model: str, area: Area,
                periods: Sequence[Period] | None, *, preview: bool = False,
                utc_column: str | None = None) -> contextlib.AbstractContextManager[Any]:
-        return self.warehouse.stream(project, model, area, periods, preview=preview,
+        return self._wh(project).stream(project, model, area, periods, preview=preview,
                                      utc_column=utc_column)
 
     def publish(self, project: Project, request: PublishRequest) -> None:
         _require_dbt(project)
-        self.warehouse.publish(project, request)
+        self._wh(project).publish(project, request)
 
     def changelog_rows(self, project: Project, backfill_id: str | None = None,
                        ) -> list[tuple[Any, ...]]:
-        return self.warehouse.changelog_rows(project, backfill_id)
+        return self._wh(project).changelog_rows(project, backfill_id)
+
+
+def _transient(exc: BaseException) -> bool:
+    """A warehouse error worth a retry: DuckDB's, or a lost Postgres connection."""
+    psycopg = sys.modules.get("psycopg")  # loaded when the warehouse is Postgres
+    return isinstance(exc, duckdb.Error) or (psycopg is not None
+                                             and isinstance(exc, psycopg.OperationalError))
 
 
 def _require_dbt(project: Project) -> None:

@@ -1,15 +1,17 @@
-"""The dbt-duckdb profile of a project, and the profiles backfill generates from it.
+"""The dbt-duckdb or dbt-postgres profile of a project, and the profiles backfill generates.
 
 A backfill runs dbt with a generated ``profiles.yml`` (in the project's state directory): the
-user's target, with its DuckDB ``path`` made absolute (relative paths are read against the
+user's target, with a DuckDB ``path`` made absolute (relative paths are read against the
 project directory) and, for a backfill into an audit area, its ``schema`` replaced, so dbt writes
-beside the published tables and never over them.
+beside the published tables and never over them. A dbt-postgres target also gives the URL the
+warehouse engine connects to (host, port, user, password, dbname of the target).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from urllib.parse import quote
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,10 @@ class DbtProfile:
     name: str  # the profile name (dbt_project.yml `profile:`)
     target: str
     output: Mapping[str, Any]  # the target's settings, as written
-    path: Path  # the DuckDB file, absolute
+    path: Path | None  # the DuckDB file, absolute (None for postgres)
     schema: str  # where dbt writes the published models
+    kind: str = "duckdb"  # the adapter: duckdb or postgres
+    url: str | None = None  # postgres: postgresql://user[:password]@host:port/dbname
 
 
 def _render(value: str) -> str:
@@ -81,9 +85,14 @@ def read_profile(project_dir: Path, profiles_dir: str | Path | None = None,
     if not isinstance(output, dict):
         raise DbtError(f"{file}: profile {name!r} has no target {chosen!r}; targets: "
                        f"{', '.join(profile['outputs'])}")
-    if _render(str(output.get("type", ""))) != "duckdb":
+    kind = _render(str(output.get("type", "")))
+    if kind == "postgres":
+        return DbtProfile(name, chosen, output, None, _render(str(output.get("schema", "public"))),
+                          "postgres", _postgres_url(output, f"{file}: target {chosen!r}"))
+    if kind != "duckdb":
         raise DbtError(f"{file}: target {chosen!r} of profile {name!r} has type "
-                       f"{output.get('type')!r}; backfill runs dbt projects on dbt-duckdb")
+                       f"{output.get('type')!r}; backfill runs dbt projects on dbt-duckdb or "
+                       "dbt-postgres")
     raw_path = _render(str(output.get("path", ":memory:")))
     if raw_path.startswith(":memory:") or raw_path.startswith("md:"):
         raise DbtError(f"{file}: target {chosen!r} uses path {raw_path!r}; backfill needs a "
@@ -93,11 +102,29 @@ def read_profile(project_dir: Path, profiles_dir: str | Path | None = None,
     return DbtProfile(name, chosen, output, db, _render(str(output.get("schema", "main"))))
 
 
+def _postgres_url(output: Mapping[str, Any], where: str) -> str:
+    """The URL of a dbt-postgres target (its host, port, user, password, dbname)."""
+    values = {k: _render(str(output[k])) for k in ("host", "port", "user", "password", "dbname")
+              if output.get(k) is not None}
+    dbname = values.get("dbname") or (_render(str(output["database"]))
+                                      if output.get("database") is not None else None)
+    missing = [k for k in ("host", "user") if not values.get(k)] + ([] if dbname else ["dbname"])
+    if missing:
+        raise DbtError(f"{where}: a postgres target needs {', '.join(missing)}")
+    auth = quote(values["user"], safe="")
+    if values.get("password"):
+        auth += ":" + quote(values["password"], safe="")
+    return (f"postgresql://{auth}@{values['host']}:{values.get('port', '5432')}/"
+            f"{quote(str(dbname), safe='')}")
+
+
 def write_profile(profile: DbtProfile, directory: Path, *, schema: str) -> Path:
     """Writes ``directory/profiles.yml`` with one target, ``backfill``: the user's target with
     an absolute path and ``schema``. Returns the directory (for ``--profiles-dir``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    output = {**profile.output, "path": str(profile.path), "schema": schema}
+    output = {**profile.output, "schema": schema}
+    if profile.path is not None:
+        output["path"] = str(profile.path)
     # dbt 1.10 deadlocks when its microbatch model runners hold every thread (dbt-core#11420):
     # a model runner needs a second thread for its batches, so never fewer than 2.
     threads = output.get("threads", 1)

@@ -43,12 +43,14 @@ from psycopg_pool import ConnectionPool
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from . import postgres_sql as q
 from .backend import FinishOutcome
+from .postgres_fast import execute_prepared
 from .postgres_schema import prepare
 from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, task_row, worker_dead)
 from .states import (BACKFILL_TRANSITIONS, BackfillState, IllegalTransitionError, TaskState,
-                     allowed_from, check_backfill_transition, sources)
+                     allowed_from, finished_stamp, refused_backfill_move, set_status_target,
+                     sources)
 
 __all__ = ["PostgresLedger", "mask_url"]
 
@@ -167,8 +169,15 @@ class PostgresLedger:
         delay, retried = 0.05, False
         while True:
             try:
-                with self._connections().connection() as conn:
+                # getconn/putconn, not the pool's connection() context: its commit-on-exit is
+                # for non-autocommit use (ours are autocommit; transactions are explicit) and
+                # costs client CPU on every statement. putconn rolls back a broken transaction.
+                pool = self._connections()
+                conn = pool.getconn()
+                try:
                     return fn(conn, retried)
+                finally:
+                    pool.putconn(conn)
             except psycopg.OperationalError as exc:  # connection lost, server restarting, ...
                 if time.monotonic() + delay > deadline:
                     raise LedgerError(f"ledger {self.url}: {what} failed after retrying for "
@@ -256,14 +265,7 @@ class PostgresLedger:
 
     def set_status(self, backfill_id: str, status: BackfillState | str, *,
                    finished: bool = False) -> None:
-        try:
-            target = BackfillState(status)
-        except ValueError:
-            raise InvalidInputError(f"backfill status {status!r}: expected one of "
-                                    f"{', '.join(s.value for s in BackfillState)}") from None
-        if target is BackfillState.PUBLISHED:
-            raise InvalidInputError(f"backfill {backfill_id}: publish with record_publication "
-                                    "(it records the publication with the status)")
+        target = set_status_target(backfill_id, status)
 
         def run(db: Conn, _: bool) -> None:
             with db.transaction():
@@ -272,21 +274,14 @@ class PostgresLedger:
 
     def _move_backfill(self, db: Conn, backfill_id: str, target: BackfillState,
                        from_states: list[BackfillState], finished: bool, stay_ok: bool) -> None:
-        # finished_at: stamped when the run ends, cleared when it runs again, else kept.
-        finished_sql = ("NOW" if finished else "NULL" if target in
-                        (BackfillState.PENDING, BackfillState.RUNNING) else "finished_at")
-        cur = db.execute(q.move_backfill(finished_sql),
+        cur = db.execute(q.move_backfill(finished_stamp(target, finished)),
                          (target.value, backfill_id, [s.value for s in from_states]))
         if cur.rowcount:
             return
         row = db.execute("SELECT status FROM backfills WHERE id = %s", (backfill_id,)).fetchone()
         if row is None:
             raise self._not_found(db, backfill_id)
-        current = BackfillState(row[0])
-        if current == target and target.final and stay_ok:
-            return  # staying in a final state: nothing to write
-        check_backfill_transition(backfill_id, current.value, target.value)
-        raise IllegalTransitionError(f"backfill {backfill_id} is {current} already")
+        refused_backfill_move(backfill_id, row[0], target, stay_ok)
 
     # -- tasks ---------------------------------------------------------------------------------
     def tasks(self, backfill_id: str) -> list[TaskRow]:
@@ -410,13 +405,13 @@ class PostgresLedger:
         tid = claim.task.task_id
         target = (TaskState.DONE if ok else
                   TaskState.PENDING if retry_at is not None else TaskState.FAILED)
-        params = {"b": backfill_id, "t": tid, "w": worker, "a": claim.attempt_id,
-                  "ended": "done" if ok else "failed", "secs": seconds, "rows": rows,
-                  "del": deleted, "fp": fingerprint, "err": error, "retry": retry_at,
-                  "target": target.value,
-                  "late": f"; reported {'success' if ok else 'failure'} after {seconds:.1f}s, "
-                          "after losing the lease",
-                  "bug": f"task {tid} of {backfill_id} is not running; it cannot become {target}"}
+        bug = f"task {tid} of {backfill_id} is not running; it cannot become {target}"
+        params = (backfill_id, tid, worker, claim.attempt_id, "done" if ok else "failed",
+                  repr(float(seconds)), rows, deleted, fingerprint, error,
+                  None if retry_at is None else repr(float(retry_at)), target.value,
+                  f"; reported {'success' if ok else 'failure'} after {seconds:.1f}s, "
+                  "after losing the lease", bug)  # q.FINISH_PARAMS
+        name, sql = q.finish(target)
 
         def run(db: Conn, retried: bool) -> FinishOutcome:
             if retried:  # did the earlier try commit? then its outcome stands
@@ -424,11 +419,11 @@ class PostgresLedger:
                                  (claim.attempt_id,)).fetchone()
                 if row is not None and row[0] in ("done", "failed"):
                     return _OUTCOME[target.value]
-            try:
-                (held,) = db.execute(q.finish(target), params).fetchone() or (0,)
+            try:  # the one statement every task runs: libpq's prepared call (postgres_fast)
+                ((held,),) = execute_prepared(db, name, sql, params, q.FINISH_TYPES)
             except psycopg.errors.RaiseException as exc:  # ledger_fail: nothing was written
-                raise IllegalTransitionError(params["bug"]) from exc
-            if held:
+                raise IllegalTransitionError(bug) from exc
+            if held == b"1":
                 return _OUTCOME[target.value]
             log.warning("backfill %s: task %s attempt %d of worker %s ended after its lease "
                         "was lost; its result is not used", backfill_id, tid, claim.attempt,

@@ -9,14 +9,16 @@ land whole is ONE statement (data-modifying CTEs), which is one transaction and 
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from typing import TypeVar
 
+from .postgres_fast import FLOAT8, INT8, TEXT, positional
 from .postgres_schema import NOW
 from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, TaskState, sources)
 
 __all__ = ["AUDIT_RECORDED", "CLAIM", "CLAIMED_BY_TOKEN", "CLAIM_ONE", "COPY_DEPS", "COPY_TASKS",
-           "DROP_DEAD", "INSERT_AUDIT", "INSERT_BACKFILL", "INSERT_PUBLICATION",
+           "DROP_DEAD", "FINISH_PARAMS", "FINISH_TYPES", "INSERT_AUDIT", "INSERT_BACKFILL", "INSERT_PUBLICATION",
            "PUBLICATION_RECORDED", "RENEW", "RESET_FAILED", "TASK_COLUMNS", "WAITING_DEPS",
            "finish", "move_backfill"]
 
@@ -46,9 +48,10 @@ COPY_TASKS = ('COPY tasks (backfill_id, task_id, model, start, "end", label, par
 COPY_DEPS = b"COPY task_deps (backfill_id, task_id, dep_id) FROM STDIN"
 
 
-def move_backfill(finished_sql: str) -> bytes:
-    """Moves a backfill (params: target, id, the states it may move from)."""
-    stamp = NOW if finished_sql == "NOW" else finished_sql
+def move_backfill(finished: str) -> bytes:
+    """Moves a backfill (params: target, id, the states it may move from); ``finished``:
+    :func:`~.states.finished_stamp`."""
+    stamp = {"now": NOW, "clear": "NULL", "keep": "finished_at"}[finished]
     return (f"UPDATE backfills SET status = %s, updated_at = {NOW}, finished_at = {stamp} "
             "WHERE id = %s AND status = ANY(%s)").encode()
 
@@ -133,16 +136,25 @@ RESET_FAILED = (f"UPDATE tasks SET status = '{T.PENDING.value}', attempts = 0, n
                 f"{_in(sources(TASK_TRANSITIONS, T.PENDING, among=[T.FAILED]))}").encode()
 
 
-def finish(target: TaskState) -> bytes:
-    """Ends an attempt (params: b, t, w, a, ended, secs, rows, del, fp, err, retry, target,
-    late, bug). Lands only if the attempt still holds the task's lease; otherwise only notes the
-    late report on the abandoned attempt. Returns one row: 1 when it held the lease, else 0."""
+#: the parameters of :func:`finish`'s statement, in the order of its ``$n`` placeholders
+FINISH_PARAMS = ("b", "t", "w", "a", "ended", "secs", "rows", "del", "fp", "err", "retry",
+                 "target", "late", "bug")
+FINISH_TYPES = (TEXT, INT8, TEXT, INT8, TEXT, FLOAT8, INT8, INT8, TEXT, TEXT, FLOAT8, TEXT, TEXT,
+                TEXT)
+
+
+@functools.cache
+def finish(target: TaskState) -> tuple[bytes, bytes]:
+    """(name, statement) of the prepared statement that ends an attempt (params:
+    :data:`FINISH_PARAMS`, as ``$n``). Lands only if the attempt still holds the task's lease;
+    otherwise only notes the late report on the abandoned attempt. Returns one row: 1 when it
+    held the lease, else 0. Built once per target: it runs once per task."""
     sets = {T.DONE: f"rows_written = %(rows)s, fingerprint = %(fp)s, finished_at = {NOW}, "
                     "error = NULL",
             T.PENDING: "not_before = %(retry)s, error = %(err)s",
             T.FAILED: f"error = %(err)s, finished_at = {NOW}"}[target]
     ended = sources(ATTEMPT_TRANSITIONS, A.DONE)  # the same sources for DONE and FAILED
-    return f"""
+    sql = f"""
 WITH held AS (
     DELETE FROM leases WHERE backfill_id = %(b)s AND task_id = %(t)s AND worker = %(w)s
         AND attempt_id = %(a)s RETURNING 1),
@@ -161,7 +173,8 @@ late AS (
     RETURNING 1)
 SELECT CASE WHEN (SELECT count(*) FROM held) = 0 THEN 0
             WHEN (SELECT count(*) FROM task) = 1 AND (SELECT count(*) FROM attempt) = 1 THEN 1
-            ELSE ledger_fail(%(bug)s) END""".encode()
+            ELSE ledger_fail(%(bug)s) END"""
+    return f"backfill_finish_{target.value}".encode(), positional(sql.encode(), FINISH_PARAMS)
 
 
 INSERT_AUDIT = (b"INSERT INTO audits (backfill_id, model, created_at, created_by, passed, "

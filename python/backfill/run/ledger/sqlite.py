@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ...errors import ConflictError, InvalidInputError, NotFoundError
+from ...errors import ConflictError, NotFoundError
 from .backend import FinishOutcome
 from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
@@ -35,7 +35,7 @@ from .sqlite_errors import storage_errors as _storage
 from .sqlite_schema import prepare
 from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, BackfillState,
                      BACKFILL_TRANSITIONS, IllegalTransitionError, TaskState, allowed_from,
-                     check_backfill_transition, sources)
+                     finished_stamp, refused_backfill_move, set_status_target, sources)
 
 __all__ = ["Ledger"]
 
@@ -173,14 +173,7 @@ class Ledger:
                    finished: bool = False) -> None:
         """Moves the backfill to ``status`` if the lifecycle allows it from its current one
         (:mod:`.states`); the guarded UPDATE makes check and change one step."""
-        try:
-            target = BackfillState(status)
-        except ValueError:
-            raise InvalidInputError(f"backfill status {status!r}: expected one of "
-                                    f"{', '.join(s.value for s in BackfillState)}") from None
-        if target is BackfillState.PUBLISHED:
-            raise InvalidInputError(f"backfill {backfill_id}: publish with record_publication "
-                                    "(it records the publication with the status)")
+        target = set_status_target(backfill_id, status)
         with self._tx() as db:
             self._move_backfill(db, backfill_id, target, allowed_from(target), finished, True)
 
@@ -188,10 +181,8 @@ class Ledger:
                        from_states: list[BackfillState], finished: bool, stay_ok: bool) -> None:
         now = utcnow()
         marks, values = _marks(from_states)
-        # finished_at: stamped when the run ends, cleared when it runs again, else kept (a
-        # publication keeps when its run finished).
-        finished_sql = ("?" if finished else "NULL" if target in
-                        (BackfillState.PENDING, BackfillState.RUNNING) else "finished_at")
+        finished_sql = {"now": "?", "clear": "NULL",
+                        "keep": "finished_at"}[finished_stamp(target, finished)]
         cur = db.execute(f"UPDATE backfills SET status = ?, updated_at = ?, finished_at = "
                          f"{finished_sql} WHERE id = ? AND status IN ({marks})",
                          (target.value, now, *([now] if finished else []), backfill_id, *values))
@@ -200,11 +191,7 @@ class Ledger:
         row = db.execute("SELECT status FROM backfills WHERE id = ?", (backfill_id,)).fetchone()
         if row is None:
             raise self._not_found(db, backfill_id)
-        current = BackfillState(row[0])
-        if current == target and target.final and stay_ok:
-            return  # staying in a final state: nothing to write
-        check_backfill_transition(backfill_id, current.value, target.value)  # not in the table
-        raise IllegalTransitionError(f"backfill {backfill_id} is {current} already")
+        refused_backfill_move(backfill_id, row[0], target, stay_ok)
 
     def _row_dict(self, table: str, row: tuple[Any, ...]) -> dict[str, Any]:
         cols = [c[1] for c in self._conn().execute(f"PRAGMA table_info({table})")]

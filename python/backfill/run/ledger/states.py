@@ -33,11 +33,12 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-from ...errors import ConflictError
+from ...errors import ConflictError, InvalidInputError
 
 __all__ = ["ATTEMPT_TRANSITIONS", "AttemptState", "BACKFILL_TRANSITIONS", "BackfillState",
            "IllegalTransitionError", "TASK_TRANSITIONS", "TaskState", "allowed_from",
-           "check_backfill_transition", "sources"]
+           "check_backfill_transition", "finished_stamp", "refused_backfill_move",
+           "set_status_target", "sources"]
 
 S = TypeVar("S", bound=enum.Enum)
 
@@ -139,3 +140,42 @@ def check_backfill_transition(backfill_id: str, current: str, target: str) -> No
         raise IllegalTransitionError(
             f"backfill {backfill_id} is {cur}; it cannot become {new} (from {cur} it may "
             f"become {', '.join(sorted(s.value for s in BACKFILL_TRANSITIONS[cur])) or 'nothing'})")
+
+
+# What ``set_status`` and ``record_publication`` decide before and after their guarded UPDATE,
+# shared by every backend so they cannot drift apart: the backend only runs the UPDATE.
+
+def set_status_target(backfill_id: str, status: BackfillState | str) -> BackfillState:
+    """The state ``set_status(backfill_id, status)`` moves to; InvalidInputError for an unknown
+    status, and for ``published`` (only ``record_publication`` publishes, so a published
+    backfill always has its publication row)."""
+    try:
+        target = BackfillState(status)
+    except ValueError:
+        raise InvalidInputError(f"backfill status {status!r}: expected one of "
+                                f"{', '.join(s.value for s in BackfillState)}") from None
+    if target is BackfillState.PUBLISHED:
+        raise InvalidInputError(f"backfill {backfill_id}: publish with record_publication "
+                                "(it records the publication with the status)")
+    return target
+
+
+def finished_stamp(target: BackfillState, finished: bool) -> str:
+    """What a move to ``target`` does to ``finished_at``: ``"now"`` when the run ends
+    (``finished``), ``"clear"`` when it runs again, else ``"keep"`` (a publication keeps when
+    its run finished)."""
+    if finished:
+        return "now"
+    return "clear" if target in (BackfillState.PENDING, BackfillState.RUNNING) else "keep"
+
+
+def refused_backfill_move(backfill_id: str, current: str, target: BackfillState,
+                          stay_ok: bool) -> None:
+    """Called when the guarded UPDATE to ``target`` changed no row while the backfill is
+    ``current``: returns when that is a no-op (staying in a final state, ``stay_ok``), else
+    raises :class:`IllegalTransitionError` naming the move."""
+    now = BackfillState(current)
+    if now == target and target.final and stay_ok:
+        return  # staying in a final state: nothing to write
+    check_backfill_transition(backfill_id, now.value, target.value)  # not in the table
+    raise IllegalTransitionError(f"backfill {backfill_id} is {now} already")
