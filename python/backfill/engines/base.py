@@ -34,6 +34,8 @@ from the engine's class):
   commits one table at a time). Either way the changelog rows land only with a complete publish.
 * ``embedded=True``: the engine runs in this process on this machine's cores, so estimates cap
   the useful concurrency at the core count.
+* ``landing=True``: :meth:`Engine.land` writes rows handed over as Arrow (a Kafka source's
+  landing model) with the same guarantees as :meth:`Engine.run_task`.
 
 The conformance suite (``tests/python/conformance/``) defines what these words mean; every engine
 passes it.
@@ -181,6 +183,7 @@ class Capabilities:
 
     atomic_publish: bool
     embedded: bool = False
+    landing: bool = False
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,16 @@ class Engine(ABC):
         transaction: ``replace`` deletes and inserts the period, ``merge`` upserts on the unique
         key, ``full`` rebuilds, ``view`` (re)creates the view. Rows outside the period fail the
         task. Running it twice leaves the same table. Raises :class:`TaskFailure`."""
+
+    def land(self, project: Project, model: str, start: dt.datetime, end: dt.datetime,
+             area: Area, rows: Any) -> WriteResult:
+        """Replaces [start, end) of ``model`` in ``area`` with ``rows`` (an Arrow table, the
+        model's columns) in one transaction, exactly as :meth:`run_task` writes a ``replace``
+        task: rows outside the period fail it, running it twice leaves the same table. Engines
+        that declare ``capabilities.landing`` implement it."""
+        raise TaskFailure(f"model {model!r} lands records from Kafka, which the {self.name} "
+                          "engine cannot write (it does not declare the landing capability); "
+                          "use the duckdb engine for landing models", transient=False)
 
     @abstractmethod
     def render(self, project: Project, model: str, start: dt.datetime | None,
