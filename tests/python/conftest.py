@@ -66,3 +66,16 @@ def built_pg_shop(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> A
     from pg_engine_support import build_pg_shop
 
     return build_pg_shop(pg_server, tmp_path_factory.mktemp("pg_shop"))
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[Any]:
+    """One throwaway Kafka broker (KRaft) for the whole session (see kafka_support)."""
+    pytest.importorskip("confluent_kafka")
+    from kafka_support import KafkaBroker
+
+    broker = KafkaBroker()
+    try:
+        yield broker
+    finally:
+        broker.stop()
