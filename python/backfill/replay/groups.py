@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,12 +67,18 @@ def committed_offsets(cfg: KafkaSettings, group: str, topic: str,
     """partition -> the group's committed offset (NO_OFFSET when none)."""
     k = client._kafka()
     req = [k.ConsumerGroupTopicPartitions(group, [k.TopicPartition(topic, p) for p in parts])]
-    try:
-        futures = client.admin(cfg).list_consumer_group_offsets(req, request_timeout=cfg.timeout)
-        got = next(iter(futures.values())).result(timeout=cfg.timeout + 1)
-    except Exception as exc:
-        raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: reading the offsets of group "
-                                 f"{group!r} failed: {exc}") from None
+    deadline = time.monotonic() + cfg.timeout
+    while True:  # a group in the middle of a rebalance answers with a retriable error
+        try:
+            futures = client.admin(cfg).list_consumer_group_offsets(
+                req, request_timeout=cfg.timeout)
+            got = next(iter(futures.values())).result(timeout=cfg.timeout + 1)
+            break
+        except Exception as exc:
+            if time.monotonic() > deadline:
+                raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: reading the offsets "
+                                         f"of group {group!r} failed: {exc!r}") from None
+            time.sleep(0.3)
     return {tp.partition: (tp.offset if tp.offset >= 0 else NO_OFFSET)
             for tp in got.topic_partitions}
 
