@@ -203,9 +203,6 @@ def _committed(broker: Any, group: str, topic: str, parts: int) -> dict[int, int
         c.close()
 
 
-@pytest.mark.xfail(reason="listing a group's offsets times out while a member is active "
-                   "(under investigation); the reset flow is otherwise implemented",
-                   strict=False)
 def test_reset_group_refuses_active_members_then_moves_and_undoes(
         stream: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broker = stream["broker"]

@@ -19,7 +19,7 @@ from ..model.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BrokerError", "admin", "consumer", "from_ms", "list_offsets", "partitions", "to_ms"]
+__all__ = ["BrokerError", "admin", "admin_call", "consumer", "from_ms", "list_offsets", "partitions", "to_ms"]
 
 UTC = dt.timezone.utc
 
@@ -55,6 +55,21 @@ def admin(cfg: KafkaSettings | str, timeout: float = 10.0) -> Any:
     if isinstance(cfg, KafkaSettings):
         return k.admin.AdminClient(_base(cfg.bootstrap, cfg.timeout, cfg.config))
     return k.admin.AdminClient(_base(cfg, timeout, {}))
+
+
+def admin_call(cfg: KafkaSettings, method: str, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+    """Runs an AdminClient request and waits for all its futures: key -> result.
+
+    The client must stay referenced until its futures resolve: librdkafka's background thread
+    resolves them through the client, and a client that is garbage-collected right after the
+    request (``admin(cfg).method(...)``) leaves them pending forever, which looked like a broker
+    timeout (see confluent-kafka-python issue #1242 for the same hang from a released handle).
+    Exceptions from the request or its futures propagate to the caller."""
+    ad = admin(cfg)
+    futures = getattr(ad, method)(*args, request_timeout=cfg.timeout, **kwargs)
+    results = {key: f.result(timeout=cfg.timeout + 1) for key, f in futures.items()}
+    del ad  # only now: see above
+    return results
 
 
 def consumer(cfg: KafkaSettings, **extra: str) -> Any:
@@ -126,8 +141,7 @@ def cleanup_policy(cfg: KafkaSettings, topic: str) -> str:
     k = _kafka()
     res = k.admin.ConfigResource(k.admin.ResourceType.TOPIC, topic)
     try:
-        futures = admin(cfg).describe_configs([res], request_timeout=cfg.timeout)
-        entries = next(iter(futures.values())).result(timeout=cfg.timeout + 1)
+        entries = next(iter(admin_call(cfg, "describe_configs", [res]).values()))
         return str(entries["cleanup.policy"].value)
     except Exception:  # a broker that hides configs: assume the default
         log.debug("topic %s: cleanup.policy not readable", topic, exc_info=True)

@@ -70,9 +70,8 @@ def committed_offsets(cfg: KafkaSettings, group: str, topic: str,
     deadline = time.monotonic() + cfg.timeout
     while True:  # a group in the middle of a rebalance answers with a retriable error
         try:
-            futures = client.admin(cfg).list_consumer_group_offsets(
-                req, request_timeout=cfg.timeout)
-            got = next(iter(futures.values())).result(timeout=cfg.timeout + 1)
+            got = next(iter(client.admin_call(cfg, "list_consumer_group_offsets",
+                                              req).values()))
             break
         except Exception as exc:
             if time.monotonic() > deadline:
@@ -86,9 +85,7 @@ def committed_offsets(cfg: KafkaSettings, group: str, topic: str,
 def group_members(cfg: KafkaSettings, group: str) -> tuple[str, ...]:
     """The member ids of the group's active members (none for an empty or unknown group)."""
     try:
-        futures = client.admin(cfg).describe_consumer_groups([group],
-                                                             request_timeout=cfg.timeout)
-        desc = futures[group].result(timeout=cfg.timeout + 1)
+        desc = client.admin_call(cfg, "describe_consumer_groups", [group])[group]
     except Exception as exc:
         raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: describing group {group!r} "
                                  f"failed: {exc}") from None
@@ -115,9 +112,8 @@ def apply_offsets(cfg: KafkaSettings, group: str, topic: str, offsets: Mapping[i
     if not tps:
         return
     try:
-        futures = client.admin(cfg).alter_consumer_group_offsets(
-            [k.ConsumerGroupTopicPartitions(group, tps)], request_timeout=cfg.timeout)
-        next(iter(futures.values())).result(timeout=cfg.timeout + 1)
+        client.admin_call(cfg, "alter_consumer_group_offsets",
+                          [k.ConsumerGroupTopicPartitions(group, tps)])
     except Exception as exc:
         raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: changing the offsets of group "
                                  f"{group!r} failed: {exc}") from None
