@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...errors import NotFoundError
 from .records import LedgerError, require_keys
 
 __all__ = ["OFFSET_RESET_KEYS", "PostgresReplayRecords", "SqliteReplayRecords", "V3_SQL"]
@@ -42,23 +43,28 @@ CREATE INDEX IF NOT EXISTS offset_resets_group ON offset_resets (group_id, topic
 _DETAIL = "UPDATE attempts SET detail = {p} WHERE backfill_id = {p} AND id = {p}"
 _INSERT = (f"INSERT INTO offset_resets ({', '.join(OFFSET_RESET_KEYS)}) VALUES "
            f"({', '.join(['{p}'] * len(OFFSET_RESET_KEYS))}) ON CONFLICT (reset_id) DO NOTHING")
-_SELECT = ("SELECT * FROM offset_resets WHERE group_id = {p} AND ({p} IS NULL OR topic = {p}) "
-           "ORDER BY created_at, reset_id")
+# The cast types the parameter: Postgres cannot infer the type of a bare ``$2 IS NULL``.
+_SELECT = ("SELECT * FROM offset_resets WHERE group_id = {p} AND "
+           "(CAST({p} AS TEXT) IS NULL OR topic = {p}) ORDER BY created_at, reset_id")
 
 
 class _ReplayRecords:
     _placeholder = "?"
 
-    def _write(self, sql: str, params: tuple[Any, ...], what: str) -> None:
+    def _write(self, sql: str, params: tuple[Any, ...], what: str) -> int:
+        """Runs one statement in a transaction; the number of rows it changed."""
         raise NotImplementedError
 
     def _read(self, sql: str, params: tuple[Any, ...], what: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def record_attempt_detail(self, backfill_id: str, attempt_id: int, detail: str) -> None:
-        """Keeps ``detail`` (JSON text: what a landing attempt read) with the attempt."""
-        self._write(_DETAIL.format(p=self._placeholder), (detail, backfill_id, attempt_id),
-                    "recording an attempt's detail")
+        """Keeps ``detail`` (JSON text: what a landing attempt read) with the attempt (a later
+        call replaces it); NotFoundError when the backfill has no such attempt."""
+        changed = self._write(_DETAIL.format(p=self._placeholder),
+                              (detail, backfill_id, attempt_id), "recording an attempt's detail")
+        if not changed:
+            raise NotFoundError(f"backfill {backfill_id!r} has no attempt {attempt_id}")
 
     def record_offset_reset(self, record: Mapping[str, Any]) -> None:
         """Records one consumer group offset reset (:data:`OFFSET_RESET_KEYS`); recording the
@@ -79,10 +85,10 @@ class SqliteReplayRecords(_ReplayRecords):
     _conn: Callable[[], Any]
     _row_dict: Callable[[str, tuple[Any, ...]], dict[str, Any]]
 
-    def _write(self, sql: str, params: tuple[Any, ...], what: str) -> None:
+    def _write(self, sql: str, params: tuple[Any, ...], what: str) -> int:
         try:
             with self._tx() as db:
-                db.execute(sql, params)
+                return int(db.execute(sql, params).rowcount)
         except sqlite3.Error as exc:
             raise LedgerError(f"ledger {self.path}: {what} failed: {exc}") from exc
 
@@ -99,11 +105,11 @@ class PostgresReplayRecords(_ReplayRecords):
     _do: Callable[..., Any]
     _dicts: Callable[..., list[dict[str, Any]]]
 
-    def _write(self, sql: str, params: tuple[Any, ...], what: str) -> None:
-        def run(db: Any, _: bool) -> None:
+    def _write(self, sql: str, params: tuple[Any, ...], what: str) -> int:
+        def run(db: Any, _: bool) -> int:  # both statements are safe to run again
             with db.transaction():
-                db.execute(sql.encode(), params)
-        self._do(what, run)
+                return int(db.execute(sql.encode(), params).rowcount)
+        return int(self._do(what, run))
 
     def _read(self, sql: str, params: tuple[Any, ...], what: str) -> list[dict[str, Any]]:
         return self._dicts(what, sql, params)
