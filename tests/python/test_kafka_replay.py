@@ -69,7 +69,8 @@ def _orders(n: int, seed: int = 7) -> list[tuple[str, bytes, dt.datetime]]:
     return rows
 
 
-def _project(root: Path, broker: Any, topic: str, lateness: str = "2h") -> Path:
+def _project(root: Path, broker: Any, topic: str, lateness: str = "2h",
+             dead_letter: str | None = None) -> Path:
     (root / "models").mkdir(parents=True, exist_ok=True)
     (root / "backfill.yml").write_text(f"""
 name: kshop
@@ -86,7 +87,7 @@ sources:
         event_time: ordered_at
         key: order_id
         lateness: {lateness}
-        timeout: 5
+        timeout: 5{f"{chr(10)}        dead_letter: {dead_letter}" if dead_letter else ""}
         columns: {{order_id: int, customer_id: int, amount: float, ordered_at: timestamp}}
 models:
   defaults: {{grain: day, begin: "2026-10-01"}}
@@ -167,6 +168,50 @@ def test_undecodable_record_fails_the_task_naming_its_offset(kafka_broker: Any,
     status = bf.run()
     assert not status.ok
     assert "topic bad_orders partition 0 offset 1" in str(status)
+
+
+def test_undecodable_records_go_to_the_dead_letter_table_when_configured(
+        kafka_broker: Any, tmp_path: Path) -> None:
+    _topic(kafka_broker, "dlq_orders", 2)
+    t = DAY0 + dt.timedelta(hours=5)
+
+    def order(i: int, **over: Any) -> bytes:
+        return json.dumps({"order_id": i, "customer_id": 1, "amount": 1.5,
+                           "ordered_at": t.isoformat(), **over}).encode()
+    records = [(str(i), order(i), t) for i in range(200)]
+    records[17] = ("17", b"{not json", t)
+    records[101] = ("101", order(101, amount="lots"), t)  # JSON, but a field of the wrong type
+    records[150] = ("150", b"[1, 2]", t)
+    later = DAY0 + dt.timedelta(days=1, hours=5)  # another period's bad record: not this task's
+    records.append(("999", b"\x00garbage", later))
+    produced = _produce(kafka_broker, "dlq_orders", records)
+    where = {json.loads(r["value"])["order_id"] if r["value"].startswith(b"{\"") else
+             r["value"]: (r["partition"], r["offset"]) for r in produced}
+    bad = {where[b"{not json"]: b"{not json", where[101]: order(101, amount="lots"),
+           where[b"[1, 2]"]: b"[1, 2]"}
+    root = _project(tmp_path, kafka_broker, "dlq_orders", dead_letter="raw_orders_dead")
+    project = backfill.Project.load(root)
+    import duckdb
+    for attempt in range(2):  # running it again leaves the same rows in both tables
+        bf = project.backfill(project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1)),
+                              reason=f"dlq {attempt}", direct=True)
+        status = bf.run()
+        assert status.ok, status
+        with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as db:
+            landed = db.execute("SELECT order_id FROM raw_orders ORDER BY 1").fetchall()
+            dead = db.execute("SELECT topic, partition, \"offset\", value, error, "
+                              "record_timestamp FROM raw_orders_dead").fetchall()
+        assert [r[0] for r in landed] == [i for i in range(200) if i not in (17, 101, 150)]
+        assert {(p, o): v for _, p, o, v, _, _ in dead} == bad
+        assert {r[0] for r in dead} == {"dlq_orders"}
+        assert {r[5] for r in dead} == {t.replace(tzinfo=None)}
+        errors = {(p, o): e for _, p, o, _, e, _ in dead}
+        assert "not JSON" in errors[where[b"{not json"]]
+        assert "amount" in errors[where[101]] and "expected a JSON object" in \
+            errors[where[b"[1, 2]"]]
+        assert all(f"partition {p} offset {o}" in e for (p, o), e in errors.items())
+        (detail,) = [json.loads(a["detail"]) for a in bf.ledger.attempts(bf.id) if a["detail"]]
+        assert detail["kafka"]["dead_letters"] == 3
 
 
 def test_retention_moved_log_start_is_reported_with_its_span(kafka_broker: Any,
@@ -267,6 +312,12 @@ def test_bad_input_is_refused_before_anything_is_written(stream: Any, tmp_path: 
                      future + dt.timedelta(days=1))
     with pytest.raises(ProjectError, match="lateness 'soon' is not a duration"):
         backfill.Project.load(_project(tmp_path / "c", broker, "orders", lateness="soon"))
+    with pytest.raises(ProjectError, match="kafka.dead_letter 'dead letters' must be a table"):
+        backfill.Project.load(_project(tmp_path / "e", broker, "orders",
+                                       dead_letter="'dead letters'"))
+    with pytest.raises(ProjectError, match="kafka.dead_letter 'raw_orders' is the landing"):
+        backfill.Project.load(_project(tmp_path / "f", broker, "orders",
+                                       dead_letter="raw_orders"))
 
     class Nowhere:
         bootstrap = "127.0.0.1:1"

@@ -261,7 +261,7 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
         if model not in by_name:
             raise ProjectError(f"{where}: models.{model} configures a model with no file "
                                f"models/{model}.sql; models: {', '.join(sorted(by_name))}")
-    if not by_name:
+    if not by_name and not landing:  # landing models (Kafka sources) need no SQL file
         raise ProjectError(f"{root / 'models'}: no models (*.sql files) found")
 
     # Declaration order (ties in topological order): as listed under models:, then by file name.

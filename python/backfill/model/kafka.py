@@ -30,7 +30,7 @@ __all__ = ["COLUMN_TYPES", "KAFKA_KEYS", "META_COLUMNS", "RECORD_TIMESTAMP", "Ka
            "kafka_settings", "parse_duration"]
 
 KAFKA_KEYS = ("bootstrap", "topic", "format", "event_time", "key", "lateness", "columns",
-              "schema", "timeout", "config")
+              "schema", "timeout", "config", "dead_letter")
 #: Column types of a landing table (mapped to Arrow by the replay package).
 COLUMN_TYPES = ("int", "float", "string", "bool", "timestamp", "date")
 #: event_time value that places a record by its Kafka timestamp instead of a field.
@@ -39,6 +39,7 @@ RECORD_TIMESTAMP = "record_timestamp"
 META_COLUMNS = ("_kafka_partition", "_kafka_offset", "_kafka_timestamp")
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)\s*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -70,6 +71,8 @@ class KafkaSettings:
     avro_schema: Mapping[str, Any] | None = None
     timeout: float = 10.0  # seconds any broker call may take (unreachable broker: bounded)
     config: Mapping[str, str] = field(default_factory=dict)  # extra librdkafka settings
+    #: table that records which cannot be decoded go to, instead of failing the task
+    dead_letter: str | None = None
 
     @property
     def time_column(self) -> str:
@@ -130,14 +133,24 @@ def kafka_settings(raw: object, *, source: str, lands_in: str | None = None,
     schema_only = raw.get("schema")
     if fmt == "json" and schema_only is not None:
         raise InvalidInputError(f"{what}: kafka.schema is for format avro only")
+    dead_letter = raw.get("dead_letter")
+    if dead_letter is not None and (not isinstance(dead_letter, str)
+                                    or not _IDENT.match(dead_letter)):
+        raise InvalidInputError(f"{what}: kafka.dead_letter {dead_letter!r} must be a table name "
+                                "(letters, digits, underscores)")
     table = source.split(".")[-1]
     schema_name = source.split(".")[0] if "." in source else "kafka"
+    lands_in = lands_in or f"{schema_name}_{table}"
+    if dead_letter == lands_in:
+        raise InvalidInputError(f"{what}: kafka.dead_letter {dead_letter!r} is the landing "
+                                "table; name another table")
     return KafkaSettings(
         source=source, bootstrap=_str(raw, "bootstrap", what), topic=_str(raw, "topic", what),
         format=str(fmt), event_time=event_time, key=key,
         lateness=parse_duration(raw.get("lateness", "0s"), f"{what}: kafka.lateness"),
-        columns=cols, lands_in=lands_in or f"{schema_name}_{table}", avro_schema=schema,
+        columns=cols, lands_in=lands_in, avro_schema=schema,
         timeout=float(timeout), config={str(k): str(v) for k, v in extra.items()},
+        dead_letter=dead_letter,
     )
 
 

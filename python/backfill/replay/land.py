@@ -1,6 +1,6 @@
 """A landing task's read: exactly its offset ranges, decoded, the period's records kept.
 
->>> rows, detail = read_period(settings, "raw_orders", start, end)       # doctest: +SKIP
+>>> rows, detail, dead = read_period(settings, "raw_orders", start, end)     # doctest: +SKIP
 
 The ranges are those of the retention check (:func:`~.retention.check_source`) for the task's
 period, re-read when the task runs: the log start may have moved since the plan, and a range that
@@ -12,7 +12,12 @@ lost records fails the task (RETENTION) rather than landing a partial period. A 
 so a record late by up to ``lateness`` lands in its own period and nothing else does: the result
 depends only on the log's contents, not on the order records arrived in, and running the task
 twice gives the same rows. A record that cannot be decoded fails the task naming its topic,
-partition and offset. ``detail`` says which log positions were read (the ledger keeps it).
+partition and offset, unless the source names a ``dead_letter`` table: then it goes there (topic,
+partition, offset, record timestamp, key, value bytes, error) and the task lands the rest. A
+dead letter belongs to the period of its *record timestamp* (its event time is unknown), so each
+one is written by exactly one task, and running that task again replaces it. ``detail`` says
+which log positions were read and how many records went to the dead-letter table (the ledger
+keeps it).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..engines.base import DeadLetters
 from ..errors import BackfillError
 from ..model.kafka import RECORD_TIMESTAMP, KafkaSettings
 from . import client
@@ -31,7 +37,8 @@ from .retention import PartitionRange, check_source
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DecodeError", "RetentionError", "arrow_schema", "read_period"]
+__all__ = ["DecodeError", "RetentionError", "arrow_schema", "dead_letter_schema",
+           "read_period"]
 
 _BATCH = 10_000
 
@@ -224,6 +231,50 @@ def decode(cfg: KafkaSettings, msgs: list[Any]) -> Any:
     return table.cast(arrow_schema(cfg))
 
 
+def _decode_isolating(cfg: KafkaSettings, msgs: list[Any]) -> tuple[Any, list[tuple[Any, str]]]:
+    """Like :func:`decode`, but the records that fail go aside with their error instead of
+    failing the batch: halves of a failing batch are decoded again until the failing records
+    stand alone, so a few bad records among many cost a few extra passes, not one per record."""
+    import pyarrow as pa
+
+    try:
+        return decode(cfg, msgs), []
+    except DecodeError as exc:
+        if len(msgs) == 1:
+            return arrow_schema(cfg).empty_table(), [(msgs[0], str(exc))]
+    mid = len(msgs) // 2
+    left, bad_left = _decode_isolating(cfg, msgs[:mid])
+    right, bad_right = _decode_isolating(cfg, msgs[mid:])
+    return pa.concat_tables([left, right]), bad_left + bad_right
+
+
+def _dead_letters(cfg: KafkaSettings, bad: list[tuple[Any, str]], start: dt.datetime,
+                  end: dt.datetime) -> Any:
+    """The bad records whose record timestamp falls in [start, end), as dead-letter rows."""
+    import pyarrow as pa
+
+    lo, hi = client.to_ms(start), client.to_ms(end)
+    mine = [(m, e) for m, e in bad if lo <= m.timestamp()[1] < hi]
+    return pa.table([
+        pa.array([cfg.topic] * len(mine), pa.string()),
+        pa.array([m.partition() for m, _ in mine], pa.int32()),
+        pa.array([m.offset() for m, _ in mine], pa.int64()),
+        pa.array([m.timestamp()[1] * 1000 for m, _ in mine], pa.int64()).cast(
+            pa.timestamp("us")),
+        pa.array([m.key() for m, _ in mine], pa.binary()),
+        pa.array([m.value() for m, _ in mine], pa.binary()),
+        pa.array([e for _, e in mine], pa.string())], schema=dead_letter_schema())
+
+
+def dead_letter_schema() -> Any:  # noqa: N802 - a constant that needs pyarrow imported lazily
+    """The dead-letter table's columns."""
+    import pyarrow as pa
+
+    return pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                      ("record_timestamp", pa.timestamp("us")), ("key", pa.binary()),
+                      ("value", pa.binary()), ("error", pa.string())])
+
+
 def _keep(cfg: KafkaSettings, table: Any, start: dt.datetime, end: dt.datetime) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -240,16 +291,23 @@ def _keep(cfg: KafkaSettings, table: Any, start: dt.datetime, end: dt.datetime) 
 
 
 def read_period(cfg: KafkaSettings, model: str, start: dt.datetime, end: dt.datetime,
-                ) -> tuple[Any, dict[str, Any]]:
-    """The landing rows of [start, end) and the detail of what was read (see module doc).
-    RetentionError when the log lost records of the period since it was planned."""
+                ) -> tuple[Any, dict[str, Any], DeadLetters | None]:
+    """The landing rows of [start, end), the detail of what was read and, when the source has
+    a dead-letter table, the period's dead letters (see module doc). RetentionError when the
+    log lost records of the period since it was planned."""
     began = time.perf_counter()
     check = check_source(cfg, model, start, end)
     errors = [f for f in check.findings if f.severity == "error"]
     if errors:
         raise RetentionError("; ".join(f.message for f in errors))
     msgs = _consume(cfg, check.ranges)
-    table = decode(cfg, msgs) if msgs else arrow_schema(cfg).empty_table()
+    dead: DeadLetters | None = None
+    if cfg.dead_letter is None:
+        table = decode(cfg, msgs) if msgs else arrow_schema(cfg).empty_table()
+    else:  # an empty set of dead letters too: it replaces the period's earlier ones
+        table, bad = _decode_isolating(cfg, msgs) if msgs else (
+            arrow_schema(cfg).empty_table(), [])
+        dead = DeadLetters(cfg.dead_letter, cfg.topic, _dead_letters(cfg, bad, start, end))
     kept = _keep(cfg, table, start, end)
     counts: dict[int, int] = {}
     for p in kept.column("_kafka_partition").to_pylist():
@@ -261,8 +319,10 @@ def read_period(cfg: KafkaSettings, model: str, start: dt.datetime, end: dt.date
                                         1 for m in msgs if m.partition() == r.partition),
                                     "kept": counts.get(r.partition, 0)}
                                    for r in check.ranges]}}
+    if dead is not None:
+        detail["kafka"]["dead_letters"] = dead.rows.num_rows
     if cfg.event_time == RECORD_TIMESTAMP:
         detail["kafka"]["event_time"] = RECORD_TIMESTAMP
     log.info("replay %s [%s, %s): read %d record(s), kept %d in %.2fs", cfg.topic, start, end,
              len(msgs), kept.num_rows, time.perf_counter() - began)
-    return kept, detail
+    return kept, detail, dead

@@ -156,9 +156,9 @@ def _land(settings: KafkaSettings, claim: Claim, *, project: Project, engine: En
 
     t = claim.task
     assert t.start is not None and t.end is not None
-    rows, detail = read_period(settings, t.model, t.start, t.end)
+    rows, detail, dead = read_period(settings, t.model, t.start, t.end)
     ledger.record_attempt_detail(backfill_id, claim.attempt_id, json.dumps(detail))
-    return engine.land(project, t.model, t.start, t.end, area, rows)
+    return engine.land(project, t.model, t.start, t.end, area, rows, dead)
 
 
 def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: LedgerBackend,
