@@ -44,13 +44,16 @@ def produce_orders(database: str | Path, bootstrap: str, *, topic: str = TOPIC,
                    partitions: int = 3, timeout: float = 30.0) -> int:
     """Creates ``topic`` (when missing) and produces every row of ``raw.orders`` of the DuckDB
     file ``database`` to it; returns how many. Needs confluent-kafka (``backfill[kafka]``)."""
+    import importlib
+
     import confluent_kafka as ck
     import duckdb
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+    # Typed Any: confluent_kafka.admin does not re-export NewTopic for mypy.
+    kadmin: Any = importlib.import_module("confluent_kafka.admin")
+    admin = kadmin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
     if topic not in admin.list_topics(timeout=timeout).topics:
-        for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        for f in admin.create_topics([kadmin.NewTopic(topic, partitions, 1)]).values():
             f.result(timeout)
     con = duckdb.connect(str(database), read_only=True)
     try:
