@@ -7,13 +7,17 @@ VENV      ?= .venv
 PY        := $(VENV)/bin/python
 PIP       := $(PY) -m pip --disable-pip-version-check
 BUILD_DIR := build/dev
-EXTRAS    ?= dev,notebook,dbt,dbt-postgres,airflow,postgres,spark,lineage
+EXTRAS    ?= dev,notebook,dbt,dbt-postgres,airflow,postgres,spark,lineage,kafka
 DEB_PKGS  := g++ pkg-config libboost-graph-dev libhowardhinnant-date-dev libfmt-dev \
              libxxhash-dev libgtest-dev tzdata postgresql iproute2 openjdk-17-jre-headless maven
 # The Iceberg runtime for the Spark engine (PySpark 4.1, Scala 2.13), fetched once from Maven
 # Central into build/jars (never committed); nothing downloads when Spark starts.
 ICEBERG_ARTIFACT := org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0
 ICEBERG_JAR      := build/jars/iceberg-spark-runtime-4.1_2.13-1.12.0.jar
+# The Apache Kafka broker the Kafka replay tests start (KRaft, one node): kafka_2.13 and its
+# runtime dependencies, copied once from Maven Central into build/kafka by a generated pom.
+KAFKA_VERSION := 4.4.0
+KAFKA_JARS    := build/kafka/.fetched-$(KAFKA_VERSION)
 INSTALLED := $(VENV)/.installed
 DEPS_OK   := $(VENV)/.deps
 SOURCES   := $(shell find cpp python -type f -not -name '*.pyc' -not -path '*/__pycache__/*' 2>/dev/null)
@@ -35,7 +39,17 @@ test: setup
 bench: setup
 	for b in benchmarks/*_bench.py; do $(PY) $$b || exit 1; done
 
-setup: apt $(INSTALLED) $(ICEBERG_JAR)
+setup: apt $(INSTALLED) $(ICEBERG_JAR) $(KAFKA_JARS)
+
+$(KAFKA_JARS):
+	mkdir -p build/kafka/pom
+	printf '%s\n' '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>' \
+	  '<groupId>local.backfill</groupId><artifactId>kafka-broker</artifactId><version>1</version>' \
+	  '<dependencies><dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId>' \
+	  '<version>$(KAFKA_VERSION)</version></dependency></dependencies></project>' > build/kafka/pom/pom.xml
+	mvn -q -f build/kafka/pom/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	  -DoutputDirectory=$(CURDIR)/build/kafka/libs
+	touch $@
 
 $(ICEBERG_JAR):
 	mkdir -p $(dir $@)

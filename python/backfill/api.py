@@ -27,6 +27,7 @@ from .model import Project as _ModelProject
 from .plan import Plan
 from .publish import (Changelog, ForwardChange, Publication, changelog, discard_backfill,
                       forward_change, publish_backfill)
+from .replay import check_plan, landing_models
 from .run import Backfill as _RunBackfill
 from .run import LedgerBackend
 
@@ -69,6 +70,14 @@ class Project(_ModelProject):
         :mod:`backfill.integrations.dbt`. A backfill of it runs through dbt, into an audit
         schema beside the published one."""
         return project_format("dbt")(path, profiles_dir=profiles_dir, target=target)
+
+    def plan(self, select: str, start: Any, end: Any, **options: Any) -> Plan:
+        """:meth:`backfill.model.Project.plan`, plus the retention check of every Kafka source
+        whose landing model the plan rebuilds (``plan.replay``; RETENTION findings)."""
+        plan = super().plan(select, start, end, **options)
+        if landing_models(self):
+            check_plan(self, plan)
+        return plan
 
     def backfill(self, plan: Plan, *, reason: str, direct: bool = False,
                  engine: Engine | None = None, lint: bool = True) -> Backfill:

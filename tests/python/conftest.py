@@ -94,3 +94,16 @@ def built_spark_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     spark_support.build(root)
     spark_support.record(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[Any]:
+    """One throwaway Kafka broker (KRaft) for the whole session (see kafka_support)."""
+    pytest.importorskip("confluent_kafka")
+    from kafka_support import KafkaBroker
+
+    broker = KafkaBroker()
+    try:
+        yield broker
+    finally:
+        broker.stop()

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import BackfillError
-from . import audit, check, demo, dbt, forward, lint, partitions, plan, publish, run
+from . import audit, check, demo, dbt, forward, lint, partitions, plan, publish, replay, run
 from .exit_codes import EXIT_USAGE
 
 __all__ = ["build_parser", "main"]
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     forward.add_parser(sub)
     check.add_check_parser(sub)
     audit.add_diff_parser(sub)
+    replay.add_parser(sub)
     demo.add_parser(sub)
     dbt.add_dbt_options(sub)  # last: it extends the commands registered above
     return parser

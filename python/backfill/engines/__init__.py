@@ -14,10 +14,10 @@ from typing import Any
 from ..errors import InvalidInputError
 from ..model.files import EngineSettings
 from .base import (CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, WHOLE, Area, Capabilities,
-                   Column, ColumnKind, Engine, Part, PartitionFingerprint, Period, PublishModel,
-                   PublishRequest, StalePublishedError, TaskFailure, WriteResult, scratch_area)
+                   Column, ColumnKind, DeadLetters, Engine, Part, PartitionFingerprint, Period,
+                   PublishModel, PublishRequest, StalePublishedError, TaskFailure, WriteResult, scratch_area)
 
-__all__ = ["CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "Engine",
+__all__ = ["CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
            "Part", "PartitionFingerprint", "Period", "PublishModel", "PublishRequest",
            "StalePublishedError", "TaskFailure", "WriteResult", "engine_types", "open_engine",
            "scratch_area"]

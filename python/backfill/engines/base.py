@@ -34,6 +34,8 @@ from the engine's class):
   commits one table at a time). Either way the changelog rows land only with a complete publish.
 * ``embedded=True``: the engine runs in this process on this machine's cores, so estimates cap
   the useful concurrency at the core count.
+* ``landing=True``: :meth:`Engine.land` writes rows handed over as Arrow (a Kafka source's
+  landing model) with the same guarantees as :meth:`Engine.run_task`.
 
 The conformance suite (``tests/python/conformance/``) defines what these words mean; every engine
 passes it.
@@ -57,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
 
 __all__ = ["CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "WHOLE", "Area", "Capabilities", "Column",
-           "ColumnKind", "Engine", "Part", "PartitionFingerprint", "Period", "PublishModel",
+           "ColumnKind", "DeadLetters", "Engine", "Part", "PartitionFingerprint", "Period", "PublishModel",
            "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult"]
 
 Period = tuple[dt.datetime, dt.datetime]
@@ -181,6 +183,19 @@ class Capabilities:
 
     atomic_publish: bool
     embedded: bool = False
+    landing: bool = False
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    """Records of ``topic`` a landing task could not decode (``rows``: Arrow, with the columns
+    ``topic``, ``partition``, ``offset``, ``record_timestamp``, ``key``, ``value``, ``error``),
+    for the published table ``table``. They replace the rows of that topic whose
+    ``record_timestamp`` is in the task's period: running the task twice leaves the same rows."""
+
+    table: str
+    topic: str
+    rows: Any
 
 
 @dataclass(frozen=True)
@@ -235,6 +250,18 @@ class Engine(ABC):
         transaction: ``replace`` deletes and inserts the period, ``merge`` upserts on the unique
         key, ``full`` rebuilds, ``view`` (re)creates the view. Rows outside the period fail the
         task. Running it twice leaves the same table. Raises :class:`TaskFailure`."""
+
+    def land(self, project: Project, model: str, start: dt.datetime, end: dt.datetime,
+             area: Area, rows: Any, dead_letters: DeadLetters | None = None) -> WriteResult:
+        """Replaces [start, end) of ``model`` in ``area`` with ``rows`` (an Arrow table, the
+        model's columns) in one transaction, exactly as :meth:`run_task` writes a ``replace``
+        task: rows outside the period fail it, running it twice leaves the same table. In the
+        same transaction, ``dead_letters`` replace the period's rows of their table, which is
+        always the published one (a record of what the log holds, not staged for an audit).
+        Engines that declare ``capabilities.landing`` implement it."""
+        raise TaskFailure(f"model {model!r} lands records from Kafka, which the {self.name} "
+                          "engine cannot write (it does not declare the landing capability); "
+                          "use the duckdb engine for landing models", transient=False)
 
     @abstractmethod
     def render(self, project: Project, model: str, start: dt.datetime | None,

@@ -57,6 +57,7 @@ from ..errors import BackfillError, CycleError, InvalidInputError
 from .consumers import (LineageSettings, NotifySettings, read_consumers, read_lineage,
                         read_notify)
 from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
+from .kafka import kafka_settings
 from .project import STRATEGIES, Dependency, Project, all_of, window
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,8 @@ __all__ = ["EngineSettings", "ProjectError", "ProjectSettings", "load_project", 
 
 PROJECT_FILE = "backfill.yml"
 TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits", "notify", "lineage")
-SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description")
+SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description", "kafka",
+               "lands_in")
 MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
               "description", "enabled", "owners", "consumers")
 @dataclass(frozen=True)
@@ -244,16 +246,16 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     state_dir = Path(state) if Path(state).is_absolute() else root / state
 
     project = project_class(name)
+    models_cfg = _mapping_of(doc.get("models"), "models", where)
+    defaults = _mapping_of(models_cfg.pop("defaults", None), "models.defaults", where)
+    _unknown(defaults, MODEL_KEYS, "model default", f"{where} (models.defaults)")
     try:
-        _load_sources(project, _mapping_of(doc.get("sources"), "sources", where), where)
+        landing = _load_sources(project, _mapping_of(doc.get("sources"), "sources", where),
+                                where, root, defaults.get("begin"))
     except ProjectError:
         raise
     except BackfillError as exc:
         raise ProjectError(f"{where}: {exc}") from None
-
-    models_cfg = _mapping_of(doc.get("models"), "models", where)
-    defaults = _mapping_of(models_cfg.pop("defaults", None), "models.defaults", where)
-    _unknown(defaults, MODEL_KEYS, "model default", f"{where} (models.defaults)")
     files = sorted((root / "models").glob("**/*.sql"))
     by_name: dict[str, Path] = {}
     for f in files:
@@ -264,7 +266,7 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
         if model not in by_name:
             raise ProjectError(f"{where}: models.{model} configures a model with no file "
                                f"models/{model}.sql; models: {', '.join(sorted(by_name))}")
-    if not by_name:
+    if not by_name and not landing:  # landing models (Kafka sources) need no SQL file
         raise ProjectError(f"{root / 'models'}: no models (*.sql files) found")
 
     # Declaration order (ties in topological order): as listed under models:, then by file name.
@@ -273,12 +275,16 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     known = set(by_name) | set(project.sources)
     for model, disc in found.items():
         for dep in disc.refs:
-            if dep.parent not in by_name:
+            if dep.parent not in by_name and dep.parent not in landing.values():
                 hint = difflib.get_close_matches(dep.parent, list(by_name), n=1)
                 extra = f"; did you mean {hint[0]!r}?" if hint else ""
                 raise ProjectError(f"{by_name[model]} (model {model!r}): ref({dep.parent!r}) "
                                    f"names no model{extra} (models: {', '.join(sorted(by_name))})")
         for src in disc.sources:
+            if src in landing:
+                raise ProjectError(f"{by_name[model]} (model {model!r}): source({src!r}) comes "
+                                   f"from Kafka; read the rows it lands with "
+                                   f"ref({landing[src]!r})")
             if src not in known:
                 raise ProjectError(f"{by_name[model]} (model {model!r}): source({src!r}) is not "
                                    f"declared under sources in {PROJECT_FILE} (sources: "
@@ -336,16 +342,42 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     return project
 
 
-def _load_sources(project: Project, sources: dict[str, Any], where: str) -> None:
+def _load_sources(project: Project, sources: dict[str, Any], where: str, root: Path,
+                  begin: object) -> dict[str, str]:
+    """Declares the sources; a Kafka source also gets its landing model. Returns the Kafka
+    sources' landing model names by source."""
+    landing: dict[str, str] = {}
     for schema, tables in sources.items():
         for table, raw in _mapping_of(tables, f"sources.{schema}", where).items():
             cfg = _mapping_of(raw, f"sources.{schema}.{table}", where)
             _unknown(cfg, SOURCE_KEYS, "source", f"{where} (sources.{schema}.{table})")
             cfg.pop("description", None)
+            name = f"{schema}.{table}"
+            kafka = cfg.pop("kafka", None)
+            lands_in = cfg.pop("lands_in", None)
             try:
-                project.source(f"{schema}.{table}", **cfg)
+                if kafka is None:
+                    if lands_in is not None:
+                        raise InvalidInputError("lands_in is for Kafka sources (kafka: ...)")
+                    project.source(name, **cfg)
+                    continue
+                settings = kafka_settings(kafka, source=name, lands_in=lands_in, root=root)
+                if not cfg.get("grain"):
+                    raise InvalidInputError("a Kafka source needs a grain (its landing model's "
+                                            "partitions)")
+                cfg.setdefault("event_time", settings.time_column)
+                cfg["kind"] = "kafka"
+                src = project.source(name, meta={"kafka": settings}, **cfg)
+                if isinstance(begin, (dt.date, dt.datetime)):
+                    begin = begin.isoformat()
+                project.model(settings.lands_in, depends_on=[name], grain=src.grain, tz=src.tz,
+                              begin=begin if isinstance(begin, str) else None,
+                              strategy="replace", event_time=settings.time_column,
+                              meta={"landing": settings})
+                landing[name] = settings.lands_in
             except BackfillError as exc:
                 raise ProjectError(f"{where} (sources.{schema}.{table}): {exc}") from None
+    return landing
 
 
 def _discover_file(path: Path, model: str) -> _Discovered:

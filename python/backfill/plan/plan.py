@@ -126,6 +126,21 @@ class Plan:
         self._models: list[ModelSummary] | None = None
         self._tasks: ArrowTable | None = None
         self._findings: list[PlanFinding] | None = None
+        self._replay: list[Any] = []
+        self._replay_findings: list[PlanFinding] = []
+
+    def attach_replay(self, checks: list[Any], findings: list[PlanFinding]) -> None:
+        """Adds the checks of the sources the plan replays (each with ``__str__`` and
+        ``to_dict()``: per partition from/to offsets and record counts) and their findings
+        (RETENTION, ...). Called once, by whoever made the plan, before it is shown."""
+        self._replay = list(checks)
+        self._replay_findings = list(findings)
+        self._findings = None
+
+    @property
+    def replay(self) -> list[Any]:
+        """Per replayed Kafka source: the retention check (offsets per partition)."""
+        return list(self._replay)
 
     # -- contents ------------------------------------------------------------------------------
     @property
@@ -181,7 +196,8 @@ class Plan:
         """The planner's findings, then each planned model's static checks
         (:meth:`backfill.Project.check`: lint of its SQL) as findings of that model."""
         if self._findings is None:
-            self._findings = [PlanFinding(*f) for f in self._core.findings()] + self._model_checks()
+            self._findings = [PlanFinding(*f) for f in self._core.findings()] + \
+                self._replay_findings + self._model_checks()
         return self._findings
 
     def _model_checks(self) -> list[PlanFinding]:
@@ -200,7 +216,8 @@ class Plan:
     def errors(self, *, include_checks: bool = True) -> list[PlanFinding]:
         """Findings of severity error; ``include_checks=False`` leaves out the models' static
         checks (lint), for a caller that chose to run despite them."""
-        found = self.findings if include_checks else [PlanFinding(*f) for f in self._core.findings()]
+        found = self.findings if include_checks else \
+            [PlanFinding(*f) for f in self._core.findings()] + self._replay_findings
         return [f for f in found if f.severity == "error"]
 
     @property
@@ -292,6 +309,8 @@ class Plan:
                 f"{m.model:<{width}}  {m.grain or '-':<7}  {m.partitions:>10}  {m.tasks:>7}  "
                 f"{format_seconds(m.work):>9}  {m.period}"
             )
+        for check in self._replay:
+            lines.extend(["", str(check)])
         if self.findings:
             lines.append("")
             lines.extend(str(f) for f in self.findings)
@@ -335,6 +354,7 @@ class Plan:
                 for m in self.models
             ],
             "findings": [f._asdict() for f in self.findings],
+            "replay": [c.to_dict() for c in self._replay],
         }
         if tasks or (tasks is None and self.task_count <= _JSON_TASKS_MAX):
             rows = []

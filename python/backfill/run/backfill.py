@@ -92,7 +92,9 @@ class Backfill:
             raise InvalidInputError("the plan has errors; fix them first:\n  " + "\n  ".join(errors))
         ledger = ledger or ledger_for(project)
         engine = engine or engine_for(project)
-        missing = [m.model for m in plan.models if not project.models[m.model].sql]
+        # A landing model has no SQL: its tasks read from Kafka (meta "landing").
+        missing = [m.model for m in plan.models if not project.models[m.model].sql
+                   and "landing" not in project.models[m.model].meta]
         if missing:
             raise InvalidInputError(f"models without SQL cannot run: {', '.join(missing)}")
         tasks = [plan.task(i) for i in range(plan.task_count)]

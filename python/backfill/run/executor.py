@@ -16,6 +16,7 @@ own the task now, so this one records no result for it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..engines import Area, Engine, TaskFailure, WriteResult
 from ..errors import BackfillError, InvalidInputError
+from ..model.kafka import KafkaSettings
 from .ledger import Claim, LedgerBackend, TaskRow
 from .status import TaskEvent
 
@@ -146,6 +148,19 @@ class _Lease:
             self._expires = asked + self._seconds
 
 
+def _land(settings: KafkaSettings, claim: Claim, *, project: Project, engine: Engine,
+          ledger: LedgerBackend, backfill_id: str, area: Area) -> WriteResult:
+    """A landing task: its period's records from Kafka, written by the engine; the ledger keeps
+    the log positions this attempt read before the write (so a failed write still says)."""
+    from ..replay.land import read_period
+
+    t = claim.task
+    assert t.start is not None and t.end is not None
+    rows, detail, dead = read_period(settings, t.model, t.start, t.end)
+    ledger.record_attempt_detail(backfill_id, claim.attempt_id, json.dumps(detail))
+    return engine.land(project, t.model, t.start, t.end, area, rows, dead)
+
+
 def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: LedgerBackend,
                  backfill_id: str, area: Area, worker: str, lease_seconds: float,
                  max_attempts: int, backoff: float) -> TaskOutcome:
@@ -169,7 +184,13 @@ def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: Ledg
     failure: BaseException | None = None
     with _Lease(ledger, backfill_id, worker, t.task_id, lease_seconds) as lease:
         try:
-            result = engine.run_task(project, t.model, t.start, t.end, area)
+            landing = project.models[t.model].meta.get("landing") \
+                if t.model in project.models else None
+            if isinstance(landing, KafkaSettings) and t.start is not None and t.end is not None:
+                result = _land(landing, claim, project=project, engine=engine, ledger=ledger,
+                               backfill_id=backfill_id, area=area)
+            else:
+                result = engine.run_task(project, t.model, t.start, t.end, area)
         except Exception as exc:  # every failure is an outcome; none stops other tasks
             failure = exc
     seconds = time.perf_counter() - began

@@ -549,6 +549,68 @@ def test_record_publication_publishes_a_done_backfill_in_one_step(ledger: Ledger
     assert [p["backfill_id"] for p in ledger.publications()] == ["b1", "b2"]
 
 
+# -- replays from Kafka (schema version 3) -------------------------------------------------------
+def offset_reset(rid: str, topic: str = "orders", at: str = "2026-02-01T00:00:00+00:00",
+                 undoes: str | None = None) -> dict[str, Any]:
+    return {"reset_id": rid, "group_id": "etl", "topic": topic, "created_at": at,
+            "created_by": "me", "target": "2026-01-02T00:00:00+00:00",
+            "offsets_old": json.dumps({"0": 10, "1": -1}),
+            "offsets_new": json.dumps({"0": 3, "1": 0}), "undoes": undoes}
+
+
+def test_an_attempts_detail_is_kept_with_that_attempt_only(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(2))
+    ledger.create_backfill(record("b2"), tasks(1))
+    first, second = ledger.claim("b1", LIVE, 2, 60)
+    detail = {"kafka": {"topic": "orders", "ranges": [{"partition": 0, "from": 5, "to": 9}]}}
+    ledger.record_attempt_detail("b1", first.attempt_id, json.dumps(detail))
+    by_id = {a["id"]: a for a in ledger.attempts("b1")}
+    assert json.loads(by_id[first.attempt_id]["detail"]) == detail
+    assert by_id[second.attempt_id]["detail"] is None
+    assert finish(ledger, first, "b1", LIVE) == "done"  # finishing keeps it
+    ledger.record_attempt_detail("b1", second.attempt_id, "{}")
+    ledger.record_attempt_detail("b1", second.attempt_id, '{"again": 1}')  # the last one stays
+    by_id = {a["id"]: a for a in ledger.attempts("b1")}
+    assert json.loads(by_id[first.attempt_id]["detail"]) == detail
+    assert json.loads(by_id[second.attempt_id]["detail"]) == {"again": 1}
+    with pytest.raises(NotFoundError, match="no attempt"):  # another backfill's attempt
+        ledger.record_attempt_detail("b2", first.attempt_id, "{}")
+    with pytest.raises(NotFoundError, match="no attempt"):
+        ledger.record_attempt_detail("b1", 10_000, "{}")
+    assert all(a["detail"] is None for a in ledger.attempts("b2"))
+
+
+def test_offset_resets_roundtrip_per_group_and_topic_oldest_first(ledger: LedgerBackend) -> None:
+    assert ledger.offset_resets("etl") == []
+    ledger.record_offset_reset(offset_reset("r2", at="2026-02-02T00:00:00+00:00"))
+    ledger.record_offset_reset(offset_reset("r1"))
+    ledger.record_offset_reset(offset_reset("r3", topic="payments"))
+    ledger.record_offset_reset({**offset_reset("r4", at="2026-02-03T00:00:00+00:00"),
+                                "undoes": "r2", "offsets_old": json.dumps({"0": 3, "1": 0}),
+                                "offsets_new": json.dumps({"0": 10})})
+    ledger.record_offset_reset({**offset_reset("r9"), "group_id": "other"})
+    assert [r["reset_id"] for r in ledger.offset_resets("etl", "orders")] == ["r1", "r2", "r4"]
+    assert [r["reset_id"] for r in ledger.offset_resets("etl")] == ["r1", "r3", "r2", "r4"]
+    assert [r["reset_id"] for r in ledger.offset_resets("other")] == ["r9"]
+    assert ledger.offset_resets("etl", "nope") == [] and ledger.offset_resets("nope") == []
+    (r1, r2, r4) = ledger.offset_resets("etl", "orders")
+    assert {k: r1[k] for k in ("group_id", "topic", "created_by", "target", "undoes")} == {
+        "group_id": "etl", "topic": "orders", "created_by": "me",
+        "target": "2026-01-02T00:00:00+00:00", "undoes": None}
+    assert json.loads(r1["offsets_old"]) == {"0": 10, "1": -1}
+    assert json.loads(r1["offsets_new"]) == {"0": 3, "1": 0}
+    assert r4["undoes"] == "r2" and json.loads(r4["offsets_new"]) == {"0": 10}
+    # The same reset again (a retried command) changes nothing, even with other values.
+    ledger.record_offset_reset({**offset_reset("r1"), "offsets_new": json.dumps({"0": 99})})
+    assert [json.loads(r["offsets_new"]) for r in ledger.offset_resets("etl", "orders")][0] == \
+        {"0": 3, "1": 0}
+    bad = offset_reset("r5")
+    del bad["offsets_old"]
+    with pytest.raises(InvalidInputError, match="lacks offsets_old"):
+        ledger.record_offset_reset(bad)
+    assert len(ledger.offset_resets("etl")) == 4
+
+
 # -- storage -----------------------------------------------------------------------------------
 def test_a_ledger_of_a_newer_schema_version_is_refused(backend: Backend, url: str) -> None:
     led = open_ledger(url)
@@ -566,7 +628,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 2
+        assert backend.version(url) == SCHEMA_VERSION
         assert led.backfill("b1")["reason"] == "v1"
         assert [(t.task_id, t.status, t.attempts, t.depends_on) for t in led.tasks("b1")] == [
             (0, "done", 1, ()), (1, "pending", 0, (0,))]
@@ -575,6 +637,10 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         (claim,) = led.claim("b1", LIVE, 5, 60)  # the migrated tables work for new writes
         assert (claim.task.task_id, claim.attempt) == (1, 1)
         assert finish(led, claim, "b1", LIVE) == "done"
+        led.record_attempt_detail("b1", claim.attempt_id, "{}")  # and the version 3 records
+        assert [a["detail"] for a in led.attempts("b1")] == [None, "{}"]
+        led.record_offset_reset(offset_reset("r1"))
+        assert [r["reset_id"] for r in led.offset_resets("etl")] == ["r1"]
     finally:
         led.close()
     open_ledger(url).close()  # opening it again migrates nothing

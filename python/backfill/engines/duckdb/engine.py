@@ -35,8 +35,8 @@ import duckdb
 
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
-from ..base import (Area, Capabilities, Column, Engine, Part, PartitionFingerprint, Period,
-                    PublishRequest, TaskFailure, WriteResult)
+from ..base import (Area, Capabilities, Column, DeadLetters, Engine, Part, PartitionFingerprint,
+                    Period, PublishRequest, TaskFailure, WriteResult)
 from . import publish as _publish
 from .connection import SharedDatabase
 from .sql import (audit_schema, fingerprint_parts, fingerprint_where, in_periods, kind_of, one,
@@ -64,7 +64,7 @@ class DuckDBEngine(Engine):
     """
 
     name = "duckdb"
-    capabilities = Capabilities(atomic_publish=True, embedded=True)
+    capabilities = Capabilities(atomic_publish=True, embedded=True, landing=True)
 
     def __init__(self, path: str | Path, *, schema: str = "main", lock_timeout: float = 120.0,
                  keep_open: bool = False, linger: float = 0.05,
@@ -158,6 +158,15 @@ class DuckDBEngine(Engine):
     # -- writing ------------------------------------------------------------------------------
     def run_task(self, project: Project, model: str, start: dt.datetime | None,
                  end: dt.datetime | None, area: Area) -> WriteResult:
+        return self._run(project, model, start, end, area, None)
+
+    def land(self, project: Project, model: str, start: dt.datetime, end: dt.datetime,
+             area: Area, rows: Any, dead_letters: DeadLetters | None = None) -> WriteResult:
+        return self._run(project, model, start, end, area, rows, dead_letters)
+
+    def _run(self, project: Project, model: str, start: dt.datetime | None,
+             end: dt.datetime | None, area: Area, rows: Any,
+             dead_letters: DeadLetters | None = None) -> WriteResult:
         m = _model(project, model)
         began = time.perf_counter()
         conflicts = 0
@@ -165,8 +174,9 @@ class DuckDBEngine(Engine):
         while True:
             try:
                 with self.connect() as cur:
-                    rows, deleted, fp = self._write(cur, project, m, start, end, area)
-                return WriteResult(rows, deleted, fp, time.perf_counter() - began, conflicts)
+                    written, deleted, fp = self._write(cur, project, m, start, end, area, rows,
+                                                       dead_letters)
+                return WriteResult(written, deleted, fp, time.perf_counter() - began, conflicts)
             except duckdb.TransactionException as exc:
                 conflicts += 1
                 if conflicts > self.conflict_retries:
@@ -191,7 +201,9 @@ class DuckDBEngine(Engine):
 
     def _write(self, cur: duckdb.DuckDBPyConnection, project: Project, m: Model,
                start: dt.datetime | None, end: dt.datetime | None,
-               area: Area) -> tuple[int, int, PartitionFingerprint]:
+               area: Area, rows: Any = None, dead_letters: DeadLetters | None = None,
+               ) -> tuple[int, int, PartitionFingerprint]:
+        """Writes the task's period: the model's rendered SELECT, or ``rows`` (Arrow) landed."""
         target = self.relation(m.name, area, project)
         schema = target.rsplit(".", 1)[0]
         tmp = quote(self._tmp_name())
@@ -202,7 +214,12 @@ class DuckDBEngine(Engine):
             raise TaskFailure(f"{_where(project, m.name)}: a {m.strategy} task needs a period",
                               transient=False)
         with transaction(cur):
-            sql = self._render(project, m.name, start, end, area, cur)
+            if rows is None:
+                sql = self._render(project, m.name, start, end, area, cur)
+            else:  # the cursor's own registration: other threads' cursors never see it
+                landed = self._tmp_name() + "_landed"
+                cur.register(landed, rows)
+                sql = f"SELECT * FROM {quote(landed)}"
             cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
             if m.strategy == "view":
                 cur.execute(f"CREATE OR REPLACE VIEW {target} AS {sql}")
@@ -242,7 +259,27 @@ class DuckDBEngine(Engine):
                 cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {tmp}")
             fp = fingerprint_where(cur, target, in_period or "TRUE")
             cur.execute(f"DROP TABLE {tmp}")
+            if rows is not None:
+                cur.unregister(landed)
+            if dead_letters is not None and start is not None and end is not None:
+                self._dead_letters(cur, project, dead_letters, start, end)
         return new_rows, deleted, fp
+
+    def _dead_letters(self, cur: duckdb.DuckDBPyConnection, project: Project, dl: DeadLetters,
+                      start: dt.datetime, end: dt.datetime) -> None:
+        """Replaces the period's dead letters of the topic (see :meth:`Engine.land`)."""
+        target = self.published(dl.table, project)
+        name = self._tmp_name() + "_dead"
+        cur.register(name, dl.rows)
+        try:
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {target.rsplit('.', 1)[0]}")
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {quote(name)} "
+                        "LIMIT 0")
+            cur.execute(f"DELETE FROM {target} WHERE topic = ? AND "
+                        f"{in_periods('record_timestamp', [(start, end)])}", [dl.topic])
+            cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {quote(name)}")
+        finally:
+            cur.unregister(name)
 
     def drop_area(self, backfill_id: str) -> None:
         with self.connect() as cur:

@@ -129,5 +129,18 @@ class LedgerBackend(Protocol):
     def publications(self, backfill_id: str | None = None) -> list[dict[str, Any]]:
         """Publications (of one backfill, or all), oldest first (``models`` as JSON text)."""
 
+    # -- replays from Kafka (schema version 3; see .replay_records) ------------------------------
+    def record_attempt_detail(self, backfill_id: str, attempt_id: int, detail: str) -> None:
+        """Keeps ``detail`` (JSON text: the log positions a landing attempt read) with the
+        attempt; ``attempts()`` returns it as ``detail``."""
+
+    def record_offset_reset(self, record: Mapping[str, Any]) -> None:
+        """Records a consumer group offset reset (``reset_id``, ``group_id``, ``topic``,
+        ``created_at``, ``created_by``, ``target``, ``offsets_old``, ``offsets_new``: JSON,
+        ``undoes``); the same ``reset_id`` again changes nothing."""
+
+    def offset_resets(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
+        """The group's offset resets (of one topic, or all), oldest first."""
+
     def close(self) -> None:
         """Releases this handle's connections (of the calling thread); the ledger stays."""

@@ -45,6 +45,7 @@ from . import postgres_sql as q
 from .backend import FinishOutcome
 from .postgres_fast import execute_prepared
 from .postgres_schema import prepare
+from .replay_records import PostgresReplayRecords
 from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, task_row, worker_dead)
@@ -125,7 +126,7 @@ def _close_pools() -> None:
         pool.close()
 
 
-class PostgresLedger:
+class PostgresLedger(PostgresReplayRecords):
     """The ledger in schema ``?schema=`` (default ``backfill_ledger``) of the database at
     ``url``. Thread-safe (a small connection pool per process, made again after a fork).
     Implements :class:`~.backend.LedgerBackend`."""

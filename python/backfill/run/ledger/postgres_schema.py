@@ -157,7 +157,15 @@ def _v2(db: psycopg.Connection[tuple[object, ...]]) -> None:
 
 #: version -> the function moving a ledger of ``version - 1`` to ``version`` (inside the opening
 #: transaction).
-MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {2: _v2}
+def _v3(db: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Version 3: replays from Kafka (see :mod:`.replay_records`)."""
+    from .replay_records import V3_SQL
+
+    _run(db, V3_SQL)
+
+
+MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
+    2: _v2, 3: _v3}
 
 
 def stored_version(db: psycopg.Connection[tuple[object, ...]], schema: str,

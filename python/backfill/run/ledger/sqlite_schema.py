@@ -19,7 +19,7 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "V1_TABLES", "prepare", "stored_versi
 
 #: The version this code writes and reads (every backend's: the Postgres ledger has the same
 #: versions). Bump it with a migration in MIGRATIONS (and in postgres_schema.MIGRATIONS).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _v2(db: sqlite3.Connection) -> None:
@@ -33,7 +33,17 @@ def _v2(db: sqlite3.Connection) -> None:
 #: version -> the function that moves a ledger of ``version - 1`` to ``version`` (inside the
 #: opening transaction). A new file is version 1's tables plus every migration, so a new and a
 #: migrated ledger cannot differ.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2}
+def _v3(db: sqlite3.Connection) -> None:
+    """Version 3: replays from Kafka (see :mod:`.replay_records`)."""
+    from .replay_records import V3_SQL
+
+    # Not executescript: it would COMMIT the opening transaction.
+    for statement in V3_SQL.split(";\n"):
+        if statement.strip():
+            db.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3}
 
 
 def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
