@@ -43,12 +43,13 @@ from psycopg_pool import ConnectionPool
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from . import postgres_sql as q
 from .backend import FinishOutcome
+from .postgres_ops import PostgresOps
 from .postgres_schema import prepare
-from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
+from .records import (AUDIT_KEYS, BACKFILL_KEYS, OPTIONAL_BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, task_row, worker_dead)
 from .states import (BACKFILL_TRANSITIONS, BackfillState, IllegalTransitionError, TaskState,
-                     allowed_from, check_backfill_transition, sources)
+                     allowed_from, check_backfill_transition, check_settable, sources)
 
 __all__ = ["PostgresLedger", "mask_url"]
 
@@ -123,7 +124,7 @@ def _close_pools() -> None:
         pool.close()
 
 
-class PostgresLedger:
+class PostgresLedger(PostgresOps):
     """The ledger in schema ``?schema=`` (default ``backfill_ledger``) of the database at
     ``url``. Thread-safe (a small connection pool per process, made again after a fork).
     Implements :class:`~.backend.LedgerBackend`."""
@@ -193,9 +194,10 @@ class PostgresLedger:
 
         def run(db: Conn, retried: bool) -> None:
             with db.transaction():
-                created = db.execute(q.INSERT_BACKFILL, {**{k: record[k] for k in BACKFILL_KEYS},
-                                                         "status": BackfillState.PENDING.value}
-                                     ).fetchone()
+                created = db.execute(q.INSERT_BACKFILL, {
+                    **{k: record[k] for k in BACKFILL_KEYS},
+                    **{k: record.get(k) for k in OPTIONAL_BACKFILL_KEYS},
+                    "status": BackfillState.PENDING.value}).fetchone()
                 if created is None:
                     if retried and self._recorded_as(db, record, len(tasks)):
                         return  # the earlier try committed before its connection was lost
@@ -261,9 +263,7 @@ class PostgresLedger:
         except ValueError:
             raise InvalidInputError(f"backfill status {status!r}: expected one of "
                                     f"{', '.join(s.value for s in BackfillState)}") from None
-        if target is BackfillState.PUBLISHED:
-            raise InvalidInputError(f"backfill {backfill_id}: publish with record_publication "
-                                    "(it records the publication with the status)")
+        check_settable(backfill_id, target)
 
         def run(db: Conn, _: bool) -> None:
             with db.transaction():
@@ -359,6 +359,7 @@ class PostgresLedger:
 
     def _claim_one(self, db: Conn, backfill_id: str, task_id: int,
                    params: dict[str, Any]) -> Claim | TaskRow:
+        self._refuse_held(db, backfill_id)
         row = db.execute("SELECT status FROM tasks WHERE backfill_id = %s AND task_id = %s "
                          "FOR UPDATE", (backfill_id, task_id)).fetchone()
         if row is None:

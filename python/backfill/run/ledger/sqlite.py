@@ -28,14 +28,15 @@ from typing import Any, TypeVar
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from .backend import FinishOutcome
-from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
+from .records import (AUDIT_KEYS, BACKFILL_KEYS, OPTIONAL_BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, task_row, utcnow, worker_dead)
 from .sqlite_errors import storage_errors as _storage
+from .sqlite_ops import SqliteOps
 from .sqlite_schema import prepare
 from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, BackfillState,
                      BACKFILL_TRANSITIONS, IllegalTransitionError, TaskState, allowed_from,
-                     check_backfill_transition, sources)
+                     check_backfill_transition, check_settable, sources)
 
 __all__ = ["Ledger"]
 
@@ -55,7 +56,7 @@ def _marks(states: Iterable[E]) -> tuple[str, list[str]]:
     return ", ".join("?" for _ in values), values
 
 
-class Ledger:
+class Ledger(SqliteOps):
     """The SQLite ledger at ``path`` (created on first use). Safe across threads (a connection
     per thread) and processes (SQLite's locking; on one machine, not over network file systems).
     Implements :class:`~.backend.LedgerBackend`."""
@@ -127,10 +128,11 @@ class Ledger:
             db.execute(
                 "INSERT INTO backfills (id, project, project_root, selection, exclude, start, end, "
                 "as_of, reason, mode, engine, plan, models, created_by, created_at, status, "
-                "updated_at) VALUES (:id, :project, :project_root, :selection, :exclude, :start, "
-                ":end, :as_of, :reason, :mode, :engine, :plan, :models, :created_by, :now, "
-                ":status, :now)",
-                {**{k: record[k] for k in BACKFILL_KEYS}, "now": now,
+                "updated_at, options) VALUES (:id, :project, :project_root, :selection, "
+                ":exclude, :start, :end, :as_of, :reason, :mode, :engine, :plan, :models, "
+                ":created_by, :now, :status, :now, :options)",
+                {**{k: record[k] for k in BACKFILL_KEYS},
+                 **{k: record.get(k) for k in OPTIONAL_BACKFILL_KEYS}, "now": now,
                  "status": BackfillState.PENDING.value})
             db.executemany(
                 "INSERT INTO tasks (backfill_id, task_id, model, start, end, label, partitions, "
@@ -178,9 +180,7 @@ class Ledger:
         except ValueError:
             raise InvalidInputError(f"backfill status {status!r}: expected one of "
                                     f"{', '.join(s.value for s in BackfillState)}") from None
-        if target is BackfillState.PUBLISHED:
-            raise InvalidInputError(f"backfill {backfill_id}: publish with record_publication "
-                                    "(it records the publication with the status)")
+        check_settable(backfill_id, target)
         with self._tx() as db:
             self._move_backfill(db, backfill_id, target, allowed_from(target), finished, True)
 
@@ -259,6 +259,8 @@ class Ledger:
             return []
         now = time.time()
         with self._tx() as db:
+            if self._held(db, backfill_id):
+                return []  # paused or cancelled: running tasks finish, nothing new starts
             self._drop_dead_leases(db, backfill_id, now)
             ready = db.execute(
                 "SELECT t.task_id FROM tasks t WHERE t.backfill_id = ? AND t.status = ? "
@@ -305,6 +307,7 @@ class Ledger:
         :class:`~backfill.errors.ConflictError` when a dependency is not done."""
         now = time.time()
         with self._tx() as db:
+            self._refuse_held(db, backfill_id)
             self._drop_dead_leases(db, backfill_id, now)
             row = db.execute("SELECT status FROM tasks WHERE backfill_id = ? AND task_id = ?",
                              (backfill_id, task_id)).fetchone()
