@@ -54,6 +54,7 @@ import jinja2
 import yaml  # type: ignore[import-untyped]
 
 from ..errors import BackfillError, CycleError, InvalidInputError
+from ..windows import check_specs
 from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
 from .project import STRATEGIES, Dependency, Project, all_of, window
 
@@ -62,7 +63,7 @@ log = logging.getLogger(__name__)
 __all__ = ["EngineSettings", "ProjectError", "ProjectSettings", "load_project", "sql_literal"]
 
 PROJECT_FILE = "backfill.yml"
-TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits")
+TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits", "window")
 SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description")
 MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
               "description", "enabled")
@@ -74,6 +75,7 @@ class ProjectSettings:
     audits: Mapping[str, Any] = field(default_factory=dict)  # gates by model, used by audit
     files: Mapping[str, Path] = field(default_factory=dict)  # model name -> its SQL file
     ledger_url: str | None = None  # state: postgresql://... (a shared ledger), else state_dir's
+    windows: tuple[str, ...] = ()  # window: when backfills may claim tasks (backfill.windows)
 
 
 def sql_literal(value: dt.datetime) -> str:
@@ -318,8 +320,14 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     for model in audits:
         if model not in project.models:
             raise ProjectError(f"{where}: audits.{model} names no model")
+    windows: tuple[str, ...] = ()
+    if doc.get("window") is not None:
+        try:
+            windows = tuple(check_specs(doc["window"], where))
+        except BackfillError as exc:
+            raise ProjectError(f"{where}: {exc}" if where not in str(exc) else str(exc)) from None
     project.settings = ProjectSettings(root, engine, state_dir, audits, by_name,
-                                       ledger_url)
+                                       ledger_url, windows)
     log.info("loaded %r from %s", project, root)
     return project
 

@@ -23,9 +23,8 @@ import hashlib
 import json
 import logging
 import re
-import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,7 +32,10 @@ from ..calendar import partitions as calendar_partitions
 from ..engines import Area, Engine, Part, open_engine
 from ..errors import InvalidInputError
 from .executor import TaskOutcome, execute_task
-from .ledger import BackfillState, LedgerBackend, TaskRow, ledger_for, new_worker_id
+from ..windows import check_specs, parse_duration
+from .ledger import (BackfillHeldError, BackfillState, Claim, IllegalTransitionError,
+                     LedgerBackend, TaskBusyError, TaskRow, TaskState, ledger_for, new_worker_id)
+from .limits import Clock, RunLimits, SystemClock, spent_seconds
 from .status import BackfillStatus, TaskEvent, backfill_status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,10 +79,17 @@ class Backfill:
     @classmethod
     def create(cls: type[_B], project: Project, plan: Plan, *, reason: str, direct: bool = False,
                engine: Engine | None = None, ledger: LedgerBackend | None = None,
-               lint: bool = True, backfill_id: str | None = None) -> _B:
+               lint: bool = True, backfill_id: str | None = None,
+               windows: str | list[str] | None = None, budget: str | float | None = None,
+               costs: Mapping[str, float] | None = None, force: str | None = None) -> _B:
         """Records ``plan`` as a new backfill. ``backfill_id`` (default: a fresh
         ``bf_<time>_<random>``) lets an orchestrator derive a deterministic id from its run, so
-        that a retried planning step finds the backfill it already recorded."""
+        that a retried planning step finds the backfill it already recorded.
+
+        ``windows`` (default: the project's ``window:``) bound when tasks are claimed;
+        ``budget`` ("3h") bounds its engine time, and needs ``costs`` (seconds per partition by
+        model, e.g. from :func:`~backfill.run.estimate.estimate`): a plan estimated above the
+        budget is refused unless ``force`` gives a reason."""
         if backfill_id is not None and not _ID_RE.fullmatch(backfill_id):
             raise InvalidInputError(f"backfill_id {backfill_id!r}: expected 'bf_' followed by "
                                     "letters, digits or '_' (at most 60 characters)")
@@ -96,6 +105,7 @@ class Backfill:
         if missing:
             raise InvalidInputError(f"models without SQL cannot run: {', '.join(missing)}")
         tasks = [plan.task(i) for i in range(plan.task_count)]
+        options = _options(project, tasks, windows, budget, costs, force)
         settings = project.settings
         record = {
             "id": backfill_id or _new_id(),
@@ -113,6 +123,7 @@ class Backfill:
             "models": json.dumps({m.model: _sql_hash(project.models[m.model].sql)
                                   for m in plan.models}),
             "created_by": who(),
+            "options": json.dumps(options, sort_keys=True) if options else None,
         }
         ledger.create_backfill(record, tasks)
         log.info("recorded backfill %s: %s, %d tasks (%s)", record["id"], plan.select,
@@ -139,7 +150,7 @@ class Backfill:
         dead worker are claimed again when its lease ends. Call ``.run()`` on the result."""
         bf = cls.open(backfill_id, project=project, engine=engine, ledger=ledger)
         rec = bf.ledger.backfill(backfill_id)
-        if BackfillState(rec["status"]).final:
+        if not BackfillState(rec["status"]).runnable:
             raise InvalidInputError(f"backfill {backfill_id} is {rec['status']}; nothing to resume")
         changed = [m for m, h in json.loads(rec["models"]).items()
                    if m in bf.project.models and _sql_hash(bf.project.models[m].sql) != h]
@@ -161,8 +172,36 @@ class Backfill:
         return self.status()._repr_html_()
 
     # -- inspection ----------------------------------------------------------------------------
-    def status(self) -> BackfillStatus:
-        return backfill_status(self.ledger, self.id)
+    def status(self, now: dt.datetime | None = None) -> BackfillStatus:
+        return backfill_status(self.ledger, self.id, now=now)
+
+    def _claim(self, worker: str, free: int, lease_seconds: float, limits: RunLimits,
+               now: dt.datetime) -> tuple[list[Claim], str | None]:
+        """Claims up to ``free`` tasks that fit ``limits``; also says what held one back."""
+        if free <= 0:
+            return [], None
+        if not limits.bound:
+            return self.ledger.claim(self.id, worker, free, lease_seconds), None
+        tasks = {t.task_id: t for t in self.ledger.tasks(self.id)}
+        attempts = self.ledger.attempts(self.id)
+        per = limits.per_partition(attempts, tasks)
+        committed = spent_seconds(attempts) + sum(
+            limits.cost(t, per) for t in tasks.values() if t.status == TaskState.RUNNING)
+        claims: list[Claim] = []
+        blocked: str | None = None
+        for task in self.ledger.ready(self.id, free):
+            why = limits.check(task, per, committed, now)
+            if why is not None:
+                blocked = blocked or why
+                continue
+            try:
+                got = self.ledger.claim_task(self.id, task.task_id, worker, lease_seconds)
+            except (TaskBusyError, BackfillHeldError):
+                continue  # another worker took it, or a pause landed: seen next round
+            if isinstance(got, Claim):
+                claims.append(got)
+                committed += limits.cost(task, per)
+        return claims, blocked
 
     def tasks(self) -> list[TaskRow]:
         return self.ledger.tasks(self.id)
@@ -199,10 +238,18 @@ class Backfill:
     # -- running -------------------------------------------------------------------------------
     def run(self, concurrency: int = 4, *, max_attempts: int = 3, backoff: float = 1.0,
             lease_seconds: float = 60.0, poll: float = 0.05,
-            on_event: Callable[[TaskEvent], None] | None = None) -> BackfillStatus:
+            on_event: Callable[[TaskEvent], None] | None = None,
+            windows: str | list[str] | None = None, exit_outside_window: bool = False,
+            clock: Clock | None = None, max_wait: float = 60.0) -> BackfillStatus:
         """Runs the backfill's remaining tasks with up to ``concurrency`` threads; returns the
         final status (``.ok`` false when a task failed). ``backoff`` seconds before the 2nd
-        attempt, doubling after. Safe to call from several processes at once."""
+        attempt, doubling after. Safe to call from several processes at once.
+
+        Claims only inside the backfill's windows (``windows`` replaces them) and within its
+        budget (:mod:`.limits`). Outside a window it waits (``clock.sleep``, at most
+        ``max_wait`` at a time, so a pause or cancel is seen) or, with ``exit_outside_window``,
+        returns. It returns, too, when the budget leaves no room for the next task, and when the
+        backfill is paused or cancelled (after its running tasks finish)."""
         for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} {value!r} is not a positive integer")
@@ -210,9 +257,14 @@ class Backfill:
             raise InvalidInputError("backoff must be >= 0 and lease_seconds > 0")
         worker = new_worker_id()
         rec = self.ledger.backfill(self.id)
-        if BackfillState(rec["status"]).final:
+        if not BackfillState(rec["status"]).runnable:
             raise InvalidInputError(f"backfill {self.id} is {rec['status']}; it cannot run")
-        self.ledger.set_status(self.id, BackfillState.RUNNING)
+        if windows is not None:  # recorded, so status (any process) tells when it runs
+            self.ledger.set_options(self.id, {**json.loads(rec["options"] or "{}"),
+                                              "windows": check_specs(windows, "run")})
+        clock = clock or SystemClock()
+        if rec["paused_at"] is None:
+            self.ledger.set_status(self.id, BackfillState.RUNNING)
         log.info("backfill %s: worker %s starts (concurrency %d)", self.id, worker, concurrency)
         execute = functools.partial(
             execute_task, project=self.project, engine=self.engine, ledger=self.ledger,
@@ -224,8 +276,11 @@ class Backfill:
             with ThreadPoolExecutor(max_workers=concurrency,
                                     thread_name_prefix=f"backfill-{self.id}") as pool:
                 while True:
-                    for claim in self.ledger.claim(self.id, worker, concurrency - len(running),
-                                                   lease_seconds):
+                    rec = self.ledger.backfill(self.id)
+                    limits = RunLimits.from_options(json.loads(rec["options"] or "{}"))
+                    claims, blocked = self._claim(worker, concurrency - len(running),
+                                                  lease_seconds, limits, clock.now())
+                    for claim in claims:
                         emit(TaskEvent("started", claim.task.model, claim.task.label,
                                        claim.task.task_id, claim.attempt))
                         running.add(pool.submit(execute, claim))
@@ -236,19 +291,58 @@ class Backfill:
                             running.discard(fut)
                             emit(fut.result().event())  # re-raises bugs (ledger errors)
                         continue
-                    snap = self.status()
-                    if snap.finished:
-                        break
-                    time.sleep(poll)  # waiting for a backoff, or for other workers' tasks
+                    snap = self.status(now=clock.now())
+                    if snap.finished or rec["paused_at"] is not None or \
+                            rec["status"] == BackfillState.CANCELLED or blocked == "budget":
+                        break  # held, or the budget has no room: nothing more from this worker
+                    if blocked == "window":
+                        if exit_outside_window:
+                            break
+                        assert limits.windows is not None
+                        opens = limits.windows.next_open(clock.now())
+                        wait_for = (opens - clock.now()).total_seconds()
+                        log.info("backfill %s: %s", self.id, snap.note)
+                        clock.sleep(min(max(wait_for, poll), max_wait))
+                        continue
+                    clock.sleep(poll)  # waiting for a backoff, or for other workers' tasks
         finally:
             self.engine.close()
-        final = self.status()
+        final = self.status(now=clock.now())
         status = BackfillState.FAILED if final.failed_tasks else BackfillState.DONE
-        if final.finished:
-            self.ledger.set_status(self.id, status, finished=True)
-        final = self.status()
+        if final.finished and BackfillState(self.ledger.backfill(self.id)["status"]).runnable:
+            try:
+                self.ledger.set_status(self.id, status, finished=True)
+            except IllegalTransitionError:  # cancelled meanwhile by another process
+                pass
+        final = self.status(now=clock.now())
         log.info("backfill %s: %s", self.id, final)
         return final
+
+
+def _options(project: Project, tasks: Sequence[Mapping[str, Any]],
+             windows: str | list[str] | None, budget: str | float | None,
+             costs: Mapping[str, float] | None, force: str | None) -> dict[str, Any]:
+    """The run options recorded with a backfill (checked; nothing is recorded when bad)."""
+    out: dict[str, Any] = {}
+    settings = project.settings
+    specs = windows if windows is not None else (settings.windows if settings else None)
+    if specs:
+        out["windows"] = check_specs(specs, "window")
+    if costs:
+        out["costs"] = {str(k): float(v) for k, v in costs.items()}
+    if budget is not None:
+        out["budget_seconds"] = parse_duration(budget)
+        unknown = sorted({str(t["model"]) for t in tasks} - set(out.get("costs", {})))
+        if unknown:
+            raise InvalidInputError(f"budget {budget!r}: no cost known for {', '.join(unknown)};"
+                                    " estimate the plan first (backfill estimate, or costs=)")
+        limits = RunLimits.from_options(out)
+        total = sum(limits.costs[str(t["model"])] * int(t["partitions"]) for t in tasks)
+        out["estimate_seconds"] = total
+        limits.refuse_over_budget(total, force)
+        if force and total > out["budget_seconds"]:
+            out["forced_reason"] = force.strip()
+    return out
 
 
 def who() -> str:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,8 @@ class SqliteOps:
 
     path: Path
 
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:  # pragma: no cover - Ledger's is used
-        raise NotImplementedError
-        yield
+    def _tx(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError  # pragma: no cover - Ledger's is used
 
     def _conn(self) -> sqlite3.Connection:  # pragma: no cover - Ledger's is used
         raise NotImplementedError
