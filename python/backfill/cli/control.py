@@ -1,12 +1,13 @@
 """``backfill pause``, ``backfill resume`` and ``backfill cancel``: hold, release or stop a
 backfill from any process (the ledger carries it to every runner and Airflow task).
 
-    backfill pause ID          running tasks finish, nothing new starts
-    backfill resume ID         lift the pause (then: backfill run --resume ID)
+    backfill pause ID          running tasks finish, nothing new starts; runners wait
+    backfill resume ID         lift the pause: waiting runners carry on by themselves
     backfill cancel ID --reason "wrong period"   nothing more runs; the audit area stays
                                                  until backfill discard ID
 
 Exit codes: 0 done, 2 a bad id or a move the backfill's state does not allow (nothing changed).
+Only the ledger is touched (not the warehouse), so these run beside busy runners.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..api import Backfill
+from ..api import Project
 from ..errors import BackfillError
-from ..run import who
+from ..run import ledger_for, who
 from .common import add_ledger_option, ledger_from_args
 from .exit_codes import EXIT_OK, EXIT_USAGE
 
@@ -39,17 +40,21 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def cmd_control(args: argparse.Namespace) -> int:
     try:
-        bf = Backfill.open(args.id, project=Path(args.project), ledger=ledger_from_args(args))
+        ledger = ledger_from_args(args) or ledger_for(Project.load(args.project),
+                                                      must_exist=True)
+        ledger.backfill(args.id)  # NotFoundError naming recent ids
         if args.action == "cancel":
-            bf.ledger.cancel(bf.id, args.reason, who())
-            after = "nothing more runs; its audit area stays until: backfill discard " + bf.id
+            ledger.cancel(args.id, args.reason, who())
+            after = "nothing more runs; its audit area stays until: backfill discard " + args.id
         else:
-            bf.ledger.set_paused(bf.id, args.action == "pause", who())
-            after = ("running tasks finish, nothing new starts" if args.action == "pause" else
-                     f"runners claim again; to start one: backfill run --resume {bf.id}")
+            ledger.set_paused(args.id, args.action == "pause", who())
+            after = ("running tasks finish, nothing new starts; runners wait for: backfill "
+                     f"resume {args.id}" if args.action == "pause" else
+                     "waiting runners carry on; if none is running: backfill run --resume "
+                     + args.id)
     except BackfillError as exc:
         sys.stderr.write(f"backfill {args.action}: error: {exc}\n")
         return EXIT_USAGE
     past = {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[args.action]
-    sys.stdout.write(f"backfill {bf.id} {past}: {after}\n")
+    sys.stdout.write(f"backfill {args.id} {past}: {after}\n")
     return EXIT_OK

@@ -6,7 +6,9 @@
     backfill status [ID] [--json]
     backfill status --list [--json]
 
-Exit codes: 0 every task done, 1 a task failed, 2 usage or input error (nothing is recorded).
+Exit codes: 0 every task done, 1 a task failed, 2 usage or input error (nothing is recorded),
+3 stopped for now: no window has room (--exit-outside-window) or paused (--exit-when-held),
+4 stopped until someone acts: the budget is spent, or the backfill was cancelled.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..run import BackfillStatus, ledger_for
 from ..run.estimate import estimate
 from ..windows import parse_duration
 from .common import add_ledger_option, ledger_from_args
-from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .exit_codes import EXIT_FAILED, EXIT_LATER, EXIT_OK, EXIT_STOPPED, EXIT_USAGE
 from .progress import force_progress, run_with_log_lines, run_with_progress
 
 __all__ = ["add_parsers"]
@@ -63,7 +65,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="claim tasks only inside it, e.g. '22:00-06:00 Europe/Berlin' "
                         "(repeat for several; default: backfill.yml's window)")
     r.add_argument("--exit-outside-window", action="store_true",
-                   help="exit (0) instead of waiting when no window is open (cron, Airflow)")
+                   help="exit (code 3) instead of waiting when no window has room now (cron, "
+                        "Airflow)")
+    r.add_argument("--exit-when-held", action="store_true",
+                   help="exit (code 3) instead of waiting while the backfill is paused")
     r.add_argument("--budget", metavar="DURATION",
                    help="engine time the backfill may use, e.g. 3h (estimated first)")
     r.add_argument("--force", metavar="REASON",
@@ -139,7 +144,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = dict(concurrency=args.concurrency, max_attempts=args.max_attempts,
                                    backoff=args.backoff, lease_seconds=args.lease,
                                    windows=args.window if resume else None,
-                                   exit_outside_window=args.exit_outside_window)
+                                   exit_outside_window=args.exit_outside_window,
+                                   exit_when_held=args.exit_when_held)
     try:
         if args.json or args.no_progress:
             final = bf.run(**options)
@@ -152,7 +158,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                          f"backfill run --resume {bf.id}\n")
         return EXIT_FAILED
     _print_status(final, args.json)
-    return EXIT_OK if final.ok else EXIT_FAILED
+    if final.ok:
+        return EXIT_OK
+    if final.held in ("window", "paused"):
+        return EXIT_LATER
+    if final.held in ("budget", "cancelled"):
+        return EXIT_STOPPED
+    return EXIT_FAILED
 
 
 def _print_status(status: BackfillStatus, as_json: bool) -> None:

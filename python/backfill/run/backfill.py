@@ -240,7 +240,8 @@ class Backfill:
             lease_seconds: float = 60.0, poll: float = 0.05,
             on_event: Callable[[TaskEvent], None] | None = None,
             windows: str | list[str] | None = None, exit_outside_window: bool = False,
-            clock: Clock | None = None, max_wait: float = 60.0) -> BackfillStatus:
+            exit_when_held: bool = False, clock: Clock | None = None, max_wait: float = 60.0,
+            held_poll: float = 5.0) -> BackfillStatus:
         """Runs the backfill's remaining tasks with up to ``concurrency`` threads; returns the
         final status (``.ok`` false when a task failed). ``backoff`` seconds before the 2nd
         attempt, doubling after. Safe to call from several processes at once.
@@ -248,13 +249,18 @@ class Backfill:
         Claims only inside the backfill's windows (``windows`` replaces them) and within its
         budget (:mod:`.limits`). Outside a window it waits (``clock.sleep``, at most
         ``max_wait`` at a time, so a pause or cancel is seen) or, with ``exit_outside_window``,
-        returns. It returns, too, when the budget leaves no room for the next task, and when the
-        backfill is paused or cancelled (after its running tasks finish)."""
+        returns. While the backfill is paused (``backfill pause``, from any process) its
+        running tasks finish and it waits, reading the ledger every ``held_poll`` seconds,
+        until it is resumed or cancelled; with ``exit_when_held`` it returns instead. It
+        returns when the backfill is cancelled (after its running tasks finish) and when the
+        budget leaves no room for the next task. The returned status's ``held`` says why it
+        returned before the end."""
         for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} {value!r} is not a positive integer")
-        if backoff < 0 or lease_seconds <= 0:
-            raise InvalidInputError("backoff must be >= 0 and lease_seconds > 0")
+        if backoff < 0 or lease_seconds <= 0 or poll <= 0 or max_wait <= 0 or held_poll <= 0:
+            raise InvalidInputError("backoff must be >= 0; lease_seconds, poll, max_wait and "
+                                    "held_poll > 0")
         worker = new_worker_id()
         rec = self.ledger.backfill(self.id)
         if not BackfillState(rec["status"]).runnable:
@@ -272,6 +278,7 @@ class Backfill:
             max_attempts=max_attempts, backoff=backoff)
         running: set[Future[TaskOutcome]] = set()
         emit = on_event or (lambda _e: None)
+        said: str | None = None  # the last wait logged (said once, not every poll)
         try:
             with ThreadPoolExecutor(max_workers=concurrency,
                                     thread_name_prefix=f"backfill-{self.id}") as pool:
@@ -284,26 +291,37 @@ class Backfill:
                         emit(TaskEvent("started", claim.task.model, claim.task.label,
                                        claim.task.task_id, claim.attempt))
                         running.add(pool.submit(execute, claim))
-                    if running:
+                    if running:  # a pause or cancel lets them finish; claims stop meanwhile
                         done, _ = wait(running, timeout=max(poll, 0.5),
                                        return_when=FIRST_COMPLETED)
                         for fut in done:
                             running.discard(fut)
                             emit(fut.result().event())  # re-raises bugs (ledger errors)
                         continue
+                    if rec["status"] == BackfillState.CANCELLED:
+                        log.info("backfill %s: cancelled; worker %s stops", self.id, worker)
+                        break
                     snap = self.status(now=clock.now())
-                    if snap.finished or rec["paused_at"] is not None or \
-                            rec["status"] == BackfillState.CANCELLED or blocked == "budget":
-                        break  # held, or the budget has no room: nothing more from this worker
+                    if snap.finished:
+                        break
+                    if rec["paused_at"] is not None:
+                        if exit_when_held:
+                            break
+                        said = self._say(said, f"paused; waiting for: backfill resume {self.id}")
+                        clock.sleep(held_poll)
+                        continue
+                    if blocked == "budget":
+                        break  # the budget has no room: nothing more from this worker
                     if blocked == "window":
                         if exit_outside_window:
                             break
-                        assert limits.windows is not None
-                        opens = limits.windows.next_open(clock.now())
-                        wait_for = (opens - clock.now()).total_seconds()
-                        log.info("backfill %s: %s", self.id, snap.note)
+                        now = clock.now()
+                        opens = limits.next_start(now, _cheapest(self.ledger, self.id, limits))
+                        wait_for = (opens - now).total_seconds() if opens else poll
+                        said = self._say(said, snap.note or "waiting for a window")
                         clock.sleep(min(max(wait_for, poll), max_wait))
                         continue
+                    said = None
                     clock.sleep(poll)  # waiting for a backoff, or for other workers' tasks
         finally:
             self.engine.close()
@@ -317,6 +335,18 @@ class Backfill:
         final = self.status(now=clock.now())
         log.info("backfill %s: %s", self.id, final)
         return final
+
+    def _say(self, said: str | None, what: str) -> str:
+        if what != said:
+            log.info("backfill %s: %s", self.id, what)
+        return what
+
+
+def _cheapest(ledger: LedgerBackend, backfill_id: str, limits: RunLimits) -> float:
+    """The estimated seconds of the cheapest ready task (what must fit in a window)."""
+    tasks = {t.task_id: t for t in ledger.tasks(backfill_id)}
+    per = limits.per_partition(ledger.attempts(backfill_id), tasks)
+    return min((limits.cost(t, per) for t in ledger.ready(backfill_id, len(tasks))), default=0.0)
 
 
 def _options(project: Project, tasks: Sequence[Mapping[str, Any]],

@@ -2,7 +2,7 @@
 
 >>> limits = RunLimits.from_options({"windows": ["22:00-06:00 Europe/Berlin"],
 ...                                  "budget_seconds": 10800, "costs": {"fct_daily_sales": 40}})
->>> limits.fits(task, attempts, running=[], now=clock.now())        # doctest: +SKIP
+>>> limits.check(task, per_partition, committed, now=clock.now())    # doctest: +SKIP
 
 A task's estimated cost is its partitions times its model's seconds per partition: the mean of
 the model's finished attempts in this backfill once there are some (the real cost on this
@@ -110,8 +110,22 @@ class RunLimits:
             f"budget of {format_duration(self.budget_seconds)}; raise the budget, narrow the "
             "plan, or run anyway with --force REASON")
 
-    def waiting_note(self, now: dt.datetime) -> str | None:
-        """``waiting for window, opens 22:00 CET`` while no window is open."""
-        if self.windows is None or self.windows.open_at(now) is not None:
+    def next_start(self, now: dt.datetime, cost: float = 0.0) -> dt.datetime | None:
+        """When a task of ``cost`` seconds may next start inside a window: None when it may
+        now (or there are no windows); else the next opening (after the open window closes, when
+        the task does not fit in what is left of it)."""
+        if self.windows is None:
             return None
-        return f"waiting for window, opens {self.windows.describe_open(self.windows.next_open(now), now)}"
+        closes = self.windows.open_at(now)
+        if closes is None:
+            return self.windows.next_open(now)
+        return None if now + dt.timedelta(seconds=cost) <= closes else \
+            self.windows.next_open(closes)
+
+    def waiting_note(self, now: dt.datetime, cost: float = 0.0) -> str | None:
+        """``waiting for window, opens 22:00 CET`` while no window has room for a task of
+        ``cost`` seconds."""
+        opens = self.next_start(now, cost)
+        if opens is None or self.windows is None:
+            return None
+        return f"waiting for window, opens {self.windows.describe_open(opens, now)}"

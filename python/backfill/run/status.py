@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._arrow import html_table
-from ..windows import Windows, format_duration
+from ..windows import format_duration
 from .ledger import LedgerBackend, TaskRow
+from .limits import RunLimits
 
 __all__ = ["BackfillStatus", "ModelStatus", "TaskEvent", "backfill_status"]
 
@@ -57,6 +58,9 @@ class BackfillStatus:
     #: paused / cancelled / waiting for a window / out of budget, said for people
     note: str | None = None
     paused: bool = False
+    #: why no task of it runs now although some are left: "paused", "cancelled", "window" (no
+    #: window has room now) or "budget" (no room left in it); None otherwise
+    held: str | None = None
     #: engine time: budget, spent, remaining (seconds; budget None when there is none)
     budget: dict[str, float | None] = field(default_factory=dict)
 
@@ -82,7 +86,7 @@ class BackfillStatus:
             "id": self.id, "status": self.status, "reason": self.reason,
             "selection": self.selection, "period": self.period, "mode": self.mode,
             "tasks": {"total": self.total, "done": self.done},
-            "paused": self.paused, "note": self.note, "budget": self.budget,
+            "paused": self.paused, "held": self.held, "note": self.note, "budget": self.budget,
             "models": [dataclasses.asdict(m) for m in self.models],
             "failed_tasks": [{"task_id": t.task_id, "model": t.model, "label": t.label,
                               "attempts": t.attempts, "error": t.error} for t in self.failed_tasks],
@@ -155,14 +159,13 @@ def _blocked(tasks: list[TaskRow]) -> set[int]:
     return {t.task_id for t in tasks if t.status == "pending" and memo[t.task_id]}
 
 
-def _no_room(options: dict[str, Any], tasks: list[TaskRow], attempts: list[dict[str, Any]],
-             remaining: float) -> bool:
-    """The budget has no room for any pending task."""
-    from .limits import RunLimits  # limits reads the ledger's records only, like this module
+def _costs(options: dict[str, Any], tasks: list[TaskRow], attempts: list[dict[str, Any]],
+           blocked: set[int]) -> tuple[RunLimits, list[float]]:
+    """The run limits and the estimated costs of the pending tasks that may still run."""
     limits = RunLimits.from_options(options)
     per = limits.per_partition(attempts, {t.task_id: t for t in tasks})
-    costs = [limits.cost(t, per) for t in tasks if t.status == "pending"]
-    return bool(costs) and min(costs) > remaining
+    return limits, [limits.cost(t, per) for t in tasks
+                    if t.status == "pending" and t.task_id not in blocked]
 
 
 def backfill_status(ledger: LedgerBackend, backfill_id: str,
@@ -186,30 +189,33 @@ def backfill_status(ledger: LedgerBackend, backfill_id: str,
     attempts = ledger.attempts(backfill_id)
     spent = float(sum(a["seconds"] or 0.0 for a in attempts if a["status"] in ("done", "failed")))
     budget = options.get("budget_seconds")
-    note = None
+    note: str | None = None
+    held: str | None = None
     if status == "cancelled":
         note = f"cancelled by {rec.get('cancelled_by')}: {rec.get('cancel_reason')}"
-    elif rec.get("paused_at"):
-        status = "paused"
+        held = "cancelled"
+    elif rec.get("paused_at") and status in ("pending", "running", "failed"):
+        status, held = "paused", "paused"
         note = (f"paused by {rec.get('paused_by')} at {str(rec['paused_at'])[:19]}; running "
                 f"tasks finish, nothing new starts: backfill resume {backfill_id}")
-    elif status in ("pending", "running") and options.get("windows") and not live:
-        windows = Windows.parse(options["windows"])
-        at = now or dt.datetime.now(dt.timezone.utc)
-        if windows.open_at(at) is None:
-            note = f"waiting for window, opens {windows.describe_open(windows.next_open(at), at)}"
-    if note is None and budget is not None and status == "running" and not live and \
-            _no_room(options, tasks, attempts, budget - spent):
-        note = (f"stopped within its budget ({format_duration(spent)} of "
-                f"{format_duration(budget)} spent): raise it with backfill run --resume "
-                f"{backfill_id} --budget ...")
+    elif status in ("pending", "running") and not live and \
+            (options.get("windows") or budget is not None):
+        limits, costs = _costs(options, tasks, attempts, blocked)
+        if costs and budget is not None and status == "running" and min(costs) > budget - spent:
+            held = "budget"
+            note = (f"stopped within its budget ({format_duration(spent)} of "
+                    f"{format_duration(budget)} spent): raise it with backfill run --resume "
+                    f"{backfill_id} --budget ...")
+        elif costs and limits.windows is not None:
+            note = limits.waiting_note(now or dt.datetime.now(dt.timezone.utc), min(costs))
+            held = "window" if note else None
     if status == "running" and not live and note is None:
         status = "interrupted"  # no worker alive: resume it
     return BackfillStatus(
         id=backfill_id, status=status, reason=rec["reason"], selection=rec["selection"],
         period=f"{rec['start'][:10]}..{rec['end'][:10]}", mode=rec["mode"], models=models,
         failed_tasks=[t for t in tasks if t.status == "failed"], note=note,
-        paused=bool(rec.get("paused_at")),
+        paused=bool(rec.get("paused_at")), held=held,
         budget={"budget": budget, "spent": spent,
                 "remaining": None if budget is None else max(0.0, budget - spent)})
 

@@ -18,8 +18,8 @@ import psycopg
 from ...errors import InvalidInputError, NotFoundError
 from . import postgres_sql as q
 from .postgres_schema import NOW
-from .records import BackfillHeldError, TaskRow, task_row
-from .sqlite_ops import held_message
+from .records import TaskRow, task_row
+from .sqlite_ops import held_error, held_message
 from .states import (BACKFILL_TRANSITIONS, PAUSABLE, BackfillState, IllegalTransitionError,
                      TaskState, check_backfill_transition, check_pausable, sources)
 
@@ -60,9 +60,9 @@ class PostgresOps:
     def _refuse_held(self, db: Conn, backfill_id: str) -> None:
         """For ``claim_task`` (inside its transaction): BackfillHeldError while the backfill is
         paused or cancelled; the row stays share-locked, so a pause waits for this claim."""
-        message = held_message(backfill_id, *self._hold(db, backfill_id, lock=True))
-        if message:
-            raise BackfillHeldError(message)
+        error = held_error(backfill_id, *self._hold(db, backfill_id, lock=True))
+        if error is not None:
+            raise error
 
     def set_paused(self, backfill_id: str, paused: bool, by: str) -> None:
         states = [s.value for s in PAUSABLE]

@@ -18,7 +18,8 @@ from typing import Any
 
 from ...errors import BackfillError, ConflictError, InvalidInputError
 
-__all__ = ["AUDIT_KEYS", "BACKFILL_KEYS", "BackfillExistsError", "BackfillHeldError", "Claim", "LedgerError",
+__all__ = ["AUDIT_KEYS", "BACKFILL_KEYS", "BackfillCancelledError", "BackfillExistsError",
+           "BackfillHeldError", "BackfillPausedError", "Claim", "LedgerError",
            "PUBLICATION_KEYS", "TASK_KEYS", "TaskBusyError", "TaskRow", "check_backfill_input",
            "iso_utc", "new_worker_id", "require_keys", "task_row", "utcnow", "worker_dead"]
 
@@ -44,6 +45,14 @@ class TaskBusyError(ConflictError):
 
 class BackfillHeldError(ConflictError):
     """The backfill is paused or cancelled: nothing of it may be claimed now."""
+
+
+class BackfillPausedError(BackfillHeldError):
+    """The backfill is paused: nothing of it is claimed until ``backfill resume``; try later."""
+
+
+class BackfillCancelledError(BackfillHeldError):
+    """The backfill is cancelled: nothing more of it runs, is audited or published."""
 
 
 class BackfillExistsError(ConflictError):

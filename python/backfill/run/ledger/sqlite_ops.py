@@ -17,26 +17,37 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidInputError, NotFoundError
-from .records import BackfillHeldError, TaskRow, task_row, utcnow
+from .records import (BackfillCancelledError, BackfillHeldError, BackfillPausedError, TaskRow,
+                      task_row, utcnow)
 from .sqlite_errors import storage_errors as _storage
 from .states import (BACKFILL_TRANSITIONS, PAUSABLE, BackfillState, IllegalTransitionError,
                      TaskState, check_backfill_transition, check_pausable, sources)
 
-__all__ = ["SqliteOps", "held_message"]
+__all__ = ["SqliteOps", "held_error", "held_message"]
 
 _TASK_COLUMNS = ("task_id, model, start, end, label, partitions, wave, status, attempts, "
                  "rows_written, fingerprint, error")
 
 
-def held_message(backfill_id: str, status: str, paused_at: str | None,
+def held_error(backfill_id: str, status: str, paused_at: object | None,
+               paused_by: str | None) -> BackfillHeldError | None:
+    """The error saying why nothing of the backfill may be claimed now, or None. Its class tells
+    a caller whether to wait (paused) or give up (cancelled)."""
+    if status == BackfillState.CANCELLED:
+        return BackfillCancelledError(f"backfill {backfill_id} is cancelled; nothing more of it "
+                                      "runs")
+    if paused_at is not None:
+        return BackfillPausedError(f"backfill {backfill_id} is paused (by {paused_by} at "
+                                   f"{str(paused_at)[:19]}); resume it with: backfill resume "
+                                   f"{backfill_id}")
+    return None
+
+
+def held_message(backfill_id: str, status: str, paused_at: object | None,
                  paused_by: str | None) -> str | None:
     """Why nothing of the backfill may be claimed now, or None."""
-    if status == BackfillState.CANCELLED:
-        return f"backfill {backfill_id} is cancelled; nothing more of it runs"
-    if paused_at is not None:
-        return (f"backfill {backfill_id} is paused (by {paused_by} at {paused_at[:19]}); resume "
-                f"it with: backfill resume {backfill_id}")
-    return None
+    error = held_error(backfill_id, status, paused_at, paused_by)
+    return None if error is None else str(error)
 
 
 class SqliteOps:
@@ -125,6 +136,6 @@ class SqliteOps:
 
     def _refuse_held(self, db: sqlite3.Connection, backfill_id: str) -> None:
         """For ``claim_task``: BackfillHeldError while the backfill is paused or cancelled."""
-        message = self._held(db, backfill_id)
-        if message:
-            raise BackfillHeldError(message)
+        error = held_error(backfill_id, *self._hold(db, backfill_id))
+        if error is not None:
+            raise error
