@@ -292,6 +292,8 @@ def test_the_airflow_task_of_a_held_backfill_raises_paused_or_cancelled(shop_dir
     with pytest.raises(BackfillPausedError, match="resume it with: backfill resume"):
         bfa.run_task(bid, 1, project=shop_dir)
     assert bfa.run_task(bid, 0, project=shop_dir)["skipped"]  # done: nothing to wait for
+    led.set_paused(bid, False, "ops")
+    assert bfa.run_task(bid, 1, project=shop_dir)["status"] == "done"  # the rescheduled try
     led.cancel(bid, "wrong months", "ops")
     with pytest.raises(BackfillCancelledError, match="is cancelled; nothing more of it runs"):
         bfa.run_task(bid, 1, project=shop_dir)
