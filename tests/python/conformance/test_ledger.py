@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from backfill.errors import ConflictError, InvalidInputError, NotFoundError
-from backfill.run.ledger import (SCHEMA_VERSION, BackfillExistsError, BackfillHeldError,
-                                 BackfillState, Claim,
+from backfill.run.ledger import (SCHEMA_VERSION, BackfillCancelledError, BackfillExistsError,
+                                 BackfillPausedError, BackfillState, Claim,
                                  IllegalTransitionError, LedgerBackend, LedgerError,
                                  TaskBusyError, TaskRow, open_ledger)
 from backfill.run.ledger.states import BACKFILL_TRANSITIONS
@@ -522,7 +522,7 @@ def test_pause_stops_claims_until_resumed_and_running_tasks_finish(ledger: Ledge
     rec = ledger.backfill("b1")
     assert rec["paused_by"] == "ops" and rec["paused_at"] is not None
     assert ledger.claim("b1", OTHER, 5, 60) == [] and ledger.ready("b1", 5) == []
-    with pytest.raises(BackfillHeldError, match="b1 is paused .*backfill resume b1"):
+    with pytest.raises(BackfillPausedError, match="b1 is paused .*backfill resume b1"):
         ledger.claim_task("b1", 1, OTHER, 60)
     assert finish(ledger, first, "b1", LIVE) == "done"  # a running task finishes
     with pytest.raises(IllegalTransitionError, match="paused already"):
@@ -562,7 +562,7 @@ def test_cancel_stops_claims_keeps_the_record_and_only_discard_follows(
     assert (rec["status"], rec["cancel_reason"], rec["cancelled_by"], rec["paused_at"]) == (
         "cancelled", "wrong period", "ops", None)
     assert ledger.claim("b1", OTHER, 5, 60) == [] and ledger.ready("b1", 5) == []
-    with pytest.raises(BackfillHeldError, match="b1 is cancelled"):
+    with pytest.raises(BackfillCancelledError, match="b1 is cancelled"):
         ledger.claim_task("b1", 1, OTHER, 60)
     assert finish(ledger, running, "b1", LIVE) == "done"  # the running task's end is recorded
     for target in ("running", "done", "failed"):
