@@ -35,7 +35,62 @@ CONF = json.loads(Path(__file__).with_suffix(".json").read_text())
 dag = backfill_dag(CONF["dag_id"], CONF["project"], CONF["select"], CONF["start"], CONF["end"],
                    concurrency=2, reason="discount bug fixed", note=CONF.get("note"),
                    as_of=CONF["as_of"], gates=CONF.get("gates"), approval=CONF.get("approval", False),
-                   retries=1, retry_delay=dt.timedelta(0), ledger=CONF.get("ledger"))
+                   retries=1, retry_delay=dt.timedelta(0), ledger=CONF.get("ledger"),
+                   paused_recheck=dt.timedelta(seconds=CONF.get("recheck", 60)))
+
+
+def _backfill_cli(*args):
+    """``backfill ARGS`` in a second process, as an operator would run it."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "backfill.cli", *args, "--project", CONF["project"]],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    print(r.stdout, flush=True)
+
+
+def _control(action):
+    """Right after the plan task records the backfill, an operator pauses or cancels it."""
+    from backfill.integrations.airflow import tasks
+
+    real = tasks.plan_backfill
+    if getattr(real, "holds", False):  # the file runs twice (as __main__, then parsed by Airflow)
+        return
+
+    def plan_then_hold(*args, **kwargs):
+        bid = real(*args, **kwargs)
+        _backfill_cli(*action, bid)
+        if CONF.get("on_reschedule"):
+            _when_rescheduled(CONF["on_reschedule"], bid)
+        return bid
+
+    plan_then_hold.holds = True
+    tasks.plan_backfill = plan_then_hold
+
+
+def _when_rescheduled(action, bid):
+    """Once a mapped task waits in up_for_reschedule, the operator runs ``backfill ACTION`` (resume
+    or cancel). (Started from the plan task: by then dag.test has imported Airflow's models,
+    which a thread importing them at the same time could deadlock on.)"""
+    import threading
+    import time
+
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+
+    def watch():
+        while True:
+            time.sleep(0.3)
+            with create_session() as session:
+                waiting = session.query(TaskInstance).filter_by(
+                    dag_id=dag.dag_id, state=TaskInstanceState.UP_FOR_RESCHEDULE).count()
+            if waiting:
+                _backfill_cli(*action, bid)
+                return
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def _inject(fail):
@@ -94,11 +149,14 @@ def _respond(choice):
 # Module level: with an executor, tasks run in worker processes that import this file.
 if CONF.get("fail"):
     _inject(CONF["fail"])
+if CONF.get("control"):
+    _control(CONF["control"])
 
 
 if __name__ == "__main__":
     from airflow.models.dagrun import DagRun
     from airflow.models.hitl import HITLDetail
+    from airflow.models.taskreschedule import TaskReschedule
     from airflow.utils.session import create_session
 
     if CONF.get("respond"):
@@ -111,7 +169,8 @@ if __name__ == "__main__":
         with create_session() as session:
             run = session.query(DagRun).filter_by(dag_id=dag.dag_id, run_id=dr.run_id).one()
             tis = [{"task_id": ti.task_id, "map_index": ti.map_index, "state": str(ti.state),
-                    "try_number": ti.try_number, "label": ti.rendered_map_index}
+                    "try_number": ti.try_number, "label": ti.rendered_map_index,
+                    "reschedules": session.query(TaskReschedule).filter_by(ti_id=ti.id).count()}
                    for ti in run.get_task_instances(session=session)]
             hitl = [{"chosen": d.chosen_options, "by": d.responded_by_user_name}
                     for ti in run.get_task_instances(session=session) if ti.task_id == "approve"

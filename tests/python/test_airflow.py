@@ -287,3 +287,30 @@ def test_publish_waits_for_the_approval(choice: str, fixed_shop: Path, tmp_path:
         assert states["publish"] == "skipped"
         assert ledger.backfill(bid)["status"] == "done"  # audited, awaiting a decision
         assert fingerprints(fixed_shop) == before
+
+
+# -- pause and cancel ----------------------------------------------------------------------------
+def test_mapped_tasks_of_a_paused_backfill_wait_and_of_a_cancelled_one_are_skipped(
+        fixed_shop: Path, tmp_path: Path, airflow_home: Path) -> None:
+    """An operator pauses the backfill right after it is planned (``backfill pause`` in another
+    process): its mapped tasks are rescheduled, not failed. Seeing them wait, the operator
+    cancels it: they, the audit and publish are skipped with the reason; nothing is published."""
+    before = fingerprints(fixed_shop)
+    period = {"select": "fct_daily_sales", "start": "2026-07-31", "end": "2026-08-03"}
+    runs, output = run_dag(airflow_home, tmp_path / "af", conf(
+        fixed_shop, **period, control=["pause"], recheck=1,
+        on_reschedule=["cancel", "--reason", "wrong period"]))
+    (run,) = runs
+    assert run["state"] == "success"  # nothing failed: it was held, then stopped on purpose
+    mapped = tis(run, "fct_daily_sales.run")
+    assert len(mapped) == 3 and {t["state"] for t in mapped} == {"skipped"}
+    assert any(t["reschedules"] >= 1 for t in mapped), mapped  # waited while paused
+    assert {t["try_number"] for t in mapped} == {1}  # no retry used up while paused
+    states = {t["task_id"]: t["state"] for t in run["tis"]}
+    assert states["audit"] == states["publish"] == "skipped"
+    assert "paused: running tasks finish" in output and "; checking again in 0:00:01" in output
+    assert "is cancelled; nothing more of it runs" in output
+    assert "('wrong period'); not auditing it" in output
+    assert fingerprints(fixed_shop) == before
+    ledger, bid = ledger_of(fixed_shop)
+    assert ledger.backfill(bid)["status"] == "cancelled" and ledger.attempts(bid) == []

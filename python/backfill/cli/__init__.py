@@ -16,7 +16,8 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import BackfillError
-from . import audit, check, demo, dbt, forward, lint, partitions, plan, publish, replay, run
+from . import (audit, check, control, demo, dbt, forward, lint, partitions, plan, publish,
+               replay, run)
 from .exit_codes import EXIT_USAGE
 
 __all__ = ["build_parser", "main"]
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_parser(sub)
     plan.add_parser(sub)
     run.add_parsers(sub)  # run, status
+    control.add_parsers(sub)  # pause, resume, cancel
     check.add_estimate_parser(sub)
     audit.add_audit_parser(sub)
     publish.add_publish_parser(sub)

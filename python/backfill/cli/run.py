@@ -6,7 +6,9 @@
     backfill status [ID] [--json]
     backfill status --list [--json]
 
-Exit codes: 0 every task done, 1 a task failed, 2 usage or input error (nothing is recorded).
+Exit codes: 0 every task done, 1 a task failed, 2 usage or input error (nothing is recorded),
+3 stopped for now: no window has room (--exit-outside-window) or paused (--exit-when-held),
+4 stopped until someone acts: the budget is spent, or the backfill was cancelled.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from ..api import Backfill, Project
 from ..errors import InvalidInputError
 from ..lint import LintResult
 from ..run import BackfillStatus, ledger_for
+from ..run.estimate import estimate
+from ..windows import parse_duration
 from .common import add_ledger_option, ledger_from_args
-from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .exit_codes import EXIT_FAILED, EXIT_LATER, EXIT_OK, EXIT_STOPPED, EXIT_USAGE
 from .progress import force_progress, run_with_log_lines, run_with_progress
 
 __all__ = ["add_parsers"]
@@ -57,6 +61,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     r.add_argument("--no-lint", action="store_true",
                    help="run even when the lint finds errors in a planned model")
     r.add_argument("--json", action="store_true", help="machine-readable output, no progress")
+    r.add_argument("--window", action="append", metavar="WINDOW",
+                   help="claim tasks only inside it, e.g. '22:00-06:00 Europe/Berlin' "
+                        "(repeat for several; default: backfill.yml's window)")
+    r.add_argument("--exit-outside-window", action="store_true",
+                   help="exit (code 3) instead of waiting when no window has room now (cron, "
+                        "Airflow)")
+    r.add_argument("--exit-when-held", action="store_true",
+                   help="exit (code 3) instead of waiting while the backfill is paused")
+    r.add_argument("--budget", metavar="DURATION",
+                   help="engine time the backfill may use, e.g. 3h (estimated first)")
+    r.add_argument("--force", metavar="REASON",
+                   help="run although the estimate exceeds --budget (the reason is recorded)")
     add_ledger_option(r)
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=cmd_run)
@@ -87,6 +103,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _usage(f"{', '.join(given)} cannot change a recorded backfill; "
                           f"resume with only --resume {resume}")
         bf = Backfill.resume(resume, project=Path(args.project), ledger=ledger_from_args(args))
+        if args.budget:  # a new budget for what is left; spent engine time counts against it
+            opts = json.loads(bf.ledger.backfill(bf.id)["options"] or "{}")
+            bf.ledger.set_options(bf.id, {**opts, "budget_seconds": parse_duration(args.budget)})
     else:
         missing = [f"--{n}" for n in ("select", "start", "end", "reason") if not getattr(args, n)]
         if missing:
@@ -108,13 +127,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _usage(f"the lint found {lint_errors} error(s) in planned models (above): a "
                           "backfill of them would not be reproducible; fix them, suppress a "
                           "finding in the SQL with a reason, or pass --no-lint")
+        costs = None
+        if args.budget:
+            parse_duration(args.budget)  # a bad budget is refused before the sample run
+            report = estimate(project, plan, concurrency=args.concurrency)
+            costs = {s.model: s.seconds for s in report.samples}
+            if not args.json:
+                sys.stdout.write(f"estimate: {report}\n")
         bf = Backfill.create(project, plan, reason=args.reason, direct=args.direct,
-                             lint=not args.no_lint, ledger=ledger_from_args(args))
+                             lint=not args.no_lint, ledger=ledger_from_args(args),
+                             windows=args.window, budget=args.budget, costs=costs,
+                             force=args.force)
     if not args.json:
         target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
         sys.stdout.write(f"backfill {bf.id}: {bf.reason!r} -> {target}\n")
     options: dict[str, Any] = dict(concurrency=args.concurrency, max_attempts=args.max_attempts,
-                                   backoff=args.backoff, lease_seconds=args.lease)
+                                   backoff=args.backoff, lease_seconds=args.lease,
+                                   windows=args.window if resume else None,
+                                   exit_outside_window=args.exit_outside_window,
+                                   exit_when_held=args.exit_when_held)
     try:
         if args.json or args.no_progress:
             final = bf.run(**options)
@@ -127,7 +158,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                          f"backfill run --resume {bf.id}\n")
         return EXIT_FAILED
     _print_status(final, args.json)
-    return EXIT_OK if final.ok else EXIT_FAILED
+    if final.ok:
+        return EXIT_OK
+    if final.held in ("window", "paused"):
+        return EXIT_LATER
+    if final.held in ("budget", "cancelled"):
+        return EXIT_STOPPED
+    return EXIT_FAILED
 
 
 def _print_status(status: BackfillStatus, as_json: bool) -> None:

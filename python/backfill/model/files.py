@@ -54,6 +54,7 @@ import jinja2
 import yaml  # type: ignore[import-untyped]
 
 from ..errors import BackfillError, CycleError, InvalidInputError
+from ..windows import check_specs
 from .consumers import (LineageSettings, NotifySettings, read_consumers, read_lineage,
                         read_notify)
 from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
@@ -65,7 +66,8 @@ log = logging.getLogger(__name__)
 __all__ = ["EngineSettings", "ProjectError", "ProjectSettings", "load_project", "sql_literal"]
 
 PROJECT_FILE = "backfill.yml"
-TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits", "notify", "lineage")
+TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits", "notify", "lineage",
+            "window")
 SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description", "kafka",
                "lands_in")
 MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
@@ -80,6 +82,7 @@ class ProjectSettings:
     ledger_url: str | None = None  # state: postgresql://... (a shared ledger), else state_dir's
     notify: NotifySettings | None = None  # who is told of changes (model/consumers.py)
     lineage: LineageSettings | None = None  # OpenLineage transports
+    windows: tuple[str, ...] = ()  # window: when backfills may claim tasks (backfill.windows)
 
 
 def sql_literal(value: dt.datetime) -> str:
@@ -334,10 +337,16 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
         if model not in project.models:
             raise ProjectError(f"{where}: audits.{model} names no model")
     lineage = read_lineage(doc["lineage"], name, root, where) if doc.get("lineage") else None
+    windows: tuple[str, ...] = ()
+    if doc.get("window") is not None:
+        try:
+            windows = tuple(check_specs(doc["window"], where))
+        except BackfillError as exc:
+            raise ProjectError(f"{where}: {exc}" if where not in str(exc) else str(exc)) from None
     project.settings = ProjectSettings(
         root, engine, state_dir, audits, by_name, ledger_url,
         NotifySettings(notify.consumers, {m: c for m, c in told.items() if c}, notify.smtp,
-                       notify.retries, notify.backoff, notify.timeout), lineage)
+                       notify.retries, notify.backoff, notify.timeout), lineage, windows)
     log.info("loaded %r from %s", project, root)
     return project
 

@@ -15,7 +15,10 @@ It refuses (``ConflictError``) when:
 * there is no audit, or the backfill's tasks changed its audit area since (re-run -> re-audit);
 * the published tables changed since the audit (someone else published over the same periods):
   the engine compares the fingerprints recorded at audit time inside the swap, so nothing can
-  slip in between the check and the swap. Re-audit, then publish.
+  slip in between the check and the swap. Re-audit, then publish;
+* the backfill was cancelled (``BackfillCancelledError``, naming who and why), checked on entry
+  and again right before the swap, so a cancel that lands during the audit checks still stops
+  it (the ledger would refuse the publication afterwards too, but the tables would be swapped).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ..errors import ConflictError, InvalidInputError
 from ..run import BackfillState, LedgerBackend, who
 from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS
+from ..run.ledger import BackfillCancelledError
 from .announce import announce, check_announce
 from .changelog import Changelog, changelog_rows
 from .notify import Delivery, message
@@ -118,6 +122,7 @@ def publish_backfill(bf: Backfill, note: str, force_reason: str | None = None) -
     if bf.mode != "audit":
         raise InvalidInputError(f"backfill {bf.id} wrote the published tables directly; there "
                                 "is nothing to publish")
+    _refuse_cancelled(bf.id, rec)
     if rec["status"] != BackfillState.DONE:
         raise InvalidInputError(f"backfill {bf.id} is {rec['status']}; only a finished "
                                 "('done') backfill can be published")
@@ -157,6 +162,7 @@ def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -
         tuple(PublishModel(m, tuple(parts[m]), audits[m]["published_fingerprints"])
               for m in order),
         tuple(rows))
+    _refuse_cancelled(bf.id, bf.ledger.backfill(bf.id))  # cancelled while we checked?
     try:
         engine.publish(project, request)
     except StalePublishedError as exc:
@@ -178,6 +184,14 @@ def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -
                               tuple(deliveries), message(project.name, entry))
     log.info("%s", publication)
     return publication
+
+
+def _refuse_cancelled(backfill_id: str, rec: dict[str, Any]) -> None:
+    if rec["status"] == BackfillState.CANCELLED:
+        raise BackfillCancelledError(
+            f"backfill {backfill_id} was cancelled by {rec.get('cancelled_by')} "
+            f"({rec.get('cancel_reason')!r}); a cancelled backfill is never published. Its "
+            f"audit area stays until: backfill discard {backfill_id}")
 
 
 def discard_backfill(bf: Backfill) -> None:

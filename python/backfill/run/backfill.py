@@ -23,9 +23,8 @@ import hashlib
 import json
 import logging
 import re
-import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,7 +32,10 @@ from ..calendar import partitions as calendar_partitions
 from ..engines import Area, Engine, Part, open_engine
 from ..errors import InvalidInputError
 from .executor import TaskOutcome, execute_task
-from .ledger import BackfillState, LedgerBackend, TaskRow, ledger_for, new_worker_id
+from ..windows import check_specs, parse_duration
+from .ledger import (BackfillHeldError, BackfillState, Claim, IllegalTransitionError,
+                     LedgerBackend, TaskBusyError, TaskRow, TaskState, ledger_for, new_worker_id)
+from .limits import Clock, RunLimits, SystemClock, spent_seconds
 from .status import BackfillStatus, TaskEvent, backfill_status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,10 +79,17 @@ class Backfill:
     @classmethod
     def create(cls: type[_B], project: Project, plan: Plan, *, reason: str, direct: bool = False,
                engine: Engine | None = None, ledger: LedgerBackend | None = None,
-               lint: bool = True, backfill_id: str | None = None) -> _B:
+               lint: bool = True, backfill_id: str | None = None,
+               windows: str | list[str] | None = None, budget: str | float | None = None,
+               costs: Mapping[str, float] | None = None, force: str | None = None) -> _B:
         """Records ``plan`` as a new backfill. ``backfill_id`` (default: a fresh
         ``bf_<time>_<random>``) lets an orchestrator derive a deterministic id from its run, so
-        that a retried planning step finds the backfill it already recorded."""
+        that a retried planning step finds the backfill it already recorded.
+
+        ``windows`` (default: the project's ``window:``) bound when tasks are claimed;
+        ``budget`` ("3h") bounds its engine time, and needs ``costs`` (seconds per partition by
+        model, e.g. from :func:`~backfill.run.estimate.estimate`): a plan estimated above the
+        budget is refused unless ``force`` gives a reason."""
         if backfill_id is not None and not _ID_RE.fullmatch(backfill_id):
             raise InvalidInputError(f"backfill_id {backfill_id!r}: expected 'bf_' followed by "
                                     "letters, digits or '_' (at most 60 characters)")
@@ -98,6 +107,7 @@ class Backfill:
         if missing:
             raise InvalidInputError(f"models without SQL cannot run: {', '.join(missing)}")
         tasks = [plan.task(i) for i in range(plan.task_count)]
+        options = _options(project, tasks, windows, budget, costs, force)
         settings = project.settings
         record = {
             "id": backfill_id or _new_id(),
@@ -115,6 +125,7 @@ class Backfill:
             "models": json.dumps({m.model: _sql_hash(project.models[m.model].sql)
                                   for m in plan.models}),
             "created_by": who(),
+            "options": json.dumps(options, sort_keys=True) if options else None,
         }
         ledger.create_backfill(record, tasks)
         log.info("recorded backfill %s: %s, %d tasks (%s)", record["id"], plan.select,
@@ -141,7 +152,7 @@ class Backfill:
         dead worker are claimed again when its lease ends. Call ``.run()`` on the result."""
         bf = cls.open(backfill_id, project=project, engine=engine, ledger=ledger)
         rec = bf.ledger.backfill(backfill_id)
-        if BackfillState(rec["status"]).final:
+        if not BackfillState(rec["status"]).runnable:
             raise InvalidInputError(f"backfill {backfill_id} is {rec['status']}; nothing to resume")
         changed = [m for m, h in json.loads(rec["models"]).items()
                    if m in bf.project.models and _sql_hash(bf.project.models[m].sql) != h]
@@ -163,8 +174,36 @@ class Backfill:
         return self.status()._repr_html_()
 
     # -- inspection ----------------------------------------------------------------------------
-    def status(self) -> BackfillStatus:
-        return backfill_status(self.ledger, self.id)
+    def status(self, now: dt.datetime | None = None) -> BackfillStatus:
+        return backfill_status(self.ledger, self.id, now=now)
+
+    def _claim(self, worker: str, free: int, lease_seconds: float, limits: RunLimits,
+               now: dt.datetime) -> tuple[list[Claim], str | None]:
+        """Claims up to ``free`` tasks that fit ``limits``; also says what held one back."""
+        if free <= 0:
+            return [], None
+        if not limits.bound:
+            return self.ledger.claim(self.id, worker, free, lease_seconds), None
+        tasks = {t.task_id: t for t in self.ledger.tasks(self.id)}
+        attempts = self.ledger.attempts(self.id)
+        per = limits.per_partition(attempts, tasks)
+        committed = spent_seconds(attempts) + sum(
+            limits.cost(t, per) for t in tasks.values() if t.status == TaskState.RUNNING)
+        claims: list[Claim] = []
+        blocked: str | None = None
+        for task in self.ledger.ready(self.id, free):
+            why = limits.check(task, per, committed, now)
+            if why is not None:
+                blocked = blocked or why
+                continue
+            try:
+                got = self.ledger.claim_task(self.id, task.task_id, worker, lease_seconds)
+            except (TaskBusyError, BackfillHeldError):
+                continue  # another worker took it, or a pause landed: seen next round
+            if isinstance(got, Claim):
+                claims.append(got)
+                committed += limits.cost(task, per)
+        return claims, blocked
 
     def tasks(self) -> list[TaskRow]:
         return self.ledger.tasks(self.id)
@@ -201,20 +240,39 @@ class Backfill:
     # -- running -------------------------------------------------------------------------------
     def run(self, concurrency: int = 4, *, max_attempts: int = 3, backoff: float = 1.0,
             lease_seconds: float = 60.0, poll: float = 0.05,
-            on_event: Callable[[TaskEvent], None] | None = None) -> BackfillStatus:
+            on_event: Callable[[TaskEvent], None] | None = None,
+            windows: str | list[str] | None = None, exit_outside_window: bool = False,
+            exit_when_held: bool = False, clock: Clock | None = None, max_wait: float = 60.0,
+            held_poll: float = 5.0) -> BackfillStatus:
         """Runs the backfill's remaining tasks with up to ``concurrency`` threads; returns the
         final status (``.ok`` false when a task failed). ``backoff`` seconds before the 2nd
-        attempt, doubling after. Safe to call from several processes at once."""
+        attempt, doubling after. Safe to call from several processes at once.
+
+        Claims only inside the backfill's windows (``windows`` replaces them) and within its
+        budget (:mod:`.limits`). Outside a window it waits (``clock.sleep``, at most
+        ``max_wait`` at a time, so a pause or cancel is seen) or, with ``exit_outside_window``,
+        returns. While the backfill is paused (``backfill pause``, from any process) its
+        running tasks finish and it waits, reading the ledger every ``held_poll`` seconds,
+        until it is resumed or cancelled; with ``exit_when_held`` it returns instead. It
+        returns when the backfill is cancelled (after its running tasks finish) and when the
+        budget leaves no room for the next task. The returned status's ``held`` says why it
+        returned before the end."""
         for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} {value!r} is not a positive integer")
-        if backoff < 0 or lease_seconds <= 0:
-            raise InvalidInputError("backoff must be >= 0 and lease_seconds > 0")
+        if backoff < 0 or lease_seconds <= 0 or poll <= 0 or max_wait <= 0 or held_poll <= 0:
+            raise InvalidInputError("backoff must be >= 0; lease_seconds, poll, max_wait and "
+                                    "held_poll > 0")
         worker = new_worker_id()
         rec = self.ledger.backfill(self.id)
-        if BackfillState(rec["status"]).final:
+        if not BackfillState(rec["status"]).runnable:
             raise InvalidInputError(f"backfill {self.id} is {rec['status']}; it cannot run")
-        self.ledger.set_status(self.id, BackfillState.RUNNING)
+        if windows is not None:  # recorded, so status (any process) tells when it runs
+            self.ledger.set_options(self.id, {**json.loads(rec["options"] or "{}"),
+                                              "windows": check_specs(windows, "run")})
+        clock = clock or SystemClock()
+        if rec["paused_at"] is None:
+            self.ledger.set_status(self.id, BackfillState.RUNNING)
         log.info("backfill %s: worker %s starts (concurrency %d)", self.id, worker, concurrency)
         execute = functools.partial(
             execute_task, project=self.project, engine=self.engine, ledger=self.ledger,
@@ -222,35 +280,101 @@ class Backfill:
             max_attempts=max_attempts, backoff=backoff)
         running: set[Future[TaskOutcome]] = set()
         emit = on_event or (lambda _e: None)
+        said: str | None = None  # the last wait logged (said once, not every poll)
         try:
             with ThreadPoolExecutor(max_workers=concurrency,
                                     thread_name_prefix=f"backfill-{self.id}") as pool:
                 while True:
-                    for claim in self.ledger.claim(self.id, worker, concurrency - len(running),
-                                                   lease_seconds):
+                    rec = self.ledger.backfill(self.id)
+                    limits = RunLimits.from_options(json.loads(rec["options"] or "{}"))
+                    claims, blocked = self._claim(worker, concurrency - len(running),
+                                                  lease_seconds, limits, clock.now())
+                    for claim in claims:
                         emit(TaskEvent("started", claim.task.model, claim.task.label,
                                        claim.task.task_id, claim.attempt))
                         running.add(pool.submit(execute, claim))
-                    if running:
+                    if running:  # a pause or cancel lets them finish; claims stop meanwhile
                         done, _ = wait(running, timeout=max(poll, 0.5),
                                        return_when=FIRST_COMPLETED)
                         for fut in done:
                             running.discard(fut)
                             emit(fut.result().event())  # re-raises bugs (ledger errors)
                         continue
-                    snap = self.status()
+                    if rec["status"] == BackfillState.CANCELLED:
+                        log.info("backfill %s: cancelled; worker %s stops", self.id, worker)
+                        break
+                    snap = self.status(now=clock.now())
                     if snap.finished:
                         break
-                    time.sleep(poll)  # waiting for a backoff, or for other workers' tasks
+                    if rec["paused_at"] is not None:
+                        if exit_when_held:
+                            break
+                        said = self._say(said, f"paused; waiting for: backfill resume {self.id}")
+                        clock.sleep(held_poll)
+                        continue
+                    if blocked == "budget":
+                        break  # the budget has no room: nothing more from this worker
+                    if blocked == "window":
+                        if exit_outside_window:
+                            break
+                        now = clock.now()
+                        opens = limits.next_start(now, _cheapest(self.ledger, self.id, limits))
+                        wait_for = (opens - now).total_seconds() if opens else poll
+                        said = self._say(said, snap.note or "waiting for a window")
+                        clock.sleep(min(max(wait_for, poll), max_wait))
+                        continue
+                    said = None
+                    clock.sleep(poll)  # waiting for a backoff, or for other workers' tasks
         finally:
             self.engine.close()
-        final = self.status()
+        final = self.status(now=clock.now())
         status = BackfillState.FAILED if final.failed_tasks else BackfillState.DONE
-        if final.finished:
-            self.ledger.set_status(self.id, status, finished=True)
-        final = self.status()
+        if final.finished and BackfillState(self.ledger.backfill(self.id)["status"]).runnable:
+            try:
+                self.ledger.set_status(self.id, status, finished=True)
+            except IllegalTransitionError:  # cancelled meanwhile by another process
+                pass
+        final = self.status(now=clock.now())
         log.info("backfill %s: %s", self.id, final)
         return final
+
+    def _say(self, said: str | None, what: str) -> str:
+        if what != said:
+            log.info("backfill %s: %s", self.id, what)
+        return what
+
+
+def _cheapest(ledger: LedgerBackend, backfill_id: str, limits: RunLimits) -> float:
+    """The estimated seconds of the cheapest ready task (what must fit in a window)."""
+    tasks = {t.task_id: t for t in ledger.tasks(backfill_id)}
+    per = limits.per_partition(ledger.attempts(backfill_id), tasks)
+    return min((limits.cost(t, per) for t in ledger.ready(backfill_id, len(tasks))), default=0.0)
+
+
+def _options(project: Project, tasks: Sequence[Mapping[str, Any]],
+             windows: str | list[str] | None, budget: str | float | None,
+             costs: Mapping[str, float] | None, force: str | None) -> dict[str, Any]:
+    """The run options recorded with a backfill (checked; nothing is recorded when bad)."""
+    out: dict[str, Any] = {}
+    settings = project.settings
+    specs = windows if windows is not None else (settings.windows if settings else None)
+    if specs:
+        out["windows"] = check_specs(specs, "window")
+    if costs:
+        out["costs"] = {str(k): float(v) for k, v in costs.items()}
+    if budget is not None:
+        out["budget_seconds"] = parse_duration(budget)
+        unknown = sorted({str(t["model"]) for t in tasks} - set(out.get("costs", {})))
+        if unknown:
+            raise InvalidInputError(f"budget {budget!r}: no cost known for {', '.join(unknown)};"
+                                    " estimate the plan first (backfill estimate, or costs=)")
+        limits = RunLimits.from_options(out)
+        total = sum(limits.costs[str(t["model"])] * int(t["partitions"]) for t in tasks)
+        out["estimate_seconds"] = total
+        limits.refuse_over_budget(total, force)
+        if force and total > out["budget_seconds"]:
+            out["forced_reason"] = force.strip()
+    return out
 
 
 def who() -> str:

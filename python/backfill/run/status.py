@@ -4,12 +4,16 @@ events a run emits (``TaskEvent``)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import html
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._arrow import html_table
+from ..windows import format_duration
 from .ledger import LedgerBackend, TaskRow
+from .limits import RunLimits
 
 __all__ = ["BackfillStatus", "ModelStatus", "TaskEvent", "backfill_status"]
 
@@ -51,6 +55,14 @@ class BackfillStatus:
     mode: str
     models: list[ModelStatus]
     failed_tasks: list[TaskRow] = field(default_factory=list)
+    #: paused / cancelled / waiting for a window / out of budget, said for people
+    note: str | None = None
+    paused: bool = False
+    #: why no task of it runs now although some are left: "paused", "cancelled", "window" (no
+    #: window has room now) or "budget" (no room left in it); None otherwise
+    held: str | None = None
+    #: engine time: budget, spent, remaining (seconds; budget None when there is none)
+    budget: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -74,6 +86,7 @@ class BackfillStatus:
             "id": self.id, "status": self.status, "reason": self.reason,
             "selection": self.selection, "period": self.period, "mode": self.mode,
             "tasks": {"total": self.total, "done": self.done},
+            "paused": self.paused, "held": self.held, "note": self.note, "budget": self.budget,
             "models": [dataclasses.asdict(m) for m in self.models],
             "failed_tasks": [{"task_id": t.task_id, "model": t.model, "label": t.label,
                               "attempts": t.attempts, "error": t.error} for t in self.failed_tasks],
@@ -102,6 +115,12 @@ class BackfillStatus:
                 f"({self.mode}): {self.done}/{self.total} tasks done")
         if self.status == "interrupted":
             head += f"; no worker is running it: backfill run --resume {self.id}"
+        if self.note:
+            head += f"\n  {self.note}"
+        if self.budget.get("budget") is not None:
+            b, spent = self.budget["budget"] or 0.0, self.budget["spent"] or 0.0
+            head += (f"\n  budget: {format_duration(spent)} of {format_duration(b)} engine "
+                     f"time spent, {format_duration(max(0.0, b - spent))} remaining")
         width = max([5, *(len(m.model) for m in self.models)])
         lines = [head, f"  {'model':<{width}}  {'done':>6}  {'running':>7}  {'failed':>6}  "
                        f"{'pending':>7}  {'blocked':>7}"]
@@ -140,7 +159,17 @@ def _blocked(tasks: list[TaskRow]) -> set[int]:
     return {t.task_id for t in tasks if t.status == "pending" and memo[t.task_id]}
 
 
-def backfill_status(ledger: LedgerBackend, backfill_id: str) -> BackfillStatus:
+def _costs(options: dict[str, Any], tasks: list[TaskRow], attempts: list[dict[str, Any]],
+           blocked: set[int]) -> tuple[RunLimits, list[float]]:
+    """The run limits and the estimated costs of the pending tasks that may still run."""
+    limits = RunLimits.from_options(options)
+    per = limits.per_partition(attempts, {t.task_id: t for t in tasks})
+    return limits, [limits.cost(t, per) for t in tasks
+                    if t.status == "pending" and t.task_id not in blocked]
+
+
+def backfill_status(ledger: LedgerBackend, backfill_id: str,
+                    now: dt.datetime | None = None) -> BackfillStatus:
     rec = ledger.backfill(backfill_id)
     tasks = ledger.tasks(backfill_id)
     blocked = _blocked(tasks)
@@ -155,11 +184,39 @@ def backfill_status(ledger: LedgerBackend, backfill_id: str) -> BackfillStatus:
                                   count["failed"], count["pending"],
                                   sum(1 for t in ts if t.task_id in blocked)))
     status = rec["status"]
-    if status == "running" and not ledger.live_workers(backfill_id):
+    live = ledger.live_workers(backfill_id)
+    options = json.loads(rec.get("options") or "{}")
+    attempts = ledger.attempts(backfill_id)
+    spent = float(sum(a["seconds"] or 0.0 for a in attempts if a["status"] in ("done", "failed")))
+    budget = options.get("budget_seconds")
+    note: str | None = None
+    held: str | None = None
+    if status == "cancelled":
+        note = f"cancelled by {rec.get('cancelled_by')}: {rec.get('cancel_reason')}"
+        held = "cancelled"
+    elif rec.get("paused_at") and status in ("pending", "running", "failed"):
+        status, held = "paused", "paused"
+        note = (f"paused by {rec.get('paused_by')} at {str(rec['paused_at'])[:19]}; running "
+                f"tasks finish, nothing new starts: backfill resume {backfill_id}")
+    elif status in ("pending", "running") and not live and \
+            (options.get("windows") or budget is not None):
+        limits, costs = _costs(options, tasks, attempts, blocked)
+        if costs and budget is not None and status == "running" and min(costs) > budget - spent:
+            held = "budget"
+            note = (f"stopped within its budget ({format_duration(spent)} of "
+                    f"{format_duration(budget)} spent): raise it with backfill run --resume "
+                    f"{backfill_id} --budget ...")
+        elif costs and limits.windows is not None:
+            note = limits.waiting_note(now or dt.datetime.now(dt.timezone.utc), min(costs))
+            held = "window" if note else None
+    if status == "running" and not live and note is None:
         status = "interrupted"  # no worker alive: resume it
     return BackfillStatus(
         id=backfill_id, status=status, reason=rec["reason"], selection=rec["selection"],
         period=f"{rec['start'][:10]}..{rec['end'][:10]}", mode=rec["mode"], models=models,
-        failed_tasks=[t for t in tasks if t.status == "failed"])
+        failed_tasks=[t for t in tasks if t.status == "failed"], note=note,
+        paused=bool(rec.get("paused_at")), held=held,
+        budget={"budget": budget, "spent": spent,
+                "remaining": None if budget is None else max(0.0, budget - spent)})
 
 

@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from backfill.errors import ConflictError, InvalidInputError, NotFoundError
-from backfill.run.ledger import (SCHEMA_VERSION, BackfillExistsError, BackfillState, Claim,
+from backfill.run.ledger import (SCHEMA_VERSION, BackfillCancelledError, BackfillExistsError,
+                                 BackfillPausedError, BackfillState, Claim,
                                  IllegalTransitionError, LedgerBackend, LedgerError,
                                  TaskBusyError, TaskRow, open_ledger)
 from backfill.run.ledger.states import BACKFILL_TRANSITIONS
@@ -449,6 +450,8 @@ def test_processes_run_every_task_exactly_once(ledger: LedgerBackend, url: str) 
 def _apply(ledger: LedgerBackend, bid: str, target: BackfillState) -> None:
     if target is BackfillState.PUBLISHED:  # only record_publication publishes
         ledger.record_publication(bid, publication())
+    elif target is BackfillState.CANCELLED:  # only cancel cancels (with a reason)
+        ledger.cancel(bid, "wrong period", "me")
     else:
         ledger.set_status(bid, target, finished=target is BackfillState.DONE)
 
@@ -464,7 +467,8 @@ def test_backfill_transitions_follow_the_table(ledger: LedgerBackend,
         before = ledger.backfill(bid)
         current = BackfillState(before["status"])
         allowed = target in BACKFILL_TRANSITIONS[current] or (
-            target == current and target is not BackfillState.PUBLISHED)
+            target == current and target not in (BackfillState.PUBLISHED,
+                                                  BackfillState.CANCELLED))
         if allowed:
             _apply(ledger, bid, target)
             assert status(ledger, bid) == target
@@ -508,6 +512,91 @@ def test_finished_at_is_stamped_kept_by_publication_and_cleared_by_a_rerun(
     assert ledger.backfill("b1")["finished_at"] == done
     ledger.set_status("b2", "running")
     assert ledger.backfill("b2")["finished_at"] is None
+
+
+# -- pause, cancel, options (any process) -----------------------------------------------------
+def test_pause_stops_claims_until_resumed_and_running_tasks_finish(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(3))
+    (first,) = ledger.claim("b1", LIVE, 1, 60)
+    ledger.set_paused("b1", True, "ops")
+    rec = ledger.backfill("b1")
+    assert rec["paused_by"] == "ops" and rec["paused_at"] is not None
+    assert ledger.claim("b1", OTHER, 5, 60) == [] and ledger.ready("b1", 5) == []
+    with pytest.raises(BackfillPausedError, match="b1 is paused .*backfill resume b1"):
+        ledger.claim_task("b1", 1, OTHER, 60)
+    assert finish(ledger, first, "b1", LIVE) == "done"  # a running task finishes
+    with pytest.raises(IllegalTransitionError, match="paused already"):
+        ledger.set_paused("b1", True, "ops")
+    ledger.set_paused("b1", False, "ops")
+    assert ledger.backfill("b1")["paused_at"] is None
+    assert [t.task_id for t in ledger.ready("b1", 5)] == [1, 2]
+    assert ids(ledger.claim("b1", OTHER, 5, 60)) == [1, 2]  # ready lists, claim takes
+    with pytest.raises(IllegalTransitionError, match="b1 is pending, not paused"):
+        ledger.set_paused("b1", False, "ops")
+
+
+def test_a_finished_backfill_cannot_be_paused(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(1))
+    make_done(ledger, "b1")
+    before = ledger.backfill("b1")
+    with pytest.raises(IllegalTransitionError, match="b1 is done; only a pending, running or "
+                                                     "failed backfill can be paused"):
+        ledger.set_paused("b1", True, "ops")
+    assert ledger.backfill("b1") == before
+    with pytest.raises(NotFoundError, match="nope"):
+        ledger.set_paused("nope", True, "ops")
+
+
+def test_cancel_stops_claims_keeps_the_record_and_only_discard_follows(
+        ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(2))
+    ledger.set_status("b1", BackfillState.RUNNING)
+    (running,) = ledger.claim("b1", LIVE, 1, 60)
+    ledger.set_paused("b1", True, "ops")
+    with pytest.raises(InvalidInputError, match="needs a reason"):
+        ledger.cancel("b1", " ", "ops")
+    with pytest.raises(InvalidInputError, match="only through cancel"):
+        ledger.set_status("b1", "cancelled")
+    ledger.cancel("b1", "wrong period", "ops")
+    rec = ledger.backfill("b1")
+    assert (rec["status"], rec["cancel_reason"], rec["cancelled_by"], rec["paused_at"]) == (
+        "cancelled", "wrong period", "ops", None)
+    assert ledger.claim("b1", OTHER, 5, 60) == [] and ledger.ready("b1", 5) == []
+    with pytest.raises(BackfillCancelledError, match="b1 is cancelled"):
+        ledger.claim_task("b1", 1, OTHER, 60)
+    assert finish(ledger, running, "b1", LIVE) == "done"  # the running task's end is recorded
+    for target in ("running", "done", "failed"):
+        with pytest.raises(IllegalTransitionError, match="b1 is cancelled; it cannot become"):
+            ledger.set_status("b1", target)
+    with pytest.raises(IllegalTransitionError, match="cancelled already"):
+        ledger.cancel("b1", "again", "ops")
+    with pytest.raises(IllegalTransitionError, match="b1 is cancelled"):
+        ledger.record_publication("b1", publication())
+    ledger.set_status("b1", "discarded", finished=True)
+    assert status(ledger, "b1") == "discarded"
+
+
+def test_a_published_backfill_cannot_be_cancelled(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(1))
+    make_done(ledger, "b1")
+    ledger.record_publication("b1", publication())
+    before = ledger.backfill("b1")
+    with pytest.raises(IllegalTransitionError, match="b1 is published; it cannot become "
+                                                     "cancelled"):
+        ledger.cancel("b1", "too late", "ops")
+    assert ledger.backfill("b1") == before
+
+
+def test_options_are_recorded_at_create_and_replaced(ledger: LedgerBackend) -> None:
+    opts = {"windows": ["22:00-06:00 Europe/Berlin"], "budget_seconds": 10800.0}
+    ledger.create_backfill({**record("b1"), "options": json.dumps(opts)}, tasks(1))
+    ledger.create_backfill(record("b2"), tasks(1))  # options are optional
+    assert json.loads(ledger.backfill("b1")["options"]) == opts
+    assert ledger.backfill("b2")["options"] is None
+    ledger.set_options("b2", {"budget_seconds": 60.0})
+    assert json.loads(ledger.backfill("b2")["options"]) == {"budget_seconds": 60.0}
+    with pytest.raises(NotFoundError, match="nope"):
+        ledger.set_options("nope", {})
 
 
 # -- audits and publications -------------------------------------------------------------------
@@ -628,8 +717,10 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION
-        assert led.backfill("b1")["reason"] == "v1"
+        assert backend.version(url) == SCHEMA_VERSION == 4
+        migrated = led.backfill("b1")
+        assert migrated["reason"] == "v1" and migrated["status"] == "running"
+        assert (migrated["paused_at"], migrated["options"]) == (None, None)
         assert [(t.task_id, t.status, t.attempts, t.depends_on) for t in led.tasks("b1")] == [
             (0, "done", 1, ()), (1, "pending", 0, (0,))]
         assert led.tasks("b1")[0].start == dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -637,10 +728,12 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         (claim,) = led.claim("b1", LIVE, 5, 60)  # the migrated tables work for new writes
         assert (claim.task.task_id, claim.attempt) == (1, 1)
         assert finish(led, claim, "b1", LIVE) == "done"
-        led.record_attempt_detail("b1", claim.attempt_id, "{}")  # and the version 3 records
+        led.record_attempt_detail("b1", claim.attempt_id, "{}")  # and the version 4 records
         assert [a["detail"] for a in led.attempts("b1")] == [None, "{}"]
         led.record_offset_reset(offset_reset("r1"))
         assert [r["reset_id"] for r in led.offset_resets("etl")] == ["r1"]
+        led.cancel("b1", "a v3 state in a migrated table", "me")
+        assert status(led, "b1") == "cancelled"
     finally:
         led.close()
     open_ledger(url).close()  # opening it again migrates nothing

@@ -16,6 +16,11 @@ the tasks when the ``plan`` task runs. A model with no task in the period expand
 Failures: a permanent failure (SQL error, a gate failed) fails the task at once
 (``AirflowFailException``) with our message; a transient one (a lock, a lost lease, a task held
 by another live worker) raises so that Airflow retries it after ``retry_delay``.
+
+Pause and cancel (``backfill pause|resume|cancel ID``, from any process): a mapped task of a
+paused backfill is rescheduled (``AirflowRescheduleException``: up_for_reschedule, then tried
+again; no retry is used up) until the backfill is resumed; a cancelled backfill's tasks, audit
+and publish are skipped (``AirflowSkipException`` with who cancelled it and why).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ...api import Project
 from ...engines import TaskFailure
 from ...errors import BackfillError, InvalidInputError
+from ...run.ledger import BackfillCancelledError, BackfillPausedError
 from . import tasks as bfa
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,13 +54,22 @@ def _group_id(model: str) -> str:
     return _TASK_ID.sub("_", model)
 
 
-def _fail(exc: BaseException) -> BaseException:
-    """Our error as Airflow should see it: permanent ones fail without retries."""
+def _fail(exc: BaseException, recheck: dt.timedelta = dt.timedelta(minutes=1)) -> BaseException:
+    """Our error as Airflow should see it: permanent ones fail without retries; a paused
+    backfill's task is rescheduled (``recheck`` from now; it frees its worker slot meanwhile and
+    uses no retry); a cancelled backfill's task is skipped with the reason."""
     # Airflow is optional (extra backfill[airflow]): imported only where a DAG needs it.
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import (AirflowFailException, AirflowRescheduleException,
+                                        AirflowSkipException)
 
     if isinstance(exc, TaskFailure) and exc.transient:
         return exc
+    if isinstance(exc, BackfillPausedError):
+        log.info("%s; checking again in %s", exc, recheck)
+        return AirflowRescheduleException(  # type: ignore[no-untyped-call]
+            dt.datetime.now(dt.timezone.utc) + recheck)
+    if isinstance(exc, BackfillCancelledError):
+        return AirflowSkipException(str(exc))
     return AirflowFailException(str(exc))
 
 
@@ -67,6 +82,7 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
                  gates: Mapping[str, Any] | None = None, ledger: str | None = None,
                  retries: int = 2, retry_delay: dt.timedelta = dt.timedelta(seconds=30),
                  lease_seconds: float = 60.0, tags: Sequence[str] = ("backfill",),
+                 paused_recheck: dt.timedelta = dt.timedelta(minutes=1),
                  **dag_kwargs: Any) -> DAG:
     """The DAG that plans, runs, audits and publishes one backfill of ``project`` (a project
     directory every worker can read).
@@ -78,8 +94,11 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
     human-in-the-loop ``ApprovalOperator`` between audit and publish: a reviewer reads the audit
     summary under Required Actions and approves (publish runs) or rejects (publish is skipped;
     the audit area stays for ``backfill discard``). ``retries``/``retry_delay`` apply to every
-    task; transient failures use them, permanent ones fail at once. ``dag_kwargs`` go to
-    ``DAG`` (``schedule`` defaults to None: trigger it by hand)."""
+    task; transient failures use them, permanent ones fail at once. While the backfill is
+    paused (``backfill pause ID``) its mapped tasks are rescheduled every ``paused_recheck``
+    (Airflow's up_for_reschedule: no retry used, no worker slot held) until ``backfill resume
+    ID``; once it is cancelled they, the audit and publish are skipped with the reason.
+    ``dag_kwargs`` go to ``DAG`` (``schedule`` defaults to None: trigger it by hand)."""
     # Airflow is optional (extra backfill[airflow]): importing this module must not need it.
     from airflow.sdk import DAG, TaskGroup, get_current_context, task
 
@@ -148,7 +167,7 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
                 return bfa.run_task(backfill_id, backfill_task, project=loaded, ledger=ledger,
                                     lease_seconds=lease_seconds)
             except BackfillError as exc:
-                raise _fail(exc) from exc
+                raise _fail(exc, paused_recheck) from exc
 
         @task(task_id="audit", trigger_rule="none_failed")
         def audit(backfill_id: str) -> dict[str, Any]:

@@ -11,7 +11,9 @@ partition: ``plan_backfill`` derives the backfill id from the DAG run (a retried
 task finds the backfill it recorded), ``run_task`` claims exactly its task through a lease (a
 done task is a no-op; a task another live worker holds fails as transient so Airflow retries it
 later), ``audit`` of a published backfill returns the recorded audit and ``publish`` of a
-published one returns the recorded publication.
+published one returns the recorded publication. A paused backfill's tasks raise
+``BackfillPausedError`` (the DAG reschedules them until ``backfill resume``); a cancelled one's
+tasks, audit and publish raise ``BackfillCancelledError`` (the DAG skips them, with the reason).
 
 The plain functions below need no Airflow; :func:`backfill_dag` (:mod:`.dag`) wraps them
 in TaskFlow tasks. Every function finds the ledger in the project's state directory, or at
@@ -38,8 +40,9 @@ from ...engines import TaskFailure
 from ...errors import ConflictError, InvalidInputError
 from ...publish import latest_audit, recorded_publication
 from ...run import engine_for, execute_task, ledger_for
-from ...run.ledger import (BackfillExistsError, BackfillState, LedgerBackend, TaskBusyError,
-                           TaskRow, TaskState, new_worker_id, open_ledger)
+from ...run.ledger import (BackfillCancelledError, BackfillExistsError, BackfillPausedError,
+                           BackfillState, LedgerBackend, TaskBusyError, TaskRow, TaskState,
+                           new_worker_id, open_ledger)
 
 if TYPE_CHECKING:  # pragma: no cover
     import datetime as dt
@@ -169,7 +172,11 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
     A done task is a no-op (``"skipped": True``). Raises :class:`TaskFailure` with
     ``transient=True`` when the task is worth retrying (another live worker holds it, a lock, a
     lost lease, an unexpected error) and ``transient=False`` when it fails the same way every
-    time (a SQL error, rows outside the period); the attempt is recorded either way."""
+    time (a SQL error, rows outside the period); the attempt is recorded either way. Raises
+    :class:`~backfill.run.ledger.BackfillPausedError` while the backfill is paused (nothing
+    ran; try again after ``backfill resume``) and
+    :class:`~backfill.run.ledger.BackfillCancelledError` once it is cancelled (nothing more of
+    it runs); the DAG reschedules, respectively skips, the task."""
     if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id < 0:
         raise InvalidInputError(f"task_id {task_id!r} is not a non-negative integer")
     if not lease_seconds > 0:
@@ -193,6 +200,12 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
             claim = bf.ledger.claim_task(bf.id, task_id, worker, lease_seconds)
         except TaskBusyError as exc:  # a live worker runs it: Airflow retries later
             raise TaskFailure(str(exc), transient=True) from exc
+        except BackfillPausedError:  # the DAG reschedules the task; a done one needs nothing
+            already = [t for t in bf.ledger.tasks(bf.id)
+                       if t.task_id == task_id and t.status == TaskState.DONE]
+            if not already:
+                raise
+            return _result(bf.id, already[0], skipped=True)
         if isinstance(claim, TaskRow):
             log.info("backfill %s: %s %s (task %d) is already done; nothing to do", bf.id,
                      claim.model, claim.label, task_id)
@@ -242,6 +255,11 @@ def audit(backfill_id: str, *, gates: Mapping[str, Any] | None = None,
             log.info("backfill %s is already published; returning its recorded audit",
                      backfill_id)
             return _audit_summary(bf, published=True)
+        if rec["status"] == BackfillState.CANCELLED:  # nothing of it is to be published
+            raise BackfillCancelledError(
+                f"backfill {backfill_id} was cancelled by {rec.get('cancelled_by')} "
+                f"({rec.get('cancel_reason')!r}); not auditing it (its audit area stays until "
+                f"backfill discard {backfill_id})")
         _finish_if_complete(bf)
         report = bf.audit(gates)
         log.info("%s", report)

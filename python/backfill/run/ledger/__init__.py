@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 
 from ...errors import InvalidInputError
 from .backend import FinishOutcome, LedgerBackend
-from .records import (BackfillExistsError, Claim, LedgerError, TaskBusyError, TaskRow,
+from .records import (BackfillCancelledError, BackfillExistsError, BackfillHeldError,
+                      BackfillPausedError, Claim, LedgerError, TaskBusyError, TaskRow,
                       new_worker_id, utcnow)
 from .sqlite import Ledger
 from .sqlite_schema import SCHEMA_VERSION
@@ -40,7 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _SHARED_SCHEMES = ("postgresql", "postgres")
 
-__all__ = ["AttemptState", "BackfillExistsError", "BackfillState", "Claim", "FinishOutcome",
+__all__ = ["AttemptState", "BackfillCancelledError", "BackfillExistsError", "BackfillHeldError",
+           "BackfillPausedError", "BackfillState", "Claim", "FinishOutcome",
            "IllegalTransitionError", "Ledger", "LedgerBackend", "LedgerError", "SCHEMA_VERSION",
            "TaskBusyError", "TaskRow", "TaskState", "ledger_for", "new_worker_id", "open_ledger",
            "utcnow"]

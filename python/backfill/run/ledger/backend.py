@@ -68,6 +68,28 @@ class LedgerBackend(Protocol):
         lifecycle allows it from its current state, else raises IllegalTransitionError and
         changes nothing. Publishing is :meth:`record_publication`'s alone."""
 
+    # -- operator controls (any process) ---------------------------------------------------------
+    def set_paused(self, backfill_id: str, paused: bool, by: str) -> None:
+        """Pauses (``paused``) a pending, running or failed backfill -- claims then return
+        nothing and ``claim_task`` raises :class:`~.records.BackfillHeldError`, while running
+        tasks finish -- or resumes a paused one. IllegalTransitionError naming the state (and
+        nothing changed) for a finished backfill, or one paused already / not paused."""
+
+    def cancel(self, backfill_id: str, reason: str, by: str) -> None:
+        """Moves the backfill to ``cancelled`` with ``reason`` (``cancel_reason``,
+        ``cancelled_by``): nothing more of it is claimed; it may still be discarded.
+        IllegalTransitionError for a published, discarded or cancelled one (nothing changed);
+        InvalidInputError for an empty reason."""
+
+    def set_options(self, backfill_id: str, options: Mapping[str, Any]) -> None:
+        """Replaces the backfill's run options (``options`` of its record, JSON text): windows,
+        budget, costs. A create may give them as the record's optional ``options`` key."""
+
+    def ready(self, backfill_id: str, limit: int) -> list[TaskRow]:
+        """Up to ``limit`` tasks ``claim`` could take now (pending, due, dependencies done), in
+        its order, without claiming them (empty while paused or cancelled): a runner bound by a
+        window or budget picks the ones that fit and claims them with ``claim_task``."""
+
     # -- tasks, attempts, leases ----------------------------------------------------------------
     def tasks(self, backfill_id: str) -> list[TaskRow]:
         """The backfill's tasks by ``task_id``, with their dependencies."""
@@ -79,7 +101,8 @@ class LedgerBackend(Protocol):
               lease_seconds: float) -> list[Claim]:
         """Leases up to ``limit`` ready tasks (pending, past their retry time, every dependency
         done) to ``worker`` for ``lease_seconds``, in wave then task order; each gets a new
-        running attempt. Drops dead leases first (see the class doc)."""
+        running attempt. Drops dead leases first (see the class doc). Claims nothing while the
+        backfill is paused or cancelled."""
 
     def claim_task(self, backfill_id: str, task_id: int, worker: str,
                    lease_seconds: float) -> Claim | TaskRow:

@@ -44,9 +44,10 @@ from ...errors import ConflictError, InvalidInputError, NotFoundError
 from . import postgres_sql as q
 from .backend import FinishOutcome
 from .postgres_fast import execute_prepared
+from .postgres_ops import PostgresOps
 from .postgres_schema import prepare
 from .replay_records import PostgresReplayRecords
-from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
+from .records import (AUDIT_KEYS, BACKFILL_KEYS, OPTIONAL_BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, task_row, worker_dead)
 from .states import (BACKFILL_TRANSITIONS, BackfillState, IllegalTransitionError, TaskState,
@@ -126,7 +127,7 @@ def _close_pools() -> None:
         pool.close()
 
 
-class PostgresLedger(PostgresReplayRecords):
+class PostgresLedger(PostgresOps, PostgresReplayRecords):
     """The ledger in schema ``?schema=`` (default ``backfill_ledger``) of the database at
     ``url``. Thread-safe (a small connection pool per process, made again after a fork).
     Implements :class:`~.backend.LedgerBackend`."""
@@ -203,9 +204,10 @@ class PostgresLedger(PostgresReplayRecords):
 
         def run(db: Conn, retried: bool) -> None:
             with db.transaction():
-                created = db.execute(q.INSERT_BACKFILL, {**{k: record[k] for k in BACKFILL_KEYS},
-                                                         "status": BackfillState.PENDING.value}
-                                     ).fetchone()
+                created = db.execute(q.INSERT_BACKFILL, {
+                    **{k: record[k] for k in BACKFILL_KEYS},
+                    **{k: record.get(k) for k in OPTIONAL_BACKFILL_KEYS},
+                    "status": BackfillState.PENDING.value}).fetchone()
                 if created is None:
                     if retried and self._recorded_as(db, record, len(tasks)):
                         return  # the earlier try committed before its connection was lost
@@ -355,6 +357,7 @@ class PostgresLedger(PostgresReplayRecords):
 
     def _claim_one(self, db: Conn, backfill_id: str, task_id: int,
                    params: dict[str, Any]) -> Claim | TaskRow:
+        self._refuse_held(db, backfill_id)
         row = db.execute("SELECT status FROM tasks WHERE backfill_id = %s AND task_id = %s "
                          "FOR UPDATE", (backfill_id, task_id)).fetchone()
         if row is None:

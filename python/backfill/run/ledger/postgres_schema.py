@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 import psycopg
 
 from .records import LedgerError
-from .sqlite_schema import SCHEMA_VERSION
-from .states import AttemptState, BackfillState, TaskState
+from .sqlite_schema import SCHEMA_VERSION, V3_COLUMNS
+from .states import V1_BACKFILL_STATES, AttemptState, BackfillState, TaskState
 
 __all__ = ["MIGRATIONS", "NOW", "SCHEMA_VERSION", "V1_TABLES", "prepare"]
 
@@ -56,7 +56,7 @@ CREATE TABLE backfills (
     models TEXT NOT NULL,
     created_by TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ({_values(BackfillState)})),
+    status TEXT NOT NULL CHECK (status IN ({', '.join(f"'{v}'" for v in V1_BACKFILL_STATES)})),
     updated_at TEXT NOT NULL,
     finished_at TEXT
 );
@@ -155,17 +155,27 @@ def _v2(db: psycopg.Connection[tuple[object, ...]]) -> None:
     _run(db, _V2)
 
 
+def _v3(db: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Version 3: backfills may be ``cancelled`` (the status CHECK gains it), paused
+    (``paused_at``/``paused_by``) and carry run ``options`` (JSON: windows, budget, costs)."""
+    _run(db, f"""
+ALTER TABLE backfills DROP CONSTRAINT backfills_status_check;
+ALTER TABLE backfills ADD CONSTRAINT backfills_status_check
+    CHECK (status IN ({_values(BackfillState)}));
+ALTER TABLE backfills {", ".join(f"ADD COLUMN {c}" for c in V3_COLUMNS)}""")
+
+
 #: version -> the function moving a ledger of ``version - 1`` to ``version`` (inside the opening
 #: transaction).
-def _v3(db: psycopg.Connection[tuple[object, ...]]) -> None:
-    """Version 3: replays from Kafka (see :mod:`.replay_records`)."""
-    from .replay_records import V3_SQL
+def _v4(db: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Version 4: replays from Kafka (see :mod:`.replay_records`)."""
+    from .replay_records import V4_SQL
 
-    _run(db, V3_SQL)
+    _run(db, V4_SQL)
 
 
 MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
-    2: _v2, 3: _v3}
+    2: _v2, 3: _v3, 4: _v4}
 
 
 def stored_version(db: psycopg.Connection[tuple[object, ...]], schema: str,

@@ -15,7 +15,8 @@ from typing import TypeVar
 
 from .postgres_fast import FLOAT8, INT8, TEXT, positional
 from .postgres_schema import NOW
-from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, TaskState, sources)
+from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, BackfillState,
+                     TaskState, sources)
 
 __all__ = ["AUDIT_RECORDED", "CLAIM", "CLAIMED_BY_TOKEN", "CLAIM_ONE", "COPY_DEPS", "COPY_TASKS",
            "DROP_DEAD", "FINISH_PARAMS", "FINISH_TYPES", "INSERT_AUDIT", "INSERT_BACKFILL", "INSERT_PUBLICATION",
@@ -37,10 +38,10 @@ TASK_COLUMNS = ('task_id, model, start, "end", label, partitions, wave, status, 
 
 INSERT_BACKFILL = f"""
 INSERT INTO backfills (id, project, project_root, selection, exclude, start, "end", as_of, reason,
-    mode, engine, plan, models, created_by, created_at, status, updated_at)
+    mode, engine, plan, models, created_by, created_at, status, updated_at, options)
 VALUES (%(id)s, %(project)s, %(project_root)s, %(selection)s, %(exclude)s, %(start)s, %(end)s,
     %(as_of)s, %(reason)s, %(mode)s, %(engine)s, %(plan)s, %(models)s, %(created_by)s, {NOW},
-    %(status)s, {NOW})
+    %(status)s, {NOW}, %(options)s)
 ON CONFLICT (id) DO NOTHING RETURNING id""".encode()
 
 COPY_TASKS = ('COPY tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '
@@ -84,6 +85,9 @@ _READY = f"""
                         ON p.backfill_id = d.backfill_id AND p.task_id = d.dep_id
                         WHERE d.backfill_id = t.backfill_id AND d.task_id = t.task_id
                             AND p.status <> '{T.DONE.value}')
+        -- paused or cancelled: running tasks finish, nothing new starts
+        AND EXISTS (SELECT 1 FROM backfills b WHERE b.id = %(b)s AND b.paused_at IS NULL
+                    AND b.status <> '{BackfillState.CANCELLED.value}')
     ORDER BY t.wave, t.task_id LIMIT %(n)s
     FOR UPDATE OF t SKIP LOCKED"""
 

@@ -18,13 +18,16 @@ from typing import Any
 
 from ...errors import BackfillError, ConflictError, InvalidInputError
 
-__all__ = ["AUDIT_KEYS", "BACKFILL_KEYS", "BackfillExistsError", "Claim", "LedgerError",
+__all__ = ["AUDIT_KEYS", "BACKFILL_KEYS", "BackfillCancelledError", "BackfillExistsError",
+           "BackfillHeldError", "BackfillPausedError", "Claim", "LedgerError",
            "PUBLICATION_KEYS", "TASK_KEYS", "TaskBusyError", "TaskRow", "check_backfill_input",
            "iso_utc", "new_worker_id", "require_keys", "task_row", "utcnow", "worker_dead"]
 
 # What the protocol's mappings carry (see LedgerBackend); every backend checks them alike.
 BACKFILL_KEYS = ("id", "project", "project_root", "selection", "exclude", "start", "end",
                  "as_of", "reason", "mode", "engine", "plan", "models", "created_by")
+#: optional in a backfill record: run options (JSON text: windows, budget, costs) or None
+OPTIONAL_BACKFILL_KEYS = ("options",)
 TASK_KEYS = ("task_id", "model", "start", "end", "label", "partitions", "wave", "depends_on")
 AUDIT_KEYS = ("model", "passed", "published_fingerprints", "result")
 PUBLICATION_KEYS = ("publication_id", "published_at", "published_by", "note", "forced_reason",
@@ -38,6 +41,18 @@ class LedgerError(BackfillError):
 
 class TaskBusyError(ConflictError):
     """The task is running in another live worker (its lease is held); try again later."""
+
+
+class BackfillHeldError(ConflictError):
+    """The backfill is paused or cancelled: nothing of it may be claimed now."""
+
+
+class BackfillPausedError(BackfillHeldError):
+    """The backfill is paused: nothing of it is claimed until ``backfill resume``; try later."""
+
+
+class BackfillCancelledError(BackfillHeldError):
+    """The backfill is cancelled: nothing more of it runs, is audited or published."""
 
 
 class BackfillExistsError(ConflictError):

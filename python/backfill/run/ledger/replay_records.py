@@ -1,4 +1,4 @@
-"""What the ledger keeps about replays from Kafka (schema version 3), for both backends: the log
+"""What the ledger keeps about replays from Kafka (schema version 4), for both backends: the log
 positions each attempt of a landing task read (``attempts.detail``, JSON) and every consumer
 group offset reset with the offsets it replaced (``offset_resets``), so that an audit can say
 which log positions produced which raw rows and a reset can be undone.
@@ -17,14 +17,14 @@ from typing import Any
 from ...errors import NotFoundError
 from .records import LedgerError, require_keys
 
-__all__ = ["OFFSET_RESET_KEYS", "PostgresReplayRecords", "SqliteReplayRecords", "V3_SQL"]
+__all__ = ["OFFSET_RESET_KEYS", "PostgresReplayRecords", "SqliteReplayRecords", "V4_SQL"]
 
 #: The columns of one offset reset (``offsets_old``/``offsets_new``: JSON partition -> offset;
 #: ``undoes``: the reset_id this one restored, or None).
 OFFSET_RESET_KEYS = ("reset_id", "group_id", "topic", "created_at", "created_by", "target",
                      "offsets_old", "offsets_new", "undoes")
 
-V3_SQL = """
+V4_SQL = """
 ALTER TABLE attempts ADD COLUMN detail TEXT;
 CREATE TABLE IF NOT EXISTS offset_resets (
     reset_id TEXT PRIMARY KEY,

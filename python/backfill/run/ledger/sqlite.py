@@ -28,11 +28,12 @@ from typing import Any, TypeVar
 
 from ...errors import ConflictError, NotFoundError
 from .backend import FinishOutcome
-from .records import (AUDIT_KEYS, BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
+from .records import (AUDIT_KEYS, BACKFILL_KEYS, OPTIONAL_BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, task_row, utcnow, worker_dead)
 from .replay_records import SqliteReplayRecords
 from .sqlite_errors import storage_errors as _storage
+from .sqlite_ops import SqliteOps
 from .sqlite_schema import prepare
 from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, BackfillState,
                      BACKFILL_TRANSITIONS, IllegalTransitionError, TaskState, allowed_from,
@@ -56,7 +57,7 @@ def _marks(states: Iterable[E]) -> tuple[str, list[str]]:
     return ", ".join("?" for _ in values), values
 
 
-class Ledger(SqliteReplayRecords):
+class Ledger(SqliteOps, SqliteReplayRecords):
     """The SQLite ledger at ``path`` (created on first use). Safe across threads (a connection
     per thread) and processes (SQLite's locking; on one machine, not over network file systems).
     Implements :class:`~.backend.LedgerBackend`."""
@@ -128,10 +129,11 @@ class Ledger(SqliteReplayRecords):
             db.execute(
                 "INSERT INTO backfills (id, project, project_root, selection, exclude, start, end, "
                 "as_of, reason, mode, engine, plan, models, created_by, created_at, status, "
-                "updated_at) VALUES (:id, :project, :project_root, :selection, :exclude, :start, "
-                ":end, :as_of, :reason, :mode, :engine, :plan, :models, :created_by, :now, "
-                ":status, :now)",
-                {**{k: record[k] for k in BACKFILL_KEYS}, "now": now,
+                "updated_at, options) VALUES (:id, :project, :project_root, :selection, "
+                ":exclude, :start, :end, :as_of, :reason, :mode, :engine, :plan, :models, "
+                ":created_by, :now, :status, :now, :options)",
+                {**{k: record[k] for k in BACKFILL_KEYS},
+                 **{k: record.get(k) for k in OPTIONAL_BACKFILL_KEYS}, "now": now,
                  "status": BackfillState.PENDING.value})
             db.executemany(
                 "INSERT INTO tasks (backfill_id, task_id, model, start, end, label, partitions, "
@@ -247,6 +249,8 @@ class Ledger(SqliteReplayRecords):
             return []
         now = time.time()
         with self._tx() as db:
+            if self._held(db, backfill_id):
+                return []  # paused or cancelled: running tasks finish, nothing new starts
             self._drop_dead_leases(db, backfill_id, now)
             ready = db.execute(
                 "SELECT t.task_id FROM tasks t WHERE t.backfill_id = ? AND t.status = ? "
@@ -293,6 +297,7 @@ class Ledger(SqliteReplayRecords):
         :class:`~backfill.errors.ConflictError` when a dependency is not done."""
         now = time.time()
         with self._tx() as db:
+            self._refuse_held(db, backfill_id)
             self._drop_dead_leases(db, backfill_id, now)
             row = db.execute("SELECT status FROM tasks WHERE backfill_id = ? AND task_id = ?",
                              (backfill_id, task_id)).fetchone()

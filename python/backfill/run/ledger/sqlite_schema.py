@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .records import LedgerError
-from .states import AttemptState, BackfillState, TaskState
+from .states import V1_BACKFILL_STATES, AttemptState, BackfillState, TaskState
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "V1_TABLES", "prepare", "stored_version"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "V1_TABLES", "V3_COLUMNS", "prepare", "stored_version"]
 
 #: The version this code writes and reads (every backend's: the Postgres ledger has the same
 #: versions). Bump it with a migration in MIGRATIONS (and in postgres_schema.MIGRATIONS).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _v2(db: sqlite3.Connection) -> None:
@@ -30,25 +30,49 @@ def _v2(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS leases_expiry ON leases (backfill_id, expires_at)")
 
 
+#: What version 3 adds to ``backfills``: the pause hold, the cancellation, the run options.
+V3_COLUMNS = ("paused_at TEXT", "paused_by TEXT", "cancelled_by TEXT", "cancel_reason TEXT",
+              "options TEXT")
+
+
+def _v3(db: sqlite3.Connection) -> None:
+    """Version 3: backfills may be ``cancelled`` (a new state in the status CHECK), paused
+    (``paused_at``/``paused_by``), and carry run ``options`` (JSON: windows, budget, costs).
+    SQLite cannot change a CHECK constraint in place, so the table is rebuilt (foreign keys are
+    not enforced on these connections, and the other tables name ``backfills`` by name)."""
+    old = [r[1] for r in db.execute("PRAGMA table_info(backfills)")]
+    ddl = V1_TABLES.split("CREATE TABLE IF NOT EXISTS backfills (")[1].split(");")[0]
+    ddl = ddl.replace(_values_text(V1_BACKFILL_STATES), _values(BackfillState)).rstrip()
+    db.execute(f"CREATE TABLE backfills_v3 ({ddl},\n    " + ",\n    ".join(V3_COLUMNS) + ")")
+    cols = ", ".join(f'"{c}"' for c in old)
+    db.execute(f"INSERT INTO backfills_v3 ({cols}) SELECT {cols} FROM backfills")
+    db.execute("DROP TABLE backfills")
+    db.execute("ALTER TABLE backfills_v3 RENAME TO backfills")
+
+
 #: version -> the function that moves a ledger of ``version - 1`` to ``version`` (inside the
 #: opening transaction). A new file is version 1's tables plus every migration, so a new and a
 #: migrated ledger cannot differ.
-def _v3(db: sqlite3.Connection) -> None:
-    """Version 3: replays from Kafka (see :mod:`.replay_records`)."""
-    from .replay_records import V3_SQL
+def _v4(db: sqlite3.Connection) -> None:
+    """Version 4: replays from Kafka (see :mod:`.replay_records`)."""
+    from .replay_records import V4_SQL
 
     # Not executescript: it would COMMIT the opening transaction.
-    for statement in V3_SQL.split(";\n"):
+    for statement in V4_SQL.split(";\n"):
         if statement.strip():
             db.execute(statement)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3, 4: _v4}
 
 
 def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
     # The CHECK constraints list the enums' values, so the states module stays their one source.
-    return ", ".join(f"'{s.value}'" for s in states)
+    return _values_text(s.value for s in states)
+
+
+def _values_text(values: Iterable[str]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
 
 
 #: Version 1 of the tables (kept as it was: migrations build on it).
@@ -70,7 +94,7 @@ CREATE TABLE IF NOT EXISTS backfills (
     models TEXT NOT NULL,
     created_by TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ({_values(BackfillState)})),
+    status TEXT NOT NULL CHECK (status IN ({_values_text(V1_BACKFILL_STATES)})),
     updated_at TEXT NOT NULL,
     finished_at TEXT
 );

@@ -10,6 +10,13 @@ Backfill::
                   v  |      v
                  failed    (re-run: running)      any unpublished state -> discarded
 
+    pending, running, failed, done -> cancelled -> discarded   (``cancel``: nothing more runs;
+                                                               the audit area stays until discard)
+
+A pause is not a state but a hold on one (``paused_at``): a pending, running or failed backfill
+may be paused (its running tasks finish, nothing new is claimed) and resumed; see
+:data:`PAUSABLE`.
+
 Staying in a state is allowed (two workers both mark a backfill running, then done); in a final
 state (published, discarded) that is a no-op that changes nothing. Only
 ``record_publication`` publishes, so a published backfill always has its publication row.
@@ -36,9 +43,10 @@ from typing import TypeVar
 from ...errors import ConflictError, InvalidInputError
 
 __all__ = ["ATTEMPT_TRANSITIONS", "AttemptState", "BACKFILL_TRANSITIONS", "BackfillState",
-           "IllegalTransitionError", "TASK_TRANSITIONS", "TaskState", "allowed_from",
-           "check_backfill_transition", "finished_stamp", "refused_backfill_move",
-           "set_status_target", "sources"]
+           "IllegalTransitionError", "PAUSABLE", "TASK_TRANSITIONS", "TaskState",
+           "V1_BACKFILL_STATES", "allowed_from", "check_backfill_transition", "check_pausable",
+           "check_settable", "finished_stamp", "refused_backfill_move", "set_status_target",
+           "sources"]
 
 S = TypeVar("S", bound=enum.Enum)
 
@@ -50,6 +58,7 @@ class BackfillState(str, enum.Enum):
     FAILED = "failed"
     PUBLISHED = "published"
     DISCARDED = "discarded"
+    CANCELLED = "cancelled"
 
     def __str__(self) -> str:
         return self.value
@@ -57,6 +66,11 @@ class BackfillState(str, enum.Enum):
     @property
     def final(self) -> bool:
         return self in (BackfillState.PUBLISHED, BackfillState.DISCARDED)
+
+    @property
+    def runnable(self) -> bool:
+        """Tasks may still run (not published, discarded or cancelled)."""
+        return not self.final and self is not BackfillState.CANCELLED
 
 
 class TaskState(str, enum.Enum):
@@ -82,13 +96,20 @@ class AttemptState(str, enum.Enum):
 B = BackfillState
 #: state -> the states a backfill may move to from it (staying put: see the module doc)
 BACKFILL_TRANSITIONS: dict[BackfillState, frozenset[BackfillState]] = {
-    B.PENDING: frozenset({B.RUNNING, B.DONE, B.FAILED, B.DISCARDED}),
-    B.RUNNING: frozenset({B.DONE, B.FAILED, B.DISCARDED}),
-    B.FAILED: frozenset({B.RUNNING, B.DONE, B.DISCARDED}),
-    B.DONE: frozenset({B.RUNNING, B.PUBLISHED, B.DISCARDED}),
+    B.PENDING: frozenset({B.RUNNING, B.DONE, B.FAILED, B.DISCARDED, B.CANCELLED}),
+    B.RUNNING: frozenset({B.DONE, B.FAILED, B.DISCARDED, B.CANCELLED}),
+    B.FAILED: frozenset({B.RUNNING, B.DONE, B.DISCARDED, B.CANCELLED}),
+    B.DONE: frozenset({B.RUNNING, B.PUBLISHED, B.DISCARDED, B.CANCELLED}),
     B.PUBLISHED: frozenset(),
     B.DISCARDED: frozenset(),
+    B.CANCELLED: frozenset({B.DISCARDED}),
 }
+
+#: the states a backfill may be paused in (a finished one has nothing left to hold back)
+PAUSABLE: frozenset[BackfillState] = frozenset({B.PENDING, B.RUNNING, B.FAILED})
+
+#: the states of a backfill as version 1 and 2 ledgers stored them (their CHECK constraints)
+V1_BACKFILL_STATES = ("pending", "running", "done", "failed", "published", "discarded")
 
 T = TaskState
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
@@ -133,6 +154,22 @@ def allowed_from(target: BackfillState) -> list[BackfillState]:
     return [s for s, nxt in BACKFILL_TRANSITIONS.items() if target in nxt] + stay
 
 
+def check_pausable(backfill_id: str, current: str, paused: bool, pause: bool) -> None:
+    """Raises :class:`IllegalTransitionError` naming the backfill's state unless it may be
+    paused (``pause``) or resumed from a pause now."""
+    cur = BackfillState(current)
+    if pause and cur not in PAUSABLE:
+        raise IllegalTransitionError(
+            f"backfill {backfill_id} is {cur}; only a pending, running or failed backfill can be "
+            "paused (nothing of it would run anyway)")
+    if pause and paused:
+        raise IllegalTransitionError(f"backfill {backfill_id} is paused already")
+    if not pause and not paused:
+        raise IllegalTransitionError(f"backfill {backfill_id} is {cur}, not paused; nothing to "
+                                     "resume (to run what is left: backfill run --resume "
+                                     f"{backfill_id})")
+
+
 def check_backfill_transition(backfill_id: str, current: str, target: str) -> None:
     """Raises :class:`IllegalTransitionError` unless ``current -> target`` is allowed."""
     cur, new = BackfillState(current), BackfillState(target)
@@ -142,21 +179,29 @@ def check_backfill_transition(backfill_id: str, current: str, target: str) -> No
             f"become {', '.join(sorted(s.value for s in BACKFILL_TRANSITIONS[cur])) or 'nothing'})")
 
 
+def check_settable(backfill_id: str, target: BackfillState) -> None:
+    """Publishing and cancelling record more than a status: their own methods do them."""
+    if target in (BackfillState.PUBLISHED, BackfillState.CANCELLED):
+        how = "record_publication" if target is BackfillState.PUBLISHED else "cancel"
+        raise InvalidInputError(f"backfill {backfill_id}: {target.value} only through {how} "
+                                f"(it records the {'publication' if how != 'cancel' else 'reason'}"
+                                " with the status)")
+
+
 # What ``set_status`` and ``record_publication`` decide before and after their guarded UPDATE,
 # shared by every backend so they cannot drift apart: the backend only runs the UPDATE.
 
 def set_status_target(backfill_id: str, status: BackfillState | str) -> BackfillState:
     """The state ``set_status(backfill_id, status)`` moves to; InvalidInputError for an unknown
-    status, and for ``published`` (only ``record_publication`` publishes, so a published
-    backfill always has its publication row)."""
+    status, and for ``published`` and ``cancelled`` (only ``record_publication`` publishes and
+    ``cancel`` cancels, so a published backfill always has its publication row and a cancelled
+    one its reason)."""
     try:
         target = BackfillState(status)
     except ValueError:
         raise InvalidInputError(f"backfill status {status!r}: expected one of "
                                 f"{', '.join(s.value for s in BackfillState)}") from None
-    if target is BackfillState.PUBLISHED:
-        raise InvalidInputError(f"backfill {backfill_id}: publish with record_publication "
-                                "(it records the publication with the status)")
+    check_settable(backfill_id, target)
     return target
 
 
