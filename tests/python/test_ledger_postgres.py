@@ -22,6 +22,7 @@ import backfill.errors
 from backfill.errors import InvalidInputError
 from backfill.run.ledger import LedgerError, ledger_for, open_ledger
 from backfill.run.ledger.postgres import PostgresLedger, mask_url
+from backfill.run.ledger.sqlite_schema import SCHEMA_VERSION
 
 LIVE, OTHER = "otherhost:1:live", "otherhost:2:other"
 
@@ -207,7 +208,8 @@ def test_many_first_opens_at_once_create_the_ledger_once(pg_server: Any) -> None
         t.join()
     assert errors == []
     with psycopg.connect(url) as db:
-        assert db.execute("SELECT value FROM backfill_ledger.meta").fetchall() == [("2",)]
+        assert db.execute("SELECT value FROM backfill_ledger.meta").fetchall() == [
+            (str(SCHEMA_VERSION),)]
 
 
 # -- where a ledger is named: backfill.yml, the CLI, the Airflow integration ------------------
