@@ -34,7 +34,7 @@ test: setup
 	@echo "== import layers (lint-imports; contracts in pyproject.toml) =="
 	$(VENV)/bin/lint-imports --no-cache
 	@echo "== pytest =="
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
 
 bench: setup
 	for b in benchmarks/*_bench.py; do $(PY) $$b || exit 1; done

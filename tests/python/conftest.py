@@ -26,14 +26,15 @@ settings.load_profile("backfill")
 _GROUPS = {"built_spark_shop": "spark", "kafka_broker": "kafka", "built_dbt_shop": "dbt"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        names = getattr(item, "fixturenames", ())
-        group = next((g for f, g in _GROUPS.items() if f in names), None)
-        if "spark" in item.nodeid.lower():
-            group = "spark"  # also the tests that start Spark themselves: one session
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Marks each test as it is collected (before any collection_modifyitems hook, where xdist
+    reads the groups)."""
+    names = getattr(item, "fixturenames", ())
+    group = next((g for f, g in _GROUPS.items() if f in names), None)
+    if "spark" in item.nodeid.lower():
+        group = "spark"  # also the tests that start Spark themselves: one session
+    if group is not None:
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
