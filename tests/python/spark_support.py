@@ -141,15 +141,18 @@ def copy_built(built: Path, dest: Path) -> Path:
 
 def copy_tables(built: Path, dest: Path) -> Path:
     """A copy of a built Spark shop with tables of its own (a catalog folder of its own, filled
-    by CREATE TABLE AS SELECT): for a test whose driver is another process."""
+    by CREATE TABLE AS SELECT from each table's built snapshot: other tests may have written to
+    the shared tables since): for a test whose driver is another process."""
     shutil.copytree(built, dest, ignore=shutil.ignore_patterns(
         ".backfill", "iceberg", "warehouse.duckdb*", SNAPSHOTS))
     write_project(dest)
+    heads: dict[str, int] = json.loads((built / SNAPSHOTS).read_text())
     src: Any = backfill.run.engine_for(backfill.Project.load(built))
     dst: Any = backfill.run.engine_for(backfill.Project.load(dest))
     spark = dst.spark
     src.spark  # noqa: B018 - registers the source catalog
-    for ns, name in _catalog_tables(src):
+    for key, snapshot in heads.items():
+        ns, name = key.split(".", 1)
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {dst._ns(ns)}")
         source = src.table(name, ns)
         parts = [r[1] for r in spark.sql(f"DESCRIBE TABLE {source}").collect()
@@ -157,5 +160,5 @@ def copy_tables(built: Path, dest: Path) -> Path:
         by = f"PARTITIONED BY ({', '.join(parts)})" if parts else ""
         spark.sql(f"CREATE TABLE {dst.table(name, ns)} USING iceberg {by} "
                   "TBLPROPERTIES ('format-version' = '2', 'commit.retry.num-retries' = '20') "
-                  f"AS SELECT * FROM {source}")
+                  f"AS SELECT * FROM {source} VERSION AS OF {int(snapshot)}")
     return dest

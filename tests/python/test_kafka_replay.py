@@ -388,13 +388,30 @@ def test_avro_records_land_exactly_the_oracles_rows(kafka_broker: Any, tmp_path:
     assert expected and len(got) == len(expected)
     assert {g.replace(tzinfo=UTC) if g.tzinfo is None else g for g in got} == expected
 
-    # a record that is not of the writer's schema: the task fails naming where it is
+
+
+def _avro(value: dict[str, Any]) -> bytes:
+    import io
+
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(AVRO_ORDER), value)
+    return out.getvalue()
+
+
+def test_an_avro_record_not_of_the_schema_fails_naming_its_offset(kafka_broker: Any,
+                                                                  tmp_path: Path) -> None:
     _topic(kafka_broker, "avro_bad", 1)
-    t = start + dt.timedelta(hours=3)
-    good = avro({"order_id": 1, "customer_id": 1, "amount": 1.0, "ordered_at": t})
+    t = DAY0 + dt.timedelta(hours=5)
+    good = _avro({"order_id": 1, "customer_id": 1, "amount": 1.0, "ordered_at": t})
     _produce(kafka_broker, "avro_bad", [("1", good, t), ("2", b"\x01", t)])
-    yml.write_text(yml.read_text().replace("topic: avro_orders", "topic: avro_bad"))
+    root = _project(tmp_path, kafka_broker, "avro_bad")
+    yml = root / "backfill.yml"
+    yml.write_text(yml.read_text().replace(
+        "format: json", f"format: avro\n        schema: {json.dumps(AVRO_ORDER)}"))
     project = backfill.Project.load(root)
-    status = project.backfill(project.plan("raw_orders", start, end), reason="bad avro",
-                              direct=True).run()
-    assert not status.ok and "topic avro_bad partition 0 offset 1" in str(status)
+    status = project.backfill(project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1)),
+                              reason="bad avro", direct=True).run()
+    assert not status.ok
+    assert "topic avro_bad partition 0 offset 1" in str(status)
