@@ -534,6 +534,12 @@ class SqlLexer {
       }
     }
     ++i;
+    // "$E'x'", "$X'0F'": a quote right after the letters makes them a literal's prefix, as
+    // DuckDB lexes it, not the name of a $name parameter.
+    if (((at(i) == 'e' || at(i) == 'E') && at(i + 1) == '\'' && syn_.e_strings) ||
+        string_prefix(i) > 0) {
+      return Kind::symbol;
+    }
     if (is_word_start(at(i))) {
       while (free_at(i) && is_word_char(at(i)) && at(i) != '$') ++i;
       return Kind::parameter;
