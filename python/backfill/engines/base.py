@@ -53,13 +53,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import BackfillError, ConflictError, InvalidInputError
+from ..errors import BackfillError, ConflictError, InvalidInputError, NotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..model.project import Project
+    from ..model.project import Model, Project
 
 __all__ = ["CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "WHOLE", "Area", "Capabilities", "Column",
-           "ColumnKind", "DeadLetters", "Engine", "Part", "PartitionFingerprint", "Period", "PublishModel",
+           "ColumnKind", "DeadLetters", "Engine", "model_location", "project_model", "Part", "PartitionFingerprint", "Period", "PublishModel",
            "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult"]
 
 Period = tuple[dt.datetime, dt.datetime]
@@ -338,3 +338,19 @@ def scratch_area(engine: Engine, kind: str, periods: Mapping[str, Sequence[Perio
         yield area
     finally:
         engine.drop_area(str(area.backfill_id))
+
+
+def project_model(project: Project, model: str) -> Model:
+    """The project's model ``model``; NotFoundError naming the project when it has none."""
+    try:
+        return project.models[model]
+    except KeyError:
+        raise NotFoundError(f"no model {model!r} in project {project.name!r}") from None
+
+
+def model_location(project: Project, model: str) -> str:
+    """Where a model is defined, for error messages: its SQL file when the project has one."""
+    settings = project.settings
+    if settings is not None and model in settings.files:
+        return f"{settings.files[model]} (model {model!r})"
+    return f"model {model!r}"

@@ -36,7 +36,8 @@ import duckdb
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, DeadLetters, Engine, Part, PartitionFingerprint,
-                    Period, PublishRequest, TaskFailure, WriteResult)
+                    Period, PublishRequest, TaskFailure, WriteResult, model_location,
+                    project_model)
 from . import publish as _publish
 from .connection import SharedDatabase
 from .sql import (audit_schema, fingerprint_parts, fingerprint_where, in_periods, kind_of, one,
@@ -130,8 +131,8 @@ class DuckDBEngine(Engine):
 
     def _render(self, project: Project, model: str, start: dt.datetime | None,
                 end: dt.datetime | None, area: Area, cur: duckdb.DuckDBPyConnection | None) -> str:
-        m = _model(project, model)
-        where = _where(project, model)
+        m = project_model(project, model)
+        where = model_location(project, model)
 
         def ref(name: str, **_: object) -> str:
             if name not in project.models:
@@ -167,7 +168,7 @@ class DuckDBEngine(Engine):
     def _run(self, project: Project, model: str, start: dt.datetime | None,
              end: dt.datetime | None, area: Area, rows: Any,
              dead_letters: DeadLetters | None = None) -> WriteResult:
-        m = _model(project, model)
+        m = project_model(project, model)
         began = time.perf_counter()
         conflicts = 0
         delay = 0.005
@@ -180,7 +181,7 @@ class DuckDBEngine(Engine):
             except duckdb.TransactionException as exc:
                 conflicts += 1
                 if conflicts > self.conflict_retries:
-                    raise TaskFailure(f"{_where(project, model)}: gave up after {conflicts} "
+                    raise TaskFailure(f"{model_location(project, model)}: gave up after {conflicts} "
                                       f"write conflicts: {exc}", transient=True) from None
                 log.debug("%s: write conflict, retrying: %s", model, exc)
                 time.sleep(delay * (0.5 + random.random()))
@@ -188,10 +189,10 @@ class DuckDBEngine(Engine):
             except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
                     duckdb.ConversionException, duckdb.InvalidInputException,
                     duckdb.ConstraintException) as exc:
-                raise TaskFailure(f"{_where(project, model)}: SQL error: {exc}",
+                raise TaskFailure(f"{model_location(project, model)}: SQL error: {exc}",
                                   transient=False) from None
             except duckdb.Error as exc:
-                raise TaskFailure(f"{_where(project, model)}: {type(exc).__name__}: {exc}",
+                raise TaskFailure(f"{model_location(project, model)}: {type(exc).__name__}: {exc}",
                                   transient=True) from None
 
     def _tmp_name(self) -> str:
@@ -211,7 +212,7 @@ class DuckDBEngine(Engine):
         partitioned = start is not None and end is not None and \
             m.strategy in ("replace", "merge", "append")
         if m.strategy in ("replace", "merge", "append") and m.grain and not partitioned:
-            raise TaskFailure(f"{_where(project, m.name)}: a {m.strategy} task needs a period",
+            raise TaskFailure(f"{model_location(project, m.name)}: a {m.strategy} task needs a period",
                               transient=False)
         with transaction(cur):
             if rows is None:
@@ -234,7 +235,7 @@ class DuckDBEngine(Engine):
                                    "FALSE)")
                 if outside:
                     raise TaskFailure(
-                        f"{_where(project, m.name)}: the SELECT returned {outside} row(s) with "
+                        f"{model_location(project, m.name)}: the SELECT returned {outside} row(s) with "
                         f"{m.event_time} outside the task's period [{start:%Y-%m-%d %H:%M}, "
                         f"{end:%Y-%m-%d %H:%M}) UTC (or NULL); a task writes exactly its period: "
                         "filter the inputs with {{ start }} and {{ end }}", transient=False)
@@ -292,7 +293,7 @@ class DuckDBEngine(Engine):
         rel = self.relation(model, area, project)
         if not relation_exists(cur, rel):
             return None
-        m = _model(project, model)
+        m = project_model(project, model)
         periods = area.periods.get(model) or []
         if not (preview and not area.direct and m.strategy == "merge" and m.unique_key
                 and m.event_time and periods):
@@ -311,7 +312,7 @@ class DuckDBEngine(Engine):
                        periods: Sequence[Period] | None) -> str:
         if periods is None:
             return "TRUE"
-        m = _model(project, model)
+        m = project_model(project, model)
         if not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time to select periods by")
         return in_periods(m.event_time, periods)
@@ -326,7 +327,7 @@ class DuckDBEngine(Engine):
 
     def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
                      preview: bool = False) -> dict[str, PartitionFingerprint]:
-        m = _model(project, model)
+        m = project_model(project, model)
         if parts and not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time to partition by")
         with self.connect() as cur:
@@ -369,7 +370,7 @@ class DuckDBEngine(Engine):
                utc_column: str | None = None) -> Iterator[Any]:
         where = self._where_periods(project, model, periods) if periods is None or periods \
             else "FALSE"
-        m = _model(project, model)
+        m = project_model(project, model)
         with self.connect() as cur:
             rel = self._source(cur, project, model, area, preview)
             if rel is None:
@@ -399,18 +400,6 @@ class DuckDBEngine(Engine):
         return _publish.changelog_rows(self, backfill_id)
 
 
-def _model(project: Project, model: str) -> Model:
-    try:
-        return project.models[model]
-    except KeyError:
-        raise NotFoundError(f"no model {model!r} in project {project.name!r}") from None
-
-
-def _where(project: Project, model: str) -> str:
-    settings = project.settings
-    if settings is not None and model in settings.files:
-        return f"{settings.files[model]} (model {model!r})"
-    return f"model {model!r}"
 
 
 def _check_columns(cur: duckdb.DuckDBPyConnection, project: Project, model: str, tmp: str,
@@ -420,7 +409,7 @@ def _check_columns(cur: duckdb.DuckDBPyConnection, project: Project, model: str,
     if set(new) != set(old):
         schema = target.rsplit(".", 1)[0].strip('"')
         raise TaskFailure(
-            f"{_where(project, model)}: the SELECT's columns ({', '.join(new)}) differ from the "
+            f"{model_location(project, model)}: the SELECT's columns ({', '.join(new)}) differ from the "
             f"table's ({', '.join(old)}) in schema {schema!r}; a partition task cannot change "
             "the schema: rebuild the model (strategy full) or backfill it into an audit area",
             transient=False)

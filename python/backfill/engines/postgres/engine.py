@@ -39,7 +39,7 @@ from psycopg_pool import PoolTimeout
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, Engine, Part, PartitionFingerprint, Period,
-                    PublishRequest, TaskFailure, WriteResult)
+                    PublishRequest, TaskFailure, WriteResult, model_location, project_model)
 from . import publish as _publish
 from .arrow import select_list, to_arrow
 from .connection import Database, PostgresConnectionError, mask_url, task_failure
@@ -142,7 +142,7 @@ class PostgresEngine(Engine):
 
     def _render(self, project: Project, model: str, start: dt.datetime | None,
                 end: dt.datetime | None, area: Area, conn: psycopg.Connection[Any]) -> str:
-        m = _model(project, model)
+        m = project_model(project, model)
 
         def ref(name: str, **_: object) -> str:
             if name not in project.models:
@@ -159,7 +159,7 @@ class PostgresEngine(Engine):
         this = self._ref(project, area, conn, model) if not area.direct \
             else qualified(*self.relation(model, area))
         return render(m.sql or "", start=start, end=end, ref=ref, source=source, this=this,
-                      is_incremental=is_incremental, where=_where(project, model))
+                      is_incremental=is_incremental, where=model_location(project, model))
 
     def render(self, project: Project, model: str, start: dt.datetime | None,
                end: dt.datetime | None, area: Area) -> str:
@@ -169,7 +169,7 @@ class PostgresEngine(Engine):
     # -- writing ------------------------------------------------------------------------------
     def run_task(self, project: Project, model: str, start: dt.datetime | None,
                  end: dt.datetime | None, area: Area) -> WriteResult:
-        m = _model(project, model)
+        m = project_model(project, model)
         began = time.perf_counter()
         conflicts = 0
         delay = 0.01
@@ -183,9 +183,9 @@ class PostgresEngine(Engine):
             except TaskFailure:
                 raise
             except PostgresConnectionError as exc:
-                raise TaskFailure(f"{_where(project, model)}: {exc}", transient=True) from None
+                raise TaskFailure(f"{model_location(project, model)}: {exc}", transient=True) from None
             except (psycopg.Error, PoolTimeout) as exc:
-                failure = task_failure(_where(project, model), exc)
+                failure = task_failure(model_location(project, model), exc)
                 state = getattr(exc, "sqlstate", None)
                 if state not in ("40001", "40P01") or conflicts >= self.conflict_retries:
                     raise failure from None
@@ -212,7 +212,7 @@ class PostgresEngine(Engine):
         partitioned = start is not None and end is not None and \
             m.strategy in ("replace", "merge", "append")
         if m.strategy in ("replace", "merge", "append") and m.grain and not partitioned:
-            raise TaskFailure(f"{_where(project, m.name)}: a {m.strategy} task needs a period",
+            raise TaskFailure(f"{model_location(project, m.name)}: a {m.strategy} task needs a period",
                               transient=False)
         self._ensure_schema(conn, schema)
         with conn.transaction():
@@ -233,7 +233,7 @@ class PostgresEngine(Engine):
                                     f"{in_period}, FALSE)")
                 if outside:
                     raise TaskFailure(
-                        f"{_where(project, m.name)}: the SELECT returned {outside} row(s) with "
+                        f"{model_location(project, m.name)}: the SELECT returned {outside} row(s) with "
                         f"{m.event_time} outside the task's period [{start:%Y-%m-%d %H:%M}, "
                         f"{end:%Y-%m-%d %H:%M}) UTC (or NULL); a task writes exactly its period: "
                         "filter the inputs with {{ start }} and {{ end }}", transient=False)
@@ -282,7 +282,7 @@ class PostgresEngine(Engine):
         cols = table_columns(conn, *rel)
         if cols is None:
             return None
-        m = _model(project, model)
+        m = project_model(project, model)
         periods = area.periods.get(model) or []
         if not (preview and not area.direct and m.strategy == "merge" and m.unique_key
                 and m.event_time and periods):
@@ -309,7 +309,7 @@ class PostgresEngine(Engine):
                        periods: Sequence[Period] | None) -> str:
         if periods is None:
             return "TRUE"
-        m = _model(project, model)
+        m = project_model(project, model)
         if not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time to select periods by")
         return in_periods(m.event_time, periods, "t")
@@ -321,7 +321,7 @@ class PostgresEngine(Engine):
 
     def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
                      preview: bool = False) -> dict[str, PartitionFingerprint]:
-        m = _model(project, model)
+        m = project_model(project, model)
         if parts and not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time to partition by")
         with self.connect() as conn:
@@ -365,7 +365,7 @@ class PostgresEngine(Engine):
                utc_column: str | None = None) -> Iterator[Any]:
         where = self._where_periods(project, model, periods) if periods is None or periods \
             else "FALSE"
-        m = _model(project, model)
+        m = project_model(project, model)
         if utc_column and not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time")
         with self.connect() as conn:  # the catalog only; the rows travel through ADBC
@@ -414,25 +414,13 @@ def _tmp_columns(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:
     return [(str(r[0]), str(r[1])) for r in rows]
 
 
-def _model(project: Project, model: str) -> Model:
-    try:
-        return project.models[model]
-    except KeyError:
-        raise NotFoundError(f"no model {model!r} in project {project.name!r}") from None
-
-
-def _where(project: Project, model: str) -> str:
-    settings = project.settings
-    if settings is not None and model in settings.files:
-        return f"{settings.files[model]} (model {model!r})"
-    return f"model {model!r}"
 
 
 def _check_columns(project: Project, model: str, new: Sequence[str], old: Sequence[str],
                    schema: str) -> None:
     if set(new) != set(old):
         raise TaskFailure(
-            f"{_where(project, model)}: the SELECT's columns ({', '.join(new)}) differ from the "
+            f"{model_location(project, model)}: the SELECT's columns ({', '.join(new)}) differ from the "
             f"table's ({', '.join(old)}) in schema {schema!r}; a partition task cannot change "
             "the schema: rebuild the model (strategy full) or backfill it into an audit area",
             transient=False)

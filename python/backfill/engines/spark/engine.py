@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, ColumnKind, Engine, Part, PartitionFingerprint,
-                    Period, PublishRequest, TaskFailure, WriteResult)
+                    Period, PublishRequest, TaskFailure, WriteResult, model_location,
+                    project_model)
 from . import publish as _publish
 from .session import (catalog_name, check_master, find_iceberg_jar, register_catalog,
                       spark_session)
@@ -148,7 +149,7 @@ class SparkEngine(IcebergTables, Engine):
 
     def _render(self, project: Project, model: str, start: dt.datetime | None,
                 end: dt.datetime | None, area: Area, check: bool = True) -> str:
-        m = _model(project, model)
+        m = project_model(project, model)
 
         def ref(name: str, **_: object) -> str:
             if name not in project.models:
@@ -163,7 +164,7 @@ class SparkEngine(IcebergTables, Engine):
 
         return render(m.sql or "", start=start, end=end, ref=ref, source=source,
                       this=self._ref(project, area, model, check), is_incremental=is_incremental,
-                      where=_where(project, model))
+                      where=model_location(project, model))
 
     def render(self, project: Project, model: str, start: dt.datetime | None,
                end: dt.datetime | None, area: Area) -> str:
@@ -172,7 +173,7 @@ class SparkEngine(IcebergTables, Engine):
     # -- writing --------------------------------------------------------------------------------
     def run_task(self, project: Project, model: str, start: dt.datetime | None,
                  end: dt.datetime | None, area: Area) -> WriteResult:
-        m = _model(project, model)
+        m = project_model(project, model)
         began = time.perf_counter()
         try:
             rows, deleted, fp = self._write(project, m, start, end, area)
@@ -186,7 +187,7 @@ class SparkEngine(IcebergTables, Engine):
                end: dt.datetime | None, area: Area) -> tuple[int, int, PartitionFingerprint]:
         from pyspark.sql import functions as F
 
-        where = _where(project, m.name)
+        where = model_location(project, m.name)
         partitioned = start is not None and end is not None and \
             m.strategy in ("replace", "merge", "append")
         if m.strategy == "view":
@@ -291,7 +292,7 @@ class SparkEngine(IcebergTables, Engine):
     def source(self, project: Project, model: str, area: Area) -> Relation | None:
         """The rows of ``model`` in ``area`` (its branch, restricted to the area's periods of a
         partitioned model); None when it has no table (or branch) there."""
-        m = _model(project, model)
+        m = project_model(project, model)
         table = self.table(model)
         if area.direct:
             return Relation(table, self._types(table)) if self.exists(table) else None
@@ -325,7 +326,7 @@ class SparkEngine(IcebergTables, Engine):
 
     def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
                      preview: bool = False) -> dict[str, PartitionFingerprint]:
-        m = _model(project, model)
+        m = project_model(project, model)
         if parts and not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time to partition by")
         self._job(f"backfill: fingerprints of {model}")
@@ -345,7 +346,7 @@ class SparkEngine(IcebergTables, Engine):
         rel = self.source(project, model, area)
         if rel is None:
             return dict.fromkeys(measures)
-        where = self._where_periods(_model(project, model), rel, periods)
+        where = self._where_periods(project_model(project, model), rel, periods)
         sums = ", ".join(f"CAST(sum({quote(c)}) AS DOUBLE)" for c in measures)
         row = arrow_rows(self.spark, f"SELECT {sums} FROM {rel.sql} WHERE {where}")[0]
         return {c: (None if row[i] is None else float(str(row[i])))
@@ -357,7 +358,7 @@ class SparkEngine(IcebergTables, Engine):
         rel = self.source(project, model, area)
         if rel is None:
             return True
-        where = self._where_periods(_model(project, model), rel, periods)
+        where = self._where_periods(project_model(project, model), rel, periods)
         cols = ", ".join(quote(c) for c in columns)
         nonnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
         n, distinct, full = arrow_rows(
@@ -372,7 +373,7 @@ class SparkEngine(IcebergTables, Engine):
         import pyarrow as pa  # type: ignore[import-untyped]
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        m = _model(project, model)
+        m = project_model(project, model)
         rel = self.source(project, model, area)
         if rel is None:
             raise NotFoundError(f"{model} has no table in "
@@ -407,18 +408,6 @@ class SparkEngine(IcebergTables, Engine):
                        ) -> list[tuple[Any, ...]]:
         return _publish.changelog_rows(self, backfill_id)
 
-def _model(project: Project, model: str) -> Model:
-    try:
-        return project.models[model]
-    except KeyError:
-        raise NotFoundError(f"no model {model!r} in project {project.name!r}") from None
-
-
-def _where(project: Project, model: str) -> str:
-    settings = project.settings
-    if settings is not None and model in settings.files:
-        return f"{settings.files[model]} (model {model!r})"
-    return f"model {model!r}"
 
 
 def _check_columns(where: str, new: Mapping[str, str], old: Mapping[str, str], area: Area) -> None:
@@ -434,7 +423,7 @@ def _task_failure(project: Project, model: str, exc: Exception) -> TaskFailure:
     from pyspark.errors import AnalysisException
 
     text = str(exc)
-    where = _where(project, model)
+    where = model_location(project, model)
     if f"[USER_RAISED_EXCEPTION] {_OUTSIDE}" in text:  # not the plan's text of another error
         return TaskFailure(f"{where}: the SELECT returned row(s) with the event_time outside the "
                            "task's period (or NULL); a task writes exactly its period: filter "
