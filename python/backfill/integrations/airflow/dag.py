@@ -64,13 +64,16 @@ def _fail(exc: BaseException, recheck: dt.timedelta = dt.timedelta(minutes=1)) -
 
     if isinstance(exc, TaskFailure) and exc.transient:
         return exc
+    # mypy does not follow Airflow's sources (see pyproject.toml): its classes are Any to it.
+    airflow_exc: BaseException
     if isinstance(exc, BackfillPausedError):
         log.info("%s; checking again in %s", exc, recheck)
-        return AirflowRescheduleException(  # type: ignore[no-untyped-call]
-            dt.datetime.now(dt.timezone.utc) + recheck)
-    if isinstance(exc, BackfillCancelledError):
-        return AirflowSkipException(str(exc))
-    return AirflowFailException(str(exc))
+        airflow_exc = AirflowRescheduleException(dt.datetime.now(dt.timezone.utc) + recheck)
+    elif isinstance(exc, BackfillCancelledError):
+        airflow_exc = AirflowSkipException(str(exc))
+    else:
+        airflow_exc = AirflowFailException(str(exc))
+    return airflow_exc
 
 
 def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date | dt.datetime | str,
@@ -162,7 +165,7 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
             try:
                 loaded = Project.load(root)
                 # The map index label in the UI: "<model> <partition>" instead of 0, 1, 2...
-                ctx[LABEL_KEY] = bfa.task_label(  # type: ignore[literal-required]
+                ctx[LABEL_KEY] = bfa.task_label(
                     backfill_id, backfill_task, project=loaded, ledger=ledger)
                 return bfa.run_task(backfill_id, backfill_task, project=loaded, ledger=ledger,
                                     lease_seconds=lease_seconds)
