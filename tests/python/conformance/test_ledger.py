@@ -539,8 +539,9 @@ def test_a_finished_backfill_cannot_be_paused(ledger: LedgerBackend) -> None:
     ledger.create_backfill(record("b1"), tasks(1))
     make_done(ledger, "b1")
     before = ledger.backfill("b1")
-    with pytest.raises(IllegalTransitionError, match="b1 is done; only a pending, running or "
-                                                     "failed backfill can be paused"):
+    with pytest.raises(IllegalTransitionError, match="b1 is done; only a pending, running, "
+                                                     "interrupted or failed backfill can be "
+                                                     "paused"):
         ledger.set_paused("b1", True, "ops")
     assert ledger.backfill("b1") == before
     with pytest.raises(NotFoundError, match="nope"):
@@ -717,7 +718,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 4
+        assert backend.version(url) == SCHEMA_VERSION == 5
         migrated = led.backfill("b1")
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
         assert (migrated["paused_at"], migrated["options"]) == (None, None)
@@ -732,6 +733,8 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         assert [a["detail"] for a in led.attempts("b1")] == [None, "{}"]
         led.record_offset_reset(offset_reset("r1"))
         assert [r["reset_id"] for r in led.offset_resets("etl")] == ["r1"]
+        led.set_status("b1", "interrupted")  # the version 5 state
+        assert status(led, "b1") == "interrupted"
         led.cancel("b1", "a v3 state in a migrated table", "me")
         assert status(led, "b1") == "cancelled"
     finally:
