@@ -43,6 +43,7 @@ class SharedDatabase:
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._users = 0
         self._released = 0  # bumps on every release; a pending close checks it is still current
+        self._active: set[duckdb.DuckDBPyConnection] = set()  # cursors in use (interrupt them)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout
@@ -73,9 +74,12 @@ class SharedDatabase:
                 self._conn = self._open()
             self._users += 1
             cur = self._conn.cursor()
+            self._active.add(cur)
         try:
             yield cur
         finally:
+            with self._mutex:
+                self._active.discard(cur)
             cur.close()
             with self._mutex:
                 self._users -= 1
@@ -86,6 +90,18 @@ class SharedDatabase:
                     timer = threading.Timer(self.linger, self._close_if_idle, (self._released,))
                     timer.daemon = True
                     timer.start()
+
+    def interrupt(self) -> None:
+        """Interrupts the statement each cursor in use runs now (it raises InterruptException;
+        its transaction rolls back). A cursor between statements is not stopped: callers repeat
+        until their tasks end."""
+        with self._mutex:
+            active = list(self._active)
+        for cur in active:
+            try:
+                cur.interrupt()
+            except duckdb.Error:  # closed meanwhile: nothing left to stop
+                pass
 
     def _close_if_idle(self, released: int) -> None:
         with self._mutex:

@@ -65,7 +65,7 @@ class DuckDBEngine(Engine):
     """
 
     name = "duckdb"
-    capabilities = Capabilities(atomic_publish=True, embedded=True, landing=True)
+    capabilities = Capabilities(atomic_publish=True, embedded=True, landing=True, interrupt=True)
 
     def __init__(self, path: str | Path, *, schema: str = "main", lock_timeout: float = 120.0,
                  keep_open: bool = False, linger: float = 0.05,
@@ -94,6 +94,9 @@ class DuckDBEngine(Engine):
 
     def close(self) -> None:
         self._db.close()
+
+    def interrupt(self) -> None:
+        self._db.interrupt()
 
     # -- naming and rendering ------------------------------------------------------------------
     def published(self, model: str, project: Project | None = None) -> str:
