@@ -184,6 +184,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return exit_for_signal(stop.signal)
     if final.ok:
         return EXIT_OK
+    if final.failed_tasks:
+        sys.stderr.write(f"backfill run: {len(final.failed_tasks)} task(s) failed (above); once "
+                         f"the cause is fixed, run them again with: backfill run --resume "
+                         f"{final.id}\n")
     if final.held in ("window", "paused"):
         return EXIT_LATER
     if final.held in ("budget", "cancelled"):

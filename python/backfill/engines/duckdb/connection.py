@@ -57,8 +57,14 @@ class SharedDatabase:
             except duckdb.IOException as exc:
                 if not _is_lock_error(exc) or time.monotonic() > deadline:
                     if _is_lock_error(exc):
-                        raise TaskFailure(f"{self.path} stayed locked by another process for "
-                                          f"{self.lock_timeout:.0f} s: {exc}", transient=True) from None
+                        raise TaskFailure(
+                            f"{self.path} stayed locked by another process for "
+                            f"{self.lock_timeout:g} s (engine lock_timeout); only one process "
+                            "may write a DuckDB file. Close the other process (DuckDB names its "
+                            "PID below: a notebook, a BI tool, another runner) or raise "
+                            "lock_timeout in backfill.yml's engine settings, then resume the "
+                            f"backfill (backfill run --resume ID). DuckDB said: {exc}",
+                            transient=True) from None
                     raise
                 if not warned and time.monotonic() > deadline - self.lock_timeout + 2.0:
                     log.warning("waiting up to %.0f s for %s, held by another process: %s",

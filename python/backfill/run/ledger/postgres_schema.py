@@ -214,7 +214,9 @@ def prepare(db: psycopg.Connection[tuple[object, ...]], schema: str, where: str)
     version = stored_version(db, schema, where)
     if version is not None and version > SCHEMA_VERSION:
         raise LedgerError(f"ledger {where} has schema version {version}, newer than the version "
-                          f"{SCHEMA_VERSION} this backfill supports; upgrade backfill to use it")
+                          f"{SCHEMA_VERSION} this backfill supports: a newer backfill wrote it. "
+                          "Upgrade backfill (pip install -U backfill) to use it; it was left "
+                          "unchanged")
     if version is None:
         _run(db, V1_TABLES)
         db.execute("INSERT INTO meta VALUES ('schema_version', '1')")

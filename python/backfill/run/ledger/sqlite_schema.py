@@ -208,7 +208,9 @@ def prepare(db: sqlite3.Connection, path: Path) -> None:
     version = stored_version(db, path)
     if version is not None and version > SCHEMA_VERSION:
         raise LedgerError(f"ledger {path} has schema version {version}, newer than the version "
-                          f"{SCHEMA_VERSION} this backfill supports; upgrade backfill to use it")
+                          f"{SCHEMA_VERSION} this backfill supports: a newer backfill wrote it. "
+                          "Upgrade backfill (pip install -U backfill) to use it; it was left "
+                          "unchanged")
     if version is None:
         for statement in V1_TABLES.split(";"):  # no ';' inside a statement
             db.execute(statement)
