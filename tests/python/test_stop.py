@@ -147,3 +147,52 @@ def test_grace_is_checked_before_anything_is_recorded(
                  "--end", "2026-01-02", "--as-of", AS_OF, "--reason", "r", "--grace", "soon"])
     assert code == 2 and "--grace 'soon' is not a duration" in capsys.readouterr().err
     assert not (root / ".backfill" / "ledger.sqlite").exists()
+
+
+def test_the_postgres_engine_interrupts_a_running_task_which_commits_nothing(
+        tmp_path: Path, pg_server: object) -> None:
+    import datetime as dt
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psycopg
+
+    from backfill.engines import Area, TaskFailure
+    from backfill.run import engine_for
+
+    url = pg_server.create_database("stop")  # type: ignore[attr-defined]
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("CREATE SCHEMA raw; CREATE TABLE raw.events AS SELECT TIMESTAMPTZ "
+                   "'2026-01-01 00:00+00' + i * interval '1 hour' AS ts, i % 13 AS v "
+                   "FROM generate_series(0, 23) i")
+    root = tmp_path / "p"
+    (root / "models").mkdir(parents=True)
+    (root / "backfill.yml").write_text(
+        f"name: slow\nengine: {{type: postgres, url: '{url}'}}\nsources:\n  raw:\n"
+        "    events: {grain: day, tz: UTC, event_time: ts}\nmodels:\n"
+        "  defaults: {grain: day, tz: UTC, begin: '2026-01-01', strategy: replace}\n"
+        "  daily: {}\n")
+    (root / "models" / "daily.sql").write_text(
+        '{{ config(event_time="day") }}\nselect cast(ts as date) as day, sum(v) as total\n'
+        'from {{ source("raw", "events") }} where ts >= {{ start }} and ts < {{ end }}\n'
+        "and (select 1 from pg_sleep(60)) = 1 group by 1\n")
+    project = backfill.Project.load(root)
+    engine = engine_for(project)
+    assert engine.capabilities.interrupt
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    area = Area("bf_interrupted", {"daily": [(start, start + dt.timedelta(days=1))]})
+    try:
+        with ThreadPoolExecutor(1) as pool, psycopg.connect(url, autocommit=True) as db:
+            task = pool.submit(engine.run_task, project, "daily", start,
+                               start + dt.timedelta(days=1), area)
+            wait_for(lambda: db.execute("SELECT count(*) FROM pg_stat_activity WHERE query "
+                                        "LIKE '%pg_sleep(60)%' AND state = 'active' AND "
+                                        "pid <> pg_backend_pid()").fetchone() == (1,))
+            sent = time.monotonic()
+            engine.interrupt()
+            with pytest.raises(TaskFailure, match="canceling statement due to user request"):
+                task.result(timeout=30)
+            assert time.monotonic() - sent < 10
+            assert db.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'daily'"
+                              ).fetchone() == (0,)  # rolled back: nothing was created
+    finally:
+        engine.close()
