@@ -535,6 +535,29 @@ def test_pause_stops_claims_until_resumed_and_running_tasks_finish(ledger: Ledge
         ledger.set_paused("b1", False, "ops")
 
 
+def test_an_interrupted_backfill_keeps_its_tasks_and_resumes(ledger: LedgerBackend) -> None:
+    # A runner stopped by a signal: its finished task stays done, its interrupted one pending
+    # (failed attempt, due now), the backfill interrupted; a resume runs the rest.
+    ledger.create_backfill(record("b1"), tasks(2))
+    ledger.set_status("b1", "running")
+    first, second = ledger.claim("b1", LIVE, 2, 60)
+    assert finish(ledger, first, "b1", LIVE) == "done"
+    assert ledger.finish(second, "b1", LIVE, ok=False, rows=None, deleted=None,
+                         fingerprint=None, seconds=0.1, error="interrupted by SIGTERM",
+                         retry_at=time.time()) == "pending"
+    ledger.set_status("b1", "interrupted")
+    assert status(ledger, "b1") == "interrupted" and not ledger.live_workers("b1")
+    ledger.set_paused("b1", True, "ops")  # an interrupted backfill may be held...
+    assert ledger.claim("b1", OTHER, 5, 60) == []
+    ledger.set_paused("b1", False, "ops")
+    ledger.set_status("b1", "running")  # ...and resumed
+    (again,) = ledger.claim("b1", OTHER, 5, 60)
+    assert (again.task.task_id, again.attempt) == (second.task.task_id, 2)
+    assert finish(ledger, again, "b1", OTHER) == "done"
+    ledger.set_status("b1", "done", finished=True)
+    assert [a["status"] for a in ledger.attempts("b1")] == ["done", "failed", "done"]
+
+
 def test_a_finished_backfill_cannot_be_paused(ledger: LedgerBackend) -> None:
     ledger.create_backfill(record("b1"), tasks(1))
     make_done(ledger, "b1")
