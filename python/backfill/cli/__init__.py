@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from ..errors import BackfillError
 from . import (audit, check, control, demo, dbt, forward, lint, partitions, plan, publish,
                replay, run)
-from .exit_codes import EXIT_USAGE
+from .exit_codes import EXIT_SIGINT, EXIT_USAGE
 
 __all__ = ["build_parser", "main"]
 
@@ -58,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BackfillError as exc:
         sys.stderr.write(f"backfill: error: {exc}\n")
         return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C outside a run (which stops itself: see cli.run)
+        sys.stderr.write("backfill: interrupted (Ctrl-C); every ledger write is one transaction,"
+                         " so nothing was half-recorded\n")
+        return EXIT_SIGINT
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,25 +8,31 @@
 
 Exit codes: 0 every task done, 1 a task failed, 2 usage or input error (nothing is recorded),
 3 stopped for now: no window has room (--exit-outside-window) or paused (--exit-when-held),
-4 stopped until someone acts: the budget is spent, or the backfill was cancelled.
+4 stopped until someone acts: the budget is spent, or the backfill was cancelled,
+130 / 143 stopped by SIGINT (Ctrl-C) / SIGTERM: claims stop, running tasks get --grace (default
+30s) to finish, then are interrupted (a second Ctrl-C interrupts them at once); nothing is lost:
+the backfill is "interrupted" and --resume runs the rest.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from ..api import Backfill, Project
 from ..errors import InvalidInputError
 from ..lint import LintResult
-from ..run import BackfillStatus, ledger_for
+from ..run import DEFAULT_GRACE, BackfillStatus, Stop, ledger_for, on_signals
 from ..run.estimate import estimate
 from ..windows import parse_duration
 from .common import add_ledger_option, ledger_from_args
-from .exit_codes import EXIT_FAILED, EXIT_LATER, EXIT_OK, EXIT_STOPPED, EXIT_USAGE
+from .exit_codes import (EXIT_FAILED, EXIT_LATER, EXIT_OK, EXIT_STOPPED, EXIT_USAGE,
+                         exit_for_signal)
 from .progress import force_progress, run_with_log_lines, run_with_progress
 
 __all__ = ["add_parsers"]
@@ -58,6 +64,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="wait before the second attempt, doubling after (default 1)")
     r.add_argument("--lease", type=float, default=60.0, metavar="SECONDS",
                    help="task lease; another worker takes over a task when it ends (default 60)")
+    r.add_argument("--grace", default=f"{DEFAULT_GRACE:g}s", metavar="DURATION",
+                   help="on SIGINT/SIGTERM, how long running tasks may take to finish before "
+                        f"they are interrupted (default {DEFAULT_GRACE:g}s; 0: at once)")
     r.add_argument("--no-lint", action="store_true",
                    help="run even when the lint finds errors in a planned model")
     r.add_argument("--json", action="store_true", help="machine-readable output, no progress")
@@ -93,8 +102,19 @@ def _usage(message: str) -> int:
     return EXIT_USAGE
 
 
+def _grace(text: str) -> float:
+    """Seconds of ``--grace``: a duration (``30s``, ``2m``) or 0."""
+    try:
+        if float(text) == 0:
+            return 0.0
+    except ValueError:
+        pass
+    return parse_duration(text, "--grace")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     resume = args.resume or args.id
+    grace = _grace(args.grace)  # a bad value is refused before anything is recorded
     if args.resume and args.id and args.resume != args.id:
         return _usage(f"two backfill ids given: {args.id} and --resume {args.resume}")
     if resume:
@@ -146,25 +166,44 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    windows=args.window if resume else None,
                                    exit_outside_window=args.exit_outside_window,
                                    exit_when_held=args.exit_when_held)
-    try:
+    stop = Stop()
+    options.update(stop=stop, grace=grace)
+    with on_signals(stop):  # SIGINT/SIGTERM: stop claiming, let tasks finish, then interrupt
         if args.json or args.no_progress:
             final = bf.run(**options)
         elif not sys.stdout.isatty() and not force_progress():
             final = run_with_log_lines(bf, options)  # CI and scheduler logs: a line per 10%
         else:
             final = run_with_progress(bf, options)
-    except KeyboardInterrupt:
-        sys.stderr.write(f"backfill run: interrupted; finished tasks are recorded. Resume with: "
-                         f"backfill run --resume {bf.id}\n")
-        return EXIT_FAILED
     _print_status(final, args.json)
+    if stop.requested and not final.finished:
+        sys.stderr.write(f"backfill run: stopped by {stop.describe()}; finished tasks are "
+                         "recorded, interrupted ones committed nothing. Resume with: backfill "
+                         f"run --resume {bf.id}\n")
+        _exit_now_if_tasks_linger(bf.id, exit_for_signal(stop.signal))
+        return exit_for_signal(stop.signal)
     if final.ok:
         return EXIT_OK
+    if final.failed_tasks:
+        sys.stderr.write(f"backfill run: {len(final.failed_tasks)} task(s) failed (above); once "
+                         f"the cause is fixed, run them again with: backfill run --resume "
+                         f"{final.id}\n")
     if final.held in ("window", "paused"):
         return EXIT_LATER
     if final.held in ("budget", "cancelled"):
         return EXIT_STOPPED
     return EXIT_FAILED
+
+
+def _exit_now_if_tasks_linger(backfill_id: str, code: int) -> None:
+    """Ends the process at once when a task the engine could not interrupt still runs (Python
+    would wait for its thread at exit): its transaction is rolled back by the database and its
+    lease, held by a process now gone, is dropped at the next claim."""
+    if any(t.is_alive() and t.name.startswith(f"backfill-{backfill_id}")
+           for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _print_status(status: BackfillStatus, as_json: bool) -> None:

@@ -184,6 +184,9 @@ class Capabilities:
     atomic_publish: bool
     embedded: bool = False
     landing: bool = False
+    #: :meth:`Engine.interrupt` stops running tasks (else they run to their end when a runner
+    #: stops; a process that exits then leaves them to the database to roll back)
+    interrupt: bool = False
 
 
 @dataclass(frozen=True)
@@ -326,6 +329,12 @@ class Engine(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional
         """Releases connections (engines may hold none between tasks)."""
+
+    def interrupt(self) -> None:  # noqa: B027 - optional
+        """Asks every task running now to stop at once (a runner aborting on a second Ctrl-C or
+        after its grace period): each raises :class:`TaskFailure` and commits nothing. Safe to
+        call from any thread, repeatedly. Engines that declare ``capabilities.interrupt``
+        implement it; others let tasks run to their end."""
 
 
 @contextlib.contextmanager

@@ -6,7 +6,8 @@ from .backfill import Backfill, engine_for, who
 from .executor import TaskOutcome, execute_task
 from .ledger import (BackfillState, LedgerBackend, TaskState, ledger_for, open_ledger, utcnow)
 from .status import BackfillStatus, ModelStatus, TaskEvent
+from .stop import DEFAULT_GRACE, Stop, on_signals
 
-__all__ = ["Backfill", "BackfillState", "BackfillStatus", "LedgerBackend", "ModelStatus",
-           "TaskEvent", "TaskOutcome", "TaskState", "engine_for", "execute_task", "ledger_for",
-           "open_ledger", "utcnow", "who"]
+__all__ = ["Backfill", "BackfillState", "BackfillStatus", "DEFAULT_GRACE", "LedgerBackend",
+           "ModelStatus", "Stop", "TaskEvent", "TaskOutcome", "TaskState", "engine_for",
+           "execute_task", "ledger_for", "on_signals", "open_ledger", "utcnow", "who"]

@@ -37,6 +37,7 @@ from .ledger import (BackfillHeldError, BackfillState, Claim, IllegalTransitionE
                      LedgerBackend, TaskBusyError, TaskRow, TaskState, ledger_for, new_worker_id)
 from .limits import Clock, RunLimits, SystemClock, spent_seconds
 from .status import BackfillStatus, TaskEvent, backfill_status
+from .stop import DEFAULT_GRACE, Stop, drain, sleep
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -243,7 +244,8 @@ class Backfill:
             on_event: Callable[[TaskEvent], None] | None = None,
             windows: str | list[str] | None = None, exit_outside_window: bool = False,
             exit_when_held: bool = False, clock: Clock | None = None, max_wait: float = 60.0,
-            held_poll: float = 5.0) -> BackfillStatus:
+            held_poll: float = 5.0, stop: Stop | None = None,
+            grace: float = DEFAULT_GRACE) -> BackfillStatus:
         """Runs the backfill's remaining tasks with up to ``concurrency`` threads; returns the
         final status (``.ok`` false when a task failed). ``backoff`` seconds before the 2nd
         attempt, doubling after. Safe to call from several processes at once.
@@ -256,13 +258,20 @@ class Backfill:
         until it is resumed or cancelled; with ``exit_when_held`` it returns instead. It
         returns when the backfill is cancelled (after its running tasks finish) and when the
         budget leaves no room for the next task. The returned status's ``held`` says why it
-        returned before the end."""
+        returned before the end.
+
+        ``stop`` (see :mod:`.stop`; the CLI requests it on SIGINT and SIGTERM) ends the run
+        early: nothing more is claimed, running tasks get ``grace`` seconds to finish, then are
+        interrupted (their attempts recorded as interrupted, their tasks pending again, their
+        leases released); a second request interrupts them at once. The backfill is then
+        ``interrupted`` (unless another worker still runs it) and a resume runs the rest."""
         for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} {value!r} is not a positive integer")
-        if backoff < 0 or lease_seconds <= 0 or poll <= 0 or max_wait <= 0 or held_poll <= 0:
-            raise InvalidInputError("backoff must be >= 0; lease_seconds, poll, max_wait and "
-                                    "held_poll > 0")
+        if backoff < 0 or lease_seconds <= 0 or poll <= 0 or max_wait <= 0 or held_poll <= 0 \
+                or not grace >= 0:
+            raise InvalidInputError("backoff and grace must be >= 0; lease_seconds, poll, "
+                                    "max_wait and held_poll > 0")
         worker = new_worker_id()
         rec = self.ledger.backfill(self.id)
         if not BackfillState(rec["status"]).runnable:
@@ -277,57 +286,69 @@ class Backfill:
         execute = functools.partial(
             execute_task, project=self.project, engine=self.engine, ledger=self.ledger,
             backfill_id=self.id, area=self.area, worker=worker, lease_seconds=lease_seconds,
-            max_attempts=max_attempts, backoff=backoff)
+            max_attempts=max_attempts, backoff=backoff, stop=stop)
         running: set[Future[TaskOutcome]] = set()
         emit = on_event or (lambda _e: None)
         said: str | None = None  # the last wait logged (said once, not every poll)
+        left_running = 0  # tasks a stop could not interrupt: the pool is not waited for
+        pool = ThreadPoolExecutor(max_workers=concurrency,
+                                  thread_name_prefix=f"backfill-{self.id}")
         try:
-            with ThreadPoolExecutor(max_workers=concurrency,
-                                    thread_name_prefix=f"backfill-{self.id}") as pool:
-                while True:
-                    rec = self.ledger.backfill(self.id)
-                    limits = RunLimits.from_options(json.loads(rec["options"] or "{}"))
-                    claims, blocked = self._claim(worker, concurrency - len(running),
-                                                  lease_seconds, limits, clock.now())
-                    for claim in claims:
-                        emit(TaskEvent("started", claim.task.model, claim.task.label,
-                                       claim.task.task_id, claim.attempt))
-                        running.add(pool.submit(execute, claim))
-                    if running:  # a pause or cancel lets them finish; claims stop meanwhile
-                        done, _ = wait(running, timeout=max(poll, 0.5),
-                                       return_when=FIRST_COMPLETED)
-                        for fut in done:
-                            running.discard(fut)
-                            emit(fut.result().event())  # re-raises bugs (ledger errors)
-                        continue
-                    if rec["status"] == BackfillState.CANCELLED:
-                        log.info("backfill %s: cancelled; worker %s stops", self.id, worker)
+            while True:
+                if stop is not None and stop.requested:
+                    log.warning("backfill %s: %s; worker %s claims nothing more%s", self.id,
+                                stop.describe(), worker, f" and lets {len(running)} running "
+                                f"task(s) finish within {grace:g} s" if running else "")
+                    left_running = drain(running, stop, grace, self.engine,
+                                         lambda f: emit(f.result().event()),
+                                         f"backfill {self.id}")
+                    break
+                rec = self.ledger.backfill(self.id)
+                limits = RunLimits.from_options(json.loads(rec["options"] or "{}"))
+                claims, blocked = self._claim(worker, concurrency - len(running),
+                                              lease_seconds, limits, clock.now())
+                for claim in claims:
+                    emit(TaskEvent("started", claim.task.model, claim.task.label,
+                                   claim.task.task_id, claim.attempt))
+                    running.add(pool.submit(execute, claim))
+                if running:  # a pause or cancel lets them finish; claims stop meanwhile
+                    done, _ = wait(running, timeout=max(poll, 0.5),
+                                   return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        running.discard(fut)
+                        emit(fut.result().event())  # re-raises bugs (ledger errors)
+                    continue
+                if rec["status"] == BackfillState.CANCELLED:
+                    log.info("backfill %s: cancelled; worker %s stops", self.id, worker)
+                    break
+                snap = self.status(now=clock.now())
+                if snap.finished:
+                    break
+                if rec["paused_at"] is not None:
+                    if exit_when_held:
                         break
-                    snap = self.status(now=clock.now())
-                    if snap.finished:
+                    said = self._say(said, f"paused; waiting for: backfill resume {self.id}")
+                    sleep(clock, held_poll, stop)
+                    continue
+                if blocked == "budget":
+                    break  # the budget has no room: nothing more from this worker
+                if blocked == "window":
+                    if exit_outside_window:
                         break
-                    if rec["paused_at"] is not None:
-                        if exit_when_held:
-                            break
-                        said = self._say(said, f"paused; waiting for: backfill resume {self.id}")
-                        clock.sleep(held_poll)
-                        continue
-                    if blocked == "budget":
-                        break  # the budget has no room: nothing more from this worker
-                    if blocked == "window":
-                        if exit_outside_window:
-                            break
-                        now = clock.now()
-                        opens = limits.next_start(now, _cheapest(self.ledger, self.id, limits))
-                        wait_for = (opens - now).total_seconds() if opens else poll
-                        said = self._say(said, snap.note or "waiting for a window")
-                        clock.sleep(min(max(wait_for, poll), max_wait))
-                        continue
-                    said = None
-                    clock.sleep(poll)  # waiting for a backoff, or for other workers' tasks
+                    now = clock.now()
+                    opens = limits.next_start(now, _cheapest(self.ledger, self.id, limits))
+                    wait_for = (opens - now).total_seconds() if opens else poll
+                    said = self._say(said, snap.note or "waiting for a window")
+                    sleep(clock, min(max(wait_for, poll), max_wait), stop)
+                    continue
+                said = None
+                sleep(clock, poll, stop)  # a backoff, or other workers' tasks
         finally:
+            pool.shutdown(wait=not left_running, cancel_futures=True)
             self.engine.close()
         final = self.status(now=clock.now())
+        if stop is not None and stop.requested and not final.finished:
+            return self._interrupted(worker, stop, left_running, clock)
         status = BackfillState.FAILED if final.failed_tasks else BackfillState.DONE
         if final.finished and BackfillState(self.ledger.backfill(self.id)["status"]).runnable:
             try:
@@ -336,6 +357,26 @@ class Backfill:
                 pass
         final = self.status(now=clock.now())
         log.info("backfill %s: %s", self.id, final)
+        return final
+
+    def _interrupted(self, worker: str, stop: Stop, left_running: int,
+                     clock: Clock) -> BackfillStatus:
+        """After a stop with tasks left: the backfill becomes ``interrupted`` unless another
+        worker still runs it (then it stays running: that worker carries on)."""
+        others = self.ledger.live_workers(self.id) - {worker}
+        if others:
+            log.info("backfill %s: worker %s stopped; %d other worker(s) carry on", self.id,
+                     worker, len(others))
+        elif self.ledger.backfill(self.id)["status"] == BackfillState.RUNNING:
+            try:
+                self.ledger.set_status(self.id, BackfillState.INTERRUPTED)
+            except IllegalTransitionError:  # cancelled or finished meanwhile by another process
+                pass
+        if left_running:
+            log.warning("backfill %s: %d task(s) could not be interrupted; they hold their "
+                        "leases until they end or this process does", self.id, left_running)
+        final = self.status(now=clock.now())
+        log.warning("backfill %s: stopped by %s: %s", self.id, stop.describe(), final)
         return final
 
     def _say(self, said: str | None, what: str) -> str:

@@ -28,6 +28,7 @@ from ..errors import BackfillError, InvalidInputError
 from ..model.kafka import KafkaSettings
 from .ledger import Claim, LedgerBackend, TaskRow
 from .status import TaskEvent
+from .stop import Stop
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -36,10 +37,11 @@ log = logging.getLogger(__name__)
 
 __all__ = ["OutcomeStatus", "TaskOutcome", "execute_task", "is_transient"]
 
-#: done; pending (a retry is due at ``retry_at``); failed (for good); lost (the lease ran out)
-OutcomeStatus = Literal["done", "pending", "failed", "lost"]
+#: done; pending (a retry is due at ``retry_at``); failed (for good); lost (the lease ran out);
+#: interrupted (a stopping runner interrupted it: nothing committed, the task is pending again)
+OutcomeStatus = Literal["done", "pending", "failed", "lost", "interrupted"]
 _EVENT_KIND: dict[str, str] = {"done": "done", "pending": "retry", "failed": "failed",
-                               "lost": "lost"}
+                               "lost": "lost", "interrupted": "interrupted"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class TaskOutcome:
                     f"{self.attempt}): {self.rows_written} row(s) written, {self.rows_deleted} "
                     "deleted")
         head = f"{what} (task {t.task_id}) attempt {self.attempt}"
+        if self.status == "interrupted":
+            return (f"{head} was interrupted after {self.seconds:.1f}s ({self.error}); nothing of "
+                    "it was committed, it runs again on resume")
         if self.status == "lost":
             return (f"{head} lost its lease while it ran; another worker may take the task "
                     f"over (raise lease_seconds?){': ' + self.error if self.error else ''}")
@@ -163,12 +168,14 @@ def _land(settings: KafkaSettings, claim: Claim, *, project: Project, engine: En
 
 def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: LedgerBackend,
                  backfill_id: str, area: Area, worker: str, lease_seconds: float,
-                 max_attempts: int, backoff: float) -> TaskOutcome:
+                 max_attempts: int, backoff: float, stop: Stop | None = None) -> TaskOutcome:
     """Runs the claimed task once through ``engine``, keeping its lease, and records the end of
     the attempt in ``ledger``. ``max_attempts`` bounds the ledger's own retries (an orchestrator
     that retries by itself, such as Airflow, passes 1); a transient failure before that is
-    retried ``backoff * 2**(attempt-1)`` seconds later. Never raises for a failing task; errors
-    of the ledger itself propagate."""
+    retried ``backoff * 2**(attempt-1)`` seconds later. A failure once ``stop`` has aborted
+    (the runner interrupted the engine) is ``interrupted``: the task becomes pending again at
+    once, its lease released. Never raises for a failing task; errors of the ledger itself
+    propagate."""
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise InvalidInputError(f"max_attempts {max_attempts!r} is not a positive integer")
     if not backoff >= 0:
@@ -214,8 +221,10 @@ def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: Ledg
         log.log(logging.INFO if out.ok else logging.WARNING, "%s", out.message)
         return out
     assert failure is not None  # the engine either returned or raised
-    transient = is_transient(failure)
     error = _error_text(failure)
+    if stop is not None and stop.aborted:
+        return _interrupted(claim, base, ledger, backfill_id, worker, seconds, error, stop)
+    transient = is_transient(failure)
     retry_at = time.time() + backoff * 2 ** (claim.attempt - 1) \
         if transient and claim.attempt < max_attempts else None
     status = ledger.finish(claim, backfill_id, worker, ok=False, rows=None, deleted=None,
@@ -227,4 +236,18 @@ def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: Ledg
                               retry_at=retry_at if ended == "pending" else None)
     level = {"pending": logging.INFO, "failed": logging.ERROR}.get(ended, logging.WARNING)
     log.log(level, "%s", out.message)
+    return out
+
+
+def _interrupted(claim: Claim, base: TaskOutcome, ledger: LedgerBackend, backfill_id: str,
+                 worker: str, seconds: float, error: str, stop: Stop) -> TaskOutcome:
+    """Records an attempt the stopping runner interrupted: failed, with the task pending and
+    due now (whatever attempts are left: it did not fail by itself) and its lease released."""
+    why = f"interrupted by {stop.describe()}"
+    status = ledger.finish(claim, backfill_id, worker, ok=False, rows=None, deleted=None,
+                           fingerprint=None, seconds=seconds, error=f"{why}: {error}",
+                           retry_at=time.time())
+    out = dataclasses.replace(base, status="interrupted" if status == "pending" else "lost",
+                              seconds=seconds, error=why, transient=True)
+    log.warning("%s", out.message)
     return out

@@ -59,7 +59,8 @@ class BackfillStatus:
     note: str | None = None
     paused: bool = False
     #: why no task of it runs now although some are left: "paused", "cancelled", "window" (no
-    #: window has room now) or "budget" (no room left in it); None otherwise
+    #: window has room now), "budget" (no room left in it) or "interrupted" (its runner was
+    #: stopped by SIGINT/SIGTERM: resume it); None otherwise
     held: str | None = None
     #: engine time: budget, spent, remaining (seconds; budget None when there is none)
     budget: dict[str, float | None] = field(default_factory=dict)
@@ -194,7 +195,7 @@ def backfill_status(ledger: LedgerBackend, backfill_id: str,
     if status == "cancelled":
         note = f"cancelled by {rec.get('cancelled_by')}: {rec.get('cancel_reason')}"
         held = "cancelled"
-    elif rec.get("paused_at") and status in ("pending", "running", "failed"):
+    elif rec.get("paused_at") and status in ("pending", "running", "interrupted", "failed"):
         status, held = "paused", "paused"
         note = (f"paused by {rec.get('paused_by')} at {str(rec['paused_at'])[:19]}; running "
                 f"tasks finish, nothing new starts: backfill resume {backfill_id}")
@@ -209,8 +210,13 @@ def backfill_status(ledger: LedgerBackend, backfill_id: str,
         elif costs and limits.windows is not None:
             note = limits.waiting_note(now or dt.datetime.now(dt.timezone.utc), min(costs))
             held = "window" if note else None
+    elif status == "interrupted":
+        held = "interrupted"
+        note = (f"interrupted at {str(rec['updated_at'])[:19]} UTC: its runner was stopped "
+                "(SIGINT/SIGTERM) before the end; finished tasks are kept, interrupted ones "
+                "committed nothing")
     if status == "running" and not live and note is None:
-        status = "interrupted"  # no worker alive: resume it
+        status = "interrupted"  # no worker alive (killed): resume it
     return BackfillStatus(
         id=backfill_id, status=status, reason=rec["reason"], selection=rec["selection"],
         period=f"{rec['start'][:10]}..{rec['end'][:10]}", mode=rec["mode"], models=models,

@@ -535,12 +535,36 @@ def test_pause_stops_claims_until_resumed_and_running_tasks_finish(ledger: Ledge
         ledger.set_paused("b1", False, "ops")
 
 
+def test_an_interrupted_backfill_keeps_its_tasks_and_resumes(ledger: LedgerBackend) -> None:
+    # A runner stopped by a signal: its finished task stays done, its interrupted one pending
+    # (failed attempt, due now), the backfill interrupted; a resume runs the rest.
+    ledger.create_backfill(record("b1"), tasks(2))
+    ledger.set_status("b1", "running")
+    first, second = ledger.claim("b1", LIVE, 2, 60)
+    assert finish(ledger, first, "b1", LIVE) == "done"
+    assert ledger.finish(second, "b1", LIVE, ok=False, rows=None, deleted=None,
+                         fingerprint=None, seconds=0.1, error="interrupted by SIGTERM",
+                         retry_at=time.time()) == "pending"
+    ledger.set_status("b1", "interrupted")
+    assert status(ledger, "b1") == "interrupted" and not ledger.live_workers("b1")
+    ledger.set_paused("b1", True, "ops")  # an interrupted backfill may be held...
+    assert ledger.claim("b1", OTHER, 5, 60) == []
+    ledger.set_paused("b1", False, "ops")
+    ledger.set_status("b1", "running")  # ...and resumed
+    (again,) = ledger.claim("b1", OTHER, 5, 60)
+    assert (again.task.task_id, again.attempt) == (second.task.task_id, 2)
+    assert finish(ledger, again, "b1", OTHER) == "done"
+    ledger.set_status("b1", "done", finished=True)
+    assert [a["status"] for a in ledger.attempts("b1")] == ["done", "failed", "done"]
+
+
 def test_a_finished_backfill_cannot_be_paused(ledger: LedgerBackend) -> None:
     ledger.create_backfill(record("b1"), tasks(1))
     make_done(ledger, "b1")
     before = ledger.backfill("b1")
-    with pytest.raises(IllegalTransitionError, match="b1 is done; only a pending, running or "
-                                                     "failed backfill can be paused"):
+    with pytest.raises(IllegalTransitionError, match="b1 is done; only a pending, running, "
+                                                     "interrupted or failed backfill can be "
+                                                     "paused"):
         ledger.set_paused("b1", True, "ops")
     assert ledger.backfill("b1") == before
     with pytest.raises(NotFoundError, match="nope"):
@@ -717,7 +741,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 4
+        assert backend.version(url) == SCHEMA_VERSION == 5
         migrated = led.backfill("b1")
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
         assert (migrated["paused_at"], migrated["options"]) == (None, None)
@@ -732,6 +756,8 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         assert [a["detail"] for a in led.attempts("b1")] == [None, "{}"]
         led.record_offset_reset(offset_reset("r1"))
         assert [r["reset_id"] for r in led.offset_resets("etl")] == ["r1"]
+        led.set_status("b1", "interrupted")  # the version 5 state
+        assert status(led, "b1") == "interrupted"
         led.cancel("b1", "a v3 state in a migrated table", "me")
         assert status(led, "b1") == "cancelled"
     finally:

@@ -43,6 +43,7 @@ class SharedDatabase:
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._users = 0
         self._released = 0  # bumps on every release; a pending close checks it is still current
+        self._active: set[duckdb.DuckDBPyConnection] = set()  # cursors in use (interrupt them)
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout
@@ -56,8 +57,14 @@ class SharedDatabase:
             except duckdb.IOException as exc:
                 if not _is_lock_error(exc) or time.monotonic() > deadline:
                     if _is_lock_error(exc):
-                        raise TaskFailure(f"{self.path} stayed locked by another process for "
-                                          f"{self.lock_timeout:.0f} s: {exc}", transient=True) from None
+                        raise TaskFailure(
+                            f"{self.path} stayed locked by another process for "
+                            f"{self.lock_timeout:g} s (engine lock_timeout); only one process "
+                            "may write a DuckDB file. Close the other process (DuckDB names its "
+                            "PID below: a notebook, a BI tool, another runner) or raise "
+                            "lock_timeout in backfill.yml's engine settings, then resume the "
+                            f"backfill (backfill run --resume ID). DuckDB said: {exc}",
+                            transient=True) from None
                     raise
                 if not warned and time.monotonic() > deadline - self.lock_timeout + 2.0:
                     log.warning("waiting up to %.0f s for %s, held by another process: %s",
@@ -73,9 +80,12 @@ class SharedDatabase:
                 self._conn = self._open()
             self._users += 1
             cur = self._conn.cursor()
+            self._active.add(cur)
         try:
             yield cur
         finally:
+            with self._mutex:
+                self._active.discard(cur)
             cur.close()
             with self._mutex:
                 self._users -= 1
@@ -86,6 +96,18 @@ class SharedDatabase:
                     timer = threading.Timer(self.linger, self._close_if_idle, (self._released,))
                     timer.daemon = True
                     timer.start()
+
+    def interrupt(self) -> None:
+        """Interrupts the statement each cursor in use runs now (it raises InterruptException;
+        its transaction rolls back). A cursor between statements is not stopped: callers repeat
+        until their tasks end."""
+        with self._mutex:
+            active = list(self._active)
+        for cur in active:
+            try:
+                cur.interrupt()
+            except duckdb.Error:  # closed meanwhile: nothing left to stop
+                pass
 
     def _close_if_idle(self, released: int) -> None:
         with self._mutex:

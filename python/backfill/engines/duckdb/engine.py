@@ -65,7 +65,7 @@ class DuckDBEngine(Engine):
     """
 
     name = "duckdb"
-    capabilities = Capabilities(atomic_publish=True, embedded=True, landing=True)
+    capabilities = Capabilities(atomic_publish=True, embedded=True, landing=True, interrupt=True)
 
     def __init__(self, path: str | Path, *, schema: str = "main", lock_timeout: float = 120.0,
                  keep_open: bool = False, linger: float = 0.05,
@@ -94,6 +94,9 @@ class DuckDBEngine(Engine):
 
     def close(self) -> None:
         self._db.close()
+
+    def interrupt(self) -> None:
+        self._db.interrupt()
 
     # -- naming and rendering ------------------------------------------------------------------
     def published(self, model: str, project: Project | None = None) -> str:
@@ -179,6 +182,8 @@ class DuckDBEngine(Engine):
                                                        dead_letters)
                 return WriteResult(written, deleted, fp, time.perf_counter() - began, conflicts)
             except duckdb.TransactionException as exc:
+                if _no_space(exc):  # a failed commit: not a conflict, retrying cannot help
+                    raise self._disk_full(project, model, exc) from None
                 conflicts += 1
                 if conflicts > self.conflict_retries:
                     raise TaskFailure(f"{model_location(project, model)}: gave up after {conflicts} "
@@ -192,8 +197,19 @@ class DuckDBEngine(Engine):
                 raise TaskFailure(f"{model_location(project, model)}: SQL error: {exc}",
                                   transient=False) from None
             except duckdb.Error as exc:
+                if _no_space(exc):
+                    raise self._disk_full(project, model, exc) from None
                 raise TaskFailure(f"{model_location(project, model)}: {type(exc).__name__}: {exc}",
                                   transient=True) from None
+
+    def _disk_full(self, project: Project, model: str, exc: BaseException) -> TaskFailure:
+        # Permanent for this run: retries within seconds would fail the same way, and each
+        # would grow nothing but the log. The transaction rolled back: nothing was written.
+        return TaskFailure(
+            f"{model_location(project, model)}: the disk holding {self.path} is full (No space "
+            f"left on device) while writing; nothing of this task was committed. Free space on "
+            f"that disk (or move the warehouse), then resume the backfill (backfill run "
+            f"--resume ID). DuckDB said: {exc}", transient=False)
 
     def _tmp_name(self) -> str:
         with self._tmp_lock:
@@ -400,6 +416,11 @@ class DuckDBEngine(Engine):
         return _publish.changelog_rows(self, backfill_id)
 
 
+
+
+def _no_space(exc: BaseException) -> bool:
+    """DuckDB's error for a write that found the disk full (ENOSPC)."""
+    return "No space left on device" in str(exc)
 
 
 def _check_columns(cur: duckdb.DuckDBPyConnection, project: Project, model: str, tmp: str,

@@ -93,6 +93,7 @@ class Database:
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._adbc: list[Any] = []
         self._checked = False
+        self._active: set[psycopg.Connection[Any]] = set()  # checked out now (interrupt them)
 
     # -- checking ---------------------------------------------------------------------------
     def check(self, schema: str) -> None:
@@ -166,10 +167,24 @@ class Database:
             except PoolTimeout as exc:
                 raise PostgresConnectionError(f"no connection to {self.masked} within the "
                                               f"pool's timeout: {_reason(exc)}") from None
+        with self._lock:
+            self._active.add(conn)
         try:
             yield conn
         finally:
+            with self._lock:
+                self._active.discard(conn)
             pool.putconn(conn)  # a closed pool closes it
+
+    def interrupt(self) -> None:
+        """Cancels the statement each checked-out connection runs now (the server ends it with
+        QueryCanceled; its transaction rolls back). A connection between statements is not
+        stopped: callers repeat until their tasks end."""
+        with self._lock:
+            active = list(self._active)
+        for conn in active:
+            with contextlib.suppress(psycopg.Error):
+                conn.cancel_safe(timeout=2.0)
 
     # -- ADBC (Arrow) -----------------------------------------------------------------------
     @contextlib.contextmanager

@@ -69,7 +69,7 @@ class PostgresEngine(Engine):
     """
 
     name = "postgres"
-    capabilities = Capabilities(atomic_publish=True, embedded=False)
+    capabilities = Capabilities(atomic_publish=True, embedded=False, interrupt=True)
 
     def __init__(self, url: str, *, schema: str = "public", pool_size: int = 8,
                  connect_timeout: float = 10.0, conflict_retries: int = 5,
@@ -96,6 +96,9 @@ class PostgresEngine(Engine):
 
     def close(self) -> None:
         self.db.close()
+
+    def interrupt(self) -> None:
+        self.db.interrupt()
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[psycopg.Connection[Any]]:

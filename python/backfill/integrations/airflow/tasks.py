@@ -28,8 +28,11 @@ Postgres backend.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor, wait
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,10 +42,11 @@ from ...api import load as _load
 from ...engines import TaskFailure
 from ...errors import ConflictError, InvalidInputError
 from ...publish import latest_audit, recorded_publication
-from ...run import engine_for, execute_task, ledger_for
+from ...run import Stop, TaskOutcome, engine_for, execute_task, ledger_for, on_signals
 from ...run.ledger import (BackfillCancelledError, BackfillExistsError, BackfillPausedError,
-                           BackfillState, LedgerBackend, TaskBusyError, TaskRow, TaskState,
+                           BackfillState, Claim, LedgerBackend, TaskBusyError, TaskRow, TaskState,
                            new_worker_id, open_ledger)
+from ...run.stop import drain
 
 if TYPE_CHECKING:  # pragma: no cover
     import datetime as dt
@@ -176,7 +180,9 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
     :class:`~backfill.run.ledger.BackfillPausedError` while the backfill is paused (nothing
     ran; try again after ``backfill resume``) and
     :class:`~backfill.run.ledger.BackfillCancelledError` once it is cancelled (nothing more of
-    it runs); the DAG reschedules, respectively skips, the task."""
+    it runs); the DAG reschedules, respectively skips, the task. On SIGTERM (Airflow killing
+    the task) the engine is interrupted, the attempt recorded as interrupted and the task made
+    pending again (its lease released), and a transient :class:`TaskFailure` is raised."""
     if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id < 0:
         raise InvalidInputError(f"task_id {task_id!r} is not a non-negative integer")
     if not lease_seconds > 0:
@@ -213,9 +219,7 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
         if rec["status"] != BackfillState.RUNNING:
             bf.ledger.set_status(bf.id, BackfillState.RUNNING)
         # Airflow retries the task itself (its retries and retry_delay): one attempt per try.
-        outcome = execute_task(claim, project=bf.project, engine=bf.engine, ledger=bf.ledger,
-                               backfill_id=bf.id, area=bf.area, worker=worker,
-                               lease_seconds=lease_seconds, max_attempts=1, backoff=0.0)
+        outcome = _execute_stoppable(claim, bf, worker, lease_seconds)
         if not outcome.ok:  # a lost lease is transient: another try finds the task free
             raise TaskFailure(outcome.message, transient=outcome.transient)
         _finish_if_complete(bf)
@@ -226,10 +230,41 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
         bf.engine.close()  # other worker processes take the warehouse file in turn
 
 
+def _execute_stoppable(claim: Claim, bf: Backfill, worker: str,
+                       lease_seconds: float) -> TaskOutcome:
+    """Runs the claimed task on a helper thread while this (main) thread watches for SIGTERM,
+    which Airflow sends when it kills a task (then SIGKILL a few seconds later): the engine's
+    statement is interrupted at once (nothing commits), the attempt is recorded as interrupted
+    and the task pending again with its lease released, so Airflow's retry or a resume runs it
+    without waiting for a lease to expire. Airflow's own SIGTERM handler still runs."""
+    stop = Stop()
+    run = functools.partial(execute_task, claim, project=bf.project, engine=bf.engine,
+                            ledger=bf.ledger, backfill_id=bf.id, area=bf.area, worker=worker,
+                            lease_seconds=lease_seconds, max_attempts=1, backoff=0.0, stop=stop)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"backfill-{bf.id}")
+    left = 0
+    try:
+        with on_signals(stop, (signal.SIGTERM,), chain=True):
+            fut = pool.submit(run)
+            while not fut.done() and not stop.requested:
+                wait([fut], timeout=0.2)
+            if stop.requested:
+                left = drain({fut}, stop, 0.0, bf.engine, lambda _f: None, f"backfill {bf.id}")
+                if left:  # the engine cannot interrupt: its lease ends with this process
+                    raise TaskFailure(f"backfill {bf.id}: {claim.task.model} "
+                                      f"{claim.task.label} (task {claim.task.task_id}) was "
+                                      f"stopped by {stop.describe()} while it ran; it runs "
+                                      "again once its lease ends", transient=True)
+        return fut.result()
+    finally:
+        pool.shutdown(wait=not left)
+
+
 def _finish_if_complete(bf: Backfill) -> None:
     tasks = bf.ledger.tasks(bf.id)
     if all(t.status == TaskState.DONE for t in tasks) and \
             bf.ledger.backfill(bf.id)["status"] in (BackfillState.PENDING, BackfillState.RUNNING,
+                                                    BackfillState.INTERRUPTED,
                                                     BackfillState.FAILED):
         bf.ledger.set_status(bf.id, BackfillState.DONE, finished=True)
         log.info("backfill %s: all %d task(s) done", bf.id, len(tasks))

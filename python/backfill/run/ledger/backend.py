@@ -70,7 +70,7 @@ class LedgerBackend(Protocol):
 
     # -- operator controls (any process) ---------------------------------------------------------
     def set_paused(self, backfill_id: str, paused: bool, by: str) -> None:
-        """Pauses (``paused``) a pending, running or failed backfill -- claims then return
+        """Pauses (``paused``) a pending, running, interrupted or failed backfill -- claims return
         nothing and ``claim_task`` raises :class:`~.records.BackfillHeldError`, while running
         tasks finish -- or resumes a paused one. IllegalTransitionError naming the state (and
         nothing changed) for a finished backfill, or one paused already / not paused."""

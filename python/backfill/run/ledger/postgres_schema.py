@@ -19,7 +19,8 @@ import psycopg
 
 from .records import LedgerError
 from .sqlite_schema import SCHEMA_VERSION, V3_COLUMNS
-from .states import V1_BACKFILL_STATES, AttemptState, BackfillState, TaskState
+from .states import (V1_BACKFILL_STATES, V3_BACKFILL_STATES, AttemptState, BackfillState,
+                     TaskState)
 
 __all__ = ["MIGRATIONS", "NOW", "SCHEMA_VERSION", "V1_TABLES", "prepare"]
 
@@ -161,7 +162,7 @@ def _v3(db: psycopg.Connection[tuple[object, ...]]) -> None:
     _run(db, f"""
 ALTER TABLE backfills DROP CONSTRAINT backfills_status_check;
 ALTER TABLE backfills ADD CONSTRAINT backfills_status_check
-    CHECK (status IN ({_values(BackfillState)}));
+    CHECK (status IN ({', '.join(f"'{v}'" for v in V3_BACKFILL_STATES)}));
 ALTER TABLE backfills {", ".join(f"ADD COLUMN {c}" for c in V3_COLUMNS)}""")
 
 
@@ -174,8 +175,17 @@ def _v4(db: psycopg.Connection[tuple[object, ...]]) -> None:
     _run(db, V4_SQL)
 
 
+def _v5(db: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Version 5: backfills may be ``interrupted`` (a runner stopped by SIGINT or SIGTERM
+    before the end): the status CHECK gains it."""
+    _run(db, f"""
+ALTER TABLE backfills DROP CONSTRAINT backfills_status_check;
+ALTER TABLE backfills ADD CONSTRAINT backfills_status_check
+    CHECK (status IN ({_values(BackfillState)}))""")
+
+
 MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
-    2: _v2, 3: _v3, 4: _v4}
+    2: _v2, 3: _v3, 4: _v4, 5: _v5}
 
 
 def stored_version(db: psycopg.Connection[tuple[object, ...]], schema: str,
@@ -204,7 +214,9 @@ def prepare(db: psycopg.Connection[tuple[object, ...]], schema: str, where: str)
     version = stored_version(db, schema, where)
     if version is not None and version > SCHEMA_VERSION:
         raise LedgerError(f"ledger {where} has schema version {version}, newer than the version "
-                          f"{SCHEMA_VERSION} this backfill supports; upgrade backfill to use it")
+                          f"{SCHEMA_VERSION} this backfill supports: a newer backfill wrote it. "
+                          "Upgrade backfill (pip install -U backfill) to use it; it was left "
+                          "unchanged")
     if version is None:
         _run(db, V1_TABLES)
         db.execute("INSERT INTO meta VALUES ('schema_version', '1')")

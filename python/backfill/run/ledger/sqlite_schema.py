@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .records import LedgerError
-from .states import V1_BACKFILL_STATES, AttemptState, BackfillState, TaskState
+from .states import (V1_BACKFILL_STATES, V3_BACKFILL_STATES, AttemptState, BackfillState,
+                     TaskState)
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "V1_TABLES", "V3_COLUMNS", "prepare", "stored_version"]
 
 #: The version this code writes and reads (every backend's: the Postgres ledger has the same
 #: versions). Bump it with a migration in MIGRATIONS (and in postgres_schema.MIGRATIONS).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _v2(db: sqlite3.Connection) -> None:
@@ -42,7 +43,7 @@ def _v3(db: sqlite3.Connection) -> None:
     not enforced on these connections, and the other tables name ``backfills`` by name)."""
     old = [r[1] for r in db.execute("PRAGMA table_info(backfills)")]
     ddl = V1_TABLES.split("CREATE TABLE IF NOT EXISTS backfills (")[1].split(");")[0]
-    ddl = ddl.replace(_values_text(V1_BACKFILL_STATES), _values(BackfillState)).rstrip()
+    ddl = ddl.replace(_values_text(V1_BACKFILL_STATES), _values_text(V3_BACKFILL_STATES)).rstrip()
     db.execute(f"CREATE TABLE backfills_v3 ({ddl},\n    " + ",\n    ".join(V3_COLUMNS) + ")")
     cols = ", ".join(f'"{c}"' for c in old)
     db.execute(f"INSERT INTO backfills_v3 ({cols}) SELECT {cols} FROM backfills")
@@ -63,7 +64,23 @@ def _v4(db: sqlite3.Connection) -> None:
             db.execute(statement)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3, 4: _v4}
+def _v5(db: sqlite3.Connection) -> None:
+    """Version 5: backfills may be ``interrupted`` (a runner stopped by SIGINT or SIGTERM
+    before the end; a new state in the status CHECK). The table is rebuilt as in :func:`_v3`,
+    from its stored definition with only the CHECK's list of states changed."""
+    (ddl,) = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND "
+                        "name = 'backfills'").fetchone()
+    old_check, new_check = _values_text(V3_BACKFILL_STATES), _values(BackfillState)
+    if old_check not in ddl:  # pragma: no cover - every v4 file has it
+        raise LedgerError("the backfills table lacks the version 4 status CHECK; cannot migrate")
+    cols = ", ".join(f'"{r[1]}"' for r in db.execute("PRAGMA table_info(backfills)"))
+    db.execute(ddl.replace(old_check, new_check).replace("backfills", "backfills_v5", 1))
+    db.execute(f"INSERT INTO backfills_v5 ({cols}) SELECT {cols} FROM backfills")
+    db.execute("DROP TABLE backfills")
+    db.execute("ALTER TABLE backfills_v5 RENAME TO backfills")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5}
 
 
 def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
@@ -191,7 +208,9 @@ def prepare(db: sqlite3.Connection, path: Path) -> None:
     version = stored_version(db, path)
     if version is not None and version > SCHEMA_VERSION:
         raise LedgerError(f"ledger {path} has schema version {version}, newer than the version "
-                          f"{SCHEMA_VERSION} this backfill supports; upgrade backfill to use it")
+                          f"{SCHEMA_VERSION} this backfill supports: a newer backfill wrote it. "
+                          "Upgrade backfill (pip install -U backfill) to use it; it was left "
+                          "unchanged")
     if version is None:
         for statement in V1_TABLES.split(";"):  # no ';' inside a statement
             db.execute(statement)

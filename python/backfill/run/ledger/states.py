@@ -13,7 +13,13 @@ Backfill::
     pending, running, failed, done -> cancelled -> discarded   (``cancel``: nothing more runs;
                                                                the audit area stays until discard)
 
-A pause is not a state but a hold on one (``paused_at``): a pending, running or failed backfill
+    running -> interrupted -> running (resume), done, failed, cancelled, discarded
+               (a runner stopped by SIGINT/SIGTERM with tasks left and no other worker alive:
+               its running tasks finished or were aborted and their leases released; a resume
+               runs the rest)
+
+A pause is not a state but a hold on one (``paused_at``): a pending, running, interrupted or
+failed backfill
 may be paused (its running tasks finish, nothing new is claimed) and resumed; see
 :data:`PAUSABLE`.
 
@@ -44,8 +50,8 @@ from ...errors import ConflictError, InvalidInputError
 
 __all__ = ["ATTEMPT_TRANSITIONS", "AttemptState", "BACKFILL_TRANSITIONS", "BackfillState",
            "IllegalTransitionError", "PAUSABLE", "TASK_TRANSITIONS", "TaskState",
-           "V1_BACKFILL_STATES", "allowed_from", "check_backfill_transition", "check_pausable",
-           "check_settable", "finished_stamp", "refused_backfill_move", "set_status_target",
+           "V1_BACKFILL_STATES", "V3_BACKFILL_STATES", "allowed_from",
+           "check_backfill_transition", "check_pausable", "check_settable", "finished_stamp", "refused_backfill_move", "set_status_target",
            "sources"]
 
 S = TypeVar("S", bound=enum.Enum)
@@ -59,6 +65,7 @@ class BackfillState(str, enum.Enum):
     PUBLISHED = "published"
     DISCARDED = "discarded"
     CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"  # a runner was stopped (SIGINT/SIGTERM) before the end
 
     def __str__(self) -> str:
         return self.value
@@ -97,7 +104,8 @@ B = BackfillState
 #: state -> the states a backfill may move to from it (staying put: see the module doc)
 BACKFILL_TRANSITIONS: dict[BackfillState, frozenset[BackfillState]] = {
     B.PENDING: frozenset({B.RUNNING, B.DONE, B.FAILED, B.DISCARDED, B.CANCELLED}),
-    B.RUNNING: frozenset({B.DONE, B.FAILED, B.DISCARDED, B.CANCELLED}),
+    B.RUNNING: frozenset({B.DONE, B.FAILED, B.DISCARDED, B.CANCELLED, B.INTERRUPTED}),
+    B.INTERRUPTED: frozenset({B.RUNNING, B.DONE, B.FAILED, B.DISCARDED, B.CANCELLED}),
     B.FAILED: frozenset({B.RUNNING, B.DONE, B.DISCARDED, B.CANCELLED}),
     B.DONE: frozenset({B.RUNNING, B.PUBLISHED, B.DISCARDED, B.CANCELLED}),
     B.PUBLISHED: frozenset(),
@@ -106,10 +114,12 @@ BACKFILL_TRANSITIONS: dict[BackfillState, frozenset[BackfillState]] = {
 }
 
 #: the states a backfill may be paused in (a finished one has nothing left to hold back)
-PAUSABLE: frozenset[BackfillState] = frozenset({B.PENDING, B.RUNNING, B.FAILED})
+PAUSABLE: frozenset[BackfillState] = frozenset({B.PENDING, B.RUNNING, B.INTERRUPTED, B.FAILED})
 
 #: the states of a backfill as version 1 and 2 ledgers stored them (their CHECK constraints)
 V1_BACKFILL_STATES = ("pending", "running", "done", "failed", "published", "discarded")
+#: ... and as version 3 and 4 ledgers stored them (version 5 adds ``interrupted``)
+V3_BACKFILL_STATES = (*V1_BACKFILL_STATES, "cancelled")
 
 T = TaskState
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
@@ -160,8 +170,8 @@ def check_pausable(backfill_id: str, current: str, paused: bool, pause: bool) ->
     cur = BackfillState(current)
     if pause and cur not in PAUSABLE:
         raise IllegalTransitionError(
-            f"backfill {backfill_id} is {cur}; only a pending, running or failed backfill can be "
-            "paused (nothing of it would run anyway)")
+            f"backfill {backfill_id} is {cur}; only a pending, running, interrupted or failed "
+            "backfill can be paused (nothing of it would run anyway)")
     if pause and paused:
         raise IllegalTransitionError(f"backfill {backfill_id} is paused already")
     if not pause and not paused:
