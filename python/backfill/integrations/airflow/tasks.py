@@ -195,6 +195,7 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
             log.info("backfill %s is published: task %d is already done; nothing to do", bf.id,
                      task_id)
             return _result(bf.id, finished[task_id], skipped=True)
+        bf.check_sql()  # a model edited since the plan task: refuse, naming it
         worker = new_worker_id()
         try:
             claim = bf.ledger.claim_task(bf.id, task_id, worker, lease_seconds)
