@@ -43,7 +43,7 @@ from psycopg_pool import ConnectionPool
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from . import postgres_sql as q
 from .backend import FinishOutcome
-from .overlap import OPEN_ROWS_SQL, Overlap, find_overlaps, overlap_error, overlap_lock_key
+from .overlap import find_overlaps, overlap_error, overlap_lock_key
 from .postgres_fast import execute_prepared
 from .postgres_ops import PostgresOps
 from .postgres_schema import prepare
@@ -206,8 +206,7 @@ class PostgresLedger(PostgresOps, PostgresReplayRecords):
 
         def run(db: Conn, retried: bool) -> None:
             with db.transaction():
-                # Creates of one project take turns (until commit), so a second create's overlap
-                # check sees the first one's tasks.
+                # Creates of a project take turns: an overlap check sees the other's tasks.
                 db.execute("SELECT pg_advisory_xact_lock(%s)",
                            (overlap_lock_key(record["project"]),))
                 if check_overlap and not (retried and self._recorded_as(db, record, len(tasks))):
@@ -236,16 +235,6 @@ class PostgresLedger(PostgresOps, PostgresReplayRecords):
                 # estimates, a claim would scan every pending task instead of a few.
                 db.execute("ANALYZE tasks, task_deps")
         self._do("recording a backfill", run)
-
-    @staticmethod
-    def _open_rows(db: Conn, project: str) -> list[dict[str, Any]]:
-        cur = db.execute(OPEN_ROWS_SQL.replace("?", "%s").encode(), (project,))
-        names = [d.name for d in cur.description or ()]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
-
-    def overlaps(self, project: str, tasks: Sequence[Mapping[str, Any]]) -> list[Overlap]:
-        return self._do("finding overlapping backfills",
-                        lambda db, _: find_overlaps(tasks, self._open_rows(db, project)))
 
     @staticmethod
     def _recorded_as(db: Conn, record: Mapping[str, Any], count: int) -> bool:
