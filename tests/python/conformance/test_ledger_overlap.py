@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from backfill.errors import NotFoundError
-from backfill.run.ledger import BackfillState, LedgerBackend, OverlapError, open_ledger
+from backfill.run.ledger import (BackfillExistsError, BackfillState, LedgerBackend, OverlapError,
+                                 open_ledger)
 from backfill.run.ledger.overlap import find_overlaps
 from test_ledger import BACKENDS, Backend, make_done, publication
 
@@ -105,6 +106,12 @@ def test_a_whole_table_task_overlaps_every_task_of_its_model(ledger: LedgerBacke
     ledger.create_backfill(record("b3"), days(20, 20, model="fct"), check_overlap=True)
     with pytest.raises(OverlapError, match="b3 .*writes fct 2026-01-20"):
         ledger.create_backfill(record("b4"), [{**whole[0], "model": "fct"}], check_overlap=True)
+
+
+def test_the_same_id_again_is_a_duplicate_not_an_overlap(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), days(1, 3), check_overlap=True)
+    with pytest.raises(BackfillExistsError):  # an orchestrator's retried create, say
+        ledger.create_backfill(record("b1"), days(1, 3), check_overlap=True)
 
 
 def test_without_the_check_an_overlap_is_recorded(ledger: LedgerBackend) -> None:

@@ -207,10 +207,10 @@ class PostgresLedger(PostgresOps, PostgresReplayRecords):
         def run(db: Conn, retried: bool) -> None:
             with db.transaction():
                 # Creates of a project take turns: an overlap check sees the other's tasks.
-                db.execute("SELECT pg_advisory_xact_lock(%s)",
-                           (overlap_lock_key(record["project"]),))
-                if check_overlap and not (retried and self._recorded_as(db, record, len(tasks))):
-                    found = find_overlaps(tasks, self._open_rows(db, record["project"]))
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (overlap_lock_key(record["project"]),))
+                if check_overlap:  # rows of this id are a lost try's own, not another's
+                    found = find_overlaps(tasks, [r for r in self._open_rows(db, record["project"])
+                                                  if r["backfill_id"] != bid])
                     if found:
                         raise overlap_error(bid, found)
                 created = db.execute(q.INSERT_BACKFILL, {
