@@ -113,7 +113,7 @@ std::vector<double> to_costs(const Graph& g, const py::dict& costs) {
 Plan py_plan(const GraphPtr& graph, const std::vector<std::string>& selected, py::handle start,
              py::handle end, py::handle as_of, py::handle tz, std::string_view propagate,
              std::uint32_t partitions_per_run, std::uint32_t concurrency, bool allow_append,
-             const py::dict& costs, double default_cost) {
+             const py::dict& costs, double default_cost, bool include_in_progress) {
   const TimeZone zone = to_zone(tz);
   PlanRequest r;
   for (const auto& name : selected) r.selected.push_back(graph->at(name));
@@ -125,6 +125,7 @@ Plan py_plan(const GraphPtr& graph, const std::vector<std::string>& selected, py
   r.partitions_per_run = partitions_per_run;
   r.concurrency = concurrency;
   r.allow_append = allow_append;
+  r.include_in_progress = include_in_progress;
   r.cost_per_partition = to_costs(*graph, costs);
   r.default_cost = default_cost;
   py::gil_scoped_release release;
@@ -241,6 +242,8 @@ void register_plan(py::module_& m) {
                              [](const Plan& p) {
                                return p.request().propagate == Propagate::impact ? "impact" : "clip";
                              })
+      .def_property_readonly("include_in_progress",
+                             [](const Plan& p) { return p.request().include_in_progress; })
       .def_property_readonly("partitions_per_run",
                              [](const Plan& p) { return p.request().partitions_per_run; })
       .def("models",
@@ -287,7 +290,7 @@ void register_plan(py::module_& m) {
         py::arg("as_of"), py::arg("tz") = py::none(), py::arg("propagate") = "impact",
         py::arg("partitions_per_run") = 1, py::arg("concurrency") = 4,
         py::arg("allow_append") = false, py::arg("costs") = py::dict(),
-        py::arg("default_cost") = 1.0);
+        py::arg("default_cost") = 1.0, py::arg("include_in_progress") = false);
 }
 
 }  // namespace backfill::bindings

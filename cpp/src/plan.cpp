@@ -137,14 +137,21 @@ void plan_sets(detail::Context& cx) {
     const Spans impact_allowed = detail::intersect(impact, allowed);
     Spans wanted{request};
     if (r.propagate == Propagate::impact) wanted.insert(wanted.end(), impact.begin(), impact.end());
-    cx.not_ended[m] = detail::intersect(detail::normalize(std::move(wanted)),
-                                        {allowed.hi, std::numeric_limits<std::int64_t>::max()});
+    // Wanted partitions past the limit: the one in progress at as_of (published by the regular
+    // runs so far, so left stale) and those not started yet (nothing published, nothing stale).
+    constexpr std::int64_t kForever = std::numeric_limits<std::int64_t>::max();
+    wanted = detail::normalize(std::move(wanted));
+    const Span running{axis.index_of(r.as_of), cx.started[m]};
+    cx.in_progress[m] = detail::intersect(
+        wanted, {std::max({running.lo, allowed.hi, allowed.lo}), running.hi});
+    cx.not_ended[m] = detail::intersect(wanted, {std::max(allowed.hi, running.hi), kForever});
     if (r.propagate == Propagate::impact) {
       kept.insert(kept.end(), impact_allowed.begin(), impact_allowed.end());
       kept = detail::normalize(std::move(kept));
     } else {
       cx.left_stale[m] = detail::subtract(impact_allowed, kept);
     }
+    if (r.include_in_progress) cx.in_progress_kept[m] = detail::intersect(kept, running);
     cx.sets[m] = std::move(kept);
   }
 }
@@ -321,8 +328,9 @@ namespace detail {
 
 Context::Context(const Graph& g, const PlanRequest& r)
     : graph(g), request(r), selected(g.size(), 0), sets(g.size()), limit(g.size(), 0),
-      begin_index(g.size(), std::numeric_limits<std::int64_t>::min() / 4),
-      has_begin(g.size(), 0), before_begin(g.size()), not_ended(g.size()),
+      started(g.size(), 0), begin_index(g.size(), std::numeric_limits<std::int64_t>::min() / 4),
+      has_begin(g.size(), 0), before_begin(g.size()),
+      not_ended(g.size()), in_progress(g.size()), in_progress_kept(g.size()),
       left_stale(g.size()), unbounded_all(g.size()) {
   axes.reserve(g.size());
   // One axis (and so one calendar table) per (grain, zone): copies share the table.
@@ -337,7 +345,10 @@ Context::Context(const Graph& g, const PlanRequest& r)
     if (same == distinct.end()) same = distinct.insert(distinct.end(), fresh);
     axes.push_back(*same);
     if (n.partitioning) {
-      limit[m] = axes[m].index_of(r.as_of);
+      // A partition is in progress when it started before as_of and ends after it; an as_of on
+      // a partition boundary has none.
+      started[m] = axes[m].index_of(r.as_of - 1) + 1;
+      limit[m] = r.include_in_progress ? started[m] : axes[m].index_of(r.as_of);
       if (n.partitioning->begin) {
         has_begin[m] = 1;
         begin_index[m] = axes[m].index_of(*n.partitioning->begin);

@@ -80,10 +80,14 @@ class Project(_ModelProject):
         return plan
 
     def backfill(self, plan: Plan, *, reason: str, direct: bool = False,
-                 engine: Engine | None = None, lint: bool = True) -> Backfill:
+                 engine: Engine | None = None, lint: bool = True,
+                 allow_overlap: str | None = None) -> Backfill:
         """Records ``plan`` as a backfill in the ledger; ``.run()`` writes it into the audit
-        area (or, with ``direct=True``, straight into the published tables: initial builds)."""
-        return Backfill.create(self, plan, reason=reason, direct=direct, engine=engine, lint=lint)
+        area (or, with ``direct=True``, straight into the published tables: initial builds).
+        Refused when an open backfill writes the same partitions, unless ``allow_overlap``
+        says why (:meth:`backfill.run.Backfill.create`)."""
+        return Backfill.create(self, plan, reason=reason, direct=direct, engine=engine, lint=lint,
+                               allow_overlap=allow_overlap)
 
     def changelog(self, backfill_id: str | None = None, *, since: Any = None,
                   model: str | None = None) -> Changelog:
@@ -122,10 +126,14 @@ class Backfill(_RunBackfill):
     @classmethod
     def resume(cls, backfill_id: str, *,
                project: _ModelProject | str | Path | None = None, engine: Engine | None = None,
-               ledger: LedgerBackend | None = None) -> Backfill:
+               ledger: LedgerBackend | None = None,
+               accept_changed_sql: str | None = None) -> Backfill:
         """Reopens a backfill to run what is not done: failed tasks get fresh attempts, tasks of a
-        dead worker are claimed again when its lease ends. Call ``.run()`` on the result."""
-        return super().resume(backfill_id, project=load(project), engine=engine, ledger=ledger)
+        dead worker are claimed again when its lease ends. Call ``.run()`` on the result.
+        Refuses when a model's SQL changed since planning, unless ``accept_changed_sql`` says
+        why (see :meth:`backfill.run.Backfill.check_sql`)."""
+        return super().resume(backfill_id, project=load(project), engine=engine, ledger=ledger,
+                              accept_changed_sql=accept_changed_sql)
 
     def audit(self, gates: Mapping[str, Any] | None = None) -> AuditReport:
         """Diffs every model's audit version against the published one and checks the gates

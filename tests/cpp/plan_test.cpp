@@ -306,3 +306,48 @@ TEST(Plan, ScheduleMatchesAReferenceListScheduler) {
   }
   EXPECT_TRUE(succ[path.back()].empty());
 }
+
+namespace {
+
+// A yearly and a monthly model over a daily one, planned for 25 Mar .. 16 Apr 2026 as of the
+// 16th: April and 2026 are in progress (started, not ended).
+backfill::PlanRequest in_progress_request(const backfill::Graph& g, bool include) {
+  backfill::PlanRequest r;
+  r.selected = backfill::select(g, "daily+");
+  r.start = backfill::days_from_civil(2026, 3, 25) * kDay;
+  r.end = backfill::days_from_civil(2026, 4, 16) * kDay;
+  r.as_of = r.end;
+  r.propagate = backfill::Propagate::clip;
+  r.include_in_progress = include;
+  return r;
+}
+
+}  // namespace
+
+TEST(Plan, APartitionInProgressIsLeftStaleOrIncluded) {
+  const auto g = std::make_shared<const backfill::Graph>(std::vector<NodeSpec>{
+      model("daily", Grain::day), model("monthly", Grain::month, {{"daily", {}}}),
+      model("yearly", Grain::year, {{"daily", {}}})});
+  const auto left = backfill::plan(g, in_progress_request(*g, false));
+  ASSERT_EQ(left.models().size(), 3u);
+  EXPECT_EQ(left.models()[0].partitions, 22);
+  EXPECT_EQ(left.models()[1].partitions, 1);  // March; April runs on
+  EXPECT_EQ(left.models()[2].partitions, 0);
+  std::set<std::string> stale;
+  for (const auto& f : left.findings()) {
+    if (f.code == "STALE_DOWNSTREAM") {
+      EXPECT_EQ(f.severity, backfill::Severity::warning);
+      stale.insert(f.model);
+    }
+  }
+  EXPECT_EQ(stale, (std::set<std::string>{"monthly", "yearly"}));
+
+  const auto kept = backfill::plan(g, in_progress_request(*g, true));
+  EXPECT_EQ(kept.models()[1].partitions, 2);
+  ASSERT_EQ(kept.models()[2].tasks, 1u);
+  const auto year = kept.models()[2].first_task;
+  EXPECT_EQ(kept.task_start()[year], backfill::days_from_civil(2026, 1, 1) * kDay);
+  EXPECT_EQ(kept.task_end()[year], backfill::days_from_civil(2027, 1, 1) * kDay);
+  EXPECT_EQ(kept.depends_on(year).size(), 22u);
+  for (const auto& f : kept.findings()) EXPECT_NE(f.code, "STALE_DOWNSTREAM") << f.message;
+}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import backfill
+from backfill.run.ledger import OverlapError
 from backfill.engines import TaskFailure
 from backfill.errors import ConflictError, InvalidInputError, NotFoundError
 from backfill.examples import shop
@@ -48,7 +49,9 @@ def run_all(root: Path, bid: str) -> None:
 def test_plan_is_idempotent_per_key_and_matches_the_plan(shop_dir: Path) -> None:
     bid = plan(shop_dir)
     assert bid == bfa.backfill_id_for("dag/run_1") == plan(shop_dir)  # a retried plan task
-    assert plan(shop_dir, key="dag/run_2") != bid  # another run: another backfill
+    with pytest.raises(OverlapError, match=bid):  # another run over the same open partitions
+        plan(shop_dir, key="dag/run_2")
+    assert plan(shop_dir, key="dag/run_2", allow_overlap="on purpose") != bid  # another backfill
     assert len(ledger(shop_dir).backfills()) == 2
     p = backfill.Project.load(shop_dir).plan(SELECT, START, END, as_of=AS_OF)
     tasks = ledger(shop_dir).tasks(bid)
@@ -130,19 +133,23 @@ def test_a_task_held_by_a_live_worker_is_a_transient_failure(shop_dir: Path) -> 
 
 
 def test_a_failed_sql_is_a_permanent_failure_recorded_in_the_ledger(shop_dir: Path) -> None:
-    bid = plan(shop_dir)
     sql = shop_dir / "models" / "fct_daily_sales.sql"
     good = sql.read_text()
     assert 'from {{ ref("clean_orders") }} o' in good
     sql.write_text(good.replace('from {{ ref("clean_orders") }} o',
                                 'from no_such_table, {{ ref("clean_orders") }} o'))
+    bid = plan(shop_dir)
     with pytest.raises(TaskFailure, match=r"fct_daily_sales 2026-07-30 \(task 0\) attempt 1 "
                                           r"failed \(permanent\)") as info:
         bfa.run_task(bid, 0, project=shop_dir)
     assert not info.value.transient
     row = ledger(shop_dir).tasks(bid)[0]
     assert row.status == "failed" and row.error and "no_such_table" in row.error
-    sql.write_text(good)  # fixed: Airflow (cleared by hand) runs it again
+    sql.write_text(good)  # fixed: the SQL differs from the planned one, so the run refuses...
+    with pytest.raises(ConflictError, match="SQL of fct_daily_sales changed since it was planned"):
+        bfa.run_task(bid, 0, project=shop_dir)
+    # ... until the change is accepted (recorded); then Airflow (cleared by hand) runs it again
+    backfill.Backfill.open(bid, project=shop_dir).check_sql("no_such_table was a typo")
     assert bfa.run_task(bid, 0, project=shop_dir)["attempt"] == 2
 
 

@@ -35,9 +35,11 @@ def shop_dir(built_shop: Path, tmp_path: Path) -> Path:
     return dest
 
 
-def run_fix(root: Path, start: str, end: str, reason: str = "discount bug fixed") -> Any:
+def run_fix(root: Path, start: str, end: str, reason: str = "discount bug fixed",
+            allow_overlap: str | None = None) -> Any:
     p = backfill.Project.load(root)
-    bf = p.backfill(p.plan("fct_daily_sales+", start, end, as_of=AS_OF), reason=reason)
+    bf = p.backfill(p.plan("fct_daily_sales+", start, end, as_of=AS_OF), reason=reason,
+                    allow_overlap=allow_overlap)
     assert bf.run(concurrency=4).ok
     return bf
 
@@ -419,7 +421,12 @@ def test_publish_refuses_a_failed_gate_unless_forced(shop_dir: Path) -> None:
 
 def test_publish_refuses_a_stale_audit(shop_dir: Path) -> None:
     first = run_fix(shop_dir, "2026-08-01", "2026-08-05", reason="first")
-    second = run_fix(shop_dir, "2026-08-03", "2026-08-08", reason="second")
+    # Two backfills over 3-4 August: refused when the second is created, unless a reason is
+    # given; then the publish check is what stops the second from overwriting the first.
+    with pytest.raises(backfill.ConflictError, match=f"open backfill.* {first.id}"):
+        run_fix(shop_dir, "2026-08-03", "2026-08-08", reason="second")
+    second = run_fix(shop_dir, "2026-08-03", "2026-08-08", reason="second",
+                     allow_overlap="both planned on purpose: the race")
     first.audit()
     second.audit()
     first.publish(note="first")
@@ -472,7 +479,7 @@ def test_discard_drops_the_audit_area(shop_dir: Path) -> None:
         pending.audit()
     with pytest.raises(backfill.InvalidInputError, match="only a finished"):
         pending.publish(note="n")
-    bf = run_fix(shop_dir, "2026-08-01", "2026-08-03")
+    bf = run_fix(shop_dir, "2026-08-01", "2026-08-03", allow_overlap="the pending one is a test")
     with pytest.raises(backfill.ConflictError, match="has not been audited"):
         bf.publish(note="n")
     schema = audit_schema(bf.id)

@@ -116,7 +116,10 @@ def test_failed_batches_are_recorded_per_task_and_resumed(
     assert by_model["fct_monthly_sales"].blocked == 1 and by_model["fct_sales_7d"].blocked == 1
     # fix the model and resume: only what is not done runs
     model.write_text(fixed)
-    resumed = backfill.Backfill.resume(bf.id, project=backfill.Project.from_dbt(root))
+    with pytest.raises(backfill.ConflictError, match="SQL of fct_daily_sales changed"):
+        backfill.Backfill.resume(bf.id, project=backfill.Project.from_dbt(root))
+    resumed = backfill.Backfill.resume(bf.id, project=backfill.Project.from_dbt(root),
+                                       accept_changed_sql="the 5 August bug is fixed")
     final = resumed.run(concurrency=4, backoff=0.0)
     assert final.ok, str(final)
     daily_ids = {t.task_id: t.label for t in resumed.tasks() if t.model == "fct_daily_sales"}

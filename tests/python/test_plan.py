@@ -91,9 +91,18 @@ def test_as_of_drops_partitions_that_have_not_ended() -> None:
     got = {m.model: (m.partitions, m.last) for m in plan.models}
     assert got == {"fct_daily_sales": (75, "2026-10-14"), "fct_monthly_sales": (2, "2026-09"),
                    "fct_sales_7d": (75, "2026-10-14")}
-    notes = {f.model: f for f in plan.findings}
-    assert all(f.code == "NOT_ENDED" and f.severity == "info" for f in notes.values())
-    assert "14 partitions 2026-10-15..2026-10-28" in notes["fct_daily_sales"].message
+    # 15 Oct and October are in progress at noon on 15 Oct: published so far, left stale;
+    # 16..28 Oct have not started
+    notes = {(f.model, f.code): f for f in plan.findings}
+    assert {(m, c, f.severity) for (m, c), f in notes.items()} == {
+        ("fct_daily_sales", "STALE_DOWNSTREAM", "warning"),
+        ("fct_daily_sales", "NOT_ENDED", "info"),
+        ("fct_monthly_sales", "STALE_DOWNSTREAM", "warning"),
+        ("fct_sales_7d", "STALE_DOWNSTREAM", "warning"), ("fct_sales_7d", "NOT_ENDED", "info")}
+    assert "1 partition 2026-10-15 of fct_daily_sales is still in progress" in \
+        notes["fct_daily_sales", "STALE_DOWNSTREAM"].message
+    assert "13 partitions 2026-10-16..2026-10-28" in notes["fct_daily_sales", "NOT_ENDED"].message
+    assert not plan.ok and not plan.errors()
 
 
 def test_as_of_defaults_to_now() -> None:
@@ -442,7 +451,7 @@ def test_stale_downstream_suggests_plus() -> None:
     assert stale == [("STALE_DOWNSTREAM", "warning", "fct_monthly_sales"),
                      ("STALE_DOWNSTREAM", "warning", "fct_sales_7d")]
     assert "select 'fct_daily_sales+'" in plan.findings[0].message
-    assert plan.ok
+    assert not plan.ok and not plan.errors()  # runnable, but it leaves published data stale
 
 
 def test_before_begin_is_info() -> None:

@@ -286,6 +286,10 @@ def test_sql_error_fails_with_file_and_model_and_cli_exits_1(shop_dir: Path) -> 
 
 
 # -- crashes and several workers -----------------------------------------------------------------
+# The crash tests run one plan again beside its reference run, on purpose.
+SAME_PLAN = "the same plan again, compared with the reference run"
+
+
 def _reference(shop_dir: Path, plan: backfill.Plan, p: backfill.Project) -> dict[str, Any]:
     bf = p.backfill(plan, reason="reference")
     assert bf.run(concurrency=3).ok
@@ -301,7 +305,7 @@ def test_sigkill_at_random_points_then_resume_gives_every_partition_once(shop_di
     rng = random.Random(20261202)
     kills = []
     for trial in range(10):
-        bf = p.backfill(plan, reason=f"kill trial {trial}")
+        bf = p.backfill(plan, reason=f"kill trial {trial}", allow_overlap=SAME_PLAN)
         proc = subprocess.Popen([sys.executable, "-m", "backfill.cli", "run", "--resume", bf.id,
                                  "--project", str(shop_dir), "--json", "--concurrency", "2"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -337,7 +341,7 @@ def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(
     p = backfill.Project.load(shop_dir)
     plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-22", as_of=AS_OF)
     expected = _reference(shop_dir, plan, p)
-    bf = p.backfill(plan, reason="two workers")
+    bf = p.backfill(plan, reason="two workers", allow_overlap=SAME_PLAN)
     procs = [subprocess.Popen([sys.executable, "-m", "backfill.cli", "run", "--resume", bf.id,
                                "--project", str(shop_dir), "--json", "--concurrency", "2"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

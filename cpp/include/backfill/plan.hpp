@@ -39,7 +39,10 @@ struct PlanRequest {
   std::vector<ModelId> selected;  // models (e.g. from select()); sources are ignored
   Seconds start = 0;
   Seconds end = 0;                // exclusive
-  Seconds as_of = 0;              // partitions ending after it are left out
+  Seconds as_of = 0;              // partitions ending after it are left out...
+  // ...except the one in progress at as_of (started, not ended) when this is set: dbt runs that
+  // batch, and a regular schedule has published it so far, so leaving it out leaves it stale.
+  bool include_in_progress = false;
   Propagate propagate = Propagate::impact;
   std::uint32_t partitions_per_run = 1;
   std::uint32_t concurrency = 4;

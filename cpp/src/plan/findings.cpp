@@ -103,9 +103,25 @@ std::vector<PlanFinding> findings(const Context& cx, const Plan& plan) {
                           axis.partition(cx.begin_index[m]).label(),
                           describe(axis, {cx.before_begin[m]})));
     }
+    if (axis.partitioned() && !cx.in_progress[m].empty()) {
+      // Published by the regular runs as it fills, so leaving it out leaves old numbers.
+      out.add("STALE_DOWNSTREAM", Severity::warning, n.name,
+              fmt::format("{} of {} is still in progress at as_of {}: the regular runs have "
+                          "published it with the old logic and inputs, and this backfill leaves "
+                          "it stale until the regular schedule re-runs it; pass "
+                          "include_in_progress=True (--include-in-progress) to rebuild it now",
+                          describe(axis, cx.in_progress[m]), n.name, format_instant(r.as_of)));
+    }
+    if (axis.partitioned() && !cx.in_progress_kept[m].empty()) {
+      out.add("IN_PROGRESS", Severity::info, n.name,
+              fmt::format("{} of {} is still in progress at as_of {}: rebuilt with the data so "
+                          "far; the regular schedule re-runs it as it fills",
+                          describe(axis, cx.in_progress_kept[m]), n.name,
+                          format_instant(r.as_of)));
+    }
     if (axis.partitioned() && !cx.not_ended[m].empty()) {
       out.add("NOT_ENDED", Severity::info, n.name,
-              fmt::format("{} of {} had not ended by as_of {} and were left to the regular "
+              fmt::format("{} of {} had not started by as_of {} and were left to the regular "
                           "runs (pass a later as_of to include them)",
                           describe(axis, cx.not_ended[m]), n.name, format_instant(r.as_of)));
     }

@@ -39,7 +39,7 @@ def add_check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     project, plan = plan_from_args(args)
-    if not plan.ok:
+    if plan.errors():  # a stale-leaving plan (not ok) still runs, so it can be estimated
         write(plan.describe())
         return EXIT_FAILED
     with busy("running one sample partition per model into scratch..."):

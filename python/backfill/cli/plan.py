@@ -2,7 +2,8 @@
 
 ``--project`` is a project directory (``backfill.yml``, or a dbt project), or a Python file that
 builds a :class:`backfill.Project`: a module-level ``project`` or a ``build_project()`` function.
-Exit 0 when the plan is ok, 1 when it has an error finding, 2 for usage or input errors.
+Exit 0 when the plan is ok, 1 when it has an error finding or leaves published partitions stale
+(STALE_DOWNSTREAM), 2 for usage or input errors.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--as-of", default=None, help="only partitions ended by then (default now)")
     p.add_argument("--tz", default=None, help="zone of naive --start/--end/--as-of (default UTC)")
     p.add_argument("--propagate", default="impact", choices=("impact", "clip"))
+    p.add_argument("--include-in-progress", action="store_true", default=None,
+                   help="also rebuild the partitions still in progress at --as-of (this month, "
+                        "this year), which the regular runs have published; default for dbt")
     p.add_argument("--partitions-per-run", type=int, default=1, metavar="N")
     p.add_argument("--concurrency", type=int, default=4, metavar="N")
     p.add_argument("--allow-append", action="store_true", help="accept append models")
@@ -86,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         args.select, args.start, args.end, exclude=args.exclude, as_of=args.as_of, tz=args.tz,
         propagate=args.propagate, partitions_per_run=args.partitions_per_run,
         concurrency=args.concurrency, allow_append=args.allow_append, costs=_costs(args.cost),
+        include_in_progress=args.include_in_progress,
     )
     if args.json:
         sys.stdout.write(plan.to_json() + "\n")

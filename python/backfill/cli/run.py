@@ -67,6 +67,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     r.add_argument("--grace", default=f"{DEFAULT_GRACE:g}s", metavar="DURATION",
                    help="on SIGINT/SIGTERM, how long running tasks may take to finish before "
                         f"they are interrupted (default {DEFAULT_GRACE:g}s; 0: at once)")
+    r.add_argument("--include-in-progress", action="store_true", default=None,
+                   help="also rebuild the partitions still in progress at --as-of (this month, "
+                        "this year; default for dbt projects)")
+    r.add_argument("--allow-overlap", metavar="REASON",
+                   help="record the backfill although an open one writes the same partitions "
+                        "(the reason is recorded)")
+    r.add_argument("--accept-changed-sql", metavar="REASON",
+                   help="resume although a model's SQL changed since the backfill was planned "
+                        "(the rest runs the current SQL; the reason is recorded)")
     r.add_argument("--no-lint", action="store_true",
                    help="run even when the lint finds errors in a planned model")
     r.add_argument("--json", action="store_true", help="machine-readable output, no progress")
@@ -122,7 +131,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if given:
             return _usage(f"{', '.join(given)} cannot change a recorded backfill; "
                           f"resume with only --resume {resume}")
-        bf = Backfill.resume(resume, project=Path(args.project), ledger=ledger_from_args(args))
+        bf = Backfill.resume(resume, project=Path(args.project), ledger=ledger_from_args(args),
+                             accept_changed_sql=args.accept_changed_sql)
         if args.budget:  # a new budget for what is left; spent engine time counts against it
             opts = json.loads(bf.ledger.backfill(bf.id)["options"] or "{}")
             bf.ledger.set_options(bf.id, {**opts, "budget_seconds": parse_duration(args.budget)})
@@ -133,7 +143,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         project = Project.load(args.project)
         plan = project.plan(args.select, args.start, args.end, exclude=args.exclude, tz=args.tz,
                             as_of=args.as_of, partitions_per_run=args.partitions_per_run,
-                            concurrency=args.concurrency)
+                            concurrency=args.concurrency,
+                            include_in_progress=args.include_in_progress)
         if not args.json:
             sys.stdout.write(f"plan: {plan}\n")
             for finding in plan.findings:
@@ -157,7 +168,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         bf = Backfill.create(project, plan, reason=args.reason, direct=args.direct,
                              lint=not args.no_lint, ledger=ledger_from_args(args),
                              windows=args.window, budget=args.budget, costs=costs,
-                             force=args.force)
+                             force=args.force, allow_overlap=args.allow_overlap)
     if not args.json:
         target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
         sys.stdout.write(f"backfill {bf.id}: {bf.reason!r} -> {target}\n")

@@ -171,6 +171,10 @@ def _to_datetime(value: dt.datetime | dt.date | str, tz: str, what: str) -> dt.d
 class Project:
     """Sources and models of a pipeline; plans backfills over them."""
 
+    #: Whether the project's own runs rebuild the partition still in progress when asked for a
+    #: period reaching it (dbt's microbatch runs do): plans then include it by default.
+    runs_in_progress: bool = False
+
     def __init__(self, name: str = "project") -> None:
         self.name = name
         self._nodes: dict[str, Source | Model] = {}
@@ -383,6 +387,7 @@ class Project:
         allow_append: bool = False,
         costs: Mapping[str, float] | None = None,
         default_cost: float = 1.0,
+        include_in_progress: bool | None = None,
     ) -> Plan:
         """Plans rebuilding the selected models for [start, end) (end exclusive).
 
@@ -391,13 +396,23 @@ class Project:
         ``propagate="impact"`` spreads the change to selected downstream models through their
         mappings; ``"clip"`` keeps only the period and reports what stays stale. Dates and naive
         values are read in ``tz`` (default UTC). ``costs`` are seconds per partition by model.
+
+        A partition in progress at ``as_of`` (this year of a yearly model) has been published by
+        the regular runs so far; leaving it out leaves it stale (a ``STALE_DOWNSTREAM`` warning),
+        ``include_in_progress=True`` rebuilds it with the data so far. The default is the
+        project's :attr:`runs_in_progress` (a dbt project: dbt runs those batches).
         """
         for name, value in (("partitions_per_run", partitions_per_run), ("concurrency", concurrency)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} {value!r} is not a positive integer")
         if propagate not in ("impact", "clip"):
             raise InvalidInputError(f"propagate {propagate!r}: expected 'impact' or 'clip'")
-        if as_of is None:
+        if include_in_progress is None:
+            include_in_progress = self.runs_in_progress
+        if not isinstance(include_in_progress, bool):
+            raise InvalidInputError(f"include_in_progress {include_in_progress!r}: expected True "
+                                    "or False")
+        if as_of is None:  # the one clock read of planning: the plan records it (plan.as_of)
             as_of = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
         selected = self.select(select, exclude)
         core = _core.plan(
@@ -413,6 +428,7 @@ class Project:
             allow_append=allow_append,
             costs=dict(costs or {}),
             default_cost=float(default_cost),
+            include_in_progress=include_in_progress,
         )
         plan = Plan(core, self, select=select, exclude=exclude)
         log.info("planned %s", plan)

@@ -221,9 +221,16 @@ class Plan:
         return [f for f in found if f.severity == "error"]
 
     @property
+    def stale(self) -> list[PlanFinding]:
+        """The ``STALE_DOWNSTREAM`` findings: published partitions the backfill leaves with the
+        old numbers (downstream models not selected, partitions still in progress at as_of)."""
+        return [f for f in self.findings if f.code == "STALE_DOWNSTREAM"]
+
+    @property
     def ok(self) -> bool:
-        """False when any finding has severity error."""
-        return not self.errors()
+        """False when any finding has severity error, or when the plan leaves published
+        partitions stale (:attr:`stale`; runnable all the same: :meth:`errors` gates a run)."""
+        return not self.errors() and not self.stale
 
     @property
     def start(self) -> dt.datetime:
@@ -236,6 +243,11 @@ class Plan:
     @property
     def as_of(self) -> dt.datetime:
         return self._core.as_of
+
+    @property
+    def include_in_progress(self) -> bool:
+        """Whether the partitions in progress at as_of are planned."""
+        return bool(self._core.include_in_progress)
 
     @property
     def propagate(self) -> str:
@@ -292,6 +304,9 @@ class Plan:
         )
         if sched.assumed:
             text += " (assumed cost)"
+        stale = len(self.stale)
+        if stale:
+            issues.append(f"{_plural(stale, 'model')} left stale")
         return text + ("; " + ", ".join(issues) if issues else "; no issues")
 
     def __repr__(self) -> str:
@@ -326,6 +341,7 @@ class Plan:
             "end": self.end.isoformat(),
             "as_of": self.as_of.isoformat(),
             "propagate": self.propagate,
+            "include_in_progress": self.include_in_progress,
             "ok": self.ok,
             "summary": str(self),
             "task_count": self.task_count,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..calendar import partitions as calendar_partitions
 from ..engines import Area, Engine, Part, open_engine
-from ..errors import InvalidInputError
+from ..errors import ConflictError, InvalidInputError
 from .executor import TaskOutcome, execute_task
 from ..windows import check_specs, parse_duration
 from .ledger import (BackfillHeldError, BackfillState, Claim, IllegalTransitionError,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Backfill", "BackfillStatus", "ModelStatus", "TaskEvent"]
+__all__ = ["Backfill", "BackfillStatus", "ModelStatus", "SqlChangedError", "TaskEvent"]
 
 
 _B = TypeVar("_B", bound="Backfill")
@@ -55,6 +55,14 @@ _ID_RE = re.compile(r"bf_[A-Za-z0-9_]{1,57}")
 def _new_id() -> str:
     now = dt.datetime.now(dt.timezone.utc)
     return f"bf_{now:%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:4]}"
+
+
+class SqlChangedError(ConflictError):
+    """A model's SQL changed since its backfill was planned; ``models`` names them."""
+
+    def __init__(self, message: str, models: Sequence[str]) -> None:
+        super().__init__(message)
+        self.models = list(models)
 
 
 def _sql_hash(text: str | None) -> str:
@@ -82,7 +90,8 @@ class Backfill:
                engine: Engine | None = None, ledger: LedgerBackend | None = None,
                lint: bool = True, backfill_id: str | None = None,
                windows: str | list[str] | None = None, budget: str | float | None = None,
-               costs: Mapping[str, float] | None = None, force: str | None = None) -> _B:
+               costs: Mapping[str, float] | None = None, force: str | None = None,
+               allow_overlap: str | None = None) -> _B:
         """Records ``plan`` as a new backfill. ``backfill_id`` (default: a fresh
         ``bf_<time>_<random>``) lets an orchestrator derive a deterministic id from its run, so
         that a retried planning step finds the backfill it already recorded.
@@ -90,7 +99,15 @@ class Backfill:
         ``windows`` (default: the project's ``window:``) bound when tasks are claimed;
         ``budget`` ("3h") bounds its engine time, and needs ``costs`` (seconds per partition by
         model, e.g. from :func:`~backfill.run.estimate.estimate`): a plan estimated above the
-        budget is refused unless ``force`` gives a reason."""
+        budget is refused unless ``force`` gives a reason.
+
+        A plan writing a (model, partition) that an open backfill of the project writes too (see
+        :mod:`.ledger.overlap`) is refused with :class:`~.ledger.OverlapError` naming it, its
+        owner and the overlap, unless ``allow_overlap`` says why (recorded in the options)."""
+        if allow_overlap is not None and (not isinstance(allow_overlap, str)
+                                          or not allow_overlap.strip()):
+            raise InvalidInputError(f"allow_overlap {allow_overlap!r}: say why two backfills "
+                                    "may write the same partitions")
         if backfill_id is not None and not _ID_RE.fullmatch(backfill_id):
             raise InvalidInputError(f"backfill_id {backfill_id!r}: expected 'bf_' followed by "
                                     "letters, digits or '_' (at most 60 characters)")
@@ -109,6 +126,10 @@ class Backfill:
             raise InvalidInputError(f"models without SQL cannot run: {', '.join(missing)}")
         tasks = [plan.task(i) for i in range(plan.task_count)]
         options = _options(project, tasks, windows, budget, costs, force)
+        if allow_overlap is not None:
+            found = ledger.overlaps(project.name, tasks)
+            options["allow_overlap"] = {"reason": allow_overlap.strip(),
+                                        "overlaps": [o.to_dict() for o in found]}
         settings = project.settings
         record = {
             "id": backfill_id or _new_id(),
@@ -128,7 +149,7 @@ class Backfill:
             "created_by": who(),
             "options": json.dumps(options, sort_keys=True) if options else None,
         }
-        ledger.create_backfill(record, tasks)
+        ledger.create_backfill(record, tasks, check_overlap=allow_overlap is None)
         log.info("recorded backfill %s: %s, %d tasks (%s)", record["id"], plan.select,
                  len(tasks), record["mode"])
         return cls(project, str(record["id"]), ledger=ledger, engine=engine)
@@ -148,22 +169,56 @@ class Backfill:
 
     @classmethod
     def resume(cls: type[_B], backfill_id: str, *, project: Project,
-               engine: Engine | None = None, ledger: LedgerBackend | None = None) -> _B:
+               engine: Engine | None = None, ledger: LedgerBackend | None = None,
+               accept_changed_sql: str | None = None) -> _B:
         """Reopens a backfill to run what is not done: failed tasks get fresh attempts, tasks of a
-        dead worker are claimed again when its lease ends. Call ``.run()`` on the result."""
+        dead worker are claimed again when its lease ends. Call ``.run()`` on the result.
+        Refuses when a model's SQL changed since the backfill was planned (:meth:`check_sql`),
+        unless ``accept_changed_sql`` says why running the rest with the new SQL is right."""
         bf = cls.open(backfill_id, project=project, engine=engine, ledger=ledger)
         rec = bf.ledger.backfill(backfill_id)
         if not BackfillState(rec["status"]).runnable:
             raise InvalidInputError(f"backfill {backfill_id} is {rec['status']}; nothing to resume")
-        changed = [m for m, h in json.loads(rec["models"]).items()
-                   if m in bf.project.models and _sql_hash(bf.project.models[m].sql) != h]
-        if changed:
-            log.warning("backfill %s: SQL of %s changed since it was recorded; resumed tasks "
-                        "run the current SQL", backfill_id, ", ".join(changed))
+        bf.check_sql(accept_changed_sql)  # before anything changes: a refused resume is a no-op
         reset = bf.ledger.reset_failed(backfill_id)
         if reset:
             log.info("backfill %s: %d failed task(s) will be retried", backfill_id, reset)
         return bf
+
+    def changed_sql(self) -> list[str]:
+        """Models with tasks left to run whose SQL differs from the SQL the backfill was planned
+        with (or last accepted with :meth:`check_sql`)."""
+        rec = self.ledger.backfill(self.id)
+        hashes = {**json.loads(rec["models"]),
+                  **json.loads(rec["options"] or "{}").get("accepted_sql", {})}
+        left = {t.model for t in self.ledger.tasks(self.id) if t.status != TaskState.DONE}
+        return [m for m, h in hashes.items() if m in left and m in self.project.models
+                and _sql_hash(self.project.models[m].sql) != h]
+
+    def check_sql(self, accept_changed_sql: str | None = None) -> None:
+        """Refuses (:class:`SqlChangedError`, naming the models) to run tasks of a model whose
+        SQL changed since the backfill was planned: its partitions would mix two versions.
+        ``accept_changed_sql`` (the reason) records the change as intended, so the rest runs
+        with the current SQL."""
+        changed = self.changed_sql()
+        if not changed:
+            return
+        if accept_changed_sql is None or not str(accept_changed_sql).strip():
+            raise SqlChangedError(
+                f"backfill {self.id}: the SQL of {', '.join(changed)} changed since it was "
+                "planned, so its partitions would mix two versions. Restore the planned SQL and "
+                f"resume; or discard it (backfill discard {self.id}) and plan a new backfill "
+                "with the current SQL; or, when the change is meant (a fix for a failed task), "
+                "resume with accept_changed_sql='why' (--accept-changed-sql REASON)", changed)
+        opts = json.loads(self.ledger.backfill(self.id)["options"] or "{}")
+        accepted = {**opts.get("accepted_sql", {}),
+                    **{m: _sql_hash(self.project.models[m].sql) for m in changed}}
+        reasons = [*opts.get("accepted_sql_reasons", []),
+                   {"models": changed, "reason": str(accept_changed_sql).strip(), "by": who()}]
+        self.ledger.set_options(self.id, {**opts, "accepted_sql": accepted,
+                                          "accepted_sql_reasons": reasons})
+        log.warning("backfill %s: SQL of %s changed since it was planned; the rest runs the "
+                    "current SQL (%s)", self.id, ", ".join(changed), accept_changed_sql)
 
     def __repr__(self) -> str:
         return f"<Backfill {self.id} ({self.mode}): {self.reason!r}>"
@@ -276,6 +331,7 @@ class Backfill:
         rec = self.ledger.backfill(self.id)
         if not BackfillState(rec["status"]).runnable:
             raise InvalidInputError(f"backfill {self.id} is {rec['status']}; it cannot run")
+        self.check_sql()
         if windows is not None:  # recorded, so status (any process) tells when it runs
             self.ledger.set_options(self.id, {**json.loads(rec["options"] or "{}"),
                                               "windows": check_specs(windows, "run")})

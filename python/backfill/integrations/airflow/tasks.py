@@ -93,8 +93,11 @@ def plan_backfill(project: Project | str | Path, select: str, start: dt.datetime
                   propagate: Literal["impact", "clip"] = "impact", partitions_per_run: int = 1,
                   allow_append: bool = False, lint: bool = True,
                   idempotency_key: str | None = None,
-                  ledger: LedgerBackend | str | Path | None = None) -> str:
-    """Plans the backfill and records it in the ledger (audit mode); returns its id.
+                  ledger: LedgerBackend | str | Path | None = None,
+                  allow_overlap: str | None = None) -> str:
+    """Plans the backfill and records it in the ledger (audit mode); returns its id. Refused
+    (``OverlapError``) when an open backfill writes the same partitions, unless
+    ``allow_overlap`` says why.
 
     With ``idempotency_key`` (the DAG uses ``"<dag_id>/<run_id>"``) the id is derived from the
     key, and a second call with the same key returns the backfill already recorded instead of
@@ -106,14 +109,16 @@ def plan_backfill(project: Project | str | Path, select: str, start: dt.datetime
                      propagate=propagate, partitions_per_run=partitions_per_run,
                      allow_append=allow_append)
     if idempotency_key is None:
-        bf = Backfill.create(proj, plan, reason=reason, ledger=led, lint=lint)
+        bf = Backfill.create(proj, plan, reason=reason, ledger=led, lint=lint,
+                             allow_overlap=allow_overlap)
         return bf.id
     bid = backfill_id_for(idempotency_key)
     existing = _existing(led, bid, plan)
     if existing is not None:
         return existing
     try:
-        Backfill.create(proj, plan, reason=reason, ledger=led, lint=lint, backfill_id=bid)
+        Backfill.create(proj, plan, reason=reason, ledger=led, lint=lint, backfill_id=bid,
+                        allow_overlap=allow_overlap)
     except BackfillExistsError:  # another attempt of the same run recorded it just now
         found = _existing(led, bid, plan)
         if found is None:  # pragma: no cover - the insert failed for another reason
@@ -201,6 +206,7 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
             log.info("backfill %s is published: task %d is already done; nothing to do", bf.id,
                      task_id)
             return _result(bf.id, finished[task_id], skipped=True)
+        bf.check_sql()  # a model edited since the plan task: refuse, naming it
         worker = new_worker_id()
         try:
             claim = bf.ledger.claim_task(bf.id, task_id, worker, lease_seconds)

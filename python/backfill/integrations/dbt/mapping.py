@@ -70,6 +70,10 @@ class DbtProject(Project):
     """A :class:`Project` imported from a dbt manifest; ``manifest`` and ``project_dir`` say from
     where. Selection, planning and checks behave as dbt's where dbt defines them."""
 
+    # `dbt run --event-time-start/--event-time-end` runs every batch the period touches, this
+    # year's batch of a yearly model too: plan it as well (README: "exactly the batches").
+    runs_in_progress = True
+
     def __init__(self, name: str, manifest: DbtManifest, project_dir: Path | None) -> None:
         super().__init__(name)
         self.manifest = manifest

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import InvalidInputError
 from .backend import FinishOutcome, LedgerBackend
+from .overlap import Overlap, OverlapError
 from .records import (BackfillCancelledError, BackfillExistsError, BackfillHeldError,
                       BackfillPausedError, Claim, LedgerError, TaskBusyError, TaskRow,
                       new_worker_id, utcnow)
@@ -43,7 +44,8 @@ _SHARED_SCHEMES = ("postgresql", "postgres")
 
 __all__ = ["AttemptState", "BackfillCancelledError", "BackfillExistsError", "BackfillHeldError",
            "BackfillPausedError", "BackfillState", "Claim", "FinishOutcome",
-           "IllegalTransitionError", "Ledger", "LedgerBackend", "LedgerError", "SCHEMA_VERSION",
+           "IllegalTransitionError", "Ledger", "LedgerBackend", "LedgerError", "Overlap",
+           "OverlapError", "SCHEMA_VERSION",
            "TaskBusyError", "TaskRow", "TaskState", "ledger_for", "new_worker_id", "open_ledger",
            "utcnow"]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .overlap import Overlap
 from .records import Claim, TaskRow
 from .states import BackfillState
 
@@ -45,12 +46,19 @@ class LedgerBackend(Protocol):
     """
 
     # -- backfills ------------------------------------------------------------------------------
-    def create_backfill(self, record: Mapping[str, Any],
-                        tasks: Sequence[Mapping[str, Any]]) -> None:
+    def create_backfill(self, record: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]], *,
+                        check_overlap: bool = False) -> None:
         """Records a backfill (``record``: the ``backfills`` columns, status ``pending``) and its
         tasks (``task_id``, ``model``, ``start``, ``end``, ``label``, ``partitions``, ``wave``,
         ``depends_on``), all pending, in one step. :class:`~.records.BackfillExistsError` when
-        the id is taken (nothing is written)."""
+        the id is taken (nothing is written). With ``check_overlap``,
+        :class:`~.overlap.OverlapError` (nothing written) when an open backfill of the same
+        project writes a partition of the same model (:meth:`overlaps`); check and write are
+        one step, so of two such backfills recorded at the same time one is refused."""
+
+    def overlaps(self, project: str, tasks: Sequence[Mapping[str, Any]]) -> list[Overlap]:
+        """The open backfills of ``project`` (pending, running, failed or done) writing a
+        partition of a model that ``tasks`` write too, per backfill and model."""
 
     def backfill(self, backfill_id: str) -> dict[str, Any]:
         """The backfill's record. :class:`~backfill.errors.NotFoundError` naming recent ids when

@@ -43,6 +43,7 @@ from psycopg_pool import ConnectionPool
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from . import postgres_sql as q
 from .backend import FinishOutcome
+from .overlap import find_overlaps, overlap_error, overlap_lock_key
 from .postgres_fast import execute_prepared
 from .postgres_ops import PostgresOps
 from .postgres_schema import prepare
@@ -198,12 +199,20 @@ class PostgresLedger(PostgresOps, PostgresReplayRecords):
         self._pool = None
 
     # -- backfills -----------------------------------------------------------------------------
-    def create_backfill(self, record: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]]) -> None:
+    def create_backfill(self, record: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]], *,
+                        check_overlap: bool = False) -> None:
         check_backfill_input(record, tasks)
         bid = record["id"]
 
         def run(db: Conn, retried: bool) -> None:
             with db.transaction():
+                # Creates of a project take turns: an overlap check sees the other's tasks.
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (overlap_lock_key(record["project"]),))
+                if check_overlap:  # rows of this id are a lost try's own, not another's
+                    found = find_overlaps(tasks, [r for r in self._open_rows(db, record["project"])
+                                                  if r["backfill_id"] != bid])
+                    if found:
+                        raise overlap_error(bid, found)
                 created = db.execute(q.INSERT_BACKFILL, {
                     **{k: record[k] for k in BACKFILL_KEYS},
                     **{k: record.get(k) for k in OPTIONAL_BACKFILL_KEYS},

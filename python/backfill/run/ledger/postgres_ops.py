@@ -1,5 +1,5 @@
-"""The Postgres ledger's operator controls: pause, resume from a pause, cancel, run options and
-the ready tasks a window- or budget-bound runner chooses from (see
+"""The Postgres ledger's operator controls: pause, resume from a pause, cancel, run options, the
+ready tasks a window- or budget-bound runner chooses from, and overlapping backfills (see
 :class:`~.backend.LedgerBackend`).
 
 A mixin of :class:`~.postgres.PostgresLedger`. Pause and cancel are guarded UPDATEs of the
@@ -10,13 +10,14 @@ backfill's row; claims read that row in the same statement (``claim``) or lock i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 
 from ...errors import InvalidInputError, NotFoundError
 from . import postgres_sql as q
+from .overlap import OPEN_ROWS_SQL, Overlap, find_overlaps
 from .postgres_schema import NOW
 from .records import TaskRow, task_row
 from .sqlite_ops import held_error, held_message
@@ -125,3 +126,14 @@ class PostgresOps:
                 return []
             return [task_row(r) for r in db.execute(_READY, {"b": backfill_id, "n": limit})]
         return self._do("listing ready tasks", run)
+
+    @staticmethod
+    def _open_rows(db: Conn, project: str) -> list[dict[str, Any]]:
+        """The tasks of the project's open backfills (read inside a create's transaction too)."""
+        cur = db.execute(OPEN_ROWS_SQL.replace("?", "%s").encode(), (project,))
+        names = [d.name for d in cur.description or ()]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def overlaps(self, project: str, tasks: Sequence[Mapping[str, Any]]) -> list[Overlap]:
+        return self._do("finding overlapping backfills",
+                        lambda db, _: find_overlaps(tasks, self._open_rows(db, project)))

@@ -31,6 +31,7 @@ from .backend import FinishOutcome
 from .records import (AUDIT_KEYS, BACKFILL_KEYS, OPTIONAL_BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, task_row, utcnow, worker_dead)
+from .overlap import OPEN_ROWS_SQL, Overlap, find_overlaps, overlap_error
 from .replay_records import SqliteReplayRecords
 from .sqlite_errors import storage_errors as _storage
 from .sqlite_ops import SqliteOps
@@ -119,13 +120,18 @@ class Ledger(SqliteOps, SqliteReplayRecords):
 
     # -- backfills -----------------------------------------------------------------------------
     @_storage("recording a backfill")
-    def create_backfill(self, record: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]]) -> None:
+    def create_backfill(self, record: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]], *,
+                        check_overlap: bool = False) -> None:
         check_backfill_input(record, tasks)
         now = utcnow()
-        with self._tx() as db:
+        with self._tx() as db:  # BEGIN IMMEDIATE: no other create between check and write
             if db.execute("SELECT 1 FROM backfills WHERE id = ?", (record["id"],)).fetchone():
                 raise BackfillExistsError(f"backfill {record['id']} is recorded already in "
                                           f"{self.path}")
+            if check_overlap:
+                found = find_overlaps(tasks, self._open_rows(db, record["project"]))
+                if found:
+                    raise overlap_error(record["id"], found)
             db.execute(
                 "INSERT INTO backfills (id, project, project_root, selection, exclude, start, end, "
                 "as_of, reason, mode, engine, plan, models, created_by, created_at, status, "
@@ -144,6 +150,16 @@ class Ledger(SqliteOps, SqliteReplayRecords):
             db.executemany(
                 "INSERT INTO task_deps VALUES (?, ?, ?)",
                 [(record["id"], t["task_id"], d) for t in tasks for d in t["depends_on"]])
+
+    @staticmethod
+    def _open_rows(db: sqlite3.Connection, project: str) -> list[dict[str, Any]]:
+        cur = db.execute(OPEN_ROWS_SQL, (project,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    @_storage("finding overlapping backfills")
+    def overlaps(self, project: str, tasks: Sequence[Mapping[str, Any]]) -> list[Overlap]:
+        return find_overlaps(tasks, self._open_rows(self._conn(), project))
 
     def _not_found(self, db: sqlite3.Connection, backfill_id: str) -> NotFoundError:
         known = [r[0] for r in db.execute(
