@@ -174,8 +174,15 @@ def _v4(db: psycopg.Connection[tuple[object, ...]]) -> None:
     _run(db, V4_SQL)
 
 
+def _v5(db: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Version 5: the sample runs of ``backfill estimate`` (see :mod:`.cost_records`)."""
+    from .cost_records import V5_SQL
+
+    _run(db, V5_SQL)
+
+
 MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
-    2: _v2, 3: _v3, 4: _v4}
+    2: _v2, 3: _v3, 4: _v4, 5: _v5}
 
 
 def stored_version(db: psycopg.Connection[tuple[object, ...]], schema: str,

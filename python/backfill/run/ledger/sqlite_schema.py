@@ -19,7 +19,7 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "V1_TABLES", "V3_COLUMNS", "prepare",
 
 #: The version this code writes and reads (every backend's: the Postgres ledger has the same
 #: versions). Bump it with a migration in MIGRATIONS (and in postgres_schema.MIGRATIONS).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _v2(db: sqlite3.Connection) -> None:
@@ -63,7 +63,16 @@ def _v4(db: sqlite3.Connection) -> None:
             db.execute(statement)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3, 4: _v4}
+def _v5(db: sqlite3.Connection) -> None:
+    """Version 5: the sample runs of ``backfill estimate`` (see :mod:`.cost_records`)."""
+    from .cost_records import V5_SQL
+
+    for statement in V5_SQL.split(";\n"):
+        if statement.strip():
+            db.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5}
 
 
 def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
