@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..api import Project
 from ..errors import InvalidInputError, NotFoundError
+from .common import add_batching
 from .exit_codes import EXIT_FAILED, EXIT_OK
 
 __all__ = ["add_parser"]
@@ -34,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--as-of", default=None, help="only partitions ended by then (default now)")
     p.add_argument("--tz", default=None, help="zone of naive --start/--end/--as-of (default UTC)")
     p.add_argument("--propagate", default="impact", choices=("impact", "clip"))
-    p.add_argument("--partitions-per-run", type=int, default=1, metavar="N")
+    add_batching(p)
     p.add_argument("--concurrency", type=int, default=4, metavar="N")
     p.add_argument("--allow-append", action="store_true", help="accept append models")
     p.add_argument("--cost", action="append", default=[], metavar="MODEL=SECONDS",
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         args.select, args.start, args.end, exclude=args.exclude, as_of=args.as_of, tz=args.tz,
         propagate=args.propagate, partitions_per_run=args.partitions_per_run,
         concurrency=args.concurrency, allow_append=args.allow_append, costs=_costs(args.cost),
+        min_task_seconds=args.min_task,
     )
     if args.json:
         sys.stdout.write(plan.to_json() + "\n")

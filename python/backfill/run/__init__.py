@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from .backfill import Backfill, engine_for, who
 from .executor import TaskOutcome, execute_task
+from .history import model_costs
 from .ledger import (BackfillState, LedgerBackend, TaskState, ledger_for, open_ledger, utcnow)
 from .status import BackfillStatus, ModelStatus, TaskEvent
 
 __all__ = ["Backfill", "BackfillState", "BackfillStatus", "LedgerBackend", "ModelStatus",
            "TaskEvent", "TaskOutcome", "TaskState", "engine_for", "execute_task", "ledger_for",
-           "open_ledger", "utcnow", "who"]
+           "model_costs", "open_ledger", "utcnow", "who"]

@@ -56,7 +56,9 @@ def _new_id() -> str:
     return f"bf_{now:%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:4]}"
 
 
-def _sql_hash(text: str | None) -> str:
+def sql_hash(text: str | None) -> str:
+    """The short hash of a model's SQL that a backfill records per model (to tell a resumed
+    backfill, or a cost measured then, that the SQL has changed since)."""
     return hashlib.sha256((text or "").encode()).hexdigest()[:16]
 
 
@@ -122,7 +124,7 @@ class Backfill:
             "mode": "direct" if direct else "audit",
             "engine": repr(engine),
             "plan": plan.to_json(tasks=False, indent=None),
-            "models": json.dumps({m.model: _sql_hash(project.models[m.model].sql)
+            "models": json.dumps({m.model: sql_hash(project.models[m.model].sql)
                                   for m in plan.models}),
             "created_by": who(),
             "options": json.dumps(options, sort_keys=True) if options else None,
@@ -155,7 +157,7 @@ class Backfill:
         if not BackfillState(rec["status"]).runnable:
             raise InvalidInputError(f"backfill {backfill_id} is {rec['status']}; nothing to resume")
         changed = [m for m, h in json.loads(rec["models"]).items()
-                   if m in bf.project.models and _sql_hash(bf.project.models[m].sql) != h]
+                   if m in bf.project.models and sql_hash(bf.project.models[m].sql) != h]
         if changed:
             log.warning("backfill %s: SQL of %s changed since it was recorded; resumed tasks "
                         "run the current SQL", backfill_id, ", ".join(changed))

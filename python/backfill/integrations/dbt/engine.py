@@ -28,6 +28,7 @@ consecutive batches go in one invocation; each batch's outcome comes back from d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import re
@@ -104,7 +105,9 @@ class DbtEngine(Engine):
     """
 
     name = "dbt"
-    capabilities = DuckDBEngine.capabilities
+    # dbt runs an --event-time range as one batch per partition, each its own transaction: a
+    # task of several partitions would not be written atomically, so auto batching stays at 1.
+    capabilities = dataclasses.replace(DuckDBEngine.capabilities, multi_partition_tasks=False)
 
     def __init__(self, project_dir: str | Path, *, profiles_dir: str | Path | None = None,
                  target: str | None = None, state_dir: str | Path | None = None,
