@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .. import _core
 from .._arrow import ArrowTable
 from ..errors import InvalidInputError, NotFoundError
-from .costs import ModelCost, cost_summary, format_seconds
+from .costs import ModelCost, cost_summary, format_duration, format_seconds
 from .timeline import timeline_svg
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -100,6 +100,11 @@ class Estimate:
             f"({format_seconds(self.total_work)} of work)"
         )
         return text
+
+
+def _fine(seconds: float) -> str:
+    """Short spans with their fractions (a 1.9 s backfill is not "2 s"), long ones coarse."""
+    return format_duration(seconds) if seconds < 60 else format_seconds(seconds)
 
 
 def _plural(n: int, word: str) -> str:
@@ -311,7 +316,7 @@ class Plan:
         if sched.assumed:
             text += f"no cost data for {_plural(len(sched.assumed), 'model')}: no estimate"
         else:
-            text += f"est. {format_seconds(sched.makespan)} at {sched.concurrency} concurrent"
+            text += f"est. {_fine(sched.makespan)} at {sched.concurrency} concurrent"
             stale = [m for m, c in self._costs.items() if c.stale]
             if stale:
                 text += f" (stale history: {', '.join(stale)})"
@@ -329,7 +334,7 @@ class Plan:
         lines.append(f"{'model':<{width}}  {'grain':<7}  {'partitions':>10}  {'tasks':>7}  "
                      f"{'batch':>5}  {'work':>9}  period")
         for m in ms:
-            work = format_seconds(m.work) if costs[m.model].known else "?"
+            work = _fine(m.work) if costs[m.model].known else "?"
             lines.append(
                 f"{m.model:<{width}}  {m.grain or '-':<7}  {m.partitions:>10}  {m.tasks:>7}  "
                 f"{m.partitions_per_run:>5}  {work:>9}  {m.period}"

@@ -28,7 +28,6 @@ consecutive batches go in one invocation; each batch's outcome comes back from d
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import logging
 import re
@@ -36,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,9 +104,7 @@ class DbtEngine(Engine):
     """
 
     name = "dbt"
-    # dbt runs an --event-time range as one batch per partition, each its own transaction: a
-    # task of several partitions would not be written atomically, so auto batching stays at 1.
-    capabilities = dataclasses.replace(DuckDBEngine.capabilities, multi_partition_tasks=False)
+    capabilities = replace(DuckDBEngine.capabilities, multi_partition_tasks=False)
 
     def __init__(self, project_dir: str | Path, *, profiles_dir: str | Path | None = None,
                  target: str | None = None, state_dir: str | Path | None = None,
