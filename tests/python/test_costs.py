@@ -72,6 +72,9 @@ def test_auto_batches_carry_the_floor_and_never_starve_the_slots(
     k = auto_partitions_per_run(n, cost, concurrency=conc, min_task_seconds=floor)
     tasks = math.ceil(n / k)
     assert 1 <= k <= n
+    if cost is not None and cost.task_seconds(n) <= floor:
+        assert k == n  # less than one task's worth in all: one task
+        return
     assert tasks >= min(n, conc)  # never fewer tasks than the slots (when there are partitions)
     assert k <= slot_cap(n, conc) <= math.ceil(n / min(n, conc))
     if cost is not None and k < slot_cap(n, conc):  # not capped by the slots:

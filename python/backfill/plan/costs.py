@@ -3,8 +3,10 @@
 >>> cost = fit_cost("fct", [Measurement(1, 0.021, 120, "run", False)] * 89)
 >>> str(cost)
 'measured: 89 runs, median 21 ms'
->>> auto_partitions_per_run(89, cost, concurrency=2, min_task_seconds=2.0)
-45
+>>> auto_partitions_per_run(89, cost, concurrency=2, min_task_seconds=2.0)  # 1.9 s: 1 task
+89
+>>> auto_partitions_per_run(890, cost, concurrency=2, min_task_seconds=2.0)  # 96 x 21 ms >= 2 s
+96
 
 A task of ``k`` partitions of a model costs ``per_task + k * per_partition`` seconds: a fixed
 part (starting the query, the transaction, the fingerprint) and a part that grows with the
@@ -195,8 +197,9 @@ def auto_partitions_per_run(partitions: int, cost: ModelCost | None, *, concurre
     * Enough partitions that a task carries ``min_task_seconds`` of measured work: with the
       model's cost ``a + b * k`` for ``k`` partitions, the least ``k`` with ``a + b * k`` at
       least ``min_task_seconds`` (1 when one partition already costs that much).
-    * But never fewer tasks than ``concurrency`` slots can run at once (when the model has that
-      many partitions): at most ``ceil(partitions / concurrency)`` per task (``floor`` where
+    * A model whose whole period is estimated at most ``min_task_seconds`` is one task.
+    * Otherwise never fewer tasks than ``concurrency`` slots can run at once (when the model has
+      that many partitions): at most ``ceil(partitions / concurrency)`` per task (``floor`` where
       ``ceil`` would leave a slot without a task).
     * Without cost data: one task per slot, at most :data:`UNCOSTED_MAX_PARTITIONS` partitions.
     * ``batchable=False`` (an engine that cannot write several partitions in one transaction):
@@ -206,6 +209,9 @@ def auto_partitions_per_run(partitions: int, cost: ModelCost | None, *, concurre
     per_slot = slot_cap(partitions, concurrency)
     if cost is None or not cost.known:
         return max(1, min(per_slot, UNCOSTED_MAX_PARTITIONS))
+    if cost.task_seconds(partitions) <= min_task_seconds:
+        return partitions  # the whole period is less than one task's worth: splitting it for
+        # idle slots would only add tasks' fixed costs (embedded engines share the cores, too)
     if cost.per_partition <= 0:
         by_work = partitions  # all fixed cost: fewer tasks are simply cheaper
     else:
