@@ -225,9 +225,10 @@ def cost_summary(batching: str | int, min_task_seconds: float | None, models: Se
     model's cost came from."""
     if batching == "auto":
         floor = "" if min_task_seconds is None else f"at least {format_duration(min_task_seconds)}"
-        lines = [f"batching: auto (tasks of {floor or 'enough'} measured work, never fewer "
-                 "tasks than the concurrency; without cost data one task per concurrent slot, "
-                 f"at most {UNCOSTED_MAX_PARTITIONS} partitions)"]
+        lines = [f"batching: auto (tasks of {floor or 'enough'} measured work, or one task for "
+                 "a model with less in all; never fewer tasks than the concurrency otherwise; "
+                 f"without cost data one task per concurrent slot, at most "
+                 f"{UNCOSTED_MAX_PARTITIONS} partitions)"]
     else:
         lines = [f"batching: {batching} partition{'' if batching == 1 else 's'} per task"]
     width = max([0, *(len(m.model) for m in models)])
