@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -110,10 +111,37 @@ std::vector<double> to_costs(const Graph& g, const py::dict& costs) {
   return out;
 }
 
+std::vector<double> to_overheads(const Graph& g, const py::dict& overheads) {
+  std::vector<double> out(g.size(), 0.0);
+  for (auto [key, value] : overheads) {
+    const double c = value.cast<double>();
+    if (!std::isfinite(c) || c < 0) {
+      throw InvalidInput(fmt::format("task overhead of '{}' is {}; expected seconds per task >= 0",
+                                     key.cast<std::string>(), c));
+    }
+    out[g.at(key.cast<std::string>()).value] = c;
+  }
+  return out;
+}
+
+std::vector<std::uint32_t> to_runs(const Graph& g, const py::dict& runs) {
+  std::vector<std::uint32_t> out(g.size(), 0);
+  for (auto [key, value] : runs) {
+    const auto k = value.cast<std::int64_t>();
+    if (k < 1 || k > std::numeric_limits<std::uint32_t>::max()) {
+      throw InvalidInput(fmt::format("partitions per run of '{}' is {}; expected a positive "
+                                     "integer", key.cast<std::string>(), k));
+    }
+    out[g.at(key.cast<std::string>()).value] = static_cast<std::uint32_t>(k);
+  }
+  return out;
+}
+
 Plan py_plan(const GraphPtr& graph, const std::vector<std::string>& selected, py::handle start,
              py::handle end, py::handle as_of, py::handle tz, std::string_view propagate,
              std::uint32_t partitions_per_run, std::uint32_t concurrency, bool allow_append,
-             const py::dict& costs, double default_cost, bool include_in_progress) {
+             const py::dict& costs, double default_cost, const py::dict& runs,
+             const py::dict& overheads, bool include_in_progress) {
   const TimeZone zone = to_zone(tz);
   PlanRequest r;
   for (const auto& name : selected) r.selected.push_back(graph->at(name));
@@ -128,6 +156,8 @@ Plan py_plan(const GraphPtr& graph, const std::vector<std::string>& selected, py
   r.include_in_progress = include_in_progress;
   r.cost_per_partition = to_costs(*graph, costs);
   r.default_cost = default_cost;
+  r.runs_by_model = to_runs(*graph, runs);
+  r.task_overhead = to_overheads(*graph, overheads);
   py::gil_scoped_release release;
   return plan(graph, std::move(r));
 }
@@ -159,6 +189,8 @@ py::dict model_dict(const Plan& p, const ModelPlan& mp) {
   }
   d["cost_per_partition"] = mp.cost_per_partition;
   d["cost_assumed"] = mp.cost_assumed;
+  d["task_overhead"] = mp.task_overhead;
+  d["partitions_per_run"] = mp.partitions_per_run;
   d["work"] = mp.work;
   d["sched_start"] = mp.sched_start;
   d["sched_end"] = mp.sched_end;
@@ -279,18 +311,22 @@ void register_plan(py::module_& m) {
            },
            py::arg("task_id"))
       .def("rescheduled",
-           [](const Plan& p, const py::dict& costs, double default_cost, std::uint32_t concurrency) {
+           [](const Plan& p, const py::dict& costs, double default_cost, std::uint32_t concurrency,
+              const py::dict& overheads) {
              auto c = to_costs(p.graph(), costs);
+             auto o = to_overheads(p.graph(), overheads);
              py::gil_scoped_release release;
-             return p.rescheduled(std::move(c), default_cost, concurrency);
+             return p.rescheduled(std::move(c), default_cost, concurrency, std::move(o));
            },
-           py::arg("costs"), py::arg("default_cost"), py::arg("concurrency"));
+           py::arg("costs"), py::arg("default_cost"), py::arg("concurrency"),
+           py::arg("overheads") = py::dict());
 
   m.def("plan", &py_plan, py::arg("graph"), py::arg("selected"), py::arg("start"), py::arg("end"),
         py::arg("as_of"), py::arg("tz") = py::none(), py::arg("propagate") = "impact",
         py::arg("partitions_per_run") = 1, py::arg("concurrency") = 4,
         py::arg("allow_append") = false, py::arg("costs") = py::dict(),
-        py::arg("default_cost") = 1.0, py::arg("include_in_progress") = false);
+        py::arg("default_cost") = 1.0, py::arg("runs") = py::dict(),
+        py::arg("overheads") = py::dict(), py::arg("include_in_progress") = false);
 }
 
 }  // namespace backfill::bindings

@@ -89,6 +89,13 @@ void check_request(const Graph& g, const PlanRequest& r) {
     throw InvalidInput(fmt::format("default cost {} is not a finite number of seconds >= 0",
                                    r.default_cost));
   }
+  for (std::size_t i = 0; i < r.task_overhead.size(); ++i) {
+    if (!std::isfinite(r.task_overhead[i])) {
+      throw InvalidInput(fmt::format("task overhead of '{}' is {}; expected a finite number of "
+                                     "seconds", g.node(ModelId{static_cast<std::uint32_t>(i)}).name,
+                                     r.task_overhead[i]));
+    }
+  }
   for (std::size_t i = 0; i < r.cost_per_partition.size(); ++i) {
     if (std::isnan(r.cost_per_partition[i]) || std::isinf(r.cost_per_partition[i])) {
       throw InvalidInput(fmt::format("cost of '{}' is {}; expected a finite number of seconds",
@@ -158,11 +165,17 @@ void plan_sets(detail::Context& cx) {
 
 // Phase 2: tasks, one per run of up to k consecutive partitions; their index spans are kept in
 // `cx.task_span` for the dependency search.
+std::uint32_t runs_of(const PlanRequest& r, ModelId id) {
+  return id.value < r.runs_by_model.size() && r.runs_by_model[id.value] > 0
+             ? r.runs_by_model[id.value]
+             : r.partitions_per_run;
+}
+
 void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
   const Graph& g = cx.graph;
-  const std::uint32_t k = cx.request.partitions_per_run;
   std::size_t total = 0;
   for (ModelId id : g.topological_order()) {
+    const std::uint32_t k = runs_of(cx.request, id);
     for (const Span& s : cx.sets[id.value]) {
       total += static_cast<std::size_t>((s.size() + k - 1) / k);
     }
@@ -183,6 +196,7 @@ void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
     const std::uint32_t m = id.value;
     if (!cx.selected[m]) continue;
     const Axis& axis = cx.axes[m];
+    const std::uint32_t k = runs_of(cx.request, id);
     cx.first_task[m] = static_cast<std::uint32_t>(cols.model.size());
     for (const Span& s : cx.sets[m]) {
       for (std::int64_t lo = s.lo; lo < s.hi; lo += k) {
@@ -311,6 +325,7 @@ Plan plan(std::shared_ptr<const Graph> graph, PlanRequest request) {
     mp.partitions = detail::total_length(cx.sets[m]);
     mp.tasks = cx.task_total[m];
     mp.first_task = cx.first_task[m];
+    mp.partitions_per_run = runs_of(cx.request, id);
     for (const Span& s : cx.sets[m]) {
       if (cx.axes[m].partitioned()) {
         mp.periods.push_back({cx.axes[m].start_of(s.lo), cx.axes[m].start_of(s.hi)});

@@ -170,7 +170,8 @@ class Plan:
     def task(self, task_id: int) -> dict[str, Any]: ...
     def depends_on(self, task_id: int) -> list[int]: ...
     def rescheduled(
-        self, costs: dict[str, float], default_cost: float, concurrency: int
+        self, costs: dict[str, float], default_cost: float, concurrency: int,
+        overheads: dict[str, float] = ...,
     ) -> Plan: ...
 
 def plan(
@@ -186,5 +187,7 @@ def plan(
     allow_append: bool = False,
     costs: dict[str, float] = ...,
     default_cost: float = 1.0,
+    runs: dict[str, int] = ...,
+    overheads: dict[str, float] = ...,
     include_in_progress: bool = False,
 ) -> Plan: ...

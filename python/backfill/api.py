@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .audit import AuditReport, audit_backfill
-from .engines import Engine
+from .engines import Engine, engine_capabilities
 from .errors import InvalidInputError
 from .model import PROJECT_FILE, load_project
 from .model import Project as _ModelProject
@@ -29,7 +29,7 @@ from .publish import (Changelog, ForwardChange, Publication, changelog, discard_
                       forward_change, publish_backfill)
 from .replay import check_plan, landing_models
 from .run import Backfill as _RunBackfill
-from .run import LedgerBackend
+from .run import LedgerBackend, model_costs
 
 __all__ = ["Backfill", "Project", "project_format"]
 
@@ -71,9 +71,22 @@ class Project(_ModelProject):
         schema beside the published one."""
         return project_format("dbt")(path, profiles_dir=profiles_dir, target=target)
 
-    def plan(self, select: str, start: Any, end: Any, **options: Any) -> Plan:
+    def plan(self, select: str, start: Any, end: Any, *, history: bool = True,
+             **options: Any) -> Plan:
         """:meth:`backfill.model.Project.plan`, plus the retention check of every Kafka source
-        whose landing model the plan rebuilds (``plan.replay``; RETENTION findings)."""
+        whose landing model the plan rebuilds (``plan.replay``; RETENTION findings).
+
+        With ``history`` (default) the selected models' costs come from the project's ledger
+        (:func:`backfill.run.history.model_costs`: measured by past backfills, else by
+        ``backfill estimate``); ``costs=`` given for a model win. Automatic batching leaves
+        one partition per task when the project's engine cannot write several partitions in
+        one transaction."""
+        if history and self.settings is not None:
+            names = self.select(select, options.get("exclude"))
+            options["costs"] = {**model_costs(self, names), **(options.get("costs") or {})}
+            caps = engine_capabilities(self.settings.engine)
+            if caps is not None and not caps.multi_partition_tasks:
+                options["unbatched"] = set(names) | set(options.get("unbatched") or ())
         plan = super().plan(select, start, end, **options)
         if landing_models(self):
             check_plan(self, plan)

@@ -249,11 +249,16 @@ TEST(Plan, ScheduleMatchesAReferenceListScheduler) {
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<double> seconds(0.05, 90.0);
   for (std::uint32_t m = 0; m < g->size(); ++m) r.cost_per_partition.push_back(seconds(rng));
+  // A fixed cost per task on some models, and one model batched by 3 (automatic batching).
+  r.task_overhead = {0.0, 2.5, 0.0, 7.0};
+  r.runs_by_model = {0, 0, 0, 3};
   const backfill::Plan plan = backfill::plan(g, r);
   const std::size_t n = plan.task_count();
   ASSERT_GT(n, 15'000u);
   auto cost = [&](std::size_t t) {
-    return r.cost_per_partition[plan.task_model()[t].value] * plan.task_partitions()[t];
+    const std::uint32_t m = plan.task_model()[t].value;
+    return (m < r.task_overhead.size() ? r.task_overhead[m] : 0.0) +
+           r.cost_per_partition[m] * plan.task_partitions()[t];
   };
   std::vector<double> level(n, 0);
   std::vector<std::vector<std::uint32_t>> succ(n);
@@ -350,4 +355,35 @@ TEST(Plan, APartitionInProgressIsLeftStaleOrIncluded) {
   EXPECT_EQ(kept.task_end()[year], backfill::days_from_civil(2027, 1, 1) * kDay);
   EXPECT_EQ(kept.depends_on(year).size(), 22u);
   for (const auto& f : kept.findings()) EXPECT_NE(f.code, "STALE_DOWNSTREAM") << f.message;
+}
+
+TEST(Plan, PartitionsPerRunByModelAndTaskOverhead) {
+  const auto g = shop();
+  backfill::PlanRequest r = request(*g, "fct_daily_sales+");
+  const std::uint32_t daily = g->at("fct_daily_sales").value;
+  r.runs_by_model.assign(g->size(), 0);
+  r.runs_by_model[daily] = 30;  // 89 days: 30 + 30 + 29
+  r.cost_per_partition.assign(g->size(), 0.01);
+  r.task_overhead.assign(g->size(), 0.0);
+  r.task_overhead[daily] = 0.5;
+  const backfill::Plan plan = backfill::plan(g, r);
+  for (const auto& mp : plan.models()) {
+    if (mp.model.value == daily) {
+      EXPECT_EQ(mp.tasks, 3u);
+      EXPECT_EQ(mp.partitions_per_run, 30u);
+      EXPECT_DOUBLE_EQ(mp.task_overhead, 0.5);
+      EXPECT_NEAR(mp.work, 3 * 0.5 + 89 * 0.01, 1e-9);
+      for (std::uint32_t t = mp.first_task; t < mp.first_task + mp.tasks; ++t) {
+        EXPECT_NEAR(plan.sched_end()[t] - plan.sched_start()[t],
+                    0.5 + 0.01 * plan.task_partitions()[t], 1e-9);
+      }
+    } else {
+      EXPECT_EQ(mp.tasks, mp.partitions);  // one partition per task elsewhere
+      EXPECT_EQ(mp.partitions_per_run, 1u);
+    }
+  }
+  // Rescheduling keeps the tasks and takes new overheads.
+  const backfill::Plan again = plan.rescheduled(r.cost_per_partition, 1.0, 2, {});
+  EXPECT_EQ(again.task_count(), plan.task_count());
+  EXPECT_LT(again.schedule().total_work, plan.schedule().total_work);
 }

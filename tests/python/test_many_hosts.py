@@ -79,7 +79,8 @@ def _project(shop: Any, dest: Path, server_address: str, *, sleep: float) -> tup
 
 def _create(root: Path) -> str:
     p = backfill.Project.load(root)
-    plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-10", as_of=AS_OF)
+    plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-10", as_of=AS_OF,
+                  partitions_per_run=1)  # many small tasks for the hosts to share
     return p.backfill(plan, reason="many hosts", lint=False).id
 
 

@@ -40,7 +40,8 @@ def overlapping(parents: list[dict[str, Any]], lo: dt.datetime, hi: dt.datetime)
 
 
 def test_shop_daily_sales_plus_gives_89_3_95() -> None:
-    plan = shop().plan("fct_daily_sales+", "2026-08-01", "2026-10-29", as_of=AS_OF)
+    plan = shop().plan("fct_daily_sales+", "2026-08-01", "2026-10-29", as_of=AS_OF,
+                       partitions_per_run=1)
     counts = {m.model: (m.partitions, m.tasks, m.first, m.last) for m in plan.models}
     assert counts == {
         "fct_daily_sales": (89, 89, "2026-08-01", "2026-10-28"),
@@ -76,7 +77,8 @@ def test_shop_matches_reference_for_every_run_length_and_mode() -> None:
 
 
 def test_clip_keeps_the_period_and_reports_what_stays_stale() -> None:
-    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, propagate="clip")
+    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, propagate="clip",
+                       partitions_per_run=1)
     assert [(m.model, m.partitions) for m in plan.models] == [
         ("fct_daily_sales", 89), ("fct_monthly_sales", 3), ("fct_sales_7d", 89),
     ]
@@ -87,7 +89,8 @@ def test_clip_keeps_the_period_and_reports_what_stays_stale() -> None:
 
 
 def test_as_of_drops_partitions_that_have_not_ended() -> None:
-    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=d(2026, 10, 15, 12))
+    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=d(2026, 10, 15, 12),
+                       partitions_per_run=1)
     got = {m.model: (m.partitions, m.last) for m in plan.models}
     assert got == {"fct_daily_sales": (75, "2026-10-14"), "fct_monthly_sales": (2, "2026-09"),
                    "fct_sales_7d": (75, "2026-10-14")}
@@ -107,7 +110,7 @@ def test_as_of_drops_partitions_that_have_not_ended() -> None:
 
 def test_as_of_defaults_to_now() -> None:
     before = dt.datetime.now(UTC).replace(microsecond=0)
-    plan = shop().plan("fct_daily_sales", "2026-01-01", "2026-01-03")
+    plan = shop().plan("fct_daily_sales", "2026-01-01", "2026-01-03", partitions_per_run=1)
     assert before <= plan.as_of <= dt.datetime.now(UTC)
 
 
@@ -125,7 +128,8 @@ def small_project() -> backfill.Project:
 
 
 def test_small_plan_exact_tasks_and_dependencies() -> None:
-    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01")
+    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01",
+                                partitions_per_run=1)
     rows = [(t["model"], t["label"], t["depends_on"], t["wave"])
             for t in map(plan.task, range(plan.task_count))]
     assert rows == [
@@ -169,7 +173,7 @@ def test_overlap_between_every_grain_pair(parent_grain: str, child_grain: str) -
     p.model("parent", grain=parent_grain)
     p.model("child", grain=child_grain, depends_on=["parent"])
     start, end, as_of = d(2026, 2, 10, 5), d(2026, 3, 3), d(2028, 1, 1)
-    plan = p.plan("parent+", start, end, as_of=as_of)
+    plan = p.plan("parent+", start, end, as_of=as_of, partitions_per_run=1)
     assert core_tasks(plan) == reference_tasks(p, "parent+", start, end, as_of)
     parents = tasks_of(plan, "parent")
     assert parents[0]["start"] <= start and parents[-1]["end"] >= end
@@ -192,7 +196,7 @@ def test_overlap_in_other_time_zones(tz: str, parent_grain: str, child_grain: st
     p.model("parent", grain=parent_grain)  # UTC
     p.model("child", grain=child_grain, tz=tz, depends_on=["parent"])
     start, end = d(year, 10, 20), d(year, 11, 7)
-    plan = p.plan("parent+", start, end, as_of=d(year + 1, 1, 1))
+    plan = p.plan("parent+", start, end, as_of=d(year + 1, 1, 1), partitions_per_run=1)
     children = tasks_of(plan, "child")
     parents = tasks_of(plan, "parent")
     expected = backfill.PeriodSet([(start, end)]).partitions(child_grain, tz=tz)
@@ -215,7 +219,7 @@ def test_window_reads_and_impact() -> None:
     p.model("daily", grain="day")
     p.model("lead_lag", grain="day", depends_on=[backfill.window("daily", -2, 3)])
     p.model("monthly_3m", grain="month", depends_on=[backfill.window("daily", -2, 0)])
-    plan = p.plan("daily+", "2026-05-10", "2026-05-12", as_of="2026-12-01")
+    plan = p.plan("daily+", "2026-05-10", "2026-05-12", as_of="2026-12-01", partitions_per_run=1)
     by = {m.model: (m.first, m.last) for m in plan.models}
     # days c with [c-2, c+3] touching 10..11 May: 7..13 May; months m whose 3-month window
     # (m-2..m) holds May: May..Jul.
@@ -232,10 +236,12 @@ def test_all_mapping_rebuilds_the_whole_history_from_begin() -> None:
     p = backfill.Project()
     p.model("rates", grain="month")
     p.model("orders_eur", grain="day", begin="2026-06-01", depends_on=[backfill.all_of("rates")])
-    plan = p.plan("rates+", "2026-08-01", "2026-09-01", as_of="2026-07-01T00:00:00Z")
+    plan = p.plan("rates+", "2026-08-01", "2026-09-01", as_of="2026-07-01T00:00:00Z",
+                  partitions_per_run=1)
     # rates Aug has not ended by 1 Jul: nothing changes, nothing to do downstream.
     assert [m.tasks for m in plan.models] == [0, 0]
-    plan = p.plan("rates+", "2026-03-01", "2026-04-01", as_of="2026-07-01T00:00:00Z")
+    plan = p.plan("rates+", "2026-03-01", "2026-04-01", as_of="2026-07-01T00:00:00Z",
+                  partitions_per_run=1)
     eur = plan.model("orders_eur")
     assert (eur.partitions, eur.first, eur.last) == (30, "2026-06-01", "2026-06-30")
     assert all(t["depends_on"] == [0] for t in tasks_of(plan, "orders_eur"))
@@ -245,7 +251,7 @@ def test_all_mapping_without_begin_warns() -> None:
     p = backfill.Project()
     p.model("dim", sql="select 1")  # unpartitioned
     p.model("fct", grain="day", depends_on=["dim"])
-    plan = p.plan("dim+", "2026-03-01", "2026-03-03", as_of="2026-03-10")
+    plan = p.plan("dim+", "2026-03-01", "2026-03-03", as_of="2026-03-10", partitions_per_run=1)
     assert [(m.model, m.first, m.last) for m in plan.models] == [
         ("dim", "full", "full"), ("fct", "2026-03-01", "2026-03-09")]
     codes = {(f.code, f.model) for f in plan.findings}
@@ -258,7 +264,7 @@ def test_unpartitioned_parent_and_child_chain() -> None:
     p.model("dim", sql="select 1")
     p.model("agg", depends_on=["dim"])
     p.model("view", depends_on=["agg"], strategy="view")
-    plan = p.plan("dim+", "2026-03-01", "2026-03-02", as_of="2026-04-01")
+    plan = p.plan("dim+", "2026-03-01", "2026-03-02", as_of="2026-04-01", partitions_per_run=1)
     assert [(t["model"], t["depends_on"]) for t in map(plan.task, range(3))] == [
         ("dim", []), ("agg", [0]), ("view", [1])]
     assert [f.message for f in plan.findings][-1] == "view is a view: recreated once, after its inputs"
@@ -266,7 +272,7 @@ def test_unpartitioned_parent_and_child_chain() -> None:
 
 def test_not_selected_middle_model_breaks_the_chain() -> None:
     p = small_project()
-    plan = p.plan("a c", "2026-01-30", "2026-02-02", as_of="2026-03-01")
+    plan = p.plan("a c", "2026-01-30", "2026-02-02", as_of="2026-03-01", partitions_per_run=1)
     # b is not rebuilt, so c neither waits for a nor grows through b's window.
     assert [(t["model"], t["depends_on"]) for t in map(plan.task, range(plan.task_count))] == [
         ("a", []), ("a", []), ("a", []), ("c", []), ("c", [])]
@@ -356,7 +362,8 @@ def check_schedule(plan: backfill.Plan) -> None:
 
 
 def test_estimate_with_costs() -> None:
-    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, concurrency=10)
+    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, concurrency=10,
+                       partitions_per_run=1)
     costs = {"fct_daily_sales": 240.0, "fct_monthly_sales": 60.0, "fct_sales_7d": 30.0}
     est = plan.estimate(costs=costs)
     assert est.total_work == 89 * 240 + 3 * 60 + 95 * 30
@@ -384,7 +391,8 @@ def test_estimate_with_costs() -> None:
 
 def test_costs_given_to_plan_and_schedule_columns() -> None:
     plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, concurrency=1,
-                       costs={"fct_daily_sales": 10, "fct_monthly_sales": 1, "fct_sales_7d": 1})
+                       costs={"fct_daily_sales": 10, "fct_monthly_sales": 1, "fct_sales_7d": 1},
+                       partitions_per_run=1)
     # One slot: makespan is the total work.
     assert plan.schedule.makespan == plan.schedule.total_work == 89 * 10 + 3 + 95
     check_schedule(plan)
@@ -397,7 +405,8 @@ def test_critical_path_priority_beats_fifo() -> None:
     p.model("long_root", grain="month")
     p.model("long_tail", grain="month", depends_on=["long_root"])
     plan = p.plan("short long_root+", "2026-01-01", "2026-01-05", as_of="2026-03-01",
-                  concurrency=1, costs={"short": 1, "long_root": 10, "long_tail": 10})
+                  concurrency=1, costs={"short": 1, "long_root": 10, "long_tail": 10},
+                  partitions_per_run=1)
     first = min(map(plan.task, range(plan.task_count)), key=lambda t: t["sched_start"])
     assert first["model"] == "long_root"
     assert plan.schedule.makespan == 4 + 20
@@ -409,12 +418,12 @@ def test_critical_path_priority_beats_fifo() -> None:
 def test_append_strategy_is_an_error_unless_allowed() -> None:
     p = shop()
     p.model("events", grain="day", depends_on=["raw.orders"], strategy="append", event_time="at")
-    plan = p.plan("events", AUG1, OCT29, as_of=AS_OF)
+    plan = p.plan("events", AUG1, OCT29, as_of=AS_OF, partitions_per_run=1)
     (f,) = plan.findings
     assert (f.code, f.severity, f.model) == ("APPEND_STRATEGY", "error", "events")
     assert "89 partitions" in f.message and "allow_append=True" in f.message
     assert not plan.ok
-    allowed = p.plan("events", AUG1, OCT29, as_of=AS_OF, allow_append=True)
+    allowed = p.plan("events", AUG1, OCT29, as_of=AS_OF, allow_append=True, partitions_per_run=1)
     assert [(f.code, f.severity) for f in allowed.findings] == [("APPEND_STRATEGY", "warning")]
     assert allowed.ok
 
@@ -427,7 +436,7 @@ def test_retention_of_sources() -> None:
     p.model("items", grain="day", depends_on=["raw.items"], event_time="at")
     p.model("snapshot", depends_on=["raw.items"])  # unpartitioned: rebuilt whole
     as_of = d(2026, 11, 1)
-    plan = p.plan("orders items", "2026-10-01", "2026-10-31", as_of=as_of)
+    plan = p.plan("orders items", "2026-10-01", "2026-10-31", as_of=as_of, partitions_per_run=1)
     by = {f.model: f for f in plan.findings}
     assert {f.code for f in plan.findings} == {"RETENTION"} and not plan.ok
     # Kafka keeps 7 days: hours from 2026-10-25 on; days 1..24 October need older data.
@@ -436,17 +445,17 @@ def test_retention_of_sources() -> None:
     assert "nothing before 2026-10-25T00:00:00Z" in by["orders"].message
     # raw.items keeps 30 days: from 2 October.
     assert "1 partition 2026-10-01 of items" in by["items"].message
-    plan = p.plan("items", "2026-09-30", "2026-10-31", as_of=as_of)
+    plan = p.plan("items", "2026-09-30", "2026-10-31", as_of=as_of, partitions_per_run=1)
     (f,) = plan.findings
     assert "2 partitions 2026-09-30..2026-10-01 of items" in f.message
-    assert p.plan("orders", "2026-10-26", "2026-10-31", as_of=as_of).ok
-    plan = p.plan("snapshot", "2026-10-26", "2026-10-31", as_of=as_of)
+    assert p.plan("orders", "2026-10-26", "2026-10-31", as_of=as_of, partitions_per_run=1).ok
+    plan = p.plan("snapshot", "2026-10-26", "2026-10-31", as_of=as_of, partitions_per_run=1)
     assert [(f.code, f.severity) for f in plan.findings] == [("FULL_REBUILD", "info"), ("RETENTION", "error")]
     assert "rebuilt whole from raw.items" in plan.findings[1].message
 
 
 def test_stale_downstream_suggests_plus() -> None:
-    plan = shop().plan("fct_daily_sales", AUG1, OCT29, as_of=AS_OF)
+    plan = shop().plan("fct_daily_sales", AUG1, OCT29, as_of=AS_OF, partitions_per_run=1)
     stale = [(f.code, f.severity, f.model) for f in plan.findings]
     assert stale == [("STALE_DOWNSTREAM", "warning", "fct_monthly_sales"),
                      ("STALE_DOWNSTREAM", "warning", "fct_sales_7d")]
@@ -455,7 +464,8 @@ def test_stale_downstream_suggests_plus() -> None:
 
 
 def test_before_begin_is_info() -> None:
-    plan = shop().plan("clean_orders", "2025-12-01", "2026-01-03", as_of=AS_OF)
+    plan = shop().plan("clean_orders", "2025-12-01", "2026-01-03", as_of=AS_OF,
+                       partitions_per_run=1)
     info = [f for f in plan.findings if f.code == "BEFORE_BEGIN"]
     assert len(info) == 1 and info[0].severity == "info"
     assert "begins at 2026-01-01: 31 partitions 2025-12-01..2025-12-31" in info[0].message
@@ -467,7 +477,7 @@ def test_full_scan_input() -> None:
     p.source("raw.customers", grain="day")  # partitioned, but no event_time
     p.model("fct", grain="day", depends_on=["raw.customers"], event_time="at")
     p.model("ok", grain="day", depends_on=[backfill.all_of("raw.customers")])
-    plan = p.plan("fct ok", "2026-03-01", "2026-03-04", as_of="2026-04-01")
+    plan = p.plan("fct ok", "2026-03-01", "2026-03-04", as_of="2026-04-01", partitions_per_run=1)
     (f,) = plan.findings
     assert (f.code, f.severity, f.model) == ("FULL_SCAN_INPUT", "warning", "fct")
     assert "each of its 3 runs scans all of raw.customers" in f.message
@@ -480,6 +490,8 @@ def test_full_scan_input() -> None:
     ({"start": "2026-10-29", "end": "2026-08-01"}, backfill.InvalidInputError, "is not before end"),
     ({"start": "2026-08-01", "end": "2026-08-01"}, backfill.InvalidInputError, "is not before end"),
     ({"partitions_per_run": 0}, backfill.InvalidInputError, "partitions_per_run 0"),
+    ({"partitions_per_run": "many"}, backfill.InvalidInputError, "partitions_per_run 'many'"),
+    ({"min_task_seconds": -1}, backfill.InvalidInputError, "min_task_seconds -1"),
     ({"concurrency": -1}, backfill.InvalidInputError, "concurrency -1"),
     ({"propagate": "spread"}, backfill.InvalidInputError, "propagate 'spread'"),
     ({"costs": {"fct_nope": 1.0}}, backfill.NotFoundError, "'fct_nope'"),
@@ -496,7 +508,8 @@ def test_bad_plan_input(kwargs: dict[str, Any], error: type[Exception], message:
 def test_dates_are_read_in_tz() -> None:
     p = backfill.Project()
     p.model("x", grain="hour")
-    plan = p.plan("x", "2026-08-01", "2026-08-02", tz="Europe/Berlin", as_of=AS_OF)
+    plan = p.plan("x", "2026-08-01", "2026-08-02", tz="Europe/Berlin", as_of=AS_OF,
+                  partitions_per_run=1)
     assert plan.task(0)["start"] == d(2026, 7, 31, 22) and plan.task_count == 24
 
 
@@ -505,7 +518,8 @@ def test_dates_are_read_in_tz() -> None:
 
 def test_tasks_arrow_table() -> None:
     pa = importlib.import_module("pyarrow")
-    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01")
+    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01",
+                                partitions_per_run=1)
     table = pa.table(plan.tasks)
     assert table.schema.names == ["task_id", "model", "start", "end", "label", "partitions",
                                   "wave", "sched_start", "sched_end", "depends_on"]
@@ -522,7 +536,8 @@ def test_tasks_arrow_table() -> None:
 
 def test_displays() -> None:
     plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, concurrency=10,
-                       costs={"fct_daily_sales": 240, "fct_monthly_sales": 60, "fct_sales_7d": 30})
+                       costs={"fct_daily_sales": 240, "fct_monthly_sales": 60, "fct_sales_7d": 30},
+                       partitions_per_run=1)
     assert str(plan) == "3 models, 187 tasks; est. 41 m at 10 concurrent; no issues"
     assert "fct_sales_7d       day              95       95" in plan.describe()
     data = json.loads(plan.to_json())
@@ -544,11 +559,13 @@ def test_displays() -> None:
 
 
 def test_mermaid_per_task_and_stale_nodes() -> None:
-    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01")
+    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01",
+                                partitions_per_run=1)
     lines = plan.to_mermaid().splitlines()
     assert '  t0["a<br/>2026-01-30"]' in lines and "  t8 --> t9" in lines
     assert sum("-->" in x for x in lines) == sum(len(plan.task(i)["depends_on"]) for i in range(10))
-    stale = shop().plan("fct_daily_sales", AUG1, OCT29, as_of=AS_OF).to_mermaid(per_task=False)
+    stale = shop().plan("fct_daily_sales", AUG1, OCT29, as_of=AS_OF,
+                        partitions_per_run=1).to_mermaid(per_task=False)
     assert '  s0["fct_monthly_sales<br/>not selected: stale"]' in stale
     assert "  class s0,s1 stale" in stale
 
@@ -557,4 +574,5 @@ def test_html_is_none_for_huge_plans() -> None:
     p = backfill.Project()
     for i in range(201):
         p.model(f"m{i}", grain="day")
-    assert p.plan("m*", "2026-01-01", "2026-01-02", as_of=AS_OF)._repr_html_() is None
+    assert p.plan("m*", "2026-01-01", "2026-01-02", as_of=AS_OF,
+                  partitions_per_run=1)._repr_html_() is None

@@ -40,8 +40,10 @@ def test_shop_files_give_the_same_graph_as_the_python_shop() -> None:
         assert (got.grain, got.tz, got.begin, got.strategy, got.event_time) == \
             (model.grain, model.tz, model.begin, model.strategy, model.event_time), name
         assert set(got.tags) == set(model.tags), name
-    plan_a = loaded.plan("fct_daily_sales+", "2026-08-01", "2026-10-29", as_of="2026-12-01")
-    plan_b = built.plan("fct_daily_sales+", "2026-08-01", "2026-10-29", as_of="2026-12-01")
+    plan_a = loaded.plan("fct_daily_sales+", "2026-08-01", "2026-10-29", as_of="2026-12-01",
+                         partitions_per_run=1)
+    plan_b = built.plan("fct_daily_sales+", "2026-08-01", "2026-10-29", as_of="2026-12-01",
+                        partitions_per_run=1)
     assert plan_a.task_count == plan_b.task_count == 89 + 95 + 3
     assert [m.periods for m in plan_a.models] == [m.periods for m in plan_b.models]
 
@@ -180,7 +182,8 @@ def test_examples_dir_is_the_packaged_project() -> None:
 def test_plan_cli_reads_a_project_directory() -> None:
     proc = subprocess.run([sys.executable, "-m", "backfill.cli", "plan", "--project", str(SHOP),
                            "--select", "fct_daily_sales+", "--start", "2026-08-01", "--end",
-                           "2026-10-29", "--as-of", "2026-12-01", "--json"],
+                           "2026-10-29", "--as-of", "2026-12-01", "--json",
+                           "--partitions-per-run", "1"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)

@@ -50,6 +50,13 @@ struct PlanRequest {
   // Seconds per partition by ModelId.value; missing or negative entries use default_cost.
   std::vector<double> cost_per_partition;
   double default_cost = 1.0;
+  // Partitions per task by ModelId.value (automatic batching decides them per model); missing
+  // or 0 entries use partitions_per_run.
+  std::vector<std::uint32_t> runs_by_model;
+  // Fixed seconds per task by ModelId.value (start-up, commit, fingerprint: what a task costs
+  // beyond its partitions); missing or negative entries are 0. A task of k partitions of model
+  // m costs task_overhead[m] + k * cost_per_partition[m].
+  std::vector<double> task_overhead;
 };
 
 // Per planned model (selected models, in topological order).
@@ -61,6 +68,8 @@ struct ModelPlan {
   std::vector<Interval> periods;      // UTC, merged; empty when nothing is left to do
   double cost_per_partition = 0;
   bool cost_assumed = true;           // no cost was given for it
+  double task_overhead = 0;           // seconds per task beyond its partitions
+  std::uint32_t partitions_per_run = 1;  // the most partitions one of its tasks has
   double work = 0;                    // seconds of work over all its tasks
   double sched_start = 0;             // first task start / last task end in the schedule
   double sched_end = 0;
@@ -105,9 +114,11 @@ class Plan {
   [[nodiscard]] const Schedule& schedule() const noexcept { return schedule_; }
 
   // The same tasks scheduled with other costs (seconds per partition by ModelId.value; negative:
-  // default_cost) and concurrency. O(T log T + D) for T tasks and D dependencies.
+  // default_cost; task_overhead: seconds per task, as in PlanRequest) and concurrency.
+  // O(T log T + D) for T tasks and D dependencies.
   [[nodiscard]] Plan rescheduled(std::vector<double> cost_per_partition, double default_cost,
-                                 std::uint32_t concurrency) const;
+                                 std::uint32_t concurrency,
+                                 std::vector<double> task_overhead = {}) const;
 
  private:
   friend Plan plan(std::shared_ptr<const Graph> graph, PlanRequest request);

@@ -6,6 +6,8 @@
 // O(T log T + D) for T tasks and D dependencies; temporaries are freed on return.
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -111,7 +113,17 @@ void Plan::run_schedule() {
   // Seconds per partition by model; a task costs that times its partitions.
   std::vector<double> model_cost(graph_->size());
   for (std::uint32_t m = 0; m < model_cost.size(); ++m) model_cost[m] = per_partition(ModelId{m});
-  auto cost = [&](std::size_t t) { return model_cost[model_[t].value] * parts_[t]; };
+  const auto& overheads = request_.task_overhead;
+  auto overhead_of = [&](ModelId id) {
+    return id.value < overheads.size() && overheads[id.value] > 0 ? overheads[id.value] : 0.0;
+  };
+  std::vector<double> model_overhead(graph_->size());
+  for (std::uint32_t m = 0; m < model_overhead.size(); ++m) {
+    model_overhead[m] = overhead_of(ModelId{m});
+  }
+  auto cost = [&](std::size_t t) {
+    return model_overhead[model_[t].value] + model_cost[model_[t].value] * parts_[t];
+  };
 
   // Two independent halves, one per core: (a) bottom levels and the ranking by them, (b) the
   // successor lists (the reverse of depends_on) as CSR over task ids.
@@ -211,6 +223,7 @@ void Plan::run_schedule() {
   for (ModelPlan& mp : models_) {
     mp.cost_per_partition = per_partition(mp.model);
     mp.cost_assumed = !(mp.model.value < costs.size() && costs[mp.model.value] >= 0);
+    mp.task_overhead = overhead_of(mp.model);
     mp.work = 0;
     mp.sched_start = 0;
     mp.sched_end = 0;
@@ -223,7 +236,7 @@ void Plan::run_schedule() {
 
 }
 Plan Plan::rescheduled(std::vector<double> cost_per_partition, double default_cost,
-                       std::uint32_t concurrency) const {
+                       std::uint32_t concurrency, std::vector<double> task_overhead) const {
   if (concurrency == 0) throw InvalidInput("concurrency is 0; expected at least 1");
   if (!(default_cost >= 0) || default_cost == std::numeric_limits<double>::infinity()) {
     throw InvalidInput("default cost must be a finite number of seconds >= 0");
@@ -232,6 +245,10 @@ Plan Plan::rescheduled(std::vector<double> cost_per_partition, double default_co
   copy.request_.cost_per_partition = std::move(cost_per_partition);
   copy.request_.default_cost = default_cost;
   copy.request_.concurrency = concurrency;
+  for (const double o : task_overhead) {
+    if (!std::isfinite(o)) throw InvalidInput("task overhead must be a finite number of seconds");
+  }
+  copy.request_.task_overhead = std::move(task_overhead);
   copy.run_schedule();
   return copy;
 }

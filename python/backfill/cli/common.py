@@ -13,6 +13,7 @@ from typing import Any
 from ..api import Backfill, Project
 from ..plan import Plan
 from ..run import LedgerBackend, open_ledger
+from ..windows import parse_duration
 
 __all__ = ["add_ledger_option", "add_period_options", "add_project_options", "busy", "dump",
            "ledger_from_args", "open_backfill", "open_project", "plan_from_args", "write"]
@@ -64,9 +65,32 @@ def add_period_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end", required=True, help="period end, exclusive")
     p.add_argument("--tz", help="time zone of naive --start/--end (default UTC)")
     p.add_argument("--as-of", help="only partitions ended by then (default: now)")
-    p.add_argument("--partitions-per-run", type=int, default=1, metavar="N")
+    add_batching(p)
     p.add_argument("--concurrency", type=int, default=4, metavar="N",
                    help="tasks at once (default 4)")
+
+
+def partitions_per_run(text: str) -> int | str:
+    """``--partitions-per-run``: ``auto`` or a positive integer."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 'auto' or a positive integer")
+    return value
+
+
+def add_batching(p: argparse.ArgumentParser) -> None:
+    """``--partitions-per-run`` and ``--min-task`` (automatic batching)."""
+    p.add_argument("--partitions-per-run", type=partitions_per_run, default="auto",
+                   metavar="N|auto", help="partitions per task; auto (default): from measured "
+                   "costs, each task at least --min-task of work")
+    p.add_argument("--min-task", type=lambda t: parse_duration(t, "--min-task"), default=None,
+                   metavar="DURATION", help="auto batching: the least measured work per task "
+                   "(default: backfill.yml batching.min_task, else 2s)")
 
 
 def open_project(args: argparse.Namespace) -> Project:
@@ -79,7 +103,7 @@ def plan_from_args(args: argparse.Namespace) -> tuple[Project, Plan]:
     project = open_project(args)
     plan = project.plan(args.select, args.start, args.end, exclude=args.exclude, tz=args.tz,
                         as_of=args.as_of, partitions_per_run=args.partitions_per_run,
-                        concurrency=args.concurrency)
+                        concurrency=args.concurrency, min_task_seconds=args.min_task)
     return project, plan
 
 

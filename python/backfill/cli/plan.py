@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..api import Project
 from ..errors import InvalidInputError, NotFoundError
+from .common import add_batching
 from .exit_codes import EXIT_FAILED, EXIT_OK
 
 __all__ = ["add_parser"]
@@ -38,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--include-in-progress", action="store_true", default=None,
                    help="also rebuild the partitions still in progress at --as-of (this month, "
                         "this year), which the regular runs have published; default for dbt")
-    p.add_argument("--partitions-per-run", type=int, default=1, metavar="N")
+    add_batching(p)
     p.add_argument("--concurrency", type=int, default=4, metavar="N")
     p.add_argument("--allow-append", action="store_true", help="accept append models")
     p.add_argument("--cost", action="append", default=[], metavar="MODEL=SECONDS",
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         args.select, args.start, args.end, exclude=args.exclude, as_of=args.as_of, tz=args.tz,
         propagate=args.propagate, partitions_per_run=args.partitions_per_run,
         concurrency=args.concurrency, allow_append=args.allow_append, costs=_costs(args.cost),
-        include_in_progress=args.include_in_progress,
+        include_in_progress=args.include_in_progress, min_task_seconds=args.min_task,
     )
     if args.json:
         sys.stdout.write(plan.to_json() + "\n")

@@ -30,7 +30,7 @@ from ..lint import LintResult
 from ..run import DEFAULT_GRACE, BackfillStatus, Stop, ledger_for, on_signals
 from ..run.estimate import estimate
 from ..windows import parse_duration
-from .common import add_ledger_option, ledger_from_args
+from .common import add_batching, add_ledger_option, ledger_from_args
 from .exit_codes import (EXIT_FAILED, EXIT_LATER, EXIT_OK, EXIT_STOPPED, EXIT_USAGE,
                          exit_for_signal)
 from .progress import force_progress, run_with_log_lines, run_with_progress
@@ -54,8 +54,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     r.add_argument("--reason", help="why the past changes (recorded, shown to consumers)")
     r.add_argument("--direct", action="store_true",
                    help="write the published tables directly (initial builds), no audit area")
-    r.add_argument("--partitions-per-run", type=int, default=1, metavar="N",
-                   help="partitions per task (default 1)")
+    add_batching(r)
     r.add_argument("--concurrency", type=int, default=4, metavar="N",
                    help="tasks at once in this process (default 4)")
     r.add_argument("--max-attempts", type=int, default=3, metavar="N",
@@ -143,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         project = Project.load(args.project)
         plan = project.plan(args.select, args.start, args.end, exclude=args.exclude, tz=args.tz,
                             as_of=args.as_of, partitions_per_run=args.partitions_per_run,
-                            concurrency=args.concurrency,
+                            concurrency=args.concurrency, min_task_seconds=args.min_task,
                             include_in_progress=args.include_in_progress)
         if not args.json:
             sys.stdout.write(f"plan: {plan}\n")

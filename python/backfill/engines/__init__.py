@@ -17,7 +17,7 @@ from .base import (CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, WHOLE, Area, C
                    Column, ColumnKind, DeadLetters, Engine, Part, PartitionFingerprint, Period,
                    PublishModel, PublishRequest, StalePublishedError, TaskFailure, WriteResult, scratch_area)
 
-__all__ = ["CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
+__all__ = ["engine_capabilities", "CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
            "Part", "PartitionFingerprint", "Period", "PublishModel", "PublishRequest",
            "StalePublishedError", "TaskFailure", "WriteResult", "engine_types", "open_engine",
            "scratch_area"]
@@ -28,6 +28,19 @@ GROUP = "backfill.engines"
 def engine_types() -> dict[str, Any]:
     """Engine type -> its entry point, for every installed engine plugin."""
     return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def engine_capabilities(settings: EngineSettings) -> Capabilities | None:
+    """What the engine ``settings`` name declares, read from its class without connecting
+    (None when the plugin is not installed or its factory is not an Engine class's)."""
+    ep = engine_types().get(settings.type)
+    if ep is None:
+        return None
+    factory = ep.load()
+    cls = getattr(factory, "__self__", factory)
+    if isinstance(cls, type) and issubclass(cls, Engine):
+        return cls.capabilities
+    return None
 
 
 def open_engine(settings: EngineSettings) -> Engine:

@@ -34,6 +34,8 @@ from the engine's class):
   commits one table at a time). Either way the changelog rows land only with a complete publish.
 * ``embedded=True``: the engine runs in this process on this machine's cores, so estimates cap
   the useful concurrency at the core count.
+* ``multi_partition_tasks=True``: a task of several consecutive partitions is written in one
+  transaction like a task of one, so ``partitions_per_run="auto"`` may group partitions.
 * ``landing=True``: :meth:`Engine.land` writes rows handed over as Arrow (a Kafka source's
   landing model) with the same guarantees as :meth:`Engine.run_task`.
 
@@ -187,6 +189,9 @@ class Capabilities:
     #: :meth:`Engine.interrupt` stops running tasks (else they run to their end when a runner
     #: stops; a process that exits then leaves them to the database to roll back)
     interrupt: bool = False
+    #: one run_task over several consecutive partitions writes them in ONE transaction, so
+    #: automatic batching may group them (dbt runs a range as one batch per partition: no)
+    multi_partition_tasks: bool = True
 
 
 @dataclass(frozen=True)

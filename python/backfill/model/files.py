@@ -16,6 +16,7 @@ location, sources, model defaults and per-model config, and audit gates::
       fct_monthly_sales: {grain: month}
     audits:
       fct_daily_sales: [{measure: revenue, change: ["-5%", "0%"]}]
+    batching: {min_task: 2s}                 # auto batching: least measured work per task
 
 Engine settings for DuckDB: ``lock_timeout`` (seconds a process waits for another holding
 the file, default 120), ``keep_open`` (hold the file for the whole run), ``linger`` (seconds to
@@ -54,7 +55,7 @@ import jinja2
 import yaml  # type: ignore[import-untyped]
 
 from ..errors import BackfillError, CycleError, InvalidInputError
-from ..windows import check_specs
+from ..windows import check_specs, parse_duration
 from .consumers import (LineageSettings, NotifySettings, read_consumers, read_lineage,
                         read_notify)
 from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
@@ -67,7 +68,8 @@ __all__ = ["EngineSettings", "ProjectError", "ProjectSettings", "load_project", 
 
 PROJECT_FILE = "backfill.yml"
 TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits", "notify", "lineage",
-            "window")
+            "window", "batching")
+BATCHING_KEYS = ("min_task",)
 SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description", "kafka",
                "lands_in")
 MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
@@ -83,6 +85,8 @@ class ProjectSettings:
     notify: NotifySettings | None = None  # who is told of changes (model/consumers.py)
     lineage: LineageSettings | None = None  # OpenLineage transports
     windows: tuple[str, ...] = ()  # window: when backfills may claim tasks (backfill.windows)
+    #: batching: {min_task: 2s} -- partitions_per_run="auto" gives each task at least this work
+    min_task_seconds: float | None = None
 
 
 def sql_literal(value: dt.datetime) -> str:
@@ -346,7 +350,8 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     project.settings = ProjectSettings(
         root, engine, state_dir, audits, by_name, ledger_url,
         NotifySettings(notify.consumers, {m: c for m, c in told.items() if c}, notify.smtp,
-                       notify.retries, notify.backoff, notify.timeout), lineage, windows)
+                       notify.retries, notify.backoff, notify.timeout), lineage, windows,
+        _min_task(doc.get("batching"), where))
     log.info("loaded %r from %s", project, root)
     return project
 
@@ -434,3 +439,19 @@ def _check_sql(sql: str, engine: EngineSettings, path: Path, model: str) -> None
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         kinds = ", ".join(str(s.type).rsplit(".", 1)[-1] for s in statements) or "nothing"
         raise ProjectError(f"{where}: a model is one SELECT statement; found {kinds}")
+
+
+def _min_task(batching: Any, where: str) -> float | None:
+    """``batching: {min_task: 2s}``: the least work of one task under automatic batching."""
+    if batching is None:
+        return None
+    if not isinstance(batching, dict):
+        raise ProjectError(f"{where}: batching {batching!r}: expected a mapping such as "
+                           "{min_task: 2s}")
+    _unknown(batching, BATCHING_KEYS, "batching", where)
+    if batching.get("min_task") is None:
+        return None
+    try:
+        return parse_duration(batching["min_task"], "batching.min_task")
+    except BackfillError as exc:
+        raise ProjectError(f"{where}: {exc}") from None

@@ -14,13 +14,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import _core
 from ..checks import check_model
 from ..errors import InvalidInputError, NotFoundError
+from ..plan.costs import DEFAULT_MIN_TASK_SECONDS, ModelCost, auto_partitions_per_run
 from ..plan.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -382,11 +383,13 @@ class Project:
         as_of: dt.datetime | dt.date | str | None = None,
         tz: str | None = None,
         propagate: Literal["impact", "clip"] = "impact",
-        partitions_per_run: int = 1,
+        partitions_per_run: int | Literal["auto"] = "auto",
         concurrency: int = 4,
         allow_append: bool = False,
-        costs: Mapping[str, float] | None = None,
+        costs: Mapping[str, float | ModelCost] | None = None,
         default_cost: float = 1.0,
+        min_task_seconds: float | None = None,
+        unbatched: Collection[str] = (),
         include_in_progress: bool | None = None,
     ) -> Plan:
         """Plans rebuilding the selected models for [start, end) (end exclusive).
@@ -395,18 +398,40 @@ class Project:
         to its ``begin`` and to partitions ended by ``as_of`` (default: now, read once here).
         ``propagate="impact"`` spreads the change to selected downstream models through their
         mappings; ``"clip"`` keeps only the period and reports what stays stale. Dates and naive
-        values are read in ``tz`` (default UTC). ``costs`` are seconds per partition by model.
+        values are read in ``tz`` (default UTC).
+
+        ``costs``: seconds per partition by model, or a :class:`~backfill.plan.costs.ModelCost`
+        (measured, with its provenance); models without one are shown as having no cost data
+        (``default_cost`` only orders their tasks in the schedule). ``partitions_per_run``: how
+        many consecutive partitions one task rebuilds; ``"auto"`` decides per model from its
+        cost so that a task carries at least ``min_task_seconds`` (default: backfill.yml
+        ``batching: {min_task: ...}``, else 2 s) with never fewer tasks than ``concurrency``
+        (:func:`~backfill.plan.costs.auto_partitions_per_run`). Models in ``unbatched`` (and
+        landing models, whose tasks record the log positions each read) keep one partition
+        per task under ``"auto"``.
 
         A partition in progress at ``as_of`` (this year of a yearly model) has been published by
         the regular runs so far; leaving it out leaves it stale (a ``STALE_DOWNSTREAM`` warning),
         ``include_in_progress=True`` rebuilds it with the data so far. The default is the
         project's :attr:`runs_in_progress` (a dbt project: dbt runs those batches).
         """
-        for name, value in (("partitions_per_run", partitions_per_run), ("concurrency", concurrency)):
+        auto = partitions_per_run == "auto"
+        for name, value in (("partitions_per_run", 1 if auto else partitions_per_run),
+                            ("concurrency", concurrency)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} {value!r} is not a positive integer")
+                raise InvalidInputError(f"{name} {value!r} is not a positive integer"
+                                        + ("" if name == "concurrency" else " or 'auto'"))
         if propagate not in ("impact", "clip"):
             raise InvalidInputError(f"propagate {propagate!r}: expected 'impact' or 'clip'")
+        cost_of = _model_costs(costs)
+        if min_task_seconds is None:
+            min_task_seconds = (self.settings.min_task_seconds if self.settings is not None
+                                and self.settings.min_task_seconds is not None
+                                else DEFAULT_MIN_TASK_SECONDS)
+        if isinstance(min_task_seconds, bool) or not isinstance(min_task_seconds, (int, float)) \
+                or not min_task_seconds >= 0:
+            raise InvalidInputError(f"min_task_seconds {min_task_seconds!r}: expected seconds "
+                                    ">= 0")
         if include_in_progress is None:
             include_in_progress = self.runs_in_progress
         if not isinstance(include_in_progress, bool):
@@ -415,24 +440,52 @@ class Project:
         if as_of is None:  # the one clock read of planning: the plan records it (plan.as_of)
             as_of = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
         selected = self.select(select, exclude)
-        core = _core.plan(
-            self.graph,
-            selected,
-            start,
-            end,
-            as_of,
-            tz=tz,
-            propagate=propagate,
-            partitions_per_run=partitions_per_run,
-            concurrency=concurrency,
-            allow_append=allow_append,
-            costs=dict(costs or {}),
-            default_cost=float(default_cost),
-            include_in_progress=include_in_progress,
-        )
+        known = {m: c for m, c in cost_of.items() if c.known}
+
+        def make(runs: dict[str, int]) -> _core.Plan:
+            return _core.plan(
+                self.graph, selected, start, end, as_of, tz=tz, propagate=propagate,
+                partitions_per_run=1 if auto else int(partitions_per_run), concurrency=concurrency,
+                allow_append=allow_append, costs={m: c.per_partition for m, c in known.items()},
+                default_cost=float(default_cost), runs=runs,
+                overheads={m: c.per_task for m, c in known.items()},
+                include_in_progress=include_in_progress)
+
+        core = make({})
+        if auto:  # the partition counts of the first plan decide each model's batch
+            runs = {}
+            for m in core.models():
+                name = str(m["model"])
+                model = self.models.get(name)
+                single = name in unbatched or (model is not None and "landing" in model.meta)
+                k = auto_partitions_per_run(int(m["partitions"]), cost_of.get(name),
+                                            concurrency=concurrency,
+                                            min_task_seconds=float(min_task_seconds),
+                                            batchable=not single)
+                if k > 1:
+                    runs[name] = k
+            if runs:
+                core = make(runs)
         plan = Plan(core, self, select=select, exclude=exclude)
+        plan.attach_costs({m.model: cost_of.get(m.model, ModelCost(m.model, "none"))
+                           for m in plan.models},
+                          "auto" if auto else int(partitions_per_run), float(min_task_seconds))
         log.info("planned %s", plan)
         return plan
+
+
+def _model_costs(costs: Mapping[str, float | ModelCost] | None) -> dict[str, ModelCost]:
+    """Given costs as :class:`ModelCost` (a bare number: seconds per partition, "given")."""
+    out: dict[str, ModelCost] = {}
+    for name, value in (costs or {}).items():
+        if isinstance(value, ModelCost):
+            out[name] = value
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidInputError(f"cost of {name!r} is {value!r}; expected seconds per "
+                                    "partition >= 0")
+        out[name] = ModelCost(name, "given", per_partition=float(value))
+    return out
 
 
 def _depth(depth: int) -> int:

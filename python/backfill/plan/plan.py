@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .. import _core
 from .._arrow import ArrowTable
 from ..errors import InvalidInputError, NotFoundError
+from .costs import ModelCost, cost_summary, format_duration, format_seconds
+from .timeline import timeline_svg
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -65,6 +67,8 @@ class ModelSummary:
     work: float  # seconds
     sched_start: float
     sched_end: float
+    task_overhead: float = 0.0  # seconds per task beyond its partitions
+    partitions_per_run: int = 1  # the most partitions one of its tasks rebuilds
 
     @property
     def period(self) -> str:
@@ -84,29 +88,23 @@ class Estimate:
     makespan: float  # seconds from the backfill's start to its last task's end
     critical_path: list[tuple[str, str]]  # (model, first partition label) per task
     per_model: dict[str, float]  # seconds of work by model
-    assumed: list[str]  # models without a given cost (default_cost per partition assumed)
+    assumed: list[str]  # models without cost data (no estimate is made for them)
     plan: Plan = field(repr=False, compare=False)
 
     def __str__(self) -> str:
+        if self.assumed:  # a figure made of assumptions would read as a measurement
+            return (f"no estimate: no cost data for {', '.join(self.assumed)} (run `backfill "
+                    "estimate`, or run a backfill: every run measures its tasks)")
         text = (
             f"est. {format_seconds(self.makespan)} at {self.concurrency} concurrent "
             f"({format_seconds(self.total_work)} of work)"
         )
-        if self.assumed:
-            text += f"; no cost given for {len(self.assumed)} model(s)"
         return text
 
 
-def format_seconds(seconds: float) -> str:
-    """``21840`` -> ``"6 h 4 m"``; short spans keep seconds."""
-    s = int(round(seconds))
-    days, s = divmod(s, 86400)
-    hours, s = divmod(s, 3600)
-    minutes, s = divmod(s, 60)
-    parts = [f"{v} {u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m")) if v]
-    if s and not days and not hours:
-        parts.append(f"{s} s")
-    return " ".join(parts[:2]) if parts else "0 s"
+def _fine(seconds: float) -> str:
+    """Short spans with their fractions (a 1.9 s backfill is not "2 s"), long ones coarse."""
+    return format_duration(seconds) if seconds < 60 else format_seconds(seconds)
 
 
 def _plural(n: int, word: str) -> str:
@@ -128,6 +126,29 @@ class Plan:
         self._findings: list[PlanFinding] | None = None
         self._replay: list[Any] = []
         self._replay_findings: list[PlanFinding] = []
+        self._costs: dict[str, ModelCost] = {}
+        self._batching: str | int = int(core.partitions_per_run)
+        self._min_task: float | None = None
+
+    def attach_costs(self, costs: Mapping[str, ModelCost], batching: str | int,
+                     min_task_seconds: float | None) -> None:
+        """Keeps where each model's cost came from (shown by ``describe``, ``to_dict``) and how
+        the tasks were batched (``"auto"`` or a number). Called once, by whoever planned."""
+        self._costs = dict(costs)
+        self._batching = batching
+        self._min_task = min_task_seconds
+
+    @property
+    def costs(self) -> dict[str, ModelCost]:
+        """Per planned model: its cost and where it came from (measured, sample, given, none)."""
+        return {m.model: self._costs.get(m.model, ModelCost(m.model, "given" if not
+                m.cost_assumed else "none", per_partition=m.cost_per_partition))
+                for m in self.models}
+
+    @property
+    def batching(self) -> str | int:
+        """``"auto"`` or the partitions per task asked for."""
+        return self._batching
 
     def attach_replay(self, checks: list[Any], findings: list[PlanFinding]) -> None:
         """Adds the checks of the sources the plan replays (each with ``__str__`` and
@@ -278,13 +299,18 @@ class Plan:
         default_cost: float = 1.0,
     ) -> Estimate:
         """Schedules the same tasks with ``costs`` (seconds per partition by model, e.g. from a
-        one-day sample run) at ``concurrency`` (default: the plan's); ``.plan`` of the result
-        carries the new sched_start/sched_end."""
+        one-day sample run; other models keep the plan's own costs) at ``concurrency``
+        (default: the plan's); ``.plan`` of the result carries the new sched_start/sched_end."""
         conc = int(self._core.concurrency) if concurrency is None else concurrency
         if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
             raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")
-        core = self._core.rescheduled(dict(costs or {}), float(default_cost), conc)
-        return Plan(core, self.project, select=self.select, exclude=self.exclude).schedule
+        known = {m: c for m, c in self._costs.items() if c.known and m not in (costs or {})}
+        core = self._core.rescheduled({**{m: c.per_partition for m, c in known.items()},
+                                       **dict(costs or {})}, float(default_cost), conc,
+                                      {m: c.per_task for m, c in known.items()})
+        plan = Plan(core, self.project, select=self.select, exclude=self.exclude)
+        plan.attach_costs(self._costs, self._batching, self._min_task)
+        return plan.schedule
 
     # -- displays ------------------------------------------------------------------------------
     def _counts(self) -> dict[str, int]:
@@ -298,12 +324,14 @@ class Plan:
         sched = self.schedule
         counts = self._counts()
         issues = [_plural(counts[s], s) for s in ("error", "warning") if counts[s]]
-        text = (
-            f"{_plural(len(ms), 'model')}, {_plural(self.task_count, 'task')}; "
-            f"est. {format_seconds(sched.makespan)} at {sched.concurrency} concurrent"
-        )
+        text = f"{_plural(len(ms), 'model')}, {_plural(self.task_count, 'task')}; "
         if sched.assumed:
-            text += " (assumed cost)"
+            text += f"no cost data for {_plural(len(sched.assumed), 'model')}: no estimate"
+        else:
+            text += f"est. {_fine(sched.makespan)} at {sched.concurrency} concurrent"
+            stale_history = [m for m, c in self._costs.items() if c.stale]
+            if stale_history:
+                text += f" (stale history: {', '.join(stale_history)})"
         stale = len(self.stale)
         if stale:
             issues.append(f"{_plural(stale, 'model')} left stale")
@@ -317,13 +345,16 @@ class Plan:
         lines = [str(self), ""]
         ms = self.models
         width = max([len("model"), *(len(m.model) for m in ms)])
+        costs = self.costs
         lines.append(f"{'model':<{width}}  {'grain':<7}  {'partitions':>10}  {'tasks':>7}  "
-                     f"{'work':>9}  period")
+                     f"{'batch':>5}  {'work':>9}  period")
         for m in ms:
+            work = _fine(m.work) if costs[m.model].known else "?"
             lines.append(
                 f"{m.model:<{width}}  {m.grain or '-':<7}  {m.partitions:>10}  {m.tasks:>7}  "
-                f"{format_seconds(m.work):>9}  {m.period}"
+                f"{m.partitions_per_run:>5}  {work:>9}  {m.period}"
             )
+        lines.extend(["", *cost_summary(self._batching, self._min_task, ms, costs)])
         for check in self._replay:
             lines.extend(["", str(check)])
         if self.findings:
@@ -347,10 +378,13 @@ class Plan:
             "task_count": self.task_count,
             "dependency_count": self.dependency_count,
             "wave_count": self.wave_count,
+            "batching": self._batching,
+            "min_task_seconds": self._min_task,
             "estimate": {
                 "concurrency": sched.concurrency,
-                "total_work_seconds": sched.total_work,
-                "makespan_seconds": sched.makespan,
+                # no figure when a model has no cost data (it would be made up)
+                "total_work_seconds": None if sched.assumed else sched.total_work,
+                "makespan_seconds": None if sched.assumed else sched.makespan,
                 "critical_path": [{"model": m, "label": lab} for m, lab in sched.critical_path],
                 "assumed_cost": sched.assumed,
             },
@@ -364,8 +398,11 @@ class Plan:
                     "first": m.first,
                     "last": m.last,
                     "periods": [[a.isoformat(), b.isoformat()] for a, b in m.periods],
+                    "partitions_per_run": m.partitions_per_run,
                     "cost_per_partition": m.cost_per_partition,
-                    "work_seconds": m.work,
+                    "cost_per_task": m.task_overhead,
+                    "cost": self.costs[m.model].to_dict(),
+                    "work_seconds": m.work if self.costs[m.model].known else None,
                 }
                 for m in self.models
             ],
@@ -394,7 +431,8 @@ class Plan:
         if per_task or (per_task is None and self.task_count <= _MERMAID_TASKS_MAX):
             for i in range(self.task_count):
                 t = self._core.task(i)
-                lines.append(f'  t{i}["{_mm(t["model"])}<br/>{_mm(t["label"])}"]')
+                batch = f", {t['partitions']} partitions" if t["partitions"] > 1 else ""
+                lines.append(f'  t{i}["{_mm(t["model"])}<br/>{_mm(t["label"])}{batch}"]')
             for i in range(self.task_count):
                 for d in self._core.depends_on(i):
                     lines.append(f"  t{d} --> t{i}")
@@ -421,11 +459,14 @@ class Plan:
         if len(ms) > _HTML_MODELS_MAX:
             return None
         e = html.escape
+        costs = self.costs
         rows = "".join(
             f"<tr><td>{e(m.model)}</td><td>{e(m.grain or '-')}</td><td>{e(m.strategy)}</td>"
             f"<td style='text-align:right'>{m.partitions}</td>"
-            f"<td style='text-align:right'>{m.tasks}</td><td>{e(m.period)}</td>"
-            f"<td style='text-align:right'>{e(format_seconds(m.work))}</td></tr>"
+            f"<td style='text-align:right'>{m.tasks}</td>"
+            f"<td style='text-align:right'>{m.partitions_per_run}</td><td>{e(m.period)}</td>"
+            f"<td style='text-align:right'>{e(format_seconds(m.work))}</td>"
+            f"<td>{e(str(costs[m.model]))}</td></tr>"
             for m in ms
         )
         colors = {"error": "#c62828", "warning": "#ef6c00", "info": "#546e7a"}
@@ -439,41 +480,15 @@ class Plan:
             f"<p><b>Backfill plan</b> <code>{e(self.select)}</code> "
             f"{self.start:%Y-%m-%d}..{self.end:%Y-%m-%d} (end exclusive): {e(str(self))}</p>"
             "<table><thead><tr><th>model</th><th>grain</th><th>strategy</th><th>partitions</th>"
-            f"<th>tasks</th><th>period</th><th>work</th></tr></thead><tbody>{rows}</tbody></table>"
+            "<th>tasks</th><th>batch</th><th>period</th><th>work</th><th>cost from</th></tr>"
+            f"</thead><tbody>{rows}</tbody></table>"
             + (f"<ul>{findings}</ul>" if findings else "")
             + self._timeline_svg()
             + "</div>"
         )
 
     def _timeline_svg(self) -> str:
-        """One bar per model from its first task's start to its last task's end."""
-        ms = [m for m in self.models if m.tasks]
-        span = max((m.sched_end for m in ms), default=0.0)
-        if not ms or span <= 0:
-            return ""
-        label_w, bar_w, row_h = 170, 420, 18
-        height = row_h * len(ms) + 22
-        parts = [
-            f"<svg xmlns='http://www.w3.org/2000/svg' width='{label_w + bar_w + 10}' "
-            f"height='{height}' font-family='sans-serif' font-size='11'>"
-        ]
-        for i, m in enumerate(ms):
-            y = i * row_h + 4
-            x = label_w + bar_w * m.sched_start / span
-            w = max(1.0, bar_w * (m.sched_end - m.sched_start) / span)
-            parts.append(f"<text x='0' y='{y + 11}'>{html.escape(m.model)}</text>")
-            parts.append(
-                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='{row_h - 5}' fill='#4e79a7'>"
-                f"<title>{html.escape(m.model)}: {m.tasks} tasks, "
-                f"{format_seconds(m.sched_start)} to {format_seconds(m.sched_end)}</title></rect>"
-            )
-        axis_y = row_h * len(ms) + 16
-        parts.append(f"<text x='{label_w}' y='{axis_y}'>0</text>")
-        parts.append(
-            f"<text x='{label_w + bar_w}' y='{axis_y}' text-anchor='end'>"
-            f"{html.escape(format_seconds(span))}</text></svg>"
-        )
-        return "".join(parts)
+        return timeline_svg([m for m in self.models if m.tasks])
 
 
 def _mm(text: object) -> str:

@@ -65,7 +65,9 @@ class SqlChangedError(ConflictError):
         self.models = list(models)
 
 
-def _sql_hash(text: str | None) -> str:
+def sql_hash(text: str | None) -> str:
+    """The short hash of a model's SQL that a backfill records per model (to tell a resumed
+    backfill, or a cost measured then, that the SQL has changed since)."""
     return hashlib.sha256((text or "").encode()).hexdigest()[:16]
 
 
@@ -144,7 +146,7 @@ class Backfill:
             "mode": "direct" if direct else "audit",
             "engine": repr(engine),
             "plan": plan.to_json(tasks=False, indent=None),
-            "models": json.dumps({m.model: _sql_hash(project.models[m.model].sql)
+            "models": json.dumps({m.model: sql_hash(project.models[m.model].sql)
                                   for m in plan.models}),
             "created_by": who(),
             "options": json.dumps(options, sort_keys=True) if options else None,
@@ -193,7 +195,7 @@ class Backfill:
                   **json.loads(rec["options"] or "{}").get("accepted_sql", {})}
         left = {t.model for t in self.ledger.tasks(self.id) if t.status != TaskState.DONE}
         return [m for m, h in hashes.items() if m in left and m in self.project.models
-                and _sql_hash(self.project.models[m].sql) != h]
+                and sql_hash(self.project.models[m].sql) != h]
 
     def check_sql(self, accept_changed_sql: str | None = None) -> None:
         """Refuses (:class:`SqlChangedError`, naming the models) to run tasks of a model whose
@@ -212,7 +214,7 @@ class Backfill:
                 "resume with accept_changed_sql='why' (--accept-changed-sql REASON)", changed)
         opts = json.loads(self.ledger.backfill(self.id)["options"] or "{}")
         accepted = {**opts.get("accepted_sql", {}),
-                    **{m: _sql_hash(self.project.models[m].sql) for m in changed}}
+                    **{m: sql_hash(self.project.models[m].sql) for m in changed}}
         reasons = [*opts.get("accepted_sql_reasons", []),
                    {"models": changed, "reason": str(accept_changed_sql).strip(), "by": who()}]
         self.ledger.set_options(self.id, {**opts, "accepted_sql": accepted,

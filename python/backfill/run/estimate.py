@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 from .._arrow import html_table
 from ..calendar import partitions as calendar_partitions
 from ..engines import Engine, scratch_area
-from ..errors import InvalidInputError
+from ..errors import BackfillError, InvalidInputError
 from ..plan import Estimate, format_seconds
-from .backfill import engine_for
+from .backfill import engine_for, sql_hash
+from .ledger import ledger_for, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -134,6 +135,7 @@ def estimate(project: Project, plan: Plan, *, concurrency: int | None = None,
                                       result.rows_written, counts[name]))
     finally:
         eng.close()
+    _keep(project, runs)
     conc = plan.schedule.concurrency if concurrency is None else concurrency
     costs = {r.model: r.seconds for r in runs}
     est = plan.estimate(costs=costs, concurrency=conc)
@@ -144,3 +146,20 @@ def estimate(project: Project, plan: Plan, *, concurrency: int | None = None,
         return EstimateReport(runs, est, conc, cores, plan.estimate(costs=costs,
                                                                     concurrency=cores))
     return EstimateReport(runs, est, conc)
+
+
+def _keep(project: Project, runs: list[SampleRun]) -> None:
+    """Records the sample runs in the project's ledger, so that later plans estimate from them
+    (until backfills measure the models themselves)."""
+    if project.settings is None or not runs:
+        return
+    now = utcnow()
+    try:
+        ledger = ledger_for(project)
+        ledger.record_cost_samples(project.name, [
+            {"model": r.model, "sql_hash": sql_hash(project.models[r.model].sql),
+             "label": r.label, "partitions": 1, "seconds": r.seconds, "rows": r.rows,
+             "created_at": now} for r in runs])
+        ledger.close()
+    except BackfillError as exc:  # the estimate stands; only later plans miss it
+        log.warning("estimate: the sample runs were not recorded in the ledger: %s", exc)

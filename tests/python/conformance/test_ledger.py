@@ -724,6 +724,52 @@ def test_offset_resets_roundtrip_per_group_and_topic_oldest_first(ledger: Ledger
     assert len(ledger.offset_resets("etl")) == 4
 
 
+# -- costs -------------------------------------------------------------------------------------
+def sample(model: str, seconds: float, sql_hash: str | None = "h1") -> dict[str, Any]:
+    return {"model": model, "sql_hash": sql_hash, "label": "2026-01-01", "partitions": 1,
+            "seconds": seconds, "rows": 7, "created_at": "2026-02-01T00:00:00.000+00:00"}
+
+
+def test_cost_history_reads_done_attempts_of_recent_backfills_then_samples(
+        ledger: LedgerBackend) -> None:
+    for n, bid in enumerate(["b1", "b2", "b3"]):
+        rec = {**record(bid), "models": json.dumps({"m": f"hash{n}"})}
+        ts = tasks(3)
+        ts[2]["partitions"] = 4
+        ledger.create_backfill(rec, ts)
+        time.sleep(0.002)  # created_at orders the backfills
+        claims = ledger.claim(bid, LIVE, 3, 60)
+        for c in claims[:2]:  # task 2 is claimed but never finishes: no measurement
+            assert ledger.finish(c, bid, LIVE, ok=True, rows=5 * (c.task.task_id + 1), deleted=0,
+                                 fingerprint="5:ab", seconds=0.25, error=None,
+                                 retry_at=None) == "done"
+    ledger.create_backfill({**record("other"), "project": "q"}, tasks(1))
+    (c,) = ledger.claim("other", LIVE, 1, 60)
+    finish(ledger, c, "other", LIVE)
+    ledger.record_cost_samples("p", [sample("m", 1.5), sample("n", 2.0, None)])
+
+    history = ledger.cost_history("p", ["m"], backfills=2)
+    runs = [h for h in history if h["source"] == "run"]
+    # only the two newest backfills of project p, newest first; only done attempts
+    assert [(h["backfill_id"], h["sql_hash"]) for h in runs] == [
+        ("b3", "hash2"), ("b3", "hash2"), ("b2", "hash1"), ("b2", "hash1")]
+    assert sorted(h["rows"] for h in runs) == [5, 5, 10, 10]
+    assert all(h["seconds"] == 0.25 and h["partitions"] == 1 and h["model"] == "m"
+               for h in runs)
+    assert all(h["wall_seconds"] is not None and h["wall_seconds"] >= 0 for h in runs)
+    (s,) = [h for h in history if h["source"] == "sample"]
+    assert (s["model"], s["seconds"], s["sql_hash"], s["rows"], s["backfill_id"]) == (
+        "m", 1.5, "h1", 7, None)
+    assert history[-1] is s  # samples come after the runs
+    assert [h["sql_hash"] for h in ledger.cost_history("p", ["n"])] == [None]
+    assert ledger.cost_history("p", []) == [] and ledger.cost_history("nope", ["m"]) == []
+    with pytest.raises(InvalidInputError, match="lacks sql_hash, label"):
+        ledger.record_cost_samples("p", [{"model": "m"}])
+    with pytest.raises(InvalidInputError, match="seconds -1.0"):
+        ledger.record_cost_samples("p", [sample("m", -1.0)])
+    assert len(ledger.cost_history("p", ["m"])) == 7  # nothing of the refused calls landed
+
+
 # -- storage -----------------------------------------------------------------------------------
 def test_a_ledger_of_a_newer_schema_version_is_refused(backend: Backend, url: str) -> None:
     led = open_ledger(url)
@@ -741,7 +787,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 5
+        assert backend.version(url) == SCHEMA_VERSION == 6
         migrated = led.backfill("b1")
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
         assert (migrated["paused_at"], migrated["options"]) == (None, None)
@@ -758,6 +804,8 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         assert [r["reset_id"] for r in led.offset_resets("etl")] == ["r1"]
         led.set_status("b1", "interrupted")  # the version 5 state
         assert status(led, "b1") == "interrupted"
+        led.record_cost_samples("p", [sample("m", 0.5)])  # and the version 6 records
+        assert [h["source"] for h in led.cost_history("p", ["m"])] == ["run", "run", "sample"]
         led.cancel("b1", "a v3 state in a migrated table", "me")
         assert status(led, "b1") == "cancelled"
     finally:

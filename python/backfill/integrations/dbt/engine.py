@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +104,7 @@ class DbtEngine(Engine):
     """
 
     name = "dbt"
-    capabilities = DuckDBEngine.capabilities
+    capabilities = replace(DuckDBEngine.capabilities, multi_partition_tasks=False)
 
     def __init__(self, project_dir: str | Path, *, profiles_dir: str | Path | None = None,
                  target: str | None = None, state_dir: str | Path | None = None,

@@ -173,5 +173,17 @@ class LedgerBackend(Protocol):
     def offset_resets(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
         """The group's offset resets (of one topic, or all), oldest first."""
 
+    # -- costs (schema version 6; see .cost_records) --------------------------------------------
+    def cost_history(self, project: str, models: Sequence[str],
+                     backfills: int = 20) -> list[dict[str, Any]]:
+        """What ``models`` of ``project`` measured (keys ``HISTORY_KEYS`` of
+        :mod:`.cost_records`): every done attempt of their tasks in the project's ``backfills``
+        most recent backfills (newest backfill first; ``sql_hash`` as that backfill recorded
+        it), then the sample runs of ``backfill estimate``, newest first."""
+
+    def record_cost_samples(self, project: str, samples: Sequence[Mapping[str, Any]]) -> None:
+        """Keeps the sample runs (``COST_SAMPLE_KEYS`` of :mod:`.cost_records`) of one
+        estimate of ``project`` in one step; :meth:`cost_history` returns them."""
+
     def close(self) -> None:
         """Releases this handle's connections (of the calling thread); the ledger stays."""

@@ -47,6 +47,7 @@ from .overlap import find_overlaps, overlap_error, overlap_lock_key
 from .postgres_fast import execute_prepared
 from .postgres_ops import PostgresOps
 from .postgres_schema import prepare
+from .cost_records import PostgresCostRecords
 from .replay_records import PostgresReplayRecords
 from .records import (AUDIT_KEYS, BACKFILL_KEYS, OPTIONAL_BACKFILL_KEYS, PUBLICATION_KEYS, BackfillExistsError, Claim,
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
@@ -128,7 +129,7 @@ def _close_pools() -> None:
         pool.close()
 
 
-class PostgresLedger(PostgresOps, PostgresReplayRecords):
+class PostgresLedger(PostgresOps, PostgresReplayRecords, PostgresCostRecords):
     """The ledger in schema ``?schema=`` (default ``backfill_ledger``) of the database at
     ``url``. Thread-safe (a small connection pool per process, made again after a fork).
     Implements :class:`~.backend.LedgerBackend`."""

@@ -184,8 +184,15 @@ ALTER TABLE backfills ADD CONSTRAINT backfills_status_check
     CHECK (status IN ({_values(BackfillState)}))""")
 
 
+def _v6(db: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Version 6: the sample runs of ``backfill estimate`` (see :mod:`.cost_records`)."""
+    from .cost_records import V6_SQL
+
+    _run(db, V6_SQL)
+
+
 MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
-    2: _v2, 3: _v3, 4: _v4, 5: _v5}
+    2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
 
 
 def stored_version(db: psycopg.Connection[tuple[object, ...]], schema: str,

@@ -32,6 +32,7 @@ from .records import (AUDIT_KEYS, BACKFILL_KEYS, OPTIONAL_BACKFILL_KEYS, PUBLICA
                       LedgerError, TaskBusyError, TaskRow, check_backfill_input, iso_utc,
                       require_keys, task_row, utcnow, worker_dead)
 from .overlap import OPEN_ROWS_SQL, Overlap, find_overlaps, overlap_error
+from .cost_records import SqliteCostRecords
 from .replay_records import SqliteReplayRecords
 from .sqlite_errors import storage_errors as _storage
 from .sqlite_ops import SqliteOps
@@ -58,7 +59,7 @@ def _marks(states: Iterable[E]) -> tuple[str, list[str]]:
     return ", ".join("?" for _ in values), values
 
 
-class Ledger(SqliteOps, SqliteReplayRecords):
+class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
     """The SQLite ledger at ``path`` (created on first use). Safe across threads (a connection
     per thread) and processes (SQLite's locking; on one machine, not over network file systems).
     Implements :class:`~.backend.LedgerBackend`."""

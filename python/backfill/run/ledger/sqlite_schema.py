@@ -20,7 +20,7 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "V1_TABLES", "V3_COLUMNS", "prepare",
 
 #: The version this code writes and reads (every backend's: the Postgres ledger has the same
 #: versions). Bump it with a migration in MIGRATIONS (and in postgres_schema.MIGRATIONS).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def _v2(db: sqlite3.Connection) -> None:
@@ -80,7 +80,16 @@ def _v5(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE backfills_v5 RENAME TO backfills")
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5}
+def _v6(db: sqlite3.Connection) -> None:
+    """Version 6: the sample runs of ``backfill estimate`` (see :mod:`.cost_records`)."""
+    from .cost_records import V6_SQL
+
+    for statement in V6_SQL.split(";\n"):
+        if statement.strip():
+            db.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
 
 
 def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
