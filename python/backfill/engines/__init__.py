@@ -13,11 +13,11 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..model.files import EngineSettings
-from .base import (CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, WHOLE, Area, Capabilities,
+from .base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE, PUBLISHED, WHOLE, Area, Capabilities,
                    Column, ColumnKind, DeadLetters, Engine, Part, PartitionFingerprint, Period,
                    PublishModel, PublishRequest, StalePublishedError, TaskFailure, WriteResult, scratch_area)
 
-__all__ = ["CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
+__all__ = ["CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANGELOG_SCALE", "CHANGELOG_TABLE", "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
            "Part", "PartitionFingerprint", "Period", "PublishModel", "PublishRequest",
            "StalePublishedError", "TaskFailure", "WriteResult", "engine_types", "open_engine",
            "scratch_area"]

@@ -153,7 +153,13 @@ def test_audit_counts_match_a_brute_force_comparison(case: Case) -> None:
     assert daily.diff is not None and daily.diff.summary.changed == len(changed) == 4
     old_total = sum((r["revenue"] for r in old.values()), Decimal(0))
     new_total = sum((r["revenue"] for r in new.values()), Decimal(0))
-    assert daily.totals["revenue"] == pytest.approx((float(old_total), float(new_total)))
+    # Exact: the engine sums DECIMAL revenue as a decimal, every digit (no binary float).
+    assert daily.totals["revenue"] == (old_total, new_total)
+    assert all(isinstance(v, Decimal) for v in daily.totals["revenue"])
+    assert isinstance(daily.totals["orders"][0], int)
+    for p in daily.differing:
+        k = dt.date.fromisoformat(p.label)
+        assert p.measures["revenue"][2] == new[k]["revenue"] - old[k]["revenue"]
     assert daily.changed_columns == {"revenue": 4}
 
 
@@ -199,10 +205,18 @@ def test_a_stale_audit_is_refused_and_nothing_is_swapped(case: Case) -> None:
         first.publish("ours")
     assert case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, []) == published
     assert first.status().status == "done"  # not published; re-audit and try again
-    first.audit()
+    report = first.audit()
     first.publish("ours, re-audited")
     entries = case.project.changelog().publications()
     assert [e["backfill_id"] for e in entries][:2] == [first.id, other.id]
+    # The changelog keeps the audit's totals exactly, and its top partitions.
+    old_total, new_total = report["fct_daily_sales"].totals["revenue"]
+    t = entries[0]["models"]["fct_daily_sales"]["totals"]["revenue"]
+    assert (t["old"], t["new"], t["delta"]) == (old_total, new_total, new_total - old_total)
+    assert str(t["delta"]) == str(new_total - old_total)  # at the column's scale
+    assert [m["partition"] for m in entries[0]["models"]["fct_daily_sales"]["top_partitions"]
+            ["revenue"]] == [p.label for p, _ in report["fct_daily_sales"]
+                             .top_partitions("revenue")]
 
 
 def test_discard_drops_the_area_and_keeps_the_published_tables(case: Case) -> None:

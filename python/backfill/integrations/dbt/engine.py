@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from ..._numbers import Number
 from ...engines import (Area, Column, Engine, Part, PartitionFingerprint, Period, PublishRequest,
                         TaskFailure, WriteResult)
 from ...engines.duckdb import DuckDBEngine
@@ -464,7 +465,7 @@ class DbtEngine(Engine):
 
     def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
                      periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, float | None]:
+                     ) -> dict[str, Number | None]:
         return self._wh(project).measure_sums(project, model, area, measures, periods,
                                            preview=preview)
 
