@@ -59,9 +59,10 @@ from ..errors import BackfillError, ConflictError, InvalidInputError, NotFoundEr
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Model, Project
 
-__all__ = ["CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANGELOG_SCALE", "CHANGELOG_TABLE", "WHOLE", "Area", "Capabilities", "Column",
-           "ColumnKind", "DeadLetters", "Engine", "model_location", "project_model", "Part", "PartitionFingerprint", "Period", "PublishModel",
-           "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult"]
+__all__ = ["CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANGELOG_SCALE", "CHANGELOG_TABLE", "Number",
+           "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
+           "model_location", "project_model", "Part", "PartitionFingerprint", "Period",
+           "PublishModel", "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult"]
 
 Period = tuple[dt.datetime, dt.datetime]
 #: (label, start, end) of one partition of a model

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ...errors import ConflictError
-from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE, PUBLISHED, ColumnKind, PublishModel,
-                    PublishRequest, StalePublishedError)
+from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE, PUBLISHED,
+                   ColumnKind, PublishModel, PublishRequest, StalePublishedError)
 from .sql import fingerprint_parts, in_periods, quote, relation_exists, relation_kind, transaction
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ...errors import ConflictError
-from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, ColumnKind, PublishModel,
-                    PublishRequest, StalePublishedError)
+from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, ColumnKind,
+                   PublishModel, PublishRequest, StalePublishedError)
 from .sql import fingerprint_parts, in_periods, qualified, quote, relation_kind, table_columns
 from .writes import lock_relation, merge, replace_table
 

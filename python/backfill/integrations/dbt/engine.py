@@ -41,9 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from ..._numbers import Number
-from ...engines import (Area, Column, Engine, Part, PartitionFingerprint, Period, PublishRequest,
-                        TaskFailure, WriteResult)
+from ...engines import (Area, Column, Engine, Number, Part, PartitionFingerprint, Period,
+                        PublishRequest, TaskFailure, WriteResult)
 from ...engines.duckdb import DuckDBEngine
 from ...engines.duckdb.sql import (audit_schema, fingerprint_where, in_periods, quote,
                                    relation_exists, transaction)
