@@ -90,7 +90,8 @@ py::object value_at(const ArrayView& a, std::int64_t i) {
           reinterpret_cast<const std::uint64_t*>(a.buffers[1])[2 * (a.offset + i) + 1]);
       (void)p;
       py::object n = (py::int_(hi).attr("__lshift__")(64)).attr("__or__")(py::int_(lo));
-      return t.decimal(n).attr("scaleb")(-type.scale);
+      // Decimal("<digits>E<-scale>") is exact; scaleb would round to the context's 28 digits.
+      return t.decimal(py::str(n).attr("__add__")(py::str(fmt::format("E{}", -type.scale))));
     }
     case TypeId::utf8: case TypeId::large_utf8: case TypeId::utf8_view: {
       auto s = a.bytes_at(i);

@@ -94,6 +94,43 @@ struct SchemaChange {
   std::optional<bool> compared;
 };
 
+// 10^e for 0 <= e <= 38 (the decimal128 range).
+__int128 pow10(std::int32_t e) noexcept {
+  __int128 p = 1;
+  for (std::int32_t i = 0; i < e; ++i) p *= 10;
+  return p;
+}
+
+constexpr std::int32_t kMaxPrecision = 38;
+
+// How the next measure is summed (SumKind): a float on either side makes it a float; else a
+// decimal on either side a decimal at the larger scale; else an integer.
+void set_sum_kind(detail::DiffPlan& plan, const DataType& old_type, const DataType& new_type) {
+  const DataType to = old_type.logical();
+  const DataType tn = new_type.logical();
+  const Domain d_o = detail::domain_of(to);
+  const Domain d_n = detail::domain_of(tn);
+  const std::int32_t s_o = d_o == Domain::decimal ? to.scale : 0;
+  const std::int32_t s_n = d_n == Domain::decimal ? tn.scale : 0;
+  const std::int32_t scale = std::max({0, s_o, s_n});
+  auto kind = detail::SumKind::integer;
+  if (d_o == Domain::floating || d_n == Domain::floating) {
+    kind = detail::SumKind::floating;
+  } else if (d_o == Domain::decimal || d_n == Domain::decimal) {
+    kind = detail::SumKind::decimal;
+  }
+  // A scale that cannot be reached within 38 digits (negative scales) is summed as a float.
+  if (kind == detail::SumKind::decimal &&
+      (scale > kMaxPrecision || scale - s_o > kMaxPrecision || scale - s_n > kMaxPrecision)) {
+    kind = detail::SumKind::floating;
+  }
+  const bool exact = kind != detail::SumKind::floating;
+  plan.measure_kind.push_back(kind);
+  plan.measure_scale.push_back(exact ? scale : 0);
+  plan.measure_mult_old.push_back(exact ? pow10(scale - s_o) : 1);
+  plan.measure_mult_new.push_back(exact ? pow10(scale - s_n) : 1);
+}
+
 detail::DiffPlan make_plan(const ImportedTable& o, const ImportedTable& n, const Options& opt,
                            std::vector<SchemaChange>& schema) {
   detail::DiffPlan plan;
@@ -255,6 +292,9 @@ detail::DiffPlan make_plan(const ImportedTable& o, const ImportedTable& n, const
       plan.measure_new.push_back(c.new_index);
     }
   }
+  for (std::size_t m = 0; m < plan.measures.size(); ++m) {
+    set_sum_kind(plan, o.fields()[plan.measure_old[m]].type, n.fields()[plan.measure_new[m]].type);
+  }
   plan.sample = opt.sample;
   plan.on_duplicate = opt.on_duplicate;
   plan.threads = detail::thread_count(opt.threads);
@@ -291,6 +331,73 @@ std::optional<double> pct(double old_sum, double new_sum) {
   return (new_sum - old_sum) / std::fabs(old_sum) * 100.0;
 }
 
+using detail::MeasureSum;
+using detail::SumKind;
+using OptSum = std::optional<MeasureSum>;
+
+// An exact sum checked against the decimal128 range (38 digits), else InvalidInput naming it.
+__int128 checked(const MeasureSum& s, const std::string& measure, std::string_view what) {
+  const __int128 top = pow10(kMaxPrecision) - 1;
+  if (s.overflow || s.exact > top || s.exact < -top) {
+    throw InvalidInput(fmt::format("the {} of measure '{}' does not fit in 38 decimal digits "
+                                   "(decimal128); exclude the column from the measures",
+                                   what, measure));
+  }
+  return s.exact;
+}
+
+MeasureSum delta_of(const MeasureSum& o, const MeasureSum& n) {
+  MeasureSum d;
+  d.approx = n.approx - o.approx;
+  d.overflow = o.overflow || n.overflow || __builtin_sub_overflow(n.exact, o.exact, &d.exact);
+  return d;
+}
+
+// The percentage change, from the exact values for integer and decimal measures.
+std::optional<double> pct_of(SumKind kind, const MeasureSum& o, const MeasureSum& n) {
+  if (kind == SumKind::floating) return pct(o.approx, n.approx);
+  if (o.exact == 0) return std::nullopt;
+  const auto d = static_cast<long double>(n.exact) - static_cast<long double>(o.exact);
+  const auto base = static_cast<long double>(o.exact < 0 ? -o.exact : o.exact);
+  return static_cast<double>(d / base * 100.0L);
+}
+
+double approx_of(SumKind kind, std::int32_t scale, const MeasureSum& s) {
+  if (kind == SumKind::floating) return s.approx;
+  return static_cast<double>(static_cast<long double>(s.exact) /
+                             static_cast<long double>(pow10(scale)));
+}
+
+// A measure's sums as an Arrow column of its kind: float64 (floats), int64 (integers; a
+// decimal128(38, 0) when a sum leaves the int64 range), decimal128(38, scale) (decimals).
+Column sum_column(SumKind kind, std::int32_t scale, const std::vector<OptSum>& v,
+                  const std::string& measure, std::string_view what) {
+  arrow::Validity ok;
+  bool any_null = false;
+  for (const auto& x : v) {
+    ok.push_back(x.has_value());
+    any_null |= !x.has_value();
+  }
+  if (!any_null) ok.clear();
+  if (kind == SumKind::floating) {
+    std::vector<double> d;
+    for (const auto& x : v) d.push_back(x ? x->approx : 0.0);
+    return arrow::float64_column(std::move(d), ok);
+  }
+  std::vector<__int128> e;
+  bool fits64 = kind == SumKind::integer;
+  for (const auto& x : v) {
+    e.push_back(x ? checked(*x, measure, what) : 0);
+    fits64 = fits64 && e.back() >= std::numeric_limits<std::int64_t>::min() &&
+             e.back() <= std::numeric_limits<std::int64_t>::max();
+  }
+  if (fits64) {
+    std::vector<std::int64_t> i(e.begin(), e.end());
+    return arrow::int64_column(std::move(i), ok);
+  }
+  return arrow::decimal128_column(std::move(e), kMaxPrecision, scale, ok);
+}
+
 std::shared_ptr<arrow::Table> schema_table(const std::vector<SchemaChange>& rows) {
   std::vector<OptStr> col, change, ot, nt;
   std::vector<bool> compared;
@@ -315,14 +422,37 @@ std::shared_ptr<arrow::Table> schema_table(const std::vector<SchemaChange>& rows
 std::shared_ptr<arrow::Table> columns_table(const ImportedTable& o, const ImportedTable& n,
                                             const detail::DiffPlan& plan,
                                             const detail::EngineResult& r) {
-  std::vector<OptStr> col, ot, nt, mode;
+  std::vector<OptStr> col, ot, nt, mode, kind_text;
   std::vector<std::int64_t> changed, n2v, v2n;
-  std::vector<std::optional<double>> maxd, so, sn, delta, pd;
+  std::vector<std::optional<double>> maxd, pd;
+  std::vector<OptSum> so, sn, delta;
+  // The sums share a column: decimal128 at the largest scale when every measure is exact
+  // (integers and decimals rescaled to it), float64 when any measure is a float.
+  bool all_exact = !plan.measures.empty();
+  bool all_integer = all_exact;
+  std::int32_t scale = 0;
+  for (std::size_t m = 0; m < plan.measures.size(); ++m) {
+    all_exact = all_exact && plan.measure_kind[m] != SumKind::floating;
+    all_integer = all_integer && plan.measure_kind[m] == SumKind::integer;
+    scale = std::max(scale, plan.measure_scale[m]);
+  }
   auto measure_of = [&](const std::string& name) -> std::optional<std::size_t> {
     for (std::size_t m = 0; m < plan.measures.size(); ++m) {
       if (plan.measures[m] == name) return m;
     }
     return std::nullopt;
+  };
+  // One sum as the shared column holds it (exact: rescaled to `scale`; else approx).
+  auto shared = [&](std::size_t m, const MeasureSum& s) {
+    MeasureSum out;
+    const auto kind = plan.measure_kind[m];
+    if (all_exact) {
+      out.overflow = s.overflow ||
+                     __builtin_mul_overflow(s.exact, pow10(scale - plan.measure_scale[m]), &out.exact);
+    } else {
+      out.approx = approx_of(kind, plan.measure_scale[m], s);
+    }
+    return out;
   };
   auto add_measure = [&](std::optional<std::size_t> m) {
     if (!m) {
@@ -330,12 +460,22 @@ std::shared_ptr<arrow::Table> columns_table(const ImportedTable& o, const Import
       sn.emplace_back();
       delta.emplace_back();
       pd.emplace_back();
+      kind_text.emplace_back();
       return;
     }
-    so.emplace_back(r.sum_old[*m]);
-    sn.emplace_back(r.sum_new[*m]);
-    delta.emplace_back(r.sum_new[*m] - r.sum_old[*m]);
-    pd.push_back(pct(r.sum_old[*m], r.sum_new[*m]));
+    const auto kind = plan.measure_kind[*m];
+    const MeasureSum& a = r.sum_old[*m];
+    const MeasureSum& b = r.sum_new[*m];
+    (void)checked(a, plan.measures[*m], "sum");
+    (void)checked(b, plan.measures[*m], "sum");
+    (void)checked(delta_of(a, b), plan.measures[*m], "delta");
+    so.emplace_back(shared(*m, a));
+    sn.emplace_back(shared(*m, b));
+    delta.emplace_back(delta_of(*so.back(), *sn.back()));
+    pd.push_back(pct_of(kind, a, b));
+    kind_text.emplace_back(kind == SumKind::integer   ? "integer"
+                           : kind == SumKind::decimal ? "decimal"
+                                                      : "float");
   };
   std::set<std::string> listed;
   for (std::size_t k = 0; k < plan.compared.size(); ++k) {
@@ -372,6 +512,9 @@ std::shared_ptr<arrow::Table> columns_table(const ImportedTable& o, const Import
                                      std::all_of(ch_ok.begin(), ch_ok.end(), [](bool b) { return b; })
                                  ? arrow::Validity{}
                                  : ch_ok;
+  const SumKind sum_kind = all_integer ? SumKind::integer
+                           : all_exact ? SumKind::decimal
+                                       : SumKind::floating;
   auto t = std::make_shared<arrow::Table>();
   t->add("column", text_column(col));
   t->add("old_type", text_column(ot));
@@ -381,9 +524,10 @@ std::shared_ptr<arrow::Table> columns_table(const ImportedTable& o, const Import
   t->add("null_to_value", arrow::int64_column(n2v, ok));
   t->add("value_to_null", arrow::int64_column(v2n, ok));
   t->add("max_abs_diff", float_column(maxd));
-  t->add("sum_old", float_column(so));
-  t->add("sum_new", float_column(sn));
-  t->add("delta", float_column(delta));
+  t->add("sum_kind", text_column(kind_text));
+  t->add("sum_old", sum_column(sum_kind, scale, so, "sums", "sum"));
+  t->add("sum_new", sum_column(sum_kind, scale, sn, "sums", "sum"));
+  t->add("delta", sum_column(sum_kind, scale, delta, "sums", "delta"));
   t->add("pct_delta", float_column(pd));
   return t;
 }
@@ -394,7 +538,8 @@ std::shared_ptr<arrow::Table> partitions_table(const detail::DiffPlan& plan,
   std::vector<std::int64_t> start, end, ro, rn, added, removed, changed;
   arrow::Validity ok;
   const auto ms = plan.measures.size();
-  std::vector<std::vector<std::optional<double>>> mo(ms), mn(ms), md(ms), mp(ms);
+  std::vector<std::vector<OptSum>> mo(ms), mn(ms), md(ms);
+  std::vector<std::vector<std::optional<double>>> mp(ms);
   for (const auto& [key, st] : r.partitions) {
     if (st.partition) {
       label.emplace_back(st.partition->label());
@@ -415,8 +560,8 @@ std::shared_ptr<arrow::Table> partitions_table(const detail::DiffPlan& plan,
     for (std::size_t m = 0; m < ms; ++m) {
       mo[m].emplace_back(st.sum_old[m]);
       mn[m].emplace_back(st.sum_new[m]);
-      md[m].emplace_back(st.sum_new[m] - st.sum_old[m]);
-      mp[m].push_back(pct(st.sum_old[m], st.sum_new[m]));
+      md[m].emplace_back(delta_of(st.sum_old[m], st.sum_new[m]));
+      mp[m].push_back(pct_of(plan.measure_kind[m], st.sum_old[m], st.sum_new[m]));
     }
   }
   const std::string tz = "UTC";
@@ -431,9 +576,11 @@ std::shared_ptr<arrow::Table> partitions_table(const detail::DiffPlan& plan,
   t->add("changed", arrow::int64_column(changed));
   for (std::size_t m = 0; m < ms; ++m) {
     const auto& name = plan.measures[m];
-    t->add(name + "_old", float_column(mo[m]));
-    t->add(name + "_new", float_column(mn[m]));
-    t->add(name + "_delta", float_column(md[m]));
+    const auto kind = plan.measure_kind[m];
+    const auto scale = plan.measure_scale[m];
+    t->add(name + "_old", sum_column(kind, scale, mo[m], name, "sum"));
+    t->add(name + "_new", sum_column(kind, scale, mn[m], name, "sum"));
+    t->add(name + "_delta", sum_column(kind, scale, md[m], name, "delta"));
     t->add(name + "_pct_delta", float_column(mp[m]));
   }
   return t;

@@ -133,6 +133,43 @@ TEST(Diff, PartitionsCountRowsAndMeasures) {
   EXPECT_EQ(r.partitions->column("amount_delta").view().values<double>()[1], 9.0);
 }
 
+// Decimal measures add up exactly at the larger scale of the two sides (0.1 + 0.2 is 0.3, to
+// the last digit), integers stay int64, and the percentage comes from the exact sums.
+TEST(Diff, DecimalMeasuresAreSummedExactly) {
+  auto dec = [](std::vector<__int128> v, std::int32_t scale) {
+    return arrow::decimal128_column(std::move(v), 38, scale);
+  };
+  arrow::Table ta;
+  ta.add("id", arrow::int64_column({1, 2, 3}));
+  ta.add("day", arrow::date32_column({20000, 20000, 20001}));
+  ta.add("amount", dec({10, 20, 1}, 2));  // 0.10 0.20 0.01
+  ta.add("n", arrow::int64_column({std::numeric_limits<std::int64_t>::max(), 1, 5}));
+  arrow::Table tb;
+  tb.add("id", arrow::int64_column({1, 2, 3}));
+  tb.add("day", arrow::date32_column({20000, 20000, 20001}));
+  tb.add("amount", dec({100, 200, 5}, 3));  // 0.100 0.200 0.005
+  tb.add("n", arrow::int64_column({std::numeric_limits<std::int64_t>::max(), 2, 5}));
+  auto o = by_id();
+  o.partition_by = "day";
+  o.threads = 1;
+  auto r = diff::diff(imported(std::move(ta)), imported(std::move(tb)), o);
+  const auto& amount = r.partitions->column("amount_old");
+  ASSERT_EQ(amount.type.id, arrow::TypeId::decimal128);
+  EXPECT_EQ(amount.type.scale, 3);
+  const auto* words = amount.view().values<__int128>();
+  EXPECT_TRUE(words[0] == 300);  // 0.10 + 0.20 = 0.300, exactly
+  const auto* delta = r.partitions->column("amount_delta").view().values<__int128>();
+  EXPECT_TRUE(delta[1] == -5);   // 0.005 - 0.010
+  EXPECT_EQ(r.partitions->column("amount_pct_delta").view().values<double>()[1], -50.0);
+  // An int64 sum beyond int64 comes back as decimal128(38, 0), exactly.
+  const auto& n = r.partitions->column("n_old");
+  ASSERT_EQ(n.type.id, arrow::TypeId::decimal128);
+  EXPECT_TRUE(n.view().values<__int128>()[0] ==
+              static_cast<__int128>(std::numeric_limits<std::int64_t>::max()) + 1);
+  EXPECT_EQ(r.partitions->column("n_delta").type.id, arrow::TypeId::int64);
+  EXPECT_EQ(r.columns->column("sum_old").type.id, arrow::TypeId::decimal128);
+}
+
 // Many rows, new in another order, changes (values, nulls both ways, NaN) in every fast-path
 // column type: the per-column statistics equal a brute-force count by key, on 1 and 2 threads.
 // More changed rows than one task of the column pass holds, more rows than one scan morsel.

@@ -82,7 +82,7 @@ def test_audit_finds_exactly_the_changes_of_the_fix(shop_dir: Path) -> None:
     assert (daily.diff.summary.added, daily.diff.summary.removed) == (0, 0)
     for p in daily.differing:
         old, new, d, _ = p.measures["revenue"]
-        assert Decimal(str(round(d, 2))) == delta[D.fromisoformat(p.label)]
+        assert d == delta[D.fromisoformat(p.label)]  # exact: Decimal, not a float
     old_total, new_total = daily.totals["revenue"]
     assert old_total is not None and new_total is not None
     assert new_total < old_total
@@ -97,7 +97,7 @@ def test_audit_finds_exactly_the_changes_of_the_fix(shop_dir: Path) -> None:
     assert [p.label for p in monthly.differing] == ["2026-08"]
     assert monthly.changed_columns == {"revenue": 1}
     aug = monthly.differing[0].measures["revenue"]
-    assert aug[2] == pytest.approx(float(sum(delta.values())), abs=1e-6)
+    assert aug[2] == sum(delta.values())
 
     # fct_sales_7d: each day's window moves by the daily deltas inside it.
     rolling = report["fct_sales_7d"]
@@ -109,7 +109,7 @@ def test_audit_finds_exactly_the_changes_of_the_fix(shop_dir: Path) -> None:
     assert {p.label for p in rolling.differing} == {k for k, v in expect7.items() if v != 0}
     assert rolling.changed_columns == {"revenue_7d": len(rolling.differing)}
     for p in rolling.differing:
-        assert p.measures["revenue_7d"][2] == pytest.approx(float(expect7[p.label]), abs=1e-6)
+        assert p.measures["revenue_7d"][2] == expect7[p.label]
         assert (p.added, p.removed, p.changed) == (0, 0, 1)
 
     # backfill.yml gates: revenue within [-5%, 0%], no removed rows

@@ -229,6 +229,9 @@ using Validity = std::vector<bool>;
 [[nodiscard]] Column int32_column(std::vector<std::int32_t> values, const Validity& valid = {});
 [[nodiscard]] Column uint64_column(std::vector<std::uint64_t> values, const Validity& valid = {});
 [[nodiscard]] Column float64_column(std::vector<double> values, const Validity& valid = {});
+// decimal128(precision, scale) of unscaled 128-bit values (two's complement, little-endian).
+[[nodiscard]] Column decimal128_column(std::vector<__int128> values, std::int32_t precision,
+                                       std::int32_t scale, const Validity& valid = {});
 [[nodiscard]] Column bool_column(const std::vector<bool>& values, const Validity& valid = {});
 [[nodiscard]] Column utf8_column(const std::vector<std::string>& values, const Validity& valid = {});
 // Timestamps in `unit` since the epoch; `tz` is an IANA name ("UTC") or "" for naive values.

@@ -90,6 +90,15 @@ Column uint64_column(std::vector<std::uint64_t> values, const Validity& valid) {
 Column float64_column(std::vector<double> values, const Validity& valid) {
   return fixed_column(make_type(TypeId::float64), values, valid);
 }
+Column decimal128_column(std::vector<__int128> values, std::int32_t precision, std::int32_t scale,
+                         const Validity& valid) {
+  // Arrow's decimal128 is the low 64-bit word first: the layout of __int128 on little-endian.
+  static_assert(sizeof(__int128) == 16);
+  DataType t = make_type(TypeId::decimal128);
+  t.precision = precision;
+  t.scale = scale;
+  return fixed_column(std::move(t), values, valid);
+}
 Column date32_column(std::vector<std::int32_t> values, const Validity& valid) {
   return fixed_column(make_type(TypeId::date32), values, valid);
 }

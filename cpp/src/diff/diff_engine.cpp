@@ -528,8 +528,8 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
     auto [it, fresh] = r.partitions.try_emplace(key);
     if (fresh) {
       it->second.partition = p;
-      it->second.sum_old.assign(ms, 0.0);
-      it->second.sum_new.assign(ms, 0.0);
+      it->second.sum_old.assign(ms, MeasureSum{});
+      it->second.sum_new.assign(ms, MeasureSum{});
     }
     return it->second;
   };
@@ -539,8 +539,8 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
       e.rows_old += st.rows_old;
       e.rows_new += st.rows_new;
       for (std::size_t m = 0; m < ms; ++m) {
-        e.sum_old[m] += st.sum_old[m];
-        e.sum_new[m] += st.sum_new[m];
+        e.sum_old[m].add(st.sum_old[m]);
+        e.sum_new[m].add(st.sum_new[m]);
       }
     }
   }

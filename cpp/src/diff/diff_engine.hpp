@@ -27,6 +27,25 @@ struct ComparedColumn {
   bool numeric = false;  // both sides numeric: max_abs_diff is reported
 };
 
+// How a measure is summed. Integers and decimals exactly, as 128-bit integers at the measure's
+// scale (a decimal's unscaled value; old and new rescaled to the larger of their scales), so
+// that money adds up to the cent whatever the order; floats (either side) in double.
+enum class SumKind : std::uint8_t { integer, decimal, floating };
+
+// A measure's running sum: `exact` for integer and decimal measures, `approx` for floats.
+// `overflow` records an exact sum that left the 128-bit range (reported, never wrapped).
+struct MeasureSum {
+  __int128 exact = 0;
+  double approx = 0;
+  bool overflow = false;
+  void add(__int128 v) noexcept { overflow |= __builtin_add_overflow(exact, v, &exact); }
+  void add(const MeasureSum& o) noexcept {
+    add(o.exact);
+    approx += o.approx;
+    overflow |= o.overflow;
+  }
+};
+
 struct DiffPlan {
   std::vector<std::string> key;
   std::vector<std::size_t> key_old, key_new;
@@ -37,6 +56,9 @@ struct DiffPlan {
   TimeZone tz;
   std::vector<std::string> measures;
   std::vector<std::size_t> measure_old, measure_new;
+  std::vector<SumKind> measure_kind;                 // per measure
+  std::vector<std::int32_t> measure_scale;           // decimal: the scale of the sums
+  std::vector<__int128> measure_mult_old, measure_mult_new;  // 10^(scale - the side's scale)
   std::int64_t sample = 10;
   diff::OnDuplicate on_duplicate = diff::OnDuplicate::error;
   unsigned threads = 1;
@@ -56,13 +78,13 @@ struct ColumnStats {
 struct PartitionStats {
   std::optional<Partition> partition;  // nullopt for the null partition
   std::int64_t rows_old = 0, rows_new = 0, added = 0, removed = 0, changed = 0;
-  std::vector<double> sum_old, sum_new;
+  std::vector<MeasureSum> sum_old, sum_new;
 };
 
 struct EngineResult {
   diff::Summary summary;
   std::vector<ColumnStats> columns;           // parallel to plan.compared
-  std::vector<double> sum_old, sum_new;       // per measure
+  std::vector<MeasureSum> sum_old, sum_new;   // per measure
   std::map<Seconds, PartitionStats> partitions;
   std::vector<std::pair<std::int64_t, std::int64_t>> changed_rows;  // (old row, new row)
   std::vector<std::int64_t> added_rows, removed_rows;               // global row numbers

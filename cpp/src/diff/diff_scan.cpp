@@ -47,8 +47,8 @@ void each_number(const ArrayView& a, std::int64_t b, std::int64_t e, F&& f) {
 }
 
 // Sum of the valid numbers in rows [b, e). Null-free plain columns add into 8 running sums
-// (independent chains: one add per cycle instead of one per add latency), as the diff's sums
-// are order-dependent in the last bits anyway (per worker, per morsel).
+// (independent chains: one add per cycle instead of one per add latency), as the diff's float
+// sums are order-dependent in the last bits anyway (per worker, per morsel).
 double sum_numbers(const ArrayView& a, std::int64_t b, std::int64_t e) {
   auto lanes = [&](const auto* v) {
     const auto n = static_cast<std::size_t>(e - b);
@@ -75,6 +75,42 @@ double sum_numbers(const ArrayView& a, std::int64_t b, std::int64_t e) {
   return acc;
 }
 
+// Calls f(row, v) for every valid value of rows [b, e) of an integer or decimal array, v being
+// the (unscaled) value times mult, exactly; a product out of the 128-bit range sets *overflow.
+template <class F>
+void each_exact(const ArrayView& a, std::int64_t b, std::int64_t e, __int128 mult, bool* overflow,
+                F&& f) {
+  if (a.dictionary == nullptr && mult == 1 &&
+      (a.type->id == TypeId::int64 || a.type->id == TypeId::int32)) {
+    auto loop = [&](const auto* v) {
+      for (auto i = b; i < e; ++i) {
+        if (a.buffers[0] == nullptr || a.is_valid(i)) f(i, static_cast<__int128>(v[i]));
+      }
+    };
+    if (a.type->id == TypeId::int64) return loop(a.values<std::int64_t>());
+    return loop(a.values<std::int32_t>());
+  }
+  for (auto i = b; i < e; ++i) {
+    const Value v = value_at(a, i);
+    if (!v.valid) continue;
+    __int128 x = 0;
+    *overflow |= __builtin_mul_overflow(v.i, mult, &x);
+    f(i, x);
+  }
+}
+
+// The sum of the valid values of rows [b, e) of a measure summed as `kind` (see SumKind).
+MeasureSum sum_measure(const ArrayView& a, std::int64_t b, std::int64_t e, SumKind kind,
+                       __int128 mult) {
+  MeasureSum s;
+  if (kind == SumKind::floating) {
+    s.approx = sum_numbers(a, b, e);
+  } else {
+    each_exact(a, b, e, mult, &s.overflow, [&](std::int64_t, __int128 v) { s.add(v); });
+  }
+  return s;
+}
+
 struct Morsel {
   std::size_t batch;
   std::int64_t begin, end;
@@ -97,6 +133,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   const auto& keys = old_side ? plan.key_old : plan.key_new;
   const auto part_col = old_side ? plan.part_old : plan.part_new;
   const auto& measures = old_side ? plan.measure_old : plan.measure_new;
+  const auto& mults = old_side ? plan.measure_mult_old : plan.measure_mult_new;
   std::vector<std::size_t> hashed;
   std::vector<std::uint64_t> seeds;
   // Every compared column goes into the row hash: equal cells hash equal, so a pair with equal
@@ -113,11 +150,11 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
 
   struct Local {
     std::int64_t null_keys = 0;
-    std::vector<double> sums;
+    std::vector<MeasureSum> sums;
     std::unordered_map<Seconds, PartitionStats> parts;
   };
   std::vector<Local> locals(plan.threads);
-  for (auto& l : locals) l.sums.assign(ms, 0.0);
+  for (auto& l : locals) l.sums.assign(ms, MeasureSum{});
   // Measures that are also hash-compared columns are summed in the hashing loop.
   std::vector<int> measure_of_hashed(hashed.size(), -1);
   std::vector<bool> summed_with_hash(ms, false);
@@ -193,7 +230,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   }
 
   // Measure sums per morsel, added up in morsel order: the same bits whatever the scheduling.
-  std::vector<double> morsel_sums(n_morsels * ms, 0.0);
+  std::vector<MeasureSum> morsel_sums(n_morsels * ms);
   std::vector<PartitionCache> pcaches(plan.threads, PartitionCache(plan.grain, plan.tz));
   auto scan_morsel = [&](std::size_t m, unsigned w) {
     auto& sc = scratch[w];
@@ -202,7 +239,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     auto& null_key = sc.null_key;
     auto& pcache = pcaches[w];
     std::uint32_t* pos = scatter ? at.data() + m * n_buckets : nullptr;
-    double* msums = morsel_sums.data() + m * ms;
+    MeasureSum* msums = morsel_sums.data() + m * ms;
     Entry* entries = s.entries.get();
     const Morsel& mo = morsels[m];
     const auto& batch = t.batches()[mo.batch];
@@ -220,7 +257,8 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
         hash_rows(col, mo.begin, mo.end, seeds[c], row_hash, true);
         // Unpartitioned measure sums while the column is still in cache.
         if (!part_col && measure_of_hashed[c] >= 0) {
-          msums[static_cast<std::size_t>(measure_of_hashed[c])] = sum_numbers(col, mo.begin, mo.end);
+          const auto k = static_cast<std::size_t>(measure_of_hashed[c]);
+          msums[k] = sum_measure(col, mo.begin, mo.end, plan.measure_kind[k], mults[k]);
         }
       }
     }
@@ -245,8 +283,8 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
           auto [it, fresh] = local.parts.try_emplace(key);
           if (fresh) {
             if (p != nullptr) it->second.partition = *p;
-            it->second.sum_old.assign(ms, 0.0);
-            it->second.sum_new.assign(ms, 0.0);
+            it->second.sum_old.assign(ms, MeasureSum{});
+            it->second.sum_new.assign(ms, MeasureSum{});
           }
           stats = &it->second;
         }
@@ -255,15 +293,31 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
         (old_side ? stats->rows_old : stats->rows_new) += 1;
       }
       for (std::size_t k = 0; k < ms; ++k) {
-        each_number(batch.column(measures[k]), mo.begin, mo.end, [&](std::int64_t i, double v) {
-          local.sums[k] += v;
+        const ArrayView& col = batch.column(measures[k]);
+        auto stat = [&](std::int64_t i) -> MeasureSum& {
           auto* st = row_stats[static_cast<std::size_t>(i - mo.begin)];
-          (old_side ? st->sum_old : st->sum_new)[k] += v;
-        });
+          return (old_side ? st->sum_old : st->sum_new)[k];
+        };
+        if (plan.measure_kind[k] == SumKind::floating) {
+          each_number(col, mo.begin, mo.end, [&](std::int64_t i, double v) {
+            local.sums[k].approx += v;
+            stat(i).approx += v;
+          });
+        } else {
+          bool overflow = false;
+          each_exact(col, mo.begin, mo.end, mults[k], &overflow, [&](std::int64_t i, __int128 v) {
+            local.sums[k].add(v);
+            stat(i).add(v);
+          });
+          local.sums[k].overflow |= overflow;
+        }
       }
     } else {
       for (std::size_t k = 0; k < ms; ++k) {
-        if (!summed_with_hash[k]) msums[k] = sum_numbers(batch.column(measures[k]), mo.begin, mo.end);
+        if (!summed_with_hash[k]) {
+          msums[k] = sum_measure(batch.column(measures[k]), mo.begin, mo.end,
+                                 plan.measure_kind[k], mults[k]);
+        }
       }
     }
   };
@@ -280,13 +334,13 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     parallel_for(n_morsels, plan.threads, scan_morsel);
   }
 
-  s.sums.assign(ms, 0.0);
+  s.sums.assign(ms, MeasureSum{});
   for (std::size_t m = 0; m < n_morsels; ++m) {
-    for (std::size_t k = 0; k < ms; ++k) s.sums[k] += morsel_sums[m * ms + k];
+    for (std::size_t k = 0; k < ms; ++k) s.sums[k].add(morsel_sums[m * ms + k]);
   }
   for (auto& l : locals) {
     s.null_keys += l.null_keys;
-    for (std::size_t k = 0; k < ms; ++k) s.sums[k] += l.sums[k];
+    for (std::size_t k = 0; k < ms; ++k) s.sums[k].add(l.sums[k]);
     for (auto& [key, st] : l.parts) {
       auto [it, fresh] = s.partitions.try_emplace(key, std::move(st));
       if (fresh) continue;
@@ -294,8 +348,8 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
       into.rows_old += st.rows_old;
       into.rows_new += st.rows_new;
       for (std::size_t k = 0; k < ms; ++k) {
-        into.sum_old[k] += st.sum_old[k];
-        into.sum_new[k] += st.sum_new[k];
+        into.sum_old[k].add(st.sum_old[k]);
+        into.sum_new[k].add(st.sum_new[k]);
       }
     }
   }

@@ -38,7 +38,7 @@ struct SideScan {
   std::vector<std::size_t> start;
   std::vector<Seconds> part;        // partition start per row (kNullPartition for null)
   std::int64_t null_keys = 0;
-  std::vector<double> sums;         // per measure
+  std::vector<MeasureSum> sums;     // per measure
   std::unordered_map<Seconds, PartitionStats> partitions;
 };
 

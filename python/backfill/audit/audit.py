@@ -27,13 +27,14 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._numbers import sum_kind, to_kind
 from ..engines import PUBLISHED, WHOLE, ColumnKind, Engine, Part
 from ..errors import InvalidInputError
 from ..run import BackfillState, utcnow, who
 from .diff import DiffResult, diff
 from .gates import ModelFacts, evaluate, parse_gates
 from .keys import Version, choose_key, measures_of
-from .report import AuditReport, ModelAudit, PartitionAudit
+from .report import AuditReport, MeasureValues, ModelAudit, PartitionAudit
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -70,10 +71,13 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
     key, key_source = choose_key(engine, project, model, versions, new_cols, periods)
     old_names = {c.name for c in old_cols or []}
     measures = [c for c in measures_of(new_cols, key, m) if c in old_names or not has_old]
+    kinds = {c: sum_kind(col.kind.value for col in [*new_cols, *(old_cols or [])]
+                         if col.name == c) for c in measures}
     new_sums = engine.measure_sums(project, model, area, measures, periods, preview=True)
     old_sums = engine.measure_sums(project, model, PUBLISHED, measures, periods) \
         if has_old else dict.fromkeys(measures)
-    totals = {c: (old_sums[c], new_sums[c]) for c in measures}
+    totals = {c: (to_kind(old_sums[c], kinds[c]), to_kind(new_sums[c], kinds[c]))
+              for c in measures}
     diff_result: DiffResult | None = None
     if differing:
         where = [(s, e) for _, s, e in differing] if parts and m.event_time else None
@@ -94,8 +98,9 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
                               utc_column=utc) as new_data:
             diff_result = diff(old_data, new_data, key=key, measures=measures,
                                on_duplicate="report", **options)
-    results = _partitions(labels, bool(parts), old_fp, new_fp, diff_result, measures)
+    results = _partitions(labels, bool(parts), old_fp, new_fp, diff_result, kinds)
     return ModelAudit(model=model, key=key, key_source=key_source, measures=measures,
+                      measure_kinds=kinds,
                       partitions=results, diff=diff_result, totals=totals, gates=[],
                       published_fingerprints={k: str(v) for k, v in old_fp.items()},
                       audit_fingerprints={k: str(v) for k, v in area_fp.items()},
@@ -104,12 +109,16 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
 
 def _partitions(labels: list[Part], partitioned: bool, old_fp: Mapping[str, Any],
                 new_fp: Mapping[str, Any], diff_result: DiffResult | None,
-                measures: list[str]) -> list[PartitionAudit]:
+                kinds: Mapping[str, str]) -> list[PartitionAudit]:
     by_label: dict[str, dict[str, Any]] = {}
     if diff_result is not None:
         for row in diff_result.partitions.to_pylist():
             if row["partition"] is not None:
                 by_label[str(row["partition"])] = row
+
+    def values(old: Any, new: Any, delta: Any, pct: Any, kind: str) -> MeasureValues:
+        return (to_kind(old, kind), to_kind(new, kind), to_kind(delta, kind), pct)
+
     results = []
     for label, s, e in labels:
         ro, rn = old_fp[label].rows, new_fp[label].rows
@@ -119,13 +128,14 @@ def _partitions(labels: list[Part], partitioned: bool, old_fp: Mapping[str, Any]
             results.append(PartitionAudit(label, start, end, ro, rn, True))
         elif found is None:  # unpartitioned model, or rows the diff could not place
             su = diff_result.summary
-            meas = {r["column"]: (r["sum_old"], r["sum_new"], r["delta"], r["pct_delta"])
-                    for r in diff_result.columns.to_pylist() if r["column"] in measures}
+            meas = {r["column"]: values(r["sum_old"], r["sum_new"], r["delta"], r["pct_delta"],
+                                        kinds[r["column"]])
+                    for r in diff_result.columns.to_pylist() if r["column"] in kinds}
             results.append(PartitionAudit(label, start, end, ro, rn, False, su.added,
                                           su.removed, su.changed, meas))
         else:
-            meas = {c: (found[f"{c}_old"], found[f"{c}_new"], found[f"{c}_delta"],
-                        found[f"{c}_pct_delta"]) for c in measures}
+            meas = {c: values(found[f"{c}_old"], found[f"{c}_new"], found[f"{c}_delta"],
+                              found[f"{c}_pct_delta"], k) for c, k in kinds.items()}
             results.append(PartitionAudit(label, s, e, ro, rn, False, int(found["added"]),
                                           int(found["removed"]), int(found["changed"]), meas))
     return results

@@ -17,9 +17,11 @@ import importlib
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Literal, Union
 
 from .. import _core
+from .._numbers import fmt
 from ..errors import InvalidInputError
 from .._arrow import ArrowTable, html_table
 
@@ -96,9 +98,14 @@ class DiffResult:
     * ``summary`` -- :class:`DiffSummary`;
     * ``schema`` -- added, removed and retyped columns;
     * ``columns`` -- per compared column: changed, null_to_value, value_to_null, max_abs_diff,
-      and for measures sum_old, sum_new, delta, pct_delta;
+      and for measures sum_kind (integer, decimal, float), sum_old, sum_new, delta, pct_delta;
     * ``partitions`` -- per partition (with ``partition_by``): rows, added, removed, changed and
       per measure ``<m>_old``, ``<m>_new``, ``<m>_delta``, ``<m>_pct_delta``;
+
+    Measure sums are exact for integer and decimal columns: int64 (Python ``int``) for integers,
+    decimal128(38, s) (``decimal.Decimal``) for decimals at the larger scale of the two sides;
+    float64 for float columns. In ``columns`` the sums share one column: decimal128 when every
+    measure is exact, float64 when any is a float. Percentages come from the exact sums.
     * ``changed_sample`` (key, column, old, new), ``added_sample``, ``removed_sample``.
 
     The result itself exports the ``columns`` table through ``__arrow_c_stream__``.
@@ -211,7 +218,7 @@ class DiffResult:
         rows = [r for r in self.partitions.to_pylist() if r["partition"] is not None]
         if not rows:
             return None
-        deltas = [r[f"{measure}_delta"] or 0.0 for r in rows]
+        deltas = [float(r[f"{measure}_delta"] or 0.0) for r in rows]  # for drawing only
         top = max((abs(d) for d in deltas if math.isfinite(d)), default=0.0) or 1.0
         bar = width / len(rows)
         mid = height / 2
@@ -256,9 +263,11 @@ class DiffResult:
         return ax
 
 
-def _num(v: float | None) -> str:
+def _num(v: Any) -> str:
     if v is None:
         return "null"
+    if isinstance(v, (int, Decimal)) and not isinstance(v, bool):
+        return fmt(v)
     return f"{v:,.6g}"
 
 

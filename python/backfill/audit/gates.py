@@ -11,16 +11,19 @@ one small mapping:
 * ``{unchanged: [col, ...]}`` -- these columns change in no row;
 * ``{schema_change: false}`` -- no column added, removed or retyped.
 
-A gate passes or fails with a reason that names the numbers.
+A gate passes or fails with a reason that names the numbers. Measure gates compare exactly:
+bounds are read as decimals ("-5%" is -5 exactly), and integer and decimal totals, their delta and
+their percentage change are computed without binary floats (float measures stay floats).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from .._numbers import Number, delta, fmt, pct_exact, to_kind
 from ..errors import InvalidInputError
 
 __all__ = ["Gate", "GateResult", "ModelFacts", "evaluate", "parse_gates"]
@@ -31,11 +34,15 @@ KINDS = ("measure", *_COUNT_GATES, "unchanged", "schema_change")
 
 @dataclass(frozen=True)
 class Bound:
-    value: float
+    value: Decimal  # exactly as written: "-0.1" is -0.1, not the binary float nearest to it
     relative: bool  # "-5%" -> value=-5, relative
 
     def __str__(self) -> str:
-        return f"{self.value:g}%" if self.relative else f"{self.value:g}"
+        return f"{self.value:f}%" if self.relative else f"{self.value:f}"
+
+    def against(self, x: Number) -> Number:
+        """The bound in ``x``'s arithmetic: a float for float values, else the exact Decimal."""
+        return float(self.value) if isinstance(x, float) else self.value
 
 
 @dataclass(frozen=True)
@@ -80,7 +87,7 @@ class GateResult:
 class ModelFacts:
     """What the gates of one model look at (from its audit)."""
 
-    totals: Mapping[str, tuple[float | None, float | None]]  # measure -> (old, new) totals
+    totals: Mapping[str, tuple[Number | None, Number | None]]  # measure -> (old, new) totals
     added: int
     removed: int
     changed: int
@@ -93,16 +100,20 @@ class ModelFacts:
 def _bound(value: object, where: str) -> Bound:
     if isinstance(value, bool):
         raise InvalidInputError(f"{where}: {value!r} is not a bound; expected a number or 'N%'")
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return Bound(float(value), False)
-    if isinstance(value, str):
+    text = None
+    relative = False
+    if isinstance(value, (int, float, Decimal)):
+        text = repr(value) if isinstance(value, float) else str(value)
+    elif isinstance(value, str):
         text = value.strip()
         relative = text.endswith("%")
+        text = text[:-1] if relative else text
+    if text is not None:
         try:
-            number = float(text[:-1] if relative else text)
-        except ValueError:
-            number = math.nan
-        if math.isfinite(number):
+            number = Decimal(text)
+        except InvalidOperation:
+            number = Decimal("NaN")
+        if number.is_finite():
             return Bound(number, relative)
     raise InvalidInputError(f"{where}: {value!r} is not a bound; expected a number or 'N%' "
                             "(e.g. '-5%')")
@@ -177,10 +188,6 @@ def parse_gates(spec: Mapping[str, Any] | None, models: Sequence[str],
     return out
 
 
-def _pct(old: float, new: float) -> float | None:
-    return None if old == 0 else (new - old) / abs(old) * 100.0
-
-
 def _measure(gate: Gate, facts: ModelFacts) -> GateResult:
     assert gate.measure is not None and gate.low is not None and gate.high is not None
     if gate.measure not in facts.totals:
@@ -189,23 +196,27 @@ def _measure(gate: Gate, facts: ModelFacts) -> GateResult:
                           f"{gate.measure!r} is not a numeric column of {gate.model} "
                           f"(measures: {known})")
     old, new = facts.totals[gate.measure]
-    o, n = float(old or 0), float(new or 0)
-    delta = n - o
-    pct = _pct(o, n)
+    o: Number = old if old is not None else (new * 0 if new is not None else 0)
+    n: Number = new if new is not None else o * 0
+    d = delta(o, n)
+    assert d is not None
+    pct = pct_exact(o, n)
     fails = []
     for bound, name in ((gate.low, "below"), (gate.high, "above")):
         if bound.relative:
             if pct is None:
-                if delta != 0:
+                if d != 0:
                     fails.append("the old total is 0 so a relative change is undefined")
                 continue
-            out = pct < bound.value if name == "below" else pct > bound.value
+            b = bound.against(pct)
+            out = pct < b if name == "below" else pct > b
         else:
-            out = delta < bound.value if name == "below" else delta > bound.value
+            b = bound.against(d)
+            out = d < b if name == "below" else d > b
         if out:
             fails.append(f"{name} {bound}")
-    pct_text = "n/a" if pct is None else f"{pct:+.3f}%"
-    text = f"total {o:,.2f} -> {n:,.2f} (delta {delta:+,.2f}, {pct_text})"
+    pct_text = "n/a" if pct is None else f"{to_kind(pct, 'float'):+.3f}%"
+    text = f"total {fmt(o)} -> {fmt(n)} (delta {fmt(d, sign=True)}, {pct_text})"
     if fails:
         return GateResult(gate.model, str(gate), False, f"{text}: {'; '.join(fails)}")
     return GateResult(gate.model, str(gate), True, text)

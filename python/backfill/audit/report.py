@@ -5,17 +5,27 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from decimal import Decimal
+from typing import Any, Union
 
 from .._arrow import html_table
+from .._numbers import FLOAT, Number, delta, fmt, jsonable, pct
 from .._tables import RowTable
 from ..errors import NotFoundError
 from .diff import DiffResult
 from .gates import GateResult
 
-__all__ = ["AuditReport", "ModelAudit", "PartitionAudit"]
+__all__ = ["TOP_PARTITIONS", "AuditReport", "MeasureValues", "ModelAudit", "PartitionAudit"]
+
+#: a measure in one partition: (old, new, delta, pct_delta); exact (int, Decimal) for integer and
+#: decimal columns, float for float columns (see backfill._numbers)
+MeasureValues = tuple[Union[Number, None], Union[Number, None], Union[Number, None],
+                      Union[float, None]]
+#: how many partitions "moved most" lists per measure (text, HTML, changelog)
+TOP_PARTITIONS = 5
 
 
 @dataclass(frozen=True)
@@ -30,14 +40,14 @@ class PartitionAudit:
     removed: int = 0
     changed: int = 0
     #: measure -> (old, new, delta, pct_delta) for differing partitions
-    measures: Mapping[str, tuple[float | None, float | None, float | None, float | None]] = \
-        field(default_factory=dict)
+    measures: Mapping[str, MeasureValues] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "start": _iso(self.start), "end": _iso(self.end),
                 "rows_old": self.rows_old, "rows_new": self.rows_new,
                 "identical": self.identical, "added": self.added, "removed": self.removed,
-                "changed": self.changed, "measures": {k: list(v) for k, v in self.measures.items()}}
+                "changed": self.changed,
+                "measures": {k: [jsonable(x) for x in v] for k, v in self.measures.items()}}
 
 
 @dataclass
@@ -50,11 +60,13 @@ class ModelAudit:
     measures: list[str]
     partitions: list[PartitionAudit]
     diff: DiffResult | None  # None when every partition was identical (nothing moved)
-    totals: dict[str, tuple[float | None, float | None]]
+    totals: dict[str, tuple[Number | None, Number | None]]
     gates: list[GateResult]
     published_fingerprints: dict[str, str]
     audit_fingerprints: dict[str, str]
     columns: list[str] = field(default_factory=list)
+    #: measure -> how it is summed: "integer", "decimal" (exact) or "float" (approximate)
+    measure_kinds: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -84,24 +96,59 @@ class ModelAudit:
         if cols:
             lines.append("  changed columns: " + ", ".join(f"{c} ({k:,} rows)"
                                                            for c, k in cols.items()))
-        moved, same = self._totals_text("  {m}: {o:,.2f} -> {nw:,.2f}{pct}")
+        moved, same = self._totals_text("  {m}: {o} -> {nw}{pct}")
         lines.extend(moved)
         if same:
             lines.append(f"  unchanged totals: {', '.join(same)}")
+        for m in self.measures:
+            top = self.top_partitions(m)
+            if not top:
+                continue
+            lines.append(f"  {m}: the {len(top)} partition(s) that moved most (old -> new, "
+                         "delta)")
+            width = max(len(p.label) for p, _ in top)
+            for p, (old, new, dv, pc) in top:
+                pct_text = "" if pc is None else f" ({pc:+.2f}%)"
+                lines.append(f"    {p.label.ljust(width)}  {fmt(old)} -> {fmt(new)}, "
+                             f"{fmt(dv, sign=True)}{pct_text}")
         return lines
+
+    def _kind_note(self, m: str) -> str:
+        return " (float, approximate)" if self.measure_kinds.get(m) == FLOAT else ""
+
+    def total_change(self, m: str) -> tuple[Number | None, float | None]:
+        """(new - old, percent) of measure ``m``'s total, exact for integers and decimals."""
+        old, new = self.totals[m]
+        return delta(old or 0, new or 0), pct(old or 0, new or 0)
 
     def _totals_text(self, template: str) -> tuple[list[str], list[str]]:
         """(``template`` filled for each measure whose total moved, names of those that did not)."""
         moved: list[str] = []
         same: list[str] = []
         for m, (old, new) in self.totals.items():
-            o, nw = float(old or 0), float(new or 0)
-            if o == nw:
+            d, pc = self.total_change(m)
+            if not d:
                 same.append(m)
                 continue
-            pct = f" ({(nw - o) / abs(o) * 100:+.2f}%)" if o else ""
-            moved.append(template.format(m=m, o=o, nw=nw, pct=pct))
+            text = f" ({pc:+.2f}%)" if pc is not None else ""
+            moved.append(template.format(m=m + self._kind_note(m), o=fmt(old or 0),
+                                         nw=fmt(new or 0), pct=text))
         return moved, same
+
+    def top_partitions(self, measure: str, n: int = TOP_PARTITIONS,
+                       ) -> list[tuple[PartitionAudit, MeasureValues]]:
+        """The ``n`` partitions whose ``measure`` moved most (largest ``|delta|``, ties in
+        partition order), each with its (old, new, delta, pct); partitions that did not move
+        are left out."""
+        moved = [(p, p.measures[measure]) for p in self.partitions
+                 if measure in p.measures and p.measures[measure][2]]
+        moved.sort(key=lambda pv: _magnitude(pv[1][2]), reverse=True)
+        return moved[:n]
+
+    def _top_dict(self) -> dict[str, list[dict[str, Any]]]:
+        return {m: [{"partition": p.label, "start": _iso(p.start), "old": jsonable(o),
+                     "new": jsonable(nw), "delta": jsonable(d), "pct_delta": pc}
+                    for p, (o, nw, d, pc) in self.top_partitions(m)] for m in self.measures}
 
     def to_dict(self) -> dict[str, Any]:
         added, removed, changed = self._counts()
@@ -111,7 +158,12 @@ class ModelAudit:
             "partitions_total": len(self.partitions), "partitions_differing": len(self.differing),
             "rows_added": added, "rows_removed": removed, "rows_changed": changed,
             "changed_columns": self.changed_columns,
-            "totals": {m: list(v) for m, v in self.totals.items()},
+            "measure_kinds": self.measure_kinds,
+            "totals": {m: [jsonable(x) for x in v] for m, v in self.totals.items()},
+            "total_deltas": {m: dict(zip(("delta", "pct_delta"),
+                                         (jsonable(x) for x in self.total_change(m))))
+                             for m in self.totals},
+            "top_partitions": self._top_dict(),
             "gates": [g.to_dict() for g in self.gates], "passed": self.passed,
             "partitions": [p.to_dict() for p in self.partitions],
             "audit_fingerprints": self.audit_fingerprints,
@@ -127,7 +179,7 @@ class ModelAudit:
         cols = self.changed_columns
         if cols:
             parts.append("columns " + ", ".join(f"{c} ({k:,})" for c, k in cols.items()))
-        moved, same = self._totals_text("{m} {o:,.2f} -> {nw:,.2f}{pct}")
+        moved, same = self._totals_text("{m} {o} -> {nw}{pct}")
         parts.extend(moved)
         if same:
             parts.append(f"unchanged: {', '.join(same)}")
@@ -231,11 +283,59 @@ class AuditReport:
             if m.diff is None:
                 continue
             parts.append(f"<details><summary>{e(m.summary_line())}</summary>")
+            parts.append(_moved_html(m))
             inner = m.diff._repr_html_()
             parts.append(inner if inner else f"<pre>{e(str(m.diff))}</pre>")
             parts.append("</details>")
         parts.append("</div>")
         return "".join(parts)
+
+
+def _magnitude(value: Number | None) -> Decimal:
+    """|value| as a Decimal (exact for floats too), so that any kind sorts; NaN as 0."""
+    if value is None or isinstance(value, float) and not math.isfinite(value):
+        return Decimal(0)
+    return abs(Decimal(value))
+
+
+def _moved_html(m: ModelAudit) -> str:
+    """Per measure: a sparkline of the delta in every partition and the partitions that moved
+    most (old, new, delta, %)."""
+    out = []
+    for measure in m.measures:
+        top = m.top_partitions(measure)
+        if not top:
+            continue
+        deltas = [p.measures[measure][2] if measure in p.measures else 0 for p in m.partitions]
+        caption = (f"{html.escape(measure)}: the {len(top)} partition(s) that moved most "
+                   f"{_sparkline(deltas, f'{measure}: delta per partition')}")
+        rows = [[p.label, fmt(o), fmt(nw), fmt(d, sign=True),
+                 "" if pc is None else f"{pc:+.2f}%"] for p, (o, nw, d, pc) in top]
+        table = html_table(["partition", "old", "new", "delta", "%"], rows, caption="")
+        out.append(f"<p>{caption}</p>{table}")
+    return "".join(out)
+
+
+def _sparkline(values: Sequence[Number | None], title: str, width: int = 240,
+               height: int = 28) -> str:
+    """An inline SVG sparkline: one bar per value up (green) or down (red) from a zero line;
+    scaled to the largest |value| (floats for drawing only)."""
+    nums = [float(v or 0) for v in values]
+    top = max((abs(v) for v in nums), default=0.0) or 1.0
+    bar = width / max(len(nums), 1)
+    mid = height / 2
+    shapes = [f"<line x1='0' y1='{mid}' x2='{width}' y2='{mid}' stroke='#bbb'/>"]
+    for i, v in enumerate(nums):
+        if not v:
+            continue
+        h = max(abs(v) / top * (mid - 1), 0.5)
+        y = mid - h if v > 0 else mid
+        color = "#2a7" if v > 0 else "#c33"
+        shapes.append(f"<rect x='{i * bar:.2f}' y='{y:.2f}' width='{max(bar - 0.5, 0.5):.2f}' "
+                      f"height='{h:.2f}' fill='{color}'/>")
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+            f"role='img' style='vertical-align:middle'><title>{html.escape(title)}</title>"
+            f"{''.join(shapes)}</svg>")
 
 
 def _iso(value: dt.datetime | None) -> str | None:

@@ -85,8 +85,8 @@ def _changelog(record: dict[str, Any], reset: GroupReset, old: dict[int, int],
     return [(record["reset_id"], record["reset_id"], now, record["created_by"], what,
              f"consumer group {reset.group} offsets of topic {reset.topic}", None,
              f"kafka:{reset.topic}", f"{reset.group}/{p}", reset.to, None, 1, None, None, None,
-             None, None, "offset", float(old.get(p, -1)), float(new[p]),
-             float(new[p] - old.get(p, -1)) if old.get(p, -1) >= 0 else None, None)
+             None, None, "offset", old.get(p, -1), new[p],
+             new[p] - old.get(p, -1) if old.get(p, -1) >= 0 else None, None, "integer")
             for p in sorted(new)]
 
 

@@ -13,14 +13,16 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..model.files import EngineSettings
-from .base import (CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, WHOLE, Area, Capabilities,
-                   Column, ColumnKind, DeadLetters, Engine, Part, PartitionFingerprint, Period,
-                   PublishModel, PublishRequest, StalePublishedError, TaskFailure, WriteResult, scratch_area)
+from .base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE,
+                   PUBLISHED, WHOLE, Area, Capabilities, Column, ColumnKind, DeadLetters, Engine,
+                   Number, Part, PartitionFingerprint, Period, PublishModel, PublishRequest,
+                   StalePublishedError, TaskFailure, WriteResult, scratch_area)
 
-__all__ = ["engine_capabilities", "CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
-           "Part", "PartitionFingerprint", "Period", "PublishModel", "PublishRequest",
-           "StalePublishedError", "TaskFailure", "WriteResult", "engine_types", "open_engine",
-           "scratch_area"]
+__all__ = ["engine_capabilities", "CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANGELOG_SCALE", "CHANGELOG_TABLE",
+           "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters",
+           "Engine", "Number", "Part", "PartitionFingerprint", "Period", "PublishModel",
+           "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult", "engine_types",
+           "open_engine", "scratch_area"]
 
 GROUP = "backfill.engines"
 

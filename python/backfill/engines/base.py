@@ -55,14 +55,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._numbers import Number
 from ..errors import BackfillError, ConflictError, InvalidInputError, NotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Model, Project
 
-__all__ = ["CHANGELOG_COLUMNS", "CHANGELOG_TABLE", "WHOLE", "Area", "Capabilities", "Column",
-           "ColumnKind", "DeadLetters", "Engine", "model_location", "project_model", "Part", "PartitionFingerprint", "Period", "PublishModel",
-           "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult"]
+__all__ = ["CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANGELOG_SCALE", "CHANGELOG_TABLE", "Number",
+           "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
+           "model_location", "project_model", "Part", "PartitionFingerprint", "Period",
+           "PublishModel", "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult"]
 
 Period = tuple[dt.datetime, dt.datetime]
 #: (label, start, end) of one partition of a model
@@ -239,9 +241,17 @@ CHANGELOG_COLUMNS: tuple[tuple[str, ColumnKind], ...] = (
     ("rows_old", ColumnKind.INTEGER), ("rows_new", ColumnKind.INTEGER),
     ("rows_added", ColumnKind.INTEGER), ("rows_removed", ColumnKind.INTEGER),
     ("rows_changed", ColumnKind.INTEGER), ("measure", ColumnKind.STRING),
-    ("value_old", ColumnKind.FLOAT), ("value_new", ColumnKind.FLOAT),
-    ("delta", ColumnKind.FLOAT), ("pct_delta", ColumnKind.FLOAT),
+    ("value_old", ColumnKind.DECIMAL), ("value_new", ColumnKind.DECIMAL),
+    ("delta", ColumnKind.DECIMAL), ("pct_delta", ColumnKind.FLOAT),
+    ("value_type", ColumnKind.STRING),
 )
+#: The changelog's measure values are exact decimals: ``numeric`` where the engine has an
+#: unbounded one (PostgreSQL), else DECIMAL(38, CHANGELOG_SCALE) (26 digits before the point, 12
+#: after: any money total exactly). ``value_type`` says what the values were: ``integer``,
+#: ``decimal(38,S)`` (S: their scale) or ``float`` (approximate).
+CHANGELOG_SCALE = 12
+#: changelog columns added after the table's first version (engines add them to old tables)
+CHANGELOG_ADDED = ("value_type",)
 
 
 class Engine(ABC):
@@ -296,8 +306,10 @@ class Engine(ABC):
     @abstractmethod
     def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
                      periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, float | None]:
-        """measure -> sum over ``periods`` (None: the whole relation); None for no rows."""
+                     ) -> dict[str, Number | None]:
+        """measure -> sum over ``periods`` (None: the whole relation); None for no rows. Summed
+        exactly in the engine: an ``int`` for integer columns, a ``Decimal`` with the column's
+        scale for decimal columns (never a binary float), a ``float`` for float columns."""
 
     @abstractmethod
     def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],

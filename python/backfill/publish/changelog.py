@@ -2,7 +2,12 @@
 measure) with old/new values and delta, plus one per model summing it up; each with the
 publication id, backfill id, reason, note, forced reason, when and who) and ``Changelog``, what
 ``project.changelog()`` reads back from the engine. Forward-only changes and delivery records
-are rows of the same table, told apart by :func:`row_kind`."""
+are rows of the same table, told apart by :func:`row_kind`.
+
+Measure values are stored exactly (integers and decimals as the audit summed them; see
+``CHANGELOG_SCALE``) with their ``value_type``, and read back as int, Decimal at their scale, or
+float. Every changed partition has its rows, so each entry also lists, per model and measure, the
+partitions that moved most (largest ``|delta|``), as the audit report does."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._numbers import delta, from_json, pct, to_kind, typed, value_type
 from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS, Engine, Part
 from ..errors import InvalidInputError, NotFoundError
@@ -24,9 +30,11 @@ __all__ = ["FORWARD_PREFIX", "Changelog", "changelog", "changelog_rows", "delive
 
 #: publication ids of forward-only changes start with this (those of publishes with ``pub_``)
 FORWARD_PREFIX = "fwd_"
-#: the row counts and the measure columns (rows_old .. pct_delta), unused by forward and delivery
-#: rows
-_NO_COUNTS = (None,) * 10
+#: the row counts and the measure columns (rows_old .. value_type), unused by forward and
+#: delivery rows
+_NO_COUNTS = (None,) * 11
+#: how many partitions an entry lists per model and measure as those that moved most
+TOP_PARTITIONS = 5
 
 
 def changelog_rows(pub_id: str, backfill_id: str, reason: str, when: dt.datetime, who: str,
@@ -41,11 +49,18 @@ def changelog_rows(pub_id: str, backfill_id: str, reason: str, when: dt.datetime
     rows.append((*head, None, first, last, res["partitions_total"],
                  sum(p["rows_old"] for p in res["partitions"]),
                  sum(p["rows_new"] for p in res["partitions"]), res["rows_added"],
-                 res["rows_removed"], res["rows_changed"], None, None, None, None, None))
-    for measure, (old, new) in res["totals"].items():
-        o, n = float(old or 0), float(new or 0)
+                 res["rows_removed"], res["rows_changed"], None, None, None, None, None, None))
+    kinds: dict[str, str] = res.get("measure_kinds", {})
+    types: dict[str, str] = {}
+    for measure, (old_j, new_j) in res["totals"].items():
+        old, new = from_json(old_j), from_json(new_j)
+        kind = kinds.get(measure) or ("float" if isinstance(old, float) or
+                                      isinstance(new, float) else "decimal")
+        old, new = to_kind(old, kind), to_kind(new, kind)
+        o, n = old if old is not None else 0, new if new is not None else 0
+        types[measure] = value_type(kind, (old, new))
         rows.append((*head, None, first, last, res["partitions_total"], None, None, None, None,
-                     None, measure, old, new, n - o, (n - o) / abs(o) * 100 if o else None))
+                     None, measure, old, new, delta(o, n), pct(o, n), types[measure]))
     for p in res["partitions"]:
         if p["identical"]:
             continue
@@ -54,9 +69,10 @@ def changelog_rows(pub_id: str, backfill_id: str, reason: str, when: dt.datetime
         base = (*head, p["label"], start, end, 1, p["rows_old"], p["rows_new"], p["added"],
                 p["removed"], p["changed"])
         if not p["measures"]:
-            rows.append((*base, None, None, None, None, None))
-        for measure, (old, new, delta, pct) in p["measures"].items():
-            rows.append((*base, measure, old, new, delta, pct))
+            rows.append((*base, None, None, None, None, None, None))
+        for measure, (old, new, d, pc) in p["measures"].items():
+            rows.append((*base, measure, from_json(old), from_json(new), from_json(d), pc,
+                         types.get(measure)))
     return rows
 
 
@@ -91,6 +107,19 @@ def row_kind(row: Mapping[str, Any]) -> str:
 
 def _iso(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _values(r: Mapping[str, Any]) -> dict[str, Any]:
+    """old, new, delta, pct of a measure row, as its value_type says (exact or float)."""
+    t = r.get("value_type")
+    return {"old": typed(r["value_old"], t), "new": typed(r["value_new"], t),
+            "delta": typed(r["delta"], t), "pct": r["pct_delta"], "type": t}
+
+
+def _top(moved: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The partitions that moved most: largest |delta| first, ties in partition order."""
+    nonzero = sorted((m for m in moved if m["delta"]), key=lambda m: str(m["partition"]))
+    return sorted(nonzero, key=lambda m: abs(m["delta"]), reverse=True)[:TOP_PARTITIONS]
 
 
 class Changelog:
@@ -133,12 +162,18 @@ class Changelog:
                 if r["measure"] is None:
                     mod["rows"] = {k: r[f"rows_{k}"] for k in ("added", "removed", "changed")}
                 else:
-                    mod["totals"][r["measure"]] = {"old": r["value_old"], "new": r["value_new"],
-                                                   "delta": r["delta"], "pct": r["pct_delta"]}
-            elif r["partition"] not in mod["changed_partitions"]:
-                mod["changed_partitions"].append(r["partition"])
+                    mod["totals"][r["measure"]] = _values(r)
+            else:
+                if r["partition"] not in mod["changed_partitions"]:
+                    mod["changed_partitions"].append(r["partition"])
+                if r["measure"] is not None:
+                    mod.setdefault("moved", {}).setdefault(r["measure"], []).append(
+                        {"partition": r["partition"], **_values(r)})
         for pid, p in out.items():
             p["deliveries"] = sorted(deliveries.get(pid, []), key=lambda d: str(d["at"]))
+            for mod in p["models"].values():
+                moved = mod.pop("moved", {})
+                mod["top_partitions"] = {m: _top(v) for m, v in moved.items() if _top(v)}
         return sorted(out.values(), key=lambda p: str(p["published_at"]), reverse=True)
 
     def to_dict(self) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Renderings of changelog entries (``Changelog.publications()``) for people: text (the CLI and
 ``str()``), markdown, an HTML page finance can read, JSON; and the measure line shared with the
-consumers' messages (``revenue: 1,234.00 -> 1,209.32 (-2.0%)``)."""
+consumers' messages (``revenue: 1,234.00 -> 1,209.32 (-2.0%)``), and the lines of the partitions
+that moved most. Exact values (integers, decimals) are shown with every digit of their scale."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._arrow import html_table
+from .._numbers import fmt
 from ..errors import InvalidInputError
 
-__all__ = ["FORMATS", "html_fragment", "measure_line", "period_text", "render"]
+__all__ = ["FORMATS", "html_fragment", "measure_line", "moved_lines", "period_text", "render"]
 
 FORMATS = ("text", "markdown", "html", "json")
 _COLUMNS = ["model", "period", "changed partitions", "measure", "old", "new", "change"]
+_TOP_COLUMNS = ["model", "measure", "partition", "old", "new", "delta", "change"]
 
 
-def _num(value: Any) -> str:
-    return "" if value is None else f"{float(value):,.2f}"
+def _num(value: Any, sign: bool = False) -> str:
+    return "" if value is None else fmt(value, sign=sign)
 
 
 def _pct(value: Any) -> str:
@@ -30,6 +33,17 @@ def measure_line(measure: str, t: Mapping[str, Any]) -> str:
     """``revenue: 1,234.00 -> 1,209.32 (-2.0%)``."""
     pct = f" ({_pct(t['pct'])})" if t.get("pct") is not None else ""
     return f"{measure}: {_num(t['old'])} -> {_num(t['new'])}{pct}"
+
+
+def moved_lines(mod: Mapping[str, Any], measure: str) -> list[str]:
+    """``2026-08-14: 12,345.67 -> 12,099.76 (-245.91, -1.99%)`` for each partition of the model
+    whose ``measure`` moved most (largest |delta| first)."""
+    out = []
+    for t in mod.get("top_partitions", {}).get(measure, []):
+        pct = f", {_pct(t['pct'])}" if t.get("pct") is not None else ""
+        out.append(f"{t['partition']}: {_num(t['old'])} -> {_num(t['new'])} "
+                   f"({_num(t['delta'], sign=True)}{pct})")
+    return out
 
 
 def period_text(entry: Mapping[str, Any], mod: Mapping[str, Any]) -> str:
@@ -87,8 +101,13 @@ def _text(entries: Sequence[Mapping[str, Any]]) -> str:
                         f"in [{str(period[0])[:10]}, {str(period[1])[:10]})")
                 for measure, t in _changed(mod):
                     pct = "" if t["pct"] is None else f" ({t['pct']:+.2f}%)"
-                    text += f"; {measure} {t['delta']:+,.2f}{pct}"
+                    text += f"; {measure} {_num(t['delta'], sign=True)}{pct}"
                 lines.append(text)
+                for measure in mod["totals"]:
+                    top = moved_lines(mod, measure)
+                    if top:
+                        lines.append(f"    {measure}, the partitions that moved most:")
+                        lines += [f"      {line}" for line in top]
         for d in p.get("deliveries", []):
             lines.append(f"  told {_delivery_text(d)}")
     return "\n".join(lines)
@@ -105,6 +124,13 @@ def _rows(p: Mapping[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _top_rows(p: Mapping[str, Any]) -> list[list[str]]:
+    return [[model, measure, str(t["partition"]), _num(t["old"]), _num(t["new"]),
+             _num(t["delta"], sign=True), _pct(t["pct"])]
+            for model, mod in p["models"].items()
+            for measure, top in mod.get("top_partitions", {}).items() for t in top]
+
+
 def _markdown(entries: Sequence[Mapping[str, Any]]) -> str:
     lines = ["# Changelog", ""]
     if not entries:
@@ -117,6 +143,12 @@ def _markdown(entries: Sequence[Mapping[str, Any]]) -> str:
         lines += ["", "| " + " | ".join(_COLUMNS) + " |",
                   "|" + "|".join("---" for _ in _COLUMNS) + "|"]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in _rows(p)]
+        top = _top_rows(p)
+        if top:
+            lines += ["", "Partitions that moved most:", "",
+                      "| " + " | ".join(_TOP_COLUMNS) + " |",
+                      "|" + "|".join("---" for _ in _TOP_COLUMNS) + "|"]
+            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in top]
         if p.get("deliveries"):
             lines += ["", "Told: " + "; ".join(_delivery_text(d) for d in p["deliveries"])]
         lines.append("")
@@ -134,6 +166,9 @@ def html_fragment(entries: Sequence[Mapping[str, Any]]) -> str:
             parts.append(f"<br><b>Forced past failed gates:</b> {e(str(p['forced_reason']))}")
         parts.append("</p>")
         parts.append(html_table(_COLUMNS, _rows(p)))
+        top = _top_rows(p)
+        if top:
+            parts.append(html_table(_TOP_COLUMNS, top, caption="partitions that moved most"))
         if p.get("deliveries"):
             parts.append("<p>Told: " + "; ".join(e(_delivery_text(d))
                                                  for d in p["deliveries"]) + "</p>")

@@ -22,6 +22,7 @@ import logging
 import os
 import uuid
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,8 +82,10 @@ def events(project: Project, settings: LineageSettings, entry: Mapping[str, Any]
             publishedBy=entry["published_by"], publishedAt=_iso(entry["published_at"]),
             forcedReason=entry.get("forced_reason"), changedPartitions=changed,
             effectiveFrom=_iso(start) if forward else None,
-            totals={m: {"before": t["old"], "after": t["new"], "delta": t["delta"],
-                        "pctDelta": t["pct"]} for m, t in mod["totals"].items()},
+            # JSON numbers in the facet (its schema): exact decimals become the nearest double.
+            totals={m: {"before": _number(t["old"]), "after": _number(t["new"]),
+                        "delta": _number(t["delta"]), "pctDelta": t["pct"]}
+                    for m, t in mod["totals"].items()},
             producer=settings.producer)
         facets: dict[str, Any] = {"backfill": facet}
         output_facets: dict[str, Any] = {}
@@ -107,6 +110,10 @@ def events(project: Project, settings: LineageSettings, entry: Mapping[str, Any]
                                    facets=facets, outputFacets=output_facets)],
             producer=settings.producer))
     return out
+
+
+def _number(value: Any) -> Any:
+    return float(value) if isinstance(value, Decimal) else value
 
 
 def _facet_class(base: type[Any]) -> type[Any]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.consumers import Consumer, NotifySettings, SmtpSettings
-from .changelog_format import measure_line, period_text
+from .changelog_format import measure_line, moved_lines, period_text
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,9 @@ def message(project: str, entry: Mapping[str, Any], models: Sequence[str] | None
         changed = [(m, t) for m, t in mod["totals"].items() if t["delta"]]
         for measure, t in changed:
             lines.append(f"    {measure_line(measure, t)}")
+            top = moved_lines(mod, measure)
+            if top:
+                lines.append("      moved most: " + "; ".join(top))
         if entry["kind"] != "forward" and not changed:
             lines.append("    no measure total changed")
     return "\n".join(lines)

@@ -153,7 +153,13 @@ def test_audit_counts_match_a_brute_force_comparison(case: Case) -> None:
     assert daily.diff is not None and daily.diff.summary.changed == len(changed) == 4
     old_total = sum((r["revenue"] for r in old.values()), Decimal(0))
     new_total = sum((r["revenue"] for r in new.values()), Decimal(0))
-    assert daily.totals["revenue"] == pytest.approx((float(old_total), float(new_total)))
+    # Exact: the engine sums DECIMAL revenue as a decimal, every digit (no binary float).
+    assert daily.totals["revenue"] == (old_total, new_total)
+    assert all(isinstance(v, Decimal) for v in daily.totals["revenue"])
+    assert isinstance(daily.totals["orders"][0], int)
+    for p in daily.differing:
+        k = dt.date.fromisoformat(p.label)
+        assert p.measures["revenue"][2] == new[k]["revenue"] - old[k]["revenue"]
     assert daily.changed_columns == {"revenue": 4}
 
 
@@ -199,10 +205,18 @@ def test_a_stale_audit_is_refused_and_nothing_is_swapped(case: Case) -> None:
         first.publish("ours")
     assert case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, []) == published
     assert first.status().status == "done"  # not published; re-audit and try again
-    first.audit()
+    report = first.audit()
     first.publish("ours, re-audited")
     entries = case.project.changelog().publications()
     assert [e["backfill_id"] for e in entries][:2] == [first.id, other.id]
+    # The changelog keeps the audit's totals exactly, and its top partitions.
+    old_total, new_total = report["fct_daily_sales"].totals["revenue"]
+    t = entries[0]["models"]["fct_daily_sales"]["totals"]["revenue"]
+    assert (t["old"], t["new"], t["delta"]) == (old_total, new_total, new_total - old_total)
+    assert str(t["delta"]) == str(new_total - old_total)  # at the column's scale
+    assert [m["partition"] for m in entries[0]["models"]["fct_daily_sales"]["top_partitions"]
+            ["revenue"]] == [p.label for p, _ in report["fct_daily_sales"]
+                             .top_partitions("revenue")]
 
 
 def test_discard_drops_the_area_and_keeps_the_published_tables(case: Case) -> None:
@@ -238,3 +252,39 @@ def test_a_publish_without_models_appends_only_changelog_rows(case: Case) -> Non
     assert str(entry["models"]["fct_daily_sales"]["period"][0])[:10] == "2026-12-01"
     assert [(d["channel"], d["consumer"], d["ok"]) for d in entry["deliveries"]] == \
         [("webhook", "finance", False)]
+
+
+# The changelog table as the first versions created it (measure values as binary floats, no
+# value_type), in the engines that keep such tables: publish upgrades it in place.
+_OLD_CHANGELOG_TYPES = {"duckdb": ("VARCHAR", "TIMESTAMPTZ", "BIGINT", "DOUBLE"),
+                        "postgres": ("text", "timestamptz", "bigint", "double precision")}
+
+
+@pytest.mark.parametrize("case", sorted(_OLD_CHANGELOG_TYPES), indirect=True)
+def test_a_changelog_table_of_an_earlier_version_is_upgraded(case: Case) -> None:
+    from backfill.engines import CHANGELOG_COLUMNS, CHANGELOG_TABLE, ColumnKind, PublishRequest
+    from backfill.publish.changelog import delivery_row, forward_row
+
+    text, ts, integer, double = _OLD_CHANGELOG_TYPES[case.name]
+    kinds = {ColumnKind.STRING: text, ColumnKind.TIMESTAMP_TZ: ts, ColumnKind.INTEGER: integer,
+             ColumnKind.FLOAT: double, ColumnKind.DECIMAL: double}
+    old_columns = [(n, k) for n, k in CHANGELOG_COLUMNS if n != "value_type"]
+    table = f'"{case.engine.schema}".{CHANGELOG_TABLE}'  # type: ignore[attr-defined]
+    when = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+    with case.engine.connect() as cur:  # type: ignore[attr-defined]
+        cur.execute(f"CREATE TABLE {table} (" + ", ".join(
+            f'"{n}" {kinds[k]}' for n, k in old_columns) + ")")
+        cur.execute(f"INSERT INTO {table} VALUES (" + ", ".join(
+            ["'pub_old'", "'bf_old'", "TIMESTAMPTZ '2029-01-01 00:00:00+00'", "'me'", "'r'",
+             "'n'", "NULL", "'fct_daily_sales'", "NULL", "NULL", "NULL", "1", *["NULL"] * 5,
+             "'revenue'", "100.25", "99.5", "-0.75", "-0.748"]) + ")")
+    exact = forward_row("fwd_new", when, "tester", "r", "n", "fct_daily_sales", when)
+    exact = exact[:17] + ("revenue", Decimal("1234567890123.45"), Decimal("1234567890123.46"),
+                          Decimal("0.01"), None, "decimal(38,2)")
+    case.engine.publish(case.project, PublishRequest("fwd_new", Area("fwd_new"), (), (
+        exact, delivery_row("fwd_new", None, when, "tester", "webhook", "x", True, "ok"))))
+    rows = {r[0]: r for r in case.engine.changelog_rows(case.project, None) if r[17]}
+    assert rows["fwd_new"][18:23] == (Decimal("1234567890123.45"), Decimal("1234567890123.46"),
+                                      Decimal("0.01"), None, "decimal(38,2)")
+    assert rows["pub_old"][18:23] == (Decimal("100.25"), Decimal("99.5"), Decimal("-0.75"),
+                                      pytest.approx(-0.748), None)

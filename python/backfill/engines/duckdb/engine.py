@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from ..._numbers import Number
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, DeadLetters, Engine, Part, PartitionFingerprint,
@@ -355,7 +356,7 @@ class DuckDBEngine(Engine):
 
     def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
                      periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, float | None]:
+                     ) -> dict[str, Number | None]:
         if not measures:
             return {}
         where = self._where_periods(project, model, periods)
@@ -363,7 +364,9 @@ class DuckDBEngine(Engine):
             rel = self._source(cur, project, model, area, preview)
             if rel is None:
                 return dict.fromkeys(measures)
-            sums = ", ".join(f"sum({quote(c)})::DOUBLE" for c in measures)
+            # DuckDB sums DECIMAL(p, s) to DECIMAL(38, s) and integers to HUGEINT, exactly:
+            # Decimal and int here; floats stay DOUBLE.
+            sums = ", ".join(f"sum({quote(c)})" for c in measures)
             row = cur.execute(f"SELECT {sums} FROM {rel} WHERE {where}").fetchone()
         return {c: (None if row is None else row[i]) for i, c in enumerate(measures)}
 

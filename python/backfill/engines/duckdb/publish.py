@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ...errors import ConflictError
-from ..base import (CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, ColumnKind, PublishModel,
-                    PublishRequest, StalePublishedError)
+from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE, PUBLISHED,
+                   ColumnKind, PublishModel, PublishRequest, StalePublishedError)
 from .sql import fingerprint_parts, in_periods, quote, relation_exists, relation_kind, transaction
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["changelog_rows", "publish"]
 
 _TYPES = {ColumnKind.STRING: "VARCHAR", ColumnKind.TIMESTAMP_TZ: "TIMESTAMPTZ",
-          ColumnKind.INTEGER: "BIGINT", ColumnKind.FLOAT: "DOUBLE"}
+          ColumnKind.INTEGER: "BIGINT", ColumnKind.FLOAT: "DOUBLE",
+          ColumnKind.DECIMAL: f"DECIMAL(38,{CHANGELOG_SCALE})"}
 # Counts of partitions are INTEGER in the table's first version; kept for existing warehouses.
 _NARROW = {"partitions": "INTEGER"}
 
@@ -52,9 +53,25 @@ def publish(engine: DuckDBEngine, project: Project, request: PublishRequest) -> 
         table = _changelog_table(engine)
         cols = ", ".join(f"{quote(n)} {_NARROW.get(n, _TYPES[k])}" for n, k in CHANGELOG_COLUMNS)
         cur.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+        _upgrade_changelog(cur, engine, table)
         if request.changelog:
+            names = ", ".join(quote(n) for n, _ in CHANGELOG_COLUMNS)
             marks = ", ".join("?" for _ in CHANGELOG_COLUMNS)
-            cur.executemany(f"INSERT INTO {table} VALUES ({marks})", list(request.changelog))
+            cur.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})",
+                            list(request.changelog))
+
+
+def _upgrade_changelog(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, table: str) -> None:
+    """Brings a changelog table of an earlier version up to date, in the publish's transaction:
+    adds the columns added since, and makes DOUBLE measure values exact decimals."""
+    have = {r[0]: r[1] for r in cur.execute(
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = ? AND table_name = ?", [engine.schema, CHANGELOG_TABLE]).fetchall()}
+    for name, kind in CHANGELOG_COLUMNS:
+        if name in CHANGELOG_ADDED and name not in have:
+            cur.execute(f"ALTER TABLE {table} ADD COLUMN {quote(name)} {_TYPES[kind]}")
+        elif kind == ColumnKind.DECIMAL and have.get(name) == "DOUBLE":
+            cur.execute(f"ALTER TABLE {table} ALTER {quote(name)} TYPE {_TYPES[kind]}")
 
 
 def _stale(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, project: Project,
@@ -106,7 +123,8 @@ def changelog_rows(engine: DuckDBEngine, backfill_id: str | None) -> list[tuple[
             rows: list[tuple[Any, ...]] = []
         else:
             where = "WHERE backfill_id = ?" if backfill_id else ""
-            rows = cur.execute(f"SELECT * FROM {table} {where} ORDER BY published_at DESC, "
+            names = ", ".join(quote(n) for n, _ in CHANGELOG_COLUMNS)
+            rows = cur.execute(f"SELECT {names} FROM {table} {where} ORDER BY published_at DESC, "
                                "model, partition NULLS FIRST, measure NULLS FIRST",
                                [backfill_id] if backfill_id else []).fetchall()
     engine.close()

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from ..._numbers import Number, to_kind
+from ..._numbers import kind_of as value_kind
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, Engine, Part, PartitionFingerprint, Period,
@@ -337,7 +339,7 @@ class PostgresEngine(Engine):
 
     def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
                      periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, float | None]:
+                     ) -> dict[str, Number | None]:
         if not measures:
             return {}
         where = self._where_periods(project, model, periods)
@@ -345,9 +347,13 @@ class PostgresEngine(Engine):
             found = self._source(conn, project, model, area, preview)
             if found is None:
                 return dict.fromkeys(measures)
-            sums = ", ".join(f"sum(t.{quote(c)})::float8" for c in measures)
+            # sum(numeric) is numeric (Decimal, exact); sum(bigint) is numeric too, made an int
+            # again for integer columns; float columns sum to float8.
+            kinds = {col.name: col.kind.value for col in found[1]}
+            sums = ", ".join(f"sum(t.{quote(c)})" for c in measures)
             row = conn.execute(f"SELECT {sums} FROM {found[0]} t WHERE {where}").fetchone()
-        return {c: (None if row is None else row[i]) for i, c in enumerate(measures)}
+        return {c: (None if row is None else to_kind(row[i], kinds.get(c, value_kind(row[i]))))
+                for i, c in enumerate(measures)}
 
     def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
                   periods: Sequence[Period] | None, *, preview: bool = False) -> bool:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ...errors import ConflictError
-from ..base import (CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, ColumnKind, PublishModel,
-                    PublishRequest, StalePublishedError)
+from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, ColumnKind,
+                   PublishModel, PublishRequest, StalePublishedError)
 from .sql import fingerprint_parts, in_periods, qualified, quote, relation_kind, table_columns
 from .writes import lock_relation, merge, replace_table
 
@@ -28,8 +28,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["changelog_rows", "publish"]
 
+# numeric without a type modifier keeps every digit of every measure value, at its own scale.
 _TYPES = {ColumnKind.STRING: "text", ColumnKind.TIMESTAMP_TZ: "timestamptz",
-          ColumnKind.INTEGER: "bigint", ColumnKind.FLOAT: "double precision"}
+          ColumnKind.INTEGER: "bigint", ColumnKind.FLOAT: "double precision",
+          ColumnKind.DECIMAL: "numeric"}
 
 
 def publish(engine: PostgresEngine, project: Project, request: PublishRequest) -> None:
@@ -56,11 +58,26 @@ def publish(engine: PostgresEngine, project: Project, request: PublishRequest) -
         table = qualified(schema, CHANGELOG_TABLE)
         cols = ", ".join(f"{quote(n)} {_TYPES[k]}" for n, k in CHANGELOG_COLUMNS)
         conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+        _upgrade_changelog(conn, schema, table)
         if request.changelog:
+            names = ", ".join(quote(n) for n, _ in CHANGELOG_COLUMNS)
             marks = ", ".join("%s" for _ in CHANGELOG_COLUMNS)
             with conn.cursor() as cur:
-                cur.executemany(f"INSERT INTO {table} VALUES ({marks})",
+                cur.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})",
                                 [tuple(r) for r in request.changelog])
+
+
+def _upgrade_changelog(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
+    """Brings a changelog table of an earlier version up to date, in the publish's transaction:
+    adds the columns added since, and makes double precision measure values numeric."""
+    have = dict(conn.execute(
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = %s AND table_name = %s", [schema, CHANGELOG_TABLE]).fetchall())
+    for name, kind in CHANGELOG_COLUMNS:
+        if name in CHANGELOG_ADDED and name not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {quote(name)} {_TYPES[kind]}")
+        elif kind == ColumnKind.DECIMAL and have.get(name) == "double precision":
+            conn.execute(f"ALTER TABLE {table} ALTER COLUMN {quote(name)} TYPE numeric")
 
 
 def _stale(conn: psycopg.Connection[Any], engine: PostgresEngine, project: Project,

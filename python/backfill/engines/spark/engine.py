@@ -40,8 +40,9 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from ..._numbers import Number
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, ColumnKind, Engine, Part, PartitionFingerprint,
@@ -339,7 +340,7 @@ class SparkEngine(IcebergTables, Engine):
 
     def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
                      periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, float | None]:
+                     ) -> dict[str, Number | None]:
         if not measures:
             return {}
         self._job(f"backfill: measure sums of {model}")
@@ -347,10 +348,11 @@ class SparkEngine(IcebergTables, Engine):
         if rel is None:
             return dict.fromkeys(measures)
         where = self._where_periods(project_model(project, model), rel, periods)
-        sums = ", ".join(f"CAST(sum({quote(c)}) AS DOUBLE)" for c in measures)
+        # Spark sums decimal(p, s) to decimal(min(38, p + 10), s) and integers to bigint:
+        # Decimal and int through Arrow, exactly; floats stay double.
+        sums = ", ".join(f"sum({quote(c)})" for c in measures)
         row = arrow_rows(self.spark, f"SELECT {sums} FROM {rel.sql} WHERE {where}")[0]
-        return {c: (None if row[i] is None else float(str(row[i])))
-                for i, c in enumerate(measures)}
+        return {c: cast("Number | None", row[i]) for i, c in enumerate(measures)}
 
     def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
                   periods: Sequence[Period] | None, *, preview: bool = False) -> bool:

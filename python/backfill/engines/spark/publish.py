@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from decimal import Context, Decimal
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConflictError
-from ..base import (CHANGELOG_COLUMNS, CHANGELOG_TABLE, ColumnKind, PublishModel, PublishRequest,
-                    StalePublishedError)
+from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE,
+                    ColumnKind, PublishModel, PublishRequest, StalePublishedError)
 from .sql import arrow_rows, in_periods, kind_of, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,7 +47,9 @@ log = logging.getLogger(__name__)
 __all__ = ["changelog_rows", "publish"]
 
 _TYPES = {ColumnKind.STRING: "string", ColumnKind.TIMESTAMP_TZ: "timestamp",
-          ColumnKind.INTEGER: "bigint", ColumnKind.FLOAT: "double"}
+          ColumnKind.INTEGER: "bigint", ColumnKind.FLOAT: "double",
+          ColumnKind.DECIMAL: f"decimal(38,{CHANGELOG_SCALE})"}
+_EXACT = Context(prec=80)
 _publishing = threading.Lock()  # one publish at a time per process
 
 
@@ -162,23 +165,33 @@ def _append_changelog(engine: SparkEngine, request: PublishRequest) -> None:
     with engine.lock(table):
         spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
                   "TBLPROPERTIES ('format-version' = '2')")
+        # A table of an earlier version: add the new columns; its double measure values stay
+        # double (Iceberg cannot retype double to decimal), written as floats.
+        have = {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
+        for name, kind in CHANGELOG_COLUMNS:
+            if name in CHANGELOG_ADDED and name not in have:
+                spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({quote(name)} {_TYPES[kind]})")
+                have[name] = _TYPES[kind]
     if not request.changelog:
         return
-    schema = _parse_datatype_string(", ".join(f"{n}: {_TYPES[k]}" for n, k in CHANGELOG_COLUMNS))
+    types = [have.get(n, _TYPES[k]) for n, k in CHANGELOG_COLUMNS]
+    schema = _parse_datatype_string(", ".join(
+        f"{n}: {t}" for (n, _), t in zip(CHANGELOG_COLUMNS, types)))
     assert isinstance(schema, StructType)
-    rows = [tuple(_value(v, k) for v, (_, k) in zip(row, CHANGELOG_COLUMNS))
-            for row in request.changelog]
+    rows = [tuple(_value(v, t) for v, t in zip(row, types)) for row in request.changelog]
     spark.createDataFrame(rows, schema).writeTo(table).append()
 
 
-def _value(value: Any, kind: ColumnKind) -> Any:
+def _value(value: Any, spark_type: str) -> Any:
     if value is None:
         return None
-    if kind == ColumnKind.INTEGER:
+    if spark_type == "bigint":
         return int(value)
-    if kind == ColumnKind.FLOAT:
+    if spark_type == "double":
         return float(value)
-    if kind == ColumnKind.STRING:
+    if spark_type.startswith("decimal"):
+        return Decimal(value).quantize(Decimal(1).scaleb(-CHANGELOG_SCALE), context=_EXACT)
+    if spark_type == "string":
         return str(value)
     return value
 

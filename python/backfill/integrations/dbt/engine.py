@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from ...engines import (Area, Column, Engine, Part, PartitionFingerprint, Period, PublishRequest,
-                        TaskFailure, WriteResult)
+from ...engines import (Area, Column, Engine, Number, Part, PartitionFingerprint, Period,
+                        PublishRequest, TaskFailure, WriteResult)
 from ...engines.duckdb import DuckDBEngine
 from ...engines.duckdb.sql import (audit_schema, fingerprint_where, in_periods, quote,
                                    relation_exists, transaction)
@@ -464,7 +464,7 @@ class DbtEngine(Engine):
 
     def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
                      periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, float | None]:
+                     ) -> dict[str, Number | None]:
         return self._wh(project).measure_sums(project, model, area, measures, periods,
                                            preview=preview)
 
