@@ -1,0 +1,25 @@
+"""Inputs the fuzz targets of tests/fuzz found (make fuzz), kept as regression tests of the
+Python parsers they reached: each must be refused with InvalidInputError naming the value."""
+
+from __future__ import annotations
+
+import pytest
+
+from backfill.errors import InvalidInputError
+from backfill.model.kafka import parse_duration as kafka_duration
+from backfill.windows import parse_duration
+
+
+@pytest.mark.parametrize("value", ["3" * 53 + "0s", "9999999999999999d", 1e300, float("inf")])
+def test_kafka_duration_too_long_for_a_timedelta_is_named(value: object) -> None:
+    # duration_fuzz: timedelta() raised OverflowError instead of naming the value.
+    with pytest.raises(InvalidInputError, match="lateness .* is too long a duration"):
+        kafka_duration(value, "lateness")
+
+
+@pytest.mark.parametrize("value", ["9" * 400, "9" * 400 + "h", float("inf")])
+def test_budget_that_is_infinite_is_named(value: object) -> None:
+    # duration_fuzz: float() of 400 digits is inf, which passed as a budget (and then broke
+    # format_duration with an OverflowError).
+    with pytest.raises(InvalidInputError, match="budget .*: expected a finite duration"):
+        parse_duration(value)
