@@ -124,8 +124,14 @@ class Producer {
     out.children = kids.data();
     if (s.dictionary) out.dictionary = schema(*s.dictionary);
     out.release = [](ArrowSchema* x) { x->release = nullptr; };
-    switch (lie()) {  // a malformed schema node now and then
-      case 1: out.n_children += 1; break;
+    // A malformed schema node now and then. Counts stay true to the pointer arrays (a consumer
+    // cannot check them: they are the arrays' only length), so an extra child is a real one.
+    switch (lie()) {
+      case 1:
+        kids.push_back(schema(Spec{"l", 'f', 8, "extra", true, {}, nullptr}));
+        out.n_children = static_cast<std::int64_t>(kids.size());
+        out.children = kids.data();
+        break;
       case 2: if (out.n_children > 0) out.children = nullptr; break;
       case 3: if (out.n_children > 0) kids[0] = nullptr; break;
       case 4: out.format = nullptr; break;
@@ -283,8 +289,19 @@ class Producer {
     switch (lie()) {  // a malformed array node now and then
       case 1: out.length = -1 - out.length; break;
       case 2: out.offset = -1; break;
-      case 3: out.n_buffers += in_.ConsumeBool() ? 1 : -1; break;
-      case 4: out.n_children += 1; break;
+      case 3:  // a buffer too many or too few (views have any number: theirs stays true)
+        if (s.kind == 'v') break;
+        if (in_.ConsumeBool()) {
+          bufs.push_back(nullptr);
+          out.buffers = bufs.data();
+        }
+        out.n_buffers = static_cast<std::int64_t>(bufs.size()) - (in_.ConsumeBool() ? 1 : 0);
+        break;
+      case 4:  // one child more than the schema has (a null one, in case the schema lies too)
+        kids.push_back(nullptr);
+        out.n_children = static_cast<std::int64_t>(kids.size());
+        out.children = kids.data();
+        break;
       case 5: if (out.n_buffers > 0) out.buffers = nullptr; break;
       case 6: if (out.n_buffers > 1) bufs[1] = nullptr; break;
       case 7: if (out.n_children > 0) out.children = nullptr; break;
