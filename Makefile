@@ -29,12 +29,14 @@ demo: setup
 	$(VENV)/bin/backfill demo $(DEMO_ARGS)
 
 test: setup
+	@$(SANITIZE_BG_START)
 	@echo "== GoogleTest (ctest) =="
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 	@echo "== import layers (lint-imports; contracts in pyproject.toml) =="
 	$(VENV)/bin/lint-imports --no-cache
 	@echo "== pytest =="
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
+	@$(SANITIZE_BG_WAIT)
 
 bench: setup
 	for b in benchmarks/*_bench.py; do $(PY) $$b || exit 1; done
@@ -88,16 +90,60 @@ $(INSTALLED): $(DEPS_OK) CMakeLists.txt $(SOURCES) $(wildcard tests/cpp/*.cpp)
 clean:
 	rm -rf build $(VENV)
 
-# libFuzzer + ASan/UBSan on the SQL lint tokenizer. clang is installed here only, not in DEB_PKGS.
-.PHONY: fuzz
-FUZZ_PKGS    := clang-14 libclang-rt-14-dev
+# ---- Sanitizers and fuzzing (issue 19) ----
+# One clang build in $(SAN_DIR): the lint, the core and the GoogleTest suite with ASan + UBSan
+# (any report aborts: -fno-sanitize-recover=all) and the fuzzer's coverage instrumentation, plus
+# one libFuzzer target per parser of user text or bytes (tests/fuzz). -O1 with line tables only:
+# the cheapest build whose reports still name file and line. No Python module is built here.
+#   make sanitize          the GoogleTest suite under ASan + UBSan
+#   make fuzz              every fuzz target for FUZZ_SECONDS (60) each, FUZZ_JOBS (2) at a time
+#   make fuzz FUZZ_TARGETS=arrow_fuzz FUZZ_SECONDS=600      one target, longer
+# `make test` runs both (fuzzing 20 s per target) in the background, niced, while ctest and
+# pytest run, and fails at the end if either found anything; its log is $(SAN_DIR)/ci.log.
+# Seeds are committed in tests/fuzz/corpus/<target>/ (keep them small); what a run learns goes
+# to $(SAN_DIR)/corpus/<target>/, crashes to $(SAN_DIR)/crashes/ (then: a regression test).
+.PHONY: sanitize sanitize-build fuzz sanitize-ci
+SAN_DIR      := build/sanitize
+SAN_PKGS     := clang libclang-rt-dev
+# C++ targets (tests/fuzz/*.cpp) and one Python target (atheris: durations and run windows).
+FUZZ_TARGETS ?= arrow_fuzz lint_fuzz instant_fuzz zone_fuzz select_fuzz duration_fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_DIR     := build/fuzz
-fuzz: setup
-	@$(call apt_ensure,$(FUZZ_PKGS))
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_COMPILER=clang++-14 -DBACKFILL_BUILD_FUZZ=ON -DBACKFILL_BUILD_TESTS=OFF >/dev/null
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(FUZZ_DIR) --target lint_fuzz
-	mkdir -p $(FUZZ_DIR)/corpus
-	$(FUZZ_DIR)/tests/fuzz/lint_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  -dict=tests/fuzz/lint.dict $(FUZZ_DIR)/corpus tests/sql tests/fuzz/seeds
+FUZZ_JOBS    ?= 2
+SAN_ENV      := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+sanitize-build: apt
+	@command -v clang++ >/dev/null || { echo "make sanitize needs clang (apt-get install $(SAN_PKGS))"; exit 1; }
+	@[ -f $(SAN_DIR)/build.ninja ] || cmake -S . -B $(SAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_CXX_COMPILER=clang++ \
+	  -DBACKFILL_SANITIZE=ON -DBACKFILL_BUILD_FUZZ=ON -DBACKFILL_BUILD_TESTS=ON >/dev/null
+	cmake --build $(SAN_DIR) -j2 --target backfill_tests fuzz_targets
+
+sanitize: sanitize-build
+	@echo "== GoogleTest under ASan + UBSan =="
+	$(SAN_ENV) $(SAN_DIR)/backfill_tests --gtest_brief=1
+
+# Each target runs FUZZ_SECONDS from its seeds, FUZZ_JOBS at a time; fails on any finding.
+fuzz: setup sanitize-build
+	@echo "== libFuzzer: $(FUZZ_TARGETS), $(FUZZ_SECONDS) s each, $(FUZZ_JOBS) at a time =="
+	PYTHON=$(PY) tests/fuzz/run_fuzz.sh $(SAN_DIR) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
+# What `make test` runs: the sanitized unit tests, then every fuzz target for 20 s.
+sanitize-ci:
+	$(MAKE) --no-print-directory sanitize
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
+
+# `make test` starts sanitize-ci in the background (niced: ctest and pytest keep the CPU first;
+# the fuzzers run for a fixed wall time however much CPU they get) and waits for it at the end.
+# Both lines test for clang the same way, so with no clang neither does anything.
+SANITIZE_BG_START = if command -v clang++ >/dev/null 2>&1; then mkdir -p $(SAN_DIR); \
+	  rm -f $(SAN_DIR)/ci.rc; echo "== sanitizers + fuzzing: started in the background, log $(SAN_DIR)/ci.log =="; \
+	  ( nice -n 10 $(MAKE) --no-print-directory sanitize-ci; echo $$? > $(SAN_DIR)/ci.rc ) \
+	    > $(SAN_DIR)/ci.log 2>&1 < /dev/null & fi
+SANITIZE_BG_WAIT = if command -v clang++ >/dev/null 2>&1; then \
+	  echo "== sanitizers + fuzzing (make sanitize-ci; waiting for it) =="; \
+	  for i in $$(seq 1800); do [ -f $(SAN_DIR)/ci.rc ] && break; sleep 1; done; \
+	  grep -E '^\[  (PASSED|FAILED) |_fuzz: ' $(SAN_DIR)/ci.log || true; \
+	  if [ "$$(cat $(SAN_DIR)/ci.rc 2>/dev/null)" != 0 ]; then tail -60 $(SAN_DIR)/ci.log; \
+	    echo "sanitizers or fuzzing FAILED (log $(SAN_DIR)/ci.log)"; exit 1; fi; fi
+DEB_PKGS += $(SAN_PKGS)
+EXTRAS   := $(EXTRAS),fuzz

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
+#include "arrow/validate.hpp"
 
 namespace backfill::arrow {
 
@@ -220,7 +221,14 @@ DataType parse_format(std::string_view f, const ArrowSchema& s, std::string_view
     DataType t = make_type(f == "+l" ? TypeId::list : f == "+L" ? TypeId::large_list
                                                                 : TypeId::struct_);
     if (t.id != TypeId::struct_ && s.n_children != 1) throw unsupported();
+    if (s.n_children < 0 || (s.n_children > 0 && s.children == nullptr)) {
+      throw InvalidInput(fmt::format("column '{}': Arrow schema has {} children but no child list",
+                                     path, s.n_children));
+    }
     for (std::int64_t i = 0; i < s.n_children; ++i) {
+      if (s.children[i] == nullptr) {
+        throw InvalidInput(fmt::format("column '{}': Arrow schema child {} is null", path, i));
+      }
       const ArrowSchema& c = *s.children[i];
       std::string name = c.name != nullptr ? c.name : "";
       DataType ct = parse_schema(c, path.empty() ? name : fmt::format("{}.{}", path, name));
@@ -261,6 +269,35 @@ std::int64_t expected_buffers(TypeId id) noexcept {
   }
 }
 
+// Shifts a struct's child view (and, for a struct child, its children) by `delta` slots and
+// cuts it to `length`: slot i of the child is then slot i of its parent.
+void shift_view(ArrayView& v, std::int64_t delta, std::int64_t length) {
+  v.offset += delta;
+  if (length != v.length || delta != 0) {
+    v.length = length;
+    if (v.null_count != 0 && v.type->id != TypeId::null) {
+      std::int64_t nulls = 0;
+      for (std::int64_t i = 0; i < length; ++i) nulls += v.is_valid(i) ? 0 : 1;
+      v.null_count = nulls;
+    } else if (v.type->id == TypeId::null) {
+      v.null_count = length;
+    }
+  }
+  if (v.type->id == TypeId::struct_) {
+    for (auto& c : v.children) shift_view(c, delta, length);
+  }
+}
+
+// A struct child must hold a slot for every slot of its parent, offset included.
+void slice_struct_child(ArrayView& child, const ArrowArray& parent, std::string_view path) {
+  if (child.length < parent.offset + parent.length) {
+    throw InvalidInput(fmt::format(
+        "column '{}': Arrow struct child has {} slots, its parent needs {} (offset {} + length {})",
+        path, child.length, parent.offset + parent.length, parent.offset, parent.length));
+  }
+  shift_view(child, parent.offset, parent.length);
+}
+
 ArrayView make_view(const ArrowArray& a, const DataType& type, std::string_view path) {
   ArrayView v;
   v.type = &type;
@@ -270,10 +307,18 @@ ArrayView make_view(const ArrowArray& a, const DataType& type, std::string_view 
   if (a.length < 0 || a.offset < 0) {
     throw InvalidInput(fmt::format("column '{}': negative Arrow length or offset", path));
   }
+  if (a.offset > std::numeric_limits<std::int64_t>::max() - a.length) {
+    throw InvalidInput(fmt::format("column '{}': Arrow offset {} + length {} overflows", path,
+                                   a.offset, a.length));
+  }
   const std::int64_t want = expected_buffers(type.id);
   if ((want >= 0 && a.n_buffers != want) || (want < 0 && a.n_buffers < 3)) {
     throw InvalidInput(fmt::format("column '{}' ({}): Arrow array has {} buffers, expected {}",
                                    path, to_string(type), a.n_buffers, want < 0 ? 3 : want));
+  }
+  if (a.n_buffers > 0 && a.buffers == nullptr) {
+    throw InvalidInput(fmt::format("column '{}': Arrow array has {} buffers but a null buffer list",
+                                   path, a.n_buffers));
   }
   v.buffers.assign(a.buffers, a.buffers + a.n_buffers);
   if (type.id == TypeId::null) {
@@ -287,10 +332,13 @@ ArrayView make_view(const ArrowArray& a, const DataType& type, std::string_view 
                                    a.n_children, n_children));
   }
   for (std::size_t i = 0; i < n_children; ++i) {
-    v.children.push_back(make_view(*a.children[i], type.children[i].type,
-                                   fmt::format("{}.{}", path, type.children[i].name)));
+    const auto child_path = fmt::format("{}.{}", path, type.children[i].name);
+    if (a.children == nullptr || a.children[i] == nullptr) {
+      throw InvalidInput(fmt::format("column '{}': Arrow array has a null child", child_path));
+    }
+    v.children.push_back(make_view(*a.children[i], type.children[i].type, child_path));
     // A struct's offset applies to its children too (lists index children through offsets).
-    if (type.id == TypeId::struct_) v.children.back().offset += a.offset;
+    if (type.id == TypeId::struct_) slice_struct_child(v.children.back(), a, child_path);
   }
   if (type.dictionary) {
     if (a.dictionary == nullptr) {
@@ -305,6 +353,7 @@ ArrayView make_view(const ArrowArray& a, const DataType& type, std::string_view 
     v.null_count = nulls;
     if (nulls == 0) v.buffers[0] = nullptr;
   }
+  detail::validate_layout(v, path);
   return v;
 }
 

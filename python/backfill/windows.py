@@ -19,6 +19,7 @@ the gap; a time it shows twice (02:30 in October) is its first occurrence.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,8 @@ def parse_duration(text: str | float | int, what: str = "budget") -> float:
                                     "'90m', '1h30m', '2d' or a number of seconds")
     if not seconds > 0:
         raise InvalidInputError(f"{what} {text!r}: expected a duration above zero")
+    if not math.isfinite(seconds):  # "1e999" or 400 digits: float() gives inf (found by fuzzing)
+        raise InvalidInputError(f"{what} {text!r}: expected a finite duration")
     return seconds
 
 

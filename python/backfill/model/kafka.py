@@ -47,10 +47,14 @@ def parse_duration(value: object, what: str) -> dt.timedelta:
     """``"2h"``, ``"30m"``, ``"0s"``, a number of seconds or a timedelta -> timedelta (>= 0)."""
     if isinstance(value, dt.timedelta) and value >= dt.timedelta(0):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return dt.timedelta(seconds=float(value))
-    if isinstance(value, str) and (m := _DURATION.match(value)):
-        return dt.timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            return dt.timedelta(seconds=float(value))
+        if isinstance(value, str) and (m := _DURATION.match(value)):
+            return dt.timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
+    except OverflowError:  # past timedelta's 999999999 days, or inf (found by fuzzing)
+        raise InvalidInputError(f"{what} {value!r} is too long a duration; expected at most "
+                                "999999999 days") from None
     raise InvalidInputError(f"{what} {value!r} is not a duration; expected e.g. '2h', '30m', "
                             "'0s', '1d' or a number of seconds")
 
