@@ -1,0 +1,132 @@
+"""Packaging that needs no build: one version, a core that imports no extra's package, and a
+missing extra named in the error (the wheel itself is tested in test_wheel.py)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import backfill
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = ROOT / "pyproject.toml"
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
+def test_one_version_everywhere() -> None:
+    version = importlib.metadata.version("backfill")
+    assert backfill.__version__ == version
+    out = subprocess.run([sys.executable, "-m", "backfill.cli", "--version"], capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    assert out.strip() == f"backfill {version}"
+    # CHANGELOG.md starts at the current version; no other file writes the number down.
+    assert f"## {version}" in (ROOT / "CHANGELOG.md").read_text()
+    assert 'dynamic = ["version"]' in PYPROJECT.read_text()
+    assert version not in (ROOT / "CMakeLists.txt").read_text()
+
+
+def test_importing_the_core_imports_no_extra() -> None:
+    # Every package an extra brings (pyproject's optional-dependencies, by import name). They are
+    # all installed here, so an import at module level anywhere in the core would show up.
+    from backfill._extras import EXTRA_OF_MODULE
+
+    watched = sorted({*EXTRA_OF_MODULE, "pyarrow", "pandas", "polars"})
+    result = _python(f"""
+        import sys
+        import backfill, backfill.cli, backfill.examples.shop, backfill.integrations.airflow
+        import backfill.integrations.dbt
+        print(sorted(m for m in {watched!r} if m in sys.modules))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_a_missing_extra_is_named() -> None:
+    # Each extra's package made unimportable (as on a machine without the extra): the feature's
+    # error names the extra to install.
+    result = _python("""
+        import shutil, sys, tempfile
+        from pathlib import Path
+        tmp = tempfile.mkdtemp()
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {"psycopg", "pyspark", "confluent_kafka", "airflow",
+                                          "dbt"}:
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                return None
+        sys.meta_path.insert(0, Block())
+        import backfill
+        from backfill.engines import open_engine
+        from backfill.model.files import EngineSettings
+        from backfill.errors import MissingExtraError
+        from backfill.replay.client import _kafka
+        from backfill.integrations.airflow import backfill_dag
+        attempts = {
+            "postgres": lambda: open_engine(EngineSettings(type="postgres",
+                                                           options={"url": "postgresql://x@h/d"})),
+            "spark": lambda: open_engine(EngineSettings(type="spark")),
+            "kafka": _kafka,
+            "airflow": lambda: backfill_dag("d", ".", "*", "2026-01-01", "2026-01-02",
+                                            concurrency=1, reason="r"),
+            "dbt": lambda: backfill.Project.from_dbt(shutil.copytree(
+                Path(backfill.__file__).parent / "examples" / "dbt_shop", Path(tmp) / "dbt")),
+        }
+        for extra, attempt in attempts.items():
+            try:
+                attempt()
+            except MissingExtraError as exc:
+                print(extra, "|", exc)
+            else:
+                print(extra, "| no error")
+    """)
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" | ", 1) for line in result.stdout.splitlines())
+    assert set(lines) == {"postgres", "spark", "kafka", "airflow", "dbt"}
+    for extra, message in lines.items():
+        assert f"pip install 'backfill[{extra}]'" in message, (extra, message)
+
+
+def test_packaged_examples_and_notebook() -> None:
+    from backfill.examples import notebook_path
+
+    assert notebook_path().is_file()
+    assert (ROOT / "notebooks" / "shop_backfill.ipynb").resolve() == notebook_path()
+    package = Path(backfill.__file__).parent
+    assert (package / "examples" / "shop" / "backfill.yml").is_file()
+    assert list((package / "examples" / "shop" / "models").glob("*.sql"))
+
+
+def test_tz_database_of_the_tzdata_package_agrees_with_the_os_one() -> None:
+    # The tzdata package's zone files (what a machine without /usr/share/zoneinfo uses) are
+    # "slim": few explicit transitions, the rest from the footer rule. Read through $TZDIR in a
+    # fresh process, they must cut the same partitions as the OS's files (up to rule changes
+    # between the two releases: zones and years here have had none since 2024).
+    import tzdata  # a dependency of backfill
+
+    folder = Path(tzdata.__file__).parent / "zoneinfo"
+    code = """
+        import backfill
+        print(backfill.tz_database())
+        for tz in ("Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata",
+                   "America/Santiago", "Pacific/Chatham"):
+            for p in backfill.partitions("day", "2024-01-01", "2040-01-01", tz=tz):
+                if p.end.timestamp() - p.start.timestamp() != 86400:
+                    print(tz, p.label, p.start.isoformat(), p.end.isoformat())
+    """
+    os_run = _python(code)
+    assert os_run.returncode == 0, os_run.stderr
+    env_run = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                             text=True, timeout=120, cwd=ROOT,
+                             env={**__import__("os").environ, "TZDIR": str(folder)})
+    assert env_run.returncode == 0, env_run.stderr
+    os_lines, env_lines = os_run.stdout.splitlines(), env_run.stdout.splitlines()
+    assert os_lines[0] != env_lines[0] and env_lines[0] == str(folder)
+    assert len(os_lines) > 5 * 2 * 15  # every zone but Kolkata has two DST days a year
+    assert os_lines[1:] == env_lines[1:]
