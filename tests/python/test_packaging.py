@@ -4,12 +4,17 @@ missing extra named in the error (the wheel itself is tested in test_wheel.py)."
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import backfill
+from backfill.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = ROOT / "pyproject.toml"
@@ -20,12 +25,13 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, cwd=ROOT)
 
 
-def test_one_version_everywhere() -> None:
+def test_one_version_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
     version = importlib.metadata.version("backfill")
     assert backfill.__version__ == version
-    out = subprocess.run([sys.executable, "-m", "backfill.cli", "--version"], capture_output=True,
-                         text=True, check=True, timeout=60).stdout
-    assert out.strip() == f"backfill {version}"
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"backfill {version}"
     # CHANGELOG.md starts at the current version; no other file writes the number down.
     assert f"## {version}" in (ROOT / "CHANGELOG.md").read_text()
     assert 'dynamic = ["version"]' in PYPROJECT.read_text()
@@ -48,18 +54,18 @@ def test_importing_the_core_imports_no_extra() -> None:
     assert result.stdout.strip() == "[]", result.stdout
 
 
-def test_a_missing_extra_is_named() -> None:
+def test_a_missing_extra_is_named(tmp_path: Path) -> None:
     # Each extra's package made unimportable (as on a machine without the extra): the feature's
     # error names the extra to install.
-    result = _python("""
-        import shutil, sys, tempfile
+    result = _python(f"""
+        import shutil, sys
         from pathlib import Path
-        tmp = tempfile.mkdtemp()
+        tmp = {str(tmp_path)!r}
         class Block:
             def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in {"psycopg", "pyspark", "confluent_kafka", "airflow",
-                                          "dbt"}:
-                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                if name.split(".")[0] in {{"psycopg", "pyspark", "confluent_kafka", "airflow",
+                                          "dbt"}}:
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
                 return None
         sys.meta_path.insert(0, Block())
         import backfill
@@ -68,16 +74,16 @@ def test_a_missing_extra_is_named() -> None:
         from backfill.errors import MissingExtraError
         from backfill.replay.client import _kafka
         from backfill.integrations.airflow import backfill_dag
-        attempts = {
+        attempts = {{
             "postgres": lambda: open_engine(EngineSettings(type="postgres",
-                                                           options={"url": "postgresql://x@h/d"})),
+                                                           options={{"url": "postgresql://x@h/d"}})),
             "spark": lambda: open_engine(EngineSettings(type="spark")),
             "kafka": _kafka,
             "airflow": lambda: backfill_dag("d", ".", "*", "2026-01-01", "2026-01-02",
                                             concurrency=1, reason="r"),
             "dbt": lambda: backfill.Project.from_dbt(shutil.copytree(
                 Path(backfill.__file__).parent / "examples" / "dbt_shop", Path(tmp) / "dbt")),
-        }
+        }}
         for extra, attempt in attempts.items():
             try:
                 attempt()
@@ -107,26 +113,27 @@ def test_tz_database_of_the_tzdata_package_agrees_with_the_os_one() -> None:
     # The tzdata package's zone files (what a machine without /usr/share/zoneinfo uses) are
     # "slim": few explicit transitions, the rest from the footer rule. Read through $TZDIR in a
     # fresh process, they must cut the same partitions as the OS's files (up to rule changes
-    # between the two releases: zones and years here have had none since 2024).
+    # between the two releases: these zones have had none since 2024).
     import tzdata  # a dependency of backfill
 
     folder = Path(tzdata.__file__).parent / "zoneinfo"
-    code = """
-        import backfill
-        print(backfill.tz_database())
-        for tz in ("Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata",
-                   "America/Santiago", "Pacific/Chatham"):
-            for p in backfill.partitions("day", "2024-01-01", "2040-01-01", tz=tz):
-                if p.end.timestamp() - p.start.timestamp() != 86400:
-                    print(tz, p.label, p.start.isoformat(), p.end.isoformat())
-    """
-    os_run = _python(code)
-    assert os_run.returncode == 0, os_run.stderr
-    env_run = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                             text=True, timeout=120, cwd=ROOT,
-                             env={**__import__("os").environ, "TZDIR": str(folder)})
+    env_run = subprocess.run(
+        [sys.executable, "-c", f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+         "import backfill, test_packaging as t; "
+         "print(json.dumps([backfill.tz_database(), t.uneven_days()]))"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "TZDIR": str(folder)})
     assert env_run.returncode == 0, env_run.stderr
-    os_lines, env_lines = os_run.stdout.splitlines(), env_run.stdout.splitlines()
-    assert os_lines[0] != env_lines[0] and env_lines[0] == str(folder)
-    assert len(os_lines) > 5 * 2 * 15  # every zone but Kolkata has two DST days a year
-    assert os_lines[1:] == env_lines[1:]
+    env_dir, env_days = json.loads(env_run.stdout)
+    assert env_dir == str(folder) and backfill.tz_database() != str(folder)
+    os_days = uneven_days()
+    assert len(os_days) == 4 * 2 * 8  # two DST days a year in each zone
+    assert os_days == env_days
+
+
+def uneven_days() -> list[list[str]]:
+    """Every day of 2026-2033 that is not 24 hours long, in zones with odd rules."""
+    return [[tz, p.label, p.start.isoformat(), p.end.isoformat()]
+            for tz in ("Europe/Berlin", "Australia/Lord_Howe", "America/Santiago", "Pacific/Chatham")
+            for p in backfill.partitions("day", "2026-01-01", "2034-01-01", tz=tz)
+            if (p.end - p.start).total_seconds() != 86400]
