@@ -1,5 +1,6 @@
 #include "backfill/calendar.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <limits>
@@ -8,7 +9,6 @@
 #include <mutex>
 #include <optional>
 
-#include <algorithm>
 #include <date/date.h>
 #include <fmt/format.h>
 

@@ -137,3 +137,13 @@ def uneven_days() -> list[list[str]]:
             for tz in ("Europe/Berlin", "Australia/Lord_Howe", "America/Santiago", "Pacific/Chatham")
             for p in backfill.partitions("day", "2026-01-01", "2034-01-01", tz=tz)
             if (p.end - p.start).total_seconds() != 86400]
+
+
+def test_a_zone_name_cannot_leave_the_tz_database() -> None:
+    # Zone names become paths under the tz directory: anything but a plain relative name is
+    # unknown, however the file system would resolve it.
+    for name in ("../zoneinfo/UTC", "/usr/share/zoneinfo/UTC", "Europe/../UTC", "Europe//Berlin",
+                 "Europe/Berlin/", ".", "", "zone.tab/x"):
+        with pytest.raises(backfill.InvalidInputError):
+            backfill.partition_of("2026-01-01", "day", tz=name)
+    assert backfill.partition_of("2026-01-01", "day", tz="Etc/GMT+5").start.hour == 5
