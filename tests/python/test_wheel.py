@@ -140,6 +140,7 @@ def test_wheel_in_a_clean_debian_root(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.environ.get("BACKFILL_SDIST_CHECK") != "1",
                     reason="compiles the C++ core from scratch: `make wheel-check` runs it")
+@pytest.mark.timeout(3600)  # a from-scratch compile: 15+ minutes on a busy 2-core machine
 def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: Path) -> None:
     sdist = _newest("backfill-*.tar.gz")
     env_dir = tmp_path / "venv"
