@@ -146,8 +146,10 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
+    # Without PYTHONPATH: a source checkout's python/ on it would shadow the installed package.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(sdist)],
-         timeout=1800, env={**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "2"})
+         timeout=3000, env={**env, "CMAKE_BUILD_PARALLEL_LEVEL": "2"})
     out = _run([str(py), str(SMOKE), "--tz", "os", "--demo-dir", str(tmp_path / "demo")],
-               cwd=tmp_path)
+               cwd=tmp_path, env=env)
     assert "SMOKE OK" in out, out
