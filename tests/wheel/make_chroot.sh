@@ -22,21 +22,21 @@ mirror=${mirror:-http://deb.debian.org/debian}
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 here=$(cd "$(dirname "$0")" && pwd)
 if [ ! -f "$root/.complete" ]; then
-tmp="$root.partial"
-# Never rm -rf a tree something is still mounted in (a killed test's /proc, say).
-if [ -d "$tmp" ] && grep -q " $(realpath "$tmp")/" /proc/mounts; then
-  echo "make_chroot.sh: $tmp has mounts; unmount them first" >&2; exit 2
-fi
-rm -rf "$tmp"
-start=$(date +%s)
-debootstrap --variant=minbase --include=python3,python3-venv "$suite" "$tmp" "$mirror" \
-  > "$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
-cp /etc/resolv.conf "$tmp/etc/resolv.conf"  # pip inside resolves PyPI like the host does
-rm -f "$tmp"/var/cache/apt/archives/*.deb
-touch "$tmp/.complete"
-rm -rf "$root"
-mv "$tmp" "$root"
-echo "make_chroot.sh: $suite root from $mirror in $root ($(( $(date +%s) - start )) s)"
+  tmp="$root.partial"
+  # Never rm -rf a tree something is still mounted in (a killed test's /proc, say).
+  if [ -d "$tmp" ] && grep -q " $(realpath "$tmp")/" /proc/mounts; then
+    echo "make_chroot.sh: $tmp has mounts; unmount them first" >&2; exit 2
+  fi
+  rm -rf "$tmp"
+  start=$(date +%s)
+  debootstrap --variant=minbase --include=python3,python3-venv "$suite" "$tmp" "$mirror" \
+    > "$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
+  cp /etc/resolv.conf "$tmp/etc/resolv.conf"  # pip inside resolves PyPI like the host does
+  rm -f "$tmp"/var/cache/apt/archives/*.deb
+  touch "$tmp/.complete"
+  rm -rf "$root"
+  mv "$tmp" "$root"
+  echo "make_chroot.sh: $suite root from $mirror in $root ($(( $(date +%s) - start )) s)"
 fi
 
 # This machine's network set-up for pip: its CA bundle (a TLS-inspecting egress proxy signs PyPI's
