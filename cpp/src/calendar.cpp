@@ -1,5 +1,6 @@
 #include "backfill/calendar.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <limits>
@@ -8,12 +9,13 @@
 #include <mutex>
 #include <optional>
 
-#include <date/tz.h>
+#include <date/date.h>
 #include <fmt/format.h>
 
 #include "backfill/error.hpp"
 #include "calendar/civil.hpp"
 #include "calendar/posix_tz.hpp"
+#include "calendar/tzif.hpp"
 
 namespace backfill {
 namespace {
@@ -26,12 +28,9 @@ using detail::kSecondsPerHour;
 constexpr std::array<std::string_view, 6> kGrainNames{"hour", "day", "week", "month", "quarter",
                                                        "year"};
 // Instants far outside any tz table (about +-17,000 years, inside date's own range of +-32,767),
-// so spans that date leaves open-ended clamp to them and every search stays bounded.
+// so open-ended spans clamp to them and every search stays bounded.
 constexpr Seconds kFarPast = -(Seconds{1} << 39);
 constexpr Seconds kFarFuture = Seconds{1} << 39;
-
-date::sys_seconds sys(Seconds t) { return date::sys_seconds{std::chrono::seconds{t}}; }
-Seconds count(date::sys_seconds t) { return t.time_since_epoch().count(); }
 
 std::string format_offset(std::int64_t offset) {
   const char sign = offset < 0 ? '-' : '+';
@@ -114,11 +113,11 @@ Align parse_align(std::string_view name) {
 
 namespace backfill::detail {
 
-// A zone as date's OS-tzdb reader has it, plus the TZif footer rule that continues it after the
-// last explicit transition (`open_from`), which date's reader does not apply.
+// A zone as its TZif file has it, plus the file's footer rule that continues it after the last
+// explicit transition (`open_from`).
 struct ZoneData {
   std::string name;
-  const date::time_zone* zone = nullptr;
+  TzifZone tzif;
   std::optional<PosixRule> rule;  // only kept when it has DST
   Seconds open_from = kFarFuture;
 };
@@ -136,17 +135,16 @@ TimeZone TimeZone::locate(std::string_view name) {
   if (const auto it = zones.find(name); it != zones.end()) return TimeZone{it->second.get()};
   auto data = std::make_unique<detail::ZoneData>();
   data->name = std::string(name);
-  try {
-    data->zone = date::locate_zone(name);
-  } catch (const std::runtime_error&) {
+  auto tzif = detail::read_tzif(name);
+  if (!tzif) {
     throw InvalidInput(fmt::format(
-        "unknown time zone '{}': expected an IANA name such as 'UTC' or 'Europe/Berlin'", name));
+        "unknown time zone '{}': expected an IANA name such as 'UTC' or 'Europe/Berlin' (zone "
+        "files are read from {})", name, detail::tz_dir()));
   }
-  const auto last = data->zone->get_info(sys(Seconds{1} << 36));  // year ~4147: the open-ended info
-  auto rule = detail::read_posix_footer(data->zone->name());
-  if (rule && rule->dst_offset) {
-    data->rule = rule;
-    data->open_from = std::max(count(last.begin), kFarPast);
+  data->tzif = std::move(*tzif);
+  if (data->tzif.footer && data->tzif.footer->dst_offset) {
+    data->rule = data->tzif.footer;
+    data->open_from = data->tzif.at.empty() ? kFarPast : std::max(data->tzif.at.back(), kFarPast);
   }
   const auto* ptr = data.get();
   zones.emplace(std::string(name), std::move(data));
@@ -155,20 +153,27 @@ TimeZone TimeZone::locate(std::string_view name) {
 
 std::string_view TimeZone::name() const noexcept { return zone_ ? std::string_view(zone_->name) : "UTC"; }
 
+std::string TimeZone::database_dir() { return detail::tz_dir(); }
+void TimeZone::set_database_dir(std::string dir) { detail::set_tz_dir(std::move(dir)); }
+
 namespace {
+
+// The span between the explicit transitions of the file around t, ended at `limit` at the latest.
+TimeZone::Span explicit_span(const detail::TzifZone& z, Seconds t, Seconds limit) {
+  const auto next = std::upper_bound(z.at.begin(), z.at.end(), t);
+  const auto i = static_cast<std::size_t>(next - z.at.begin());
+  const Seconds begin = i == 0 ? kFarPast : std::max(z.at[i - 1], kFarPast);
+  const Seconds end = next == z.at.end() ? kFarFuture : std::min(*next, kFarFuture);
+  return {begin, std::min(end, limit), i == 0 ? z.initial_offset : z.offset[i - 1]};
+}
 
 // The span of constant offset around t, before merging same-offset neighbours.
 TimeZone::Span raw_span(const detail::ZoneData& z, Seconds t) {
-  if (t < z.open_from) {
-    const auto info = z.zone->get_info(sys(t));
-    return {std::max(count(info.begin), kFarPast),
-            std::min({count(info.end), z.open_from, kFarFuture}),
-            static_cast<std::int32_t>(info.offset.count())};
-  }
+  if (t < z.open_from) return explicit_span(z.tzif, t, z.open_from);
   const int year = detail::civil_from_days(floor_div(t, kSecondsPerDay)).year;
   const auto transitions = detail::posix_transitions(*z.rule, year - 1, year + 1);
-  TimeZone::Span span{z.open_from, kFarFuture,
-                      static_cast<std::int32_t>(z.zone->get_info(sys(z.open_from)).offset.count())};
+  TimeZone::Span span = explicit_span(z.tzif, z.open_from, kFarFuture);
+  span.end = kFarFuture;
   for (const auto& tr : transitions) {
     if (tr.at <= t) {
       if (tr.at >= z.open_from) span = {tr.at, kFarFuture, tr.offset};

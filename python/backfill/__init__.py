@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from ._version import __version__
 from .errors import BackfillError, ConflictError, CycleError, InvalidInputError, NotFoundError
 
 try:
@@ -18,7 +19,7 @@ from ._arrow import ArrowTable
 from .api import Backfill, Project
 from .audit import (AuditReport, DiffResult, DiffSummary, Fingerprint, GateResult, ModelAudit,
                     diff, fingerprint)
-from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions
+from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions, tz_database
 from .checks import check_model
 from .engines import Engine
 from .engines.duckdb import DuckDBEngine
@@ -32,8 +33,6 @@ from .run.ledger import Ledger, LedgerBackend, open_ledger
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__version__ = "0.1.0"
-
 __all__ = [
     "AuditReport", "ArrowTable", "Backfill", "BackfillError", "BackfillStatus", "Changelog",
     "ConflictError", "CycleError", "Dependency", "DiffResult", "DiffSummary", "DuckDBEngine",
@@ -42,5 +41,5 @@ __all__ = [
     "ModelSummary", "NotFoundError", "Partition", "PeriodSet", "Plan", "PlanFinding", "Project",
     "ProjectError", "Publication", "Source", "all_of", "check_model", "diff", "estimate",
     "fingerprint", "lint_file", "lint_sql", "open_ledger", "overlap", "partition_of",
-    "partitions", "window",
+    "partitions", "tz_database", "window",
 ]

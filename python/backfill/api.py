@@ -19,6 +19,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable
 
+from ._extras import extra_required
 from .audit import AuditReport, audit_backfill
 from .engines import Engine, engine_capabilities
 from .errors import InvalidInputError
@@ -42,7 +43,8 @@ def project_format(name: str) -> Callable[..., Project]:
     if name not in found:
         raise InvalidInputError(f"project format {name!r} is not installed; installed: "
                                 f"{', '.join(sorted(found)) or 'none (reinstall backfill)'}")
-    loader: Callable[..., Project] = found[name].load()
+    with extra_required(f"project format {name!r}"):
+        loader: Callable[..., Project] = found[name].load()
     return loader
 
 
@@ -69,7 +71,8 @@ class Project(_ModelProject):
         is missing or older than a project file) or a ``manifest.json``; see
         :mod:`backfill.integrations.dbt`. A backfill of it runs through dbt, into an audit
         schema beside the published one."""
-        return project_format("dbt")(path, profiles_dir=profiles_dir, target=target)
+        with extra_required("a dbt project", "dbt"):
+            return project_format("dbt")(path, profiles_dir=profiles_dir, target=target)
 
     def plan(self, select: str, start: Any, end: Any, *, history: bool = True,
              **options: Any) -> Plan:

@@ -18,9 +18,16 @@ the top of ``cpp/include/backfill/calendar.hpp``):
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.util
+import logging
+import os
+import zoneinfo
+from pathlib import Path
 from typing import Literal, Union
 
 from . import _core
+
+_log = logging.getLogger(__name__)
 
 Instant = Union[_dt.datetime, _dt.date, str]
 Grain = Literal["hour", "day", "week", "month", "quarter", "year"]
@@ -28,6 +35,37 @@ GRAINS: tuple[str, ...] = ("hour", "day", "week", "month", "quarter", "year")
 
 Partition = _core.Partition
 PeriodSet = _core.PeriodSet
+
+
+def _choose_tz_database() -> None:
+    """Reads zones from where Python's ``zoneinfo`` does, so the two always agree.
+
+    The OS's zone files first (``zoneinfo.TZPATH``: /usr/share/zoneinfo and friends, updated with
+    the OS), else those of the ``tzdata`` package (a dependency, for machines and slim images
+    without an OS tz database). ``$TZDIR`` overrides both.
+    """
+    if os.environ.get("TZDIR"):
+        return
+    for directory in zoneinfo.TZPATH:
+        if os.path.isfile(os.path.join(directory, "UTC")):
+            _core.set_tz_database_dir(directory)
+            return
+    spec = importlib.util.find_spec("tzdata")
+    if spec is not None and spec.submodule_search_locations:
+        folder = Path(next(iter(spec.submodule_search_locations))) / "zoneinfo"
+        if (folder / "UTC").is_file():
+            _core.set_tz_database_dir(str(folder))
+            return
+    _log.warning("no time zone database found (no OS zoneinfo and no tzdata package): only UTC "
+                 "works; pip install tzdata")
+
+
+def tz_database() -> str:
+    """The directory of compiled zone files backfill reads time zones from."""
+    return _core.tz_database_dir()
+
+
+_choose_tz_database()
 
 
 def partition_of(instant: Instant, grain: Grain | str, tz: str = "UTC") -> Partition:
@@ -55,4 +93,5 @@ def partitions(
     return _core.partitions(grain, start, end, tz, align)
 
 
-__all__ = ["GRAINS", "Grain", "Instant", "Partition", "PeriodSet", "partition_of", "partitions"]
+__all__ = ["GRAINS", "Grain", "Instant", "Partition", "PeriodSet", "partition_of", "partitions",
+           "tz_database"]

@@ -30,4 +30,9 @@ class ConflictError(BackfillError, RuntimeError):
     """The state changed under us: a lost lease, a stale audit, a concurrent publish."""
 
 
-__all__ = ["BackfillError", "ConflictError", "CycleError", "InvalidInputError", "NotFoundError"]
+class MissingExtraError(BackfillError, ImportError):
+    """A feature needs an optional extra that is not installed; the message names the extra."""
+
+
+__all__ = ["BackfillError", "ConflictError", "CycleError", "InvalidInputError",
+           "MissingExtraError", "NotFoundError"]

@@ -53,6 +53,11 @@ class TimeZone {
   [[nodiscard]] constexpr bool is_utc() const noexcept { return zone_ == nullptr; }
   [[nodiscard]] std::string_view name() const noexcept;
 
+  // The directory of compiled zone files (TZif) zones are read from: the one set here, else
+  // $TZDIR, else /usr/share/zoneinfo. Set it before the first locate(): zones are read once.
+  [[nodiscard]] static std::string database_dir();
+  static void set_database_dir(std::string dir);
+
   // The maximal interval around `t` over which the UTC offset is constant; transitions that keep
   // the offset (an abbreviation change, say) are merged away.
   struct Span {

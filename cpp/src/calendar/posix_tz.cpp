@@ -1,9 +1,6 @@
 #include "calendar/posix_tz.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "calendar/civil.hpp"
@@ -150,21 +147,6 @@ std::vector<Transition> posix_transitions(const PosixRule& rule, int first_year,
   }
   std::sort(out.begin(), out.end(), [](const Transition& a, const Transition& b) { return a.at < b.at; });
   return out;
-}
-
-std::optional<PosixRule> read_posix_footer(std::string_view zone_name) {
-  const char* dir = std::getenv("TZDIR");
-  std::string path = (dir && *dir) ? dir : "/usr/share/zoneinfo";
-  path += '/';
-  path += zone_name;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  const std::string data{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (data.size() < 6 || data.compare(0, 4, "TZif") != 0 || data[4] < '2') return std::nullopt;
-  if (data.back() != '\n') return std::nullopt;
-  const auto nl = data.rfind('\n', data.size() - 2);
-  if (nl == std::string::npos) return std::nullopt;
-  return parse_posix_rule(std::string_view(data).substr(nl + 1, data.size() - nl - 2));
 }
 
 }  // namespace backfill::detail

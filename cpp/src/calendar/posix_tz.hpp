@@ -1,6 +1,6 @@
 // The POSIX TZ rule at the end of a TZif file (RFC 8536 section 3.3), e.g. "EST5EDT,M3.2.0,M11.1.0".
-// date's OS-tzdb reader stops at the last explicit transition (2037 in "fat" files, earlier in
-// "slim" ones) and would freeze DST from then on; this rule extends the zone past it.
+// The explicit transitions stop at 2037 in "fat" files and earlier in "slim" ones (the `tzdata`
+// Python package's); this rule extends the zone past the last one.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@ struct PosixRule {
   PosixTransitionDate end{};    // out of DST, in daylight local time
 };
 
-// nullopt when the text is not a rule this parser understands (the zone then stays as date has it).
+// nullopt when the text is not a rule this parser understands (the zone then keeps its last offset).
 [[nodiscard]] std::optional<PosixRule> parse_posix_rule(std::string_view text);
 
 struct Transition {
@@ -35,8 +35,5 @@ struct Transition {
 // The rule's transitions whose year (in local time) is in [first_year, last_year], sorted.
 [[nodiscard]] std::vector<Transition> posix_transitions(const PosixRule& rule, int first_year,
                                                         int last_year);
-
-// Reads the footer of the TZif file for `zone_name` under $TZDIR or /usr/share/zoneinfo.
-[[nodiscard]] std::optional<PosixRule> read_posix_footer(std::string_view zone_name);
 
 }  // namespace backfill::detail

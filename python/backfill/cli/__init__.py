@@ -15,6 +15,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from .._version import __version__
 from ..errors import BackfillError
 from . import (audit, check, control, demo, dbt, forward, lint, partitions, plan, publish,
                replay, run)
@@ -26,6 +27,7 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="backfill", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    parser.add_argument("--version", action="version", version=f"backfill {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     # Registration order is the order `backfill --help` lists the commands in: the lifecycle.

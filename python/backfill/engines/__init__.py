@@ -11,6 +11,7 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any
 
+from .._extras import extra_required
 from ..errors import InvalidInputError
 from ..model.files import EngineSettings
 from .base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE,
@@ -25,6 +26,8 @@ __all__ = ["engine_capabilities", "CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANG
            "open_engine", "scratch_area"]
 
 GROUP = "backfill.engines"
+# The extra to name when a shipped engine's import fails on a module not in EXTRA_OF_MODULE.
+_ENGINE_EXTRA = {"postgres": "postgres", "spark": "spark", "dbt": "dbt"}
 
 
 def engine_types() -> dict[str, Any]:
@@ -54,7 +57,8 @@ def open_engine(settings: EngineSettings) -> Engine:
         raise InvalidInputError(
             f"engine type {settings.type!r} is not installed; installed: "
             f"{', '.join(sorted(types)) or 'none (reinstall backfill)'}")
-    engine = types[settings.type].load()(settings)
+    with extra_required(f"the {settings.type!r} engine", _ENGINE_EXTRA.get(settings.type)):
+        engine = types[settings.type].load()(settings)
     if not isinstance(engine, Engine):
         raise InvalidInputError(f"engine plugin {settings.type!r} returned "
                                 f"{type(engine).__name__}, not an Engine")

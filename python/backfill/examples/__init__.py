@@ -7,6 +7,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+__all__ = ["example_main", "notebook_path"]
+
+
+def notebook_path() -> Path:
+    """The shop notebook (plan, estimate, run, audit with a plot), shipped with the package: copy
+    it and open it in Jupyter (``pip install 'backfill[notebook]'`` brings what it imports)."""
+    return Path(__file__).resolve().parent / "shop_backfill.ipynb"
+
 
 def example_main(module: str, title: str, create: Callable[..., Path]) -> int:
     """``python -m backfill.examples.<module> --dir DIR``: writes ``title`` and its raw data."""

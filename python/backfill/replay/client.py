@@ -13,8 +13,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._extras import extra_required
 from ..engines.base import TaskFailure
-from ..errors import BackfillError, NotFoundError
+from ..errors import NotFoundError
 from ..model.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -33,11 +34,8 @@ class BrokerError(TaskFailure):
 
 
 def _kafka() -> Any:
-    try:
+    with extra_required("replaying from Kafka", "kafka"):
         import confluent_kafka
-    except ImportError:  # pragma: no cover - the extra is missing
-        raise BackfillError("replaying from Kafka needs confluent-kafka: pip install "
-                            "'backfill[kafka]'") from None
     return confluent_kafka
 
 

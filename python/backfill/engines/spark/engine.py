@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..._numbers import Number
+from ..._extras import extra_required
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, ColumnKind, Engine, Part, PartitionFingerprint,
@@ -106,7 +107,9 @@ class SparkEngine(IcebergTables, Engine):
         self.conf = dict(conf or {})
         self.pool = pool
         self.stream_periods = max(1, int(stream_periods))
-        # Checked now, before any task is claimed: the jar, and a reachable master.
+        # Checked now, before any task is claimed: PySpark, the jar, and a reachable master.
+        with extra_required("the Spark engine", "spark"):
+            import pyspark  # noqa: F401
         self.jar = find_iceberg_jar(jars)
         check_master(master)
         self._spark: SparkSession | None = None

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ...api import Project
 from ...engines import TaskFailure
+from ..._extras import extra_required
 from ...errors import BackfillError, InvalidInputError
 from ...run.ledger import BackfillCancelledError, BackfillPausedError
 from . import tasks as bfa
@@ -103,7 +104,8 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
     ID``; once it is cancelled they, the audit and publish are skipped with the reason.
     ``dag_kwargs`` go to ``DAG`` (``schedule`` defaults to None: trigger it by hand)."""
     # Airflow is optional (extra backfill[airflow]): importing this module must not need it.
-    from airflow.sdk import DAG, TaskGroup, get_current_context, task
+    with extra_required("backfill_dag (an Airflow DAG)", "airflow"):
+        from airflow.sdk import DAG, TaskGroup, get_current_context, task
 
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..._extras import extra_required
 from ...errors import BackfillError
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,8 @@ def invoke(args: Sequence[str], *, project_dir: str | Path, profiles_dir: str | 
         full += ["--target-path", str(target_path)]
     with invoke_lock, _isolated():
         # dbt is optional, and importing it changes logging and warnings: inside _isolated().
-        from dbt.cli.main import dbtRunner
+        with extra_required("running dbt", "dbt"):
+            from dbt.cli.main import dbtRunner
 
         log_file = logs / "dbt.log"
         offset = log_file.stat().st_size if log_file.is_file() else 0
