@@ -54,7 +54,7 @@ def test_a_partition_in_progress_left_out_is_a_stale_warning(propagate: str) -> 
 
 def test_include_in_progress_rebuilds_them_with_an_info() -> None:
     plan = calendar_project().plan("daily+", *PERIOD, as_of="2026-04-16", propagate="clip",
-                                   include_in_progress=True)
+                                   include_in_progress=True, partitions_per_run=1)
     rows = [(t["model"], t["label"], t["start"], t["end"])
             for t in map(plan.task, range(plan.task_count)) if t["model"] != "daily"]
     assert rows == [

@@ -1,7 +1,9 @@
 #include "calendar/tzif.hpp"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <ios>
 #include <iterator>
 #include <mutex>
 
@@ -116,10 +118,18 @@ std::optional<TzifZone> read_tzif(std::string_view name) {
   std::string path = tz_dir();
   path += '/';
   path += name;
+  // A directory ("America") opens as a stream but its first read throws (EISDIR): zones are
+  // regular files only, and a read error is "no such zone", never an escaping ios failure.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  const std::string data{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return parse_tzif(data);
+  try {
+    const std::string data{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    return parse_tzif(data);
+  } catch (const std::ios_base::failure&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace backfill::detail

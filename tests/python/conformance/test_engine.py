@@ -196,7 +196,8 @@ def test_a_stale_audit_is_refused_and_nothing_is_swapped(case: Case) -> None:
     assert first.audit().passed
     # someone else publishes over an overlapping period after our audit
     plan = case.project.plan("fct_daily_sales+", "2026-08-05", "2026-08-09", as_of=AS_OF)
-    other = case.project.backfill(plan, reason="another fix", engine=case.engine)
+    other = case.project.backfill(plan, reason="another fix", engine=case.engine,
+                                  allow_overlap="racing the first backfill's publish")
     assert other.run(concurrency=2, backoff=0.0).ok
     other.audit()
     other.publish("their publication")

@@ -12,10 +12,9 @@ server adds:
 * Lease expiries come from the DATABASE clock (``clock_timestamp()``), so hosts with skewed
   clocks agree on who holds a task. Workers on other hosts are judged by expiry alone; the pid
   check (:func:`~.records.worker_dead`) only applies to this host's workers.
-* A lost connection (the server restarted) is retried with backoff for up to
-  :attr:`PostgresLedger.retry_seconds`. A retried write whose COMMIT's outcome is unknown
-  checks first whether it landed: a claim finds its leases by the claim's token, a finish its
-  attempt's end, a create/audit/publication its row. So no task is lost or done twice.
+* A lost connection is retried with backoff for :attr:`PostgresLedger.retry_seconds`. A retried
+  write whose COMMIT's outcome is unknown checks first whether it landed (a claim by its token,
+  a finish by its attempt's end, a create/audit/publication by its row): nothing lost or doubled.
 * psycopg errors leave as :class:`~.records.LedgerError` naming the URL, password masked.
 
 SQL text: :mod:`.postgres_sql`; tables, version and migrations: :mod:`.postgres_schema`.
