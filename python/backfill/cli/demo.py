@@ -92,10 +92,13 @@ def _create(root: Path, engine: str, url: str | None, schema: str, orders_per_da
 
 def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
              concurrency: int = 8, out: TextIO | None = None, engine: str = "duckdb",
-             url: str | None = None, schema: str = "shop") -> int:
+             url: str | None = None, schema: str = "shop",
+             span: tuple[str, str] = (START, END),
+             build: tuple[str, str] = ("2026-01-01", "2026-12-01")) -> int:
     """Runs the demo in ``directory`` (default: a new temporary directory) on ``engine``
     (``duckdb``, ``spark``, or ``postgres`` at ``url`` with the published tables in ``schema``); returns
-    an exit code (EXIT_OK when every step succeeded)."""
+    an exit code (EXIT_OK when every step succeeded). ``span`` (the backfill's days) and
+    ``build`` (the initial build's) are the story's; a test may shorten them."""
     w = out or sys.stdout
 
     def say(text: str = "") -> None:
@@ -113,7 +116,7 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     began = time.perf_counter()
     _create(root, engine, url, schema, orders_per_day, say)
     project = Project.load(root)
-    initial = project.plan("*", "2026-01-01", "2026-12-01", as_of=AS_OF, partitions_per_run=31)
+    initial = project.plan("*", build[0], build[1], as_of=AS_OF, partitions_per_run=31)
     status = project.backfill(initial, reason="initial build", direct=True).run(
         concurrency=concurrency)
     if not status.ok:
@@ -133,8 +136,8 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
             say(f"  {line}")
     project = Project.load(root)
 
-    step(3, f"plan {SELECT} {START} .. {END} (end exclusive, as of {AS_OF})")
-    plan = project.plan(SELECT, START, END, as_of=AS_OF, concurrency=concurrency)
+    step(3, f"plan {SELECT} {span[0]} .. {span[1]} (end exclusive, as of {AS_OF})")
+    plan = project.plan(SELECT, span[0], span[1], as_of=AS_OF, concurrency=concurrency)
     say(plan.describe())
 
     step(4, "estimate from one sample day per model")
