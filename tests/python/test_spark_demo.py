@@ -9,15 +9,9 @@ import io
 import re
 from pathlib import Path
 
-import os
-
 import pytest
 
 pytest.importorskip("pyspark")
-# ~5 minutes on this shared 2-core machine (two demos, ~45 Spark tasks): opt-in until the
-# Spark engine's per-task cost comes down.
-pytestmark = pytest.mark.skipif(not os.environ.get("BACKFILL_SPARK_DEMO_TEST"),
-                                reason="set BACKFILL_SPARK_DEMO_TEST=1 (takes ~5 min)")
 
 from backfill.cli.demo import run_demo  # noqa: E402
 from backfill.cli.exit_codes import EXIT_OK  # noqa: E402
