@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,26 +15,10 @@ from backfill.errors import NotFoundError
 from backfill.run.ledger import (BackfillExistsError, BackfillState, LedgerBackend, OverlapError,
                                  open_ledger)
 from backfill.run.ledger.overlap import find_overlaps
-from test_ledger import BACKENDS, Backend, make_done, publication
+# the suite's per-backend fixtures (backend, url, ledger): the same ledgers as test_ledger's
+from test_ledger import backend, ledger, make_done, publication, url  # noqa: F401
 
 DAY = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> Backend:
-    return BACKENDS[request.param]
-
-
-@pytest.fixture
-def url(backend: Backend, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    return backend.url(tmp_path, request)
-
-
-@pytest.fixture
-def ledger(url: str) -> Iterator[LedgerBackend]:
-    led = open_ledger(url)
-    yield led
-    led.close()
 
 
 def record(bid: str, project: str = "p", by: str = "ana", mode: str = "audit") -> dict[str, Any]:

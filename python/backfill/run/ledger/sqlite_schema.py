@@ -51,17 +51,19 @@ def _v3(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE backfills_v3 RENAME TO backfills")
 
 
-#: version -> the function that moves a ledger of ``version - 1`` to ``version`` (inside the
-#: opening transaction). A new file is version 1's tables plus every migration, so a new and a
-#: migrated ledger cannot differ.
+def _execute_statements(db: sqlite3.Connection, sql: str) -> None:
+    """Runs ``sql``'s statements one at a time. Not executescript: it would COMMIT the opening
+    transaction."""
+    for statement in sql.split(";\n"):
+        if statement.strip():
+            db.execute(statement)
+
+
 def _v4(db: sqlite3.Connection) -> None:
     """Version 4: replays from Kafka (see :mod:`.replay_records`)."""
     from .replay_records import V4_SQL
 
-    # Not executescript: it would COMMIT the opening transaction.
-    for statement in V4_SQL.split(";\n"):
-        if statement.strip():
-            db.execute(statement)
+    _execute_statements(db, V4_SQL)
 
 
 def _v5(db: sqlite3.Connection) -> None:
@@ -84,11 +86,12 @@ def _v6(db: sqlite3.Connection) -> None:
     """Version 6: the sample runs of ``backfill estimate`` (see :mod:`.cost_records`)."""
     from .cost_records import V6_SQL
 
-    for statement in V6_SQL.split(";\n"):
-        if statement.strip():
-            db.execute(statement)
+    _execute_statements(db, V6_SQL)
 
 
+#: version -> the function that moves a ledger of ``version - 1`` to ``version`` (inside the
+#: opening transaction). A new file is version 1's tables plus every migration, so a new and a
+#: migrated ledger cannot differ.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
 
 
