@@ -67,6 +67,11 @@ class ModelAudit:
     columns: list[str] = field(default_factory=list)
     #: measure -> how it is summed: "integer", "decimal" (exact) or "float" (approximate)
     measure_kinds: dict[str, str] = field(default_factory=dict)
+    #: wall seconds of the audit's phases: "fingerprint scan" (in the engine, both versions),
+    #: "key", "measure sums", "transfer" (differing partitions as Arrow from the engine) and
+    #: "diff" (the C++ diff; its own phases are in ``diff.timings``). Not part of to_dict: a
+    #: machine's timings are not a result.
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -169,6 +174,12 @@ class ModelAudit:
             "audit_fingerprints": self.audit_fingerprints,
         }
 
+    def timings_line(self) -> str:
+        """``fingerprint scan 1.20s, key 0.31s, ...; total 2.10s``."""
+        total = sum(self.timings.values())
+        return ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()) + \
+            f"; total {total:.2f}s"
+
     def summary_line(self) -> str:
         added, removed, changed = self._counts()
         n, d = len(self.partitions), len(self.differing)
@@ -242,6 +253,13 @@ class AuditReport:
                 for p in m.differing for name, vals in p.measures.items()]
         return RowTable(["model", "partition", "start", "measure", "old", "new", "delta",
                          "pct_delta"], rows)
+
+    @property
+    def timings(self) -> RowTable:
+        """Per (model, phase): wall seconds (see :attr:`ModelAudit.timings`)."""
+        rows = [(m.model, phase, seconds) for m in self.models.values()
+                for phase, seconds in m.timings.items()]
+        return RowTable(["model", "phase", "seconds"], rows, caption="audit timings")
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         return self.summary.__arrow_c_stream__(requested_schema)

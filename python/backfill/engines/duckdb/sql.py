@@ -4,6 +4,7 @@ quoting, catalog look-ups, period filters, column kinds, transactions and finger
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import re
 from collections.abc import Iterator, Sequence
 
@@ -114,16 +115,43 @@ def fingerprint_where(cur: duckdb.DuckDBPyConnection, relation: str,
 def fingerprint_parts(cur: duckdb.DuckDBPyConnection, relation: str, event_time: str | None,
                       parts: Sequence[Part]) -> dict[str, PartitionFingerprint]:
     """label -> fingerprint per (label, start, end) partition of ``relation`` on ``event_time``
-    in one aggregate; the whole relation under ``"all"`` when there are no partitions."""
+    in one scan; the whole relation under ``"all"`` when there are no partitions.
+
+    The scan reads only the partitions' periods (a filter DuckDB prunes row groups with) and
+    aggregates per truncated event time: the largest of day, hour, minute, second to which every
+    partition boundary is aligned, so each bucket lies inside one partition. Sums of row hashes
+    add up, so the buckets' counts and sums are then summed per partition: the same values as
+    aggregating the rows per partition directly, without a range join of every row against every
+    partition (12x slower at 90 daily partitions)."""
     if not parts or not event_time:
         return {WHOLE: fingerprint_where(cur, relation)}
     h = _row_hash(cur, relation, "t")
     et = quote(event_time)
+    unit = _bucket_unit([b for _, s, e in parts for b in (s, e)])
     values = ", ".join(f"({i}, {sql_literal(s)}, {sql_literal(e)})"
                        for i, (_, s, e) in enumerate(parts))
+    where = in_periods(event_time, [(s, e) for _, s, e in parts])
     rows = cur.execute(
-        f"SELECT p.i, count(t.{et}), coalesce(sum({h}::HUGEINT) FILTER "
-        f"(WHERE t.{et} IS NOT NULL), 0) % {_U64} FROM (VALUES {values}) p(i, s, e) "
-        f"LEFT JOIN {relation} t ON t.{et} >= p.s AND t.{et} < p.e GROUP BY p.i").fetchall()
+        f"WITH g AS (SELECT date_trunc('{unit}', t.{et}) AS b, count(*) AS n, "
+        f"sum({h}::HUGEINT) AS h FROM {relation} t WHERE {where} GROUP BY 1) "
+        f"SELECT p.i, coalesce(sum(g.n), 0), coalesce(sum(g.h), 0) % {_U64} "
+        f"FROM (VALUES {values}) p(i, s, e) LEFT JOIN g ON g.b >= p.s AND g.b < p.e "
+        "GROUP BY p.i").fetchall()
     by_i = {int(i): PartitionFingerprint.of(n, d) for i, n, d in rows}
     return {label: by_i[i] for i, (label, _, _) in enumerate(parts)}
+
+
+_UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60))
+
+
+def _bucket_unit(bounds: Sequence[dt.datetime]) -> str:
+    """The coarsest date_trunc unit every boundary (a UTC instant, as :func:`sql_literal`
+    writes it: whole seconds) is a multiple of; zones with 30- or 45-minute offsets give
+    ``minute``."""
+    # As sql_literal writes them: converted to UTC, microseconds dropped.
+    seconds = [int(b.astimezone(dt.timezone.utc).replace(microsecond=0).timestamp())
+               for b in bounds]
+    for unit, width in _UNITS:
+        if all(s % width == 0 for s in seconds):
+            return unit
+    return "second"
