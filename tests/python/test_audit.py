@@ -152,6 +152,45 @@ def test_natural_key_prefers_ids_and_needs_uniqueness(shop_dir: Path) -> None:
         engine.close()
 
 
+def test_a_first_key_candidate_that_repeats_is_replaced_by_the_checked_key(
+        tmp_path: Path) -> None:
+    # The audit tries the first candidate (order_id) in the diff itself; an order has several
+    # lines, so the diff finds duplicates and the engine-checked key (order_id, line_no) is
+    # used instead: the same key and counts as checking first.
+    (tmp_path / "models").mkdir()
+    (tmp_path / "backfill.yml").write_text(
+        "name: lines\nengine: {type: duckdb, path: w.duckdb}\nstate: .backfill\n"
+        "sources:\n  raw:\n    lines: {grain: day, tz: UTC, event_time: ordered_at}\n"
+        "models:\n  defaults: {grain: day, tz: UTC, begin: '2026-08-01', strategy: replace}\n"
+        "  order_lines: {}\n")
+    sql = ('{{{{ config(event_time="ordered_at") }}}}\nselect order_id, line_no, qty{bump} as qty,'
+           ' ordered_at from {{{{ source("raw", "lines") }}}}\nwhere ordered_at >= {{{{ start }}}}'
+           ' and ordered_at < {{{{ end }}}}\n')
+    (tmp_path / "models" / "order_lines.sql").write_text(sql.format(bump=""))
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("CREATE SCHEMA raw; CREATE TABLE raw.lines AS SELECT i // 3 AS order_id, "
+                "i % 3 AS line_no, i % 5 AS qty, TIMESTAMP '2026-08-01' + to_hours(i // 3) AS ordered_at "
+                "FROM range(216) t(i)")  # an order's lines share its time: 72 lines a day
+    con.close()
+    p = backfill.Project.load(tmp_path)
+    assert p.backfill(p.plan("*", "2026-08-01", "2026-08-04", as_of=AS_OF), reason="build",
+                      direct=True).run().ok
+    # The fix changes qty on 2 Aug only.
+    (tmp_path / "models" / "order_lines.sql").write_text(sql.format(
+        bump=" + CASE WHEN ordered_at >= TIMESTAMP '2026-08-02' AND ordered_at < "
+             "TIMESTAMP '2026-08-03' THEN 1 ELSE 0 END"))
+    p = backfill.Project.load(tmp_path)
+    bf = p.backfill(p.plan("*", "2026-08-01", "2026-08-04", as_of=AS_OF), reason="fix")
+    assert bf.run().ok
+    a = bf.audit()["order_lines"]
+    assert (a.key, a.key_source) == (["order_id", "line_no"], "natural")
+    assert [x.label for x in a.differing] == ["2026-08-02"]
+    assert a.diff is not None and a.diff.summary.duplicate_keys == 0
+    assert (a.diff.summary.changed, a.diff.summary.added, a.diff.summary.removed) == (72, 0, 0)
+    assert a.changed_columns == {"qty": 72} and a.measures == ["qty"]
+    assert list(a.timings) == ["fingerprint scan", "key", "measure sums", "transfer", "diff"]
+
+
 def test_merge_and_full_models_audit_and_publish(shop_dir: Path) -> None:
     models = shop_dir / "models"
     (models / "order_status.sql").write_text(

@@ -34,7 +34,7 @@ from ..errors import InvalidInputError
 from ..run import BackfillState, utcnow, who
 from .diff import DiffResult, diff
 from .gates import ModelFacts, evaluate, parse_gates
-from .keys import Version, choose_key, measures_of
+from .keys import Version, choose_key, first_candidate, measures_of
 from .report import AuditReport, MeasureValues, ModelAudit, PartitionAudit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["audit_backfill", "audit_model"]
 
+#: ModelAudit.timings, in this order
+_PHASES = ("fingerprint scan", "key", "measure sums", "transfer", "diff")
 # The diff partitions naive timestamps by this extra UTC column (see audit_model).
 _PART = "__backfill_partition"
 
@@ -71,16 +73,34 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
     labels: list[Part] = parts or [(WHOLE, dt.datetime.min, dt.datetime.max)]
     differing = [p for p in labels if old_fp[p[0]] != new_fp[p[0]]]
     versions = [new_v] + ([old_v] if has_old else [])
-    # The key only matches the rows of the differing partitions (identical ones are never
-    # diffed), so it must be unique there: checking every backfilled period instead cost two
-    # distinct counts over the whole backfill (~20 s of 90 days x 274k rows), more than the
-    # rest of the audit. With nothing differing, the key is informational: all periods.
-    key_periods = [(s, e) for _, s, e in differing] if periods is not None and differing \
-        else periods
-    key, key_source = choose_key(engine, project, model, versions, new_cols, key_periods)
-    clock.lap("key")
     old_names = {c.name for c in old_cols or []}
+    # The key only matches the rows of the differing partitions (identical ones are never
+    # diffed), so it must be unique there. Its first candidate is tried by the diff itself:
+    # no duplicate and no null key on either side is exactly choose_key's test over those rows,
+    # and saves its distinct counts (two over the differing partitions; over all 90 days they
+    # were ~20 s of a 100M-row table's audit). Otherwise choose_key checks in the engine and the
+    # diff runs again. With nothing differing, the key is informational: all periods.
+    guess = first_candidate(m, new_cols) if differing else None
+    key, key_source = ([guess], "natural") if guess else choose_key(
+        engine, project, model, versions, new_cols,
+        [(s, e) for _, s, e in differing] if periods is not None and differing else periods)
+    clock.lap("key")
     measures = [c for c in measures_of(new_cols, key, m) if c in old_names or not has_old]
+    diff_result: DiffResult | None = None
+    if differing:
+        diff_result = _diff_differing(engine, project, model, area, parts, differing, new_cols,
+                                      has_old, key, measures, clock)
+        su = diff_result.summary
+        if guess and (su.duplicate_keys or su.null_keys_old or su.null_keys_new):
+            key, key_source = choose_key(engine, project, model, versions, new_cols,
+                                         [(s, e) for _, s, e in differing]
+                                         if periods is not None else None)
+            clock.lap("key")
+            if key != [guess]:
+                measures = [c for c in measures_of(new_cols, key, m)
+                            if c in old_names or not has_old]
+                diff_result = _diff_differing(engine, project, model, area, parts, differing,
+                                              new_cols, has_old, key, measures, clock)
     kinds = {c: sum_kind(col.kind.value for col in [*new_cols, *(old_cols or [])]
                          if col.name == c) for c in measures}
     new_sums = engine.measure_sums(project, model, area, measures, periods, preview=True)
@@ -89,33 +109,6 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
     totals = {c: (to_kind(old_sums[c], kinds[c]), to_kind(new_sums[c], kinds[c]))
               for c in measures}
     clock.lap("measure sums")
-    diff_result: DiffResult | None = None
-    if differing:
-        where = [(s, e) for _, s, e in differing] if parts and m.event_time else None
-        options: dict[str, Any] = {}
-        utc = None
-        if parts and m.event_time:
-            options = dict(partition_by=m.event_time, grain=m.grain or "day", tz=m.tz)
-            et_kind = next((c.kind for c in new_cols if c.name == m.event_time), None)
-            if et_kind == ColumnKind.TIMESTAMP and m.tz != "UTC":
-                # The engine reads a naive timestamp as UTC (its period filters are UTC);
-                # the diff would read it as wall-clock time in tz. Partition by it as UTC.
-                utc = _PART
-                options.update(partition_by=_PART, exclude=[_PART])
-        old_side = (old_v, where) if has_old else (new_v, [])
-        with engine.stream(project, model, old_side[0].area, old_side[1],
-                           preview=old_side[0].preview, utc_column=utc) as old_data, \
-                engine.stream(project, model, area, where, preview=True,
-                              utc_column=utc) as new_data:
-            diff_result = diff(old_data, new_data, key=key, measures=measures,
-                               on_duplicate="report", **options)
-        # The C++ phases run on imported buffers; the rest of the call is the transfer (the
-        # engine producing the Arrow batches and their import).
-        inside = sum(diff_result.timings.values())
-        clock.laps["transfer"] = max(clock.lap("transfer") - inside, 0.0)
-        clock.laps["diff"] = inside
-    else:
-        clock.laps.update(transfer=0.0, diff=0.0)
     results = _partitions(labels, bool(parts), old_fp, new_fp, diff_result, kinds)
     return ModelAudit(model=model, key=key, key_source=key_source, measures=measures,
                       measure_kinds=kinds,
@@ -123,7 +116,41 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
                       published_fingerprints={k: str(v) for k, v in old_fp.items()},
                       audit_fingerprints={k: str(v) for k, v in area_fp.items()},
                       columns=sorted({c.name for c in new_cols} | old_names),
-                      timings=clock.laps)
+                      timings={k: clock.laps.get(k, 0.0) for k in _PHASES})
+
+
+def _diff_differing(engine: Engine, project: Project, model: str, area: Any, parts: list[Part],
+                    differing: list[Part], new_cols: list[Any], has_old: bool, key: list[str],
+                    measures: list[str], clock: _Clock) -> DiffResult:
+    """The C++ diff of the published and audit versions over the ``differing`` partitions."""
+    m = project.models[model]
+    old_v, new_v = Version(PUBLISHED), Version(area, preview=True)
+    where = [(s, e) for _, s, e in differing] if parts and m.event_time else None
+    options: dict[str, Any] = {}
+    utc = None
+    if parts and m.event_time:
+        options = dict(partition_by=m.event_time, grain=m.grain or "day", tz=m.tz)
+        et_kind = next((c.kind for c in new_cols if c.name == m.event_time), None)
+        if et_kind == ColumnKind.TIMESTAMP and m.tz != "UTC":
+            # The engine reads a naive timestamp as UTC (its period filters are UTC);
+            # the diff would read it as wall-clock time in tz. Partition by it as UTC.
+            utc = _PART
+            options.update(partition_by=_PART, exclude=[_PART])
+    old_side = (old_v, where) if has_old else (new_v, [])
+    clock.lap("key")  # what ran since the last lap (a rejected guess's choose_key) is the key's
+    with engine.stream(project, model, old_side[0].area, old_side[1],
+                       preview=old_side[0].preview, utc_column=utc) as old_data, \
+            engine.stream(project, model, area, where, preview=True,
+                          utc_column=utc) as new_data:
+        result = diff(old_data, new_data, key=key, measures=measures, on_duplicate="report",
+                      **options)
+    # The C++ phases run on imported buffers; the rest of the call is the transfer (the engine
+    # producing the Arrow batches and their import).
+    inside = sum(result.timings.values())
+    took = clock.lap("diff")
+    clock.laps["transfer"] = clock.laps.get("transfer", 0.0) + max(took - inside, 0.0)
+    clock.laps["diff"] = clock.laps.get("diff", 0.0) - took + inside
+    return result
 
 
 class _Clock:
@@ -134,11 +161,12 @@ class _Clock:
         self._last = time.perf_counter()
 
     def lap(self, name: str) -> float:
-        """Records (and returns) the seconds since the previous lap as ``name``."""
+        """Adds (and returns) the seconds since the previous lap to ``name``."""
         now = time.perf_counter()
-        self.laps[name] = now - self._last
+        took = now - self._last
+        self.laps[name] = self.laps.get(name, 0.0) + took
         self._last = now
-        return self.laps[name]
+        return took
 
 
 def _partitions(labels: list[Part], partitioned: bool, old_fp: Mapping[str, Any],

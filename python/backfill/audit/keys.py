@@ -23,7 +23,7 @@ from ..engines import Area, Column, ColumnKind, Engine, Period
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Model, Project
 
-__all__ = ["Version", "choose_key", "is_id_like", "measures_of"]
+__all__ = ["Version", "choose_key", "first_candidate", "is_id_like", "measures_of"]
 
 _ID_SUFFIXES = ("_id", "_no", "_key", "_number")
 _MAX_CANDIDATES = 8
@@ -69,6 +69,14 @@ def choose_key(engine: Engine, project: Project, model: str, versions: Sequence[
                    for v in versions):
                 return list(combo), "natural"
     return [c.name for c in columns], "all columns"
+
+
+def first_candidate(m: Model, columns: Sequence[Column]) -> str | None:
+    """The column :func:`choose_key` tries first for a model without ``unique_key`` (None when
+    there is no candidate). A caller whose diff finds it unique and non-null on both sides
+    (no duplicate and no null keys) has the key choose_key would return, without its checks."""
+    cands = _candidates(m, columns)
+    return cands[0] if cands and not m.unique_key else None
 
 
 def measures_of(columns: Sequence[Column], key: Sequence[str], m: Model) -> list[str]:
