@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._numbers import sum_kind, to_kind
-from ..engines import PUBLISHED, WHOLE, ColumnKind, Engine, Part
+from ..engines import PUBLISHED, WHOLE, Column, ColumnKind, Engine, Part
 from ..errors import InvalidInputError
 from ..run import BackfillState, utcnow, who
 from .diff import DiffResult, diff
@@ -120,7 +120,7 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
 
 
 def _diff_differing(engine: Engine, project: Project, model: str, area: Any, parts: list[Part],
-                    differing: list[Part], new_cols: list[Any], has_old: bool, key: list[str],
+                    differing: list[Part], new_cols: list[Column], has_old: bool, key: list[str],
                     measures: list[str], clock: _Clock) -> DiffResult:
     """The C++ diff of the published and audit versions over the ``differing`` partitions."""
     m = project.models[model]
