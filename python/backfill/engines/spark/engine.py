@@ -116,6 +116,8 @@ class SparkEngine(IcebergTables, Engine):
         self._mutex = threading.Lock()
         self._locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self._checked: set[str] = set()
+        self._branches: set[tuple[str, str]] = set()
+        self._table_types: dict[str, dict[str, str]] = {}
         self._tmp = 0
 
     @classmethod
@@ -222,7 +224,10 @@ class SparkEngine(IcebergTables, Engine):
             if area.direct and not partitioned:  # a rebuild may change the schema
                 return self._rebuild(spark, m, df, table, types, et_kind)
             self._ensure_table(m, table, types, et_kind)
-        _check_columns(where, types, self._types(table), area)
+        old = self.table_types(table)
+        if old != types:  # remembered types may be stale: the table decides
+            old = self.table_types(table, fresh=True)
+        _check_columns(where, types, old, area)
         target, ref = table, "main"
         if not area.direct:
             ref = self._ensure_branch(table, str(area.backfill_id))
@@ -230,7 +235,7 @@ class SparkEngine(IcebergTables, Engine):
         token = uuid.uuid4().hex
         observed = None
         if m.strategy != "merge" and not (m.strategy == "append" and partitioned) and \
-                types == self._types(table):
+                types == old:
             # An overwrite leaves exactly the new rows in the period: their fingerprint is
             # taken during the write job itself (no second scan), with the table's own types.
             from pyspark.sql import Observation
@@ -268,6 +273,7 @@ class SparkEngine(IcebergTables, Engine):
         finally:
             spark.catalog.dropTempView(view)
         self._checked.discard(table)
+        self._table_types.pop(table, None)
         fp = self.fingerprints_of(f"{table}", types, None, et_kind, [])["all"]
         return fp.rows, old, fp
 
@@ -289,7 +295,8 @@ class SparkEngine(IcebergTables, Engine):
         it (later commits of other tasks do not count)."""
         snap, _, deleted = self._commit_of(table, ref, token)
         rel = f"(SELECT * FROM {table} VERSION AS OF {snap} WHERE {cond})"
-        fp = self.fingerprints_of(rel, self._types(table), None, ColumnKind.OTHER, [])["all"]
+        fp = self.fingerprints_of(rel, self.table_types(table), None, ColumnKind.OTHER,
+                                  [])["all"]
         return fp.rows, deleted, fp
 
     # -- inspecting -----------------------------------------------------------------------------
