@@ -33,7 +33,7 @@ from ..errors import InvalidInputError
 from ..run import BackfillState, utcnow, who
 from .diff import DiffResult, diff
 from .gates import ModelFacts, evaluate, parse_gates
-from .keys import Version, choose_key, measures_of
+from .keys import Version, choose_key, measures_of, natural_candidates
 from .report import AuditReport, MeasureValues, ModelAudit, PartitionAudit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,24 +60,30 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
                                 "run it first")
     old_cols = engine.columns(project, model, PUBLISHED)
     has_old = old_cols is not None
-    old_fp = engine.fingerprints(project, model, PUBLISHED, parts)
-    # Recorded as is: publish refuses when the audit area changed after the audit.
-    area_fp = engine.fingerprints(project, model, area, parts)
-    new_fp = engine.fingerprints(project, model, area, parts, preview=True) \
-        if m.strategy == "merge" else area_fp
-    labels: list[Part] = parts or [(WHOLE, dt.datetime.min, dt.datetime.max)]
-    differing = [p for p in labels if old_fp[p[0]] != new_fp[p[0]]]
-    versions = [new_v] + ([old_v] if has_old else [])
-    key, key_source = choose_key(engine, project, model, versions, new_cols, periods)
     old_names = {c.name for c in old_cols or []}
-    measures = [c for c in measures_of(new_cols, key, m) if c in old_names or not has_old]
-    kinds = {c: sum_kind(col.kind.value for col in [*new_cols, *(old_cols or [])]
-                         if col.name == c) for c in measures}
-    new_sums = engine.measure_sums(project, model, area, measures, periods, preview=True)
-    old_sums = engine.measure_sums(project, model, PUBLISHED, measures, periods) \
-        if has_old else dict.fromkeys(measures)
-    totals = {c: (to_kind(old_sums[c], kinds[c]), to_kind(new_sums[c], kinds[c]))
-              for c in measures}
+    # Everything below up to the diff, announced up front: an engine where each question costs
+    # a job (Spark) answers them in one pass over both versions.
+    likely = [c for c in measures_of(new_cols, [], m) if c in old_names or not has_old]
+    keys = [] if m.unique_key else [[c] for c in natural_candidates(m, new_cols)[:1]]
+    with engine.audit_scope(project, model, [PUBLISHED, area] if has_old else [area], parts,
+                            likely, keys):
+        old_fp = engine.fingerprints(project, model, PUBLISHED, parts)
+        # Recorded as is: publish refuses when the audit area changed after the audit.
+        area_fp = engine.fingerprints(project, model, area, parts)
+        new_fp = engine.fingerprints(project, model, area, parts, preview=True) \
+            if m.strategy == "merge" else area_fp
+        labels: list[Part] = parts or [(WHOLE, dt.datetime.min, dt.datetime.max)]
+        differing = [p for p in labels if old_fp[p[0]] != new_fp[p[0]]]
+        versions = [new_v] + ([old_v] if has_old else [])
+        key, key_source = choose_key(engine, project, model, versions, new_cols, periods)
+        measures = [c for c in measures_of(new_cols, key, m) if c in old_names or not has_old]
+        kinds = {c: sum_kind(col.kind.value for col in [*new_cols, *(old_cols or [])]
+                             if col.name == c) for c in measures}
+        new_sums = engine.measure_sums(project, model, area, measures, periods, preview=True)
+        old_sums = engine.measure_sums(project, model, PUBLISHED, measures, periods) \
+            if has_old else dict.fromkeys(measures)
+        totals = {c: (to_kind(old_sums[c], kinds[c]), to_kind(new_sums[c], kinds[c]))
+                  for c in measures}
     diff_result: DiffResult | None = None
     if differing:
         where = [(s, e) for _, s, e in differing] if parts and m.event_time else None
