@@ -64,28 +64,38 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
                                 "run it first")
     old_cols = engine.columns(project, model, PUBLISHED)
     has_old = old_cols is not None
-    old_fp = engine.fingerprints(project, model, PUBLISHED, parts)
-    # Recorded as is: publish refuses when the audit area changed after the audit.
-    area_fp = engine.fingerprints(project, model, area, parts)
-    new_fp = engine.fingerprints(project, model, area, parts, preview=True) \
-        if m.strategy == "merge" else area_fp
-    clock.lap("fingerprint scan")
-    labels: list[Part] = parts or [(WHOLE, dt.datetime.min, dt.datetime.max)]
-    differing = [p for p in labels if old_fp[p[0]] != new_fp[p[0]]]
-    versions = [new_v] + ([old_v] if has_old else [])
     old_names = {c.name for c in old_cols or []}
-    # The key only matches the rows of the differing partitions (identical ones are never
-    # diffed), so it must be unique there. Its first candidate is tried by the diff itself:
-    # no duplicate and no null key on either side is exactly choose_key's test over those rows,
-    # and saves its distinct counts (two over the differing partitions; over all 90 days they
-    # were ~20 s of a 100M-row table's audit). Otherwise choose_key checks in the engine and the
-    # diff runs again. With nothing differing, the key is informational: all periods.
-    guess = first_candidate(m, new_cols) if differing else None
-    key, key_source = ([guess], "natural") if guess else choose_key(
-        engine, project, model, versions, new_cols,
-        [(s, e) for _, s, e in differing] if periods is not None and differing else periods)
-    clock.lap("key")
-    measures = [c for c in measures_of(new_cols, key, m) if c in old_names or not has_old]
+    labels: list[Part] = parts or [(WHOLE, dt.datetime.min, dt.datetime.max)]
+    versions = [new_v] + ([old_v] if has_old else [])
+    # Everything below up to the diff, announced up front: an engine where each question costs
+    # a job (Spark) answers them in one pass over both versions. No key to check in it: the diff
+    # checks the first candidate itself (below).
+    likely = [c for c in measures_of(new_cols, [], m) if c in old_names or not has_old]
+    with engine.audit_scope(project, model, [PUBLISHED, area] if has_old else [area], parts,
+                            likely, []):
+        old_fp = engine.fingerprints(project, model, PUBLISHED, parts)
+        # Recorded as is: publish refuses when the audit area changed after the audit.
+        area_fp = engine.fingerprints(project, model, area, parts)
+        new_fp = engine.fingerprints(project, model, area, parts, preview=True) \
+            if m.strategy == "merge" else area_fp
+        clock.lap("fingerprint scan")
+        differing = [p for p in labels if old_fp[p[0]] != new_fp[p[0]]]
+        diff_periods = [(s, e) for _, s, e in differing] \
+            if periods is not None and differing else periods
+        # The key only matches the rows of the differing partitions (identical ones are never
+        # diffed), so it must be unique there. Its first candidate is tried by the diff itself:
+        # no duplicate and no null key on either side is exactly choose_key's test over those
+        # rows, and saves its distinct counts (two over the differing partitions; over all 90
+        # days they were ~20 s of a 100M-row table's audit). Otherwise choose_key checks in the
+        # engine and the diff runs again. With nothing differing, the key is informational.
+        guess = first_candidate(m, new_cols) if differing else None
+        key, key_source = ([guess], "natural") if guess else choose_key(
+            engine, project, model, versions, new_cols, diff_periods)
+        clock.lap("key")
+        measures = [c for c in measures_of(new_cols, key, m) if c in old_names or not has_old]
+        kinds, totals = _totals(engine, project, model, area, measures, periods, new_cols,
+                                old_cols)
+        clock.lap("measure sums")
     diff_result: DiffResult | None = None
     if differing:
         diff_result = _diff_differing(engine, project, model, area, parts, differing, new_cols,
@@ -93,22 +103,16 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
         su = diff_result.summary
         if guess and (su.duplicate_keys or su.null_keys_old or su.null_keys_new):
             key, key_source = choose_key(engine, project, model, versions, new_cols,
-                                         [(s, e) for _, s, e in differing]
-                                         if periods is not None else None)
+                                         diff_periods)
             clock.lap("key")
             if key != [guess]:
                 measures = [c for c in measures_of(new_cols, key, m)
                             if c in old_names or not has_old]
+                kinds, totals = _totals(engine, project, model, area, measures, periods,
+                                        new_cols, old_cols)
+                clock.lap("measure sums")
                 diff_result = _diff_differing(engine, project, model, area, parts, differing,
                                               new_cols, has_old, key, measures, clock)
-    kinds = {c: sum_kind(col.kind.value for col in [*new_cols, *(old_cols or [])]
-                         if col.name == c) for c in measures}
-    new_sums = engine.measure_sums(project, model, area, measures, periods, preview=True)
-    old_sums = engine.measure_sums(project, model, PUBLISHED, measures, periods) \
-        if has_old else dict.fromkeys(measures)
-    totals = {c: (to_kind(old_sums[c], kinds[c]), to_kind(new_sums[c], kinds[c]))
-              for c in measures}
-    clock.lap("measure sums")
     results = _partitions(labels, bool(parts), old_fp, new_fp, diff_result, kinds)
     return ModelAudit(model=model, key=key, key_source=key_source, measures=measures,
                       measure_kinds=kinds,
@@ -151,6 +155,19 @@ def _diff_differing(engine: Engine, project: Project, model: str, area: Any, par
     clock.laps["transfer"] = clock.laps.get("transfer", 0.0) + max(took - inside, 0.0)
     clock.laps["diff"] = clock.laps.get("diff", 0.0) - took + inside
     return result
+
+
+def _totals(engine: Engine, project: Project, model: str, area: Any, measures: list[str],
+            periods: list[tuple[dt.datetime, dt.datetime]] | None, new_cols: list[Column],
+            old_cols: list[Column] | None) -> tuple[dict[str, str], dict[str, Any]]:
+    """Each measure's sum kind and (published, audit area) totals over ``periods``."""
+    kinds = {c: sum_kind(col.kind.value for col in [*new_cols, *(old_cols or [])]
+                         if col.name == c) for c in measures}
+    new_sums = engine.measure_sums(project, model, area, measures, periods, preview=True)
+    old_sums = engine.measure_sums(project, model, PUBLISHED, measures, periods) \
+        if old_cols is not None else dict.fromkeys(measures)
+    return kinds, {c: (to_kind(old_sums[c], kinds[c]), to_kind(new_sums[c], kinds[c]))
+                   for c in measures}
 
 
 class _Clock:

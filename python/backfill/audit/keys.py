@@ -23,7 +23,8 @@ from ..engines import Area, Column, ColumnKind, Engine, Period
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Model, Project
 
-__all__ = ["Version", "choose_key", "first_candidate", "is_id_like", "measures_of"]
+__all__ = ["Version", "choose_key", "first_candidate", "is_id_like", "measures_of",
+           "natural_candidates"]
 
 _ID_SUFFIXES = ("_id", "_no", "_key", "_number")
 _MAX_CANDIDATES = 8
@@ -42,7 +43,8 @@ class Version:
     preview: bool = False
 
 
-def _candidates(m: Model, columns: Sequence[Column]) -> list[str]:
+def natural_candidates(m: Model, columns: Sequence[Column]) -> list[str]:
+    """The columns a natural key is looked for among, in the order they are tried."""
     names = [c.name for c in columns]
     kinds = {c.name: c.kind for c in columns}
     ids = [c for c in names if is_id_like(c)]
@@ -62,7 +64,7 @@ def choose_key(engine: Engine, project: Project, model: str, versions: Sequence[
     m = project.models[model]
     if m.unique_key:
         return list(m.unique_key), "unique_key"
-    cands = _candidates(m, columns)[:_MAX_CANDIDATES]
+    cands = natural_candidates(m, columns)[:_MAX_CANDIDATES]
     for size in (1, 2, 3):
         for combo in itertools.combinations(cands, size):
             if all(engine.is_unique(project, model, v.area, combo, periods, preview=v.preview)
@@ -75,7 +77,7 @@ def first_candidate(m: Model, columns: Sequence[Column]) -> str | None:
     """The column :func:`choose_key` tries first for a model without ``unique_key`` (None when
     there is no candidate). A caller whose diff finds it unique and non-null on both sides
     (no duplicate and no null keys) has the key choose_key would return, without its checks."""
-    cands = _candidates(m, columns)
+    cands = natural_candidates(m, columns)
     return cands[0] if cands and not m.unique_key else None
 
 

@@ -316,6 +316,17 @@ class Engine(ABC):
                   periods: Sequence[Period] | None, *, preview: bool = False) -> bool:
         """Whether ``columns`` are non-null and distinct over ``periods`` (a candidate key)."""
 
+    def audit_scope(self, project: Project, model: str, areas: Sequence[Area],
+                    parts: Sequence[Part], measures: Sequence[str],
+                    keys: Sequence[Sequence[str]]) -> contextlib.AbstractContextManager[None]:
+        """Announces the questions an audit of ``model`` is about to ask in each of ``areas``:
+        :meth:`fingerprints` over ``parts``, :meth:`measure_sums` of (some of) ``measures``
+        and :meth:`is_unique` of each of ``keys`` over the parts' periods. An engine where every
+        question costs a job may answer them all in one pass when the block starts and serve
+        exactly those questions from the answers until it ends (answers must equal what the
+        methods return). Default: nothing batched, every question goes to the tables."""
+        return contextlib.nullcontext()
+
     @abstractmethod
     def stream(self, project: Project, model: str, area: Area,
                periods: Sequence[Period] | None, *, preview: bool = False,

@@ -50,8 +50,9 @@ from ..base import (Area, Capabilities, Column, ColumnKind, Engine, Part, Partit
                     Period, PublishRequest, TaskFailure, WriteResult, model_location,
                     project_model)
 from . import publish as _publish
+from .batch import AuditBatching
 from .session import (catalog_name, check_master, find_iceberg_jar, register_catalog,
-                      spark_session)
+                      small_session, spark_session)
 from .tables import IcebergTables, table_properties
 from .sql import (arrow_rows, fingerprint_parts, in_periods, kind_of, quote,
                   row_hash)
@@ -82,7 +83,7 @@ class Relation:
         return kind_of(self.types.get(column, ""))
 
 
-class SparkEngine(IcebergTables, Engine):
+class SparkEngine(AuditBatching, IcebergTables, Engine):
     """Spark (``master``) on an Iceberg ``catalog``: a folder (a hadoop catalog, default
     ``.backfill/iceberg`` in the project) or catalog properties passed to Spark as they are
     (``{type: rest, uri: ...}``). Published models live in namespace ``schema``. ``conf`` is
@@ -113,10 +114,14 @@ class SparkEngine(IcebergTables, Engine):
         self.jar = find_iceberg_jar(jars)
         check_master(master)
         self._spark: SparkSession | None = None
+        self._small: SparkSession | None = None
         self._mutex = threading.Lock()
         self._locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self._checked: set[str] = set()
+        self._branches: set[tuple[str, str]] = set()
+        self._table_types: dict[str, dict[str, str]] = {}
         self._tmp = 0
+        self._scope = threading.local()  # audit_scope's answers, per thread
 
     @classmethod
     def from_settings(cls, settings: EngineSettings) -> SparkEngine:
@@ -138,6 +143,15 @@ class SparkEngine(IcebergTables, Engine):
                 spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns()}")
                 self._spark = spark
             return self._spark
+
+    @property
+    def small(self) -> SparkSession:
+        """The session for the audit's small queries (:func:`.session.small_session`)."""
+        spark = self.spark
+        with self._mutex:
+            if self._small is None:
+                self._small = small_session(spark, self.catalog, self.catalog_props)
+            return self._small
 
     # -- rendering ------------------------------------------------------------------------------
     def _ref(self, project: Project, area: Area, name: str, check: bool) -> str:
@@ -222,7 +236,10 @@ class SparkEngine(IcebergTables, Engine):
             if area.direct and not partitioned:  # a rebuild may change the schema
                 return self._rebuild(spark, m, df, table, types, et_kind)
             self._ensure_table(m, table, types, et_kind)
-        _check_columns(where, types, self._types(table), area)
+        old = self.table_types(table)
+        if old != types:  # remembered types may be stale: the table decides
+            old = self.table_types(table, fresh=True)
+        _check_columns(where, types, old, area)
         target, ref = table, "main"
         if not area.direct:
             ref = self._ensure_branch(table, str(area.backfill_id))
@@ -230,7 +247,7 @@ class SparkEngine(IcebergTables, Engine):
         token = uuid.uuid4().hex
         observed = None
         if m.strategy != "merge" and not (m.strategy == "append" and partitioned) and \
-                types == self._types(table):
+                types == old:
             # An overwrite leaves exactly the new rows in the period: their fingerprint is
             # taken during the write job itself (no second scan), with the table's own types.
             from pyspark.sql import Observation
@@ -268,6 +285,7 @@ class SparkEngine(IcebergTables, Engine):
         finally:
             spark.catalog.dropTempView(view)
         self._checked.discard(table)
+        self._table_types.pop(table, None)
         fp = self.fingerprints_of(f"{table}", types, None, et_kind, [])["all"]
         return fp.rows, old, fp
 
@@ -289,7 +307,8 @@ class SparkEngine(IcebergTables, Engine):
         it (later commits of other tasks do not count)."""
         snap, _, deleted = self._commit_of(table, ref, token)
         rel = f"(SELECT * FROM {table} VERSION AS OF {snap} WHERE {cond})"
-        fp = self.fingerprints_of(rel, self._types(table), None, ColumnKind.OTHER, [])["all"]
+        fp = self.fingerprints_of(rel, self.table_types(table), None, ColumnKind.OTHER,
+                                  [])["all"]
         return fp.rows, deleted, fp
 
     # -- inspecting -----------------------------------------------------------------------------
@@ -326,7 +345,7 @@ class SparkEngine(IcebergTables, Engine):
 
     def fingerprints_of(self, relation: str, types: Mapping[str, str], event_time: str | None,
                         kind: ColumnKind, parts: Sequence[Part]) -> dict[str, PartitionFingerprint]:
-        return fingerprint_parts(self.spark, relation, list(types), event_time, kind, parts)
+        return fingerprint_parts(self.small, relation, list(types), event_time, kind, parts)
 
     def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
                      preview: bool = False) -> dict[str, PartitionFingerprint]:
@@ -338,6 +357,9 @@ class SparkEngine(IcebergTables, Engine):
         if rel is None:
             return {label: PartitionFingerprint.empty()
                     for label in ([p[0] for p in parts] or ["all"])}
+        known = self._answer("fp", rel.sql, tuple(parts))
+        if known is not None:
+            return dict(known)
         return self.fingerprints_of(rel.sql, rel.types, m.event_time,
                                     rel.kind(m.event_time or ""), parts)
 
@@ -351,10 +373,13 @@ class SparkEngine(IcebergTables, Engine):
         if rel is None:
             return dict.fromkeys(measures)
         where = self._where_periods(project_model(project, model), rel, periods)
+        known = [self._answer("sum", rel.sql, where, c) for c in measures]
+        if all(k is not None for k in known):
+            return {c: k[0] for c, k in zip(measures, known)}
         # Spark sums decimal(p, s) to decimal(min(38, p + 10), s) and integers to bigint:
         # Decimal and int through Arrow, exactly; floats stay double.
         sums = ", ".join(f"sum({quote(c)})" for c in measures)
-        row = arrow_rows(self.spark, f"SELECT {sums} FROM {rel.sql} WHERE {where}")[0]
+        row = arrow_rows(self.small, f"SELECT {sums} FROM {rel.sql} WHERE {where}")[0]
         return {c: cast("Number | None", row[i]) for i, c in enumerate(measures)}
 
     def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
@@ -364,10 +389,13 @@ class SparkEngine(IcebergTables, Engine):
         if rel is None:
             return True
         where = self._where_periods(project_model(project, model), rel, periods)
+        known = self._answer("unique", rel.sql, where, tuple(columns))
+        if known is not None:
+            return bool(known)
         cols = ", ".join(quote(c) for c in columns)
         nonnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
         n, distinct, full = arrow_rows(
-            self.spark, f"SELECT count(*), count(DISTINCT {cols}), count_if({nonnull}) "
+            self.small, f"SELECT count(*), count(DISTINCT {cols}), count_if({nonnull}) "
                         f"FROM {rel.sql} WHERE {where}")[0]
         return n == distinct == full
 
@@ -389,7 +417,8 @@ class SparkEngine(IcebergTables, Engine):
             if not m.event_time:
                 raise InvalidInputError(f"model {model!r} has no event_time")
             select = f"*, CAST({quote(m.event_time)} AS TIMESTAMP) AS {quote(utc_column)}"
-        spark = self._job(f"backfill: rows of {model}")
+        self._job(f"backfill: rows of {model}")
+        spark = self.small
         schema = to_arrow_schema(spark.sql(f"SELECT {select} FROM {rel.sql} LIMIT 0").schema)
         # A few periods at a time: the driver holds at most `stream_periods` partitions' rows,
         # never the whole selection (and a long list costs one Spark job per chunk, not each).

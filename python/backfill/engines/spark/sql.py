@@ -15,8 +15,8 @@ from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["arrow_rows", "fingerprint_parts", "in_periods", "kind_of", "partition_transform",
-           "quote", "row_hash"]
+__all__ = ["arrow_rows", "fingerprint_parts", "in_periods", "kind_of", "part_index",
+           "partition_transform", "quote", "row_hash"]
 
 _UTC = dt.timezone.utc
 
@@ -121,15 +121,33 @@ def fingerprint_parts(spark: SparkSession, relation: str, names: Sequence[str],
         rows = arrow_rows(spark, f"SELECT count(*), CAST({total} AS STRING) FROM {relation} t")
         n, d = rows[0]
         return {WHOLE: PartitionFingerprint.of(int(str(n)), int(str(d)))}
-    et = quote(event_time)
-    values = ", ".join(f"({i}, {_literal(s, kind)}, {_literal(e, kind)})"
-                       for i, (_, s, e) in enumerate(parts))
+    join, index = part_index(event_time, kind, parts)
     where = in_periods(event_time, [(s, e) for _, s, e in parts], kind)
     rows = arrow_rows(
         spark,
-        f"SELECT p.i, count(*), CAST({total} AS STRING) FROM (SELECT * FROM {relation} "
-        f"WHERE {where}) t JOIN (VALUES {values}) AS p(i, s, e) ON t.{et} >= p.s "
-        f"AND t.{et} < p.e GROUP BY p.i")
+        f"SELECT {index}, count(*), CAST({total} AS STRING) FROM (SELECT * FROM {relation} "
+        f"WHERE {where}) t{join} GROUP BY 1")
     by_i = {int(str(i)): PartitionFingerprint.of(int(str(n)), int(str(d))) for i, n, d in rows}
     return {label: by_i.get(i, PartitionFingerprint.empty())
             for i, (label, _, _) in enumerate(parts)}
+
+
+#: up to this many partitions are told apart by a CASE expression (no join, no broadcast); more
+#: by a join with a VALUES list of their bounds (a CASE of thousands of branches compiles badly)
+_CASE_PARTS = 100
+
+
+def part_index(event_time: str | None, kind: ColumnKind, parts: Sequence[Part],
+               alias: str = "t") -> tuple[str, str]:
+    """(join clause, expression): the index in ``parts`` of a row of ``alias`` (rows must be
+    inside one of them); ``("", "0")`` without partitions."""
+    if not parts or not event_time:
+        return "", "0"
+    et = f"{alias}.{quote(event_time)}"
+    if len(parts) <= _CASE_PARTS:
+        whens = " ".join(f"WHEN {et} >= {_literal(s, kind)} AND {et} < {_literal(e, kind)} "
+                         f"THEN {i}" for i, (_, s, e) in enumerate(parts))
+        return "", f"CASE {whens} END"
+    values = ", ".join(f"({i}, {_literal(s, kind)}, {_literal(e, kind)})"
+                       for i, (_, s, e) in enumerate(parts))
+    return (f" JOIN (VALUES {values}) AS p(i, s, e) ON {et} >= p.s AND {et} < p.e", "p.i")

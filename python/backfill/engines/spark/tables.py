@@ -33,6 +33,12 @@ class IcebergTables:
     _locks: dict[str, threading.Lock]
     _checked: set[str]
     _tmp: int
+    # Per engine caches of what a task would otherwise ask Iceberg (a table load each) before
+    # every write: (table, branch) pairs known to exist (branches are only dropped by
+    # drop_area, which forgets them), and each table's column types (changed only by a
+    # rebuild, which forgets them; a mismatch with a SELECT is re-checked against the table).
+    _branches: set[tuple[str, str]]
+    _table_types: dict[str, dict[str, str]]
 
     @property
     def spark(self) -> SparkSession:
@@ -75,10 +81,15 @@ class IcebergTables:
         return t
 
     def has_branch(self, table: str, branch: str) -> bool:
+        if (table, branch) in self._branches:
+            return True
         if not self.exists(table):
             return False
         ref = self.iceberg_table(table).refs().get(branch)
-        return ref is not None and bool(ref.isBranch())
+        found = ref is not None and bool(ref.isBranch())
+        if found:
+            self._branches.add((table, branch))
+        return found
 
     def snapshot_of(self, table: str, ref: str = "main") -> int | None:
         """The snapshot id ``ref`` (a branch) of ``table`` points at; None when it has none."""
@@ -111,6 +122,11 @@ class IcebergTables:
         schema = self.spark.sql(f"SELECT * FROM {sql_or_table} LIMIT 0").schema
         return {f.name: f.dataType.simpleString() for f in schema.fields}
 
+    def table_types(self, table: str, *, fresh: bool = False) -> dict[str, str]:
+        """The column types of ``table`` (main), remembered per engine; ``fresh`` asks again."""
+        if fresh or table not in self._table_types:
+            self._table_types[table] = self._types(table)
+        return self._table_types[table]
 
     def _temp_view(self, df: DataFrame) -> str:
         with self._mutex:
@@ -130,6 +146,8 @@ class IcebergTables:
                       et_kind: ColumnKind) -> None:
         """Creates the model's (empty) table in main when missing; checks an existing one is
         partitioned as the model's grain says (once per table and process)."""
+        if table in self._checked:
+            return
         expected = partition_transform(m.grain, m.event_time, et_kind)
         if not self.exists(table):
             cols = ", ".join(f"{quote(c)} {t}" for c, t in types.items())
@@ -151,12 +169,16 @@ class IcebergTables:
 
     def _ensure_branch(self, table: str, backfill_id: str) -> str:
         branch = self.branch(backfill_id)
+        if (table, branch) in self._branches:
+            return branch
         with self._locks[table]:
             self.spark.sql(f"ALTER TABLE {table} CREATE BRANCH IF NOT EXISTS {quote(branch)}")
+            self._branches.add((table, branch))
         return branch
 
     def drop_area(self, backfill_id: str) -> None:
         branch = self.branch(backfill_id)
+        self._branches = {tb for tb in self._branches if tb[1] != branch}
         spark = self._job(f"backfill: drop area {backfill_id}")
         for row in arrow_rows(spark, f"SHOW TABLES IN {self._ns()}"):
             table = self.table(str(row[1]))

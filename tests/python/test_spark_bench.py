@@ -1,0 +1,58 @@
+"""benchmarks/spark_bench.py's comparisons run (small) on the suite's Spark shop, in the session's
+one SparkSession: the backfill and the plain Spark jobs write the same rows, the audit costs a
+handful of Spark jobs, and the audit's batched answers equal the single questions'."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+import backfill  # noqa: E402
+from backfill.audit.keys import measures_of, natural_candidates  # noqa: E402
+from backfill.engines import PUBLISHED  # noqa: E402
+import plan_helpers  # noqa: E402, F401 - puts benchmarks/ on sys.path
+
+
+def test_spark_bench_quick_on_the_sessions_shop(built_spark_shop: Path, tmp_path: Path) -> None:
+    import spark_support
+
+    import spark_bench as bench
+    root = spark_support.copy_built(built_spark_shop, tmp_path / "shop")
+    project = backfill.Project.load(root)
+    engine = backfill.run.engine_for(project)
+    result, bf = bench.measure(root, engine, days=5)
+    print("\n".join(result.lines("suite")))
+    assert result.same_rows, "the plain Spark job wrote other fct_daily_sales rows than the backfill"
+    assert result.audit_passed
+    # Three models: one job each for the fingerprints, totals and key checks of both versions,
+    # and the differing partitions' rows (a job per version and chunk of partitions).
+    assert result.jobs_audit <= 3 + 2 * 3, result
+    assert result.t_backfill > 0 and result.t_plain > 0 and result.t_audit > 0
+
+    # What an audit scope answers is what the single questions answer (the model with the most
+    # differing partitions; the others go through the same code).
+    spark = engine.spark  # type: ignore[attr-defined]
+    project = bf.project
+    for model, parts in [("fct_sales_7d", bf.partitions()["fct_sales_7d"])]:
+        m = project.models[model]
+        periods = [(s, e) for _, s, e in parts] if parts and m.event_time else None
+        cols = engine.columns(project, model, bf.area)
+        sums, keys = measures_of(cols, [], m), [[c] for c in natural_candidates(m, cols)[:1]]
+
+        def ask() -> list[object]:
+            return [engine.fingerprints(project, model, PUBLISHED, parts),
+                    engine.fingerprints(project, model, bf.area, parts),
+                    engine.measure_sums(project, model, PUBLISHED, sums, periods),
+                    engine.measure_sums(project, model, bf.area, sums, periods)] + \
+                [engine.is_unique(project, model, a, k, periods)
+                 for a in (PUBLISHED, bf.area) for k in keys]
+
+        single = ask()
+        before = bench._last_job(spark)
+        with engine.audit_scope(project, model, [PUBLISHED, bf.area], parts, sums, keys):
+            batched = ask()
+        assert batched == single, model
+        assert bench._last_job(spark) - before <= 2, "the scope's questions cost jobs"
