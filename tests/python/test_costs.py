@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import backfill
-from backfill.plan.costs import (Measurement, ModelCost, auto_partitions_per_run, fit_cost,
-                                 overhead_hint, slot_cap)
+from backfill.plan.costs import (MAX_FIXED_SHARE, Measurement, ModelCost,
+                                 auto_partitions_per_run, fit_cost, overhead_hint, slot_cap)
 from backfill.run import model_costs
 from shop_support import AS_OF, cli, copy_built
 
@@ -78,12 +78,26 @@ def test_auto_batches_carry_the_floor_and_never_starve_the_slots(
     assert tasks >= min(n, conc)  # never fewer tasks than the slots (when there are partitions)
     assert k <= slot_cap(n, conc) <= math.ceil(n / min(n, conc))
     if cost is not None and k < slot_cap(n, conc):  # not capped by the slots:
-        assert cost.task_seconds(k) >= floor or k == n  # each task carries the floor,
-        assert k == 1 or cost.task_seconds(k - 1) < floor  # and no more partitions than needed
+        def enough(j: int) -> bool:  # the floor, and the fixed cost a small share (1e-9: ceil)
+            return cost.task_seconds(j) >= floor - 1e-9 and \
+                per_task <= MAX_FIXED_SHARE * cost.task_seconds(j) + 1e-9
+        assert enough(k) or k == n  # each task carries the floor and pays for its fixed cost,
+        assert k == 1 or not enough(k - 1)  # with no more partitions than needed
     if cost is None:
         assert k <= 31
     assert auto_partitions_per_run(n, cost, concurrency=conc, min_task_seconds=floor,
                                    batchable=False) == 1
+
+
+def test_auto_batches_pay_for_a_large_fixed_cost() -> None:
+    # A Spark-like model: 2.5 s a task before any work, 0.1 s a day. min_task (2 s) alone
+    # would give one day a task (2.6 s >= 2 s): 96% of the time fixed cost.
+    spark = ModelCost("m", "measured", 0.1, 2.5)
+    k = auto_partitions_per_run(365, spark, concurrency=2, min_task_seconds=2.0)
+    assert k == 183  # 225 days would carry the fixed cost; two slots cap it at ceil(365 / 2)
+    assert auto_partitions_per_run(2000, spark, concurrency=2, min_task_seconds=2.0) == 225
+    duck = ModelCost("m", "measured", 0.021, 0.03)  # the fixed cost is small: min_task rules
+    assert auto_partitions_per_run(890, duck, concurrency=2, min_task_seconds=2.0) == 94
 
 
 # -- the shop ----------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["DEFAULT_MIN_TASK_SECONDS", "Measurement", "ModelCost", "UNCOSTED_MAX_PARTITIONS",
+__all__ = ["DEFAULT_MIN_TASK_SECONDS", "MAX_FIXED_SHARE", "Measurement", "ModelCost", "UNCOSTED_MAX_PARTITIONS",
            "auto_partitions_per_run", "cost_summary", "slot_cap", "fit_cost", "format_duration",
            "format_seconds", "overhead_hint"]
 
@@ -31,6 +31,11 @@ __all__ = ["DEFAULT_MIN_TASK_SECONDS", "Measurement", "ModelCost", "UNCOSTED_MAX
 #: (backfill.yml ``batching: {min_task: 2s}``, ``--min-task``), so that the fixed cost of a task
 #: (a query, a transaction, a ledger round trip: tens of milliseconds) stays small beside it.
 DEFAULT_MIN_TASK_SECONDS = 2.0
+#: ``partitions_per_run="auto"``: a task's fixed cost is at most this share of its time, so an
+#: engine whose every task costs seconds before any work (a Spark job: planning, code generation,
+#: the commit) gets tasks large enough to pay for it, where min_task alone would give it one
+#: partition each (its fixed cost already exceeds min_task).
+MAX_FIXED_SHARE = 0.1
 #: ``partitions_per_run="auto"`` without cost data: one task per concurrency slot, but at most
 #: this many partitions in one task (a month of days), so that a first, unmeasured run of a heavy
 #: model neither holds one enormous transaction nor loses much work to a retry.
@@ -196,7 +201,8 @@ def auto_partitions_per_run(partitions: int, cost: ModelCost | None, *, concurre
 
     * Enough partitions that a task carries ``min_task_seconds`` of measured work: with the
       model's cost ``a + b * k`` for ``k`` partitions, the least ``k`` with ``a + b * k`` at
-      least ``min_task_seconds`` (1 when one partition already costs that much).
+      least ``min_task_seconds`` and the fixed part ``a`` at most :data:`MAX_FIXED_SHARE` of
+      it (1 when one partition already satisfies both).
     * A model whose whole period is estimated at most ``min_task_seconds`` is one task.
     * Otherwise never fewer tasks than ``concurrency`` slots can run at once (when the model has
       that many partitions): at most ``ceil(partitions / concurrency)`` per task (``floor`` where
@@ -215,7 +221,9 @@ def auto_partitions_per_run(partitions: int, cost: ModelCost | None, *, concurre
     if cost.per_partition <= 0:
         by_work = partitions  # all fixed cost: fewer tasks are simply cheaper
     else:
-        by_work = math.ceil(max(0.0, min_task_seconds - cost.per_task) / cost.per_partition)
+        work = max(min_task_seconds - cost.per_task,
+                   cost.per_task * (1 - MAX_FIXED_SHARE) / MAX_FIXED_SHARE)
+        by_work = math.ceil(max(0.0, work) / cost.per_partition)
     return max(1, min(by_work, per_slot))
 
 
