@@ -269,8 +269,16 @@ detail::DiffPlan make_plan(const ImportedTable& o, const ImportedTable& n, const
   }
   plan.grain = opt.grain;
   plan.tz = opt.tz;
+  // The partitions table names a measure's columns <m>_old, <m>_new, <m>_delta, <m>_delta_pct
+  // (no suffix ends another, so two measures never share a name), beside rows_old/rows_new.
+  constexpr std::string_view kRowCounts = "rows";
   if (opt.measures) {
     for (const auto& m : *opt.measures) {
+      if (m == kRowCounts) {
+        throw InvalidInput("measure column 'rows' would name its sums rows_old and rows_new, the "
+                           "partitions table's row counts; rename the column or leave it out of "
+                           "the measures");
+      }
       const auto io = require(o, "old", m, "measure");
       const auto in = require(n, "new", m, "measure");
       for (const auto* f : {&o.fields()[io], &n.fields()[in]}) {
@@ -286,7 +294,7 @@ detail::DiffPlan make_plan(const ImportedTable& o, const ImportedTable& n, const
     }
   } else {
     for (const auto& c : plan.compared) {
-      if (!c.numeric) continue;
+      if (!c.numeric || c.name == kRowCounts) continue;  // see above: not summable under its name
       plan.measures.push_back(c.name);
       plan.measure_old.push_back(c.old_index);
       plan.measure_new.push_back(c.new_index);
@@ -581,7 +589,7 @@ std::shared_ptr<arrow::Table> partitions_table(const detail::DiffPlan& plan,
     t->add(name + "_old", sum_column(kind, scale, mo[m], name, "sum"));
     t->add(name + "_new", sum_column(kind, scale, mn[m], name, "sum"));
     t->add(name + "_delta", sum_column(kind, scale, md[m], name, "delta"));
-    t->add(name + "_pct_delta", float_column(mp[m]));
+    t->add(name + "_delta_pct", float_column(mp[m]));
   }
   return t;
 }

@@ -160,7 +160,7 @@ TEST(Diff, DecimalMeasuresAreSummedExactly) {
   EXPECT_TRUE(words[0] == 300);  // 0.10 + 0.20 = 0.300, exactly
   const auto* delta = r.partitions->column("amount_delta").view().values<__int128>();
   EXPECT_TRUE(delta[1] == -5);   // 0.005 - 0.010
-  EXPECT_EQ(r.partitions->column("amount_pct_delta").view().values<double>()[1], -50.0);
+  EXPECT_EQ(r.partitions->column("amount_delta_pct").view().values<double>()[1], -50.0);
   // An int64 sum beyond int64 comes back as decimal128(38, 0), exactly.
   const auto& n = r.partitions->column("n_old");
   ASSERT_EQ(n.type.id, arrow::TypeId::decimal128);

@@ -333,6 +333,23 @@ def test_date_partitions_and_null_partition_values() -> None:
     assert parts[0]["changed"] == 1 and parts[0]["v_delta"] == 3 and parts[1]["rows_old"] == 1
 
 
+def test_measure_names_never_collide_in_the_partitions_table() -> None:
+    # The shop's order items have both `discount` and `discount_pct`: their per-partition columns
+    # used to collide (discount_pct_delta twice) and the audit of clean_order_items failed.
+    day = [dt.date(2026, 8, 1), dt.date(2026, 8, 2)]
+    old = pa.table({"id": [1, 2], "day": day, "discount": [1.0, 2.0], "discount_pct": [10, 20],
+                    "rows": [1, 1]})
+    new = pa.table({"id": [1, 2], "day": day, "discount": [1.0, 4.0], "discount_pct": [10, 30],
+                    "rows": [1, 1]})
+    r = backfill.diff(old, new, "id", partition_by="day")
+    p = r.partitions.to_pylist()[1]
+    assert (p["discount_delta"], p["discount_delta_pct"]) == (2.0, 100.0)
+    assert (p["discount_pct_delta"], p["discount_pct_delta_pct"]) == (10, 50.0)
+    assert (p["rows_old"], p["rows_new"]) == (1, 1)  # the row counts, not a column named rows
+    with pytest.raises(backfill.InvalidInputError, match="measure column 'rows' would name"):
+        backfill.diff(old, new, "id", partition_by="day", measures=["rows"])
+
+
 def test_empty_and_one_row_tables() -> None:
     empty = pa.table({"id": pa.array([], pa.int64()), "v": pa.array([], pa.float64())})
     one = pa.table({"id": [1], "v": [1.0]})

@@ -83,9 +83,9 @@ def test_diff_sums_decimals_and_integers_exactly(pair: tuple[pa.Table, pa.Table,
                 assert isinstance(p["amount_old"], Decimal)
                 assert p["amount_old"].as_tuple().exponent == -scale
             want_pct = pct(o, n)
-            assert (p[f"{col}_pct_delta"] is None) == (want_pct is None)
+            assert (p[f"{col}_delta_pct"] is None) == (want_pct is None)
             if want_pct is not None:
-                assert p[f"{col}_pct_delta"] == pytest.approx(want_pct, rel=1e-12, abs=1e-12)
+                assert p[f"{col}_delta_pct"] == pytest.approx(want_pct, rel=1e-12, abs=1e-12)
     totals = {row["column"]: row for row in r.columns.to_pylist()}
     assert totals["amount"]["sum_kind"] == "decimal" and totals["n"]["sum_kind"] == "integer"
     with localcontext() as ctx:

@@ -214,7 +214,7 @@ def _partitions(labels: list[Part], partitioned: bool, old_fp: Mapping[str, Any]
                                           su.removed, su.changed, meas))
         else:
             meas = {c: values(found[f"{c}_old"], found[f"{c}_new"], found[f"{c}_delta"],
-                              found[f"{c}_pct_delta"], k) for c, k in kinds.items()}
+                              found[f"{c}_delta_pct"], k) for c, k in kinds.items()}
             results.append(PartitionAudit(label, s, e, ro, rn, False, int(found["added"]),
                                           int(found["removed"]), int(found["changed"]), meas))
     return results

@@ -100,7 +100,7 @@ class DiffResult:
     * ``columns`` -- per compared column: changed, null_to_value, value_to_null, max_abs_diff,
       and for measures sum_kind (integer, decimal, float), sum_old, sum_new, delta, pct_delta;
     * ``partitions`` -- per partition (with ``partition_by``): rows, added, removed, changed and
-      per measure ``<m>_old``, ``<m>_new``, ``<m>_delta``, ``<m>_pct_delta``;
+      per measure ``<m>_old``, ``<m>_new``, ``<m>_delta``, ``<m>_delta_pct``;
 
     Measure sums are exact for integer and decimal columns: int64 (Python ``int``) for integers,
     decimal128(38, s) (``decimal.Decimal``) for decimals at the larger scale of the two sides;

@@ -83,5 +83,6 @@ def first_candidate(m: Model, columns: Sequence[Column]) -> str | None:
 
 def measures_of(columns: Sequence[Column], key: Sequence[str], m: Model) -> list[str]:
     """The numeric columns outside the key that are not identifier-like nor the event time."""
+    # "rows" would name its sums like the diff's row counts (rows_old, rows_new): not a measure.
     return [c.name for c in columns if c.kind.numeric and c.name not in key
-            and not is_id_like(c.name) and c.name != m.event_time]
+            and not is_id_like(c.name) and c.name != m.event_time and c.name != "rows"]
