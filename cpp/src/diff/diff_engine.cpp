@@ -118,6 +118,7 @@ class Matcher {
   struct Scratch {
     KeyTable to, tn;
     std::vector<std::int32_t> qpos;     // per new row: position of its old key, or -1
+    std::vector<std::uint8_t> differs;  // per new row: its row hash differs from its old row's
     std::vector<std::uint32_t> ncount;  // per old key: new rows with that key
     std::vector<Entry> unmatched;       // new rows whose key is not in old
     std::vector<Entry> old_split, new_split;  // ... split into fine buckets
@@ -134,7 +135,9 @@ class Matcher {
     auto& qpos = scratch.qpos;
     auto& ncount = scratch.ncount;
     auto& unmatched = scratch.unmatched;
+    auto& differs = scratch.differs;
     qpos.resize(nn);
+    differs.resize(nn);
     ncount.assign(no, 0);
     unmatched.clear();
     for (std::size_t p = 0; p < nn; ++p) {
@@ -149,6 +152,9 @@ class Matcher {
       qpos[p] = q;
       if (q >= 0) {
         ++ncount[static_cast<std::size_t>(q)];
+        // Compared now, while the old entry is in cache from the probe: the pass below then
+        // reads old entries (a bucket's are larger than L2) only for the few changed pairs.
+        differs[p] = orows[static_cast<std::size_t>(q)].row_hash != nrows[p].row_hash;
       } else {
         unmatched.push_back(nrows[p]);
       }
@@ -173,11 +179,11 @@ class Matcher {
       const auto qi = static_cast<std::size_t>(qpos[p]);
       const std::uint32_t co = to.count[qi];
       const std::uint32_t cn = ncount[qi];
-      const std::int64_t gn = nrows[p].row;
-      const std::int64_t go = orows[qi].row;
       constexpr std::uint32_t kReported = UINT32_MAX;
       if (cn == kReported) continue;  // a later new copy of a duplicate already reported
       if (co > 1 || cn > 1) {
+        const std::int64_t gn = nrows[p].row;
+        const std::int64_t go = orows[qi].row;
         if (co > 1) {
           duplicate(acc, true, go, co, co, cn);
         } else {
@@ -188,8 +194,8 @@ class Matcher {
       }
       ++acc.summary.matched;
       // Changed or not is settled after the match, by compare_candidates.
-      if (has_hashed_ && orows[qi].row_hash != nrows[p].row_hash) {
-        acc.hash_changed.push_back({static_cast<std::uint32_t>(go), static_cast<std::uint32_t>(gn)});
+      if (has_hashed_ && differs[p] != 0) {
+        acc.hash_changed.push_back({orows[qi].row, nrows[p].row});
       }
     }
     for (std::size_t q = 0; q < no; ++q) {
