@@ -135,7 +135,7 @@ std::vector<Morsel> morsels_of(const ImportedTable& t) {
 }  // namespace
 
 SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan& plan,
-                   bool old_side, int bits, bool scatter) {
+                   bool old_side, int bits, bool scatter, bool positions) {
   const auto n = static_cast<std::size_t>(t.num_rows());
   const auto& keys = old_side ? plan.key_old : plan.key_new;
   const auto part_col = old_side ? plan.part_old : plan.part_new;
@@ -232,6 +232,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   // to the host, a fresh huge page is often slow to touch: measured 2.5x slower on some runs.)
   if (scatter) {
     s.entries = Prefaulted<Entry>(s.start[n_buckets], plan.threads);
+    if (positions) s.position = Prefaulted<std::uint32_t>(n, plan.threads);
   } else if (!hashed.empty()) {
     s.row_hash = Prefaulted<std::uint64_t>(n, plan.threads);
   }
@@ -269,12 +270,16 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
         }
       }
     }
+    std::uint32_t* position = s.position.get() == nullptr ? nullptr : s.position.get() + base;
     for (std::size_t i = 0; scatter && i < len; ++i) {
       if (any_null && null_key[i]) {
         ++local.null_keys;
+        if (position != nullptr) position[i] = kNoPosition;
         continue;
       }
-      entries[pos[kh[i] >> shift]++] = Entry{kh[i], rh[i], static_cast<std::uint32_t>(base + i)};
+      const std::uint32_t at_pos = pos[kh[i] >> shift]++;
+      entries[at_pos] = Entry{kh[i], rh[i], static_cast<std::uint32_t>(base + i)};
+      if (position != nullptr) position[i] = at_pos;
     }
     // partitions, row counts and measure sums
     if (part_col) {
