@@ -1,7 +1,7 @@
 """backfill.diff against DuckDB SQL, datacompy (polars), a polars join diff and a memory floor.
 
     python benchmarks/diff_bench.py            # 10 M rows x 10 columns (the issue's targets)
-    python benchmarks/diff_bench.py --quick    # 200 k rows, one run each (the test suite)
+    python benchmarks/diff_bench.py --quick    # 100 k rows, one run each (the test suite)
 
 The table: int64 key, 4 float64, 2 int64, 2 strings, 1 date; 1% of rows changed (one column
 each, round robin), 0.1% added, 0.1% removed. Every tool produces per-column change counts plus
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_child:
         memory_child(*args.memory_child)
         return 0
-    n = args.rows or (200_000 if args.quick else 10_000_000)
+    n = args.rows or (100_000 if args.quick else 10_000_000)
     repeat = args.repeat or (1 if args.quick else 3)
     skip = set(filter(None, args.skip.split(",")))
 
