@@ -86,19 +86,107 @@ BACKFILL_AVX512 std::size_t f32_v(const float* v, std::size_t n, std::uint64_t s
   });
 }
 
+// AVX2 (4 values per instruction): for the many x86 CPUs without AVX-512 (AMD before Zen 4,
+// Intel client cores). AVX2 has no 64-bit multiply; mullo64 builds it from three 32x32->64
+// multiplies, which still takes about a third of the scalar loop's instructions per value.
+#define BACKFILL_AVX2 __attribute__((target("avx2")))
+
+// x * c mod 2^64: lo(x)lo(c) + (hi(x)lo(c) + lo(x)hi(c)) << 32.
+BACKFILL_AVX2 inline __m256i mullo64(__m256i x, __m256i c_lo, __m256i c_hi) noexcept {
+  const __m256i lo_lo = _mm256_mul_epu32(x, c_lo);
+  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(x, 32), c_lo),
+                                         _mm256_mul_epu32(x, c_hi));
+  return _mm256_add_epi64(lo_lo, _mm256_slli_epi64(cross, 32));
+}
+
+BACKFILL_AVX2 inline __m256i mix64_v4(__m256i x) noexcept {
+  constexpr std::uint64_t c1 = 0xff51afd7ed558ccdULL;
+  constexpr std::uint64_t c2 = 0xc4ceb9fe1a85ec53ULL;
+  x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 33));
+  x = mullo64(x, _mm256_set1_epi64x(static_cast<long long>(c1 & 0xffffffffU)),
+              _mm256_set1_epi64x(static_cast<long long>(c1 >> 32)));
+  x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 33));
+  x = mullo64(x, _mm256_set1_epi64x(static_cast<long long>(c2 & 0xffffffffU)),
+              _mm256_set1_epi64x(static_cast<long long>(c2 >> 32)));
+  return _mm256_xor_si256(x, _mm256_srli_epi64(x, 33));
+}
+
+BACKFILL_AVX2 inline void store4(std::uint64_t* out, __m256i h, bool fold) noexcept {
+  if (fold) {
+    const __m256i o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out));
+    h = _mm256_xor_si256(_mm256_or_si256(_mm256_slli_epi64(o, 23), _mm256_srli_epi64(o, 41)), h);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), h);
+}
+
+BACKFILL_AVX2 inline __m256i float_bits4(__m256d d) noexcept {
+  d = _mm256_add_pd(d, _mm256_setzero_pd());
+  const __m256d nan = _mm256_cmp_pd(d, d, _CMP_UNORD_Q);
+  const __m256d canonical = _mm256_castsi256_pd(
+      _mm256_set1_epi64x(static_cast<long long>(kCanonicalNan)));
+  return _mm256_castpd_si256(_mm256_blendv_pd(d, canonical, nan));
+}
+
+template <class Load>
+BACKFILL_AVX2 std::size_t vector_loop4(std::size_t n, std::uint64_t key, std::uint64_t* out,
+                                       bool fold, Load&& load) noexcept {
+  const __m256i vkey = _mm256_set1_epi64x(static_cast<long long>(key));
+  std::size_t k = 0;
+  for (; k + 4 <= n; k += 4) store4(out + k, mix64_v4(_mm256_xor_si256(load(k), vkey)), fold);
+  return k;
+}
+
+BACKFILL_AVX2 std::size_t i64_v_avx2(const std::int64_t* v, std::size_t n, std::uint64_t seed,
+                                     std::uint64_t* out, bool fold) noexcept {
+  return vector_loop4(n, seed, out, fold, [v](std::size_t k) BACKFILL_AVX2 {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + k));
+  });
+}
+BACKFILL_AVX2 std::size_t i32_v_avx2(const std::int32_t* v, std::size_t n, std::uint64_t seed,
+                                     std::uint64_t* out, bool fold) noexcept {
+  return vector_loop4(n, seed, out, fold, [v](std::size_t k) BACKFILL_AVX2 {
+    return _mm256_cvtepi32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + k)));
+  });
+}
+BACKFILL_AVX2 std::size_t u32_v_avx2(const std::uint32_t* v, std::size_t n, std::uint64_t seed,
+                                     std::uint64_t* out, bool fold) noexcept {
+  return vector_loop4(n, seed, out, fold, [v](std::size_t k) BACKFILL_AVX2 {
+    return _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + k)));
+  });
+}
+BACKFILL_AVX2 std::size_t f64_v_avx2(const double* v, std::size_t n, std::uint64_t seed,
+                                     std::uint64_t* out, bool fold) noexcept {
+  return vector_loop4(n, seed ^ kFloatTag, out, fold, [v](std::size_t k) BACKFILL_AVX2 {
+    return float_bits4(_mm256_loadu_pd(v + k));
+  });
+}
+BACKFILL_AVX2 std::size_t f32_v_avx2(const float* v, std::size_t n, std::uint64_t seed,
+                                     std::uint64_t* out, bool fold) noexcept {
+  return vector_loop4(n, seed ^ kFloatTag, out, fold, [v](std::size_t k) BACKFILL_AVX2 {
+    return float_bits4(_mm256_cvtps_pd(_mm_loadu_ps(v + k)));
+  });
+}
+
 bool has_avx512() noexcept {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   return yes;
 }
-#define BACKFILL_VECTOR(fn, ...) (has_avx512() ? fn(__VA_ARGS__) : std::size_t{0})
+bool has_avx2() noexcept {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#define BACKFILL_VECTOR(fn, ...)                   \
+  (has_avx512() ? fn(__VA_ARGS__)                  \
+   : has_avx2() ? fn##_avx2(__VA_ARGS__) : std::size_t{0})
 #else
 bool has_avx512() noexcept { return false; }
+bool has_avx2() noexcept { return false; }
 #define BACKFILL_VECTOR(fn, ...) std::size_t{0}
 #endif
 
 }  // namespace
 
-bool vectorized() noexcept { return has_avx512(); }
+bool vectorized() noexcept { return has_avx512() || has_avx2(); }
 
 void hash_i64(const std::int64_t* v, std::size_t n, std::uint64_t seed, std::uint64_t* out,
               bool fold) noexcept {

@@ -1,7 +1,8 @@
 // Column-at-a-time hash loops for the fixed-width types of hash_rows (hashing.hpp): n values in,
 // n hashes out (or folded into out with combine()). Each loop gives exactly the scalar hashes
 // (h_int / h_double in hashing.cpp); on CPUs with AVX-512 (checked at run time) it does 8 values
-// per instruction, which turns the diff's scan from compute-bound into memory-bound.
+// per instruction, with AVX2 4 (a third of the scalar loop's instructions), which turns the
+// diff's scan from compute-bound into memory-bound.
 #pragma once
 
 #include <cstddef>

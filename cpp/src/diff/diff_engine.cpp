@@ -107,7 +107,9 @@ void trim(std::vector<T>& v, std::size_t k) {
 class Matcher {
  public:
   // With match_of, key equality is taken on the key hash and every such claim recorded, to be
-  // checked column at a time after the match (verify_key_claims): match_of[new row] = old row.
+  // checked column at a time after the match (verify_key_claims): match_of[p] = old row for the
+  // new entry at position p of sn.entries (written in bucket order: sequential, where indexing
+  // by new row scattered one cache miss per row across the whole array).
   Matcher(const ImportedTable& o, const ImportedTable& n, const DiffPlan& plan, const SideScan& so,
           const SideScan& sn, std::uint32_t* match_of)
       : old_(o), new_(n), plan_(plan), so_(so), sn_(sn), lo_(o), ln_(n), match_of_(match_of),
@@ -118,23 +120,29 @@ class Matcher {
   struct Scratch {
     KeyTable to, tn;
     std::vector<std::int32_t> qpos;     // per new row: position of its old key, or -1
+    std::vector<std::uint8_t> differs;  // per new row: its row hash differs from its old row's
     std::vector<std::uint32_t> ncount;  // per old key: new rows with that key
     std::vector<Entry> unmatched;       // new rows whose key is not in old
     std::vector<Entry> old_split, new_split;  // ... split into fine buckets
+    std::vector<std::uint32_t> new_split_pos;   // position in sn.entries of new_split's rows
     std::vector<std::size_t> old_start, new_start;
   };
 
   // One table on old's keys; new rows probe it once and count their matches per old key, so
   // keys duplicated in new are found without a second table. Only new rows whose key is not in
   // old (few) go into a small table of their own.
-  void bucket(const Entry* orows, std::size_t no, const Entry* nrows,
-              std::size_t nn, MatchLocal& acc, Scratch& scratch) const {
+  // New entry p is at position npos[p] of sn.entries, or pos_base + p when npos is null.
+  void bucket(const Entry* orows, std::size_t no, const Entry* nrows, std::size_t nn,
+              MatchLocal& acc, Scratch& scratch, const std::uint32_t* npos,
+              std::size_t pos_base) const {
     KeyTable& to = scratch.to;
     build(orows, no, true, to, acc.claims_old);
     auto& qpos = scratch.qpos;
     auto& ncount = scratch.ncount;
     auto& unmatched = scratch.unmatched;
+    auto& differs = scratch.differs;
     qpos.resize(nn);
+    differs.resize(nn);
     ncount.assign(no, 0);
     unmatched.clear();
     for (std::size_t p = 0; p < nn; ++p) {
@@ -145,10 +153,14 @@ class Matcher {
         const std::int32_t ahead = to.slots[nrows[p + kProbeAhead / 2].key_hash & to.mask];
         if (ahead >= 0) __builtin_prefetch(&orows[static_cast<std::size_t>(ahead)]);
       }
-      const std::int32_t q = find_old(orows, to, nrows[p]);
+      const std::int32_t q =
+          find_old(orows, to, nrows[p], npos != nullptr ? npos[p] : pos_base + p);
       qpos[p] = q;
       if (q >= 0) {
         ++ncount[static_cast<std::size_t>(q)];
+        // Compared now, while the old entry is in cache from the probe: the pass below then
+        // reads old entries (a bucket's are larger than L2) only for the few changed pairs.
+        differs[p] = orows[static_cast<std::size_t>(q)].row_hash != nrows[p].row_hash;
       } else {
         unmatched.push_back(nrows[p]);
       }
@@ -173,11 +185,11 @@ class Matcher {
       const auto qi = static_cast<std::size_t>(qpos[p]);
       const std::uint32_t co = to.count[qi];
       const std::uint32_t cn = ncount[qi];
-      const std::int64_t gn = nrows[p].row;
-      const std::int64_t go = orows[qi].row;
       constexpr std::uint32_t kReported = UINT32_MAX;
       if (cn == kReported) continue;  // a later new copy of a duplicate already reported
       if (co > 1 || cn > 1) {
+        const std::int64_t gn = nrows[p].row;
+        const std::int64_t go = orows[qi].row;
         if (co > 1) {
           duplicate(acc, true, go, co, co, cn);
         } else {
@@ -188,8 +200,8 @@ class Matcher {
       }
       ++acc.summary.matched;
       // Changed or not is settled after the match, by compare_candidates.
-      if (has_hashed_ && orows[qi].row_hash != nrows[p].row_hash) {
-        acc.hash_changed.push_back({static_cast<std::uint32_t>(go), static_cast<std::uint32_t>(gn)});
+      if (has_hashed_ && differs[p] != 0) {
+        acc.hash_changed.push_back({orows[qi].row, nrows[p].row});
       }
     }
     for (std::size_t q = 0; q < no; ++q) {
@@ -254,7 +266,8 @@ class Matcher {
     }
   }
 
-  std::int32_t find_old(const Entry* orows, const KeyTable& to, const Entry& ne) const {
+  std::int32_t find_old(const Entry* orows, const KeyTable& to, const Entry& ne,
+                        std::size_t at) const {
     const std::uint64_t h = ne.key_hash;
     const std::int64_t gn = ne.row;
     for (std::uint64_t slot = h & to.mask;; slot = (slot + 1) & to.mask) {
@@ -264,7 +277,7 @@ class Matcher {
       const std::int64_t go = oe.row;
       if (oe.key_hash != h) continue;
       if (match_of_ != nullptr) {
-        match_of_[gn] = static_cast<std::uint32_t>(go);
+        match_of_[at] = static_cast<std::uint32_t>(go);
         return q;
       }
       if (keys_equal(old_, lo_, plan_.key_old, go, new_, ln_, plan_.key_new, gn)) return q;
@@ -358,7 +371,8 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   const bool merge = keys_old && keys_new;
   SideScan so = scan_side(old_table, lo, plan, true, coarse, !merge);
   lap("scan old");
-  SideScan sn = scan_side(new_table, ln, plan, false, coarse, !merge);
+  SideScan sn = scan_side(new_table, ln, plan, false, coarse, !merge,
+                          !merge && !plan.exact_key_hash);
   lap("scan new");
 
   std::vector<MatchLocal> locals;
@@ -387,7 +401,7 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
     // Stable counting sort of a coarse bucket by the next bits: row order is kept within each
     // fine bucket.
     auto split = [&](const SideScan& side, std::size_t k, std::vector<Entry>& out,
-                     std::vector<std::size_t>& start) {
+                     std::vector<std::size_t>& start, std::vector<std::uint32_t>* out_pos) {
       const Entry* rows = side.entries.get() + side.start[k];
       const std::size_t total = side.start[k + 1] - side.start[k];
       start.assign(n_fine + 1, 0);
@@ -396,14 +410,20 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
       for (std::size_t f = 0; f < n_fine; ++f) start[f + 1] += start[f];
       out.resize(total);
       std::vector<std::size_t> at(start.begin(), start.end() - 1);
-      for (std::size_t p = 0; p < total; ++p) out[at[(rows[p].key_hash >> fine_shift) & mask]++] = rows[p];
+      if (out_pos != nullptr) out_pos->resize(total);
+      for (std::size_t p = 0; p < total; ++p) {
+        const std::size_t to = at[(rows[p].key_hash >> fine_shift) & mask]++;
+        out[to] = rows[p];
+        if (out_pos != nullptr) (*out_pos)[to] = static_cast<std::uint32_t>(side.start[k] + p);
+      }
     };
     // Keys that their hash does not identify (composite, string...) are taken as equal on the
     // hash during the match, then checked column at a time in new-row order: reading key cells
     // at random per probe costs several times the whole match. A failed check (a 64-bit hash
-    // collision) runs the match again comparing the key cells themselves.
+    // collision) runs the match again comparing the key cells themselves. The claims are kept
+    // per new entry (bucket order), and found in row order through sn.position.
     std::vector<std::uint32_t> match_of;
-    if (!plan.exact_key_hash) match_of.assign(static_cast<std::size_t>(new_table.num_rows()), kNoMatch);
+    if (!plan.exact_key_hash) match_of.assign(sn.start[n_buckets], kNoMatch);
     auto match = [&](std::uint32_t* claims_into) {
       const Matcher matcher(old_table, new_table, plan, so, sn, claims_into);
       locals.assign(plan.threads, MatchLocal{});
@@ -412,15 +432,18 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
       auto& sc = scratch[w];
       if (n_fine == 1) {
         matcher.bucket(so.entries.get() + so.start[k], so.start[k + 1] - so.start[k],
-                       sn.entries.get() + sn.start[k], sn.start[k + 1] - sn.start[k], locals[w], sc);
+                       sn.entries.get() + sn.start[k], sn.start[k + 1] - sn.start[k], locals[w], sc,
+                       nullptr, sn.start[k]);
         return;
       }
-      split(so, k, sc.old_split, sc.old_start);
-      split(sn, k, sc.new_split, sc.new_start);
+      split(so, k, sc.old_split, sc.old_start, nullptr);
+      split(sn, k, sc.new_split, sc.new_start, claims_into != nullptr ? &sc.new_split_pos : nullptr);
       for (std::size_t f = 0; f < n_fine; ++f) {
         matcher.bucket(sc.old_split.data() + sc.old_start[f], sc.old_start[f + 1] - sc.old_start[f],
                        sc.new_split.data() + sc.new_start[f], sc.new_start[f + 1] - sc.new_start[f],
-                       locals[w], sc);
+                       locals[w], sc,
+                       claims_into != nullptr ? sc.new_split_pos.data() + sc.new_start[f] : nullptr,
+                       0);
       }
       });
     };
@@ -432,10 +455,14 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
         claims_old.insert(claims_old.end(), l.claims_old.begin(), l.claims_old.end());
         claims_new.insert(claims_new.end(), l.claims_new.begin(), l.claims_new.end());
       }
-      if (!verify_key_claims(old_table, new_table, plan, match_of, claims_old, claims_new)) {
+      const std::span<const std::uint32_t> position(sn.position.get(),
+                                                    static_cast<std::size_t>(new_table.num_rows()));
+      if (!verify_key_claims(old_table, new_table, plan, match_of, claims_old, claims_new,
+                             position)) {
         match(nullptr);
       }
       match_of = {};
+      sn.position.reset();
       lap("keys");
     }
   }

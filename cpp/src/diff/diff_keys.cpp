@@ -65,7 +65,8 @@ bool same_side(const ImportedTable& t, const std::vector<std::size_t>& keys,
 
 bool verify_key_claims(const ImportedTable& old_table, const ImportedTable& new_table,
                        const DiffPlan& plan, std::span<const std::uint32_t> match_of,
-                       std::span<const RowPair> claims_old, std::span<const RowPair> claims_new) {
+                       std::span<const RowPair> claims_old, std::span<const RowPair> claims_new,
+                       std::span<const std::uint32_t> position) {
   if (!same_side(old_table, plan.key_old, claims_old)) return false;
   if (!same_side(new_table, plan.key_new, claims_new)) return false;
   struct Task {
@@ -94,7 +95,13 @@ bool verify_key_claims(const ImportedTable& old_table, const ImportedTable& new_
           common_layout(old_table, plan.key_old[k], new_table, plan.key_new[k]);
       const ArrayView& b = new_table.batches()[task.batch].column(plan.key_new[k]);
       for (auto j = task.begin; j < task.end; ++j) {
-        const std::uint32_t go = match_of[static_cast<std::size_t>(task.base + j)];
+        const auto gn = static_cast<std::size_t>(task.base + j);
+        std::uint32_t go = kNoMatch;
+        if (position.empty()) {
+          go = match_of[gn];
+        } else if (position[gn] != kNoMatch) {
+          go = match_of[position[gn]];
+        }
         if (go == kNoMatch) continue;
         const RowRef ra = one_old_batch ? RowRef{0, go} : lo.locate(go);
         const ArrayView& a =

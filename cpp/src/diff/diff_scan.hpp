@@ -33,6 +33,9 @@ struct SideScan {
   // Rows radix-partitioned by the top bits of their key hash, null keys left out: bucket b is
   // entries[start[b] .. start[b + 1]), in row order.
   Prefaulted<Entry> entries;  // uninitialized until scattered into
+  // Per row: its position in entries (kNoPosition for a null key); kept only when asked for
+  // (keys the hash does not identify: their claims are checked in row order, diff_keys.hpp).
+  Prefaulted<std::uint32_t> position;
   // Merge path instead: no buckets, the row hash per row (when a column is compared).
   Prefaulted<std::uint64_t> row_hash;
   std::vector<std::size_t> start;
@@ -45,7 +48,11 @@ struct SideScan {
 // Scans one side of the diff into 2^bits buckets by the top bits of the key hash.
 // scatter false (merge path): keys are neither hashed nor scattered; row hashes kept per row.
 // O(rows x (keys + compared columns)), parallel over morsels of rows.
+// positions: keep each row's position in entries (SideScan::position).
 [[nodiscard]] SideScan scan_side(const arrow::ImportedTable& t, const RowLocator& loc,
-                                 const DiffPlan& plan, bool old_side, int bits, bool scatter);
+                                 const DiffPlan& plan, bool old_side, int bits, bool scatter,
+                                 bool positions = false);
+
+inline constexpr std::uint32_t kNoPosition = UINT32_MAX;
 
 }  // namespace backfill::detail
