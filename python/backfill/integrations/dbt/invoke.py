@@ -71,9 +71,11 @@ def _isolated() -> Iterator[None]:
 
 def invoke(args: Sequence[str], *, project_dir: str | Path, profiles_dir: str | Path | None = None,
            target: str | None = None, target_path: str | Path | None = None,
-           check: bool = True) -> Invocation:
+           check: bool = True, manifest: Any = None) -> Invocation:
     """Runs ``dbt <args>`` for ``project_dir`` in this process, quietly; returns dbt's result.
-    ``check`` raises :class:`DbtInvocationError` when dbt could not run the command at all."""
+    ``check`` raises :class:`DbtInvocationError` when dbt could not run the command at all.
+    ``manifest``: a dbt ``Manifest`` (the result of a ``parse`` with the same profile and
+    target) that dbt runs on instead of parsing the project again."""
     project = Path(project_dir)
     logs = Path(target_path or project / "target") / "logs"
     full = [*args, "--project-dir", str(project),
@@ -92,7 +94,7 @@ def invoke(args: Sequence[str], *, project_dir: str | Path, profiles_dir: str | 
         log_file = logs / "dbt.log"
         offset = log_file.stat().st_size if log_file.is_file() else 0
         began = time.perf_counter()
-        res = dbtRunner().invoke(full)
+        res = dbtRunner(manifest=manifest).invoke(full)
         seconds = time.perf_counter() - began
         errors = ""
         if log_file.is_file() and log_file.stat().st_size > offset:
