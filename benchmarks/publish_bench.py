@@ -153,11 +153,7 @@ def bench(root: Path, rows: int, repeat: int, args: argparse.Namespace) -> int:
             t1 = time.perf_counter()
             times["publish"].append(t1 - t0)
             waits["publish"].append(max(s[1] for s in reader.between(t0, t1)))
-            differing.append(int(keeper.execute(
-                f"SELECT (SELECT count(*) FROM (SELECT * FROM {PUB} WHERE {WINDOW} EXCEPT ALL "
-                "SELECT * FROM main.publish_bench_oracle)) + (SELECT count(*) FROM (SELECT * "
-                f"FROM main.publish_bench_oracle EXCEPT ALL SELECT * FROM {PUB} WHERE "
-                f"{WINDOW}))").fetchone()[0]))  # type: ignore[index]
+            differing.append(run_bench.window_differs(keeper, PUB, "main.publish_bench_oracle"))
             outside_changed |= keeper.execute(outside).fetchone() != outside_before
         reader.stop.set()
         reader.join()
