@@ -138,7 +138,8 @@ def bench(root: Path, rows: int, repeat: int, args: argparse.Namespace) -> int:
         answers = {keeper.execute(f"SELECT count(*), sum(net_amount) FROM {t}").fetchone()
                    for t in ("main.publish_bench_built", "main.publish_bench_oracle")}
         reader.start()
-        time.sleep(0.5)  # idle samples first
+        while len(reader.samples) < 3:  # idle samples first
+            time.sleep(0.05)
         idle = [s[1] for s in reader.samples]
         reader.active.clear()  # not during the untimed steps (the backfill, its audit)
         for i in range(repeat):
