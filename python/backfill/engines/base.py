@@ -51,7 +51,7 @@ import enum
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -140,6 +140,17 @@ class PartitionFingerprint:
         if m is None:
             raise InvalidInputError(f"fingerprint {text!r}: expected '<rows>:<16 hex digits>'")
         return cls(int(m.group(1)), m.group(2))
+
+    @classmethod
+    def total(cls, fingerprints: Iterable[PartitionFingerprint | str]) -> PartitionFingerprint:
+        """The fingerprint of the union of disjoint partitions: counts add and digests (sums of
+        row hashes modulo 2^64) add, so one scan of a span checks many partitions at once."""
+        rows = digest = 0
+        for fp in fingerprints:
+            one = fp if isinstance(fp, PartitionFingerprint) else cls.parse(fp)
+            rows += one.rows
+            digest += int(one.digest, 16)
+        return cls.of(rows, digest)
 
     def __str__(self) -> str:
         return f"{self.rows}:{self.digest}"

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import functools
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -103,6 +104,13 @@ _ENV = jinja2.Environment(
 )
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(template: str) -> jinja2.Template:
+    # Compiling is most of a render's time (a few ms); a backfill renders one model's template
+    # once per task, so the compiled template is kept (rendering it is thread-safe).
+    return _ENV.from_string(template)
+
+
 def render(
     template: str,
     *,
@@ -118,7 +126,7 @@ def render(
     """Renders a model template; ``config()`` renders to nothing; ``is_incremental()`` (dbt's
     name) says whether ``this`` exists yet (default True). Errors name ``where``."""
     try:
-        tpl = _ENV.from_string(template)
+        tpl = _compiled(template)
         return tpl.render(
             start=sql_literal(start) if start is not None else "NULL",
             end=sql_literal(end) if end is not None else "NULL",

@@ -42,8 +42,12 @@ class SharedDatabase:
         self._mutex = threading.Lock()
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._users = 0
-        self._released = 0  # bumps on every release; a pending close checks it is still current
         self._active: set[duckdb.DuckDBPyConnection] = set()  # cursors in use (interrupt them)
+        # The lingering close: one closer thread per open file, woken by each release (a
+        # threading.Timer per release cost a thread start per task: ~8% of a one-day task).
+        self._idle = threading.Condition(self._mutex)
+        self._close_at: float | None = None
+        self._closer: threading.Thread | None = None
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout
@@ -89,13 +93,16 @@ class SharedDatabase:
             cur.close()
             with self._mutex:
                 self._users -= 1
-                self._released += 1
                 if self._users == 0 and not self.keep_open and self._conn is not None:
                     # Linger briefly: the runner's next task usually follows within
                     # milliseconds; another process waits at most `linger` longer.
-                    timer = threading.Timer(self.linger, self._close_if_idle, (self._released,))
-                    timer.daemon = True
-                    timer.start()
+                    self._close_at = time.monotonic() + self.linger
+                    if self._closer is None:
+                        self._closer = threading.Thread(target=self._close_when_idle,
+                                                        daemon=True, name="duckdb-linger")
+                        self._closer.start()
+                    else:
+                        self._idle.notify()
 
     def interrupt(self) -> None:
         """Interrupts the statement each cursor in use runs now (it raises InterruptException;
@@ -109,15 +116,27 @@ class SharedDatabase:
             except duckdb.Error:  # closed meanwhile: nothing left to stop
                 pass
 
-    def _close_if_idle(self, released: int) -> None:
-        with self._mutex:
-            if self._users == 0 and self._released == released and self._conn is not None:
+    def _close_when_idle(self) -> None:
+        """Closes the file once it has been idle for ``linger`` seconds since the last release;
+        ends with the close (or when someone else closed it)."""
+        with self._idle:
+            while self._conn is not None:
+                if self._close_at is None or self._users > 0:
+                    self._close_at = None
+                    self._idle.wait()  # until the next release
+                    continue
+                delay = self._close_at - time.monotonic()
+                if delay > 0:
+                    self._idle.wait(delay)
+                    continue
                 self._conn.close()
                 self._conn = None
+            self._close_at = None
+            self._closer = None
 
     def close(self) -> None:
         with self._mutex:
-            self._released += 1
             if self._conn is not None and self._users == 0:
                 self._conn.close()
                 self._conn = None
+                self._idle.notify()  # the closer, if waiting, ends

@@ -41,6 +41,7 @@ from ..base import (Area, Capabilities, Column, DeadLetters, Engine, Part, Parti
                     project_model)
 from . import publish as _publish
 from .connection import SharedDatabase
+from .write import write_replace
 from .sql import (audit_schema, fingerprint_parts, fingerprint_where, in_periods, kind_of, one,
                   quote, relation_exists, transaction)
 
@@ -150,8 +151,9 @@ class DuckDBEngine(Engine):
             return cur is None or relation_exists(cur, self.published(model, project)) or (
                 not area.direct and relation_exists(cur, self.relation(model, area, project)))
 
-        this = self._ref(project, area, cur, model) if not area.direct \
-            else self.relation(model, area, project)
+        # Only a template naming `this` needs it (resolving it costs catalog queries a task).
+        this = "" if "this" not in (m.sql or "") else self._ref(project, area, cur, model) \
+            if not area.direct else self.relation(model, area, project)
         return render(m.sql or "", start=start, end=end, ref=ref, source=source, this=this,
                       is_incremental=is_incremental, where=where)
 
@@ -234,6 +236,11 @@ class DuckDBEngine(Engine):
         with transaction(cur):
             if rows is None:
                 sql = self._render(project, m.name, start, end, area, cur)
+                if partitioned and m.strategy == "replace" and m.event_time and \
+                        dead_letters is None:
+                    assert start is not None and end is not None
+                    return write_replace(cur, target, sql, m.event_time, start, end,
+                                         model_location(project, m.name))
             else:  # the cursor's own registration: other threads' cursors never see it
                 landed = self._tmp_name() + "_landed"
                 cur.register(landed, rows)

@@ -94,18 +94,22 @@ def one(cur: duckdb.DuckDBPyConnection, sql: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _row_hash(cur: duckdb.DuckDBPyConnection, relation: str, alias: str = "") -> str:
-    names = [d[0] for d in cur.execute(f"SELECT * FROM {relation} LIMIT 0").description]
+def _row_hash(cur: duckdb.DuckDBPyConnection, relation: str, alias: str = "",
+              names: Sequence[str] | None = None) -> str:
+    if names is None:
+        names = [d[0] for d in cur.execute(f"SELECT * FROM {relation} LIMIT 0").description]
     # Sorted names: the digest does not depend on column order.
     prefix = f"{alias}." if alias else ""
     return "hash(" + ", ".join(f"{prefix}{quote(n)}" for n in sorted(names)) + ")"
 
 
 def fingerprint_where(cur: duckdb.DuckDBPyConnection, relation: str,
-                      where: str = "TRUE") -> PartitionFingerprint:
+                      where: str = "TRUE", names: Sequence[str] | None = None,
+                      ) -> PartitionFingerprint:
     """Fingerprint of the rows of ``relation`` (a table or a parenthesized query) matching
-    ``where``: row count and the sum of 64-bit row hashes modulo 2^64."""
-    h = _row_hash(cur, relation, "t")
+    ``where``: row count and the sum of 64-bit row hashes modulo 2^64. ``names``: the
+    relation's columns, when the caller knows them (saves a statement)."""
+    h = _row_hash(cur, relation, "t", names)
     row = cur.execute(f"SELECT count(*), coalesce(sum({h}::HUGEINT), 0) % {_U64} "
                       f"FROM {relation} t WHERE {where}").fetchone()
     assert row is not None

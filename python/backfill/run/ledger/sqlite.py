@@ -97,7 +97,13 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
                                    check_same_thread=True)
             conn.execute("PRAGMA busy_timeout=60000")
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+            # NORMAL, not FULL: in WAL mode a commit then skips its fsync (2.6 ms median, 15 ms
+            # at p90 on the benchmark machine; a task commits twice, claim and finish) and the
+            # file stays consistent; only a power loss or OS crash can lose the last commits.
+            # Such a loss leaves states a killed process leaves anyway (a task done in the
+            # warehouse but not in the ledger runs again; a claim's lease is gone), which the
+            # ledger already recovers from; a killed process loses nothing either way.
+            conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
 

@@ -1,0 +1,71 @@
+"""The DuckDB write of one ``replace`` task, in as few statements as the checks allow.
+
+A task's fixed cost is mostly per statement (DuckDB parses, binds and plans each; a commit
+syncs), so a partition of a replace model is written straight from the model's SELECT:
+
+    columns of the target (one catalog query; none: create it empty from the SELECT)
+    DELETE the period                     -> rows deleted
+    INSERT the SELECT                     -> rows written
+    fingerprint the period                -> rows now in the period, and their fingerprint
+
+The rows the SELECT returned outside the task's period (or with a NULL event time) are the
+rows written minus the rows now in the period (the DELETE emptied it): the same check as
+before, without a temporary table, its copy and its counts. Merge, append and landed rows keep
+the general path (a merge deletes by the new rows' keys, so it needs them first).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import duckdb
+
+from ..base import PartitionFingerprint, TaskFailure
+from .sql import fingerprint_where, in_periods, one
+
+__all__ = ["write_replace"]
+
+
+def _columns(cur: duckdb.DuckDBPyConnection, relation: str) -> list[str]:
+    """The columns of ``"schema"."table"`` in catalog order; empty when it does not exist."""
+    schema, table = (n.replace('""', '"') for n in re.findall(r'"((?:[^"]|"")*)"', relation))
+    rows = cur.execute("SELECT column_name FROM duckdb_columns() WHERE schema_name = ? AND "
+                       "table_name = ? AND database_name = current_database() "
+                       "ORDER BY column_index", [schema, table]).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_time: str,
+                  start: dt.datetime, end: dt.datetime, where: str,
+                  ) -> tuple[int, int, PartitionFingerprint]:
+    """Replaces ``target``'s rows in [start, end) with the rows of ``sql``, inside the caller's
+    transaction; returns (rows written, rows deleted, fingerprint of the period). Raises
+    :class:`TaskFailure` (permanent; the caller rolls back) when the SELECT's columns differ from
+    the table's or it returns rows outside the period. ``where`` names the model in errors."""
+    select = f"SELECT * FROM (\n{sql}\n)"  # newlines: a trailing -- comment stays closed
+    in_period = in_periods(event_time, [(start, end)])
+    old = _columns(cur, target)
+    new = [str(d[0]) for d in cur.execute(f"{select} LIMIT 0").description]
+    if not old:
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {target.rsplit('.', 1)[0]}")
+        cur.execute(f"CREATE TABLE {target} AS {select} LIMIT 0")
+        old = new
+    elif set(new) != set(old):
+        schema = target.rsplit(".", 1)[0].strip('"')
+        raise TaskFailure(
+            f"{where}: the SELECT's columns ({', '.join(new)}) differ from the table's "
+            f"({', '.join(old)}) in schema {schema!r}; a partition task cannot change the "
+            "schema: rebuild the model (strategy full) or backfill it into an audit area",
+            transient=False)
+    deleted = one(cur, f"DELETE FROM {target} WHERE {in_period}")
+    written = one(cur, f"INSERT INTO {target} BY NAME {select}")
+    fp = fingerprint_where(cur, target, in_period, old)
+    outside = written - fp.rows
+    if outside:
+        raise TaskFailure(
+            f"{where}: the SELECT returned {outside} row(s) with {event_time} outside the "
+            f"task's period [{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M}) UTC (or NULL); a "
+            "task writes exactly its period: filter the inputs with {{ start }} and {{ end }}",
+            transient=False)
+    return written, deleted, fp
