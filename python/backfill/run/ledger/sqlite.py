@@ -102,21 +102,29 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
             # file stays consistent; only a power loss or OS crash can lose the last commits.
             # Such a loss leaves states a killed process leaves anyway (a task done in the
             # warehouse but not in the ledger runs again; a claim's lease is gone), which the
-            # ledger already recovers from; a killed process loses nothing either way.
+            # ledger already recovers from. Records nothing re-creates (a backfill, its status,
+            # an audit, a publication) commit with FULL: _tx(durable=True).
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
 
     @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """A write transaction; ``durable``: its commit (and every earlier one) is synced."""
         db = self._conn()
-        db.execute("BEGIN IMMEDIATE")
+        if durable:
+            db.execute("PRAGMA synchronous=FULL")
         try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            if durable:
+                db.execute("PRAGMA synchronous=NORMAL")
 
     @_storage("closing")
     def close(self) -> None:
@@ -131,7 +139,8 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
                         check_overlap: bool = False) -> None:
         check_backfill_input(record, tasks)
         now = utcnow()
-        with self._tx() as db:  # BEGIN IMMEDIATE: no other create between check and write
+        # BEGIN IMMEDIATE: no other create between the check and the write
+        with self._tx(durable=True) as db:
             if db.execute("SELECT 1 FROM backfills WHERE id = ?", (record["id"],)).fetchone():
                 raise BackfillExistsError(f"backfill {record['id']} is recorded already in "
                                           f"{self.path}")
@@ -200,7 +209,7 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
         """Moves the backfill to ``status`` if the lifecycle allows it from its current one
         (:mod:`.states`); the guarded UPDATE makes check and change one step."""
         target = set_status_target(backfill_id, status)
-        with self._tx() as db:
+        with self._tx(durable=True) as db:
             self._move_backfill(db, backfill_id, target, allowed_from(target), finished, True)
 
     def _move_backfill(self, db: sqlite3.Connection, backfill_id: str, target: BackfillState,
@@ -449,7 +458,7 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
         (label -> "rows:digest") and ``result`` (the JSON-able audit of the model)."""
         for m in models:
             require_keys(m, AUDIT_KEYS, f"audit {audit_id} model row")
-        with self._tx() as db:
+        with self._tx(durable=True) as db:
             known = db.execute("SELECT 1 FROM backfills WHERE id = ?", (backfill_id,)).fetchone()
             if known is None:
                 raise self._not_found(db, backfill_id)
@@ -467,7 +476,7 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
         ``forced_reason``, ``publication_id``, ``models``: model -> changed partition labels)
         and marks the done backfill published, in one transaction."""
         require_keys(publication, PUBLICATION_KEYS, f"publication of {backfill_id}")
-        with self._tx() as db:
+        with self._tx(durable=True) as db:
             done = sources(BACKFILL_TRANSITIONS, BackfillState.PUBLISHED)
             self._move_backfill(db, backfill_id, BackfillState.PUBLISHED, done, False, False)
             db.execute("INSERT INTO publications (backfill_id, published_at, published_by, note, "
