@@ -89,17 +89,8 @@ class Reader(threading.Thread):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", type=Path, help="the fact project (created and built if missing)")
-    ap.add_argument("--rows", type=int, default=None, help="raw rows (default 100M; quick 1M)")
-    ap.add_argument("--repeat", type=int, default=None)
-    ap.add_argument("--quick", action="store_true", help="1M rows, 1 repeat")
-    ap.add_argument("--exact", action="store_true",
-                    help="full size: also compare row for row in the last repeat (minutes)")
-    ap.add_argument("--json", action="store_true", help="also print the results as JSON")
-    args = ap.parse_args()
-    rows = args.rows or (1_000_000 if args.quick else 100_000_000)
-    repeat = args.repeat or (1 if args.quick else 3)
+    args = run_bench.fact_args(__doc__).parse_args()
+    rows, repeat = run_bench.sizes(args)
     with contextlib.ExitStack() as stack:
         directory = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         return bench(run_bench.prepare(directory, rows), rows, repeat, args)

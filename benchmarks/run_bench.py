@@ -262,19 +262,30 @@ def breakdown(root: Path, start: str, end: str) -> dict[str, Any]:
             "cpu_ms": cpu_task}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def fact_args(doc: str) -> argparse.ArgumentParser:
+    """The options run_bench and publish_bench share (the fact table, repeats, checks)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--dir", type=Path, help="the fact project (created and built if missing)")
     ap.add_argument("--rows", type=int, default=None, help="raw rows (default 100M; quick 1M)")
     ap.add_argument("--repeat", type=int, default=None)
-    ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="1M rows, 1 repeat")
     ap.add_argument("--exact", action="store_true",
                     help="full size: also compare row for row in the last repeat (minutes)")
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
+    return ap
+
+
+def sizes(args: argparse.Namespace) -> tuple[int, int]:
+    """(raw rows, repeats) from fact_args' options."""
+    return (args.rows or (1_000_000 if args.quick else 100_000_000),
+            args.repeat or (1 if args.quick else 3))
+
+
+def main() -> int:
+    ap = fact_args(__doc__)
+    ap.add_argument("--concurrency", type=int, default=2)
     args = ap.parse_args()
-    rows = args.rows or (1_000_000 if args.quick else 100_000_000)
-    repeat = args.repeat or (1 if args.quick else 3)
+    rows, repeat = sizes(args)
     with contextlib.ExitStack() as stack:
         directory = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         return bench(prepare(directory, rows), rows, repeat, args)

@@ -41,7 +41,7 @@ from ..base import (Area, Capabilities, Column, DeadLetters, Engine, Part, Parti
                     project_model)
 from . import publish as _publish
 from .connection import SharedDatabase
-from .write import write_replace
+from .write import schema_changed, write_replace
 from .sql import (audit_schema, fingerprint_parts, fingerprint_where, in_periods, kind_of, one,
                   quote, relation_exists, transaction)
 
@@ -438,9 +438,4 @@ def _check_columns(cur: duckdb.DuckDBPyConnection, project: Project, model: str,
     new = [d[0] for d in cur.execute(f"SELECT * FROM {tmp} LIMIT 0").description]
     old = [d[0] for d in cur.execute(f"SELECT * FROM {target} LIMIT 0").description]
     if set(new) != set(old):
-        schema = target.rsplit(".", 1)[0].strip('"')
-        raise TaskFailure(
-            f"{model_location(project, model)}: the SELECT's columns ({', '.join(new)}) differ from the "
-            f"table's ({', '.join(old)}) in schema {schema!r}; a partition task cannot change "
-            "the schema: rebuild the model (strategy full) or backfill it into an audit area",
-            transient=False)
+        raise schema_changed(model_location(project, model), target, new, old)

@@ -24,7 +24,7 @@ import duckdb
 from ..base import PartitionFingerprint, TaskFailure
 from .sql import fingerprint_where, in_periods, one
 
-__all__ = ["write_replace"]
+__all__ = ["schema_changed", "write_replace"]
 
 
 def _columns(cur: duckdb.DuckDBPyConnection, relation: str) -> list[str]:
@@ -34,6 +34,17 @@ def _columns(cur: duckdb.DuckDBPyConnection, relation: str) -> list[str]:
                        "table_name = ? AND database_name = current_database() "
                        "ORDER BY column_index", [schema, table]).fetchall()
     return [str(r[0]) for r in rows]
+
+
+def schema_changed(where: str, target: str, new: list[str], old: list[str]) -> TaskFailure:
+    """The permanent failure of a task whose SELECT's columns (``new``) differ from its table's
+    (``old``); ``where`` names the model."""
+    schema = target.rsplit(".", 1)[0].strip('"')
+    return TaskFailure(
+        f"{where}: the SELECT's columns ({', '.join(new)}) differ from the table's "
+        f"({', '.join(old)}) in schema {schema!r}; a partition task cannot change the "
+        "schema: rebuild the model (strategy full) or backfill it into an audit area",
+        transient=False)
 
 
 def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_time: str,
@@ -52,12 +63,7 @@ def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_t
         cur.execute(f"CREATE TABLE {target} AS {select} LIMIT 0")
         old = new
     elif set(new) != set(old):
-        schema = target.rsplit(".", 1)[0].strip('"')
-        raise TaskFailure(
-            f"{where}: the SELECT's columns ({', '.join(new)}) differ from the table's "
-            f"({', '.join(old)}) in schema {schema!r}; a partition task cannot change the "
-            "schema: rebuild the model (strategy full) or backfill it into an audit area",
-            transient=False)
+        raise schema_changed(where, target, new, old)
     deleted = one(cur, f"DELETE FROM {target} WHERE {in_period}")
     written = one(cur, f"INSERT INTO {target} BY NAME {select}")
     fp = fingerprint_where(cur, target, in_period, old)
