@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -345,10 +347,26 @@ def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(
     plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-22", as_of=AS_OF)
     expected = _reference(shop_dir, plan, p)
     bf = p.backfill(plan, reason="two workers", allow_overlap=SAME_PLAN)
+    # A lone process can finish every task before the second one has imported backfill, so the
+    # test holds the ledger's write lock until both have the ledger open (they then wait on the
+    # lock, busy_timeout 60 s) and releases it: both start claiming together.
+    ledger_path = Ledger.for_project_path(p.settings.state_dir).resolve()
+    lock = sqlite3.connect(ledger_path, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
     procs = [subprocess.Popen([sys.executable, "-m", "backfill.cli", "run", "--resume", bf.id,
                                "--project", str(shop_dir), "--json", "--concurrency", "2"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(_has_open(proc.pid, ledger_path) for proc in procs):
+            assert time.monotonic() < deadline, "the runners never opened the ledger"
+            assert all(proc.poll() is None for proc in procs), [proc.communicate() for proc in procs]
+            time.sleep(0.05)
+        time.sleep(0.3)  # past the first open, into the first write that waits on the lock
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
     outs = [proc.communicate(timeout=120) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outs
     attempts = bf.attempts()
@@ -357,6 +375,15 @@ def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(
     assert len({a["worker"].rsplit(":", 1)[0] for a in attempts}) == 2  # both processes worked
     assert bf.status().status == "done"
     assert fingerprints(shop_dir, audit_schema(bf.id)) == expected
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open (Linux /proc)."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(Path(os.readlink(fd)) == path for fd in fds.iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 # -- the ledger -----------------------------------------------------------------------------------
