@@ -2,6 +2,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
+
 #include "arrow_py.hpp"
 #include "backfill/diff.hpp"
 #include "backfill/error.hpp"
@@ -31,13 +33,14 @@ py::dict summary_dict(const diff::Summary& s) {
   return d;
 }
 
-py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string> key,
-                 std::optional<std::vector<std::string>> columns, std::vector<std::string> exclude,
-                 std::optional<std::string> partition_by, std::string_view grain, py::handle tz,
-                 std::map<std::string, std::pair<double, double>> tolerance,
-                 std::optional<std::pair<double, double>> default_tolerance,
-                 std::optional<std::vector<std::string>> measures, std::int64_t sample,
-                 std::string_view on_duplicate, unsigned threads) {
+diff::Options make_options(std::vector<std::string> key,
+                           std::optional<std::vector<std::string>> columns,
+                           std::vector<std::string> exclude,
+                           std::optional<std::string> partition_by, std::string_view grain,
+                           py::handle tz, std::map<std::string, std::pair<double, double>> tolerance,
+                           std::optional<std::pair<double, double>> default_tolerance,
+                           std::optional<std::vector<std::string>> measures, std::int64_t sample,
+                           std::string_view on_duplicate, unsigned threads) {
   diff::Options o;
   o.key = std::move(key);
   o.columns = std::move(columns);
@@ -53,13 +56,10 @@ py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string
   o.sample = sample;
   o.on_duplicate = diff::parse_on_duplicate(on_duplicate);
   o.threads = threads;
-  arrow::ImportedTable a = import_py(old_obj, "old");
-  arrow::ImportedTable b = import_py(new_obj, "new");
-  diff::Result r;
-  {
-    py::gil_scoped_release release;
-    r = diff::diff(a, b, o);
-  }
+  return o;
+}
+
+py::dict result_dict(diff::Result& r) {
   py::dict out;
   out["summary"] = summary_dict(r.summary);
   out["key"] = r.key;
@@ -75,6 +75,60 @@ py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string
   return out;
 }
 
+py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string> key,
+                 std::optional<std::vector<std::string>> columns, std::vector<std::string> exclude,
+                 std::optional<std::string> partition_by, std::string_view grain, py::handle tz,
+                 std::map<std::string, std::pair<double, double>> tolerance,
+                 std::optional<std::pair<double, double>> default_tolerance,
+                 std::optional<std::vector<std::string>> measures, std::int64_t sample,
+                 std::string_view on_duplicate, unsigned threads) {
+  const diff::Options o = make_options(std::move(key), std::move(columns), std::move(exclude),
+                                       std::move(partition_by), grain, tz, std::move(tolerance),
+                                       default_tolerance, std::move(measures), sample,
+                                       on_duplicate, threads);
+  arrow::ImportedTable a = import_py(old_obj, "old");
+  arrow::ImportedTable b = import_py(new_obj, "new");
+  diff::Result r;
+  {
+    py::gil_scoped_release release;
+    r = diff::diff(a, b, o);
+  }
+  return result_dict(r);
+}
+
+// _core.DiffStream: each pair imported holding the GIL, diffed without it, released (the
+// producers' release callbacks) holding it again.
+class PyStream {
+ public:
+  explicit PyStream(diff::Options o) : stream_(std::move(o)) {}
+
+  void add(py::handle old_obj, py::handle new_obj) {
+    arrow::ImportedTable a = import_py(old_obj, "old");
+    arrow::ImportedTable b = import_py(new_obj, "new");
+    py::gil_scoped_release release;
+    stream_.add(a, b);
+  }
+
+  std::optional<py::dict> finish() {
+    std::optional<diff::Result> r;
+    {
+      py::gil_scoped_release release;
+      r = stream_.finish();
+    }
+    if (!r) return std::nullopt;
+    return result_dict(*r);
+  }
+
+  [[nodiscard]] bool whole_needed() const noexcept { return stream_.whole_needed(); }
+  [[nodiscard]] std::int64_t pairs() const noexcept { return stream_.pairs(); }
+  [[nodiscard]] std::pair<std::int64_t, std::int64_t> carried() const noexcept {
+    return stream_.carried();
+  }
+
+ private:
+  diff::Stream stream_;
+};
+
 }  // namespace
 
 void register_diff(py::module_& m) {
@@ -85,6 +139,30 @@ void register_diff(py::module_& m) {
         py::arg("tolerance") = std::map<std::string, std::pair<double, double>>{},
         py::arg("default_tolerance") = py::none(), py::arg("measures") = py::none(),
         py::arg("sample") = 10, py::arg("on_duplicate") = "error", py::arg("threads") = 0U);
+  py::class_<PyStream>(m, "DiffStream")
+      .def(py::init([](std::vector<std::string> key, std::optional<std::vector<std::string>> columns,
+                       std::vector<std::string> exclude, std::optional<std::string> partition_by,
+                       std::string_view grain, py::handle tz,
+                       std::map<std::string, std::pair<double, double>> tolerance,
+                       std::optional<std::pair<double, double>> default_tolerance,
+                       std::optional<std::vector<std::string>> measures, std::int64_t sample,
+                       std::string_view on_duplicate, unsigned threads) {
+             return std::make_unique<PyStream>(make_options(
+                 std::move(key), std::move(columns), std::move(exclude), std::move(partition_by),
+                 grain, tz, std::move(tolerance), default_tolerance, std::move(measures), sample,
+                 on_duplicate, threads));
+           }),
+           py::arg("key"), py::arg("columns") = py::none(),
+           py::arg("exclude") = std::vector<std::string>{}, py::arg("partition_by") = py::none(),
+           py::arg("grain") = "day", py::arg("tz") = py::none(),
+           py::arg("tolerance") = std::map<std::string, std::pair<double, double>>{},
+           py::arg("default_tolerance") = py::none(), py::arg("measures") = py::none(),
+           py::arg("sample") = 10, py::arg("on_duplicate") = "error", py::arg("threads") = 0U)
+      .def("add", &PyStream::add, py::arg("old"), py::arg("new"))
+      .def("finish", &PyStream::finish)
+      .def_property_readonly("whole_needed", &PyStream::whole_needed)
+      .def_property_readonly("pairs", &PyStream::pairs)
+      .def_property_readonly("carried", &PyStream::carried);
 }
 
 }  // namespace backfill::bindings

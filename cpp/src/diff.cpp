@@ -12,6 +12,7 @@
 #include "backfill/error.hpp"
 #include "common/parallel.hpp"
 #include "diff/diff_engine.hpp"
+#include "diff/diff_front.hpp"
 
 namespace backfill::diff {
 
@@ -88,11 +89,7 @@ void check_key_types(const std::string& name, const DataType& a, const DataType&
   }
 }
 
-struct SchemaChange {
-  std::string column, change;
-  std::optional<std::string> old_type, new_type;
-  std::optional<bool> compared;
-};
+using front::SchemaChange;
 
 // 10^e for 0 <= e <= 38 (the decimal128 range).
 __int128 pow10(std::int32_t e) noexcept {
@@ -131,7 +128,9 @@ void set_sum_kind(detail::DiffPlan& plan, const DataType& old_type, const DataTy
   plan.measure_mult_new.push_back(exact ? pow10(scale - s_n) : 1);
 }
 
-detail::DiffPlan make_plan(const ImportedTable& o, const ImportedTable& n, const Options& opt,
+}  // namespace
+
+detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n, const Options& opt,
                            std::vector<SchemaChange>& schema) {
   detail::DiffPlan plan;
   if (opt.key.empty()) throw InvalidInput("key must name at least one column");
@@ -310,6 +309,8 @@ detail::DiffPlan make_plan(const ImportedTable& o, const ImportedTable& n, const
   return plan;
 }
 
+namespace {
+
 // ---- result tables ----
 
 using OptStr = std::optional<std::string>;
@@ -406,7 +407,9 @@ Column sum_column(SumKind kind, std::int32_t scale, const std::vector<OptSum>& v
   return arrow::decimal128_column(std::move(e), kMaxPrecision, scale, ok);
 }
 
-std::shared_ptr<arrow::Table> schema_table(const std::vector<SchemaChange>& rows) {
+}  // namespace
+
+std::shared_ptr<arrow::Table> front::schema_table(const std::vector<SchemaChange>& rows) {
   std::vector<OptStr> col, change, ot, nt;
   std::vector<bool> compared;
   arrow::Validity compared_ok;
@@ -427,8 +430,9 @@ std::shared_ptr<arrow::Table> schema_table(const std::vector<SchemaChange>& rows
   return t;
 }
 
-std::shared_ptr<arrow::Table> columns_table(const ImportedTable& o, const ImportedTable& n,
-                                            const detail::DiffPlan& plan,
+std::shared_ptr<arrow::Table> front::columns_table(const std::vector<arrow::Field>& o,
+                                                   const std::vector<arrow::Field>& n,
+                                                   const detail::DiffPlan& plan,
                                             const detail::EngineResult& r) {
   std::vector<OptStr> col, ot, nt, mode, kind_text;
   std::vector<std::int64_t> changed, n2v, v2n;
@@ -491,8 +495,8 @@ std::shared_ptr<arrow::Table> columns_table(const ImportedTable& o, const Import
     const auto& st = r.columns[k];
     listed.insert(c.name);
     col.emplace_back(c.name);
-    ot.emplace_back(type_name(o.fields()[c.old_index].type));
-    nt.emplace_back(type_name(n.fields()[c.new_index].type));
+    ot.emplace_back(type_name(o[c.old_index].type));
+    nt.emplace_back(type_name(n[c.new_index].type));
     mode.emplace_back(c.mode == CompareMode::hash ? "hash"
                       : c.mode == CompareMode::value ? "value" : "tolerance");
     changed.push_back(st.changed);
@@ -506,8 +510,8 @@ std::shared_ptr<arrow::Table> columns_table(const ImportedTable& o, const Import
   for (std::size_t m = 0; m < plan.measures.size(); ++m) {
     if (listed.contains(plan.measures[m])) continue;
     col.emplace_back(plan.measures[m]);
-    ot.emplace_back(type_name(o.fields()[plan.measure_old[m]].type));
-    nt.emplace_back(type_name(n.fields()[plan.measure_new[m]].type));
+    ot.emplace_back(type_name(o[plan.measure_old[m]].type));
+    nt.emplace_back(type_name(n[plan.measure_new[m]].type));
     mode.emplace_back();
     changed.push_back(0);
     n2v.push_back(0);
@@ -540,7 +544,7 @@ std::shared_ptr<arrow::Table> columns_table(const ImportedTable& o, const Import
   return t;
 }
 
-std::shared_ptr<arrow::Table> partitions_table(const detail::DiffPlan& plan,
+std::shared_ptr<arrow::Table> front::partitions_table(const detail::DiffPlan& plan,
                                                const detail::EngineResult& r) {
   std::vector<OptStr> label;
   std::vector<std::int64_t> start, end, ro, rn, added, removed, changed;
@@ -594,13 +598,18 @@ std::shared_ptr<arrow::Table> partitions_table(const detail::DiffPlan& plan,
   return t;
 }
 
+namespace {
+
 std::vector<arrow::RowRef> refs_of(const detail::RowLocator& loc, const std::vector<std::int64_t>& rows) {
   std::vector<arrow::RowRef> out;
   for (auto r : rows) out.push_back(loc.locate(r));
   return out;
 }
 
-std::shared_ptr<arrow::Table> rows_table(const ImportedTable& t, const std::vector<std::int64_t>& rows) {
+}  // namespace
+
+std::shared_ptr<arrow::Table> front::rows_table(const ImportedTable& t,
+                                                const std::vector<std::int64_t>& rows) {
   const detail::RowLocator loc(t);
   const auto refs = refs_of(loc, rows);
   auto out = std::make_shared<arrow::Table>();
@@ -610,7 +619,7 @@ std::shared_ptr<arrow::Table> rows_table(const ImportedTable& t, const std::vect
   return out;
 }
 
-std::shared_ptr<arrow::Table> changed_table(const ImportedTable& o, const ImportedTable& n,
+std::shared_ptr<arrow::Table> front::changed_table(const ImportedTable& o, const ImportedTable& n,
                                             const detail::DiffPlan& plan,
                                             const detail::EngineResult& r) {
   const detail::RowLocator lo(o);
@@ -645,11 +654,9 @@ std::shared_ptr<arrow::Table> changed_table(const ImportedTable& o, const Import
   return t;
 }
 
-}  // namespace
-
 Result diff(const ImportedTable& old_table, const ImportedTable& new_table, const Options& options) {
   std::vector<SchemaChange> schema;
-  const detail::DiffPlan plan = make_plan(old_table, new_table, options, schema);
+  const detail::DiffPlan plan = front::make_plan(old_table, new_table, options, schema);
   detail::EngineResult r = detail::run_diff(old_table, new_table, plan);
   const auto clock = std::chrono::steady_clock::now();
   Result out;
@@ -658,12 +665,12 @@ Result diff(const ImportedTable& old_table, const ImportedTable& new_table, cons
   out.key = plan.key;
   out.measures = plan.measures;
   out.partition_by = options.partition_by;
-  out.schema = schema_table(schema);
-  out.columns = columns_table(old_table, new_table, plan, r);
-  out.partitions = partitions_table(plan, r);
-  out.changed_sample = changed_table(old_table, new_table, plan, r);
-  out.added_sample = rows_table(new_table, r.added_rows);
-  out.removed_sample = rows_table(old_table, r.removed_rows);
+  out.schema = front::schema_table(schema);
+  out.columns = front::columns_table(old_table.fields(), new_table.fields(), plan, r);
+  out.partitions = front::partitions_table(plan, r);
+  out.changed_sample = front::changed_table(old_table, new_table, plan, r);
+  out.added_sample = front::rows_table(new_table, r.added_rows);
+  out.removed_sample = front::rows_table(old_table, r.removed_rows);
   out.timings = std::move(r.timings);
   out.timings.emplace_back(
       "results", std::chrono::duration<double>(std::chrono::steady_clock::now() - clock).count());

@@ -105,6 +105,31 @@ def diff(
     threads: int = 0,
 ) -> dict[str, Any]: ...
 
+class DiffStream:
+    def __init__(
+        self,
+        key: list[str],
+        columns: list[str] | None = None,
+        exclude: list[str] = ...,
+        partition_by: str | None = None,
+        grain: str = "day",
+        tz: str | None = None,
+        tolerance: dict[str, tuple[float, float]] = ...,
+        default_tolerance: tuple[float, float] | None = None,
+        measures: list[str] | None = None,
+        sample: int = 10,
+        on_duplicate: str = "error",
+        threads: int = 0,
+    ) -> None: ...
+    def add(self, old: Any, new: Any) -> None: ...
+    def finish(self) -> dict[str, Any] | None: ...
+    @property
+    def whole_needed(self) -> bool: ...
+    @property
+    def pairs(self) -> int: ...
+    @property
+    def carried(self) -> tuple[int, int]: ...
+
 def fingerprint(
     table: Any,
     columns: list[str] | None = None,

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,5 +109,51 @@ struct Result {
 
 [[nodiscard]] Result diff(const arrow::ImportedTable& old_table,
                           const arrow::ImportedTable& new_table, const Options& options);
+
+// The same diff over a sequence of (old part, new part) pairs, one pair in memory at a time:
+// the result equals diff(concatenation of the old parts, concatenation of the new parts)
+// (row numbers, hence samples, count across the parts in order), except that float sums are
+// added pair by pair in pair order (deterministic; they may differ from the one-shot's in the
+// last bits, as morsels are summed in another grouping).
+//
+//   diff::Stream s(options);
+//   for (auto& [o, n] : pairs) { s.add(o, n); if (s.whole_needed()) break; }
+//   std::optional<Result> r = s.whole_needed() ? std::nullopt : s.finish();
+//   if (!r) r = diff(whole old, whole new, options);
+//
+// Each pair is diffed as it comes; its matched rows are final. Its unmatched rows (removed from
+// old, added in new) are carried as owned rows and matched against each other at finish, so a
+// key that moves between pairs comes out as the one-shot diff reports it. Memory: the largest
+// pair plus every unmatched row carried plus each pair's keys per side, sorted and delta-coded
+// (~1 byte per key for dense integer ids, ~7 for hashed keys), to see a key recur in another
+// pair (checked at finish by one k-way merge).
+// Duplicates exclude a key's rows of every pair, which a pair at a time cannot undo: when the
+// pairs hold a duplicated key (within one pair: whole_needed() turns true at once; across pairs
+// on one side: finish() returns nothing) -- or, for a key that its 64-bit hash does not
+// identify (composite, string), two keys of one side share a hash across pairs -- the caller
+// diffs the whole inputs at once, which raises or reports them exactly as usual. Every pair
+// must have the first pair's schema (InvalidInput otherwise).
+class Stream {
+ public:
+  explicit Stream(Options options);
+  ~Stream();
+  Stream(Stream&&) noexcept;
+  Stream& operator=(Stream&&) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  void add(const arrow::ImportedTable& old_part, const arrow::ImportedTable& new_part);
+  [[nodiscard]] bool whole_needed() const noexcept;
+  [[nodiscard]] std::int64_t pairs() const noexcept;
+  // Rows carried unmatched so far (old, new): the memory the stream holds besides one pair.
+  [[nodiscard]] std::pair<std::int64_t, std::int64_t> carried() const noexcept;
+  // The merged result, or nullopt when the whole inputs must be diffed at once (see above).
+  // Throws InvalidInput without pairs. The stream is spent afterwards.
+  [[nodiscard]] std::optional<Result> finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace backfill::diff

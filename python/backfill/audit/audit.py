@@ -32,7 +32,7 @@ from .._numbers import sum_kind, to_kind
 from ..engines import PUBLISHED, WHOLE, Column, ColumnKind, Engine, Part
 from ..errors import InvalidInputError
 from ..run import BackfillState, utcnow, who
-from .diff import DiffResult, diff
+from .diff import DiffResult, DiffStream, diff
 from .gates import ModelFacts, evaluate, parse_gates
 from .keys import Version, choose_key, first_candidate, measures_of
 from .report import AuditReport, MeasureValues, ModelAudit, PartitionAudit
@@ -99,7 +99,7 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
     diff_result: DiffResult | None = None
     if differing:
         diff_result = _diff_differing(engine, project, model, area, parts, differing, new_cols,
-                                      has_old, key, measures, clock)
+                                      has_old, key, measures, clock, _rows(old_fp, new_fp))
         su = diff_result.summary
         if guess and (su.duplicate_keys or su.null_keys_old or su.null_keys_new):
             key, key_source = choose_key(engine, project, model, versions, new_cols,
@@ -112,7 +112,8 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
                                         new_cols, old_cols)
                 clock.lap("measure sums")
                 diff_result = _diff_differing(engine, project, model, area, parts, differing,
-                                              new_cols, has_old, key, measures, clock)
+                                              new_cols, has_old, key, measures, clock,
+                                              _rows(old_fp, new_fp))
     results = _partitions(labels, bool(parts), old_fp, new_fp, diff_result, kinds)
     return ModelAudit(model=model, key=key, key_source=key_source, measures=measures,
                       measure_kinds=kinds,
@@ -123,10 +124,18 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
                       timings={k: clock.laps.get(k, 0.0) for k in _PHASES})
 
 
+def _rows(old_fp: Mapping[str, Any], new_fp: Mapping[str, Any]) -> dict[str, int]:
+    """Per partition label, the larger side's row count (what a pair of it holds in memory)."""
+    return {label: max(old_fp[label].rows, fp.rows) for label, fp in new_fp.items()}
+
+
 def _diff_differing(engine: Engine, project: Project, model: str, area: Any, parts: list[Part],
                     differing: list[Part], new_cols: list[Column], has_old: bool, key: list[str],
-                    measures: list[str], clock: _Clock) -> DiffResult:
-    """The C++ diff of the published and audit versions over the ``differing`` partitions."""
+                    measures: list[str], clock: _Clock,
+                    part_rows: Mapping[str, int] | None = None) -> DiffResult:
+    """The C++ diff of the published and audit versions over the ``differing`` partitions:
+    streamed a group of partitions at a time (memory follows the largest group, not all the
+    differing partitions), or at once when unpartitioned or when a key is duplicated."""
     m = project.models[model]
     old_v, new_v = Version(PUBLISHED), Version(area, preview=True)
     where = [(s, e) for _, s, e in differing] if parts and m.event_time else None
@@ -142,12 +151,13 @@ def _diff_differing(engine: Engine, project: Project, model: str, area: Any, par
             options.update(partition_by=_PART, exclude=[_PART])
     old_side = (old_v, where) if has_old else (new_v, [])
     clock.lap("key")  # what ran since the last lap (a rejected guess's choose_key) is the key's
-    with engine.stream(project, model, old_side[0].area, old_side[1],
-                       preview=old_side[0].preview, utc_column=utc) as old_data, \
-            engine.stream(project, model, area, where, preview=True,
-                          utc_column=utc) as new_data:
-        result = diff(old_data, new_data, key=key, measures=measures, on_duplicate="report",
-                      **options)
+    result = None
+    if where is not None and part_rows is not None and len(differing) > 1:
+        result = _diff_streamed(engine, project, model, old_side[0], area,
+                                differing, part_rows, has_old, utc, key, measures, options)
+    if result is None:
+        result = _diff_whole(engine, project, model, area, old_side, where, utc, key, measures,
+                             options)
     # The C++ phases run on imported buffers; the rest of the call is the transfer (the engine
     # producing the Arrow batches and their import).
     inside = sum(result.timings.values())
@@ -155,6 +165,59 @@ def _diff_differing(engine: Engine, project: Project, model: str, area: Any, par
     clock.laps["transfer"] = clock.laps.get("transfer", 0.0) + max(took - inside, 0.0)
     clock.laps["diff"] = clock.laps.get("diff", 0.0) - took + inside
     return result
+
+
+#: Rows (of the larger side) a streamed pair gathers partitions up to; a larger partition is a
+#: pair alone. Fewer engine queries for small partitions (a Spark job each), bounded memory.
+_PAIR_ROWS = 2_000_000
+
+
+def _diff_streamed(engine: Engine, project: Project, model: str, old_version: Version,
+                   area: Any, differing: list[Part], part_rows: Mapping[str, int],
+                   has_old: bool, utc: str | None, key: list[str], measures: list[str],
+                   options: Mapping[str, Any]) -> DiffResult | None:
+    """The diff fed one group of partitions at a time (each released before the next is
+    fetched); None when a duplicated key needs the whole diff (see DiffStream)."""
+    stream = DiffStream(key, measures=measures, on_duplicate="report", **options)
+    groups: list[list[Part]] = []
+    size = 0
+    for p in differing:
+        rows = part_rows.get(p[0], 0)
+        if not groups or size + rows > _PAIR_ROWS:
+            groups.append([])
+            size = 0
+        groups[-1].append(p)
+        size += rows
+    for group in groups:
+        periods = [(s, e) for _, s, e in group]
+        with engine.stream(project, model, old_version.area, periods if has_old else [],
+                           preview=old_version.preview, utc_column=utc) as old_data, \
+                engine.stream(project, model, area, periods, preview=True,
+                              utc_column=utc) as new_data:
+            stream.add(old_data, new_data)
+        if stream.whole_needed:
+            log.info("audit of %s: a duplicated key; diffing the differing partitions at once",
+                     model)
+            return None
+    result = stream.finish()
+    if result is None:
+        log.info("audit of %s: a key recurs across partitions; diffing them at once", model)
+    else:
+        log.debug("audit of %s: %d pairs streamed, %d/%d rows carried", model, stream.pairs,
+                  *stream.carried)
+    return result
+
+
+def _diff_whole(engine: Engine, project: Project, model: str, area: Any,
+                old_side: tuple[Version, Any], where: Any, utc: str | None, key: list[str],
+                measures: list[str], options: Mapping[str, Any]) -> DiffResult:
+    """The diff of every differing partition as one Arrow stream per side."""
+    with engine.stream(project, model, old_side[0].area, old_side[1],
+                       preview=old_side[0].preview, utc_column=utc) as old_data, \
+            engine.stream(project, model, area, where, preview=True,
+                          utc_column=utc) as new_data:
+        return diff(old_data, new_data, key=key, measures=measures, on_duplicate="report",
+                    **options)
 
 
 def _totals(engine: Engine, project: Project, model: str, area: Any, measures: list[str],

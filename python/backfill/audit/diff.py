@@ -16,7 +16,7 @@ import html
 import importlib
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Literal, Union
 
@@ -25,7 +25,7 @@ from .._numbers import fmt
 from ..errors import InvalidInputError
 from .._arrow import ArrowTable, html_table
 
-__all__ = ["DiffResult", "DiffSummary", "diff"]
+__all__ = ["DiffResult", "DiffStream", "DiffSummary", "diff", "diff_pairs"]
 
 log = logging.getLogger(__name__)
 
@@ -299,6 +299,20 @@ def diff(
     input is matched through hash tables, with the same result (``timings`` shows ``merge`` or
     ``match``).
     """
+    kwargs = _options(key, columns, exclude, partition_by, grain, tz, tolerance, measures, sample,
+                      on_duplicate, threads)
+    raw = _core.diff(old, new, **kwargs)
+    result = DiffResult(raw)
+    log.debug("diff on %s: %r; phases %s", kwargs["key"], result,
+              ", ".join(f"{k} {v:.3f}s" for k, v in result.timings.items()))
+    return result
+
+
+def _options(key: str | Sequence[str], columns: Sequence[str] | None,
+             exclude: Sequence[str] | None, partition_by: str | None, grain: str, tz: str,
+             tolerance: Mapping[str, ToleranceSpec] | None, measures: Sequence[str] | None,
+             sample: int, on_duplicate: str, threads: int) -> dict[str, Any]:
+    """The C++ diff's keyword arguments, validated."""
     keys = _names(key, "key")
     assert keys is not None
     per_column: dict[str, tuple[float, float]] = {}
@@ -310,12 +324,79 @@ def diff(
             per_column[column] = _tolerance(column, spec)
     if isinstance(sample, bool) or not isinstance(sample, int):
         raise InvalidInputError(f"sample={sample!r}; expected a number of rows")
-    raw = _core.diff(old, new, keys, columns=_names(columns, "columns"),
-                     exclude=_names(exclude, "exclude") or [], partition_by=partition_by,
-                     grain=grain, tz=tz, tolerance=per_column, default_tolerance=default,
-                     measures=_names(measures, "measures"), sample=sample,
-                     on_duplicate=on_duplicate, threads=threads)
-    result = DiffResult(raw)
-    log.debug("diff on %s: %r; phases %s", keys, result,
-              ", ".join(f"{k} {v:.3f}s" for k, v in result.timings.items()))
-    return result
+    return dict(key=keys, columns=_names(columns, "columns"),
+                exclude=_names(exclude, "exclude") or [], partition_by=partition_by,
+                grain=grain, tz=tz, tolerance=per_column, default_tolerance=default,
+                measures=_names(measures, "measures"), sample=sample,
+                on_duplicate=on_duplicate, threads=threads)
+
+
+class DiffStream:
+    """:func:`diff` over (old part, new part) pairs fed one at a time, so memory follows the
+    largest pair (plus the rows unmatched in their own pair, and each side's keys delta-coded:
+    ~1 byte per dense integer id, ~7 per hashed key) rather than the whole inputs:
+
+    >>> s = DiffStream(key="order_id", partition_by="ordered_at")         # doctest: +SKIP
+    >>> for old_part, new_part in pairs:                                   # doctest: +SKIP
+    ...     s.add(old_part, new_part)        # each pair can be released after add
+    >>> result = s.finish()                  # None: diff the whole inputs  # doctest: +SKIP
+
+    The result equals ``diff(concat(old parts), concat(new parts), ...)``: keys that move
+    between pairs match at the end, row order (hence samples) runs across the pairs in order;
+    float sums are added pair by pair (deterministic, equal up to rounding). A duplicated key
+    cannot be settled a pair at a time (it excludes that key's rows in every pair): then
+    :attr:`whole_needed` turns true (a duplicate inside a pair; further pairs are skipped) or
+    :meth:`finish` returns None (a key recurring across pairs), and the caller diffs the whole
+    inputs, which raises or reports the duplicates as usual. The arguments are :func:`diff`'s.
+    """
+
+    def __init__(self, key: str | Sequence[str], *, columns: Sequence[str] | None = None,
+                 exclude: Sequence[str] | None = None, partition_by: str | None = None,
+                 grain: Literal["hour", "day", "week", "month", "quarter", "year"] = "day",
+                 tz: str = "UTC", tolerance: Mapping[str, ToleranceSpec] | None = None,
+                 measures: Sequence[str] | None = None, sample: int = 10,
+                 on_duplicate: Literal["error", "report"] = "error", threads: int = 0) -> None:
+        kwargs = _options(key, columns, exclude, partition_by, grain, tz, tolerance, measures,
+                          sample, on_duplicate, threads)
+        self._stream = _core.DiffStream(**kwargs)
+
+    def add(self, old: Any, new: Any) -> None:
+        """Diffs one pair of Arrow-compatible parts (same schema per side as the first pair)."""
+        self._stream.add(old, new)
+
+    @property
+    def whole_needed(self) -> bool:
+        """True once a pair held a duplicated key: stop feeding and diff the whole inputs."""
+        return bool(self._stream.whole_needed)
+
+    @property
+    def pairs(self) -> int:
+        """Pairs added so far."""
+        return int(self._stream.pairs)
+
+    @property
+    def carried(self) -> tuple[int, int]:
+        """Rows (old, new) unmatched in their own pair, held until :meth:`finish`."""
+        old, new = self._stream.carried
+        return int(old), int(new)
+
+    def finish(self) -> DiffResult | None:
+        """The merged result, or None when the whole inputs must be diffed (duplicated keys)."""
+        raw = self._stream.finish()
+        if raw is None:
+            return None
+        result = DiffResult(raw)
+        log.debug("streamed diff of %d pairs: %r", self.pairs, result)
+        return result
+
+
+def diff_pairs(pairs: Iterable[tuple[Any, Any]], key: str | Sequence[str],
+               **options: Any) -> DiffResult | None:
+    """:class:`DiffStream` over ``pairs`` (stopping early when :attr:`DiffStream.whole_needed`);
+    None when the whole inputs must be diffed at once."""
+    stream = DiffStream(key, **options)
+    for old, new in pairs:
+        stream.add(old, new)
+        if stream.whole_needed:
+            return None
+    return stream.finish()
