@@ -4,6 +4,7 @@ column whose value moves keys between pairs) cut into random pairs."""
 
 from __future__ import annotations
 
+import logging
 import math
 import pathlib
 import sys
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import backfill
+from backfill.engines import PUBLISHED
 from backfill.audit.diff import DiffResult, DiffStream, diff_pairs
 from diff_oracles import same_float, table_pairs
 
@@ -133,3 +135,110 @@ def test_quick_benchmark_stream_and_whole_agree() -> None:
     out = diff_stream_bench.main(["--quick"])
     assert out["days"] == 8
     assert all(m["peak_mb"] > 0 for m in out["medians"].values())
+
+
+# -- the audit streams the differing partitions a group at a time ------------------------------
+def _lines_project(root: pathlib.Path, as_of: Any) -> backfill.Project:
+    """A day-partitioned model over raw.lines (4 days x 50 lines), built and published."""
+    import duckdb
+
+    (root / "models").mkdir()
+    (root / "backfill.yml").write_text(
+        "name: lines\nengine: {type: duckdb, path: w.duckdb}\nstate: .backfill\n"
+        "sources:\n  raw:\n    lines: {grain: day, tz: UTC, event_time: ordered_at}\n"
+        "models:\n  defaults: {grain: day, tz: UTC, begin: '2026-08-01', strategy: replace}\n"
+        "  order_lines: {}\n")
+    (root / "models" / "order_lines.sql").write_text(
+        '{{ config(event_time="ordered_at") }}\nselect line_id, line_no, qty, ordered_at from '
+        '{{ source("raw", "lines") }}\nwhere ordered_at >= {{ start }} and ordered_at < {{ end }}\n')
+    con = duckdb.connect(str(root / "w.duckdb"))
+    con.execute("CREATE SCHEMA raw; CREATE TABLE raw.lines AS SELECT i AS line_id, "
+                "i % 3 AS line_no, i % 5 AS qty, "
+                "TIMESTAMP '2026-08-01' + to_minutes(i * 24 * 60 // 50) AS ordered_at "
+                "FROM range(200) t(i)")
+    con.close()
+    p = backfill.Project.load(root)
+    assert p.backfill(p.plan("*", "2026-08-01", "2026-08-05", as_of=as_of), reason="build",
+                      direct=True).run().ok
+    return p
+
+
+def _audit_after(root: pathlib.Path, as_of: Any, change: str) -> tuple[Any, Any]:
+    """The audit of a rebuild after ``change`` to raw.lines, and the one-shot diff of the same
+    differing partitions (every one as one stream per side: the audit's path before)."""
+    import duckdb
+
+    con = duckdb.connect(str(root / "w.duckdb"))
+    con.execute(change)
+    con.close()
+    p = backfill.Project.load(root)
+    bf = p.backfill(p.plan("*", "2026-08-01", "2026-08-05", as_of=as_of), reason="fix")
+    assert bf.run().ok
+    a = bf.audit()["order_lines"]
+    periods = [(x.start, x.end) for x in a.differing]
+    with bf.engine.stream(p, "order_lines", PUBLISHED, periods) as old, \
+            bf.engine.stream(p, "order_lines", bf.area, periods, preview=True) as new:
+        whole = backfill.diff(old, new, a.key, measures=a.measures, on_duplicate="report",
+                              partition_by="ordered_at")
+    bf.engine.close()
+    return a, whole
+
+
+@pytest.fixture
+def day_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One partition (50 rows) per streamed pair, as large partitions are at scale."""
+    from backfill.audit import audit
+
+    monkeypatch.setattr(audit, "_PAIR_ROWS", 50)
+
+
+def test_audit_streams_partitions_and_matches_keys_moving_between_them(
+        tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture, day_pairs: None) -> None:
+    from shop_support import AS_OF
+
+    caplog.set_level(logging.DEBUG, logger="backfill.audit.audit")
+    _lines_project(tmp_path, AS_OF)
+    # Lines 40-44 (1 Aug) move to 2 Aug; qty changes on every day (lines 3, 53, 103, 153).
+    a, whole = _audit_after(tmp_path, AS_OF, """
+        UPDATE raw.lines SET ordered_at = ordered_at + INTERVAL 1 DAY WHERE line_id BETWEEN 40
+            AND 44;
+        UPDATE raw.lines SET qty = qty + 1 WHERE line_id % 50 = 3""")
+    assert a.key == ["line_id"] and [x.label for x in a.differing] == \
+        ["2026-08-01", "2026-08-02", "2026-08-03", "2026-08-04"]
+    assert a.diff is not None
+    s = a.diff.summary
+    assert (s.changed, s.added, s.removed, s.duplicate_keys) == (4 + 5, 0, 0, 0)
+    assert_same_counts(a.diff, whole)
+    # One pair per day; the 5 moved lines were unmatched in their own pairs, matched at the end.
+    assert "4 pairs streamed, 5/5 rows carried" in caplog.text
+    by_day = {x.label: (x.added, x.removed, x.changed) for x in a.differing}
+    assert by_day == {"2026-08-01": (0, 0, 1 + 5), "2026-08-02": (0, 0, 1 + 5),
+                      "2026-08-03": (0, 0, 1), "2026-08-04": (0, 0, 1)}
+
+
+def test_audit_falls_back_to_the_whole_diff_for_a_key_repeated_across_partitions(
+        tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture, day_pairs: None) -> None:
+    from shop_support import AS_OF
+
+    caplog.set_level(logging.INFO, logger="backfill.audit.audit")
+    _lines_project(tmp_path, AS_OF)
+    # Line 5 (1 Aug) gets a second line_no on 3 Aug, line 6 another qty: both days differ and
+    # line_id repeats across them, so the
+    # audit's first key candidate fails there and (line_id, line_no) is checked and used.
+    a, whole = _audit_after(tmp_path, AS_OF, """
+        INSERT INTO raw.lines SELECT line_id, 9, qty, ordered_at + INTERVAL 2 DAY
+        FROM raw.lines WHERE line_id = 5;
+        UPDATE raw.lines SET qty = qty + 1 WHERE line_id = 6""")
+    assert "a key recurs across partitions; diffing them at once" in caplog.text
+    assert a.key == ["line_id", "line_no"] and a.diff is not None
+    assert [x.label for x in a.differing] == ["2026-08-01", "2026-08-03"]
+    assert (a.diff.summary.added, a.diff.summary.changed, a.diff.summary.duplicate_keys) == \
+        (1, 1, 0)
+    assert_same_counts(a.diff, whole)
+
+
+def assert_same_counts(a: DiffResult, b: DiffResult) -> None:
+    """Same summary, columns and partitions tables (samples follow the engine's row order)."""
+    assert a.summary == b.summary
+    assert a.columns.to_pylist() == b.columns.to_pylist()
+    assert a.partitions.to_pylist() == b.partitions.to_pylist()
