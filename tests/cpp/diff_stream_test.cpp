@@ -175,3 +175,42 @@ TEST(DiffStream, EveryPairNeedsTheFirstPairsSchema) {
   diff::Stream empty(options());
   EXPECT_THROW((void)empty.finish(), backfill::InvalidInput);
 }
+
+TEST(DiffStream, AKeyRecurringAtTheEdgeOfADenseRangeIsFound) {
+  // Keys are kept as runs of consecutive ids per pair: pair 2 starting at pair 1's last id
+  // repeats one key; starting one later, none.
+  auto dense = [](std::int64_t lo, std::int64_t hi) {
+    Rows r;
+    for (std::int64_t i = lo; i < hi; ++i) {
+      r.id.push_back(i); r.qty.push_back(1); r.day.push_back(20000); r.s.emplace_back("x");
+      r.id_ok.push_back(true);
+    }
+    return r;
+  };
+  for (const std::int64_t start : {99, 100, 0, 149, 150}) {
+    const Rows a = dense(0, 100);
+    const Rows b = dense(start, start + 50);
+    diff::Stream s(options());
+    s.add(slice(a, 0, a.id.size()), slice(a, 0, 0));
+    s.add(slice(b, 0, b.id.size()), slice(b, 0, 0));
+    const bool repeats = start < 100;
+    EXPECT_EQ(s.finish().has_value(), !repeats) << start;
+  }
+  {  // string keys (hashed): one repeated key among many
+    auto strings = [](int lo, int hi) {
+      arrow::Table t;
+      std::vector<std::string> k;
+      for (int i = lo; i < hi; ++i) k.push_back("k" + std::to_string(i));
+      t.add("k", arrow::utf8_column(k));
+      return imported(std::move(t));
+    };
+    diff::Options o;
+    o.key = {"k"};
+    for (const int lo : {500, 499}) {
+      diff::Stream s(o);
+      s.add(strings(0, 500), strings(0, 0));
+      s.add(strings(lo, 900), strings(0, 0));
+      EXPECT_EQ(s.finish().has_value(), lo == 500) << lo;
+    }
+  }
+}

@@ -10,8 +10,8 @@
 //     the caller then diffs the whole inputs). The carried rows are diffed against each other:
 //     a key that moved between pairs matches there (added, removed and their partitions come
 //     only from this diff). Samples: the smallest global row numbers among the candidates.
-// Memory: one pair + carried unmatched rows + each side's keys, coded: ~1 byte per dense
-// integer key, ~7 per hashed key.
+// Memory: one pair + carried unmatched rows + each side's keys, coded: a few bytes per run of
+// consecutive integer ids, ~8 bytes per hashed key.
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -85,48 +85,60 @@ ImportedTable concat(std::vector<TablePtr> tables) {
 }
 
 // ---- keys seen per side ----
-// Each pair's keys, sorted and delta-coded (LEB128 varints): a single integer key as its value
-// (dense ids cost ~1 byte each), any other key as its 64-bit hash (~7 bytes).
+// Each pair's keys, sorted, as runs of consecutive values (start, length), delta-coded as
+// LEB128 varints: a single integer key as its value (a day of dense ids is a few bytes), any
+// other key as its 64-bit hash (~8 bytes a key).
 
 struct KeyRun {
   std::vector<std::uint8_t> bytes;
-  std::size_t count = 0;
+  std::size_t count = 0;  // intervals
 };
+
+void put(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<std::uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<std::uint8_t>(v));
+}
 
 KeyRun encode(const std::vector<std::uint64_t>& sorted) {
   KeyRun r;
-  r.count = sorted.size();
-  r.bytes.reserve(sorted.size() + 16);
-  std::uint64_t prev = 0;
-  for (const auto x : sorted) {
-    std::uint64_t d = x - prev;
-    prev = x;
-    while (d >= 0x80) {
-      r.bytes.push_back(static_cast<std::uint8_t>(d | 0x80));
-      d >>= 7;
-    }
-    r.bytes.push_back(static_cast<std::uint8_t>(d));
+  std::uint64_t prev = 0;  // the last interval's first value
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i + 1;
+    while (j < sorted.size() && sorted[j] == sorted[j - 1] + 1) ++j;
+    put(r.bytes, sorted[i] - prev);  // intervals ascend by their first value
+    put(r.bytes, j - i - 1);         // [first, first + this]
+    prev = sorted[i];
+    ++r.count;
+    i = j;
   }
   r.bytes.shrink_to_fit();
   return r;
 }
 
+// Reads a run's intervals in order: [first, last].
 struct KeyCursor {
   const KeyRun* run = nullptr;
   std::size_t pos = 0, left = 0;
-  std::uint64_t value = 0;
-  bool next() noexcept {
-    if (left == 0) return false;
-    --left;
-    std::uint64_t d = 0;
+  std::uint64_t first = 0, last = 0;
+  std::uint64_t get() noexcept {
+    std::uint64_t v = 0;
     unsigned shift = 0;
     std::uint8_t b = 0;
     do {
       b = run->bytes[pos++];
-      d |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+      v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
       shift += 7;
     } while ((b & 0x80) != 0);
-    value += d;
+    return v;
+  }
+  bool next() noexcept {
+    if (left == 0) return false;
+    --left;
+    first += get();
+    last = first + get();
     return true;
   }
 };
@@ -164,25 +176,32 @@ KeyRun key_run(const ImportedTable& t, const std::vector<std::size_t>& cols,
   return encode(out);
 }
 
-// Whether a key is in two runs: one k-way merge, O(n log runs), no extra memory.
+// Whether a key is in two runs: one k-way merge of their intervals by first value,
+// O(intervals log runs). Intervals of one run may touch only for equal hashes (a collision
+// inside one pair, which the pair's diff settled).
 bool recurs(const std::vector<KeyRun>& runs) {
-  using Head = std::pair<std::uint64_t, std::size_t>;  // value, run
+  using Head = std::pair<std::uint64_t, std::size_t>;  // first value, run
   std::priority_queue<Head, std::vector<Head>, std::greater<>> heap;
   std::vector<KeyCursor> at(runs.size());
   for (std::size_t r = 0; r < runs.size(); ++r) {
     at[r].run = &runs[r];
     at[r].left = runs[r].count;
-    if (at[r].next()) heap.emplace(at[r].value, r);
+    if (at[r].next()) heap.emplace(at[r].first, r);
   }
   bool have = false;
-  Head last{0, 0};
+  std::uint64_t reach = 0;  // the largest last value so far, and its run
+  std::size_t reach_run = 0;
   while (!heap.empty()) {
-    const Head h = heap.top();
+    const auto [first, r] = heap.top();
     heap.pop();
-    if (have && h.first == last.first && h.second != last.second) return true;
+    const std::uint64_t last = at[r].last;
+    if (have && first <= reach && r != reach_run) return true;
+    if (!have || last > reach) {
+      reach = last;
+      reach_run = r;
+    }
     have = true;
-    last = h;
-    if (at[h.second].next()) heap.emplace(at[h.second].value, h.second);
+    if (at[r].next()) heap.emplace(at[r].first, r);
   }
   return false;
 }

@@ -152,9 +152,10 @@ def _diff_differing(engine: Engine, project: Project, model: str, area: Any, par
     old_side = (old_v, where) if has_old else (new_v, [])
     clock.lap("key")  # what ran since the last lap (a rejected guess's choose_key) is the key's
     result = None
-    if where is not None and part_rows is not None and len(differing) > 1:
-        result = _diff_streamed(engine, project, model, old_side[0], area,
-                                differing, part_rows, has_old, utc, key, measures, options)
+    # Without a published version every row is added: carried to the end, nothing to gain.
+    if where is not None and part_rows is not None and len(differing) > 1 and has_old:
+        result = _diff_streamed(engine, project, model, area, differing, part_rows, utc, key,
+                                measures, options)
     if result is None:
         result = _diff_whole(engine, project, model, area, old_side, where, utc, key, measures,
                              options)
@@ -172,12 +173,13 @@ def _diff_differing(engine: Engine, project: Project, model: str, area: Any, par
 _PAIR_ROWS = 2_000_000
 
 
-def _diff_streamed(engine: Engine, project: Project, model: str, old_version: Version,
-                   area: Any, differing: list[Part], part_rows: Mapping[str, int],
-                   has_old: bool, utc: str | None, key: list[str], measures: list[str],
+def _diff_streamed(engine: Engine, project: Project, model: str, area: Any,
+                   differing: list[Part], part_rows: Mapping[str, int], utc: str | None,
+                   key: list[str], measures: list[str],
                    options: Mapping[str, Any]) -> DiffResult | None:
     """The diff fed one group of partitions at a time (each released before the next is
-    fetched); None when a duplicated key needs the whole diff (see DiffStream)."""
+    fetched); None when a duplicated key needs the whole diff (see DiffStream) or when the
+    partitions fit in one group."""
     stream = DiffStream(key, measures=measures, on_duplicate="report", **options)
     groups: list[list[Part]] = []
     size = 0
@@ -188,10 +190,11 @@ def _diff_streamed(engine: Engine, project: Project, model: str, old_version: Ve
             size = 0
         groups[-1].append(p)
         size += rows
+    if len(groups) < 2:
+        return None  # one pair: the whole diff is the same, without carrying unmatched rows
     for group in groups:
         periods = [(s, e) for _, s, e in group]
-        with engine.stream(project, model, old_version.area, periods if has_old else [],
-                           preview=old_version.preview, utc_column=utc) as old_data, \
+        with engine.stream(project, model, PUBLISHED, periods, utc_column=utc) as old_data, \
                 engine.stream(project, model, area, periods, preview=True,
                               utc_column=utc) as new_data:
             stream.add(old_data, new_data)
