@@ -17,6 +17,12 @@ stream-N and whole-N must give the same result (summary, per-column counts, per-
 table; float sums up to rounding), checked before anything is reported. Peak RSS is the
 child's VmHWM, DuckDB's buffer pool capped at 32 MB (its cached pages are not the diff's).
 Target: stream-N peak RSS <= 1.5 x stream-1's (memory follows the largest pair).
+
+Where the time goes (6 days x 1M rows, the diff's own ``timings``): streamed 4.03 s in C++ of
+6.49 s (the rest is DuckDB producing Arrow), of which 0.41 s is the per-pair carry (keys sorted
+and coded, unmatched rows taken) and 6 ms the final recurrence check; the one call 4.21 s of
+6.60 s: the concatenated days are not key-ordered once keys move, so it takes the hash match
+(0.64 s) where each day's pair merges in key order (0.08 s in all).
 """
 
 from __future__ import annotations
