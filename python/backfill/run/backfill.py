@@ -349,7 +349,9 @@ class Backfill:
         emit = on_event or (lambda _e: None)
         said: str | None = None  # the last wait logged (said once, not every poll)
         left_running = 0  # tasks a stop could not interrupt: the pool is not waited for
-        pool = ThreadPoolExecutor(max_workers=concurrency,
+        # An engine that runs tasks together (capabilities.task_group) gets that many per slot
+        slots = concurrency * max(1, self.engine.capabilities.task_group)
+        pool = ThreadPoolExecutor(max_workers=slots,
                                   thread_name_prefix=f"backfill-{self.id}")
         try:
             while True:
@@ -363,7 +365,7 @@ class Backfill:
                     break
                 rec = self.ledger.backfill(self.id)
                 limits = RunLimits.from_options(json.loads(rec["options"] or "{}"))
-                claims, blocked = self._claim(worker, concurrency - len(running),
+                claims, blocked = self._claim(worker, slots - len(running),
                                               lease_seconds, limits, clock.now())
                 for claim in claims:
                     emit(TaskEvent("started", claim.task.model, claim.task.label,
