@@ -19,12 +19,13 @@ warehouse the engine holds, unchanged. A direct backfill (initial build) runs db
 Grouping. dbt's runner is process-wide state, so invocations are serialized (one at a time per
 process). The project is parsed once per backfill (:mod:`.reuse`); an invocation still costs
 about 0.3 s on top of its batches (dbt's set-up: adapter, schemas, relation cache, macro
-contexts, plugin discovery). So the engine declares ``capabilities.task_group`` (64): a
-runner claims that many ready tasks per unit of concurrency and hands them over at once, and one invocation runs every waiting task that dbt can run together (:mod:`.group`:
-consecutive batches of a model as one ``--event-time-start/--event-time-end`` range, with
-independent models over the same range or rebuilt whole). Each batch's outcome comes back from
-dbt's ``batch_results``, so failures are still recorded (and retried) per task; a model's rows
-go to the audit area in one transaction (:mod:`.audit_copy`).
+contexts, plugin discovery). So the engine declares ``capabilities.task_group`` (64): a runner
+claims that many ready tasks per unit of concurrency, in rounds, and hands them over at once;
+one invocation runs every waiting task that dbt can run together (:mod:`.group`: consecutive
+batches of a model as one ``--event-time-start/--event-time-end`` range, with independent
+models over the same range or rebuilt whole). Each batch's outcome comes back from dbt's
+``batch_results``, so failures are still recorded (and retried) per task; a model's rows go to
+the audit area in one transaction (:mod:`.audit_copy`).
 """
 
 from __future__ import annotations
