@@ -94,6 +94,7 @@ def test_two_models_at_concurrency_1_in_one_invocation_write_what_dbt_run_writes
     # both models' 4 days in one dbt invocation (2 if a thread came late), each task recorded
     assert bf.engine.invocations <= 2  # type: ignore[attr-defined]
     assert [t.status for t in bf.tasks()] == ["done"] * 8
+    assert sorted(a["task_id"] for a in bf.attempts()) == sorted(t.task_id for t in bf.tasks())
     for model, column in (("fct_daily_sales", "sales_date"), ("fct_region_orders", "order_date")):
         where = f"{column} >= DATE '{start}' AND {column} < DATE '{end}'"
         expected = _rows(theirs, f"main.{model}", where)
