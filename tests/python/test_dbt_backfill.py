@@ -53,8 +53,9 @@ def test_backfill_through_dbt_publishes_what_dbt_builds(
     assert status.ok, str(status)
     engine = bf.engine
     assert type(engine).__name__ == "DbtEngine"
-    # consecutive batches of one model were grouped into fewer dbt invocations
-    assert 2 < engine.invocations < plan.task_count, engine.invocations  # type: ignore[attr-defined]
+    # the runner hands over every ready task: the 20 days in one dbt invocation, then the month
+    # and the 7-day table (neither reads the other) together; 3 if a thread came late
+    assert 2 <= engine.invocations <= 3, engine.invocations  # type: ignore[attr-defined]
     # nothing published yet: the backfill wrote into its audit area only
     assert fingerprints(root) == before
     assert f"audit_{bf.id}" in _schemas(root)

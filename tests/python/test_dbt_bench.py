@@ -15,6 +15,6 @@ def test_dbt_bench_quick() -> None:
     assert "audit rows identical to dbt's: True" in done.stdout
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert results["identical"] and results["tasks"] == 23
-    # grouping: concurrency 8 needs fewer dbt invocations than one per task
-    assert results["invocations"]["c=1"] == results["tasks"]
-    assert results["invocations"]["c=8"] < results["tasks"]
+    # grouping: at either concurrency, the days in one invocation, then the month and the
+    # 7-day table together (3 if a thread came late)
+    assert results["invocations"]["c=1"] <= 3 and results["invocations"]["c=8"] <= 3

@@ -33,7 +33,9 @@ def test_a_backfill_parses_once_and_again_after_an_edit(built_dbt_shop: Path,
     bf = p.backfill(plan, reason="reuse")
     assert bf.run(concurrency=1, backoff=0.0).ok
     engine = bf.engine
-    assert engine.invocations == 3  # type: ignore[attr-defined]  # one per task at c=1
+    # the 3 ready days are handed over together even at c=1: one invocation (2 if a thread
+    # came late)
+    assert engine.invocations <= 2  # type: ignore[attr-defined]
     assert engine.manifests.parses == 1  # type: ignore[attr-defined]
 
     cache = ManifestCache(root, GENERATED_TARGET)

@@ -205,6 +205,10 @@ class Capabilities:
     #: one run_task over several consecutive partitions writes them in ONE transaction, so
     #: automatic batching may group them (dbt runs a range as one batch per partition: no)
     multi_partition_tasks: bool = True
+    #: claimed tasks a runner hands the engine at once per unit of concurrency: an engine that
+    #: runs waiting tasks together (dbt: consecutive batches in one invocation) gets up to this
+    #: many, each still leased, run in its own thread and recorded on its own
+    task_group: int = 1
 
 
 @dataclass(frozen=True)

@@ -303,9 +303,11 @@ class Backfill:
             exit_when_held: bool = False, clock: Clock | None = None, max_wait: float = 60.0,
             held_poll: float = 5.0, stop: Stop | None = None,
             grace: float = DEFAULT_GRACE) -> BackfillStatus:
-        """Runs the backfill's remaining tasks with up to ``concurrency`` threads; returns the
-        final status (``.ok`` false when a task failed). ``backoff`` seconds before the 2nd
-        attempt, doubling after. Safe to call from several processes at once.
+        """Runs the backfill's remaining tasks with up to ``concurrency`` threads (times the
+        engine's ``capabilities.task_group``, claimed in rounds: dbt runs them together in few
+        invocations); returns the final status (``.ok`` false when a task failed).
+        ``backoff`` seconds before the 2nd attempt, doubling after. Safe to call from several
+        processes at once.
 
         Claims only inside the backfill's windows (``windows`` replaces them) and within its
         budget (:mod:`.limits`). Outside a window it waits (``clock.sleep``, at most
@@ -349,7 +351,10 @@ class Backfill:
         emit = on_event or (lambda _e: None)
         said: str | None = None  # the last wait logged (said once, not every poll)
         left_running = 0  # tasks a stop could not interrupt: the pool is not waited for
-        pool = ThreadPoolExecutor(max_workers=concurrency,
+        # An engine that runs tasks together (capabilities.task_group) gets that many per slot
+        group = max(1, self.engine.capabilities.task_group)
+        slots = concurrency * group
+        pool = ThreadPoolExecutor(max_workers=slots,
                                   thread_name_prefix=f"backfill-{self.id}")
         try:
             while True:
@@ -363,7 +368,10 @@ class Backfill:
                     break
                 rec = self.ledger.backfill(self.id)
                 limits = RunLimits.from_options(json.loads(rec["options"] or "{}"))
-                claims, blocked = self._claim(worker, concurrency - len(running),
+                # ... in rounds: what becomes ready during one (the next model's batches, as
+                # their inputs finish one by one) is handed over together after it
+                free = 0 if group > 1 and running else slots - len(running)
+                claims, blocked = self._claim(worker, free,
                                               lease_seconds, limits, clock.now())
                 for claim in claims:
                     emit(TaskEvent("started", claim.task.model, claim.task.label,

@@ -18,14 +18,14 @@ warehouse the engine holds, unchanged. A direct backfill (initial build) runs db
 
 Grouping. dbt's runner is process-wide state, so invocations are serialized (one at a time per
 process). The project is parsed once per backfill (:mod:`.reuse`); an invocation still costs
-about 0.1-0.2 s on top of its batches (dbt's set-up: adapter, schemas, relation cache, macro
-contexts). Tasks of one model waiting
-for the runner while another invocation runs are grouped: the next invocation takes every
-waiting task of the same model whose periods join the first one's into one interval and runs
-them as one ``--event-time-start/--event-time-end`` range. With ``concurrency`` N, up to about N
-consecutive batches go in one invocation; each batch's outcome comes back from dbt's
-``batch_results``, so failures are still recorded (and retried) per task; the group's rows go
-to the audit area in one transaction (:mod:`.audit_copy`).
+about 0.3 s on top of its batches (dbt's set-up: adapter, schemas, relation cache, macro
+contexts, plugin discovery). So the engine declares ``capabilities.task_group`` (64): a runner
+claims that many ready tasks per unit of concurrency, in rounds, and hands them over at once;
+one invocation runs every waiting task that dbt can run together (:mod:`.group`: consecutive
+batches of a model as one ``--event-time-start/--event-time-end`` range, with independent
+models over the same range or rebuilt whole). Each batch's outcome comes back from dbt's
+``batch_results``, so failures are still recorded (and retried) per task; a model's rows go to
+the audit area in one transaction (:mod:`.audit_copy`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,9 @@ import contextlib
 import datetime as dt
 import logging
 import sys
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +50,7 @@ from ...engines.duckdb.sql import (audit_schema, fingerprint_where, in_periods, 
 from ...errors import InvalidInputError, NotFoundError
 from ...model import EngineSettings
 from .audit_copy import copy_periods
+from .group import Pending, Request, full_refresh
 from .invoke import invoke, invoke_lock
 from .outcome import PERMANENT, outcome, utc as _utc
 from .profile import GENERATED_TARGET, DbtProfile, read_profile, write_profile
@@ -73,17 +73,6 @@ def _arg(t: dt.datetime) -> str:
     return _utc(t).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-@dataclass
-class _Request:
-    model: str
-    start: dt.datetime | None
-    end: dt.datetime | None
-    area: Area
-    done: threading.Event = field(default_factory=threading.Event)
-    result: WriteResult | None = None
-    error: BaseException | None = None
-
-
 class DbtEngine(Engine):
     """Runs a dbt-duckdb project's models through dbt (see the module docstring).
 
@@ -95,7 +84,8 @@ class DbtEngine(Engine):
     """
 
     name = "dbt"
-    capabilities = replace(DuckDBEngine.capabilities, multi_partition_tasks=False)
+    # a runner hands over up to 64 claimed tasks at once: few invocations (see Grouping)
+    capabilities = replace(DuckDBEngine.capabilities, multi_partition_tasks=False, task_group=64)
 
     def __init__(self, project_dir: str | Path, *, profiles_dir: str | Path | None = None,
                  target: str | None = None, state_dir: str | Path | None = None,
@@ -117,8 +107,7 @@ class DbtEngine(Engine):
         self.state_dir = Path(state_dir) if state_dir else self.project_dir / ".backfill"
         self.gather = gather
         self._concurrent = False  # tasks have waited together: gather siblings before invoking
-        self._pending: list[_Request] = []
-        self._pending_lock = threading.Lock()
+        self._waiting = Pending()
         self._prepared: set[str] = set()
         self.manifests = ManifestCache(self.project_dir, GENERATED_TARGET)  # parsed once
         self.invocations = 0  # dbt invocations made (for tests and benchmarks)
@@ -280,46 +269,26 @@ class DbtEngine(Engine):
         m = project.models[model]
         if m.grain and (start is None or end is None):
             raise TaskFailure(f"model {model!r}: a microbatch task needs a period", transient=False)
-        req = _Request(model, start, end, area)
-        with self._pending_lock:
-            self._pending.append(req)
+        req = Request(model, start, end, area)
+        self._waiting.add(req)
         while not req.done.is_set():
             with invoke_lock:
                 if req.done.is_set():
                     break
                 # Wait for sibling tasks claimed with this one, unless tasks have only come one
-                # at a time so far (concurrency 1: 30 ms per task for nothing).
+                # at a time so far (one task per claim: 30 ms per task for nothing).
                 if self._concurrent or not self.invocations:
-                    time.sleep(self.gather)
-                group = self._take_group(req)
-                self._concurrent |= len(group) > 1 or bool(self._pending)
+                    self._waiting.gather(self.gather)
+                group = self._waiting.take(project, req)
+                self._concurrent |= len(group) > 1 or bool(len(self._waiting))
                 self._run_group(project, group)
         if req.error is not None:
             raise req.error
         assert req.result is not None
         return req.result
 
-    def _take_group(self, req: _Request) -> list[_Request]:
-        """``req`` and the waiting tasks of its model whose periods join it into one interval."""
-        with self._pending_lock:
-            if req.start is None:
-                group = [req]
-            else:
-                same = sorted((r for r in self._pending if r.model == req.model
-                               and r.area is req.area and r.start is not None), key=lambda r: r.start)  # type: ignore[arg-type,return-value]
-                i = same.index(req)
-                lo = hi = i
-                while lo > 0 and same[lo - 1].end == same[lo].start:
-                    lo -= 1
-                while hi + 1 < len(same) and same[hi].end == same[hi + 1].start:
-                    hi += 1
-                group = same[lo:hi + 1]
-            for r in group:
-                self._pending.remove(r)
-        return group
-
-    def _run_group(self, project: Project, group: list[_Request]) -> None:
-        model, area = group[0].model, group[0].area
+    def _run_group(self, project: Project, group: list[Request]) -> None:
+        area = group[0].area
         began = time.perf_counter()
         try:
             self._prepare(project, area)
@@ -334,47 +303,51 @@ class DbtEngine(Engine):
             for r in group:
                 if r.result is None and r.error is None:
                     r.error = exc if isinstance(exc, TaskFailure) else \
-                        TaskFailure(f"model {model!r}: {type(exc).__name__}: {exc}",
+                        TaskFailure(f"model {r.model!r}: {type(exc).__name__}: {exc}",
                                     transient=_transient(exc))
         finally:
             for r in group:
                 r.done.set()
 
-    def _run_once(self, project: Project, group: list[_Request], began: float) -> list[_Request]:
-        """One dbt invocation for ``group``; sets each request's result or error and returns
-        the failed ones."""
-        first, model, area = group[0], group[0].model, group[0].area
-        args = ["run", "--select", model]
-        if first.start is not None:
-            assert group[-1].end is not None
-            args += ["--event-time-start", _arg(first.start),
-                     "--event-time-end", _arg(group[-1].end)]
-        elif project.models[model].meta.get("dbt", {}).get("materialized") == "incremental":
+    def _run_once(self, project: Project, group: list[Request], began: float) -> list[Request]:
+        """One dbt invocation for ``group`` (one or more models, see :mod:`.group`); sets each
+        request's result or error and returns the failed ones."""
+        models = list(dict.fromkeys(r.model for r in group))
+        args = ["run", "--select", *models]
+        starts = [r.start for r in group if r.start is not None]
+        ends = [r.end for r in group if r.end is not None]
+        if starts and ends:  # every microbatch model of the group covers this one interval
+            args += ["--event-time-start", _arg(min(starts)), "--event-time-end", _arg(max(ends))]
+        elif full_refresh(project, models[0]):
             args.append("--full-refresh")  # a non-microbatch incremental model: rebuilt whole
-        res = self._invoke(args, area)
-        node = next((r for r in (getattr(res.result, "results", None) or [])
-                     if getattr(r.node, "name", None) == model), None)
-        failed_batches, message = outcome(res, node, model)
+        res = self._invoke(args, group[0].area)
         seconds = (time.perf_counter() - began) / len(group)
-        failed, ok = [], []
-        for r in group:
-            bad = [b for b in failed_batches
-                   if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))]  # type: ignore[arg-type]
-            if message is not None and (r.start is None or bad or not failed_batches):
-                r.error = TaskFailure(message, transient=not any(p in message
-                                                                  for p in PERMANENT))
-                failed.append(r)
-            else:
-                ok.append(r)
-        event_time = project.models[model].event_time
-        if len(ok) > 1 and not self.on_postgres and event_time:
-            self._copy_group(project, ok, event_time, seconds)
-        for r in ok:
-            if r.result is None:
-                r.result = self._publish_to_audit(project, r, seconds)
+        failed: list[Request] = []
+        for model in models:
+            node = next((r for r in (getattr(res.result, "results", None) or [])
+                         if getattr(r.node, "name", None) == model), None)
+            failed_batches, message = outcome(res, node, model)
+            ok = []
+            for r in group:
+                if r.model != model:
+                    continue
+                bad = [b for b in failed_batches
+                       if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))]  # type: ignore[arg-type]
+                if message is not None and (r.start is None or bad or not failed_batches):
+                    r.error = TaskFailure(message, transient=not any(p in message
+                                                                      for p in PERMANENT))
+                    failed.append(r)
+                else:
+                    ok.append(r)
+            event_time = project.models[model].event_time
+            if len(ok) > 1 and not self.on_postgres and event_time:
+                self._copy_group(project, ok, event_time, seconds)
+            for r in ok:
+                if r.result is None:
+                    r.result = self._publish_to_audit(project, r, seconds)
         return failed
 
-    def _copy_group(self, project: Project, ok: list[_Request], event_time: str,
+    def _copy_group(self, project: Project, ok: list[Request], event_time: str,
                     seconds: float) -> None:
         """The audit copies of several batches of one invocation, in one transaction."""
         area = ok[0].area
@@ -390,7 +363,7 @@ class DbtEngine(Engine):
         for r, (deleted, fp) in zip(ok, copied, strict=True):
             r.result = WriteResult(fp.rows, deleted, fp, seconds)
 
-    def _publish_to_audit(self, project: Project, r: _Request, seconds: float) -> WriteResult:
+    def _publish_to_audit(self, project: Project, r: Request, seconds: float) -> WriteResult:
         """Copies what dbt wrote for ``r`` into the audit area (``audit_<id>``); fingerprints."""
         m = project.models[r.model]
         work = self.work_relation(project, r.model, r.area)
