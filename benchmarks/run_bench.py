@@ -164,6 +164,7 @@ class _Timings:
 
 
 _MODEL_QUERY = "model query (writes the rows)"
+_CATALOG = "catalog (relation exists, schema, columns)"
 
 
 def _kind(sql: str) -> str:
@@ -172,7 +173,7 @@ def _kind(sql: str) -> str:
         return "transaction (begin/commit)"
     if "DUCKDB_TABLES()" in s or "DUCKDB_COLUMNS()" in s or s.endswith("LIMIT 0") or \
             s.startswith(("CREATE SCHEMA", "DESCRIBE")):
-        return "catalog (relation exists, schema, columns)"
+        return _CATALOG
     if '"RAW"."ORDER_LINES"' in s:  # the rendered model reads the raw table
         return _MODEL_QUERY
     if "HASH(" in s:
@@ -199,6 +200,15 @@ class _TimedCursor:
         self._cur.execute(sql, *args)
         self._t.add(_kind(sql), time.perf_counter() - began, time.process_time() - cpu)
         return self
+
+    def sql(self, query: str, *args: Any) -> Any:
+        """A relation bound (not run) to read its columns: catalog work, even when it binds the
+        model's SELECT (the statement that writes the rows is the model query)."""
+        began, cpu = time.perf_counter(), time.process_time()
+        try:
+            return self._cur.sql(query, *args)
+        finally:
+            self._t.add(_CATALOG, time.perf_counter() - began, time.process_time() - cpu)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cur, name)

@@ -3,10 +3,16 @@
 A task's fixed cost is mostly per statement (DuckDB parses, binds and plans each; a commit
 syncs), so a partition of a replace model is written straight from the model's SELECT:
 
-    columns of the target (one catalog query; none: create it empty from the SELECT)
+    columns of the target and of the SELECT (bound, not run; none: create it empty)
     DELETE the period                     -> rows deleted
     INSERT the SELECT                     -> rows written
     fingerprint the period                -> rows now in the period, and their fingerprint
+
+Both column lists come from binding a relation (``cur.sql(...).columns``): nothing runs, and a
+relation that fails to bind (no such table) does not abort the transaction, unlike a failed
+statement. A ``duckdb_columns()`` lookup and a ``LIMIT 0`` run of the SELECT took 4.3 ms of CPU
+a task, a third of an empty period's task. When the SELECT wrote no rows, the period is empty
+(the DELETE emptied it in this transaction), so its fingerprint is known without a scan.
 
 The rows the SELECT returned outside the task's period (or with a NULL event time) are the
 rows written minus the rows now in the period (the DELETE emptied it): the same check as
@@ -17,7 +23,6 @@ the general path (a merge deletes by the new rows' keys, so it needs them first)
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 import duckdb
 
@@ -28,12 +33,12 @@ __all__ = ["schema_changed", "write_replace"]
 
 
 def _columns(cur: duckdb.DuckDBPyConnection, relation: str) -> list[str]:
-    """The columns of ``"schema"."table"`` in catalog order; empty when it does not exist."""
-    schema, table = (n.replace('""', '"') for n in re.findall(r'"((?:[^"]|"")*)"', relation))
-    rows = cur.execute("SELECT column_name FROM duckdb_columns() WHERE schema_name = ? AND "
-                       "table_name = ? AND database_name = current_database() "
-                       "ORDER BY column_index", [schema, table]).fetchall()
-    return [str(r[0]) for r in rows]
+    """The columns of ``"schema"."table"`` in catalog order; empty when it does not exist
+    (bound as a relation, never run: the transaction survives a missing table)."""
+    try:
+        return [str(c) for c in cur.sql(f"FROM {relation}").columns]
+    except duckdb.CatalogException:
+        return []
 
 
 def schema_changed(where: str, target: str, new: list[str], old: list[str]) -> TaskFailure:
@@ -57,7 +62,7 @@ def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_t
     select = f"SELECT * FROM (\n{sql}\n)"  # newlines: a trailing -- comment stays closed
     in_period = in_periods(event_time, [(start, end)])
     old = _columns(cur, target)
-    new = [str(d[0]) for d in cur.execute(f"{select} LIMIT 0").description]
+    new = [str(c) for c in cur.sql(select).columns]  # bound, not run
     if not old:
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {target.rsplit('.', 1)[0]}")
         cur.execute(f"CREATE TABLE {target} AS {select} LIMIT 0")
@@ -66,7 +71,9 @@ def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_t
         raise schema_changed(where, target, new, old)
     deleted = one(cur, f"DELETE FROM {target} WHERE {in_period}")
     written = one(cur, f"INSERT INTO {target} BY NAME {select}")
-    fp = fingerprint_where(cur, target, in_period, old)
+    # Nothing written: the period is empty (deleted above, in this transaction), no scan needed.
+    fp = fingerprint_where(cur, target, in_period, old) if written else \
+        PartitionFingerprint.empty()
     outside = written - fp.rows
     if outside:
         raise TaskFailure(
