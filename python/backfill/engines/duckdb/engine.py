@@ -27,13 +27,14 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from ..._numbers import Number
+from ...calendar import partitions as calendar_partitions
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, DeadLetters, Engine, Part, PartitionFingerprint,
@@ -181,9 +182,10 @@ class DuckDBEngine(Engine):
         while True:
             try:
                 with self.connect() as cur:
-                    written, deleted, fp = self._write(cur, project, m, start, end, area, rows,
-                                                       dead_letters)
-                return WriteResult(written, deleted, fp, time.perf_counter() - began, conflicts)
+                    written, deleted, fp, parts = self._write(cur, project, m, start, end,
+                                                              area, rows, dead_letters)
+                return WriteResult(written, deleted, fp, time.perf_counter() - began, conflicts,
+                                   parts or None)
             except duckdb.TransactionException as exc:
                 if _no_space(exc):  # a failed commit: not a conflict, retrying cannot help
                     raise self._disk_full(project, model, exc) from None
@@ -222,8 +224,10 @@ class DuckDBEngine(Engine):
     def _write(self, cur: duckdb.DuckDBPyConnection, project: Project, m: Model,
                start: dt.datetime | None, end: dt.datetime | None,
                area: Area, rows: Any = None, dead_letters: DeadLetters | None = None,
-               ) -> tuple[int, int, PartitionFingerprint]:
-        """Writes the task's period: the model's rendered SELECT, or ``rows`` (Arrow) landed."""
+               ) -> tuple[int, int, PartitionFingerprint, Mapping[str, PartitionFingerprint]]:
+        """Writes the task's period: the model's rendered SELECT, or ``rows`` (Arrow) landed;
+        (rows written, rows deleted, fingerprint of the period, fingerprint per partition when
+        the write computed them)."""
         target = self.relation(m.name, area, project)
         schema = target.rsplit(".", 1)[0]
         tmp = quote(self._tmp_name())
@@ -240,7 +244,8 @@ class DuckDBEngine(Engine):
                         dead_letters is None:
                     assert start is not None and end is not None
                     return write_replace(cur, target, sql, m.event_time, start, end,
-                                         model_location(project, m.name))
+                                         model_location(project, m.name),
+                                         _task_parts(m, start, end))
             else:  # the cursor's own registration: other threads' cursors never see it
                 landed = self._tmp_name() + "_landed"
                 cur.register(landed, rows)
@@ -249,7 +254,7 @@ class DuckDBEngine(Engine):
             if m.strategy == "view":
                 cur.execute(f"CREATE OR REPLACE VIEW {target} AS {sql}")
                 fp = fingerprint_where(cur, target)
-                return fp.rows, 0, fp
+                return fp.rows, 0, fp, {}
             cur.execute(f"CREATE TEMP TABLE {tmp} AS {sql}")
             in_period = ""
             if partitioned:
@@ -288,7 +293,7 @@ class DuckDBEngine(Engine):
                 cur.unregister(landed)
             if dead_letters is not None and start is not None and end is not None:
                 self._dead_letters(cur, project, dead_letters, start, end)
-        return new_rows, deleted, fp
+        return new_rows, deleted, fp, {}
 
     def _dead_letters(self, cur: duckdb.DuckDBPyConnection, project: Project, dl: DeadLetters,
                       start: dt.datetime, end: dt.datetime) -> None:
@@ -426,6 +431,18 @@ class DuckDBEngine(Engine):
         return _publish.changelog_rows(self, backfill_id)
 
 
+
+
+def _task_parts(m: Model, start: dt.datetime, end: dt.datetime) -> list[Part]:
+    """The calendar partitions of a task's period (as the backfill lists them); none when the
+    model has no grain or the period is not on its boundaries (a hand-run task)."""
+    if not m.grain:
+        return []
+    try:
+        return [(p.label, p.start, p.end)
+                for p in calendar_partitions(m.grain, start, end, tz=m.tz)]
+    except InvalidInputError:
+        return []
 
 
 def _no_space(exc: BaseException) -> bool:
