@@ -42,6 +42,7 @@ from ..base import (Area, Capabilities, Column, DeadLetters, Engine, Part, Parti
                     project_model)
 from . import publish as _publish
 from .connection import SharedDatabase
+from .scope import Scopes
 from .write import schema_changed, write_replace
 from .sql import (audit_schema, fingerprint_parts, fingerprint_where, in_periods, kind_of, one,
                   quote, relation_exists, transaction)
@@ -80,6 +81,7 @@ class DuckDBEngine(Engine):
         self._db = SharedDatabase(self.path, lock_timeout, keep_open, linger)
         self._tmp_counter = 0
         self._tmp_lock = threading.Lock()
+        self._scopes = Scopes()
 
     @classmethod
     def from_settings(cls, settings: EngineSettings) -> DuckDBEngine:
@@ -364,7 +366,20 @@ class DuckDBEngine(Engine):
             if rel is None:
                 return {label: PartitionFingerprint.empty()
                         for label in ([p[0] for p in parts] or ["all"])}
+            scope = self._scopes.get(model, parts)
+            if scope is not None and m.event_time:  # its measures' sums from the same scan
+                return scope.fingerprints(cur, rel, m.event_time)
             return fingerprint_parts(cur, rel, m.event_time, parts)
+
+    @contextlib.contextmanager
+    def audit_scope(self, project: Project, model: str, areas: Sequence[Area],
+                    parts: Sequence[Part], measures: Sequence[str],
+                    keys: Sequence[Sequence[str]]) -> Iterator[None]:
+        self._scopes.open(model, parts, measures)
+        try:
+            yield
+        finally:
+            self._scopes.close()
 
     def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
                      periods: Sequence[Period] | None, *, preview: bool = False,
@@ -376,6 +391,10 @@ class DuckDBEngine(Engine):
             rel = self._source(cur, project, model, area, preview)
             if rel is None:
                 return dict.fromkeys(measures)
+            scope = self._scopes.get(model)
+            found = scope.measure_sums(rel, measures, periods) if scope else None
+            if found is not None:
+                return found
             # DuckDB sums DECIMAL(p, s) to DECIMAL(38, s) and integers to HUGEINT, exactly:
             # Decimal and int here; floats stay DOUBLE.
             sums = ", ".join(f"sum({quote(c)})" for c in measures)

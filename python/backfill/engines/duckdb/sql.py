@@ -10,13 +10,15 @@ from collections.abc import Iterator, Sequence
 
 import duckdb
 
+from ..._numbers import Number
 from ...calendar import PeriodSet
 from ...errors import InvalidInputError
 from ...model.files import sql_literal
 from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
 
-__all__ = ["audit_schema", "fingerprint_parts", "fingerprint_where", "in_periods", "kind_of",
-           "one", "quote", "relation_exists", "relation_kind", "sql_literal", "transaction"]
+__all__ = ["audit_schema", "fingerprint_parts", "fingerprint_parts_sums", "fingerprint_where",
+           "in_periods", "kind_of", "one", "quote", "relation_exists", "relation_kind",
+           "sql_literal", "transaction"]
 
 _U64 = 1 << 64
 
@@ -131,20 +133,35 @@ def fingerprint_parts(cur: duckdb.DuckDBPyConnection, relation: str, event_time:
     caller knows them (saves a statement)."""
     if not parts or not event_time:
         return {WHOLE: fingerprint_where(cur, relation, names=names)}
+    return fingerprint_parts_sums(cur, relation, event_time, parts, names)[0]
+
+
+def fingerprint_parts_sums(cur: duckdb.DuckDBPyConnection, relation: str, event_time: str,
+                           parts: Sequence[Part], names: Sequence[str] | None = None,
+                           measures: Sequence[str] = (),
+                           ) -> tuple[dict[str, PartitionFingerprint], list[Number | None]]:
+    """:func:`fingerprint_parts` of ``parts`` (at least one), plus the sum of each of
+    ``measures`` over all of them from the same scan: summed per bucket, then over the buckets,
+    which is exact for integers and decimals (DuckDB sums them to HUGEINT and DECIMAL(38, s));
+    floats would round differently from one sum over the rows, so pass no float column."""
     h = _row_hash(cur, relation, "t", names)
     et = quote(event_time)
     unit = _bucket_unit([b for _, s, e in parts for b in (s, e)])
     values = ", ".join(f"({i}, {sql_literal(s)}, {sql_literal(e)})"
                        for i, (_, s, e) in enumerate(parts))
     where = in_periods(event_time, [(s, e) for _, s, e in parts])
+    inner = "".join(f", sum(t.{quote(c)}) AS m{k}" for k, c in enumerate(measures))
+    outer = "".join(f", sum(g.m{k})" for k in range(len(measures)))
+    # One more grouping set, (): the sums over every partition (and a row with p.i NULL).
     rows = cur.execute(
         f"WITH g AS (SELECT date_trunc('{unit}', t.{et}) AS b, count(*) AS n, "
-        f"sum({h}::HUGEINT) AS h FROM {relation} t WHERE {where} GROUP BY 1) "
-        f"SELECT p.i, coalesce(sum(g.n), 0), coalesce(sum(g.h), 0) % {_U64} "
+        f"sum({h}::HUGEINT) AS h{inner} FROM {relation} t WHERE {where} GROUP BY 1) "
+        f"SELECT p.i, coalesce(sum(g.n), 0), coalesce(sum(g.h), 0) % {_U64}{outer} "
         f"FROM (VALUES {values}) p(i, s, e) LEFT JOIN g ON g.b >= p.s AND g.b < p.e "
-        "GROUP BY p.i").fetchall()
-    by_i = {int(i): PartitionFingerprint.of(n, d) for i, n, d in rows}
-    return {label: by_i[i] for i, (label, _, _) in enumerate(parts)}
+        f"GROUP BY {'GROUPING SETS ((p.i), ())' if measures else 'p.i'}").fetchall()
+    by_i = {int(r[0]): PartitionFingerprint.of(r[1], r[2]) for r in rows if r[0] is not None}
+    total = next((list(r[3:]) for r in rows if r[0] is None), [])
+    return {label: by_i[i] for i, (label, _, _) in enumerate(parts)}, total
 
 
 _UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60))
