@@ -90,3 +90,46 @@ def test_publish_refuses_an_area_changed_after_the_run_even_when_the_audit_misse
     bf.engine.close()
     with pytest.raises(backfill.ConflictError, match=f"audit area of {MODEL} changed"):
         bf.publish(note="fix", force_reason="past the gates: the area check is tested")
+
+
+@pytest.mark.parametrize("kind", ["TIMESTAMP", "TIMESTAMPTZ", "DATE"])
+@pytest.mark.parametrize("grain,tz,first", [
+    ("day", "UTC", "1969-12-29"),            # before and across the epoch
+    ("day", "Europe/Berlin", "2026-10-23"),  # a 25-hour day: hour buckets
+    ("hour", "Asia/Kathmandu", "2026-03-01T03:00"),  # +05:45: minute buckets
+    ("week", "UTC", "2026-01-05"),
+])
+def test_one_scan_per_partition_equals_a_filtered_scan_of_each(kind: str, grain: str, tz: str,
+                                                               first: str) -> None:
+    """fingerprint_parts (integer buckets, sums from the same scan) against the oracle: one
+    fingerprint_where and one sum per partition."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    import duckdb
+
+    from backfill.calendar import partitions
+    from backfill.engines.duckdb.sql import (fingerprint_parts, fingerprint_parts_sums,
+                                             fingerprint_where, in_periods)
+    zone = ZoneInfo(tz)
+    start = dt.datetime.fromisoformat(first).replace(tzinfo=zone)
+    end = start + dt.timedelta(days=3 if grain in ("day", "hour") else 21)
+    if grain == "hour":
+        end = start + dt.timedelta(hours=5)
+    parts = [(p.label, p.start, p.end) for p in partitions(grain, start, end, tz=tz)]
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    lo = start.astimezone(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(hours=30)
+    span = int((end - start).total_seconds()) + 60 * 3600
+    con.execute(f"CREATE TABLE t AS SELECT i AS id, (i % 7) * 1.25 AS x, "
+                f"CAST(i % 5 AS DECIMAL(9, 2)) AS amount, "
+                f"CAST(TIMESTAMP '{lo:%Y-%m-%d %H:%M:%S}' + to_seconds(i * 977 % {span}) "
+                f"AS {kind}) AS at FROM range(4000) r(i)")
+    fps, totals = fingerprint_parts_sums(con, "t", "at", parts, None, ["id", "amount"])
+    assert fps == fingerprint_parts(con, "t", "at", parts)
+    for label, s, e in parts:
+        assert fps[label] == fingerprint_where(con, "t", in_periods("at", [(s, e)]))
+    assert sum(fp.rows for fp in fps.values()) > 0
+    where = in_periods("at", [(s, e) for _, s, e in parts])
+    assert totals == list(con.execute(f"SELECT sum(id), sum(amount) FROM t WHERE {where}")
+                          .fetchone() or ())
