@@ -7,8 +7,10 @@ For each model the backfill rebuilt, the audit version (the backfill's audit are
 with the published one over exactly the backfilled partitions, through the engine interface
 only (no SQL here):
 
-1. In-engine fingerprints per partition (row count and an order-independent digest);
-   identical partitions are done without moving a row.
+1. Fingerprints per partition (row count and an order-independent digest): the published
+   version's in the engine; the audit area's as the run's tasks recorded them when they wrote
+   it (an engine that computes them: DuckDB replace tasks), else in the engine. Identical
+   partitions are done without moving a row.
 2. Only the differing partitions travel, as Arrow streams from the engine, into the C++ diff
    (``backfill.diff``) with ``partition_by`` = the model's event_time at its grain and zone.
 3. Measure totals over all backfilled periods are summed in the engine, for the gates.
