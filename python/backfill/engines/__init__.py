@@ -17,13 +17,14 @@ from ..model.files import EngineSettings
 from .base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE,
                    PUBLISHED, WHOLE, Area, Capabilities, Column, ColumnKind, DeadLetters, Engine,
                    Number, Part, PartitionFingerprint, Period, PublishModel, PublishRequest,
-                   StalePublishedError, TaskFailure, WriteResult, scratch_area)
+                   StalePublishedError, TaskFailure, WriteResult, recorded_partitions,
+                   scratch_area)
 
 __all__ = ["engine_capabilities", "CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANGELOG_SCALE", "CHANGELOG_TABLE",
            "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters",
            "Engine", "Number", "Part", "PartitionFingerprint", "Period", "PublishModel",
            "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult", "engine_types",
-           "open_engine", "scratch_area"]
+           "open_engine", "recorded_partitions", "scratch_area"]
 
 GROUP = "backfill.engines"
 # The extra to name when a shipped engine's import fails on a module not in EXTRA_OF_MODULE.

@@ -64,7 +64,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANGELOG_SCALE", "CHANGELOG_TABLE", "Number",
            "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
            "model_location", "project_model", "Part", "PartitionFingerprint", "Period",
-           "PublishModel", "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult"]
+           "PublishModel", "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult",
+           "recorded_partitions"]
 
 Period = tuple[dt.datetime, dt.datetime]
 #: (label, start, end) of one partition of a model
@@ -163,6 +164,36 @@ class WriteResult:
     fingerprint: PartitionFingerprint  # of the written period, computed in the engine
     seconds: float
     conflicts_retried: int = 0
+    #: label -> fingerprint of each calendar partition of the task's period, when the engine
+    #: computed them in the write: exactly what :meth:`Engine.fingerprints` of the area returns
+    #: for them (the audit then need not scan the area). None: the audit scans.
+    partitions: Mapping[str, PartitionFingerprint] | None = None
+
+    def recorded_fingerprint(self) -> str:
+        """The task's fingerprint as the ledger keeps it: ``"rows:digest"`` of the period,
+        then ``label=rows:digest`` per partition when there are any (see
+        :func:`recorded_partitions`)."""
+        if not self.partitions:
+            return str(self.fingerprint)
+        return " ".join([str(self.fingerprint),
+                         *(f"{label}={fp}" for label, fp in self.partitions.items())])
+
+
+def recorded_partitions(text: str | None) -> dict[str, PartitionFingerprint] | None:
+    """label -> fingerprint of the partitions a task's recorded fingerprint lists (see
+    :meth:`WriteResult.recorded_fingerprint`); None when it lists none or is not of that form
+    (then the audit scans)."""
+    pieces = (text or "").split(" ")
+    if len(pieces) < 2:
+        return None
+    out: dict[str, PartitionFingerprint] = {}
+    for piece in pieces[1:]:
+        label, _, fp = piece.rpartition("=")
+        if not label or label in out or _FP.match(fp) is None:
+            return None
+        out[label] = PartitionFingerprint.parse(fp)
+    total = PartitionFingerprint.total(out.values())
+    return out if _FP.match(pieces[0]) and str(total) == pieces[0] else None
 
 
 class ColumnKind(str, enum.Enum):

@@ -254,8 +254,10 @@ def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: Ledg
         log.warning("%s", out.message)
         return out
     if result is not None:
+        # With the partitions' fingerprints when the engine computed them (the audit uses them).
         status = ledger.finish(claim, backfill_id, worker, ok=True, rows=result.rows_written,
-                               deleted=result.rows_deleted, fingerprint=str(result.fingerprint),
+                               deleted=result.rows_deleted,
+                               fingerprint=result.recorded_fingerprint(),
                                seconds=result.seconds, error=None, retry_at=None)
         out = dataclasses.replace(base, seconds=result.seconds, rows_written=result.rows_written,
                                   rows_deleted=result.rows_deleted,

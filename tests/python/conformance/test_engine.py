@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 import backfill
-from backfill.engines import PUBLISHED, Area, Capabilities, PartitionFingerprint
+from backfill.engines import (PUBLISHED, Area, Capabilities, PartitionFingerprint,
+                              recorded_partitions)
 from engine_cases import AS_OF, ENGINES, Case, day, make_case
 
 # Days after the fix day (2026-08-01) inside both shops' data: the fix lowers their revenue.
@@ -136,6 +137,29 @@ def test_fingerprints_do_not_depend_on_row_order(case: Case) -> None:
     assert fps[0] == fps[1] == first.fingerprint
     for a in (area1, area2):
         case.engine.drop_area(str(a.backfill_id))
+
+
+def test_a_tasks_partition_fingerprints_and_scoped_answers_equal_the_tables(case: Case) -> None:
+    """What the audit may take instead of asking the tables: the fingerprint per partition a
+    task records (when the engine computes them) and the answers inside ``audit_scope``."""
+    model, periods = "fct_daily_sales", [(s, e) for _, s, e in DAYS]
+    area = Area("bf_conformance_parts", {model: periods})
+    res = case.engine.run_task(case.project, model, DAYS[0][1], DAYS[-1][2], area)
+    if res.partitions is not None:
+        assert dict(res.partitions) == case.engine.fingerprints(case.project, model, area, DAYS)
+        assert PartitionFingerprint.total(res.partitions.values()) == res.fingerprint
+    assert recorded_partitions(res.recorded_fingerprint()) == (
+        dict(res.partitions) if res.partitions else None)
+    measures = ["revenue", "orders"]
+    for a in (PUBLISHED, area):
+        plain = (case.engine.fingerprints(case.project, model, a, DAYS),
+                 case.engine.measure_sums(case.project, model, a, measures, periods))
+        with case.engine.audit_scope(case.project, model, [PUBLISHED, area], DAYS, measures,
+                                     []):
+            scoped = (case.engine.fingerprints(case.project, model, a, DAYS),
+                      case.engine.measure_sums(case.project, model, a, measures, periods))
+        assert scoped == plain and plain[1]["revenue"] is not None
+    case.engine.drop_area(str(area.backfill_id))
 
 
 def test_audit_counts_match_a_brute_force_comparison(case: Case) -> None:

@@ -27,13 +27,14 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from ..._numbers import Number
+from ...calendar import partitions as calendar_partitions
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, DeadLetters, Engine, Part, PartitionFingerprint,
@@ -41,6 +42,7 @@ from ..base import (Area, Capabilities, Column, DeadLetters, Engine, Part, Parti
                     project_model)
 from . import publish as _publish
 from .connection import SharedDatabase
+from .scope import Scopes
 from .write import schema_changed, write_replace
 from .sql import (audit_schema, fingerprint_parts, fingerprint_where, in_periods, kind_of, one,
                   quote, relation_exists, transaction)
@@ -79,6 +81,7 @@ class DuckDBEngine(Engine):
         self._db = SharedDatabase(self.path, lock_timeout, keep_open, linger)
         self._tmp_counter = 0
         self._tmp_lock = threading.Lock()
+        self._scopes = Scopes()
 
     @classmethod
     def from_settings(cls, settings: EngineSettings) -> DuckDBEngine:
@@ -181,9 +184,10 @@ class DuckDBEngine(Engine):
         while True:
             try:
                 with self.connect() as cur:
-                    written, deleted, fp = self._write(cur, project, m, start, end, area, rows,
-                                                       dead_letters)
-                return WriteResult(written, deleted, fp, time.perf_counter() - began, conflicts)
+                    written, deleted, fp, parts = self._write(cur, project, m, start, end,
+                                                              area, rows, dead_letters)
+                return WriteResult(written, deleted, fp, time.perf_counter() - began, conflicts,
+                                   parts or None)
             except duckdb.TransactionException as exc:
                 if _no_space(exc):  # a failed commit: not a conflict, retrying cannot help
                     raise self._disk_full(project, model, exc) from None
@@ -222,8 +226,10 @@ class DuckDBEngine(Engine):
     def _write(self, cur: duckdb.DuckDBPyConnection, project: Project, m: Model,
                start: dt.datetime | None, end: dt.datetime | None,
                area: Area, rows: Any = None, dead_letters: DeadLetters | None = None,
-               ) -> tuple[int, int, PartitionFingerprint]:
-        """Writes the task's period: the model's rendered SELECT, or ``rows`` (Arrow) landed."""
+               ) -> tuple[int, int, PartitionFingerprint, Mapping[str, PartitionFingerprint]]:
+        """Writes the task's period: the model's rendered SELECT, or ``rows`` (Arrow) landed;
+        (rows written, rows deleted, fingerprint of the period, fingerprint per partition when
+        the write computed them)."""
         target = self.relation(m.name, area, project)
         schema = target.rsplit(".", 1)[0]
         tmp = quote(self._tmp_name())
@@ -240,7 +246,8 @@ class DuckDBEngine(Engine):
                         dead_letters is None:
                     assert start is not None and end is not None
                     return write_replace(cur, target, sql, m.event_time, start, end,
-                                         model_location(project, m.name))
+                                         model_location(project, m.name),
+                                         _task_parts(m, start, end))
             else:  # the cursor's own registration: other threads' cursors never see it
                 landed = self._tmp_name() + "_landed"
                 cur.register(landed, rows)
@@ -249,7 +256,7 @@ class DuckDBEngine(Engine):
             if m.strategy == "view":
                 cur.execute(f"CREATE OR REPLACE VIEW {target} AS {sql}")
                 fp = fingerprint_where(cur, target)
-                return fp.rows, 0, fp
+                return fp.rows, 0, fp, {}
             cur.execute(f"CREATE TEMP TABLE {tmp} AS {sql}")
             in_period = ""
             if partitioned:
@@ -288,7 +295,7 @@ class DuckDBEngine(Engine):
                 cur.unregister(landed)
             if dead_letters is not None and start is not None and end is not None:
                 self._dead_letters(cur, project, dead_letters, start, end)
-        return new_rows, deleted, fp
+        return new_rows, deleted, fp, {}
 
     def _dead_letters(self, cur: duckdb.DuckDBPyConnection, project: Project, dl: DeadLetters,
                       start: dt.datetime, end: dt.datetime) -> None:
@@ -359,7 +366,20 @@ class DuckDBEngine(Engine):
             if rel is None:
                 return {label: PartitionFingerprint.empty()
                         for label in ([p[0] for p in parts] or ["all"])}
+            scope = self._scopes.get(model, parts)
+            if scope is not None and m.event_time:  # its measures' sums from the same scan
+                return scope.fingerprints(cur, rel, m.event_time)
             return fingerprint_parts(cur, rel, m.event_time, parts)
+
+    @contextlib.contextmanager
+    def audit_scope(self, project: Project, model: str, areas: Sequence[Area],
+                    parts: Sequence[Part], measures: Sequence[str],
+                    keys: Sequence[Sequence[str]]) -> Iterator[None]:
+        self._scopes.open(model, parts, measures)
+        try:
+            yield
+        finally:
+            self._scopes.close()
 
     def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
                      periods: Sequence[Period] | None, *, preview: bool = False,
@@ -371,6 +391,10 @@ class DuckDBEngine(Engine):
             rel = self._source(cur, project, model, area, preview)
             if rel is None:
                 return dict.fromkeys(measures)
+            scope = self._scopes.get(model)
+            found = scope.measure_sums(rel, measures, periods) if scope else None
+            if found is not None:
+                return found
             # DuckDB sums DECIMAL(p, s) to DECIMAL(38, s) and integers to HUGEINT, exactly:
             # Decimal and int here; floats stay DOUBLE.
             sums = ", ".join(f"sum({quote(c)})" for c in measures)
@@ -426,6 +450,18 @@ class DuckDBEngine(Engine):
         return _publish.changelog_rows(self, backfill_id)
 
 
+
+
+def _task_parts(m: Model, start: dt.datetime, end: dt.datetime) -> list[Part]:
+    """The calendar partitions of a task's period (as the backfill lists them); none when the
+    model has no grain or the period is not on its boundaries (a hand-run task)."""
+    if not m.grain:
+        return []
+    try:
+        return [(p.label, p.start, p.end)
+                for p in calendar_partitions(m.grain, start, end, tz=m.tz)]
+    except InvalidInputError:
+        return []
 
 
 def _no_space(exc: BaseException) -> bool:

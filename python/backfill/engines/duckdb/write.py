@@ -7,6 +7,7 @@ syncs), so a partition of a replace model is written straight from the model's S
     DELETE the period                     -> rows deleted
     INSERT the SELECT                     -> rows written
     fingerprint the period                -> rows now in the period, and their fingerprint
+                                             (per calendar partition, for the audit)
 
 Both column lists come from binding a relation (``cur.sql(...).columns``): nothing runs, and a
 relation that fails to bind (no such table) does not abort the transaction, unlike a failed
@@ -26,8 +27,10 @@ import datetime as dt
 
 import duckdb
 
-from ..base import PartitionFingerprint, TaskFailure
-from .sql import fingerprint_where, in_periods, one
+from collections.abc import Mapping, Sequence
+
+from ..base import Part, PartitionFingerprint, TaskFailure
+from .sql import fingerprint_parts, fingerprint_where, in_periods, one
 
 __all__ = ["schema_changed", "write_replace"]
 
@@ -53,10 +56,11 @@ def schema_changed(where: str, target: str, new: list[str], old: list[str]) -> T
 
 
 def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_time: str,
-                  start: dt.datetime, end: dt.datetime, where: str,
-                  ) -> tuple[int, int, PartitionFingerprint]:
+                  start: dt.datetime, end: dt.datetime, where: str, parts: Sequence[Part] = (),
+                  ) -> tuple[int, int, PartitionFingerprint, Mapping[str, PartitionFingerprint]]:
     """Replaces ``target``'s rows in [start, end) with the rows of ``sql``, inside the caller's
-    transaction; returns (rows written, rows deleted, fingerprint of the period). Raises
+    transaction; returns (rows written, rows deleted, fingerprint of the period, fingerprint of
+    each of ``parts``: the calendar partitions of the period, or none). Raises
     :class:`TaskFailure` (permanent; the caller rolls back) when the SELECT's columns differ from
     the table's or it returns rows outside the period. ``where`` names the model in errors."""
     select = f"SELECT * FROM (\n{sql}\n)"  # newlines: a trailing -- comment stays closed
@@ -71,9 +75,22 @@ def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_t
         raise schema_changed(where, target, new, old)
     deleted = one(cur, f"DELETE FROM {target} WHERE {in_period}")
     written = one(cur, f"INSERT INTO {target} BY NAME {select}")
-    # Nothing written: the period is empty (deleted above, in this transaction), no scan needed.
-    fp = fingerprint_where(cur, target, in_period, old) if written else \
-        PartitionFingerprint.empty()
+    # The same scan, grouped per partition when the period has several: the audit takes the
+    # area's fingerprints from here instead of scanning every backfilled partition again.
+    covered = _covers(parts, start, end)
+    by_part: Mapping[str, PartitionFingerprint] = {}
+    if not written:
+        # Nothing written: the period is empty (deleted above, in this transaction), no scan.
+        fp = PartitionFingerprint.empty()
+        if covered:
+            by_part = {part[0]: fp for part in parts}
+    elif len(parts) > 1 and covered:
+        by_part = fingerprint_parts(cur, target, event_time, parts, old)
+        fp = PartitionFingerprint.total(by_part.values())
+    else:
+        fp = fingerprint_where(cur, target, in_period, old)
+        if len(parts) == 1 and covered:
+            by_part = {parts[0][0]: fp}
     outside = written - fp.rows
     if outside:
         raise TaskFailure(
@@ -81,4 +98,10 @@ def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_t
             f"task's period [{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M}) UTC (or NULL); a "
             "task writes exactly its period: filter the inputs with {{ start }} and {{ end }}",
             transient=False)
-    return written, deleted, fp
+    return written, deleted, fp, by_part
+
+
+def _covers(parts: Sequence[Part], start: dt.datetime, end: dt.datetime) -> bool:
+    """Whether ``parts`` (in time order) tile [start, end) exactly."""
+    return parts[0][1] == start and parts[-1][2] == end and \
+        all(a[2] == b[1] for a, b in zip(parts, parts[1:]))
