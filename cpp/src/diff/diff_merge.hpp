@@ -2,6 +2,12 @@
 // (tables stored or exported in key order), matching is a lockstep walk of the two key columns
 // instead of a radix scatter and hash tables. diff_engine.cpp decides and feeds the results
 // into the same downstream as the hash path, so both give identical DiffResults.
+// Matched keys come in runs (rows i.., j.. on the two sides); the compared columns of a run are
+// compared buffer against buffer (memcmp-like over fixed-width values and validity, offsets and
+// bytes of strings), so no cell is hashed: a pair is a candidate exactly when a column's cells
+// would hash differently (equal bits, or -0.0 vs 0.0, or two NaNs, count as equal). Layouts
+// not read directly (dictionaries, decimals, a type differing between the sides...) hash the
+// run's cells of that column on both sides and compare the hashes.
 #pragma once
 
 #include <cstdint>
@@ -53,14 +59,16 @@ struct MergeRange {
 
 struct MergeSide {
   std::span<const std::int64_t> keys;  // strictly ascending
-  const std::uint64_t* row_hash;       // per row; null when no column is compared
+  const arrow::ImportedTable& table;   // the compared columns are read from its buffers
   std::span<const Seconds> part;       // per row; empty when not partitioned
 };
 
-// Walks both sides in lockstep, split into up to `threads` key ranges (cut at quantiles of the
-// larger side, found in the other by binary search) run in parallel; ranges in key order.
+// Walks both sides in lockstep, split into key ranges (cut at quantiles of the larger side,
+// found in the other by binary search) run in parallel on `threads`; ranges in key order.
+// hash_changed: the matched pairs where some column of plan.compared differs (as hashes would
+// tell it: the cell-by-cell comparison with tolerances follows, diff_columns.hpp).
 [[nodiscard]] std::vector<MergeRange> merge_sorted(const MergeSide& old_side,
-                                                   const MergeSide& new_side, std::size_t sample,
-                                                   unsigned threads);
+                                                   const MergeSide& new_side, const DiffPlan& plan,
+                                                   std::size_t sample, unsigned threads);
 
 }  // namespace backfill::detail
