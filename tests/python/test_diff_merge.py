@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -162,3 +163,71 @@ def test_long_runs_merge_equals_hash_and_duckdb(seed: int, n: int, chunks: tuple
     fields = ["column", "changed", "null_to_value", "value_to_null", "max_abs_diff"]
     assert [[c[f] for f in fields] for c in hashed.columns.to_pylist()] == \
         [[c[f] for f in fields] for c in merged.columns.to_pylist()]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.sampled_from([1.0, 2.0, None]),
+                          st.sampled_from(["keep", "keep", "modify", "delete"])),
+                min_size=0, max_size=40),
+       st.lists(st.tuples(st.integers(0, 7), st.integers(0, 5)), max_size=5),
+       st.sampled_from([pa.date32(), pa.int32()]), st.integers(1, 9), st.integers(1, 9))
+def test_composite_sorted_keys_merge_and_match_duckdb(
+    rows: list[tuple[int, int, float | None, str]], extra: list[tuple[int, int]],
+    k2_type: pa.DataType, chunk_old: int, chunk_new: int
+) -> None:
+    """Keys of two integer/date columns sorted lexicographically take the merge path, with the
+    DuckDB oracle's counts and the hash path's result (the same rows shuffled)."""
+    seen: dict[tuple[int, int], tuple[float | None, str]] = {}
+    for a, b, v, op in rows:
+        seen.setdefault((a, b), (v, op))
+    old_rows = sorted(seen.items())
+    new_rows = [(k, (2.0 if v is None else None) if op == "modify" else v)
+                for k, (v, op) in old_rows if op != "delete"]
+    new_rows = sorted(dict(new_rows + [((a, b), 3.0) for a, b in extra
+                                       if (a, b) not in seen]).items())
+
+    def table(items: list[Any], chunk: int, k1_type: pa.DataType) -> pa.Table:
+        t = pa.table({"k1": pa.array([k[0] for k, _ in items], k1_type),
+                      "k2": pa.array([k[1] for k, _ in items], pa.int32()).cast(k2_type),
+                      "v": pa.array([v for _, v in items], pa.float64())})
+        return chunked(t, chunk)
+
+    old = table([(k, v) for k, (v, _) in old_rows], chunk_old, pa.int64())
+    new = table(new_rows, chunk_new, pa.int64())
+    keys = ["k1", "k2"]
+    r = check_against_oracle(old, new, keys, ["v"], threads=2)
+    assert path(r) == "merge" or old.num_rows == 0 or new.num_rows == 0
+    rev = [("k1", "descending"), ("k2", "descending")]
+    h = backfill.diff(old.sort_by(rev), new.sort_by(rev), keys, threads=2)
+    assert path(h) == "hash" or old.num_rows <= 1 or new.num_rows <= 1
+    assert h.summary == r.summary
+    assert h.columns.to_pylist()[0]["changed"] == r.columns.to_pylist()[0]["changed"]
+
+
+def test_composite_key_step_down_in_second_column_falls_back() -> None:
+    old = pa.table({"a": [1, 1, 2, 2], "b": [1, 2, 2, 1], "v": [1, 2, 3, 4]})
+    new = pa.table({"a": [1, 1, 2, 2], "b": [1, 2, 1, 2], "v": [1, 2, 4, 3]})
+    r = backfill.diff(old, new, ["a", "b"])
+    assert path(r) == "hash"
+    assert r.identical
+    dup = pa.table({"a": [1, 1, 2], "b": [1, 1, 2], "v": [1, 2, 3]})
+    r = backfill.diff(dup, new, ["a", "b"], on_duplicate="report")
+    assert path(r) == "hash" and r.summary.duplicate_keys == 1
+
+
+def test_date_key_against_an_integer_key_is_not_merged() -> None:
+    """A date32 key merges only against a date32: days and integers are refused as keys of
+    different types, never matched by their raw values."""
+    old = pa.table({"k": pa.array([1, 2], pa.int32()).cast(pa.date32()), "v": [1, 2]})
+    new = pa.table({"k": pa.array([1, 2], pa.int32()), "v": [1, 2]})
+    with pytest.raises(backfill.BackfillError, match="same type"):
+        backfill.diff(old, new, "k")
+    r = backfill.diff(old, old, "k")
+    assert path(r) == "merge" and r.identical
+    # Integers of any width merge by value, in a composite key too.
+    wide = pa.table({"a": pa.array([1, 2, 3], pa.int64()), "b": [5, 6, 7], "v": [1, 2, 3]})
+    narrow = pa.table({"a": pa.array([1, 3, 4], pa.int16()), "b": [5, 7, 8], "v": [1, 9, 3]})
+    r = backfill.diff(wide, narrow, ["a", "b"])
+    assert path(r) == "merge"
+    assert (r.summary.matched, r.summary.changed, r.summary.added, r.summary.removed) == \
+        (2, 1, 1, 1)

@@ -28,23 +28,30 @@ bool mergeable_type(TypeId id) noexcept {
   }
 }
 
-}  // namespace
-
-std::optional<SortedKeys> sorted_keys(const arrow::ImportedTable& t, std::size_t column) {
-  const auto& batches = t.batches();
-  for (const auto& b : batches) {
-    const auto& a = b.column(column);
-    if (a.dictionary != nullptr || !mergeable_type(a.type->id) || a.null_count != 0) {
-      return std::nullopt;
-    }
+// Whether column c of t is mergeable and compares by its integer value against column oc of
+// other: integers of any width against each other (the hash path matches them by value), a
+// date32 only against a date32.
+bool mergeable(const ImportedTable& t, std::size_t c, const ImportedTable& other, std::size_t oc) {
+  const auto& ft = t.fields()[c].type;
+  const auto& fo = other.fields()[oc].type;
+  if (ft.is_dictionary() || fo.is_dictionary()) return false;
+  const bool date = ft.id == TypeId::date32 && fo.id == TypeId::date32;
+  if (!date && !(mergeable_type(ft.id) && mergeable_type(fo.id))) return false;
+  for (const auto& b : t.batches()) {
+    const auto& a = b.column(c);
+    if (a.dictionary != nullptr || a.null_count != 0) return false;
   }
-  // Checks strict ascent batch by batch, carrying the previous batch's last key.
+  return true;
+}
+
+// Whether a column is non-decreasing (strictly ascending when strict) across all batches.
+bool ascending_column(const ImportedTable& t, std::size_t column, bool strict) {
   bool has_prev = false;
   std::int64_t prev = 0;
   auto ascending = [&](const auto* v, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<std::int64_t>(v[i]);
-      if (has_prev && k <= prev) return false;
+      if (has_prev && (k < prev || (strict && k == prev))) return false;
       prev = k;
       has_prev = true;
     }
@@ -54,7 +61,7 @@ std::optional<SortedKeys> sorted_keys(const arrow::ImportedTable& t, std::size_t
     switch (a.type->id) {
       case TypeId::int8: return ascending(a.values<std::int8_t>(), a.length);
       case TypeId::int16: return ascending(a.values<std::int16_t>(), a.length);
-      case TypeId::int32: return ascending(a.values<std::int32_t>(), a.length);
+      case TypeId::int32: case TypeId::date32: return ascending(a.values<std::int32_t>(), a.length);
       case TypeId::int64: return ascending(a.values<std::int64_t>(), a.length);
       case TypeId::uint8: return ascending(a.values<std::uint8_t>(), a.length);
       case TypeId::uint16: return ascending(a.values<std::uint16_t>(), a.length);
@@ -62,28 +69,60 @@ std::optional<SortedKeys> sorted_keys(const arrow::ImportedTable& t, std::size_t
       default: return false;
     }
   };
-  for (const auto& b : batches) {
-    if (!check(b.column(column))) return std::nullopt;
+  for (const auto& b : t.batches()) {
+    if (!check(b.column(column))) return false;
   }
+  return true;
+}
+
+}  // namespace
+
+std::optional<SortedKeys> sorted_keys(const ImportedTable& t, const std::vector<std::size_t>& columns,
+                                      const ImportedTable& other,
+                                      const std::vector<std::size_t>& other_columns) {
+  for (std::size_t k = 0; k < columns.size(); ++k) {
+    if (!mergeable(t, columns[k], other, other_columns[k])) return std::nullopt;
+  }
+  // The first column is checked before anything is copied: shuffled rows stop at once.
+  if (!ascending_column(t, columns[0], columns.size() == 1)) return std::nullopt;
   const auto n = static_cast<std::size_t>(t.num_rows());
-  std::size_t nonempty = 0;
-  const arrow::ArrayView* only = nullptr;
-  for (const auto& b : batches) {
-    if (b.num_rows() > 0) {
-      ++nonempty;
-      only = &b.column(column);
+  std::vector<std::vector<std::int64_t>> owned;
+  std::vector<std::span<const std::int64_t>> spans;
+  for (const std::size_t c : columns) {
+    std::size_t nonempty = 0;
+    const arrow::ArrayView* only = nullptr;
+    for (const auto& b : t.batches()) {
+      if (b.num_rows() > 0) {
+        ++nonempty;
+        only = &b.column(c);
+      }
+    }
+    if (nonempty == 1 && only->type->id == TypeId::int64) {
+      spans.emplace_back(only->values<std::int64_t>(), n);
+      continue;
+    }
+    auto& keys = owned.emplace_back();
+    keys.reserve(n);
+    for (const auto& b : t.batches()) {
+      const auto& a = b.column(c);
+      for (std::int64_t i = 0; i < a.length; ++i) keys.push_back(a.int_at(i));
+    }
+    spans.emplace_back(keys);
+  }
+  if (columns.size() > 1) {
+    // Lexicographic strict ascent: a tie on the first columns is settled by the next.
+    for (std::size_t i = 1; i < n; ++i) {
+      int cmp = 0;
+      for (const auto& s : spans) {
+        if (s[i] != s[i - 1]) {
+          cmp = s[i] < s[i - 1] ? -1 : 1;
+          break;
+        }
+      }
+      if (cmp <= 0) return std::nullopt;
     }
   }
-  if (nonempty == 1 && only->type->id == TypeId::int64) {
-    return SortedKeys(std::span<const std::int64_t>(only->values<std::int64_t>(), n));
-  }
-  std::vector<std::int64_t> keys;
-  keys.reserve(n);
-  for (const auto& b : batches) {
-    const auto& a = b.column(column);
-    for (std::int64_t i = 0; i < a.length; ++i) keys.push_back(a.int_at(i));
-  }
-  return SortedKeys(std::move(keys));
+  return SortedKeys(std::move(owned), std::move(spans));
 }
 
 namespace {
@@ -305,8 +344,22 @@ constexpr std::size_t kRunRows = 1 << 12;
 void merge_range(const MergeSide& o, const MergeSide& n, const RunContext* ctx, std::size_t o_lo,
                  std::size_t o_hi, std::size_t n_lo, std::size_t n_hi, std::size_t sample,
                  MergeRange& r) {
-  const std::int64_t* ok = o.keys.data();
-  const std::int64_t* nk = n.keys.data();
+  const auto ocols = o.keys.columns();
+  const auto ncols = n.keys.columns();
+  const std::int64_t* ok = ocols[0].data();
+  const std::int64_t* nk = ncols[0].data();
+  // Composite keys: the first column decides unless tied; the rest settle ties.
+  auto cmp_rest = [&](std::size_t i, std::size_t j) {
+    for (std::size_t c = 1; c < ocols.size(); ++c) {
+      if (ocols[c][i] != ncols[c][j]) return ocols[c][i] < ncols[c][j] ? -1 : 1;
+    }
+    return 0;
+  };
+  const bool composite = ocols.size() > 1;
+  auto cmp = [&](std::size_t i, std::size_t j) {
+    if (ok[i] != nk[j]) return ok[i] < nk[j] ? -1 : 1;
+    return composite ? cmp_rest(i, j) : 0;
+  };
   auto removed = [&](std::size_t i) {
     ++r.removed;
     if (r.removed_rows.size() < sample) r.removed_rows.push_back(static_cast<std::int64_t>(i));
@@ -329,19 +382,20 @@ void merge_range(const MergeSide& o, const MergeSide& n, const RunContext* ctx, 
   };
   std::size_t i = o_lo, j = n_lo;
   while (i < o_hi && j < n_hi) {
-    if (ok[i] == nk[j]) {
+    const int c = cmp(i, j);
+    if (c == 0) {
       // A run of equal keys: both sides step together until the keys part.
       const std::size_t i0 = i, j0 = j;
       do {
         ++i;
         ++j;
-      } while (i < o_hi && j < n_hi && ok[i] == nk[j]);
+      } while (i < o_hi && j < n_hi && cmp(i, j) == 0);
       const std::size_t len = i - i0;
       r.matched += static_cast<std::int64_t>(len);
       runs.push_back({i0, j0, len});
       pending += len;
       if (pending >= kRunRows) flush();
-    } else if (ok[i] < nk[j]) {
+    } else if (c < 0) {
       removed(i++);
     } else {
       added(j++);
@@ -356,18 +410,37 @@ void merge_range(const MergeSide& o, const MergeSide& n, const RunContext* ctx, 
 
 std::vector<MergeRange> merge_sorted(const MergeSide& old_side, const MergeSide& new_side,
                                      const DiffPlan& plan, std::size_t sample, unsigned threads) {
-  const auto& ok = old_side.keys;
-  const auto& nk = new_side.keys;
-  const auto& larger = ok.size() >= nk.size() ? ok : nk;
+  const SortedKeys& ok = old_side.keys;
+  const SortedKeys& nk = new_side.keys;
+  const SortedKeys& larger = ok.size() >= nk.size() ? ok : nk;
+  // The first row of `keys` not below row r of `larger` (lexicographically).
+  auto lower_bound = [&](const SortedKeys& keys, std::size_t r) {
+    const auto lc = larger.columns();
+    const auto kc = keys.columns();
+    std::size_t lo = 0, hi = keys.size();
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      int c = 0;
+      for (std::size_t k = 0; k < kc.size() && c == 0; ++k) {
+        if (kc[k][mid] != lc[k][r]) c = kc[k][mid] < lc[k][r] ? -1 : 1;
+      }
+      if (c < 0) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  };
   // Several ranges per thread, handed out dynamically: on a shared machine a thread that is
   // descheduled does not hold up the other for half the work. Few rows are not worth a range.
   const std::size_t ranges = std::clamp<std::size_t>(
       std::min<std::size_t>(std::size_t{8} * threads, larger.size() / 65536), 1, 256);
   std::vector<std::size_t> o_cut{0}, n_cut{0};
   for (std::size_t t = 1; t < ranges; ++t) {
-    const std::int64_t k = larger[larger.size() * t / ranges];
-    o_cut.push_back(static_cast<std::size_t>(std::lower_bound(ok.begin(), ok.end(), k) - ok.begin()));
-    n_cut.push_back(static_cast<std::size_t>(std::lower_bound(nk.begin(), nk.end(), k) - nk.begin()));
+    const std::size_t r = larger.size() * t / ranges;
+    o_cut.push_back(lower_bound(ok, r));
+    n_cut.push_back(lower_bound(nk, r));
   }
   o_cut.push_back(ok.size());
   n_cut.push_back(nk.size());

@@ -22,32 +22,40 @@
 
 namespace backfill::detail {
 
-// A key column's values across all batches, in row order, as int64. Zero-copy for a single
-// plain int64 batch; other layouts are widened into a copy (8 bytes a row: less than the hash
-// path's 20-byte entries).
+// The key columns' values across all batches, in row order, as int64 (one span per key
+// column). Zero-copy for a single plain int64 batch; other layouts are widened into a copy
+// (8 bytes a row a column: less than the hash path's 20-byte entries).
 class SortedKeys {
  public:
-  explicit SortedKeys(std::vector<std::int64_t> owned) : owned_(std::move(owned)), view_(owned_) {}
-  explicit SortedKeys(std::span<const std::int64_t> view) : view_(view) {}
-  // A moved vector keeps its buffer, so the view stays valid; a copy would not.
+  SortedKeys(std::vector<std::vector<std::int64_t>> owned,
+             std::vector<std::span<const std::int64_t>> columns)
+      : owned_(std::move(owned)), columns_(std::move(columns)) {}
+  // A moved vector keeps its buffers, so the spans stay valid; a copy would not.
   SortedKeys(SortedKeys&&) noexcept = default;
   SortedKeys& operator=(SortedKeys&&) noexcept = default;
   SortedKeys(const SortedKeys&) = delete;
   SortedKeys& operator=(const SortedKeys&) = delete;
   ~SortedKeys() = default;
-  [[nodiscard]] std::span<const std::int64_t> values() const noexcept { return view_; }
+  [[nodiscard]] std::span<const std::span<const std::int64_t>> columns() const noexcept {
+    return columns_;
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return columns_.front().size(); }
 
  private:
-  std::vector<std::int64_t> owned_;
-  std::span<const std::int64_t> view_;
+  std::vector<std::vector<std::int64_t>> owned_;
+  std::vector<std::span<const std::int64_t>> columns_;
 };
 
-// The column's keys when it is a plain (not dictionary-encoded) integer column of at most 32
-// unsigned or 64 signed bits, without nulls, strictly ascending across all batches; nullopt
-// otherwise (stops at the first step that is not ascending). Equal adjacent keys are
-// duplicates: nullopt, so that the hash path counts and reports them.
+// The key columns of t when each is a plain (not dictionary-encoded) integer column of at most
+// 32 unsigned or 64 signed bits, or a date32 column that is date32 in `other` too (its
+// other_columns, parallel), without nulls, and the rows strictly ascending by the key
+// (lexicographically for several columns) across all batches; nullopt otherwise (stops at the
+// first step down). Equal adjacent keys are duplicates: nullopt, so that the hash path counts
+// and reports them.
 [[nodiscard]] std::optional<SortedKeys> sorted_keys(const arrow::ImportedTable& t,
-                                                    std::size_t column);
+                                                    const std::vector<std::size_t>& columns,
+                                                    const arrow::ImportedTable& other,
+                                                    const std::vector<std::size_t>& other_columns);
 
 // One key range's outcome of the merge.
 struct MergeRange {
@@ -58,7 +66,7 @@ struct MergeRange {
 };
 
 struct MergeSide {
-  std::span<const std::int64_t> keys;  // strictly ascending
+  const SortedKeys& keys;              // strictly ascending
   const arrow::ImportedTable& table;   // the compared columns are read from its buffers
   std::span<const Seconds> part;       // per row; empty when not partitioned
 };
