@@ -211,10 +211,9 @@ void run_strings(const ArrayView& a, std::int64_t i, const ArrayView& b, std::in
       const std::int64_t shift = std::int64_t{ob[k]} - oa[k];
       bool same = true;
       for (std::size_t e = k + 1; e <= k + m; ++e) same &= std::int64_t{ob[e]} - oa[e] == shift;
-      if (same && std::memcmp(da + oa[k], db + ob[k],
-                              static_cast<std::size_t>(oa[k + m] - oa[k])) == 0) {
-        continue;
-      }
+      const auto bytes = static_cast<std::size_t>(oa[k + m] - oa[k]);
+      // (no memcmp of 0 bytes: an all-empty block's data buffer may be null)
+      if (same && (bytes == 0 || std::memcmp(da + oa[k], db + ob[k], bytes) == 0)) continue;
     }
     for (std::size_t e = k; e < k + m; ++e) {
       if (nulls) {
