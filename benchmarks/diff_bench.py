@@ -12,7 +12,9 @@ its targets (met / not met):
   polars join diff, within 4x of a one-pass memory floor;
 - the same rows shuffled on both sides (the hash path; the common case for tables read from
   a warehouse): >= 6x DuckDB's FULL OUTER JOIN diff, >= 20x datacompy;
-- a composite key (id, d) over the key-ordered rows (hash path): >= 4x DuckDB;
+- a composite key (id, d) over the key-ordered rows (the merge path, which takes keys of
+  several integer/date columns sorted lexicographically): >= 4x DuckDB; and the same over the
+  shuffled rows (the hash path), reported against the same target;
 - a tolerance on f1 (no target: backfill and DuckDB only).
 Peak RSS of a diff in a fresh process over memory-mapped inputs stays <= 1.3x the inputs, on
 both paths.
@@ -333,18 +335,19 @@ def main(argv: list[str] | None = None) -> int:
                              ("datacompy polars", 20.0, ">= 20x faster than datacompy")]:
         if name in wall:
             report_target(f"{what}, shuffled", wall[name] / base, need)
-    del s_old, s_new
 
-    # A composite key (id, d) over the key-ordered rows (hash path: the merge path takes one
-    # integer key only).
+    # A composite key (id, d): over the key-ordered rows (sorted by (id, d) too: the merge
+    # path), and over the shuffled rows (the hash path).
     key2 = ["id", "d"]
-    wall, _, agree = compare(
-        "composite key (id, d)", old, new,
-        [("backfill", lambda o, n: run_backfill(o, n, key2)),
-         ("duckdb", lambda o, n: run_duckdb(o, n, key2))], repeat)
-    ok &= agree
-    report_target(">= 4x faster than DuckDB, composite key", wall["duckdb"] / wall["backfill"],
-                  4.0)
+    for what, o_t, n_t in (("key-ordered", old, new), ("shuffled", s_old, s_new)):
+        wall, _, agree = compare(
+            f"composite key (id, d), {what} rows", o_t, n_t,
+            [("backfill", lambda o, n: run_backfill(o, n, key2)),
+             ("duckdb", lambda o, n: run_duckdb(o, n, key2))], repeat)
+        ok &= agree
+        report_target(f">= 4x faster than DuckDB, composite key, {what} ({last_path} path)",
+                      wall["duckdb"] / wall["backfill"], 4.0)
+    del s_old, s_new
 
     # No target: a tolerance is no cliff.
     tol = {"f1": 1.5}

@@ -167,6 +167,39 @@ TEST(DiffMerge, SortedTablesGiveTheHashPathsResult) {
   }
 }
 
+// A composite key (id, day) over rows sorted by id is sorted lexicographically: merged, with
+// the hash path's result (a changed day is a removed and an added key); a step down in the
+// second column under a tied first one falls back.
+TEST(DiffMerge, CompositeIntegerAndDateKeys) {
+  std::mt19937_64 rng(21);
+  const Rows x = rows(40'000, 0, 2, rng);
+  Rows y = x;
+  for (std::size_t k = 0; k < y.day.size(); k += 50) ++y.day[k];
+  for (std::size_t k = 3; k < y.qty.size(); k += 70) ++y.qty[k];
+  for (unsigned threads : {1U, 2U}) {
+    auto o = options(threads, false);
+    o.key = {"id", "day"};
+    const auto r = both_paths(table(x), table(y), o, true);
+    EXPECT_EQ(r.summary.added, 800);
+    EXPECT_EQ(r.summary.removed, 800);
+    EXPECT_GT(r.summary.changed, 500);
+  }
+  Rows tied = x;
+  for (std::size_t k = 0; k < tied.id.size(); ++k) {
+    tied.id[k] = static_cast<std::int64_t>(k / 2);
+    tied.day[k] = static_cast<std::int32_t>(19'000 + k % 2);
+  }
+  {
+    auto o = options(2, false);
+    o.key = {"id", "day"};
+    both_paths(table(tied), table(tied), o, true);  // ties broken by the day: ascending
+  }
+  tied.day[100] = 30'000;  // (50, 30000) then (50, day[101]): a step down
+  auto o = options(2, false);
+  o.key = {"id", "day"};
+  both_paths(table(tied), table(tied), o, false);
+}
+
 TEST(DiffMerge, AllRowsChangedAndEmptyOrOneRowSides) {
   std::mt19937_64 rng(5);
   const Rows x = rows(9000, 0, 2, rng);

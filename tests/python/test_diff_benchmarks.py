@@ -19,6 +19,9 @@ def test_quick_benchmark_runs(name: str) -> None:
     if name == "diff_bench.py":
         assert "all tools agree" in out.stdout
         assert "duckdb:" in out.stdout and "polars join:" in out.stdout
+        # Both paths are compared against DuckDB with a composite key.
+        assert "composite key, key-ordered (merge path)" in out.stdout
+        assert "composite key, shuffled (hash path)" in out.stdout
     else:
         assert "order/chunking invariance check: ok" in out.stdout
         assert "GB/s per core" in out.stdout

@@ -11,9 +11,10 @@
 //   3. columns: the candidates sorted by old row, every compared column compared over them
 //      column at a time, tolerances applied (diff_columns.hpp); a candidate with a differing
 //      column is changed; samples and per-partition changed counts from those.
-// When both sides are strictly ascending by one integer key (checked first, stopping at the
-// first step down), the scan keeps one row hash per row instead of scattering, and the match is
-// a lockstep walk of the keys (diff_merge.hpp); pass 3 and every statistic are the same.
+// When both sides are strictly ascending by their integer (or date32) key, one column or
+// several (checked first, stopping at the first step down), the scan neither hashes nor scatters, and the match is a lockstep walk of
+// the keys that compares matched runs' columns buffer against buffer (diff_merge.hpp); pass 3
+// and every statistic are the same.
 // Expected O(rows) time; ~20 bytes per row per side of extra memory (+4 per new row for
 // non-exact keys), 8 per candidate pair.
 // Assumptions: fewer than 2^32 rows per side (row numbers are stored as uint32 in buckets).
@@ -361,11 +362,11 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
     timings.emplace_back(phase, std::chrono::duration<double>(now - clock).count());
     clock = now;
   };
-  // Both sides strictly ascending by one integer key (no nulls, no duplicates): the merge path.
+  // Both sides strictly ascending by an integer/date key (no nulls, no duplicates): the merge path.
   std::optional<SortedKeys> keys_old, keys_new;
-  if (plan.merge_sorted && plan.exact_key_hash) {
-    keys_old = sorted_keys(old_table, plan.key_old[0]);
-    if (keys_old) keys_new = sorted_keys(new_table, plan.key_new[0]);
+  if (plan.merge_sorted) {
+    keys_old = sorted_keys(old_table, plan.key_old, new_table, plan.key_new);
+    if (keys_old) keys_new = sorted_keys(new_table, plan.key_new, old_table, plan.key_old);
     lap("sorted?");
   }
   const bool merge = keys_old && keys_new;
@@ -377,9 +378,10 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
 
   std::vector<MatchLocal> locals;
   if (merge) {
-    const MergeSide mo{keys_old->values(), so.row_hash.get(), so.part};
-    const MergeSide mn{keys_new->values(), sn.row_hash.get(), sn.part};
-    for (auto& range : merge_sorted(mo, mn, static_cast<std::size_t>(plan.sample), plan.threads)) {
+    const MergeSide mo{*keys_old, old_table, so.part};
+    const MergeSide mn{*keys_new, new_table, sn.part};
+    for (auto& range :
+         merge_sorted(mo, mn, plan, static_cast<std::size_t>(plan.sample), plan.threads)) {
       MatchLocal& l = locals.emplace_back();
       l.columns.resize(plan.compared.size());
       l.summary.matched = range.matched;
@@ -391,8 +393,6 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
       for (const auto& [key, c] : range.added_in) l.parts[key].added += c;
       for (const auto& [key, c] : range.removed_in) l.parts[key].removed += c;
     }
-    so.row_hash.reset();
-    sn.row_hash.reset();
     lap("merge");
   } else {
     std::vector<Matcher::Scratch> scratch(plan.threads);

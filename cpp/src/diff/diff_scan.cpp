@@ -145,7 +145,9 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   std::vector<std::uint64_t> seeds;
   // Every compared column goes into the row hash: equal cells hash equal, so a pair with equal
   // row hashes is unchanged, and only the others are compared cell by cell (with tolerances).
+  // (The merge path compares matched runs' columns directly instead: diff_merge.hpp.)
   for (const auto& c : plan.compared) {
+    if (!scatter) break;
     hashed.push_back(old_side ? c.old_index : c.new_index);
     seeds.push_back(seed_of(c.name));
   }
@@ -233,8 +235,6 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   if (scatter) {
     s.entries = Prefaulted<Entry>(s.start[n_buckets], plan.threads);
     if (positions) s.position = Prefaulted<std::uint32_t>(n, plan.threads);
-  } else if (!hashed.empty()) {
-    s.row_hash = Prefaulted<std::uint64_t>(n, plan.threads);
   }
 
   // Measure sums per morsel, added up in morsel order: the same bits whatever the scheduling.
@@ -256,8 +256,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     Local& local = locals[w];
     const bool any_null = scatter && key_hashes(batch, mo, kh.data(), null_key.data());
     // row hash of the hash-compared columns
-    // (the merge path hashes straight into its per-row array)
-    std::uint64_t* row_hash = scatter || hashed.empty() ? rh.data() : s.row_hash.get() + base;
+    std::uint64_t* row_hash = rh.data();
     if (!hashed.empty()) {
       std::fill_n(row_hash, len, kRowSeed);
       for (std::size_t c = 0; c < hashed.size(); ++c) {

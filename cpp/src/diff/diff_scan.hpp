@@ -2,7 +2,7 @@
 // bits of the key hash), then each row's (key hash, row hash of every compared column, row
 // number) scattered once into its bucket of one pre-faulted array; partition starts, row counts
 // and measure sums per partition in the same pass. On the merge path (both sides sorted by one
-// integer key) nothing is scattered: one row hash per row is kept instead.
+// integer key) nothing is hashed or scattered: the merge compares matched runs' columns itself.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +36,6 @@ struct SideScan {
   // Per row: its position in entries (kNoPosition for a null key); kept only when asked for
   // (keys the hash does not identify: their claims are checked in row order, diff_keys.hpp).
   Prefaulted<std::uint32_t> position;
-  // Merge path instead: no buckets, the row hash per row (when a column is compared).
-  Prefaulted<std::uint64_t> row_hash;
   std::vector<std::size_t> start;
   std::vector<Seconds> part;        // partition start per row (kNullPartition for null)
   std::int64_t null_keys = 0;
@@ -46,7 +44,7 @@ struct SideScan {
 };
 
 // Scans one side of the diff into 2^bits buckets by the top bits of the key hash.
-// scatter false (merge path): keys are neither hashed nor scattered; row hashes kept per row.
+// scatter false (merge path): nothing is hashed or scattered (partitions and sums only).
 // O(rows x (keys + compared columns)), parallel over morsels of rows.
 // positions: keep each row's position in entries (SideScan::position).
 [[nodiscard]] SideScan scan_side(const arrow::ImportedTable& t, const RowLocator& loc,
