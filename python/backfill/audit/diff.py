@@ -294,8 +294,9 @@ def diff(
     compared column. ``measures`` (default: numeric compared columns) get old/new sums and deltas
     overall and per partition of ``partition_by`` (a date/timestamp column) at ``grain`` in
     ``tz``. ``on_duplicate="error"`` raises on a duplicated key; ``"report"`` counts and skips
-    them. ``threads=0`` uses every core. Inputs already sorted by a single integer key (strictly
-    ascending, no nulls) are matched by merging them in order, about twice as fast; any other
+    them. ``threads=0`` uses every core. Inputs already sorted by an integer or date key, one column
+    or several (strictly ascending, lexicographically; no nulls) are matched by merging them in
+    order and comparing their columns directly, several times faster; any other
     input is matched through hash tables, with the same result (``timings`` shows ``merge`` or
     ``match``).
     """
