@@ -234,13 +234,16 @@ struct Stream::State {
   bool whole = false;
 
   void add_timings(const std::vector<std::pair<std::string, double>>& t) {
-    for (const auto& [phase, s] : t) {
+    // No structured binding here: clang before 16 cannot capture one in the lambda (the
+    // sanitizer build uses clang).
+    for (const auto& entry : t) {
+      const std::string& phase = entry.first;
       auto it = std::find_if(acc.timings.begin(), acc.timings.end(),
                              [&](const auto& e) { return e.first == phase; });
       if (it == acc.timings.end()) {
-        acc.timings.emplace_back(phase, s);
+        acc.timings.emplace_back(phase, entry.second);
       } else {
-        it->second += s;
+        it->second += entry.second;
       }
     }
   }
