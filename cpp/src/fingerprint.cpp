@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "arrow/hashing.hpp"
+#include "arrow/morsels.hpp"
 #include "arrow/values.hpp"
 #include "backfill/error.hpp"
 #include "common/parallel.hpp"
@@ -96,15 +97,7 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
   }
   const auto nc = cols.size();
 
-  struct Morsel {
-    std::size_t batch;
-    std::int64_t begin, end;
-  };
-  std::vector<Morsel> morsels;
-  for (std::size_t b = 0; b < table.batches().size(); ++b) {
-    const auto n = table.batches()[b].num_rows();
-    for (std::int64_t s = 0; s < n; s += kMorsel) morsels.push_back({b, s, std::min(n, s + kMorsel)});
-  }
+  const auto morsels = detail::morsels_of(table, kMorsel);
   const unsigned threads = detail::thread_count(options.threads);
   struct Local {
     Acc total;
@@ -119,7 +112,7 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
   for (auto& l : locals) l.total.column_sums.assign(nc, 0);
 
   detail::parallel_for(morsels.size(), threads, [&](std::size_t m, unsigned w) {
-    const Morsel& mo = morsels[m];
+    const detail::Morsel& mo = morsels[m];
     const auto& batch = table.batches()[mo.batch];
     const auto len = static_cast<std::size_t>(mo.end - mo.begin);
     Local& local = locals[w];

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "arrow/morsels.hpp"
 #include "arrow/values.hpp"
 #include "common/parallel.hpp"
 
@@ -69,19 +70,7 @@ bool verify_key_claims(const ImportedTable& old_table, const ImportedTable& new_
                        std::span<const std::uint32_t> position) {
   if (!same_side(old_table, plan.key_old, claims_old)) return false;
   if (!same_side(new_table, plan.key_new, claims_new)) return false;
-  struct Task {
-    std::size_t batch;
-    std::int64_t begin, end, base;
-  };
-  std::vector<Task> tasks;
-  std::int64_t base = 0;
-  for (std::size_t b = 0; b < new_table.batches().size(); ++b) {
-    const auto n = new_table.batches()[b].num_rows();
-    for (std::int64_t s = 0; s < n; s += kRowsPerTask) {
-      tasks.push_back({b, s, std::min(n, s + kRowsPerTask), base});
-    }
-    base += n;
-  }
+  const auto tasks = morsels_of(new_table, kRowsPerTask);
   const RowLocator lo(old_table);
   const bool one_old_batch = old_table.batches().size() == 1;
   std::atomic<bool> ok{true};
@@ -89,13 +78,13 @@ bool verify_key_claims(const ImportedTable& old_table, const ImportedTable& new_
   // matched rows' order (in order too when the tables are similarly ordered).
   parallel_for(tasks.size(), plan.threads, [&](std::size_t t, unsigned) {
     if (!ok.load(std::memory_order_relaxed)) return;
-    const Task& task = tasks[t];
+    const Morsel& task = tasks[t];
     for (std::size_t k = 0; k < plan.key.size(); ++k) {
       const Layout layout =
           common_layout(old_table, plan.key_old[k], new_table, plan.key_new[k]);
       const ArrayView& b = new_table.batches()[task.batch].column(plan.key_new[k]);
       for (auto j = task.begin; j < task.end; ++j) {
-        const auto gn = static_cast<std::size_t>(task.base + j);
+        const auto gn = static_cast<std::size_t>(task.first + (j - task.begin));
         std::uint32_t go = kNoMatch;
         if (position.empty()) {
           go = match_of[gn];

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "arrow/hashing.hpp"
+#include "arrow/morsels.hpp"
 #include "common/parallel.hpp"
 #include "diff/prefaulted.hpp"
 
@@ -160,6 +161,18 @@ std::vector<RunColumn> run_columns(const DiffPlan& plan, const ImportedTable& o,
 
 bool has_nulls(const ArrayView& a) noexcept { return a.null_count != 0 && a.buffers[0] != nullptr; }
 
+// Whether row e of the run is settled by validity alone (a null on either side): both null
+// are equal, one null differs (flags[e] set); false when both cells hold values.
+bool null_settles(const ArrayView& a, std::int64_t i, const ArrayView& b, std::int64_t j,
+                  std::size_t e, std::uint8_t* flags) noexcept {
+  const auto ei = static_cast<std::int64_t>(e);
+  const bool va = a.is_valid(i + ei);
+  const bool vb = b.is_valid(j + ei);
+  if (va && vb) return false;
+  flags[e] |= static_cast<std::uint8_t>(va != vb);
+  return true;
+}
+
 // Rows per block compared at once: one memcmp of a few hundred bytes; a differing block is
 // then walked cell by cell (1% of changed rows leave most blocks equal).
 constexpr std::size_t kBlock = 64;
@@ -176,15 +189,7 @@ void run_fixed(const ArrayView& a, std::int64_t i, const ArrayView& b, std::int6
     const std::size_t m = std::min(kBlock, len - k);
     if (!nulls && std::memcmp(x + k, y + k, m * sizeof(T)) == 0) continue;
     for (std::size_t e = k; e < k + m; ++e) {
-      if (nulls) {
-        const auto ei = static_cast<std::int64_t>(e);
-        const bool va = a.is_valid(i + ei);
-        const bool vb = b.is_valid(j + ei);
-        if (!va || !vb) {
-          flags[e] |= static_cast<std::uint8_t>(va != vb);
-          continue;
-        }
-      }
+      if (nulls && null_settles(a, i, b, j, e, flags)) continue;
       if (x[e] == y[e]) continue;
       if constexpr (kFloat) {
         const auto dx = std::bit_cast<double>(x[e]);
@@ -216,15 +221,7 @@ void run_strings(const ArrayView& a, std::int64_t i, const ArrayView& b, std::in
       if (same && (bytes == 0 || std::memcmp(da + oa[k], db + ob[k], bytes) == 0)) continue;
     }
     for (std::size_t e = k; e < k + m; ++e) {
-      if (nulls) {
-        const auto ei = static_cast<std::int64_t>(e);
-        const bool va = a.is_valid(i + ei);
-        const bool vb = b.is_valid(j + ei);
-        if (!va || !vb) {
-          flags[e] |= static_cast<std::uint8_t>(va != vb);
-          continue;
-        }
-      }
+      if (nulls && null_settles(a, i, b, j, e, flags)) continue;
       const std::string_view sa(da + oa[e], static_cast<std::size_t>(oa[e + 1] - oa[e]));
       const std::string_view sb(db + ob[e], static_cast<std::size_t>(ob[e + 1] - ob[e]));
       if (sa != sb) flags[e] = 1;
@@ -250,22 +247,10 @@ Prefaulted<std::uint64_t> row_hashes(const ImportedTable& t, const std::vector<R
   if (hashed.empty()) return {};
   const auto n = static_cast<std::size_t>(t.num_rows());
   Prefaulted<std::uint64_t> out(std::max<std::size_t>(n, 1), threads);
-  struct Morsel {
-    std::size_t batch;
-    std::int64_t begin, end, base;
-  };
-  std::vector<Morsel> morsels;
-  std::int64_t base = 0;
-  for (std::size_t b = 0; b < t.batches().size(); ++b) {
-    const auto rows = t.batches()[b].num_rows();
-    for (std::int64_t s = 0; s < rows; s += kHashMorsel) {
-      morsels.push_back({b, s, std::min(rows, s + kHashMorsel), base + s});
-    }
-    base += rows;
-  }
+  const auto morsels = morsels_of(t, kHashMorsel);
   parallel_for(morsels.size(), threads, [&](std::size_t m, unsigned) {
     const Morsel& mo = morsels[m];
-    std::uint64_t* rh = out.get() + mo.base;
+    std::uint64_t* rh = out.get() + mo.first;
     std::fill_n(rh, mo.end - mo.begin, kRowSeed);
     for (std::size_t c = 0; c < hashed.size(); ++c) {
       hash_rows(t.batches()[mo.batch].column(hashed[c]), mo.begin, mo.end, hashed_seeds[c], rh,

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "arrow/hashing.hpp"
+#include "arrow/morsels.hpp"
 #include "arrow/values.hpp"
 #include "common/parallel.hpp"
 
@@ -118,20 +119,6 @@ MeasureSum sum_measure(const ArrayView& a, std::int64_t b, std::int64_t e, SumKi
   return s;
 }
 
-struct Morsel {
-  std::size_t batch;
-  std::int64_t begin, end;
-};
-
-std::vector<Morsel> morsels_of(const ImportedTable& t) {
-  std::vector<Morsel> out;
-  for (std::size_t b = 0; b < t.batches().size(); ++b) {
-    const auto n = t.batches()[b].num_rows();
-    for (std::int64_t s = 0; s < n; s += kMorsel) out.push_back({b, s, std::min(n, s + kMorsel)});
-  }
-  return out;
-}
-
 }  // namespace
 
 SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan& plan,
@@ -176,7 +163,7 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
       }
     }
   }
-  const auto morsels = morsels_of(t);
+  const auto morsels = morsels_of(t, kMorsel);
   std::vector<std::uint64_t> key_seeds;
   for (const auto& k : plan.key) key_seeds.push_back(seed_of(k));
 
