@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["DEFAULT_MIN_TASK_SECONDS", "MAX_FIXED_SHARE", "Measurement", "ModelCost", "UNCOSTED_MAX_PARTITIONS",
-           "auto_partitions_per_run", "cost_summary", "slot_cap", "fit_cost", "format_duration",
-           "format_seconds", "overhead_hint"]
+__all__ = ["DEFAULT_MIN_TASK_SECONDS", "MAX_FIXED_SHARE", "Measurement", "ModelCost",
+           "UNCOSTED_MAX_PARTITIONS", "auto_partitions_per_run", "cost_summary", "slot_cap",
+           "fit_cost", "format_duration", "format_seconds", "overhead_hint"]
 
 #: ``partitions_per_run="auto"``: each task carries at least this many seconds of measured work
 #: (backfill.yml ``batching: {min_task: 2s}``, ``--min-task``), so that the fixed cost of a task
@@ -223,7 +223,12 @@ def auto_partitions_per_run(partitions: int, cost: ModelCost | None, *, concurre
     else:
         work = max(min_task_seconds - cost.per_task,
                    cost.per_task * (1 - MAX_FIXED_SHARE) / MAX_FIXED_SHARE)
-        by_work = math.ceil(max(0.0, work) / cost.per_partition)
+        # A subnormal per-partition cost makes the ratio infinite: no task needs more than all
+        # the partitions, so compare before rounding. The ratio is rounded up less a relative
+        # 1e-12: (1 - 0.1) / 0.1 is 9.000000000000002 in floats, and an exact 9 partitions must
+        # not become 10.
+        ratio = max(0.0, work) / cost.per_partition
+        by_work = partitions if ratio >= partitions else math.ceil(ratio * (1 - 1e-12))
     return max(1, min(by_work, per_slot))
 
 
