@@ -404,6 +404,11 @@ class Engine(ABC):
     def close(self) -> None:  # noqa: B027 - optional
         """Releases connections (engines may hold none between tasks)."""
 
+    def expect(self, tasks: int) -> None:  # noqa: B027 - optional
+        """A runner is about to hand over ``tasks`` claimed tasks at once, each calling
+        :meth:`run_task` from its own thread. An engine that runs waiting tasks together
+        (``capabilities.task_group`` > 1) waits for them rather than guessing from timing."""
+
     def interrupt(self) -> None:  # noqa: B027 - optional
         """Asks every task running now to stop at once (a runner aborting on a second Ctrl-C or
         after its grace period): each raises :class:`TaskFailure` and commits nothing. Safe to

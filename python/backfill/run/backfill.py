@@ -354,8 +354,7 @@ class Backfill:
         # An engine that runs tasks together (capabilities.task_group) gets that many per slot
         group = max(1, self.engine.capabilities.task_group)
         slots = concurrency * group
-        pool = ThreadPoolExecutor(max_workers=slots,
-                                  thread_name_prefix=f"backfill-{self.id}")
+        pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix=f"backfill-{self.id}")
         try:
             while True:
                 if stop is not None and stop.requested:
@@ -371,8 +370,9 @@ class Backfill:
                 # ... in rounds: what becomes ready during one (the next model's batches, as
                 # their inputs finish one by one) is handed over together after it
                 free = 0 if group > 1 and running else slots - len(running)
-                claims, blocked = self._claim(worker, free,
-                                              lease_seconds, limits, clock.now())
+                claims, blocked = self._claim(worker, free, lease_seconds, limits, clock.now())
+                if group > 1 and claims:
+                    self.engine.expect(len(claims))
                 for claim in claims:
                     emit(TaskEvent("started", claim.task.model, claim.task.label,
                                    claim.task.task_id, claim.attempt))

@@ -80,7 +80,8 @@ class DbtEngine(Engine):
     (default: the project's profiles.yml or ~/.dbt, the profile's default target);
     ``state_dir`` holds generated profiles and dbt's target directories (default
     ``<project>/.backfill``). ``gather`` seconds: how long an invocation waits for sibling
-    tasks to group before it starts (once tasks have been seen waiting together).
+    tasks to group before it starts, when the caller did not announce how many are coming
+    (a runner does: :meth:`expect`; an orchestrator handing tasks over one call each does not).
     """
 
     name = "dbt"
@@ -262,6 +263,9 @@ class DbtEngine(Engine):
                                          for m in self._parents_read(project, area)])
         self._prepared.add(str(area.backfill_id))
 
+    def expect(self, tasks: int) -> None:
+        self._waiting.expect(tasks)
+
     def run_task(self, project: Project, model: str, start: dt.datetime | None,
                  end: dt.datetime | None, area: Area) -> WriteResult:
         _require_dbt(project)
@@ -275,8 +279,9 @@ class DbtEngine(Engine):
             with invoke_lock:
                 if req.done.is_set():
                     break
-                # Wait for sibling tasks claimed with this one, unless tasks have only come one
-                # at a time so far (one task per claim: 30 ms per task for nothing).
+                # Wait for sibling tasks claimed with this one: those the runner announced
+                # (expect), else by timing unless tasks have only come one at a time so far
+                # (one task per claim: 30 ms per task for nothing).
                 if self._concurrent or not self.invocations:
                     self._waiting.gather(self.gather)
                 group = self._waiting.take(project, req)

@@ -23,6 +23,7 @@ so the ledger records, retries and resumes tasks one by one, as before.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -35,6 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Project
 
 __all__ = ["Pending", "Request", "full_refresh"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -91,19 +94,43 @@ class Pending:
 
     def __init__(self) -> None:
         self._waiting: list[Request] = []
-        self._lock = threading.Lock()
+        self._expected = 0  # tasks a runner announced (Engine.expect) that have not arrived
+        self._cond = threading.Condition()
+
+    def expect(self, tasks: int) -> None:
+        """``tasks`` are about to arrive together. Set, not added: a runner announces a round
+        only once the previous one has finished, so a task that never came (a Kafka landing
+        task does not call ``run_task``) does not hold up later rounds."""
+        with self._cond:
+            self._expected = max(0, tasks)
+            self._cond.notify_all()
 
     def add(self, req: Request) -> None:
-        with self._lock:
+        with self._cond:
             self._waiting.append(req)
+            self._expected = max(0, self._expected - 1)
+            self._cond.notify_all()
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._cond:
             return len(self._waiting)
 
-    def gather(self, pause: float, most: float = 1.0) -> None:
-        """Waits ``pause`` seconds, then again while more tasks arrived meanwhile (a runner's
-        threads of one claim start within milliseconds, later under load), ``most`` at most."""
+    def gather(self, pause: float, most: float = 1.0, announced: float = 10.0) -> None:
+        """Waits for the tasks of the round a runner announced, ``announced`` seconds at most
+        (their threads start within milliseconds, but a loaded machine has taken over 30 ms
+        between two). With none announced (tasks handed over by an orchestrator, one call
+        each), waits ``pause`` seconds, then again while more tasks arrived meanwhile,
+        ``most`` at most."""
+        with self._cond:
+            if self._expected:
+                self._cond.wait_for(lambda: not self._expected, timeout=announced)
+                if not self._expected:
+                    return
+                log.warning("dbt: %d announced task(s) did not arrive within %g s; invoking "
+                            "dbt for the %d waiting", self._expected, announced,
+                            len(self._waiting))
+                self._expected = 0
+                return
         until = time.monotonic() + most
         seen = -1
         while len(self) != seen and time.monotonic() < until:
@@ -113,7 +140,7 @@ class Pending:
     def take(self, project: Project, req: Request) -> list[Request]:
         """``req`` and the waiting tasks that run with it (see the module doc), removed from
         the waiting list, ``req``'s model first."""
-        with self._lock:
+        with self._cond:
             group = self._take(project, req)
             for r in group:
                 self._waiting.remove(r)
