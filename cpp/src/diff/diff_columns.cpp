@@ -140,12 +140,82 @@ void strings(const Column& col, ColumnStats& st, std::uint8_t* changed) {
   }
 }
 
+// decimal128 columns of one scale on both sides: the unscaled 128-bit integers compare exactly
+// (values_equal's rule for one scale); as doubles for max_abs_diff and tolerances, read as
+// to_double reads a Value (`unit` is its 10^scale). Through Value, a cell cost a type dispatch
+// and a pow() each: 40% of the column pass of an audit whose rows all differ in one decimal.
+void decimals(const Column& col, double unit, ColumnStats& st, std::uint8_t* changed) {
+  auto word = [](const ArrayView& a, std::int64_t i) {
+    return static_cast<const std::uint64_t*>(a.buffers[1]) + 2 * (a.offset + i);
+  };
+  auto at = [&](const ArrayView& a, std::int64_t i) {
+    const std::uint64_t* w = word(a, i);
+    return static_cast<__int128>((static_cast<unsigned __int128>(w[1]) << 64) | w[0]);
+  };
+  for (std::size_t p = 0; p < col.old_refs.size(); ++p) {
+    if (const std::size_t q = p + kAhead; q < col.old_refs.size()) {
+      __builtin_prefetch(word(col.old_view(q), col.old_refs[q].row));
+      __builtin_prefetch(word(col.new_view(q), col.new_refs[q].row));
+    }
+    const ArrayView& a = col.old_view(p);
+    const ArrayView& b = col.new_view(p);
+    const std::int64_t i = col.old_refs[p].row;
+    const std::int64_t j = col.new_refs[p].row;
+    const bool va = a.is_valid(i);
+    const bool vb = b.is_valid(j);
+    if (!va || !vb) {
+      if (va != vb) {
+        note_change(va, vb, st);
+        changed[p] = 1;
+      }
+      continue;
+    }
+    const __int128 x = at(a, i);
+    const __int128 y = at(b, j);
+    if (x == y) {
+      if (col.c.numeric) note_numbers(0.0, 0.0, st);  // a difference of 0, as a double
+      continue;
+    }
+    const double dx = static_cast<double>(x) / unit;
+    const double dy = static_cast<double>(y) / unit;
+    if (col.c.numeric) note_numbers(dx, dy, st);
+    // Unequal integers can round to one double: equal only under a tolerance (cells_equal).
+    if (col.c.mode == CompareMode::tolerance && numbers_equal(col.c, dx, dy)) continue;
+    note_change(true, true, st);
+    changed[p] = 1;
+  }
+}
+
 void generic(const Column& col, ColumnStats& st, std::uint8_t* changed) {
   for (std::size_t p = 0; p < col.old_refs.size(); ++p) {
     if (compare_cells(col.c, value_at(col.old_view(p), col.old_refs[p].row),
                       value_at(col.new_view(p), col.new_refs[p].row), st)) {
       changed[p] = 1;
     }
+  }
+}
+
+// Sorts pairs by old row. Pairs covering an eighth of the old rows or more (an audit's
+// partitions whose every row changed) are placed into a per-old-row array and read back in
+// order: 35 ms for 2.5M pairs where std::sort took 0.2 s, 40% of that column pass. (An LSD
+// radix sort took 80 ms: its passes write every pair twice.)
+void sort_by_old_row(std::vector<RowPair>& pairs, std::size_t old_rows) {
+  auto by_sort = [&] {
+    std::sort(pairs.begin(), pairs.end(),
+              [](const RowPair& a, const RowPair& b) { return a.old_row < b.old_row; });
+  };
+  if (pairs.size() < 4096 || pairs.size() < old_rows / 8) return by_sort();
+  constexpr std::uint32_t kNone = UINT32_MAX;  // no new row (old_rows < UINT32_MAX: run_diff)
+  std::vector<std::uint32_t> new_of(old_rows, kNone);
+  for (const auto& p : pairs) {
+    // An old row in two pairs (never: a duplicated key is reported, not compared) would lose
+    // one here: sort instead.
+    if (new_of[p.old_row] != kNone) return by_sort();
+    new_of[p.old_row] = p.new_row;
+  }
+  std::size_t k = 0;
+  for (std::size_t o = 0; o < old_rows; ++o) {
+    if (new_of[o] != kNone) pairs[k++] = RowPair{static_cast<std::uint32_t>(o), new_of[o]};
   }
 }
 
@@ -168,16 +238,11 @@ std::vector<std::uint8_t> compare_candidates(const ImportedTable& old_table,
                                              std::vector<ColumnStats>& stats) {
   std::vector<std::uint8_t> changed(pairs.size(), 0);
   if (pairs.empty() || plan.compared.empty()) return changed;
-  std::sort(pairs.begin(), pairs.end(),
-            [](const RowPair& a, const RowPair& b) { return a.old_row < b.old_row; });
+  sort_by_old_row(pairs, static_cast<std::size_t>(old_table.num_rows()));
   const RowLocator lo(old_table);
   const RowLocator ln(new_table);
   std::vector<RowRef> old_refs(pairs.size());
   std::vector<RowRef> new_refs(pairs.size());
-  for (std::size_t p = 0; p < pairs.size(); ++p) {
-    old_refs[p] = lo.locate(pairs[p].old_row);
-    new_refs[p] = ln.locate(pairs[p].new_row);
-  }
   // A task is a range of pairs, every column over it in turn (column at a time, and only this
   // task writes the range's flags); ranges keep both threads busy to the end.
   constexpr std::size_t kPairsPerTask = 1 << 13;
@@ -185,22 +250,37 @@ std::vector<std::uint8_t> compare_candidates(const ImportedTable& old_table,
   const std::size_t nc = plan.compared.size();
   std::vector<ColumnStats> task_stats(nc * ranges);
   std::vector<Layout> layouts(nc);
+  std::vector<double> decimal_unit(nc, 0.0);  // > 0: decimal128 of one scale on both sides
   for (std::size_t k = 0; k < nc; ++k) {
     const ComparedColumn& c = plan.compared[k];
-    const Layout a = layout_of(old_table.fields()[c.old_index].type);
-    const Layout b = layout_of(new_table.fields()[c.new_index].type);
+    const arrow::DataType& ta = old_table.fields()[c.old_index].type;
+    const arrow::DataType& tb = new_table.fields()[c.new_index].type;
+    const Layout a = layout_of(ta);
+    const Layout b = layout_of(tb);
     // Columns compared by value have different types on the two sides (timestamp units...):
     // read through Value even when the physical layouts agree.
     layouts[k] = a == b && c.mode != CompareMode::value ? a : Layout::generic;
+    if (ta.id == TypeId::decimal128 && tb.id == TypeId::decimal128 && !ta.is_dictionary() &&
+        !tb.is_dictionary() && ta.scale == tb.scale && c.mode != CompareMode::value) {
+      decimal_unit[k] = std::pow(10.0, ta.scale);
+    }
   }
   parallel_for(ranges, plan.threads, [&](std::size_t r, unsigned) {
     const std::size_t b = r * kPairsPerTask;
     const std::size_t n = std::min(kPairsPerTask, pairs.size() - b);
     std::uint8_t* flags = changed.data() + b;
+    for (std::size_t p = b; p < b + n; ++p) {  // here: on both threads (90 ms for 2.5M pairs)
+      old_refs[p] = lo.locate(pairs[p].old_row);
+      new_refs[p] = ln.locate(pairs[p].new_row);
+    }
     for (std::size_t k = 0; k < nc; ++k) {
       const Column col{old_table, new_table, plan.compared[k], std::span(old_refs).subspan(b, n),
                        std::span(new_refs).subspan(b, n)};
       ColumnStats& st = task_stats[k * ranges + r];
+      if (decimal_unit[k] > 0) {
+        decimals(col, decimal_unit[k], st, flags);
+        continue;
+      }
       switch (layouts[k]) {
         case Layout::f64: fixed<double>(col, st, flags); break;
         case Layout::i64: fixed<std::int64_t>(col, st, flags); break;

@@ -522,6 +522,17 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
     l.hash_changed = {};
   }
   const auto changed = compare_candidates(old_table, new_table, plan, candidates, r.columns);
+  // Changed rows come in old-row order, runs of one partition: the last one's counts are kept
+  // at hand (unordered_map nodes do not move) instead of a hash lookup per row.
+  Seconds last_part = 0;
+  Delta* last_delta = nullptr;
+  auto delta_of = [&](Seconds part) -> Delta& {
+    if (last_delta == nullptr || part != last_part) {
+      last_part = part;
+      last_delta = &deltas[part];
+    }
+    return *last_delta;
+  };
   for (std::size_t p = 0; p < candidates.size(); ++p) {
     if (!changed[p]) continue;
     const std::int64_t go = candidates[p].old_row;
@@ -532,8 +543,8 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
     if (!so.part.empty()) {
       const Seconds po = so.part[static_cast<std::size_t>(go)];
       const Seconds pn = sn.part[static_cast<std::size_t>(gn)];
-      ++deltas[po].changed;
-      if (pn != po) ++deltas[pn].changed;
+      ++delta_of(po).changed;
+      if (pn != po) ++delta_of(pn).changed;
     }
   }
   sum.unchanged = sum.matched - sum.changed;
