@@ -151,6 +151,15 @@ struct ArrayView {
   // Value i of an integer-like array (every int width, date32/64, time32/64, timestamp,
   // duration) widened to int64; unsigned 64-bit values wrap.
   [[nodiscard]] std::int64_t int_at(std::int64_t i) const noexcept;
+  // The two little-endian 64-bit words (low first) of value i of a decimal128 array.
+  [[nodiscard]] const std::uint64_t* decimal_words(std::int64_t i) const noexcept {
+    return static_cast<const std::uint64_t*>(buffers[1]) + 2 * (offset + i);
+  }
+  // Value i of a decimal128 array: the unscaled integer.
+  [[nodiscard]] __int128 decimal_at(std::int64_t i) const noexcept {
+    const std::uint64_t* w = decimal_words(i);
+    return static_cast<__int128>((static_cast<unsigned __int128>(w[1]) << 64) | w[0]);
+  }
   // Value i of a float16 array as a double.
   [[nodiscard]] double float16_at(std::int64_t i) const noexcept;
   [[nodiscard]] bool bool_at(std::int64_t i) const noexcept {

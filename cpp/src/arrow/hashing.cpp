@@ -192,7 +192,7 @@ void hash_rows(const ArrayView& a, std::int64_t begin, std::int64_t end, std::ui
     case TypeId::float64: return fixed<double>(a, begin, end, seed, out, fold, kernels::hash_f64);
     case TypeId::decimal128:
       return each(a, begin, end, seed, out, fold, [&](std::int64_t i) {
-        const auto* w = static_cast<const std::uint64_t*>(a.buffers[1]) + 2 * (a.offset + i);
+        const std::uint64_t* w = a.decimal_words(i);
         return mix64(mix64(w[0] ^ seed) ^ w[1]);
       });
     case TypeId::utf8: case TypeId::binary: return strings<std::int32_t>(a, begin, end, seed, out, fold);

@@ -96,12 +96,10 @@ Value value_at(const ArrayView& a, std::int64_t i) {
             : t.id == TypeId::float32 ? static_cast<double>(a.values<float>()[i])
                                       : a.float16_at(i);
       break;
-    case Domain::decimal: {
-      const auto* w = static_cast<const std::uint64_t*>(a.buffers[1]) + 2 * (a.offset + i);
-      v.i = static_cast<__int128>((static_cast<unsigned __int128>(w[1]) << 64) | w[0]);
+    case Domain::decimal:
+      v.i = a.decimal_at(i);
       v.scale = t.scale;
       break;
-    }
     case Domain::boolean: v.i = a.bool_at(i) ? 1 : 0; break;
     case Domain::bytes: v.s = a.bytes_at(i); break;
     case Domain::date:
