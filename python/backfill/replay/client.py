@@ -36,6 +36,9 @@ class BrokerError(TaskFailure):
 def _kafka() -> Any:
     with extra_required("replaying from Kafka", "kafka"):
         import confluent_kafka
+        # A submodule is an attribute of its package only once imported; confluent-kafka 2.16
+        # no longer imports ``admin`` from its __init__.
+        import confluent_kafka.admin  # noqa: F401
     return confluent_kafka
 
 
