@@ -19,6 +19,7 @@ from .._numbers import delta, from_json, pct, to_kind, typed, value_type
 from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS, Engine, Part
 from ..errors import InvalidInputError, NotFoundError
+from ..replay import landing_models
 from ..run import engine_for
 from .changelog_format import html_fragment, render
 
@@ -209,9 +210,9 @@ def changelog(project: Project, *, backfill_id: str | None = None,
     """The publications and forward-only changes recorded in the engine's changelog (newest
     first): only ``backfill_id``'s, only those at or after ``since`` (a date or date-time; naive
     means UTC), only those touching ``model``."""
-    if model is not None and model not in project.models:
+    if model is not None and model not in _model_names(project):
         raise NotFoundError(f"model {model!r} is not in {project.name}; models: "
-                            f"{', '.join(project.models)}")
+                            f"{', '.join(_model_names(project))}")
     cutoff = _since(since)
     if engine is None:
         engine = engine_for(project)
@@ -228,6 +229,13 @@ def changelog(project: Project, *, backfill_id: str | None = None,
                    and r["model"] in (None, model)]
     table = [tuple(r[n] for n in names) for r in records]
     return Changelog(RowTable(names, table, caption="backfill_changelog" if table else ""))
+
+
+def _model_names(project: Project) -> list[str]:
+    """The names the changelog's rows carry: the project's models, and ``kafka:<topic>`` per
+    topic its Kafka sources read (``backfill replay reset-group`` records offsets under it)."""
+    topics = sorted({s.topic for s in landing_models(project).values()})
+    return [*project.models, *(f"kafka:{t}" for t in topics)]
 
 
 def _aware(value: Any) -> dt.datetime:
