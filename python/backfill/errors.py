@@ -34,5 +34,12 @@ class MissingExtraError(BackfillError, ImportError):
     """A feature needs an optional extra that is not installed; the message names the extra."""
 
 
-__all__ = ["BackfillError", "ConflictError", "CycleError", "InvalidInputError",
-           "MissingExtraError", "NotFoundError"]
+#: Failures of the code itself (ours, a plug-in's, a library's API used wrongly), never of the
+#: outside world: they fail the same way every time. A handler meant for a broker, a database or
+#: a file lets them through as they are, and they are never retried as transient.
+#: (MissingExtraError is an ImportError: a missing extra is not worth a retry either.)
+PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (
+    AttributeError, TypeError, NameError, ImportError, AssertionError, NotImplementedError)
+
+__all__ = ["PROGRAMMING_ERRORS", "BackfillError", "ConflictError", "CycleError",
+           "InvalidInputError", "MissingExtraError", "NotFoundError"]

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from ..engines import Area, Engine, TaskFailure, WriteResult
-from ..errors import BackfillError, InvalidInputError
+from ..errors import PROGRAMMING_ERRORS, BackfillError, InvalidInputError
 from ..model.kafka import KafkaSettings
-from .ledger import Claim, LedgerBackend, TaskRow
+from .ledger import Claim, LedgerBackend, LedgerError, TaskRow
 from .status import TaskEvent
 from .stop import Stop
 
@@ -94,11 +94,12 @@ class TaskOutcome:
 
 def is_transient(exc: BaseException) -> bool:
     """Whether a failure is worth retrying: :class:`TaskFailure` says; any other of our errors is
-    permanent (bad input fails the same way again); anything unexpected (I/O, a driver hiccup)
-    may pass."""
+    permanent (bad input fails the same way again), and so is a programming error
+    (AttributeError, TypeError, ... see :data:`~backfill.errors.PROGRAMMING_ERRORS`: a bug fails
+    the same way on every attempt); anything else unexpected (I/O, a driver hiccup) may pass."""
     if isinstance(exc, TaskFailure):
         return exc.transient
-    return not isinstance(exc, BackfillError)
+    return not isinstance(exc, (BackfillError, *PROGRAMMING_ERRORS))
 
 
 def _error_text(exc: BaseException) -> str:
@@ -148,7 +149,10 @@ _RENEWALS = _Renewals()
 class _Lease:
     """Keeps one claim's lease: renewed every third of ``lease_seconds`` (by the process's
     renewal thread), and knows when the lease ends by this process's clock should renewals
-    fail, or that it was taken (``lost``: a renewal found another worker's lease, or none)."""
+    fail, or that it was taken (``lost``: a renewal found another worker's lease, or none).
+    A renewal that fails for another reason than the ledger's storage (a bug of the backend)
+    stops renewing and is kept in ``broken``: :func:`execute_task` raises it when the task
+    ends, instead of reporting a lost lease."""
 
     def __init__(self, ledger: LedgerBackend, backfill_id: str, worker: str, task_id: int,
                  lease_seconds: float) -> None:
@@ -160,6 +164,7 @@ class _Lease:
         self._lock = threading.Lock()  # held while renewing: the end waits for a renewal
         self._ended = False
         self.lost = False
+        self.broken: Exception | None = None
 
     def __enter__(self) -> _Lease:
         _RENEWALS.add(self)
@@ -183,9 +188,21 @@ class _Lease:
             try:
                 held = self._ledger.renew(self._backfill_id, self._worker, [self._task_id],
                                           self._seconds)
-            except Exception:  # keep trying: a locked or briefly unreachable ledger may recover
+            except (LedgerError, OSError):
+                # Keep trying: a locked or briefly unreachable ledger may recover. (A backend
+                # reports its storage's failures as LedgerError; OSError is a socket or disk.)
                 log.warning("backfill %s: renewing the lease of task %d failed",
                             self._backfill_id, self._task_id, exc_info=True)
+                return
+            except Exception as exc:  # noqa: BLE001 - not the storage: kept for execute_task
+                # Any other error is a bug of the ledger backend that every renewal would meet:
+                # the renewal thread (shared by every task) must not die of it, and the task
+                # must not end as a lost lease (retried elsewhere) because of it.
+                self.broken = exc
+                _RENEWALS.remove(self)
+                log.error("backfill %s: renewing the lease of task %d failed: %s: %s",
+                          self._backfill_id, self._task_id, type(exc).__name__, exc,
+                          exc_info=True)
                 return
             if held < 1:  # taken over (it expired and another worker claimed the task)
                 self.lost = True
@@ -242,9 +259,14 @@ def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: Ledg
                                backfill_id=backfill_id, area=area)
             else:
                 result = engine.run_task(project, t.model, t.start, t.end, area)
-        except Exception as exc:  # every failure is an outcome; none stops other tasks
+        except Exception as exc:  # noqa: BLE001 - every failure of a task is an outcome
+            # Broad on purpose: whatever a task raises is recorded (a foreign error with its type,
+            # see _error_text) and the other tasks go on; is_transient decides on a retry, and a
+            # programming error is never transient.
             failure = exc
     seconds = time.perf_counter() - began
+    if lease.broken is not None:  # the ledger itself failed: its errors propagate (see above)
+        raise lease.broken
     if lease.expired or lease.lost:
         # Renewals failed until the lease ran out, or found it taken: another worker may own the
         # task now or soon, so this one records nothing (the ledger would refuse it anyway); the ledger marks the attempt abandoned when it drops the
