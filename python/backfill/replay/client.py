@@ -7,6 +7,7 @@ Every call here is bounded by the source's ``timeout``: an unreachable broker is
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 import logging
 import uuid
@@ -20,7 +21,8 @@ from ..model.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BrokerError", "admin", "admin_call", "consumer", "from_ms", "list_offsets", "partitions", "to_ms"]
+__all__ = ["BrokerError", "admin", "admin_call", "broker_errors", "consumer", "from_ms",
+           "list_offsets", "partitions", "to_ms"]
 
 UTC = dt.timezone.utc
 
@@ -40,6 +42,14 @@ def _kafka() -> Any:
         # no longer imports ``admin`` from its __init__.
         import confluent_kafka.admin  # noqa: F401
     return confluent_kafka
+
+
+def broker_errors() -> tuple[type[Exception], ...]:
+    """What a failed request to the broker raises: librdkafka's KafkaException (a refused
+    connection, a timeout, an error code in the answer; KafkaError is its payload, not an
+    exception), or a request future that did not resolve in time. Anything else (an
+    AttributeError, a TypeError) is a bug and must not be reported as the broker's failure."""
+    return (_kafka().KafkaException, concurrent.futures.TimeoutError)
 
 
 def _base(bootstrap: str, timeout: float, extra: Mapping[str, str]) -> dict[str, Any]:
@@ -102,7 +112,7 @@ def partitions(cfg: KafkaSettings, topic: str | None = None) -> list[int]:
     topic = topic or cfg.topic
     try:
         md = admin(cfg).list_topics(timeout=cfg.timeout)
-    except Exception as exc:
+    except broker_errors() as exc:
         raise BrokerError(f"Kafka broker {cfg.bootstrap} did not answer within {cfg.timeout:g}s "
                           f"(source {cfg.source!r}, topic {topic!r}): {exc}") from None
     found = md.topics.get(topic)
@@ -128,7 +138,7 @@ def list_offsets(cfg: KafkaSettings, topic: str, parts: Iterable[int], spec: str
         futures = ad.list_offsets(req, request_timeout=cfg.timeout)
         got = {tp.partition: f.result(timeout=cfg.timeout + 1).offset
                for tp, f in futures.items()}
-    except Exception as exc:
+    except broker_errors() as exc:
         raise _fail(f"listing offsets ({spec}) of topic {topic!r}", cfg.bootstrap, exc) from None
     if isinstance(spec, int) and any(v < 0 for v in got.values()):
         latest = list_offsets(cfg, topic, [p for p, v in got.items() if v < 0], "latest")
@@ -144,6 +154,6 @@ def cleanup_policy(cfg: KafkaSettings, topic: str) -> str:
     try:
         entries = next(iter(admin_call(cfg, "describe_configs", [res]).values()))
         return str(entries["cleanup.policy"].value)
-    except Exception:  # a broker that hides configs: assume the default
+    except broker_errors() + (KeyError,):  # a broker that hides configs: assume the default
         log.debug("topic %s: cleanup.policy not readable", topic, exc_info=True)
         return "delete"

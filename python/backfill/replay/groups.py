@@ -73,7 +73,7 @@ def committed_offsets(cfg: KafkaSettings, group: str, topic: str,
             got = next(iter(client.admin_call(cfg, "list_consumer_group_offsets",
                                               req).values()))
             break
-        except Exception as exc:
+        except client.broker_errors() as exc:  # a bug is not retried until the deadline
             if time.monotonic() > deadline:
                 raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: reading the offsets "
                                          f"of group {group!r} failed: {exc!r}") from None
@@ -86,7 +86,7 @@ def group_members(cfg: KafkaSettings, group: str) -> tuple[str, ...]:
     """The member ids of the group's active members (none for an empty or unknown group)."""
     try:
         desc = client.admin_call(cfg, "describe_consumer_groups", [group])[group]
-    except Exception as exc:
+    except client.broker_errors() as exc:
         raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: describing group {group!r} "
                                  f"failed: {exc}") from None
     return tuple(sorted(m.member_id for m in desc.members))
@@ -114,7 +114,7 @@ def apply_offsets(cfg: KafkaSettings, group: str, topic: str, offsets: Mapping[i
     try:
         client.admin_call(cfg, "alter_consumer_group_offsets",
                           [k.ConsumerGroupTopicPartitions(group, tps)])
-    except Exception as exc:
+    except client.broker_errors() as exc:
         raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: changing the offsets of group "
                                  f"{group!r} failed: {exc}") from None
     log.info("group %s topic %s: offsets set to %s", group, topic, dict(offsets))

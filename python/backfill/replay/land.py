@@ -119,7 +119,11 @@ def _decode_avro(cfg: KafkaSettings, msgs: list[Any]) -> list[Mapping[str, Any]]
     for msg in msgs:
         try:
             out.append(dict(fastavro.schemaless_reader(io.BytesIO(msg.value() or b""), schema)))  # type: ignore[arg-type]
-        except Exception as exc:
+        # What fastavro raises for bytes that are not a record of the schema (found by feeding
+        # it random bytes for every type): a short read (EOFError; IndexError inside a varint),
+        # bad UTF-8 or an impossible date (ValueError), a value too large (OverflowError). An
+        # AttributeError or TypeError is a bug of ours, not a dead letter.
+        except (EOFError, IndexError, ValueError, OverflowError) as exc:
             raise DecodeError(f"{_where(cfg, msg)}: not an Avro record of the source's schema: "
                               f"{type(exc).__name__}: {exc}") from None
     return out
