@@ -20,7 +20,8 @@
 
 An entry of ``owners:``/``consumers:`` is a name under ``notify.consumers``, an e-mail address, or
 an inline ``{name:, webhook:, email:}``. Reading checks everything and raises ``ProjectError``
-naming the value; it never connects anywhere.
+naming the value (a webhook URL shown as its scheme and host only: it is a credential); it never
+connects anywhere.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._secrets import mask_text, mask_webhook, masked_repr
 from .engine_settings import ProjectError
 
 __all__ = ["Consumer", "LineageSettings", "NotifySettings", "SmtpSettings", "read_consumers",
@@ -53,9 +55,12 @@ class Consumer:
     e-mail addresses. ``role`` says why they are told (owner, consumer, exposure owner)."""
 
     name: str
-    webhook: str | None = None
+    webhook: str | None = None  # a secret (its path is the token): see backfill._secrets
     email: tuple[str, ...] = ()
     role: str = "consumer"
+
+    def __repr__(self) -> str:
+        return masked_repr(self)
 
 
 @dataclass(frozen=True)
@@ -97,13 +102,21 @@ class LineageSettings:
     transports: tuple[Mapping[str, Any], ...]
     producer: str = "https://github.com/backfill/backfill"
 
+    def __repr__(self) -> str:  # an http transport's URL may hold a token
+        return masked_repr(self)
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` for a message: these sections hold webhook URLs, which are secrets."""
+    return mask_text(repr(value), hide_paths=True)
+
 
 def _mapping(value: object, what: str, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise ProjectError(f"{where}: {what} must be a mapping, got {type(value).__name__} "
-                           f"{value!r}")
+                           f"{_shown(value)}")
     return {str(k): v for k, v in value.items()}
 
 
@@ -128,17 +141,19 @@ def _number(value: object, what: str, where: str, *, integer: bool = False,
 def _url(value: object, what: str, where: str) -> str:
     parsed = urllib.parse.urlparse(value) if isinstance(value, str) else None
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ProjectError(f"{where}: {what} {value!r} must be an http:// or https:// URL")
+        shown = repr(mask_webhook(value)) if isinstance(value, str) else _shown(value)
+        raise ProjectError(f"{where}: {what} {shown} must be an http:// or https:// URL")
     return str(value)
 
 
 def _emails(value: object, what: str, where: str) -> tuple[str, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not items:
-        raise ProjectError(f"{where}: {what} {value!r} must be an e-mail address or a list of them")
+        raise ProjectError(f"{where}: {what} {_shown(value)} must be an e-mail address or a list "
+                           "of them")
     for item in items:
         if not isinstance(item, str) or not _EMAIL.fullmatch(item):
-            raise ProjectError(f"{where}: {what} {item!r} is not an e-mail address "
+            raise ProjectError(f"{where}: {what} {_shown(item)} is not an e-mail address "
                                "(expected name@domain)")
     return tuple(items)
 
@@ -193,12 +208,14 @@ def read_consumers(raw: object, role: str, named: Mapping[str, Consumer],
     """A model's ``owners:`` or ``consumers:`` list (``role`` is which)."""
     items = [raw] if isinstance(raw, (str, Mapping)) else raw
     if not isinstance(items, (list, tuple)):
-        raise ProjectError(f"{where}: {role}s {raw!r} must be a list of consumer names, e-mail "
-                           "addresses or {name:, webhook:, email:} mappings")
+        raise ProjectError(f"{where}: {role}s {_shown(raw)} must be a list of consumer names, "
+                           "e-mail addresses or {name:, webhook:, email:} mappings")
     out = []
     for item in items:
         if isinstance(item, Mapping):
-            name = item.get("name") or item.get("email") or item.get("webhook")
+            hook = item.get("webhook")  # never a name: it would be shown and stored
+            name = item.get("name") or item.get("email") or \
+                (mask_webhook(hook) if isinstance(hook, str) else hook)
             c = _consumer(str(name), item, where)
         elif isinstance(item, str) and item in named:
             c = named[item]
@@ -207,7 +224,7 @@ def read_consumers(raw: object, role: str, named: Mapping[str, Consumer],
         else:
             hint = difflib.get_close_matches(str(item), list(named), n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ProjectError(f"{where}: {role} {item!r} is not a consumer under "
+            raise ProjectError(f"{where}: {role} {_shown(item)} is not a consumer under "
                                f"notify.consumers{extra} (named: {', '.join(named) or 'none'}) "
                                "nor an e-mail address")
         out.append(Consumer(c.name, c.webhook, c.email, role))
@@ -223,7 +240,8 @@ def read_lineage(raw: object, project_name: str, root: Path, where: str) -> Line
         raise ProjectError(f"{where}: lineage namespace {namespace!r} must be a non-empty string")
     items = cfg.get("transports", [{"type": "console"}])
     if not isinstance(items, (list, tuple)) or not items:
-        raise ProjectError(f"{where}: lineage transports {items!r} must be a non-empty list")
+        raise ProjectError(f"{where}: lineage transports {_shown(items)} must be a non-empty "
+                           "list")
     transports = []
     for item in items:
         t = _mapping(item, "a lineage transport", where)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._secrets import mask_text, mask_url, masked_repr
 from ..errors import InvalidInputError
 
 __all__ = ["ENGINE_SETTINGS", "EngineSettings", "ProjectError"]
@@ -29,6 +30,9 @@ class EngineSettings:
     path: Path = Path("warehouse.duckdb")  # absolute after load
     schema: str = "main"  # where published models live
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # the options may hold a URL with a password, or catalog keys
+        return masked_repr(self)
 
 
 def _duckdb_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettings:
@@ -64,7 +68,7 @@ def _postgres_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSet
     if not isinstance(url, str) or not url:
         raise ProjectError(f"{where}: engine type postgres needs url: "
                            "postgresql://user@host:5432/database")
-    masked = re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", url)  # never echo a password
+    masked = mask_url(url)  # never echo a password
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("postgresql", "postgres"):
         raise ProjectError(f"{where}: engine url {masked!r} must start with postgresql://")
@@ -113,7 +117,8 @@ def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettin
     elif isinstance(catalog, str) and catalog:
         path = Path(catalog) if Path(catalog).is_absolute() else root / catalog
     else:
-        raise ProjectError(f"{where}: engine catalog {catalog!r} must be a folder or a mapping "
+        raise ProjectError(f"{where}: engine catalog {mask_text(repr(catalog))} must be a folder "
+                           "or a mapping "
                            "of Iceberg catalog properties")
     master = cfg.pop("master", "local[*]")
     if not isinstance(master, str) or not re.match(r"(local(\[[0-9*]+(,\d+)?\])?|spark://|"

@@ -55,6 +55,7 @@ from typing import Any
 import jinja2
 import yaml  # type: ignore[import-untyped]
 
+from .._secrets import mask_text, masked_repr
 from ..errors import BackfillError, CycleError, InvalidInputError
 from ..windows import check_specs, parse_duration
 from .consumers import (LineageSettings, NotifySettings, read_consumers, read_lineage,
@@ -88,6 +89,9 @@ class ProjectSettings:
     windows: tuple[str, ...] = ()  # window: when backfills may claim tasks (backfill.windows)
     #: batching: {min_task: 2s} -- partitions_per_run="auto" gives each task at least this work
     min_task_seconds: float | None = None
+
+    def __repr__(self) -> str:  # the ledger URL and the engine's may hold passwords
+        return masked_repr(self)
 
 
 def sql_literal(value: dt.datetime) -> str:
@@ -199,7 +203,7 @@ def _mapping_of(value: object, what: str, where: str) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise ProjectError(f"{where}: {what} must be a mapping, got {type(value).__name__} "
-                           f"{value!r}")
+                           f"{mask_text(repr(value), hide_paths=True)}")
     return {str(k): v for k, v in value.items()}
 
 
@@ -216,7 +220,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ProjectError(f"{path}: not valid YAML: {exc}") from None
+        # The parser quotes the lines around the error, which may hold a URL with a password.
+        raise ProjectError(f"{path}: not valid YAML: {mask_text(str(exc), hide_paths=True)}") \
+            from None
     return _mapping_of(data, "the file", str(path))
 
 
@@ -226,7 +232,8 @@ def _engine(raw: object, root: Path, where: str) -> EngineSettings:
     cfg = _mapping_of(raw, "engine", where)
     kind = cfg.pop("type", "duckdb")
     if kind not in ENGINE_SETTINGS:
-        raise ProjectError(f"{where}: engine type {kind!r} is not supported; expected one of "
+        raise ProjectError(f"{where}: engine type {mask_text(repr(kind))} is not supported; "
+                           "expected one of "
                            f"{', '.join(ENGINE_SETTINGS)}")
     return ENGINE_SETTINGS[kind](cfg, root, where)
 
@@ -249,8 +256,8 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     engine = _engine(doc.get("engine"), root, where)
     state = doc.get("state", ".backfill")
     if not isinstance(state, str) or not state:
-        raise ProjectError(f"{where}: state {state!r} must be a directory path or a "
-                           "postgresql:// URL")
+        raise ProjectError(f"{where}: state {mask_text(repr(state))} must be a directory path "
+                           "or a postgresql:// URL")
     # A URL names the ledger (a shared Postgres one, say); the state directory then keeps its
     # default for the other local files.
     ledger_url = state if "://" in state else None

@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
+from ..._secrets import mask_text, mask_url
 from ...errors import InvalidInputError
 from ..base import TaskFailure
 
@@ -31,24 +31,6 @@ _SESSION = "SET TimeZone TO 'UTC'; SET DateStyle TO 'ISO, YMD'; SET IntervalStyl
 
 class PostgresConnectionError(InvalidInputError):
     """The warehouse named by a URL cannot be used (unreachable, refused, no permission)."""
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its password (in the authority or a ``password=`` parameter) as ``***``."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        auth, _, host = netloc.rpartition("@")
-        if ":" in auth:
-            auth = auth.split(":", 1)[0] + ":***"
-        netloc = f"{auth}@{host}"
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    masked = [(k, "***" if k == "password" else v) for k, v in query]
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path,
-                                    urllib.parse.urlencode(masked, safe="*"), parts.fragment))
 
 
 # SQLSTATE classes and codes of failures that may pass on a retry: serialization failures and
@@ -71,13 +53,16 @@ def task_failure(where: str, exc: BaseException) -> TaskFailure:
     """The :class:`TaskFailure` of a database error in a task of ``where``."""
     transient = is_transient(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = mask_text(text)  # a driver's message may quote a connection string
     kind = "SQL error" if not transient else type(exc).__name__
     return TaskFailure(f"{where}: {kind}: {text}", transient=transient)
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, url: str = "") -> str:
+    """The first lines of ``exc``'s text, with the secrets of ``url`` (and any other) masked: a
+    driver may quote the connection string it could not use."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return "; ".join(lines[:2]) or type(exc).__name__
+    return mask_text("; ".join(lines[:2]), urls=(url,)) or type(exc).__name__
 
 
 class Database:
@@ -117,8 +102,8 @@ class Database:
                                        [schema, schema]).fetchone()
                     usable = bool(got and got[0] and got[1])
         except psycopg.Error as exc:
-            raise PostgresConnectionError(
-                f"cannot use the PostgreSQL warehouse {self.masked}: {_reason(exc)}") from None
+            raise PostgresConnectionError(f"cannot use the PostgreSQL warehouse {self.masked}: "
+                                          f"{_reason(exc, self.url)}") from None
         if version < 150000:
             raise PostgresConnectionError(
                 f"{self.masked}: PostgreSQL {version // 10000} is too old; the engine needs 15 "
@@ -165,8 +150,9 @@ class Database:
                 if attempt == 2:
                     raise
             except PoolTimeout as exc:
-                raise PostgresConnectionError(f"no connection to {self.masked} within the "
-                                              f"pool's timeout: {_reason(exc)}") from None
+                raise PostgresConnectionError(
+                    f"no connection to {self.masked} within the pool's timeout: "
+                    f"{_reason(exc, self.url)}") from None
         with self._lock:
             self._active.add(conn)
         try:
@@ -192,6 +178,7 @@ class Database:
         """An ADBC cursor whose ``fetch_record_batch()`` streams a result as Arrow batches.
         Opening an ADBC connection reads the server's type catalog (~0.1 s), so connections
         are kept for reuse until :meth:`close`."""
+        import adbc_driver_manager
         import adbc_driver_postgresql.dbapi as adbc  # type: ignore[import-untyped]
 
         with self._lock:
@@ -199,10 +186,10 @@ class Database:
         if conn is None:
             try:
                 conn = adbc.connect(self.url, autocommit=True)
-            except Exception as exc:  # adbc_driver_manager's errors share no public base
+            except adbc_driver_manager.Error as exc:  # the DB-API base of every ADBC error
                 raise PostgresConnectionError(
                     f"cannot open an Arrow (ADBC) connection to {self.masked}: "
-                    f"{_reason(exc)}") from None
+                    f"{_reason(exc, self.url)}") from None
         cur = conn.cursor()
         ok = False
         try:
@@ -210,14 +197,14 @@ class Database:
             yield cur
             ok = True
         finally:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(adbc_driver_manager.Error):
                 cur.close()
             with self._lock:
                 keep = ok and len(self._adbc) < self.pool_size
                 if keep:
                     self._adbc.append(conn)
             if not keep:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(adbc_driver_manager.Error):
                     conn.close()
 
     def close(self) -> None:
@@ -226,6 +213,9 @@ class Database:
             adbc, self._adbc = self._adbc, []
         if pool is not None:
             pool.close()
-        for conn in adbc:
-            with contextlib.suppress(Exception):
-                conn.close()
+        if adbc:
+            import adbc_driver_manager  # loaded already: it made these connections
+
+            for conn in adbc:
+                with contextlib.suppress(adbc_driver_manager.Error):
+                    conn.close()

@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 import yaml  # type: ignore[import-untyped]
 
+from ..._secrets import mask_text, masked_repr
 from .manifest import DbtError
 
 __all__ = ["DbtProfile", "read_profile", "write_profile"]
@@ -35,6 +36,9 @@ class DbtProfile:
     schema: str  # where dbt writes the published models
     kind: str = "duckdb"  # the adapter: duckdb or postgres
     url: str | None = None  # postgres: postgresql://user[:password]@host:port/dbname
+
+    def __repr__(self) -> str:  # the target's settings and URL hold its password
+        return masked_repr(self)
 
 
 def _render(value: str) -> str:
@@ -54,7 +58,8 @@ def _yaml(path: Path) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise DbtError(f"{path}: cannot read: {exc}") from None
+        # A YAML error quotes the lines around it, which may hold a password.
+        raise DbtError(f"{path}: cannot read: {mask_text(str(exc))}") from None
     if not isinstance(doc, dict):
         raise DbtError(f"{path}: expected a mapping")
     return doc

@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..._secrets import mask_url
 from ...errors import InvalidInputError
 from .backend import FinishOutcome, LedgerBackend
 from .overlap import Overlap, OverlapError
@@ -91,9 +92,10 @@ def open_ledger(url: str | Path) -> LedgerBackend:
                                     "backfill[postgres]") from exc
         return PostgresLedger(url)
     if scheme != "sqlite":
-        raise InvalidInputError(f"ledger URL {url!r}: unknown scheme {scheme!r}; expected "
-                                "sqlite:///path or postgresql://user@host:port/db")
+        raise InvalidInputError(f"ledger URL {mask_url(url)!r}: unknown scheme {scheme!r}; "
+                                "expected sqlite:///path or postgresql://user@host:port/db")
     if not rest.startswith("/") or rest == "/":
-        raise InvalidInputError(f"ledger URL {url!r}: expected sqlite:///relative/path or "
-                                "sqlite:////absolute/path (three slashes, then the path)")
+        raise InvalidInputError(f"ledger URL {mask_url(url)!r}: expected "
+                                "sqlite:///relative/path or sqlite:////absolute/path (three "
+                                "slashes, then the path)")
     return Ledger(Path(rest[1:]))

@@ -39,6 +39,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+from ..._secrets import mask_text, mask_url
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from . import postgres_sql as q
 from .backend import FinishOutcome
@@ -63,15 +64,6 @@ R = TypeVar("R")
 Conn = psycopg.Connection[tuple[Any, ...]]
 _SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _OUTCOME: dict[str, FinishOutcome] = {"done": "done", "pending": "pending", "failed": "failed"}
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def _split_url(url: str) -> tuple[str, str]:
@@ -138,7 +130,7 @@ class PostgresLedger(PostgresOps, PostgresReplayRecords, PostgresCostRecords):
     pool_size: int = 4
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
-        self.url = mask_url(url)
+        self.url = mask_url(url)  # shown in every message; the real one stays in _conninfo
         self._conninfo, self.schema = _split_url(url)
         self._kwargs: dict[str, Any] = {
             "autocommit": True, "options": f"-c search_path={self.schema}",
@@ -151,10 +143,15 @@ class PostgresLedger(PostgresOps, PostgresReplayRecords, PostgresCostRecords):
                     prepare(db, self.schema, self.url)
         except psycopg.Error as exc:
             raise LedgerError(f"ledger {self.url}: opening failed: "
-                              f"{str(exc).strip() or type(exc).__name__}") from exc
+                              f"{self._reason(exc)}") from exc
 
     def __repr__(self) -> str:
         return f"PostgresLedger({self.url!r})"
+
+    def _reason(self, exc: BaseException) -> str:
+        """``exc``'s text with the ledger URL's secrets masked (a driver may quote the
+        connection string it could not use)."""
+        return mask_text(str(exc).strip(), urls=(self._conninfo,)) or type(exc).__name__
 
     # -- connections, retries, errors ----------------------------------------------------------
     def _connections(self) -> ConnectionPool[Conn]:
@@ -184,14 +181,14 @@ class PostgresLedger(PostgresOps, PostgresReplayRecords, PostgresCostRecords):
             except psycopg.OperationalError as exc:  # connection lost, server restarting, ...
                 if time.monotonic() + delay > deadline:
                     raise LedgerError(f"ledger {self.url}: {what} failed after retrying for "
-                                      f"{self.retry_seconds:.0f}s: {exc}") from exc
+                                      f"{self.retry_seconds:.0f}s: {self._reason(exc)}") from exc
                 log.warning("ledger %s: %s failed (%s); retrying in %.2fs", self.url, what,
-                            str(exc).strip().splitlines()[0] if str(exc).strip() else
-                            type(exc).__name__, delay)
+                            self._reason(exc).splitlines()[0], delay)
                 time.sleep(delay)
                 delay, retried = min(delay * 2, 2.0), True
             except psycopg.Error as exc:
-                raise LedgerError(f"ledger {self.url}: {what} failed: {exc}") from exc
+                raise LedgerError(f"ledger {self.url}: {what} failed: {self._reason(exc)}") \
+                    from exc
 
     def close(self) -> None:
         if self._pool is not None and self._pid == os.getpid():
