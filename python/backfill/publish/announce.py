@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..engines import Area, Engine, PublishRequest
 from ..model.consumers import NotifySettings
 from .changelog import delivery_row
-from .notify import Delivery, deliver
+from .notify import Delivery, deliveries
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -41,15 +41,26 @@ def announce(project: Project, engine: Engine, entry: Mapping[str, Any],
     settings = project.settings
     notify = (settings.notify if settings else None) or NotifySettings()
     out: list[Delivery] = []
-    try:
-        if settings is not None and settings.lineage is not None:
+    # Each delivery catches the failures of its far side (notify.DELIVERY_ERRORS) and returns
+    # them; what reaches these two handlers is a bug of ours. They stay broad because the change
+    # is already published: a bug in telling about it must not make it look failed (nor keep
+    # the consumers' messages from going out when the lineage events could not). Logged with
+    # its traceback, as the bug it is.
+    if settings is not None and settings.lineage is not None:
+        try:
             from .lineage import emit
 
             out += emit(project, settings.lineage, entry, retries=notify.retries,
                         backoff=notify.backoff, timeout=notify.timeout)
-        out += deliver(notify, project.name, entry)
-    except Exception:  # a bug of ours must not make a published change look failed
-        log.exception("telling consumers about %s failed", entry["publication_id"])
+        except Exception:
+            log.exception("bug: emitting the OpenLineage events of %s failed; the change "
+                          "stands", entry["publication_id"])
+    try:
+        for d in deliveries(notify, project.name, entry):
+            out.append(d)  # one at a time: those before a bug are still recorded
+    except Exception:
+        log.exception("bug: telling consumers about %s failed; the change stands",
+                      entry["publication_id"])
     for d in out:
         (log.info if d.ok else log.error)("%s: %s", entry["publication_id"], d)
     if out:
@@ -60,6 +71,9 @@ def announce(project: Project, engine: Engine, entry: Mapping[str, Any],
             engine.publish(project, PublishRequest(entry["publication_id"],
                                                    Area(entry["publication_id"]), (), rows))
         except Exception:
+            # Broad on purpose: the engines' failures share no base class (duckdb.Error,
+            # psycopg.Error, Py4JJavaError...), and neither they nor a bug of ours may make the
+            # published change look failed. The traceback tells a bug from a lost connection.
             log.exception("could not record the deliveries of %s in the changelog: %s",
                           entry["publication_id"], "; ".join(map(str, out)))
     return out

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._numbers import delta, from_json, pct, to_kind, typed, value_type
+from .._secrets import mask_text
 from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS, Engine, Part
 from ..errors import InvalidInputError, NotFoundError
@@ -143,9 +144,14 @@ class Changelog:
             kind = row_kind(r)
             if kind == "delivery":
                 channel, _, consumer = str(r["partition"]).partition(" ")
+                # Masked again as read: a row written before webhooks were masked holds the
+                # whole URL (a credential), as a consumer named by it or in the detail.
                 deliveries.setdefault(r["publication_id"], []).append({
-                    "at": _iso(r["published_at"]), "channel": channel, "consumer": consumer,
-                    "ok": r["reason"] == "delivered", "detail": r["note"]})
+                    "at": _iso(r["published_at"]), "channel": channel,
+                    "consumer": mask_text(consumer, hide_paths=True),
+                    "ok": r["reason"] == "delivered",
+                    "detail": None if r["note"] is None else
+                    mask_text(str(r["note"]), hide_paths=True)})
                 continue
             p = out.setdefault(r["publication_id"], {
                 "kind": kind, "publication_id": r["publication_id"],

@@ -12,7 +12,8 @@ Per model of a publication, one ``COMPLETE`` run event of the job ``backfill.<mo
 A forward-only change gets one event too: ``nominalTime`` starts at the change's first period,
 the dataset carries the ``backfill`` facet (``kind: forward``, ``effectiveFrom``) and no lifecycle
 change (no data changed). Each transport is tried as a delivery (see :mod:`.notify`); a failure
-is recorded, never raised.
+is recorded, never raised. An http transport is shown as its scheme and host (its URL may carry a
+token, like a webhook's), and its API key is masked out of every failure's text.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import datetime as dt
 import logging
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._secrets import mask_text, mask_webhook
 from ..errors import InvalidInputError
 from ..model.consumers import LineageSettings
 from .notify import Delivery, with_retries
@@ -157,13 +159,24 @@ def _transport_config(t: Mapping[str, Any], timeout: float) -> dict[str, Any]:
                                # our retries (recorded), not the client's on top of them
                                "retry": {"total": 0, "read": 0, "connect": 0}}
         if t.get("api_key_env"):  # the key stays out of backfill.yml
-            cfg["auth"] = {"type": "api_key", "apiKey": os.environ.get(t["api_key_env"], "")}
+            cfg["auth"] = {"type": "api_key", "apiKey": _api_key(t)}
         return cfg
     return {"type": "console"}
 
 
+def _api_key(t: Mapping[str, Any]) -> str:
+    return os.environ.get(t["api_key_env"], "") if t.get("api_key_env") else ""
+
+
 def _target(t: Mapping[str, Any]) -> str:
-    return str(t.get("url") or t.get("path") or t["type"])
+    """The transport as a delivery shows it (an http URL as its scheme and host only)."""
+    return mask_webhook(str(t["url"])) if t.get("url") else str(t.get("path") or t["type"])
+
+
+def _scrub(t: Mapping[str, Any]) -> Callable[[str], str]:
+    """Masks the transport's URL and API key out of a failure's text."""
+    url = str(t.get("url") or "")
+    return lambda text: mask_text(text, webhooks=(url,) if url else (), values=(_api_key(t),))
 
 
 def emit(project: Project, settings: LineageSettings, entry: Mapping[str, Any], *,
@@ -184,5 +197,6 @@ def emit(project: Project, settings: LineageSettings, entry: Mapping[str, Any], 
             finally:
                 client.close()
 
-        out.append(with_retries(send, "openlineage", "lineage", _target(t), retries, backoff))
+        out.append(with_retries(send, "openlineage", "lineage", _target(t), retries, backoff,
+                                scrub=_scrub(t)))
     return out
