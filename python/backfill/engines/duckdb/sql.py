@@ -58,6 +58,9 @@ def transaction(cur: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     try:
         yield cur
     except BaseException:
+        # Any error of the block (a DuckDB error, a bug, Ctrl-C) rolls back and goes on as it
+        # is: nothing is caught. Not a finally: only a failure rolls back. A failed ROLLBACK
+        # (the connection already gone) must not hide the block's error.
         with contextlib.suppress(duckdb.Error):
             cur.execute("ROLLBACK")
         raise

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..._numbers import Number
 from ..._extras import extra_required
-from ...errors import InvalidInputError, NotFoundError
+from ...errors import PROGRAMMING_ERRORS, InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (Area, Capabilities, Column, ColumnKind, Engine, Part, PartitionFingerprint,
                     Period, PublishRequest, TaskFailure, WriteResult, model_location,
@@ -191,13 +191,23 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
     # -- writing --------------------------------------------------------------------------------
     def run_task(self, project: Project, model: str, start: dt.datetime | None,
                  end: dt.datetime | None, area: Area) -> WriteResult:
+        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+        from pyspark.errors import PySparkException
+
         m = project_model(project, model)
         began = time.perf_counter()
         try:
             rows, deleted, fp = self._write(project, m, start, end, area)
         except TaskFailure:
             raise
-        except Exception as exc:  # py4j / pyspark errors carry the Java exception as text
+        except PROGRAMMING_ERRORS:
+            # As they are: a bug is never "a Spark error" (pyspark's own PySparkTypeError and
+            # PySparkAttributeError, a wrong call from Python, are TypeError/AttributeError).
+            raise
+        except (PySparkException, Py4JError, InvalidInputError, NotFoundError) as exc:
+            # Spark's failures (a JVM exception captured by pyspark, or py4j's Py4JJavaError
+            # and Py4JNetworkError) carry the Java exception as text; InvalidInputError and
+            # NotFoundError (a ref() to no model) are a model our rendering refused.
             raise _task_failure(project, model, exc) from None
         return WriteResult(rows, deleted, fp, time.perf_counter() - began)
 
@@ -465,6 +475,6 @@ def _task_failure(project: Project, model: str, exc: Exception) -> TaskFailure:
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     if any(t in text for t in _TRANSIENT):
         return TaskFailure(f"{where}: {first}", transient=True)
-    if isinstance(exc, (AnalysisException, InvalidInputError)):
+    if isinstance(exc, (AnalysisException, InvalidInputError, NotFoundError)):
         return TaskFailure(f"{where}: SQL error: {first}", transient=False)
     return TaskFailure(f"{where}: {type(exc).__name__}: {first}", transient=True)

@@ -78,6 +78,9 @@ def publish(engine: SparkEngine, project: Project, request: PublishRequest) -> N
                 log.info("published %s (was snapshot %s)", pm.model, before)
             _append_changelog(engine, request)
         except BaseException:
+            # Whatever stopped the publish (a Spark error, a bug, Ctrl-C), the tables moved so
+            # far go back first, then the same error goes on: nothing is caught. Not a finally:
+            # only a failed publish rolls back.
             for table, before in reversed(done):
                 _restore(engine, table, before)
             raise
@@ -93,7 +96,11 @@ def _restore(engine: SparkEngine, table: str, snapshot: int | None) -> None:
                 engine.spark.sql(f"CALL {quote(engine.catalog)}.system.set_current_snapshot("
                                  f"'{ident}', {snapshot})")
         log.warning("publish failed: %s set back to snapshot %s", table, snapshot)
-    except Exception:  # keep going: restore as many as possible, then the original error
+    except Exception:  # noqa: BLE001 - logged with its type and traceback, then the next table
+        # Broad on purpose: this runs while another error propagates, and every table still to
+        # set back must be tried whatever failed here (a Spark error or a bug); the log names
+        # what failed (type, message, traceback) and how to finish by hand, and the publish
+        # still raises its original error.
         log.exception("publish failed and %s could NOT be set back to snapshot %s; set it "
                       "back by hand: CALL system.set_current_snapshot('%s', %s)", table,
                       snapshot, ident, snapshot)

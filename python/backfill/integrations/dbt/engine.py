@@ -305,11 +305,17 @@ class DbtEngine(Engine):
                     r.error = None
                     self._run_once(project, [r], time.perf_counter())
         except BaseException as exc:  # noqa: BLE001 - handed to every waiting task
+            # Broad on purpose: the one invocation ran for every task of the group, so each
+            # waiting task must get its failure, whatever it was. A bug keeps its type and
+            # message and is permanent (_transient retries only a warehouse's errors).
+            interrupted = not isinstance(exc, Exception)  # Ctrl-C, SystemExit
             for r in group:
                 if r.result is None and r.error is None:
                     r.error = exc if isinstance(exc, TaskFailure) else \
                         TaskFailure(f"model {r.model!r}: {type(exc).__name__}: {exc}",
-                                    transient=_transient(exc))
+                                    transient=interrupted or _transient(exc))
+            if interrupted:
+                raise  # goes on in this thread as it is (not this task's failure)
         finally:
             for r in group:
                 r.done.set()

@@ -76,7 +76,9 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
             with self._tx() as db:
                 prepare(db, self.path)
         except BaseException:
-            self.close()  # a refused file (newer version, not a ledger) is not held open
+            # Re-raised as it is: only the connection is let go. A refused file (newer
+            # version, not a ledger) is not held open; on success the connection stays.
+            self.close()
             raise
 
     def __repr__(self) -> str:
@@ -119,7 +121,12 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
             try:
                 yield db
             except BaseException:
-                db.execute("ROLLBACK")
+                # Re-raised as it is (an SQLite error, a bug, Ctrl-C): the transaction is
+                # rolled back first. Not a finally: only a failure rolls back. SQLite may have
+                # rolled back already (a full disk, an I/O error): a ROLLBACK then fails with
+                # "no transaction is active" and would hide the error that matters.
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
         finally:
