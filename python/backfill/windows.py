@@ -243,10 +243,11 @@ class Windows:
 
 def _local(when: dt.datetime, tz: str) -> dt.datetime:
     # Only to display a time: the zone's abbreviation (CET/CEST) comes from the system tz data.
+    import zoneinfo
+
     try:
-        import zoneinfo
         return when.astimezone(zoneinfo.ZoneInfo(tz))
-    except Exception:  # pragma: no cover - no tz database: show the calendar's offset
+    except zoneinfo.ZoneInfoNotFoundError:  # pragma: no cover - no tz database: show UTC
         return when.astimezone(dt.timezone(dt.timedelta(0)))
 
 

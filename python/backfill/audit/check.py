@@ -114,7 +114,7 @@ def _partition(project: Project, model: str,
         value = text
     try:
         p = partition_of(value, m.grain, m.tz)
-    except Exception as exc:
+    except InvalidInputError as exc:  # what the C++ calendar raises for any unreadable instant
         raise InvalidInputError(f"partition {partition!r} of {model}: expected an ISO date or "
                                 f"date-time inside a {m.grain} partition ({exc})") from None
     return p.label, p.start, p.end

@@ -22,6 +22,7 @@ from ..errors import InvalidInputError
 from .common import (add_ledger_option, add_project_options, busy, dump, open_backfill,
                      open_project, write)
 from .exit_codes import EXIT_FAILED, EXIT_OK
+from .helptext import add_command
 
 __all__ = ["add_audit_parser", "add_diff_parser"]
 
@@ -30,7 +31,19 @@ _FILE_SUFFIXES = (".parquet", ".csv", ".json", ".ndjson", ".tsv")
 
 
 def add_audit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("audit", help="diff a backfill's audit area against the published data")
+    p = add_command(
+        sub, "audit", "diff a backfill's audit area against the published data",
+        description="Diff a backfill's audit area against the published data, per partition; "
+                    "check the gates.",
+        examples="""\
+Gates (limits on what may change) come from backfill.yml; --gates adds some for this
+audit. Exit 0 when every gate passes, 1 when one fails; then `backfill publish` refuses
+unless given --force REASON.
+
+examples:
+  backfill audit                   the latest backfill
+  backfill audit ID --json
+  backfill audit --gates '{fct_daily_sales: [{removed_rows: 0}]}'""")
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
     add_ledger_option(p)
@@ -39,14 +52,27 @@ def add_audit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def add_diff_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("diff", help="diff two tables (files, or tables of the warehouse)")
+    p = add_command(
+        sub, "diff", "diff two tables (files, or tables of the warehouse)",
+        description="Diff two tables by key: rows added, removed and changed, and the columns "
+                    "that changed.",
+        examples="""\
+Exit 0 when the tables are the same, 1 when they differ.
+
+examples:
+  backfill diff old.parquet new.parquet --key order_id
+  backfill diff old.csv new.csv --key order_id --partition-by ordered_at --grain day
+  backfill diff main.fct_daily_sales audit_ID.fct_daily_sales --key sales_date
+      (tables of the warehouse of the project in --project, default the current directory)""")
     p.add_argument("old", help="a .parquet/.csv/.json file, or schema.table in the warehouse")
-    p.add_argument("new")
+    p.add_argument("new", help="the same forms as OLD")
     add_project_options(p)
     p.add_argument("--key", required=True, action="append", help="key column (repeatable)")
     p.add_argument("--partition-by", help="date/timestamp column for per-partition breakdown")
-    p.add_argument("--grain", default="day")
-    p.add_argument("--tz", default="UTC")
+    p.add_argument("--grain", default="day",
+                   help="partition length for --partition-by (default day)")
+    p.add_argument("--tz", default="UTC",
+                   help="time zone the --partition-by partitions are cut in (default UTC)")
     p.set_defaults(func=cmd_diff)
 
 
@@ -78,7 +104,7 @@ def _read(con: duckdb.DuckDBPyConnection, spec: str) -> Any:
     schema, _, table = spec.partition(".")
     try:
         return con.sql(f"SELECT * FROM {quote(schema)}.{quote(table)}")
-    except Exception as exc:
+    except duckdb.Error as exc:  # no such schema or table, or one DuckDB cannot read
         raise InvalidInputError(f"{spec!r}: {exc}") from None
 
 

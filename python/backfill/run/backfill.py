@@ -488,7 +488,9 @@ def who() -> str:
     """Who is acting (the OS user), recorded with backfills, audits and publications."""
     try:
         return getpass.getuser()
-    except Exception:  # pragma: no cover - no user database in some containers
+    # No login name in the environment and no user database entry (some containers): KeyError
+    # from pwd before Python 3.13, OSError since; ImportError where there is no pwd module.
+    except (OSError, KeyError, ImportError):  # pragma: no cover
         return "unknown"
 
 
