@@ -20,12 +20,15 @@ from ..errors import BackfillError
 from . import (audit, check, control, demo, dbt, forward, lint, partitions, plan, publish,
                replay, run)
 from .exit_codes import EXIT_SIGINT, EXIT_USAGE
+from .helptext import DESCRIPTION, EPILOG
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="backfill", description=__doc__.splitlines()[0])
+    # What users read comes from .helptext; this module's docstring is for developers.
+    parser = argparse.ArgumentParser(prog="backfill", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     parser.add_argument("--version", action="version", version=f"backfill {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -21,15 +21,24 @@ from ..errors import BackfillError
 from ..run import ledger_for, who
 from .common import add_ledger_option, ledger_from_args
 from .exit_codes import EXIT_OK, EXIT_USAGE
+from .helptext import add_command
 
 __all__ = ["add_parsers"]
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    for name, text in (("pause", "pause a backfill: running tasks finish, nothing new starts"),
-                       ("resume", "lift a backfill's pause"),
-                       ("cancel", "cancel a backfill: nothing more runs (audit area kept)")):
-        p = sub.add_parser(name, help=text, description=text)
+    for name, text, example in (
+            ("pause", "pause a backfill: running tasks finish, nothing new starts",
+             "backfill pause ID               runners wait until: backfill resume ID"),
+            ("resume", "lift a backfill's pause",
+             "backfill resume ID              waiting runners carry on by themselves"),
+            ("cancel", "cancel a backfill: nothing more runs (audit area kept)",
+             'backfill cancel ID --reason "wrong period"    then: backfill discard ID')):
+        p = add_command(sub, name, text, examples=f"""example:
+  {example}
+
+Only the ledger changes (not the warehouse), so this works from any process or host while
+runners are busy; exit 2 when the backfill's state does not allow it (nothing changes).""")
         p.add_argument("id", help="backfill id")
         p.add_argument("--project", default=".", help="project directory (default: current)")
         if name == "cancel":

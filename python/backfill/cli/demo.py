@@ -24,6 +24,7 @@ from ..errors import InvalidInputError
 from ..examples import shop
 from ..run.estimate import estimate, format_seconds_fine
 from .exit_codes import EXIT_FAILED, EXIT_OK
+from .helptext import add_command
 from .progress import force_progress, run_with_progress
 
 __all__ = ["add_parser", "run_demo"]
@@ -39,9 +40,18 @@ NOTE = ("Revenue from 1 Aug 2026 was overstated by about 2% (percentage discount
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    d = sub.add_parser("demo", help="the shop backfill, end to end",
-                       description="Builds the shop with the discount bug, fixes the model, "
-                                   "plans, estimates, runs, audits and publishes the backfill.")
+    d = add_command(
+        sub, "demo", "the shop backfill, end to end (try this first)",
+        description="Show the whole flow on an example shop: plan, estimate, run, audit and "
+                    "publish a backfill.",
+        examples="""\
+It builds the shop's warehouse with a discount bug, fixes the model, then backfills
+fct_daily_sales and what depends on it for 1 Aug - 28 Oct 2026, printing each step.
+
+examples:
+  backfill demo
+  backfill demo --dir /tmp/shop      keep the shop, to try the other commands on it
+  backfill demo --engine postgres --url postgresql://me@localhost/scratch""")
     d.add_argument("--dir", help="where to build the shop (default: a new temporary directory)")
     d.add_argument("--orders-per-day", type=int, default=240, help=argparse.SUPPRESS)
     d.add_argument("--concurrency", type=int, default=8, help="tasks at once (default 8)")

@@ -20,14 +20,23 @@ from ..publish import avoided_backfill
 from ..run.estimate import format_seconds_fine
 from .common import add_project_options, busy, dump, open_project, write
 from .exit_codes import EXIT_OK
+from .helptext import add_command
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("forward", help="record a forward-only change (history not rebuilt)",
-                       description="Record that MODEL changes from --from on without a backfill "
-                                   "of its history, beside the estimated cost of that backfill.")
+    p = add_command(
+        sub, "forward", "record a forward-only change (history not rebuilt)",
+        description="Record that MODEL changes from --from on without a backfill of its history.",
+        examples='''\
+It first plans and estimates the backfill this avoids (MODEL and everything downstream,
+from the model's begin up to --from) and prints it; then records the decision in the
+changelog and tells the model's consumers. --dry-run prints the estimate and records nothing.
+
+example:
+  backfill forward fct_daily_sales --from 2026-12-01 --dry-run \\
+      --note "new column meaningful from today; earlier periods unchanged"''')
     p.add_argument("model", help="the changed model")
     p.add_argument("--from", dest="start", required=True, metavar="DATE",
                    help="first period the change applies to (ISO date; naive: the model's zone)")

@@ -10,19 +10,29 @@ from pathlib import Path
 
 from ..lint import DIALECTS, RULES, LintResult, lint_sql
 from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .helptext import add_command
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "lint", help="lint SQL models for backfill hazards",
-        description="Lint SQL models (with dbt Jinja) for clock reads, nondeterminism, "
-                    "unbounded reads of partitioned inputs and appends. Directories are searched "
-                    "for *.sql files; '-' reads standard input. Exit 1 when an error is found.",
+    p = add_command(
+        sub, "lint", "lint SQL models for backfill hazards",
+        description="Lint SQL models (dbt Jinja too) for what makes re-running a past period "
+                    "unsafe.",
+        examples="""\
+It finds clock reads (now(), current_date), nondeterminism (random(), row_number() without
+ORDER BY), reads of partitioned inputs not restricted to the run's period, and appends.
+Directories are searched for *.sql files; '-' reads standard input. Exit 1 when an error is found.
+
+examples:
+  backfill lint models/ --partitioned clean_orders,clean_order_items
+  backfill lint models/fct_sales_7d.sql --ignore CLOCK_READ="as_of is passed in"
+  cat model.sql | backfill lint - --dialect postgres --json""",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="model files or directories")
-    p.add_argument("--dialect", default="duckdb", choices=DIALECTS)
+    p.add_argument("--dialect", default="duckdb", choices=DIALECTS,
+                   help="SQL dialect of the models (default duckdb)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--partitioned", action="append", default=[], metavar="NAME",
                    help="an input partitioned by period (repeatable, or comma-separated)")

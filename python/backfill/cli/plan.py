@@ -17,14 +17,28 @@ from ..api import Project
 from ..errors import InvalidInputError, NotFoundError
 from .common import add_batching
 from .exit_codes import EXIT_FAILED, EXIT_OK
+from .helptext import add_command
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "plan", help="plan a backfill: tasks, dependencies, cost and findings",
-        description="Plan rebuilding the selected models for [START, END) (END exclusive).",
+    p = add_command(
+        sub, "plan", "plan a backfill: tasks, dependencies, cost and findings",
+        description="Plan rebuilding the selected models for [START, END) (END exclusive); "
+                    "nothing runs.",
+        examples="""\
+The plan shows per model the partitions to rebuild, the tasks and their order, the estimated
+time, and findings (what would go wrong or stay stale). Exit 0 when it is ok, 1 when it has an
+error or leaves published partitions stale, 2 for usage or input errors.
+
+examples:
+  backfill plan --project . --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29
+      ("fct_daily_sales+": the model and everything downstream of it, as dbt selects)
+  backfill plan --project . --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 \\
+      --mermaid > plan.mmd
+  backfill plan --dbt . --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 \\
+      --propagate clip""",
     )
     p.add_argument("--project", required=True, metavar="DIR|FILE.py",
                    help="a project directory (backfill.yml + models/), or a Python file "
@@ -35,12 +49,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--end", required=True, help="exclusive end, same forms as --start")
     p.add_argument("--as-of", default=None, help="only partitions ended by then (default now)")
     p.add_argument("--tz", default=None, help="zone of naive --start/--end/--as-of (default UTC)")
-    p.add_argument("--propagate", default="impact", choices=("impact", "clip"))
+    p.add_argument("--propagate", default="impact", choices=("impact", "clip"),
+                   help="impact (default): selected downstream models also rebuild the periods "
+                        "the change reaches through them; clip: only [START, END), reporting "
+                        "what stays stale")
     p.add_argument("--include-in-progress", action="store_true", default=None,
                    help="also rebuild the partitions still in progress at --as-of (this month, "
                         "this year), which the regular runs have published; default for dbt")
     add_batching(p)
-    p.add_argument("--concurrency", type=int, default=4, metavar="N")
+    p.add_argument("--concurrency", type=int, default=4, metavar="N",
+                   help="tasks at once the schedule assumes (default 4)")
     p.add_argument("--allow-append", action="store_true", help="accept append models")
     p.add_argument("--cost", action="append", default=[], metavar="MODEL=SECONDS",
                    help="seconds per partition of a model (repeatable)")

@@ -20,12 +20,24 @@ from ..publish import FORMATS
 from .common import (add_ledger_option, add_project_options, busy, dump, open_backfill,
                      open_project, write)
 from .exit_codes import EXIT_FAILED, EXIT_OK
+from .helptext import add_command
 
 __all__ = ["add_changelog_parser", "add_discard_parser", "add_publish_parser"]
 
 
 def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("publish", help="publish an audited backfill atomically")
+    p = add_command(
+        sub, "publish", "publish an audited backfill atomically",
+        description="Publish an audited backfill: its partitions replace the published ones "
+                    "in one swap.",
+        examples="""\
+The changelog records it (with --note), and the consumers named in backfill.yml are told.
+Refused (exit 1) when it was not audited, a gate failed (unless --force REASON), the audit
+area or the published data changed since the audit, or it is already published.
+
+examples:
+  backfill publish --note "revenue from 1 Aug 2026 about 2% lower (discounts fixed)"
+  backfill publish ID --note "..." --force "the removed rows were test orders\"""")
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
     add_ledger_option(p)
@@ -35,7 +47,13 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def add_discard_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("discard", help="drop an unpublished backfill's audit area")
+    p = add_command(
+        sub, "discard", "drop an unpublished backfill's audit area",
+        description="Drop an unpublished backfill's audit area; the published tables stay as "
+                    "they are.",
+        examples="""\
+example:
+  backfill discard ID""")
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
     add_ledger_option(p)
@@ -43,10 +61,15 @@ def add_discard_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def add_changelog_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("changelog", help="what publications changed, for consumers",
-                       description="Publications and forward-only changes, newest first, with "
-                                   "the consumers told; --format html writes a page finance "
-                                   "can read.")
+    p = add_command(
+        sub, "changelog", "what publications changed, for consumers",
+        description="Show what publications and forward-only changes changed, newest first, "
+                    "and whom they told.",
+        examples="""\
+examples:
+  backfill changelog --since 2026-08-01
+  backfill changelog --model fct_daily_sales --format markdown
+  backfill changelog --format html > changelog.html     a page finance can read""")
     add_project_options(p)
     p.add_argument("--backfill", metavar="ID", help="only this backfill's publication")
     p.add_argument("--format", choices=FORMATS, default="text", help="output (default text)")

@@ -29,17 +29,36 @@ from ..replay.groups import GroupReset, apply_offsets, plan_reset
 from ..run import engine_for, ledger_for, utcnow, who
 from .common import add_ledger_option, dump, ledger_from_args, write
 from .exit_codes import EXIT_FAILED, EXIT_OK
+from .helptext import add_command
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("replay", help="replays from Kafka: reset a consumer group's offsets")
+    p = add_command(
+        sub, "replay", "replays from Kafka: reset a consumer group's offsets",
+        description="Replay a period of a Kafka topic: move a consumer group's offsets back "
+                    "(and undo it).",
+        examples="""\
+example:
+  backfill replay reset-group orders-etl --topic orders --to 2026-11-01""")
     rsub = p.add_subparsers(dest="replay_command", required=True, metavar="COMMAND")
-    r = rsub.add_parser("reset-group", help="move a consumer group to a time (dry run unless "
-                        "--execute)", description=__doc__.splitlines()[0])
+    r = add_command(
+        rsub, "reset-group", "move a consumer group to a time (dry run unless --execute)",
+        description="Move a consumer group's offsets on a topic back to a time, so its "
+                    "consumers replay from there.",
+        examples="""\
+Without --execute it prints, per partition, the group's current and new offset and changes
+nothing. --execute refuses (naming them) while the group has active members; the offsets it
+replaces are recorded, and --undo puts back those of the latest reset. The broker is that of
+the project's Kafka source of --topic, or --bootstrap. Exit 0 done, 1 refused, 2 bad input.
+
+examples:
+  backfill replay reset-group orders-etl --topic orders --to 2026-11-01      (what would move)
+  backfill replay reset-group orders-etl --topic orders --to 2026-11-01 --execute
+  backfill replay reset-group orders-etl --topic orders --undo""")
     r.add_argument("group", help="the consumer group id")
-    r.add_argument("--topic", required=True)
+    r.add_argument("--topic", required=True, help="the topic whose partitions move")
     r.add_argument("--to", help="ISO date or date-time (naive: UTC): each partition moves to "
                                 "its first record at or after it")
     how = r.add_mutually_exclusive_group()

@@ -33,15 +33,33 @@ from ..windows import parse_duration
 from .common import add_batching, add_ledger_option, ledger_from_args
 from .exit_codes import (EXIT_FAILED, EXIT_LATER, EXIT_OK, EXIT_STOPPED, EXIT_USAGE,
                          exit_for_signal)
+from .helptext import add_command
 from .progress import force_progress, run_with_log_lines, run_with_progress
 
 __all__ = ["add_parsers"]
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    r = sub.add_parser("run", help="run a backfill (or resume one)",
-                       description="Plan and run a backfill into the audit area (or, with "
-                                   "--direct, straight into the published tables), or resume one.")
+    r = add_command(
+        sub, "run", "run a backfill (or resume one)",
+        description="Plan and run a backfill into the audit area (published tables unchanged), "
+                    "or resume one.",
+        examples="""\
+examples:
+  backfill run --project . --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 \\
+      --reason "discount bug fixed"
+  backfill run ID                  resume: run what is not done (after a crash or a failure)
+  backfill run --select "*" --start 2026-01-01 --end 2026-12-01 --direct \\
+      --reason "initial build"     a first build, straight into the published tables
+  backfill run ID --window "22:00-06:00 Europe/Berlin" --budget 3h
+
+Then `backfill audit` shows what changed and `backfill publish` makes it visible. Several
+processes or hosts may run the same backfill (`backfill run ID` on each; a shared --ledger).
+
+exit status: 0 every task done, 1 a task failed, 2 usage or input error (nothing recorded),
+3 stopped for now (no run window has room, or paused): run it again later,
+4 stopped until someone acts (the budget is spent, or it was cancelled),
+130/143 interrupted by Ctrl-C/SIGTERM: nothing is lost, `backfill run ID` runs the rest.""")
     r.add_argument("id", nargs="?", help="a recorded backfill to resume (same as --resume)")
     r.add_argument("--project", default=".", help="project directory (default: current)")
     r.add_argument("--resume", metavar="ID", help="resume backfill ID: run what is not done")
@@ -94,9 +112,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=cmd_run)
 
-    s = sub.add_parser("status", help="show a backfill's progress",
-                       description="Per model done / running / failed / pending task counts and "
-                                   "the failed tasks with their errors.")
+    s = add_command(
+        sub, "status", "show a backfill's progress",
+        description="Show a backfill's progress: tasks done, running, failed and pending per "
+                    "model; why tasks failed.",
+        examples="""\
+examples:
+  backfill status                  the latest backfill
+  backfill status ID --json
+  backfill status --list           recent backfills""")
     s.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     s.add_argument("--project", default=".", help="project directory (default: current)")
     s.add_argument("--list", action="store_true", help="list recent backfills instead")
