@@ -232,3 +232,14 @@ def test_a_masking_filter_masks_log_records(caplog: pytest.LogCaptureFixture) ->
     finally:
         log.removeHandler(handler)
     assert seen == ["connecting to postgresql://u:***@h/db"]
+
+
+def test_a_spark_engine_recorded_in_the_ledger_masks_its_catalog_credentials() -> None:
+    pytest.importorskip("pyspark")
+    from backfill.engines.spark.engine import SparkEngine
+
+    engine = SparkEngine({"type": "rest", "uri": "https://cat.example/api",
+                          "credential": "id:S3cr3t-pw-7f3a", "token": "S3cr3t-pw-7f3a",
+                          "s3.secret-access-key": "S3cr3t-pw-7f3a"})
+    assert "S3cr3t" not in repr(engine)  # run.backfill records repr(engine) in the ledger
+    assert "'uri': 'https://cat.example/api'" in repr(engine)

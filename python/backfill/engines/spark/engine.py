@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..._numbers import Number
+from ..._secrets import mask_text
 from ..._extras import extra_required
 from ...errors import PROGRAMMING_ERRORS, InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
@@ -130,8 +131,8 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         catalog = opts.pop("catalog", None) or settings.path
         return cls(catalog, schema=settings.schema, **opts)
 
-    def __repr__(self) -> str:
-        return f"SparkEngine({self.catalog_props!r}, master={self.master!r})"
+    def __repr__(self) -> str:  # recorded in the ledger: catalog credentials are masked
+        return mask_text(f"SparkEngine({self.catalog_props!r}, master={self.master!r})")
 
     @property
     def spark(self) -> SparkSession:
