@@ -43,7 +43,7 @@ def _help(*command: str) -> str:
     # A fixed width: argparse wraps to $COLUMNS, and the assertions read whole lines.
     env = {**os.environ, "COLUMNS": "100"}
     r = subprocess.run([str(BACKFILL), *command, "--help"], capture_output=True, text=True,
-                       env=env, timeout=60)
+                       env=env, timeout=60, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stderr == ""
     return r.stdout
@@ -72,7 +72,7 @@ def test_top_level_help_describes_the_tool_and_lists_every_command() -> None:
         text.index("backfill audit"), text.index("backfill publish ")
     assert list(flow) == sorted(flow), "plan -> run -> audit -> publish, in that order"
     assert "backfill demo" in text and "read more" in text
-    listed = dict(re.findall(r"^    (\S+) +(\S.*)$", text, flags=re.M))
+    listed = dict(re.findall(r"^    (\S+) +(\S.*)$", text, flags=re.MULTILINE))
     for (name,) in (c for c in _commands() if len(c) == 1):
         assert name in listed, f"{name} is not listed with a one-line description:\n{text}"
 
@@ -87,4 +87,4 @@ def test_command_help_says_what_it_does(command: tuple[str, ...]) -> None:
         f"`backfill {' '.join(command)} --help` should open with one line saying what it " \
         f"does:\n{text}"
     assert not description[0].startswith(("positional arguments", "options")), text
-    assert re.search(r"^examples?:$", text, flags=re.M), f"no example:\n{text}"
+    assert re.search(r"^examples?:$", text, flags=re.MULTILINE), f"no example:\n{text}"
