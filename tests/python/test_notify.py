@@ -436,3 +436,58 @@ def test_an_unreachable_smtp_server_is_retried_and_reported(published: SimpleNam
     assert (d.channel, d.consumer, d.ok, d.attempts) == ("email", "finance", False, 2)
     assert "ConnectionRefusedError" in str(d.error) and "after 2 attempt(s)" in d.detail()
     assert len(mail.messages) == received
+
+
+# -- failures of the far side vs bugs of ours ---------------------------------------------------
+def test_only_the_far_sides_failures_are_retried_and_a_bug_is_not_a_failed_delivery() -> None:
+    from backfill.publish.notify import with_retries
+
+    calls: list[str] = []
+
+    def refused() -> None:
+        calls.append("refused")
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    d = with_retries(refused, "ops", "webhook", "https://hooks.example/…", 3, 0,
+                     scrub=lambda t: t.replace("refused", "[masked]"))
+    assert (d.ok, d.attempts, calls) == (False, 3, ["refused"] * 3)
+    assert d.error == "ConnectionRefusedError: [Errno 111] Connection [masked]"
+
+    def bug() -> None:
+        calls.append("bug")
+        raise TypeError("send_webhook() got an unexpected keyword argument 'timout'")
+
+    with pytest.raises(TypeError):  # not "delivery failed, will retry": once, and it surfaces
+        with_retries(bug, "ops", "webhook", "https://hooks.example/…", 3, 0)
+    assert calls.count("bug") == 1
+
+
+def test_a_bug_while_telling_is_logged_and_the_deliveries_before_it_are_recorded(
+        published: SimpleNamespace, web: Receiver, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    import dataclasses
+
+    import backfill.publish.notify as notify
+    from backfill.model.consumers import Consumer, NotifySettings
+    from backfill.publish.announce import announce
+    from backfill.run import engine_for
+
+    project = backfill.Project.load(published.root)
+    assert project.settings is not None
+    told = Consumer("told", f"{web.url}/told")
+    buggy = Consumer("buggy", None, ("buggy@shop.example",))
+    project.settings = dataclasses.replace(project.settings, lineage=None, notify=NotifySettings(
+        by_model={"fct_daily_sales": (told, buggy)}, smtp=published.project.settings.notify.smtp,
+        retries=3, backoff=0))
+
+    def send_email(*args: Any) -> None:
+        raise AttributeError("'NoneType' object has no attribute 'sender'")
+
+    monkeypatch.setattr(notify, "send_email", send_email)  # a bug of ours, injected
+    entry = published.project.changelog(published.bf.id).publications()[0]
+    rows_before = len(project.changelog().rows)
+    out = announce(project, engine_for(project), entry, "tester")
+    assert [(d.consumer, d.ok, d.attempts) for d in out] == [("told", True, 1)]
+    [bug] = [r for r in caplog.records if r.getMessage().startswith("bug: telling consumers")]
+    assert bug.exc_info is not None and bug.exc_info[0] is AttributeError  # with its traceback
+    assert len(project.changelog().rows) == rows_before + 1  # the delivery before it, recorded
