@@ -26,7 +26,7 @@ DEPS_OK   := $(VENV)/.deps
 SOURCES   := $(shell find cpp python -type f -not -name '*.pyc' -not -path '*/__pycache__/*' 2>/dev/null)
 DEMO_ARGS ?=
 
-.PHONY: demo test setup apt bench clean lock test-latest test-oldest
+.PHONY: demo test setup apt bench clean lock test-latest test-oldest notebook
 
 demo: setup
 	$(VENV)/bin/backfill demo $(DEMO_ARGS)
@@ -41,6 +41,12 @@ test: apt chroot-bg setup dist-wheel
 	@echo "== pytest =="
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
 	@$(SANITIZE_BG_WAIT)
+
+# The shop notebook is committed executed (people read it on a forge before they run it): this
+# re-executes it in place; the file changes only when its outputs do (tests/python/test_demo.py
+# fails when the committed outputs are stale, ids and times aside).
+notebook: setup
+	$(PY) tools/run_notebook.py
 
 bench: setup
 	for b in benchmarks/*_bench.py; do $(PY) $$b || exit 1; done
@@ -195,6 +201,9 @@ DEB_PKGS += $(SAN_PKGS)
 # sdist compiled in a fresh venv. `make test` runs the first of the two (test_wheel.py).
 .PHONY: wheel dist-wheel wheel-check chroot-bg
 DIST        := dist
+# The lowest tag this build allows (Debian 12's toolchain uses glibc symbols up to 2.34), named
+# rather than left to auditwheel's default, which older auditwheels set to manylinux_2_5.
+WHEEL_PLAT  := manylinux_2_34_x86_64
 CHROOT      := build/chroot/bookworm
 
 wheel: dist-wheel
@@ -207,8 +216,8 @@ dist-wheel: setup
 	rm -rf $(DIST) build/wheel-raw
 	$(PIP) wheel -q --no-deps --no-build-isolation -w build/wheel-raw . -Cbuild-dir=$(BUILD_DIR) \
 	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/auditwheel repair -w $(DIST) \
-	  build/wheel-raw/backfill-*.whl
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/auditwheel repair --plat $(WHEEL_PLAT) \
+	  -w $(DIST) build/wheel-raw/backfill-*.whl
 	$(VENV)/bin/auditwheel show $(DIST)/backfill-*manylinux*.whl
 
 # Starts making the chroot (and its wheelhouse) in the background, as root only; quick once made.

@@ -20,7 +20,6 @@ import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "python" / "backfill"
-MAX_LINES = 500  # per module; a longer one holds more than one idea and is split at its seam
 CORE = "backfill._core"  # the C++ extension: grimp reads .py files only, so it never sees it
 
 
@@ -126,11 +125,3 @@ def test_audit_and_publish_hold_no_sql_and_no_duckdb() -> None:
                         found.append(f"{name}:{node.lineno}: from {module} import "
                                      + ", ".join(a.name for a in node.names))
     assert not found, "audit/ and publish/ go through the Engine interface:\n" + "\n".join(found)
-
-
-def test_modules_are_small() -> None:
-    long = [f"{p.relative_to(ROOT)}: {n} lines"
-            for p in _modules(PACKAGE)
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
-    assert not long, f"modules over the limit of {MAX_LINES} lines (split them at a seam):\n" \
-        + "\n".join(long)
