@@ -15,6 +15,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from .._secrets import MaskingFilter
 from .._version import __version__
 from ..errors import BackfillError
 from . import (audit, check, control, demo, dbt, forward, lint, partitions, plan, publish,
@@ -58,6 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2),
                         format="%(levelname)s %(name)s: %(message)s")
+    # Our own messages are masked where they are made; a library's (a driver, OpenLineage's
+    # client at DEBUG) may log a connection string or a webhook as it was given.
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(MaskingFilter())
     try:
         return int(args.func(args))
     except BackfillError as exc:
