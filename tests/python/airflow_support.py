@@ -40,11 +40,13 @@ dag = backfill_dag(CONF["dag_id"], CONF["project"], CONF["select"], CONF["start"
 
 
 def _backfill_cli(*args):
-    """``backfill ARGS`` in a second process, as an operator would run it."""
+    """``backfill ARGS`` in a second process, as an operator would run it: the installed
+    console script, beside this interpreter."""
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "backfill.cli", *args, "--project", CONF["project"]],
+    script = Path(sys.executable).parent / "backfill"
+    r = subprocess.run([str(script), *args, "--project", CONF["project"]],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     print(r.stdout, flush=True)
