@@ -116,7 +116,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
         settings = open_project(args).settings
         if settings is None:  # only a project built in Python has none; Project.load sets them
             raise InvalidInputError(f"project {args.project}: no warehouse to read tables from")
-        con = duckdb.connect(str(settings.engine.path), read_only=True)
+        engine = settings.engine  # a DuckDB file: engine duckdb, or dbt on dbt-duckdb
+        if engine.type not in ("duckdb", "dbt") or not engine.path.is_file():
+            what = (f"its DuckDB file {engine.path} does not exist" if engine.type == "duckdb"
+                    else f"its warehouse ({engine.type}) is not a DuckDB file")
+            raise InvalidInputError(f"project {args.project}: diff reads schema.table from a "
+                                    f"DuckDB warehouse and {what}; diff .parquet or .csv "
+                                    "exports of the two tables instead")
+        con = duckdb.connect(str(engine.path), read_only=True)
     try:
         options: dict[str, Any] = {}
         if args.partition_by:
