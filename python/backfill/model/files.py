@@ -451,9 +451,11 @@ def _check_sql(sql: str, engine: EngineSettings, path: Path, model: str) -> None
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
         raise ProjectError(f"{where}: SQL error: {exc}") from None
-    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-        kinds = ", ".join(str(s.type).rsplit(".", 1)[-1] for s in statements) or "nothing"
-        raise ProjectError(f"{where}: a model is one SELECT statement; found {kinds}")
+    # By name: DuckDB 1.4's type stubs call the member SELECT_STATEMENT, its runtime SELECT.
+    kinds = [str(s.type).rsplit(".", 1)[-1] for s in statements]
+    if kinds != ["SELECT"]:
+        found = ", ".join(kinds) or "nothing"
+        raise ProjectError(f"{where}: a model is one SELECT statement; found {found}")
 
 
 def _min_task(batching: Any, where: str) -> float | None:

@@ -37,10 +37,11 @@ class BrokerError(TaskFailure):
 
 def _kafka() -> Any:
     with extra_required("replaying from Kafka", "kafka"):
-        import confluent_kafka
+        # confluent-kafka ships type hints (py.typed) from 2.13 on; before, it is untyped.
+        import confluent_kafka  # type: ignore[import-untyped, unused-ignore]
         # A submodule is an attribute of its package only once imported; confluent-kafka 2.16
         # no longer imports ``admin`` from its __init__.
-        import confluent_kafka.admin  # noqa: F401
+        import confluent_kafka.admin  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
     return confluent_kafka
 
 

@@ -118,7 +118,7 @@ def _decode_avro(cfg: KafkaSettings, msgs: list[Any]) -> list[Mapping[str, Any]]
     out: list[Mapping[str, Any]] = []
     for msg in msgs:
         try:
-            out.append(dict(fastavro.schemaless_reader(io.BytesIO(msg.value() or b""), schema)))  # type: ignore[arg-type]
+            out.append(dict(fastavro.schemaless_reader(io.BytesIO(msg.value() or b""), schema)))  # type: ignore[arg-type, unused-ignore]
         # What fastavro raises for bytes that are not a record of the schema (found by feeding
         # it random bytes for every type): a short read (EOFError; IndexError inside a varint),
         # bad UTF-8 or an impossible date (ValueError), a value too large (OverflowError). An

@@ -471,7 +471,7 @@ def _no_space(exc: BaseException) -> bool:
 
 def _check_columns(cur: duckdb.DuckDBPyConnection, project: Project, model: str, tmp: str,
                    target: str) -> None:
-    new = [d[0] for d in cur.execute(f"SELECT * FROM {tmp} LIMIT 0").description]
-    old = [d[0] for d in cur.execute(f"SELECT * FROM {target} LIMIT 0").description]
+    new = [d[0] for d in cur.execute(f"SELECT * FROM {tmp} LIMIT 0").description or []]
+    old = [d[0] for d in cur.execute(f"SELECT * FROM {target} LIMIT 0").description or []]
     if set(new) != set(old):
         raise schema_changed(model_location(project, model), target, new, old)

@@ -102,7 +102,7 @@ def one(cur: duckdb.DuckDBPyConnection, sql: str) -> int:
 def _row_hash(cur: duckdb.DuckDBPyConnection, relation: str, alias: str = "",
               names: Sequence[str] | None = None) -> str:
     if names is None:
-        names = [d[0] for d in cur.execute(f"SELECT * FROM {relation} LIMIT 0").description]
+        names = [d[0] for d in cur.execute(f"SELECT * FROM {relation} LIMIT 0").description or []]
     # Sorted names: the digest does not depend on column order.
     prefix = f"{alias}." if alias else ""
     return "hash(" + ", ".join(f"{prefix}{quote(n)}" for n in sorted(names)) + ")"

@@ -46,7 +46,7 @@ def produce_orders(database: str | Path, bootstrap: str, *, topic: str = TOPIC,
     file ``database`` to it; returns how many. Needs confluent-kafka (``backfill[kafka]``)."""
     import importlib
 
-    import confluent_kafka as ck
+    import confluent_kafka as ck  # type: ignore[import-untyped, unused-ignore]
     import duckdb
 
     # Typed Any: confluent_kafka.admin does not re-export NewTopic for mypy.
