@@ -403,7 +403,14 @@ while True:
         continue
     for c in claims:
         if c.task.task_id in stall and c.attempt == 1:
-            time.sleep(0.8)  # stalls past its lease: another worker takes the task over
+            # Stalls past its lease until another worker has taken the task over (its claim
+            # marks this attempt abandoned). Waiting for that, not for a fixed time: on a loaded
+            # machine the other workers may start later than any fixed stall lasts.
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not any(
+                    a["task_id"] == c.task.task_id and a["status"] == "abandoned"
+                    for a in ledger.attempts(bid)):
+                time.sleep(0.05)
         elif c.task.task_id in stall:
             time.sleep(0.4)  # the takeover is still running when the stalled worker reports
         outcome = ledger.finish(c, bid, me, ok=True, rows=1, deleted=0, fingerprint="1:x",
