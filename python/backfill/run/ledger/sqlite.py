@@ -22,6 +22,7 @@ import logging
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -59,6 +60,21 @@ def _marks(states: Iterable[E]) -> tuple[str, list[str]]:
     return ", ".join("?" for _ in values), values
 
 
+def _close_connections(opened: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]],
+                       lock: threading.Lock | None, *, only_finished: bool) -> None:
+    """Closes the connections in ``opened`` (all, or with ``only_finished`` only those whose
+    thread has finished) and forgets them; takes ``lock`` when given (the finalizer's call)."""
+    with lock if lock is not None else contextlib.nullcontext():
+        keep = []
+        for thread_ref, conn in opened:
+            thread = thread_ref()
+            if only_finished and thread is not None and thread.is_alive():
+                keep.append((thread_ref, conn))
+            else:
+                conn.close()
+        opened[:] = keep
+
+
 class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
     """The SQLite ledger at ``path`` (created on first use). Safe across threads (a connection
     per thread) and processes (SQLite's locking; on one machine, not over network file systems).
@@ -68,6 +84,14 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._local = threading.local()
+        # Every connection this ledger opened, with its thread: a thread's connection outlives
+        # the thread in its threading.local only until the GC, which would drop it unclosed
+        # (Python 3.13 warns: ResourceWarning). Connections of finished threads are closed as
+        # new ones open, all of them by close(), and by the finalizer if close() never comes.
+        self._opened: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
+        self._opened_lock = threading.Lock()
+        weakref.finalize(self, _close_connections, self._opened, self._opened_lock,
+                         only_finished=False)
         if self.path.is_dir():
             raise LedgerError(f"ledger {self.path} is a directory; expected a file (e.g. "
                               f"{self.path / 'ledger.sqlite'})")
@@ -95,8 +119,13 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            # check_same_thread=False only so that close() may close it from another thread;
+            # each connection is used by the thread that opened it alone.
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None,
-                                   check_same_thread=True)
+                                   check_same_thread=False)
+            with self._opened_lock:
+                _close_connections(self._opened, None, only_finished=True)
+                self._opened.append((weakref.ref(threading.current_thread()), conn))
             conn.execute("PRAGMA busy_timeout=60000")
             conn.execute("PRAGMA journal_mode=WAL")
             # NORMAL, not FULL: in WAL mode a commit then skips its fsync (2.6 ms median, 15 ms
@@ -135,10 +164,10 @@ class Ledger(SqliteOps, SqliteReplayRecords, SqliteCostRecords):
 
     @_storage("closing")
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        """Closes every connection of this ledger, of every thread; a later call reopens."""
+        with self._opened_lock:
+            _close_connections(self._opened, None, only_finished=False)
+        self._local = threading.local()
 
     # -- backfills -----------------------------------------------------------------------------
     @_storage("recording a backfill")
