@@ -412,6 +412,10 @@ ORACLE_FRAGMENTS = st.sampled_from([
 def test_strings_comments_and_quoted_names_agree_with_duckdb(sql: str) -> None:
     """DuckDB's own tokenizer decides what is a string, a comment or a quoted name: so do we."""
     duckdb = importlib.import_module("duckdb")
+    if int(duckdb.__version__.split(".")[0]) < 2:
+        # The oracle is DuckDB 2's tokenizer, which the lint follows ("$E'" is "$" and an
+        # E-string); DuckDB 1.x, the newest on Python 3.10, reads it otherwise.
+        pytest.skip(f"DuckDB {duckdb.__version__}: the lint follows DuckDB 2's tokenizer")
     try:
         theirs = {pos: str(kind).rsplit(".", 1)[-1] for pos, kind in duckdb.tokenize(sql)}
     except Exception:  # DuckDB refuses some garbage outright; nothing to compare

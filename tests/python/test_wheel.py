@@ -29,6 +29,12 @@ SMOKE = ROOT / "tests" / "wheel" / "smoke.py"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+# dist/ may hold a wheel per Python (make wheels): the one make dist-wheel built is this
+# interpreter's, and the clean Debian root's python3 is bookworm's 3.11.
+THIS_WHEEL = f"backfill-*-cp{sys.version_info[0]}{sys.version_info[1]}-*manylinux*.whl"
+BOOKWORM_WHEEL = "backfill-*-cp311-cp311-*manylinux*.whl"
+
+
 def _newest(pattern: str) -> Path:
     found = sorted(DIST.glob(pattern), key=lambda p: p.stat().st_mtime)
     if not found:
@@ -78,7 +84,7 @@ def _mounts(*mounts: tuple[list[str], Path]) -> Iterator[None]:
 
 
 def test_repaired_wheel_is_manylinux_and_self_contained() -> None:
-    wheel = _newest("backfill-*-manylinux*.whl")
+    wheel = _newest(THIS_WHEEL)
     auditwheel = shutil.which("auditwheel") or str(Path(sys.executable).parent / "auditwheel")
     if not Path(auditwheel).exists():
         pytest.skip("auditwheel is not installed (`make wheel` installs it)")
@@ -102,7 +108,7 @@ def test_repaired_wheel_is_manylinux_and_self_contained() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="debootstrap and chroot need root")
 def test_wheel_in_a_clean_debian_root(tmp_path: Path) -> None:
-    wheel = _newest("backfill-*-manylinux*.whl")
+    wheel = _newest(BOOKWORM_WHEEL)
     # Made in the background since the start of `make test`; this waits on its lock.
     made = subprocess.run([str(ROOT / "tests" / "wheel" / "make_chroot.sh"), str(CHROOT)],
                           capture_output=True, text=True, timeout=1200)

@@ -48,6 +48,7 @@ def _sqlite_make_newer(url: str) -> None:
     with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
         db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                    (str(SCHEMA_VERSION + 1),))
+    db.close()  # `with` commits; it does not close
     db.close()
 
 
