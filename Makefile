@@ -204,6 +204,8 @@ DIST        := dist
 # The lowest tag this build allows (Debian 12's toolchain uses glibc symbols up to 2.34), named
 # rather than left to auditwheel's default, which older auditwheels set to manylinux_2_5.
 WHEEL_PLAT  := manylinux_2_34_x86_64
+# This venv's tag (cp311): dist-wheel replaces its own wheel only, leaving make wheels' others.
+PY_TAG       = $$($(PY) -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
 CHROOT      := build/chroot/bookworm
 
 wheel: dist-wheel
@@ -213,7 +215,8 @@ wheel: dist-wheel
 # The repaired wheel alone: what `make test` needs (the sdist is for wheel-check and PyPI).
 dist-wheel: setup
 	@echo "== wheel (from $(BUILD_DIR): no second compile), auditwheel repair =="
-	rm -rf $(DIST) build/wheel-raw
+	rm -rf build/wheel-raw
+	rm -f $(DIST)/backfill-*-$(PY_TAG)-$(PY_TAG)-*.whl
 	$(PIP) wheel -q --no-deps --no-build-isolation -w build/wheel-raw . -Cbuild-dir=$(BUILD_DIR) \
 	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/auditwheel repair --plat $(WHEEL_PLAT) \
@@ -231,3 +234,23 @@ wheel-check: wheel
 	tests/wheel/make_chroot.sh $(CHROOT)
 	BACKFILL_SDIST_CHECK=1 $(PY) -m pytest -q -p no:cacheprovider -rs tests/python/test_wheel.py \
 	  tests/python/test_packaging.py
+
+# ---- Wheels for every supported Python (issue 27) ---------------------------------------------
+# `make wheels`: the auditwheel-repaired manylinux wheel for cp310, cp311, cp312 and cp313 in
+# dist/ (tools/build_wheels.sh: per Python a tool venv build/pyenvs/cpXY with the build tools from
+# PyPI and a CMake build dir build/wheel-cpXY, so a rebuild is incremental; one ccache for the C++
+# core they share), then each wheel proven in a fresh venv of its own Python by nox (noxfile.py,
+# sessions wheel-3.10 .. wheel-3.13: the installed `backfill demo` and the core tests against the
+# installed wheel). Interpreters: pythonX.Y on PATH, else pyenv's. Figures: build/wheels.tsv,
+# build/wheel-tests.tsv. `make wheels-extras`: which extras install, wheels only, on which Python
+# (build/extras-by-python.tsv; the table in README: Install).
+.PHONY: wheels wheels-extras
+NOX := $(VENV)/bin/nox
+
+wheels: apt $(DEPS_OK)
+	tools/build_wheels.sh
+	$(NOX) -s wheel
+
+wheels-extras: apt $(DEPS_OK)
+	tools/build_wheels.sh
+	$(NOX) -s extras
