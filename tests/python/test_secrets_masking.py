@@ -36,13 +36,21 @@ def leaks(secret: str, text: str) -> bool:
     return any(form in text for form in {secret, quote(secret, safe=""), quote_plus(secret)})
 
 
+def assume_apart(secret: str, *around: str) -> None:
+    """Skips a drawn secret that the test's own text holds anyway ("postgres" in
+    "postgresql://", "applicat" in "application_name"): it would show in a correct result."""
+    assume(not any(leaks(secret, text) for text in around))
+
+
 # -- URLs -----------------------------------------------------------------------------------------
 @given(secrets_)
 def test_a_userinfo_password_is_masked_whatever_it_holds(pw: str) -> None:
+    expected = "postgresql://backfill:***@db.example:5432/ops?sslmode=require"
+    assume_apart(pw, expected)
     url = f"postgresql://backfill:{quote(pw, safe='')}@db.example:5432/ops?sslmode=require"
     got = mask_url(url)
     assert not leaks(pw, got)
-    assert got == "postgresql://backfill:***@db.example:5432/ops?sslmode=require"
+    assert got == expected
 
 
 @given(st.text(string.ascii_letters + string.digits + "?#@!$&*", min_size=8, max_size=20))
@@ -58,10 +66,12 @@ def test_unencoded_question_marks_hashes_and_ats_in_a_password_are_masked(pw: st
                                   "client_secret", "sig", "X-Amz-Signature", "X-Amz-Credential"])
 @given(pw=secrets_)
 def test_secret_query_parameters_are_masked(name: str, pw: str) -> None:
+    expected = f"postgresql://u@h/db?sslmode=require&{name}=***&application_name=bf"
+    assume_apart(pw, expected, f"https://h/x?{name}=***")
     url = f"postgresql://u@h/db?sslmode=require&{name}={quote_plus(pw)}&application_name=bf"
     got = mask_url(url)
     assert not leaks(pw, got)
-    assert got == f"postgresql://u@h/db?sslmode=require&{name}=***&application_name=bf"
+    assert got == expected
     first = mask_url(f"https://h/x?{name}={quote_plus(pw)}")  # first parameter, http
     assert first == f"https://h/x?{name}=***"
 
@@ -113,6 +123,9 @@ def test_free_text_loses_every_secret_it_holds(token: str, pw: str) -> None:
     dsn = f"postgresql://u:{quote(pw, safe='')}@h/db"
     text = (f"failed to POST to {hook}: 500\nurl: /services/T000/B000/{token}\n"
             f"and {dsn} said: password authentication failed for {pw!r}")
+    around = text.replace(token, "").replace(quote(pw, safe=""), "").replace(repr(pw), "")
+    assume_apart(pw, around)
+    assume(token not in around)
     got = mask_text(text, urls=[dsn], webhooks=[hook])
     assert token not in got and not leaks(pw, got)
     assert "https://hooks.slack.com/…" in got and "postgresql://u:***@h/db" in got
