@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hypothesis import HealthCheck, settings
+from notify_support import Mailbox, Receiver, http_receiver, smtp_receiver
 
 # CI runs are reproducible (derandomized); local runs explore new examples each time.
 settings.register_profile(
@@ -108,3 +109,15 @@ def kafka_broker() -> Iterator[Any]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[Receiver]:
+    """A webhook receiver on 127.0.0.1 for one test module (notify_support)."""
+    yield from http_receiver()
+
+
+@pytest.fixture(scope="module")
+def mail() -> Iterator[Mailbox]:
+    """An SMTP server on 127.0.0.1 for one test module (notify_support)."""
+    yield from smtp_receiver()

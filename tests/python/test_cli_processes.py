@@ -67,7 +67,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +75,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 
 from backfill.examples import shop
-from notify_support import Mailbox, Receiver, http_receiver, smtp_receiver
+from notify_support import Mailbox, Receiver
 from shop_support import AS_OF, copy_built
 
 #: the installed console script (``[project.scripts] backfill``) of this interpreter's venv
@@ -483,16 +482,6 @@ def test_dbt_run_audit_publish_changelog(built_dbt_shop: Path, tmp_path: Path) -
 # -- consumers: webhooks, e-mail, OpenLineage ----------------------------------------------------
 N_START, N_END = "2026-08-01", "2026-08-04"
 OWNER = "data-eng@shop.example"
-
-
-@pytest.fixture(scope="module")
-def web() -> Iterator[Receiver]:
-    yield from http_receiver()
-
-
-@pytest.fixture(scope="module")
-def mail() -> Iterator[Mailbox]:
-    yield from smtp_receiver()
 
 
 def _tell_consumers(root: Path, web: str, smtp_port: int) -> None:

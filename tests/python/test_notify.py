@@ -15,7 +15,6 @@ import email
 import email.policy
 import json
 import re
-from collections.abc import Iterator
 from decimal import Decimal
 from html.parser import HTMLParser
 from pathlib import Path
@@ -28,23 +27,13 @@ import yaml
 import backfill
 from backfill.examples import shop
 from backfill.model import ProjectError
-from notify_support import Mailbox, Receiver, http_receiver, smtp_receiver
+from notify_support import Mailbox, Receiver
 from shop_support import AS_OF, cli, copy_built, query
 
 START, END = "2026-08-01", "2026-08-04"
 REASON = "discount bug fixed"
 NOTE = "Revenue from 1 Aug was overstated by about 2%."
 OWNER = "data-eng@shop.example"
-
-
-@pytest.fixture(scope="module")
-def web() -> Iterator[Receiver]:
-    yield from http_receiver()
-
-
-@pytest.fixture(scope="module")
-def mail() -> Iterator[Mailbox]:
-    yield from smtp_receiver()
 
 
 def configure(root: Path, web: str, smtp_port: int) -> None:
