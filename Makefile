@@ -221,7 +221,7 @@ dist-wheel: setup
 	  -Ccmake.define.BACKFILL_BUILD_TESTS=ON
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/auditwheel repair --plat $(WHEEL_PLAT) \
 	  -w $(DIST) build/wheel-raw/backfill-*.whl
-	$(VENV)/bin/auditwheel show $(DIST)/backfill-*manylinux*.whl
+	$(VENV)/bin/auditwheel show $(DIST)/backfill-*-$(PY_TAG)-$(PY_TAG)-*manylinux*.whl
 
 # Starts making the chroot (and its wheelhouse) in the background, as root only; quick once made.
 # test_wheel.py waits for it (a lock) and skips, with the log's reason, when it cannot be made.

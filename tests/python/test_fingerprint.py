@@ -30,7 +30,11 @@ def relayout(t: pa.Table) -> pa.Table:
         if pa.types.is_string(col.type):
             col = pc.dictionary_encode(col)
         elif pa.types.is_large_string(col.type):
-            col = col.cast(pa.string_view())
+            # Built from the values, chunk by chunk, not by cast: pyarrow 18-24's cast of a
+            # large_string with nulls to string_view leaves an empty buffer slot, and exporting
+            # that array crashes the process (fixed in pyarrow 25).
+            col = pa.chunked_array([pa.array(c.to_pylist(), type=pa.string_view())
+                                    for c in col.chunks], type=pa.string_view())
         cols.append(col)
     return pa.table(dict(zip(t.column_names, cols)))
 
