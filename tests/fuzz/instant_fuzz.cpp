@@ -42,9 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   check(p.nanos >= 0 && p.nanos < 1'000'000'000);
-  // An offset can carry 9999-12-31T23:59 into year 10000 (or 0000 into year -1), which
-  // format_instant writes with more than four year digits: the round trip is for years 0..9999.
-  constexpr backfill::Seconds first = -62167219200;  // 0000-01-01T00:00:00Z
+  // An offset can carry 9999-12-31T23:59 into year 10000, or 0001-01-01 in a zone east of UTC
+  // into year 0 (Berlin's LMT puts local midnight at 0000-12-31T23:06:32Z), and the parser takes
+  // years 1..9999 only: the round trip is for instants in years 1..9999 UTC.
+  constexpr backfill::Seconds first = -62135596800;  // 0001-01-01T00:00:00Z
   constexpr backfill::Seconds last = 253402300799;   // 9999-12-31T23:59:59Z
   if (p.seconds >= first && p.seconds <= last) {
     const auto again = backfill::parse_instant(backfill::format_instant(p.seconds));
