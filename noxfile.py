@@ -42,11 +42,27 @@ FIGURES = ROOT / "build" / "wheel-tests.tsv"
 # fingerprints, and the DuckDB runner and audit around them. No Spark, Kafka, PostgreSQL, dbt,
 # Airflow, notebook, benchmark-timing or source-tree (layers, typing, packaging) tests.
 CORE_TESTS = [
-    "test_calendar.py", "test_plan.py", "test_plan_cli.py", "test_select.py", "test_graph.py",
-    "test_lint.py", "test_checks.py", "test_arrow.py", "test_fingerprint.py", "test_diff.py",
-    "test_diff_columns.py", "test_diff_merge.py", "test_fuzz_regressions.py",
-    "test_model_check.py", "test_project_files.py", "test_run_windows.py", "test_executor.py",
-    "test_runner_properties.py", "test_run.py", "test_audit.py", "test_cli.py",
+    "test_calendar.py",
+    "test_plan.py",
+    "test_plan_cli.py",
+    "test_select.py",
+    "test_graph.py",
+    "test_lint.py",
+    "test_checks.py",
+    "test_arrow.py",
+    "test_fingerprint.py",
+    "test_diff.py",
+    "test_diff_columns.py",
+    "test_diff_merge.py",
+    "test_fuzz_regressions.py",
+    "test_model_check.py",
+    "test_project_files.py",
+    "test_run_windows.py",
+    "test_executor.py",
+    "test_runner_properties.py",
+    "test_run.py",
+    "test_audit.py",
+    "test_cli.py",
 ]
 # What the core tests import beyond the `dev` extra: test_diff.py's plot test.
 TEST_EXTRAS = ["matplotlib>=3.8"]
@@ -59,16 +75,19 @@ nox.options.error_on_missing_interpreters = True
 def _runs(python: str) -> bool:
     """Whether `python` starts (a pyenv shim of a version that is not selected is on PATH but
     fails)."""
-    return shutil.which(python) is not None and subprocess.run(
-        [python, "-c", ""], capture_output=True, check=False).returncode == 0
+    return (
+        shutil.which(python) is not None
+        and subprocess.run([python, "-c", ""], capture_output=True, check=False).returncode == 0
+    )
 
 
 def _add_pyenv_pythons() -> None:
     """Puts pyenv's newest X.Y of each of PYTHONS on PATH when pythonX.Y does not run already."""
     if all(_runs(f"python{v}") for v in PYTHONS) or not shutil.which("pyenv"):
         return
-    root = Path(subprocess.run(["pyenv", "root"], capture_output=True, text=True,
-                               check=True).stdout.strip())
+    root = Path(
+        subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True).stdout.strip()
+    )
     installed = [p.name for p in (root / "versions").glob("3.*")]
     extra = []
     for v in PYTHONS:
@@ -86,14 +105,16 @@ def _wheel_for(session: nox.Session) -> Path:
     tag = "cp" + str(session.python).replace(".", "")
     found = sorted(DIST.glob(f"backfill-*-{tag}-{tag}-manylinux*.whl"))
     if len(found) != 1:
-        session.error(f"want one {tag} manylinux wheel in dist/, found {found}: "
-                      f"run tools/build_wheels.sh {session.python}")
+        session.error(
+            f"want one {tag} manylinux wheel in dist/, found {found}: "
+            f"run tools/build_wheels.sh {session.python}"
+        )
     return found[0]
 
 
 # The root conftest of the copied tests: the session fails before any test runs if `backfill`
 # would come from anywhere but the venv's site-packages.
-_CHECK_CONFTEST = '''\
+_CHECK_CONFTEST = """\
 import sys
 from pathlib import Path
 
@@ -110,7 +131,7 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     return f"backfill {backfill.__version__} from {_HERE.parent} (the installed wheel)"
-'''
+"""
 
 
 def _check_demo(session: nox.Session, out: str) -> None:
@@ -119,26 +140,42 @@ def _check_demo(session: nox.Session, out: str) -> None:
     steps = re.findall(r"^== (\d)\. ", out, flags=re.MULTILINE)
     if steps != [str(i) for i in range(1, 10)]:
         problems.append(f"steps {steps}, want 1..9")
-    for phrase in ("89 days to rebuild", "audit of bf_", "gates passed", "published bf_",
-                   "changelog", "Reason: discount bug fixed",
-                   ("[shop] fct_daily_sales, fct_monthly_sales, fct_sales_7d: "
-                    "published history changed")):
+    for phrase in (
+        "89 days to rebuild",
+        "audit of bf_",
+        "gates passed",
+        "published bf_",
+        "changelog",
+        "Reason: discount bug fixed",
+        ("[shop] fct_daily_sales, fct_monthly_sales, fct_sales_7d: published history changed"),
+    ):
         if phrase not in out:
             problems.append(f"no {phrase!r}")
-    changed = dict(re.findall(r"^  (fct_\w+): \d+ of \d+ partition\(s\) differ.*\n.*\n"
-                              r"    \w+: [\d,.]+ -> [\d,.]+ \(([-+\d.]+)%\)", out, flags=re.MULTILINE))
+    changed = dict(
+        re.findall(
+            r"^  (fct_\w+): \d+ of \d+ partition\(s\) differ.*\n.*\n"
+            r"    \w+: [\d,.]+ -> [\d,.]+ \(([-+\d.]+)%\)",
+            out,
+            flags=re.MULTILINE,
+        )
+    )
     if set(changed) != {"fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"} or not all(
-            -3.0 < float(p) < -1.0 for p in changed.values()):
+        -3.0 < float(p) < -1.0 for p in changed.values()
+    ):
         problems.append(f"audit changes {changed}, want revenue -1..-3 % in three models")
     if problems:
-        session.error("backfill demo did not tell the story: " + "; ".join(problems)
-                      + "\n" + out[-3000:])
+        session.error(
+            "backfill demo did not tell the story: " + "; ".join(problems) + "\n" + out[-3000:]
+        )
 
 
 def _record(row: list[str]) -> None:
     FIGURES.parent.mkdir(parents=True, exist_ok=True)
-    rows = [r for r in (FIGURES.read_text().splitlines() if FIGURES.exists() else [])
-            if r and not r.startswith(row[0] + "\t")]
+    rows = [
+        r
+        for r in (FIGURES.read_text().splitlines() if FIGURES.exists() else [])
+        if r and not r.startswith(row[0] + "\t")
+    ]
     FIGURES.write_text("\n".join(sorted([*rows, "\t".join(row)])) + "\n")
 
 
@@ -152,8 +189,13 @@ def wheel(session: nox.Session) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"backfill-{tag}-"))
     try:
         with session.chdir(work):
-            where = session.run("python", "-c", "import backfill, sys; print(backfill.__file__, "
-                                "backfill.__version__, sys.version.split()[0])", silent=True)
+            where = session.run(
+                "python",
+                "-c",
+                "import backfill, sys; print(backfill.__file__, "
+                "backfill.__version__, sys.version.split()[0])",
+                silent=True,
+            )
             session.log(f"backfill (python {session.python}): {str(where).strip()}")
             if "site-packages" not in str(where) or str(ROOT / "python") in str(where):
                 session.error(f"not the installed wheel: {where}")
@@ -166,32 +208,61 @@ def wheel(session: nox.Session) -> None:
 
             # The tests as the source tree lays them out (tests/python, tests/sql, benchmarks/,
             # examples/), pytest's settings from pyproject.toml, and no python/.
-            shutil.copytree(ROOT / "tests" / "python", work / "tests" / "python",
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                ROOT / "tests" / "python",
+                work / "tests" / "python",
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
             shutil.copytree(ROOT / "tests" / "sql", work / "tests" / "sql")
             for data in ("benchmarks", "examples"):  # plan_reference.py; the shop's project.py
-                shutil.copytree(ROOT / data, work / data,
-                                ignore=shutil.ignore_patterns("__pycache__"))
+                shutil.copytree(
+                    ROOT / data, work / data, ignore=shutil.ignore_patterns("__pycache__")
+                )
             shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
             (work / "conftest.py").write_text(_CHECK_CONFTEST)
             junit = work / "junit.xml"
             started = time.monotonic()
-            session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "-n", os.environ.get("PYTEST_WORKERS", "2"), "--dist", "loadgroup",
-                        f"--junitxml={junit}", *session.posargs,
-                        *[f"tests/python/{t}" for t in CORE_TESTS],
-                        env={"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"},
-                        success_codes=[0, 1])
+            session.run(
+                "python",
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-n",
+                os.environ.get("PYTEST_WORKERS", "2"),
+                "--dist",
+                "loadgroup",
+                f"--junitxml={junit}",
+                *session.posargs,
+                *[f"tests/python/{t}" for t in CORE_TESTS],
+                env={"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"},
+                success_codes=[0, 1],
+            )
             tests_s = time.monotonic() - started
         suites = ET.parse(junit).getroot()
-        counts = {k: sum(int(s.get(k, 0)) for s in suites.iter("testsuite"))
-                  for k in ("tests", "failures", "errors", "skipped")}
+        counts = {
+            k: sum(int(s.get(k, 0)) for s in suites.iter("testsuite"))
+            for k in ("tests", "failures", "errors", "skipped")
+        }
         passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
-        _record([tag, wheel.name, str(passed), str(counts["failures"]), str(counts["errors"]),
-                 str(counts["skipped"]), f"{demo_s:.0f}", f"{tests_s:.0f}"])
-        session.log(f"{tag}: {passed} passed, {counts['failures']} failed, "
-                    f"{counts['errors']} errors, {counts['skipped']} skipped "
-                    f"(tests {tests_s:.0f} s, demo {demo_s:.0f} s); figures in {FIGURES}")
+        _record(
+            [
+                tag,
+                wheel.name,
+                str(passed),
+                str(counts["failures"]),
+                str(counts["errors"]),
+                str(counts["skipped"]),
+                f"{demo_s:.0f}",
+                f"{tests_s:.0f}",
+            ]
+        )
+        session.log(
+            f"{tag}: {passed} passed, {counts['failures']} failed, "
+            f"{counts['errors']} errors, {counts['skipped']} skipped "
+            f"(tests {tests_s:.0f} s, demo {demo_s:.0f} s); figures in {FIGURES}"
+        )
         if counts["failures"] or counts["errors"]:
             session.error(f"{tag}: core tests failed")
     finally:
@@ -215,16 +286,27 @@ _EXTRA_KEYS = {
 EXTRAS_FIGURES = ROOT / "build" / "extras-by-python.tsv"
 
 
-def _resolve(session: nox.Session, requirement: str,
-             binary_only: bool) -> tuple[str, dict[str, str], list[str]]:
+def _resolve(
+    session: nox.Session, requirement: str, binary_only: bool
+) -> tuple[str, dict[str, str], list[str]]:
     """pip's resolver on this session's Python, nothing installed: ('', {name: version}, the
     names it would build from an sdist) when the requirement resolves, else (pip's last lines,
     {}, [])."""
     import json
 
     report = Path(tempfile.mkdtemp()) / "report.json"
-    args = ["python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "--dry-run",
-            "--ignore-installed", "--report", str(report)]
+    args = [
+        "python",
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        "--dry-run",
+        "--ignore-installed",
+        "--report",
+        str(report),
+    ]
     if binary_only:
         args.append("--only-binary=:all:")
     out = session.run(*args, requirement, silent=True, success_codes=[0, 1], log=False)
@@ -233,8 +315,9 @@ def _resolve(session: nox.Session, requirement: str,
         return " / ".join(lines[-3:])[-400:], {}, []
     picked = json.loads(report.read_text())["install"]
     shutil.rmtree(report.parent, ignore_errors=True)
-    sdists = [p["metadata"]["name"] for p in picked
-              if not p["download_info"]["url"].endswith(".whl")]
+    sdists = [
+        p["metadata"]["name"] for p in picked if not p["download_info"]["url"].endswith(".whl")
+    ]
     return "", {p["metadata"]["name"].lower(): p["metadata"]["version"] for p in picked}, sdists
 
 
@@ -248,7 +331,8 @@ def extras(session: nox.Session) -> None:
     tag = "cp" + str(session.python).replace(".", "")
     session.install("pip>=24.1")
     optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]
+        "optional-dependencies"
+    ]
     rows = []
     for extra in optional:
         requirement = f"backfill[{extra}] @ {wheel.as_uri()}"
@@ -262,6 +346,9 @@ def extras(session: nox.Session) -> None:
         rows.append(f"{tag}\t{extra}\t{how}\t{keys}\t{error}")
         session.log(f"{tag} [{extra}]: {how} {keys} {error}")
     EXTRAS_FIGURES.parent.mkdir(parents=True, exist_ok=True)
-    kept = [r for r in (EXTRAS_FIGURES.read_text().splitlines() if EXTRAS_FIGURES.exists() else [])
-            if r and not r.startswith(tag + "\t")]
+    kept = [
+        r
+        for r in (EXTRAS_FIGURES.read_text().splitlines() if EXTRAS_FIGURES.exists() else [])
+        if r and not r.startswith(tag + "\t")
+    ]
     EXTRAS_FIGURES.write_text("\n".join(sorted([*kept, *rows])) + "\n")

@@ -80,10 +80,18 @@ def run_audit(root: Path, backfill_id: str) -> dict[str, Any]:
     d = a.diff
     assert d is not None, "the backfill changed nothing"
     changed = {r["column"]: int(r["changed"]) for r in d.columns.to_pylist()}
-    return {"seconds": seconds, "timings": a.timings, "diff_timings": d.timings,
-            "added": d.summary.added, "removed": d.summary.removed, "changed": d.summary.changed,
-            "columns": changed, "differing": len(a.differing), "partitions": len(a.partitions),
-            "key": a.key}
+    return {
+        "seconds": seconds,
+        "timings": a.timings,
+        "diff_timings": d.timings,
+        "added": d.summary.added,
+        "removed": d.summary.removed,
+        "changed": d.summary.changed,
+        "columns": changed,
+        "differing": len(a.differing),
+        "partitions": len(a.partitions),
+        "key": a.key,
+    }
 
 
 def run_duckdb(root: Path, backfill_id: str, memory_limit: str) -> dict[str, Any]:
@@ -96,23 +104,33 @@ def run_duckdb(root: Path, backfill_id: str, memory_limit: str) -> dict[str, Any
     new = f'"audit_{backfill_id}"."{scale_fact.MODEL}"'
     names = [c[0] for c in con.execute(f"SELECT * FROM {old} LIMIT 0").description]
     cols = [c for c in names if c != KEY]
-    where = (f"ordered_at >= TIMESTAMP '{scale_fact.WINDOW_START}' AND "
-             f"ordered_at < TIMESTAMP '{scale_fact.WINDOW_END}'")
+    where = (
+        f"ordered_at >= TIMESTAMP '{scale_fact.WINDOW_START}' AND "
+        f"ordered_at < TIMESTAMP '{scale_fact.WINDOW_END}'"
+    )
     both = f"o.{KEY} IS NOT NULL AND n.{KEY} IS NOT NULL"
-    per_col = ", ".join(f'count(*) FILTER (WHERE {both} AND o."{c}" IS DISTINCT FROM n."{c}")'
-                        for c in cols)
+    per_col = ", ".join(
+        f'count(*) FILTER (WHERE {both} AND o."{c}" IS DISTINCT FROM n."{c}")' for c in cols
+    )
     any_col = " OR ".join(f'o."{c}" IS DISTINCT FROM n."{c}"' for c in cols)
-    sql = (f"SELECT count(*) FILTER (WHERE o.{KEY} IS NULL), "
-           f"count(*) FILTER (WHERE n.{KEY} IS NULL), "
-           f"count(*) FILTER (WHERE {both} AND ({any_col})), {per_col} "
-           f"FROM (SELECT * FROM {old} WHERE {where}) o "
-           f"FULL OUTER JOIN (SELECT * FROM {new} WHERE {where}) n ON o.{KEY} = n.{KEY}")
+    sql = (
+        f"SELECT count(*) FILTER (WHERE o.{KEY} IS NULL), "
+        f"count(*) FILTER (WHERE n.{KEY} IS NULL), "
+        f"count(*) FILTER (WHERE {both} AND ({any_col})), {per_col} "
+        f"FROM (SELECT * FROM {old} WHERE {where}) o "
+        f"FULL OUTER JOIN (SELECT * FROM {new} WHERE {where}) n ON o.{KEY} = n.{KEY}"
+    )
     began = time.perf_counter()
     row = con.execute(sql).fetchone()
     seconds = time.perf_counter() - began
     assert row is not None
-    return {"seconds": seconds, "added": row[0], "removed": row[1], "changed": row[2],
-            "columns": dict(zip(cols, row[3:]))}
+    return {
+        "seconds": seconds,
+        "added": row[0],
+        "removed": row[1],
+        "changed": row[2],
+        "columns": dict(zip(cols, row[3:])),
+    }
 
 
 def _peak_rss_mb() -> float:
@@ -127,16 +145,33 @@ def _peak_rss_mb() -> float:
 
 def child(which: str, root: Path, backfill_id: str, memory_limit: str) -> dict[str, Any]:
     """Runs one competitor in a fresh process; its result plus the process's peak RSS (MB)."""
-    out = subprocess.run([sys.executable, __file__, "--child", which, "--dir", str(root),
-                          "--backfill", backfill_id, "--memory-limit", memory_limit],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            which,
+            "--dir",
+            str(root),
+            "--backfill",
+            backfill_id,
+            "--memory-limit",
+            memory_limit,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def agree(audit: dict[str, Any], duck: dict[str, Any]) -> list[str]:
     """Where the two results differ (empty when they agree)."""
-    problems = [f"{k}: audit {audit[k]:,} vs duckdb {duck[k]:,}"
-                for k in ("added", "removed", "changed") if audit[k] != duck[k]]
+    problems = [
+        f"{k}: audit {audit[k]:,} vs duckdb {duck[k]:,}"
+        for k in ("added", "removed", "changed")
+        if audit[k] != duck[k]
+    ]
     cols = {c: n for c, n in duck["columns"].items()}
     mine = {c: audit["columns"].get(c, 0) for c in cols}
     if mine != cols or set(audit["columns"]) - set(cols):
@@ -155,8 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backfill", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        result = run_audit(args.dir, args.backfill) if args.child == "audit" else \
-            run_duckdb(args.dir, args.backfill, args.memory_limit)
+        result = (
+            run_audit(args.dir, args.backfill)
+            if args.child == "audit"
+            else run_duckdb(args.dir, args.backfill, args.memory_limit)
+        )
         result["rss_mb"] = _peak_rss_mb()
         print(json.dumps(result))
         return 0
@@ -182,34 +220,46 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def report(rows: int, repeat: int, runs: dict[str, list[dict[str, Any]]],
-           problems: list[str]) -> int:
+def report(
+    rows: int, repeat: int, runs: dict[str, list[dict[str, Any]]], problems: list[str]
+) -> int:
     a, d = runs["audit"][-1], runs["duckdb"][-1]
     med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
     rss = {k: max(r["rss_mb"] for r in v) for k, v in runs.items()}
     ratio = med["duckdb"] / med["audit"]
-    print(f"audit at scale: {rows:,} rows over {scale_fact.DAYS} days; backfill of "
-          f"{a['partitions']} partitions, {a['differing']} differ; key {', '.join(a['key'])}; "
-          f"median of {repeat}; load {os.getloadavg()[0]:.1f}")
-    print(f"  rows: {a['changed']:,} changed, {a['added']:,} added, {a['removed']:,} removed; "
-          f"changed columns: " + ", ".join(f"{c} {n:,}" for c, n in a["columns"].items() if n))
+    print(
+        f"audit at scale: {rows:,} rows over {scale_fact.DAYS} days; backfill of "
+        f"{a['partitions']} partitions, {a['differing']} differ; key {', '.join(a['key'])}; "
+        f"median of {repeat}; load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"  rows: {a['changed']:,} changed, {a['added']:,} added, {a['removed']:,} removed; "
+        f"changed columns: " + ", ".join(f"{c} {n:,}" for c, n in a["columns"].items() if n)
+    )
     print(f"  {'':28}{'seconds':>10}{'peak RSS MB':>14}")
     print(f"  {'audit (Backfill.audit)':28}{med['audit']:10.2f}{rss['audit']:14.0f}")
     print(f"  {'duckdb FULL OUTER JOIN':28}{med['duckdb']:10.2f}{rss['duckdb']:14.0f}")
-    split = {k: statistics.median(r["timings"].get(k, 0.0) for r in runs["audit"])
-             for k in a["timings"]}
+    split = {
+        k: statistics.median(r["timings"].get(k, 0.0) for r in runs["audit"]) for k in a["timings"]
+    }
     print("  audit split (median s): " + ", ".join(f"{k} {v:.2f}" for k, v in split.items()))
-    print("  diff phases (last run, s): " +
-          ", ".join(f"{k} {v:.2f}" for k, v in a["diff_timings"].items()))
+    print(
+        "  diff phases (last run, s): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in a["diff_timings"].items())
+    )
     print(f"  results agree: {'yes' if not problems else 'NO'}")
     for p in problems:
         print(f"    {p}")
     met_speed = ratio >= TARGET_RATIO
     met_rss = rss["audit"] <= TARGET_RSS_MB
-    print(f"  target audit >= {TARGET_RATIO:g}x faster than the join: {ratio:.1f}x -- "
-          f"{'met' if met_speed else 'NOT met'}")
-    print(f"  target audit peak RSS <= {TARGET_RSS_MB:.0f} MB: {rss['audit']:.0f} MB -- "
-          f"{'met' if met_rss else 'NOT met'}")
+    print(
+        f"  target audit >= {TARGET_RATIO:g}x faster than the join: {ratio:.1f}x -- "
+        f"{'met' if met_speed else 'NOT met'}"
+    )
+    print(
+        f"  target audit peak RSS <= {TARGET_RSS_MB:.0f} MB: {rss['audit']:.0f} MB -- "
+        f"{'met' if met_rss else 'NOT met'}"
+    )
     return 1 if problems else 0
 
 

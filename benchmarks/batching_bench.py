@@ -43,20 +43,23 @@ TARGET = 1.5
 
 def audit_signature(report: Any) -> Any:
     """What must not depend on how the partitions were grouped into tasks."""
-    return json.dumps({m["model"]: m for m in report.to_dict()["models"]}, sort_keys=True,
-                      default=str)
+    return json.dumps(
+        {m["model"]: m for m in report.to_dict()["models"]}, sort_keys=True, default=str
+    )
 
 
-def one_run(built: Path, dest: Path, ppr: int | str, concurrency: int,
-            keep_ledger: bool) -> dict[str, Any]:
+def one_run(
+    built: Path, dest: Path, ppr: int | str, concurrency: int, keep_ledger: bool
+) -> dict[str, Any]:
     if keep_ledger:
         shutil.copytree(built, dest)
     else:
         copy_built(built, dest)
     shutil.copy(dest / "fixes/fct_daily_sales.sql", dest / "models/fct_daily_sales.sql")
     project = backfill.Project.load(dest)
-    plan = project.plan(SELECT, START, END, as_of=AS_OF, partitions_per_run=ppr,
-                        concurrency=concurrency)
+    plan = project.plan(
+        SELECT, START, END, as_of=AS_OF, partitions_per_run=ppr, concurrency=concurrency
+    )
     bf = project.backfill(plan, reason="discount bug fixed")
     began = time.perf_counter()
     status = bf.run(concurrency=concurrency)
@@ -64,9 +67,12 @@ def one_run(built: Path, dest: Path, ppr: int | str, concurrency: int,
     assert status.ok, str(status)
     report = bf.audit()
     sched = plan.schedule
-    return {"seconds": seconds, "tasks": plan.task_count,
-            "estimate": None if sched.assumed else sched.makespan,
-            "audit": audit_signature(report)}
+    return {
+        "seconds": seconds,
+        "tasks": plan.task_count,
+        "estimate": None if sched.assumed else sched.makespan,
+        "audit": audit_signature(report),
+    }
 
 
 def main() -> int:
@@ -77,8 +83,10 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = ap.parse_args()
     repeat = args.repeat or (1 if args.quick else 3)
-    ways: dict[str, tuple[int | str, bool]] = {"one per model": (10_000, False),
-                                                "auto": ("auto", True)}
+    ways: dict[str, tuple[int | str, bool]] = {
+        "one per model": (10_000, False),
+        "auto": ("auto", True),
+    }
     if not args.quick:
         ways["one day"] = (1, False)
     results: dict[str, list[dict[str, Any]]] = {w: [] for w in ways}
@@ -91,25 +99,38 @@ def main() -> int:
         for _ in range(repeat):
             for way, (ppr, keep) in ways.items():  # interleaved: load drifts hit all alike
                 n += 1
-                results[way].append(one_run(built, Path(tmp) / f"run{n}", ppr,
-                                            args.concurrency, keep))
+                results[way].append(
+                    one_run(built, Path(tmp) / f"run{n}", ppr, args.concurrency, keep)
+                )
     med = {w: statistics.median(r["seconds"] for r in rs) for w, rs in results.items()}
     audits = {r["audit"] for rs in results.values() for r in rs}
     ratio = med["auto"] / med["one per model"]
     for way, rs in results.items():
-        print(f"{way:>14}: {rs[0]['tasks']:>4} tasks, median {med[way]:.3f} s over {len(rs)} "
-              f"run(s) at {args.concurrency} concurrent")
+        print(
+            f"{way:>14}: {rs[0]['tasks']:>4} tasks, median {med[way]:.3f} s over {len(rs)} "
+            f"run(s) at {args.concurrency} concurrent"
+        )
     auto = results["auto"][-1]
     if auto["estimate"] is not None:
         print(f"auto: estimated {auto['estimate']:.3f} s, measured {auto['seconds']:.3f} s")
     met = ratio <= TARGET
-    print(f"auto / one per model = {ratio:.2f}; target (<= {TARGET}): "
-          f"{'met' if met else 'not met'}{' (quick run: indicative only)' if args.quick else ''}")
+    print(
+        f"auto / one per model = {ratio:.2f}; target (<= {TARGET}): "
+        f"{'met' if met else 'not met'}{' (quick run: indicative only)' if args.quick else ''}"
+    )
     print(f"audit results identical across ways: {len(audits) == 1}")
     if args.json:
-        print(json.dumps({"median_seconds": med, "ratio": ratio, "target": TARGET,
-                          "audit_identical": len(audits) == 1,
-                          "tasks": {w: rs[0]["tasks"] for w, rs in results.items()}}))
+        print(
+            json.dumps(
+                {
+                    "median_seconds": med,
+                    "ratio": ratio,
+                    "target": TARGET,
+                    "audit_identical": len(audits) == 1,
+                    "tasks": {w: rs[0]["tasks"] for w, rs in results.items()},
+                }
+            )
+        )
     if len(audits) != 1:
         return 1
     return 0 if met or args.quick else 1

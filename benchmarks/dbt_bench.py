@@ -43,8 +43,13 @@ SELECT = "fct_daily_sales+"
 def dbt(root: Path, *args: str) -> float:
     profiles = write_profile(read_profile(root), root / ".bench", schema="main")
     began = time.perf_counter()
-    res = invoke(list(args), project_dir=root, profiles_dir=profiles, target=GENERATED_TARGET,
-                 target_path=root / ".bench" / "target")
+    res = invoke(
+        list(args),
+        project_dir=root,
+        profiles_dir=profiles,
+        target=GENERATED_TARGET,
+        target_path=root / ".bench" / "target",
+    )
     if not res.success:
         raise SystemExit(f"dbt {' '.join(args)} failed: {res.errors}")
     return time.perf_counter() - began
@@ -54,8 +59,10 @@ def digest(root: Path, relation: str, where: str = "TRUE") -> tuple[int, int]:
     con = duckdb.connect(str(root / "warehouse.duckdb"))
     try:
         cols = [d[0] for d in con.execute(f"SELECT * FROM {relation} LIMIT 0").description]
-        row = con.execute(f"SELECT count(*), coalesce(sum(hash({', '.join(sorted(cols))})"
-                          f"::HUGEINT), 0) FROM {relation} WHERE {where}").fetchone()
+        row = con.execute(
+            f"SELECT count(*), coalesce(sum(hash({', '.join(sorted(cols))})"
+            f"::HUGEINT), 0) FROM {relation} WHERE {where}"
+        ).fetchone()
         assert row is not None
         return int(row[0]), int(row[1])
     finally:
@@ -69,18 +76,34 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="a JSON line with the results last")
     args = ap.parse_args()
     if args.quick:
-        first, last, per_day, start, end = (dt.date(2026, 7, 20), dt.date(2026, 8, 20), 12,
-                                            "2026-08-01", "2026-08-22")
+        first, last, per_day, start, end = (
+            dt.date(2026, 7, 20),
+            dt.date(2026, 8, 20),
+            12,
+            "2026-08-01",
+            "2026-08-22",
+        )
     else:
-        first, last, per_day, start, end = (dt.date(2026, 7, 1), dt.date(2026, 9, 30), 240,
-                                            "2026-08-01", "2026-10-01")
+        first, last, per_day, start, end = (
+            dt.date(2026, 7, 1),
+            dt.date(2026, 9, 30),
+            240,
+            "2026-08-01",
+            "2026-10-01",
+        )
     repeat = args.repeat or (1 if args.quick else 3)
     work = Path(tempfile.mkdtemp(prefix="dbt_bench_"))
     try:
         built = dbt_shop.create(work / "built", orders_per_day=per_day, first=first, last=last)
         dbt(built, "seed")
-        dbt(built, "run", "--event-time-start", first.isoformat(),
-            "--event-time-end", (last + dt.timedelta(days=1)).isoformat())
+        dbt(
+            built,
+            "run",
+            "--event-time-start",
+            first.isoformat(),
+            "--event-time-end",
+            (last + dt.timedelta(days=1)).isoformat(),
+        )
         dbt_shop.fix(built)
         backfill.Project.from_dbt(built)  # parse once, so copies start with a fresh manifest
         times: dict[str, list[float]] = {"dbt run": [], "backfill c=1": [], "backfill c=8": []}
@@ -90,8 +113,18 @@ def main() -> int:
         same = True
         for i in range(repeat):
             ref = shutil.copytree(built, work / f"dbt{i}")
-            times["dbt run"].append(dbt(ref, "run", "--select", SELECT, "--event-time-start",
-                                        start, "--event-time-end", end))
+            times["dbt run"].append(
+                dbt(
+                    ref,
+                    "run",
+                    "--select",
+                    SELECT,
+                    "--event-time-start",
+                    start,
+                    "--event-time-end",
+                    end,
+                )
+            )
             where = f"sales_date >= DATE '{start}' AND sales_date < DATE '{end}'"
             expected = digest(ref, "main.fct_daily_sales", where)
             for conc in (1, 8):
@@ -110,21 +143,38 @@ def main() -> int:
                 invocations[f"c={conc}"] = bf.engine.invocations  # type: ignore[attr-defined]
                 parses[f"c={conc}"] = bf.engine.manifests.parses  # type: ignore[attr-defined]
         med = {k: statistics.median(v) for k, v in times.items()}
-        print(f"backfill {SELECT} {start}..{end} through dbt ({tasks['tasks']} tasks), "
-              f"median of {repeat}:")
+        print(
+            f"backfill {SELECT} {start}..{end} through dbt ({tasks['tasks']} tasks), "
+            f"median of {repeat}:"
+        )
         for k, v in med.items():
-            extra = (f", {invocations[k.split()[-1]]} dbt invocations, "
-                     f"{parses[k.split()[-1]]} parse" if k != "dbt run" else "")
+            extra = (
+                f", {invocations[k.split()[-1]]} dbt invocations, {parses[k.split()[-1]]} parse"
+                if k != "dbt run"
+                else ""
+            )
             print(f"  {k:<14} {v:7.2f} s{extra}")
         print(f"audit rows identical to dbt's: {same}")
         ratios = {f"c={c}": med[f"backfill c={c}"] / med["dbt run"] for c in (1, 8)}
         for c, goal in (("c=8", 1.15), ("c=1", 1.5)):
-            print(f"target backfill {c} / dbt run <= {goal}: {ratios[c]:.2f} "
-                  f"{'met' if ratios[c] <= goal else 'NOT met'}")
+            print(
+                f"target backfill {c} / dbt run <= {goal}: {ratios[c]:.2f} "
+                f"{'met' if ratios[c] <= goal else 'NOT met'}"
+            )
         print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
         if args.json:
-            print(json.dumps({"identical": same, "median": med, "invocations": invocations,
-                              "ratios": ratios, "parses": parses, **tasks}))
+            print(
+                json.dumps(
+                    {
+                        "identical": same,
+                        "median": med,
+                        "invocations": invocations,
+                        "ratios": ratios,
+                        "parses": parses,
+                        **tasks,
+                    }
+                )
+            )
         return 0 if same else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -60,7 +60,7 @@ def make_tables(n: int, seed: int = 42) -> tuple[pa.Table, pa.Table]:
     changed = rng.choice(n, size=n // 100, replace=False)
     new_cols = {c: old[c].combine_chunks() for c in old.column_names}
     for j, c in enumerate(VALUE_COLUMNS):
-        rows = np.sort(changed[j:: len(VALUE_COLUMNS)])
+        rows = np.sort(changed[j :: len(VALUE_COLUMNS)])
         mask = np.zeros(n, dtype=bool)
         mask[rows] = True
         m = pa.array(mask)
@@ -78,14 +78,21 @@ def make_tables(n: int, seed: int = 42) -> tuple[pa.Table, pa.Table]:
     keep[rng.choice(n, size=n // 1000, replace=False)] = False
     new = pa.table(new_cols).filter(pa.array(keep))
     added = n // 1000
-    extra = old.slice(0, added).set_column(0, "id", pa.array(np.arange(n, n + added, dtype=np.int64)))
+    extra = old.slice(0, added).set_column(
+        0, "id", pa.array(np.arange(n, n + added, dtype=np.int64))
+    )
     new = pa.concat_tables([new, extra]).combine_chunks()
     return old, new
 
 
 def table_bytes(t: pa.Table) -> int:
-    return sum(buf.size for col in t.columns for chunk in col.chunks
-               for buf in chunk.buffers() if buf is not None)
+    return sum(
+        buf.size
+        for col in t.columns
+        for chunk in col.chunks
+        for buf in chunk.buffers()
+        if buf is not None
+    )
 
 
 # ---- the tools ----
@@ -99,8 +106,12 @@ def shuffled(t: pa.Table, seed: int) -> pa.Table:
     return t.take(pa.array(np.random.default_rng(seed).permutation(t.num_rows)))
 
 
-def run_backfill(old: pa.Table, new: pa.Table, key: list[str] | None = None,
-                 tolerance: dict[str, float] | None = None) -> Counts:
+def run_backfill(
+    old: pa.Table,
+    new: pa.Table,
+    key: list[str] | None = None,
+    tolerance: dict[str, float] | None = None,
+) -> Counts:
     global last_path
     r = backfill.diff(old, new, key or "id", sample=10, tolerance=tolerance)
     last_path = "merge" if "merge" in r.timings else "hash"
@@ -110,8 +121,12 @@ def run_backfill(old: pa.Table, new: pa.Table, key: list[str] | None = None,
     return {k: v for k, v in out.items() if v}
 
 
-def run_duckdb(old: pa.Table, new: pa.Table, key: list[str] | None = None,
-               tolerance: dict[str, float] | None = None) -> Counts:
+def run_duckdb(
+    old: pa.Table,
+    new: pa.Table,
+    key: list[str] | None = None,
+    tolerance: dict[str, float] | None = None,
+) -> Counts:
     import duckdb
 
     key = key or ["id"]
@@ -123,18 +138,22 @@ def run_duckdb(old: pa.Table, new: pa.Table, key: list[str] | None = None,
 
     def differs(c: str) -> str:
         if c in tolerance:
-            return (f"not (o.{c} is not distinct from n.{c} or "
-                    f"abs(n.{c} - o.{c}) <= {tolerance[c]!r})")
+            return (
+                f"not (o.{c} is not distinct from n.{c} or abs(n.{c} - o.{c}) <= {tolerance[c]!r})"
+            )
         return f"o.{c} is distinct from n.{c}"
 
     per_col = ", ".join(
         f"count(*) filter (where o.id is not null and n.id is not null and {differs(c)}) as {c}"
-        for c in VALUE_COLUMNS if c not in key)
+        for c in VALUE_COLUMNS
+        if c not in key
+    )
     on = " and ".join(f"o.{k} = n.{k}" for k in key)
     row = con.execute(
         f"select {per_col}, count(*) filter (where o.id is null) as __added, "
         f"count(*) filter (where n.id is null) as __removed "
-        f"from o full outer join n on {on}").fetchone()
+        f"from o full outer join n on {on}"
+    ).fetchone()
     assert row is not None
     names = [d[0] for d in con.description]
     return {k: int(v) for k, v in zip(names, row) if v}
@@ -148,10 +167,13 @@ def run_polars_join(old: pa.Table, new: pa.Table) -> Counts:
     assert isinstance(o, pl.DataFrame) and isinstance(n, pl.DataFrame)
     j = o.join(n, on="id", how="full", suffix="_new", coalesce=False)
     both = pl.col("id").is_not_null() & pl.col("id_new").is_not_null()
-    exprs = [(both & pl.col(c).ne_missing(pl.col(c + "_new"))).sum().alias(c)
-             for c in VALUE_COLUMNS]
-    exprs += [pl.col("id").is_null().sum().alias("__added"),
-              pl.col("id_new").is_null().sum().alias("__removed")]
+    exprs = [
+        (both & pl.col(c).ne_missing(pl.col(c + "_new"))).sum().alias(c) for c in VALUE_COLUMNS
+    ]
+    exprs += [
+        pl.col("id").is_null().sum().alias("__added"),
+        pl.col("id_new").is_null().sum().alias("__removed"),
+    ]
     row = j.select(exprs).row(0, named=True)
     return {k: int(v) for k, v in row.items() if v}
 
@@ -213,8 +235,12 @@ def measure_memory(old: pa.Table, new: pa.Table) -> tuple[int, int, int, int]:
             with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, t.schema) as w:
                 w.write_table(t)
             paths.append(path)
-        out = subprocess.run([sys.executable, __file__, "--memory-child", *paths],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-child", *paths],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     size, start, base, peak = (int(x) for x in out.stdout.split())
     return size, start, base, peak
 
@@ -222,8 +248,9 @@ def measure_memory(old: pa.Table, new: pa.Table) -> tuple[int, int, int, int]:
 Tool = Callable[[pa.Table, pa.Table], Counts]
 
 
-def compare(title: str, old: pa.Table, new: pa.Table, tools: list[tuple[str, Tool]],
-            repeat: int) -> tuple[dict[str, float], dict[str, float], bool]:
+def compare(
+    title: str, old: pa.Table, new: pa.Table, tools: list[tuple[str, Tool]], repeat: int
+) -> tuple[dict[str, float], dict[str, float], bool]:
     """Runs every tool `repeat` times, interleaved (one run of each tool per round, so that a
     change of load on the shared machine hits all of them alike), checks that their counts
     agree with backfill's and prints medians and ratios. Returns (wall medians, CPU medians,
@@ -245,16 +272,23 @@ def compare(title: str, old: pa.Table, new: pa.Table, tools: list[tuple[str, Too
     cpu = {k: statistics.median(v) for k, v in cpus.items()}
     reference = counts["backfill"]
     ok = True
-    print(f"== {title} (backfill took the {path} path; median of {repeat}, interleaved; "
-          f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    print(
+        f"== {title} (backfill took the {path} path; median of {repeat}, interleaved; "
+        f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())})"
+    )
     for name in wall:
         note = ""
         if name not in ("backfill", "memory floor") and counts[name] != reference:
             ok = False
             note = f"  MISMATCH: {counts[name]} vs backfill {reference}"
-        ratio = "" if name == "backfill" else (
-            f"  = {wall[name] / wall['backfill']:6.2f}x wall, "
-            f"{cpu[name] / cpu['backfill']:6.2f}x CPU of backfill's")
+        ratio = (
+            ""
+            if name == "backfill"
+            else (
+                f"  = {wall[name] / wall['backfill']:6.2f}x wall, "
+                f"{cpu[name] / cpu['backfill']:6.2f}x CPU of backfill's"
+            )
+        )
         print(f"{name:>18}: {wall[name]:8.3f} s wall, {cpu[name]:8.3f} s CPU{ratio}{note}")
     print(f"{'':>18}  per-column change counts: {reference}")
     return wall, cpu, ok
@@ -284,55 +318,83 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     old, new = make_tables(n)
     in_bytes = table_bytes(old) + table_bytes(new)
-    print(f"tables: {old.num_rows:,} old / {new.num_rows:,} new rows, "
-          f"{in_bytes / 1e9:.2f} GB of buffers (made in {time.perf_counter() - t0:.1f} s); "
-          f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(
+        f"tables: {old.num_rows:,} old / {new.num_rows:,} new rows, "
+        f"{in_bytes / 1e9:.2f} GB of buffers (made in {time.perf_counter() - t0:.1f} s); "
+        f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
     s_old, s_new = shuffled(old, 1), shuffled(new, 2)
 
-    for what, o_t, n_t in (("key-ordered (merge path)", old, new),
-                           ("shuffled (hash path)", s_old, s_new)):
+    for what, o_t, n_t in (
+        ("key-ordered (merge path)", old, new),
+        ("shuffled (hash path)", s_old, s_new),
+    ):
         size, start, _, peak = measure_memory(o_t, n_t)
         used = peak - start  # inputs as the diff touches them + the diff's own memory
-        report_target(f"peak RSS <= 1.3x the inputs, {what} (fresh process, inputs "
-                      f"memory-mapped: {size / 1e9:.3f} GB; peak RSS {peak / 1e9:.3f} GB, of "
-                      f"which {start / 1e9:.3f} GB is the bare interpreter)",
-                      used / size, 1.3, higher_is_better=False)
+        report_target(
+            f"peak RSS <= 1.3x the inputs, {what} (fresh process, inputs "
+            f"memory-mapped: {size / 1e9:.3f} GB; peak RSS {peak / 1e9:.3f} GB, of "
+            f"which {start / 1e9:.3f} GB is the bare interpreter)",
+            used / size,
+            1.3,
+            higher_is_better=False,
+        )
 
     have_datacompy = importlib.util.find_spec("datacompy") is not None
     if not have_datacompy:
         print("datacompy is not installed: its targets are not measured")
 
     def tools(*names: str) -> list[tuple[str, Tool]]:
-        every: dict[str, Tool] = {"backfill": run_backfill, "memory floor": memory_floor,
-                                  "duckdb": run_duckdb, "polars join": run_polars_join}
+        every: dict[str, Tool] = {
+            "backfill": run_backfill,
+            "memory floor": memory_floor,
+            "duckdb": run_duckdb,
+            "polars join": run_polars_join,
+        }
         if have_datacompy:
             every["datacompy polars"] = run_datacompy
         return [(x, every[x]) for x in names if x in every and x not in skip]
 
     ok = True
     # The main workload: both sides in key order (the merge path).
-    wall, _, agree = compare("key-ordered rows, key id", old, new,
-                             tools("backfill", "memory floor", "duckdb", "polars join",
-                                   "datacompy polars"), repeat)
+    wall, _, agree = compare(
+        "key-ordered rows, key id",
+        old,
+        new,
+        tools("backfill", "memory floor", "duckdb", "polars join", "datacompy polars"),
+        repeat,
+    )
     ok &= agree
     base = wall["backfill"]
-    for name, need, what in [("duckdb", 3.0, ">= 3x faster than DuckDB"),
-                             ("datacompy polars", 20.0, ">= 20x faster than datacompy"),
-                             ("polars join", 1.0, "faster than a polars join diff")]:
+    for name, need, what in [
+        ("duckdb", 3.0, ">= 3x faster than DuckDB"),
+        ("datacompy polars", 20.0, ">= 20x faster than datacompy"),
+        ("polars join", 1.0, "faster than a polars join diff"),
+    ]:
         if name in wall:
             report_target(f"{what}, key-ordered", wall[name] / base, need)
     if "memory floor" in wall:
-        report_target("merge path within 4x of the memory floor", base / wall["memory floor"],
-                      4.0, higher_is_better=False)
+        report_target(
+            "merge path within 4x of the memory floor",
+            base / wall["memory floor"],
+            4.0,
+            higher_is_better=False,
+        )
 
     # The same rows shuffled on both sides (the hash path: tables read from a warehouse).
-    wall, _, agree = compare("shuffled rows, key id", s_old, s_new,
-                             tools("backfill", "duckdb", "polars join", "datacompy polars"),
-                             repeat)
+    wall, _, agree = compare(
+        "shuffled rows, key id",
+        s_old,
+        s_new,
+        tools("backfill", "duckdb", "polars join", "datacompy polars"),
+        repeat,
+    )
     ok &= agree
     base = wall["backfill"]
-    for name, need, what in [("duckdb", 6.0, ">= 6x faster than DuckDB"),
-                             ("datacompy polars", 20.0, ">= 20x faster than datacompy")]:
+    for name, need, what in [
+        ("duckdb", 6.0, ">= 6x faster than DuckDB"),
+        ("datacompy polars", 20.0, ">= 20x faster than datacompy"),
+    ]:
         if name in wall:
             report_target(f"{what}, shuffled", wall[name] / base, need)
 
@@ -341,20 +403,35 @@ def main(argv: list[str] | None = None) -> int:
     key2 = ["id", "d"]
     for what, o_t, n_t in (("key-ordered", old, new), ("shuffled", s_old, s_new)):
         wall, _, agree = compare(
-            f"composite key (id, d), {what} rows", o_t, n_t,
-            [("backfill", lambda o, n: run_backfill(o, n, key2)),
-             ("duckdb", lambda o, n: run_duckdb(o, n, key2))], repeat)
+            f"composite key (id, d), {what} rows",
+            o_t,
+            n_t,
+            [
+                ("backfill", lambda o, n: run_backfill(o, n, key2)),
+                ("duckdb", lambda o, n: run_duckdb(o, n, key2)),
+            ],
+            repeat,
+        )
         ok &= agree
-        report_target(f">= 4x faster than DuckDB, composite key, {what} ({last_path} path)",
-                      wall["duckdb"] / wall["backfill"], 4.0)
+        report_target(
+            f">= 4x faster than DuckDB, composite key, {what} ({last_path} path)",
+            wall["duckdb"] / wall["backfill"],
+            4.0,
+        )
     del s_old, s_new
 
     # No target: a tolerance is no cliff.
     tol = {"f1": 1.5}
     _, _, agree = compare(
-        "tolerance on f1 (abs 1.5)", old, new,
-        [("backfill", lambda o, n: run_backfill(o, n, None, tol)),
-         ("duckdb", lambda o, n: run_duckdb(o, n, None, tol))], repeat)
+        "tolerance on f1 (abs 1.5)",
+        old,
+        new,
+        [
+            ("backfill", lambda o, n: run_backfill(o, n, None, tol)),
+            ("duckdb", lambda o, n: run_duckdb(o, n, None, tol)),
+        ],
+        repeat,
+    )
     ok &= agree
     print("all tools agree" if ok else "TOOLS DISAGREE")
     return 0 if ok else 1

@@ -103,8 +103,9 @@ def run_child(which: str, path: Path, days: int) -> dict[str, Any]:
     began = time.perf_counter()
     if which == "whole":
         end = START + dt.timedelta(days=days)
-        result = backfill.diff(reader("old", START, end), reader("new", START, end),
-                               "line_id", **opts)
+        result = backfill.diff(
+            reader("old", START, end), reader("new", START, end), "line_id", **opts
+        )
     else:
         stream = DiffStream("line_id", **opts)
         for d in range(days):
@@ -119,16 +120,25 @@ def run_child(which: str, path: Path, days: int) -> dict[str, Any]:
     def plain(v: Any) -> Any:
         return float(v) if isinstance(v, float) or type(v).__name__ == "Decimal" else v
 
-    return {"seconds": seconds, "peak_mb": _peak_rss_mb(),
-            "summary": result.summary.to_dict(),
-            "columns": [{k: plain(v) for k, v in r.items()} for r in result.columns.to_pylist()],
-            "partitions": [{k: plain(v) for k, v in r.items() if k not in ("start", "end")}
-                           for r in result.partitions.to_pylist()]}
+    return {
+        "seconds": seconds,
+        "peak_mb": _peak_rss_mb(),
+        "summary": result.summary.to_dict(),
+        "columns": [{k: plain(v) for k, v in r.items()} for r in result.columns.to_pylist()],
+        "partitions": [
+            {k: plain(v) for k, v in r.items() if k not in ("start", "end")}
+            for r in result.partitions.to_pylist()
+        ],
+    }
 
 
 def child(which: str, path: Path, days: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", which, "--db", str(path),
-                          "--days", str(days)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", which, "--db", str(path), "--days", str(days)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -146,8 +156,9 @@ def agree(stream: dict[str, Any], whole: dict[str, Any]) -> None:
     """Raises unless the streamed and the whole diff gave the same result."""
     for part in ("summary", "columns", "partitions"):
         if not _same(stream[part], whole[part]):
-            raise AssertionError(f"stream and whole differ in {part}:\n{stream[part]}\n"
-                                 f"{whole[part]}")
+            raise AssertionError(
+                f"stream and whole differ in {part}:\n{stream[part]}\n{whole[part]}"
+            )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -169,8 +180,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         path = Path(tmp) / "fact.duckdb"
         began = time.perf_counter()
         build(path, days, per_day)
-        print(f"{days} days x {per_day:,} rows per day, every day differing; built in "
-              f"{time.perf_counter() - began:.1f} s", flush=True)
+        print(
+            f"{days} days x {per_day:,} rows per day, every day differing; built in "
+            f"{time.perf_counter() - began:.1f} s",
+            flush=True,
+        )
         runs: dict[str, list[dict[str, Any]]] = {"stream-1": [], "stream-N": [], "whole-N": []}
         for _ in range(repeats):  # interleaved
             runs["stream-1"].append(child("stream", path, 1))
@@ -178,20 +192,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             runs["whole-N"].append(child("whole", path, days))
         for s, w in zip(runs["stream-N"], runs["whole-N"]):
             agree(s, w)
-    med = {k: {m: statistics.median(r[m] for r in v) for m in ("seconds", "peak_mb")}
-           for k, v in runs.items()}
+    med = {
+        k: {m: statistics.median(r[m] for r in v) for m in ("seconds", "peak_mb")}
+        for k, v in runs.items()
+    }
     rss_ratio = med["stream-N"]["peak_mb"] / med["stream-1"]["peak_mb"]
     print(f"load average {os.getloadavg()}")
     print(f"{'competitor':<10} {'seconds':>9} {'peak RSS MB':>12}   (median of {repeats})")
     for k in runs:
-        print(f"{k.replace('N', str(days)):<10} {med[k]['seconds']:>9.2f} "
-              f"{med[k]['peak_mb']:>12.0f}")
-    print(f"peak RSS: stream-{days} / stream-1 = {rss_ratio:.2f} (target <= "
-          f"{TARGET_RSS_RATIO}: {'met' if rss_ratio <= TARGET_RSS_RATIO else 'NOT met'}); "
-          f"whole-{days} / stream-{days} = "
-          f"{med['whole-N']['peak_mb'] / med['stream-N']['peak_mb']:.2f}")
-    print(f"time: stream-{days} / whole-{days} = "
-          f"{med['stream-N']['seconds'] / med['whole-N']['seconds']:.2f}")
+        print(
+            f"{k.replace('N', str(days)):<10} {med[k]['seconds']:>9.2f} {med[k]['peak_mb']:>12.0f}"
+        )
+    print(
+        f"peak RSS: stream-{days} / stream-1 = {rss_ratio:.2f} (target <= "
+        f"{TARGET_RSS_RATIO}: {'met' if rss_ratio <= TARGET_RSS_RATIO else 'NOT met'}); "
+        f"whole-{days} / stream-{days} = "
+        f"{med['whole-N']['peak_mb'] / med['stream-N']['peak_mb']:.2f}"
+    )
+    print(
+        f"time: stream-{days} / whole-{days} = "
+        f"{med['stream-N']['seconds'] / med['whole-N']['seconds']:.2f}"
+    )
     print("results: stream and whole agree (summary, columns, partitions)")
     return {"medians": med, "rss_ratio": rss_ratio, "days": days}
 

@@ -71,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     same = backfill.fingerprint(both) == backfill.fingerprint(table)
     print(f"order/chunking invariance check: {'ok' if same else 'FAILED'}")
     per_core = size / t1 / 1e9
-    print(f"target >= 1.5 GB/s per core: {'met' if per_core >= 1.5 else 'NOT met'} "
-          f"({per_core:.2f} GB/s)")
+    print(
+        f"target >= 1.5 GB/s per core: {'met' if per_core >= 1.5 else 'NOT met'} "
+        f"({per_core:.2f} GB/s)"
+    )
     print(f"target faster than DuckDB: {'met' if td > tn else 'NOT met'} ({td / tn:.2f}x)")
     return 0 if same else 1
 

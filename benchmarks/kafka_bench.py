@@ -61,20 +61,33 @@ def produce(bootstrap: str, n: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
         f.result(30)
-    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
-                     "batch.num.messages": 10000, "queue.buffering.max.messages": 2_000_000,
-                     "queue.buffering.max.kbytes": 2_000_000, "log_level": 2})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+            "log_level": 2,
+        }
+    )
     rnd = random.Random(11)
     day_ms = _ms(DAY)
     span = 86_400_000 - 60_000
     for i in range(n):
         ms = day_ms + i * span // n  # event times fill the day in order; keys spread them
         event = dt.datetime.fromtimestamp(ms / 1000, UTC)
-        value = (f'{{"order_id": {i}, "customer_id": {rnd.randrange(5000)}, '
-                 f'"amount": {rnd.randrange(1, 2000) / 4}, '
-                 f'"ordered_at": "{event:%Y-%m-%dT%H:%M:%S.%f}Z"}}')
-        p.produce(TOPIC, value=value.encode(), key=str(i).encode(),
-                  timestamp=ms + rnd.randrange(0, 30_000))
+        value = (
+            f'{{"order_id": {i}, "customer_id": {rnd.randrange(5000)}, '
+            f'"amount": {rnd.randrange(1, 2000) / 4}, '
+            f'"ordered_at": "{event:%Y-%m-%dT%H:%M:%S.%f}Z"}}'
+        )
+        p.produce(
+            TOPIC,
+            value=value.encode(),
+            key=str(i).encode(),
+            timestamp=ms + rnd.randrange(0, 30_000),
+        )
         if i % 50_000 == 0:
             p.poll(0)
     assert p.flush(120) == 0
@@ -121,21 +134,33 @@ def run_bare(bootstrap: str, db_path: Path) -> float:
     began = time.perf_counter()
     lateness = dt.timedelta(hours=1)
     lo, hi = _ms(DAY - lateness), _ms(DAY + dt.timedelta(days=1) + lateness)
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-bare",
-                     "enable.auto.commit": False, "enable.partition.eof": False,
-                     "fetch.max.bytes": 52428800, "queued.min.messages": 200000,
-                     "log_level": 2})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-bare",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "fetch.max.bytes": 52428800,
+            "queued.min.messages": 200000,
+            "log_level": 2,
+        }
+    )
     parts = [ck.TopicPartition(TOPIC, p, lo) for p in range(PARTITIONS)]
     starts = {tp.partition: tp.offset for tp in c.offsets_for_times(parts, timeout=10)}
     ends = {}
-    for tp in c.offsets_for_times([ck.TopicPartition(TOPIC, p, hi) for p in range(PARTITIONS)],
-                                  timeout=10):
-        ends[tp.partition] = tp.offset if tp.offset >= 0 else \
-            c.get_watermark_offsets(ck.TopicPartition(TOPIC, tp.partition), timeout=10)[1]
+    for tp in c.offsets_for_times(
+        [ck.TopicPartition(TOPIC, p, hi) for p in range(PARTITIONS)], timeout=10
+    ):
+        ends[tp.partition] = (
+            tp.offset
+            if tp.offset >= 0
+            else c.get_watermark_offsets(ck.TopicPartition(TOPIC, tp.partition), timeout=10)[1]
+        )
     todo = {p for p in range(PARTITIONS) if ends[p] > starts[p]}
     c.assign([ck.TopicPartition(TOPIC, p, starts[p]) for p in todo])
-    cols: dict[str, list[Any]] = {k: [] for k in ("order_id", "customer_id", "amount",
-                                                  "ordered_at", "p", "o", "ts")}
+    cols: dict[str, list[Any]] = {
+        k: [] for k in ("order_id", "customer_id", "amount", "ordered_at", "p", "o", "ts")
+    }
     while todo:
         for m in c.consume(num_messages=10_000, timeout=1.0):
             if m.error() is not None:
@@ -154,32 +179,41 @@ def run_bare(bootstrap: str, db_path: Path) -> float:
             if o >= ends[p] - 1:
                 todo.discard(p)
     c.close()
-    batch = pa.table({"order_id": pa.array(cols["order_id"], pa.int64()),
-                      "customer_id": pa.array(cols["customer_id"], pa.int64()),
-                      "amount": pa.array(cols["amount"], pa.float64()),
-                      "ordered_at": pa.array(cols["ordered_at"], pa.string()),
-                      "p": pa.array(cols["p"], pa.int32()), "o": pa.array(cols["o"], pa.int64()),
-                      "ts": pa.array(cols["ts"], pa.int64())})
+    batch = pa.table(
+        {
+            "order_id": pa.array(cols["order_id"], pa.int64()),
+            "customer_id": pa.array(cols["customer_id"], pa.int64()),
+            "amount": pa.array(cols["amount"], pa.float64()),
+            "ordered_at": pa.array(cols["ordered_at"], pa.string()),
+            "p": pa.array(cols["p"], pa.int32()),
+            "o": pa.array(cols["o"], pa.int64()),
+            "ts": pa.array(cols["ts"], pa.int64()),
+        }
+    )
     start, end = DAY.replace(tzinfo=None), (DAY + dt.timedelta(days=1)).replace(tzinfo=None)
     with duckdb.connect(str(db_path)) as db:
         db.register("batch", batch)
         db.execute("BEGIN")
-        db.execute("DELETE FROM raw_orders WHERE ordered_at >= ? AND ordered_at < ?",
-                   [start, end])
-        db.execute("""INSERT INTO raw_orders BY NAME
+        db.execute("DELETE FROM raw_orders WHERE ordered_at >= ? AND ordered_at < ?", [start, end])
+        db.execute(
+            """INSERT INTO raw_orders BY NAME
             SELECT order_id, customer_id, amount, et AS ordered_at, p AS _kafka_partition,
                    o AS _kafka_offset, make_timestamp(ts * 1000) AS _kafka_timestamp
             FROM (SELECT *, CAST(replace(ordered_at, 'Z', '') AS TIMESTAMP) AS et FROM batch)
-            WHERE et >= ? AND et < ?""", [start, end])
+            WHERE et >= ? AND et < ?""",
+            [start, end],
+        )
         db.execute("COMMIT")
     return time.perf_counter() - began
 
 
 def table_rows(db_path: Path) -> list[tuple[Any, ...]]:
     with duckdb.connect(str(db_path), read_only=True) as db:
-        return db.execute("SELECT order_id, customer_id, amount, ordered_at, _kafka_partition, "
-                          "_kafka_offset, _kafka_timestamp FROM raw_orders ORDER BY "
-                          "_kafka_partition, _kafka_offset").fetchall()
+        return db.execute(
+            "SELECT order_id, customer_id, amount, ordered_at, _kafka_partition, "
+            "_kafka_offset, _kafka_timestamp FROM raw_orders ORDER BY "
+            "_kafka_partition, _kafka_offset"
+        ).fetchall()
 
 
 def main() -> None:
@@ -197,8 +231,11 @@ def main() -> None:
     try:
         began = time.perf_counter()
         produce(bootstrap, n)
-        print(f"produced {n:,} records to {TOPIC} ({PARTITIONS} partitions) in "
-              f"{time.perf_counter() - began:.1f}s", flush=True)
+        print(
+            f"produced {n:,} records to {TOPIC} ({PARTITIONS} partitions) in "
+            f"{time.perf_counter() - began:.1f}s",
+            flush=True,
+        )
         with tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp:
             root = Path(tmp)
             write_project(root, bootstrap)
@@ -213,8 +250,9 @@ def main() -> None:
                     replay.append(run_replay(root))
                 same_replay = table_rows(db) == expected
                 if not (same_bare and same_replay):
-                    raise SystemExit(f"the tables differ: bare same={same_bare}, "
-                                     f"replay same={same_replay}")
+                    raise SystemExit(
+                        f"the tables differ: bare same={same_bare}, replay same={same_replay}"
+                    )
                 print(f"run {i + 1}: replay {replay[-1]:.2f}s, bare {bare[-1]:.2f}s", flush=True)
     finally:
         if broker is not None:
@@ -222,15 +260,32 @@ def main() -> None:
     r, b = statistics.median(replay), statistics.median(bare)
     ratio = b / r
     print(f"records in the period: {len(expected):,}; same rows on both sides: True")
-    print(f"replay (plan + landing task): {r:.2f}s median of {len(replay)} "
-          f"({len(expected) / r:,.0f} records/s)")
-    print(f"bare confluent-kafka consumer: {b:.2f}s median of {len(bare)} "
-          f"({len(expected) / b:,.0f} records/s)")
-    print(f"ratio (replay throughput / bare): {ratio:.2f}x; target >= {TARGET}x: "
-          f"{'met' if ratio >= TARGET else 'not met'}")
+    print(
+        f"replay (plan + landing task): {r:.2f}s median of {len(replay)} "
+        f"({len(expected) / r:,.0f} records/s)"
+    )
+    print(
+        f"bare confluent-kafka consumer: {b:.2f}s median of {len(bare)} "
+        f"({len(expected) / b:,.0f} records/s)"
+    )
+    print(
+        f"ratio (replay throughput / bare): {ratio:.2f}x; target >= {TARGET}x: "
+        f"{'met' if ratio >= TARGET else 'not met'}"
+    )
     if args.json:
-        print(json.dumps({"records": len(expected), "replay_s": r, "bare_s": b, "ratio": ratio,
-                          "target": TARGET, "met": ratio >= TARGET, "identical": True}))
+        print(
+            json.dumps(
+                {
+                    "records": len(expected),
+                    "replay_s": r,
+                    "bare_s": b,
+                    "ratio": ratio,
+                    "target": TARGET,
+                    "met": ratio >= TARGET,
+                    "identical": True,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

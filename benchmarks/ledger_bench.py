@@ -57,12 +57,26 @@ def worker(url: str, bid: str, batch: int) -> None:
         if not claims:
             break  # no deps, no retries: nothing left to claim means every task is claimed
         for c in claims:
-            outcome = ledger.finish(c, bid, me, ok=True, rows=0, deleted=0, fingerprint="0:0",
-                                    seconds=0.0, error=None, retry_at=None)
+            outcome = ledger.finish(
+                c,
+                bid,
+                me,
+                ok=True,
+                rows=0,
+                deleted=0,
+                fingerprint="0:0",
+                seconds=0.0,
+                error=None,
+                retry_at=None,
+            )
             done += outcome == "done"
             lost += outcome != "done"
-    print(json.dumps({"done": done, "lost": lost, "end": time.time(),
-                      "cpu": time.process_time() - cpu}), flush=True)
+    print(
+        json.dumps(
+            {"done": done, "lost": lost, "end": time.time(), "cpu": time.process_time() - cpu}
+        ),
+        flush=True,
+    )
     ledger.close()
 
 
@@ -87,26 +101,58 @@ def server_cpu(data: Path | None) -> float:
     return total / tick
 
 
-def measure(url: str, tasks: int, workers: int, batch: int,
-            data: Path | None = None) -> dict[str, Any]:
+def measure(
+    url: str, tasks: int, workers: int, batch: int, data: Path | None = None
+) -> dict[str, Any]:
     """One run against the ledger at ``url``: tasks/s, CPU per task (the workers', and the
     server's when it runs here from ``data``) and the exactly-once checks."""
     from backfill.run.ledger import open_ledger
 
     ledger = open_ledger(url)
     bid = f"bf_bench_{int(time.time() * 1000)}"
-    record = {"id": bid, "project": "bench", "project_root": None, "selection": "m",
-              "exclude": None, "start": "2026-01-01", "end": "2026-02-01", "as_of": None,
-              "reason": "benchmark", "mode": "audit", "engine": "none", "plan": "{}",
-              "models": "{}", "created_by": "bench"}
+    record = {
+        "id": bid,
+        "project": "bench",
+        "project_root": None,
+        "selection": "m",
+        "exclude": None,
+        "start": "2026-01-01",
+        "end": "2026-02-01",
+        "as_of": None,
+        "reason": "benchmark",
+        "mode": "audit",
+        "engine": "none",
+        "plan": "{}",
+        "models": "{}",
+        "created_by": "bench",
+    }
     began = time.perf_counter()
-    ledger.create_backfill(record, [{"task_id": i, "model": "m", "start": None, "end": None,
-                                     "label": f"p{i}", "partitions": 1, "wave": 0,
-                                     "depends_on": []} for i in range(tasks)])
+    ledger.create_backfill(
+        record,
+        [
+            {
+                "task_id": i,
+                "model": "m",
+                "start": None,
+                "end": None,
+                "label": f"p{i}",
+                "partitions": 1,
+                "wave": 0,
+                "depends_on": [],
+            }
+            for i in range(tasks)
+        ],
+    )
     create_s = time.perf_counter() - began
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", url, bid, str(batch)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-             for _ in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", url, bid, str(batch)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(workers)
+    ]
     for p in procs:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     start, server_before = time.time(), server_cpu(data)
@@ -126,15 +172,21 @@ def measure(url: str, tasks: int, workers: int, batch: int,
     per_task = Counter(a["task_id"] for a in attempts)
     statuses = Counter(t.status for t in ledger.tasks(bid))
     ledger.close()
-    return {"tasks": tasks, "workers": workers, "batch": batch, "seconds": seconds,
-            "tasks_per_second": tasks / seconds, "create_seconds": create_s,
-            "client_cpu_ms_per_task": 1000 * sum(r["cpu"] for r in reports) / tasks,
-            "server_cpu_ms_per_task": 1000 * server_s / tasks,
-            "finished_done": sum(r["done"] for r in reports),
-            "lost": sum(r["lost"] for r in reports),
-            "double_claims": sum(n - 1 for n in per_task.values() if n > 1),
-            "all_done": statuses == Counter({"done": tasks}),
-            "attempts_done": sum(a["status"] == "done" for a in attempts)}
+    return {
+        "tasks": tasks,
+        "workers": workers,
+        "batch": batch,
+        "seconds": seconds,
+        "tasks_per_second": tasks / seconds,
+        "create_seconds": create_s,
+        "client_cpu_ms_per_task": 1000 * sum(r["cpu"] for r in reports) / tasks,
+        "server_cpu_ms_per_task": 1000 * server_s / tasks,
+        "finished_done": sum(r["done"] for r in reports),
+        "lost": sum(r["lost"] for r in reports),
+        "double_claims": sum(n - 1 for n in per_task.values() if n > 1),
+        "all_done": statuses == Counter({"done": tasks}),
+        "attempts_done": sum(a["status"] == "done" for a in attempts),
+    }
 
 
 def main() -> int:
@@ -144,8 +196,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2,000 tasks")
     ap.add_argument("--tasks", type=int, default=None, help="tasks (default 100,000)")
-    ap.add_argument("--sqlite-tasks", type=int, default=None,
-                    help="tasks of the SQLite run (default: the same)")
+    ap.add_argument(
+        "--sqlite-tasks", type=int, default=None, help="tasks of the SQLite run (default: the same)"
+    )
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--batch", type=int, default=16, help="tasks per claim")
     ap.add_argument("--url", help="a Postgres server of yours (default: a throwaway one)")
@@ -165,28 +218,49 @@ def main() -> int:
             server.stop()
     results: dict[str, Any] = {"postgres": pg}
     print(f"{tasks:,} no-op tasks, {args.workers} worker processes, claims of {args.batch}")
-    print(f"postgres: {pg['tasks_per_second']:8,.0f} tasks/s ({pg['seconds']:.2f} s; backfill "
-          f"recorded in {pg['create_seconds']:.2f} s); double claims: {pg['double_claims']}, "
-          f"lost: {pg['lost']}, all done once: {pg['all_done'] and pg['attempts_done'] == tasks}")
+    print(
+        f"postgres: {pg['tasks_per_second']:8,.0f} tasks/s ({pg['seconds']:.2f} s; backfill "
+        f"recorded in {pg['create_seconds']:.2f} s); double claims: {pg['double_claims']}, "
+        f"lost: {pg['lost']}, all done once: {pg['all_done'] and pg['attempts_done'] == tasks}"
+    )
     cpu_ms = pg["client_cpu_ms_per_task"] + pg["server_cpu_ms_per_task"]
-    print(f"          CPU per task: {pg['client_cpu_ms_per_task']:.2f} ms in the workers + "
-          f"{pg['server_cpu_ms_per_task']:.2f} ms in the server"
-          + (f" -> at most {os.cpu_count() or 1:,} cores / {cpu_ms:.2f} ms = "
-             f"{1000 * (os.cpu_count() or 1) / cpu_ms:,.0f} tasks/s on this machine when idle "
-             f"(load average now {os.getloadavg()[0]:.1f})" if server else ""))
+    print(
+        f"          CPU per task: {pg['client_cpu_ms_per_task']:.2f} ms in the workers + "
+        f"{pg['server_cpu_ms_per_task']:.2f} ms in the server"
+        + (
+            f" -> at most {os.cpu_count() or 1:,} cores / {cpu_ms:.2f} ms = "
+            f"{1000 * (os.cpu_count() or 1) / cpu_ms:,.0f} tasks/s on this machine when idle "
+            f"(load average now {os.getloadavg()[0]:.1f})"
+            if server
+            else ""
+        )
+    )
     if not args.no_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
-            lite = measure(f"sqlite:///{tmp}/ledger.sqlite", args.sqlite_tasks or tasks,
-                           args.workers, args.batch)
+            lite = measure(
+                f"sqlite:///{tmp}/ledger.sqlite",
+                args.sqlite_tasks or tasks,
+                args.workers,
+                args.batch,
+            )
         results["sqlite"] = lite
-        print(f"sqlite:   {lite['tasks_per_second']:8,.0f} tasks/s ({lite['seconds']:.2f} s, "
-              f"{lite['tasks']:,} tasks); double claims: {lite['double_claims']}")
+        print(
+            f"sqlite:   {lite['tasks_per_second']:8,.0f} tasks/s ({lite['seconds']:.2f} s, "
+            f"{lite['tasks']:,} tasks); double claims: {lite['double_claims']}"
+        )
         print(f"ratio postgres / sqlite: {pg['tasks_per_second'] / lite['tasks_per_second']:.2f}x")
-    exact = all(r["double_claims"] == 0 and r["lost"] == 0 and r["all_done"]
-                and r["attempts_done"] == r["tasks"] for r in results.values())
+    exact = all(
+        r["double_claims"] == 0
+        and r["lost"] == 0
+        and r["all_done"]
+        and r["attempts_done"] == r["tasks"]
+        for r in results.values()
+    )
     met = exact and pg["tasks_per_second"] >= TARGET
-    print(f"target (>= {TARGET:,.0f} tasks/s on Postgres, zero double claims): "
-          f"{'met' if met else 'not met'}{' (quick run: indicative only)' if args.quick else ''}")
+    print(
+        f"target (>= {TARGET:,.0f} tasks/s on Postgres, zero double claims): "
+        f"{'met' if met else 'not met'}{' (quick run: indicative only)' if args.quick else ''}"
+    )
     if args.json:
         print(json.dumps(results))
     return 0 if exact else 1

@@ -36,8 +36,9 @@ UTC = dt.timezone.utc
 START = dt.datetime(2023, 1, 1, tzinfo=UTC)
 
 
-def generate(models: int, years: int, seed: int = 7, tz: str = "UTC"
-             ) -> tuple[backfill.Project, dict[str, Any]]:
+def generate(
+    models: int, years: int, seed: int = 7, tz: str = "UTC"
+) -> tuple[backfill.Project, dict[str, Any]]:
     """A layered DAG: 10 sources, then layers of models reading 1-3 nodes of earlier layers."""
     rng = random.Random(seed)
     p = backfill.Project("bench")
@@ -109,8 +110,13 @@ def reference_rows(tasks: list[Any], deps: list[list[int]]) -> tuple[list[Any], 
     def us(x: dt.datetime | None) -> int | None:
         return None if x is None else int(x.timestamp()) * 1_000_000
 
-    return ([t[0] for t in tasks], [us(t[1]) for t in tasks], [us(t[2]) for t in tasks],
-            [t[3] for t in tasks], deps)
+    return (
+        [t[0] for t in tasks],
+        [us(t[1]) for t in tasks],
+        [us(t[2]) for t in tasks],
+        [t[3] for t in tasks],
+        deps,
+    )
 
 
 def rss_bytes() -> int:
@@ -179,9 +185,12 @@ def main() -> int:
     ap.add_argument("--years", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=5, help="C++ runs (median)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--tz", default="UTC",
-                    help="zone of the models: other zones take the calendar-table path (C++ only; "
-                         "the Python planner is UTC-only)")
+    ap.add_argument(
+        "--tz",
+        default="UTC",
+        help="zone of the models: other zones take the calendar-table path (C++ only; "
+        "the Python planner is UTC-only)",
+    )
     ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     models = args.models or (200 if args.quick else 2000)
@@ -204,11 +213,15 @@ def main() -> int:
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
         assert zoned is not None
-        print(f"graph: {models} models over {years} year(s) in {args.tz}; "
-              f"{zoned.task_count:,} tasks, {zoned.dependency_count:,} dependencies")
-        print(f"C++ planner ({args.tz}, calendar tables): "
-              f"{statistics.median(times) * 1000:.1f} ms wall, {statistics.median(cpu) * 1000:.1f} ms "
-              f"CPU (medians of {args.repeat})")
+        print(
+            f"graph: {models} models over {years} year(s) in {args.tz}; "
+            f"{zoned.task_count:,} tasks, {zoned.dependency_count:,} dependencies"
+        )
+        print(
+            f"C++ planner ({args.tz}, calendar tables): "
+            f"{statistics.median(times) * 1000:.1f} ms wall, {statistics.median(cpu) * 1000:.1f} ms "
+            f"CPU (medians of {args.repeat})"
+        )
         return 0
 
     # Wall time is what users see; CPU time (this process) is reported too because the machine
@@ -231,12 +244,18 @@ def main() -> int:
     core_cpu_s = statistics.median(core_cpu)
     table_s = statistics.median(table_times)
     table_cpu_s = statistics.median(table_cpu)
-    print(f"graph: {models} models over {years} year(s); {plan.task_count:,} tasks, "
-          f"{plan.dependency_count:,} dependencies, {plan.wave_count} waves")
-    print(f"C++ planner:    {core_s * 1000:8.1f} ms wall, {core_cpu_s * 1000:.1f} ms CPU "
-          f"(medians of {args.repeat}; CPU counts both cores)")
-    print(f"Arrow task table: {table_s * 1000:6.1f} ms wall, {table_cpu_s * 1000:.1f} ms CPU "
-          f"({table.num_rows:,} rows; medians of {args.repeat})")
+    print(
+        f"graph: {models} models over {years} year(s); {plan.task_count:,} tasks, "
+        f"{plan.dependency_count:,} dependencies, {plan.wave_count} waves"
+    )
+    print(
+        f"C++ planner:    {core_s * 1000:8.1f} ms wall, {core_cpu_s * 1000:.1f} ms CPU "
+        f"(medians of {args.repeat}; CPU counts both cores)"
+    )
+    print(
+        f"Arrow task table: {table_s * 1000:6.1f} ms wall, {table_cpu_s * 1000:.1f} ms CPU "
+        f"({table.num_rows:,} rows; medians of {args.repeat})"
+    )
 
     py_times, py_cpu = [], []
     ref = None
@@ -250,49 +269,81 @@ def main() -> int:
     assert ref is not None
     py_s = statistics.median(py_times)
     py_cpu_s = statistics.median(py_cpu)
-    print(f"Python planner: {py_s * 1000:8.1f} ms wall, {py_cpu_s * 1000:.1f} ms CPU "
-          f"(networkx + datetime, median of {len(py_times)})")
+    print(
+        f"Python planner: {py_s * 1000:8.1f} ms wall, {py_cpu_s * 1000:.1f} ms CPU "
+        f"(networkx + datetime, median of {len(py_times)})"
+    )
 
     identical = core_rows(plan) == reference_rows(*ref)
     print(f"task sets identical: {identical}")
     ratio = py_s / core_s
-    print(f"ratio Python / C++: {ratio:.0f}x wall, {py_cpu_s / core_cpu_s:.0f}x CPU "
-          f"(planning; with the Arrow table too: {py_s / (core_s + table_s):.0f}x wall)")
+    print(
+        f"ratio Python / C++: {ratio:.0f}x wall, {py_cpu_s / core_cpu_s:.0f}x CPU "
+        f"(planning; with the Arrow table too: {py_s / (core_s + table_s):.0f}x wall)"
+    )
 
     # The Python planner's millions of objects would make a cyclic GC pass land inside the timing.
     del ref
     gc.collect()
     plan_s, ticks = gil_check(p, years)
-    print(f"GIL: main thread ran {ticks} loop iterations during a {plan_s * 1000:.0f} ms plan "
-          "in another thread")
+    print(
+        f"GIL: main thread ran {ticks} loop iterations during a {plan_s * 1000:.0f} ms plan "
+        "in another thread"
+    )
 
     child = subprocess.run(
-        [sys.executable, __file__, "--memory-child", "--models", str(models), "--years", str(years)],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            __file__,
+            "--memory-child",
+            "--models",
+            str(models),
+            "--years",
+            str(years),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     mem = json.loads(child.stdout)
-    print(f"RSS growth: {mem['growth_per_task']:.0f} B/task with the plan alive "
-          f"(peak {mem['peak_growth_per_task']:.0f} B/task while planning; "
-          f"{mem['with_table_per_task']:.0f} B/task with the Arrow table too)")
+    print(
+        f"RSS growth: {mem['growth_per_task']:.0f} B/task with the plan alive "
+        f"(peak {mem['peak_growth_per_task']:.0f} B/task while planning; "
+        f"{mem['with_table_per_task']:.0f} B/task with the Arrow table too)"
+    )
 
-    results = {"models": models, "years": years, "tasks": plan.task_count,
-               "core_seconds": core_s, "python_seconds": py_s, "ratio": ratio,
-               "core_cpu_seconds": core_cpu_s, "python_cpu_seconds": py_cpu_s,
-               "table_seconds": table_s, "table_cpu_seconds": table_cpu_s,
-               "identical": identical, "rss_growth_per_task": mem["growth_per_task"],
-               "peak_rss_growth_per_task": mem["peak_growth_per_task"], "gil_ticks": ticks}
+    results = {
+        "models": models,
+        "years": years,
+        "tasks": plan.task_count,
+        "core_seconds": core_s,
+        "python_seconds": py_s,
+        "ratio": ratio,
+        "core_cpu_seconds": core_cpu_s,
+        "python_cpu_seconds": py_cpu_s,
+        "table_seconds": table_s,
+        "table_cpu_seconds": table_cpu_s,
+        "identical": identical,
+        "rss_growth_per_task": mem["growth_per_task"],
+        "peak_rss_growth_per_task": mem["peak_growth_per_task"],
+        "gil_ticks": ticks,
+    }
     if args.json:
         print(json.dumps(results))
     if not identical:
         print("FAIL: the planners disagree", file=sys.stderr)
         return 1
     if not args.quick:
-        misses = [name for name, ok in (
-            ("planning <= 1 s", core_s <= 1.0),
-            ("RSS growth <= 256 B/task", mem["growth_per_task"] <= 256),
-            (">= 100x the Python planner", ratio >= 100),
-            (">= 2 M tasks", plan.task_count >= 2_000_000),
-        ) if not ok]
+        misses = [
+            name
+            for name, ok in (
+                ("planning <= 1 s", core_s <= 1.0),
+                ("RSS growth <= 256 B/task", mem["growth_per_task"] <= 256),
+                (">= 100x the Python planner", ratio >= 100),
+                (">= 2 M tasks", plan.task_count >= 2_000_000),
+            )
+            if not ok
+        ]
         print("targets: " + ("all met" if not misses else "MISSED " + ", ".join(misses)))
     return 0
 

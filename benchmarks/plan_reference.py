@@ -91,7 +91,9 @@ def plan_reference(
         m = models[name]
         grain = m["grain"]
         if grain is None:
-            sets[name] = [(dt.datetime.min.replace(tzinfo=UTC), dt.datetime.max.replace(tzinfo=UTC))]
+            sets[name] = [
+                (dt.datetime.min.replace(tzinfo=UTC), dt.datetime.max.replace(tzinfo=UTC))
+            ]
             continue
         low = floor(m["begin"], grain) if m["begin"] else None
 
@@ -134,7 +136,9 @@ def plan_reference(
             i = 0
             while i < len(parts):
                 j = i + 1
-                while j < len(parts) and j - i < partitions_per_run and parts[j][0] == parts[j - 1][1]:
+                while (
+                    j < len(parts) and j - i < partitions_per_run and parts[j][0] == parts[j - 1][1]
+                ):
                     j += 1
                 runs.append((parts[i][0], parts[j - 1][1], j - i))
                 i = j

@@ -80,8 +80,9 @@ def backfill_fix(root: Path, concurrency: int) -> tuple[dict[str, float], list[t
             rows = backfill.ArrowTable.from_arrow(s).to_pylist()
     finally:
         engine.close()
-    published = sorted((r["sales_date"], int(r["orders"]), int(r["units"]), r["revenue"])
-                       for r in rows)
+    published = sorted(
+        (r["sales_date"], int(r["orders"]), int(r["units"]), r["revenue"]) for r in rows
+    )
     return seconds, published
 
 
@@ -89,8 +90,11 @@ def clone_database(url: str, template: str) -> str:
     name = f"bench_{uuid.uuid4().hex[:10]}"
     server = url.rsplit("/", 1)[0] + "/postgres"
     with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
-                     "AND pid <> pg_backend_pid()", [template])
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+            "AND pid <> pg_backend_pid()",
+            [template],
+        )
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     return url.rsplit("/", 1)[0] + "/" + name
 
@@ -100,8 +104,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small data, one repeat")
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--concurrency", type=int, default=8)
-    ap.add_argument("--url", help="a database on a server you name: the benchmark creates "
-                                  "databases next to it (default: a throwaway server)")
+    ap.add_argument(
+        "--url",
+        help="a database on a server you name: the benchmark creates "
+        "databases next to it (default: a throwaway server)",
+    )
     ap.add_argument("--json", action="store_true", help="a JSON line with the results last")
     args = ap.parse_args()
     per_day = 12 if args.quick else 240
@@ -111,8 +118,9 @@ def main() -> int:
     base_url = args.url or server.create_database("bench")  # type: ignore[union-attr]
     work = Path(tempfile.mkdtemp(prefix="pg_bench_"))
     try:
-        times: dict[str, dict[str, list[float]]] = {e: {s: [] for s in STEPS}
-                                                    for e in ("duckdb", "postgres")}
+        times: dict[str, dict[str, list[float]]] = {
+            e: {s: [] for s in STEPS} for e in ("duckdb", "postgres")
+        }
         built_duck = shop.create(work / "duck", orders_per_day=per_day)
         times["duckdb"]["build"].append(build(built_duck, args.concurrency))
         built_pg = shop_pg.create(work / "pg", base_url, orders_per_day=per_day)
@@ -120,12 +128,14 @@ def main() -> int:
         template = base_url.rsplit("/", 1)[1]
         same = True
         for i in range(repeat):
-            duck = shutil.copytree(built_duck, work / f"duck{i}",
-                                   ignore=shutil.ignore_patterns(".backfill"))
+            duck = shutil.copytree(
+                built_duck, work / f"duck{i}", ignore=shutil.ignore_patterns(".backfill")
+            )
             d_sec, d_rows = backfill_fix(duck, args.concurrency)
             url = clone_database(base_url, template)
-            pg = shutil.copytree(built_pg, work / f"pg{i}",
-                                 ignore=shutil.ignore_patterns(".backfill"))
+            pg = shutil.copytree(
+                built_pg, work / f"pg{i}", ignore=shutil.ignore_patterns(".backfill")
+            )
             yml = pg / "backfill.yml"
             yml.write_text(yml.read_text().replace(base_url, url))
             p_sec, p_rows = backfill_fix(pg, args.concurrency)
@@ -133,22 +143,33 @@ def main() -> int:
             for step in ("run", "audit", "publish"):
                 times["duckdb"][step].append(d_sec[step])
                 times["postgres"][step].append(p_sec[step])
-        med = {e: {s: statistics.median(v) for s, v in steps.items()}
-               for e, steps in times.items()}
+        med = {e: {s: statistics.median(v) for s, v in steps.items()} for e, steps in times.items()}
         ratio = {s: med["postgres"][s] / med["duckdb"][s] for s in STEPS}
-        print(f"the shop ({per_day} orders a day): backfill {SELECT} {START}..{END}, 187 tasks "
-              f"at concurrency {args.concurrency}; median of {repeat} (build: once)")
+        print(
+            f"the shop ({per_day} orders a day): backfill {SELECT} {START}..{END}, 187 tasks "
+            f"at concurrency {args.concurrency}; median of {repeat} (build: once)"
+        )
         print(f"  {'step':<8} {'duckdb':>9} {'postgres':>9}  ratio pg/duckdb")
         for s in STEPS:
             print(f"  {s:<8} {med['duckdb'][s]:8.2f}s {med['postgres'][s]:8.2f}s  {ratio[s]:.2f}")
         total = {e: sum(med[e][s] for s in ("run", "audit", "publish")) for e in med}
-        print(f"  {'total':<8} {total['duckdb']:8.2f}s {total['postgres']:8.2f}s  "
-              f"{total['postgres'] / total['duckdb']:.2f}  (run + audit + publish; no target)")
+        print(
+            f"  {'total':<8} {total['duckdb']:8.2f}s {total['postgres']:8.2f}s  "
+            f"{total['postgres'] / total['duckdb']:.2f}  (run + audit + publish; no target)"
+        )
         print(f"published fct_daily_sales identical on both engines: {same}")
         if args.json:
-            print(json.dumps({"identical": same, "median": med, "ratio": ratio,
-                              "ratio_total": total["postgres"] / total["duckdb"],
-                              "orders_per_day": per_day}))
+            print(
+                json.dumps(
+                    {
+                        "identical": same,
+                        "median": med,
+                        "ratio": ratio,
+                        "ratio_total": total["postgres"] / total["duckdb"],
+                        "orders_per_day": per_day,
+                    }
+                )
+            )
         return 0 if same else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)

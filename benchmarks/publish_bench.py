@@ -56,8 +56,10 @@ from backfill.engines.duckdb.engine import DuckDBEngine  # noqa: E402
 
 TARGET = 1.5
 PUB = f'main."{scale_fact.MODEL}"'
-WINDOW = (f"ordered_at >= TIMESTAMP '{scale_fact.WINDOW_START}' AND "
-          f"ordered_at < TIMESTAMP '{scale_fact.WINDOW_END}'")
+WINDOW = (
+    f"ordered_at >= TIMESTAMP '{scale_fact.WINDOW_START}' AND "
+    f"ordered_at < TIMESTAMP '{scale_fact.WINDOW_END}'"
+)
 
 
 class Reader(threading.Thread):
@@ -77,8 +79,9 @@ class Reader(threading.Thread):
             if not self.active.wait(0.1):
                 continue
             began = time.perf_counter()
-            row = cur.execute(f"SELECT count(*), sum(net_amount) FROM {PUB} WHERE {WINDOW}"
-                              ).fetchone()
+            row = cur.execute(
+                f"SELECT count(*), sum(net_amount) FROM {PUB} WHERE {WINDOW}"
+            ).fetchone()
             self.samples.append((began, time.perf_counter() - began, row))
             time.sleep(0.005)
         cur.close()
@@ -121,13 +124,17 @@ def bench(root: Path, rows: int, repeat: int, args: argparse.Namespace) -> int:
     reader = Reader(root / "warehouse.duckdb")
     DuckDBEngine.publish = timed_publish  # type: ignore[method-assign]
     try:
-        keeper.execute("CREATE OR REPLACE TABLE main.publish_bench_built AS "
-                       f"SELECT * FROM {PUB} WHERE {WINDOW}")
+        keeper.execute(
+            "CREATE OR REPLACE TABLE main.publish_bench_built AS "
+            f"SELECT * FROM {PUB} WHERE {WINDOW}"
+        )
         keeper.execute(f"CREATE OR REPLACE TABLE main.publish_bench_oracle AS {fixed_sql}")
         outside = f"SELECT count(*), sum(net_amount) FROM {PUB} WHERE NOT ({WINDOW})"
         outside_before = keeper.execute(outside).fetchone()
-        answers = {keeper.execute(f"SELECT count(*), sum(net_amount) FROM {t}").fetchone()
-                   for t in ("main.publish_bench_built", "main.publish_bench_oracle")}
+        answers = {
+            keeper.execute(f"SELECT count(*), sum(net_amount) FROM {t}").fetchone()
+            for t in ("main.publish_bench_built", "main.publish_bench_oracle")
+        }
         reader.start()
         while len(reader.samples) < 3:  # idle samples first
             time.sleep(0.05)
@@ -146,8 +153,14 @@ def bench(root: Path, rows: int, repeat: int, args: argparse.Namespace) -> int:
             waits["delete+insert"].append(max(s[1] for s in reader.between(t0, t1)))
             reader.active.clear()
             proj = backfill.Project.load(root)
-            plan = proj.plan(scale_fact.MODEL, scale_fact.WINDOW_START, scale_fact.WINDOW_END,
-                             as_of=scale_fact.WINDOW_END, partitions_per_run=10, concurrency=2)
+            plan = proj.plan(
+                scale_fact.MODEL,
+                scale_fact.WINDOW_START,
+                scale_fact.WINDOW_END,
+                as_of=scale_fact.WINDOW_END,
+                partitions_per_run=10,
+                concurrency=2,
+            )
             bf = proj.backfill(plan, reason="publish_bench: promotions applied")
             assert bf.run(concurrency=2).ok
             bf.audit()
@@ -160,16 +173,22 @@ def bench(root: Path, rows: int, repeat: int, args: argparse.Namespace) -> int:
             waits["publish"].append(max(s[1] for s in reader.between(t0, t1)))
             reader.active.clear()
             if args.quick or (args.exact and i == repeat - 1):  # row for row: minutes at 100M
-                differing.append(run_bench.window_differs(keeper, PUB,
-                                                          "main.publish_bench_oracle"))
+                differing.append(run_bench.window_differs(keeper, PUB, "main.publish_bench_oracle"))
             else:
                 window = f"(SELECT * FROM {PUB} WHERE {WINDOW})"
-                differing.append(len(set(run_bench.day_fingerprints(keeper, window)) ^ set(
-                    run_bench.day_fingerprints(keeper, "main.publish_bench_oracle"))))
+                differing.append(
+                    len(
+                        set(run_bench.day_fingerprints(keeper, window))
+                        ^ set(run_bench.day_fingerprints(keeper, "main.publish_bench_oracle"))
+                    )
+                )
             outside_changed |= keeper.execute(outside).fetchone() != outside_before
-            print(f"  [{i + 1}/{repeat}] delete+insert {times['delete+insert'][-1]:.2f} s, "
-                  f"publish {times['publish'][-1]:.2f} s (swap {swaps[-1]:.2f} s), reader "
-                  f"longest {waits['publish'][-1]:.3f} s, differing {differing[-1]}", flush=True)
+            print(
+                f"  [{i + 1}/{repeat}] delete+insert {times['delete+insert'][-1]:.2f} s, "
+                f"publish {times['publish'][-1]:.2f} s (swap {swaps[-1]:.2f} s), reader "
+                f"longest {waits['publish'][-1]:.3f} s, differing {differing[-1]}",
+                flush=True,
+            )
         reader.stop.set()
         reader.join()
         mixed = sum(1 for s in reader.samples if s[2] not in answers)
@@ -185,29 +204,49 @@ def bench(root: Path, rows: int, repeat: int, args: argparse.Namespace) -> int:
     ratio = med["publish"] / med["delete+insert"]
     longest = max(waits["publish"])
     identical = not any(differing) and not outside_changed
-    print(f"publish_bench: {rows:,} raw rows, 90 days published ({scale_fact.WINDOW_START}.."
-          f"{scale_fact.WINDOW_END}), {repeat} repeat(s), load {os.getloadavg()[0]:.2f}")
+    print(
+        f"publish_bench: {rows:,} raw rows, 90 days published ({scale_fact.WINDOW_START}.."
+        f"{scale_fact.WINDOW_END}), {repeat} repeat(s), load {os.getloadavg()[0]:.2f}"
+    )
     for k, v in times.items():
         extra = f"  {ratio:.2f}x delete+insert" if k == "publish" else ""
         print(f"  {k:>14}: median {med[k]:7.3f} s{extra}   ({', '.join(f'{x:.2f}' for x in v)})")
-    print(f"  {'swap':>14}: median {swap:7.3f} s (the engine's publish transaction, within "
-          "publish)")
-    print(f"  reader: {len(reader.samples)} queries, idle median {statistics.median(idle):.3f} s;"
-          f" longest during delete+insert {max(waits['delete+insert']):.3f} s, during publish "
-          f"{longest:.3f} s; answers neither all-old nor all-new: {mixed}")
-    print(f"  published window equals the fixed model's CTAS, rows outside unchanged: "
-          f"{identical} {differing}")
+    print(
+        f"  {'swap':>14}: median {swap:7.3f} s (the engine's publish transaction, within publish)"
+    )
+    print(
+        f"  reader: {len(reader.samples)} queries, idle median {statistics.median(idle):.3f} s;"
+        f" longest during delete+insert {max(waits['delete+insert']):.3f} s, during publish "
+        f"{longest:.3f} s; answers neither all-old nor all-new: {mixed}"
+    )
+    print(
+        f"  published window equals the fixed model's CTAS, rows outside unchanged: "
+        f"{identical} {differing}"
+    )
     met = ratio <= TARGET
     met_wait = longest <= max(swaps)
     note = " (quick run: indicative only)" if args.quick else ""
-    print(f"target publish <= {TARGET}x delete+insert: {'met' if met else 'not met'} "
-          f"({ratio:.2f}x){note}")
-    print(f"target reader's longest wait <= the swap: {'met' if met_wait else 'not met'} "
-          f"({longest:.3f} s vs swap {max(swaps):.3f} s){note}")
+    print(
+        f"target publish <= {TARGET}x delete+insert: {'met' if met else 'not met'} "
+        f"({ratio:.2f}x){note}"
+    )
+    print(
+        f"target reader's longest wait <= the swap: {'met' if met_wait else 'not met'} "
+        f"({longest:.3f} s vs swap {max(swaps):.3f} s){note}"
+    )
     if args.json:
-        print(json.dumps({"median_seconds": {**med, "swap": swap}, "ratio": ratio,
-                          "reader_longest": longest, "identical": identical,
-                          "mixed_answers": mixed, "load": os.getloadavg()}))
+        print(
+            json.dumps(
+                {
+                    "median_seconds": {**med, "swap": swap},
+                    "ratio": ratio,
+                    "reader_longest": longest,
+                    "identical": identical,
+                    "mixed_answers": mixed,
+                    "load": os.getloadavg(),
+                }
+            )
+        )
     if not identical or mixed:
         return 1
     return 0 if (met and met_wait) or args.quick else 1

@@ -76,8 +76,13 @@ def prepare(directory: Path, rows: int) -> Path:
 def window_sql(project: backfill.Project, start: str, end: str) -> str:
     engine = backfill.run.engine_for(project)
     try:
-        return engine.render(project, scale_fact.MODEL, dt.datetime.fromisoformat(start),
-                             dt.datetime.fromisoformat(end), PUBLISHED)
+        return engine.render(
+            project,
+            scale_fact.MODEL,
+            dt.datetime.fromisoformat(start),
+            dt.datetime.fromisoformat(end),
+            PUBLISHED,
+        )
     finally:
         engine.close()
 
@@ -89,12 +94,14 @@ def run_ctas(con: duckdb.DuckDBPyConnection, sql: str) -> float:
     return time.perf_counter() - began
 
 
-def run_backfill(root: Path, ppr: int, concurrency: int, start: str, end: str,
-                 keep: bool = False) -> tuple[float, int, str]:
+def run_backfill(
+    root: Path, ppr: int, concurrency: int, start: str, end: str, keep: bool = False
+) -> tuple[float, int, str]:
     """Seconds of ``Backfill.run``, the task count and the backfill id."""
     project = backfill.Project.load(root)
-    plan = project.plan(scale_fact.MODEL, start, end, as_of=end, partitions_per_run=ppr,
-                        concurrency=concurrency)
+    plan = project.plan(
+        scale_fact.MODEL, start, end, as_of=end, partitions_per_run=ppr, concurrency=concurrency
+    )
     bf = project.backfill(plan, reason="run_bench: promotions applied")
     began = time.perf_counter()
     status = bf.run(concurrency=concurrency)
@@ -112,8 +119,10 @@ def window_differs(con: duckdb.DuckDBPyConnection, left: str, right: str) -> int
         s, e = first + dt.timedelta(days=k), first + dt.timedelta(days=min(k + 10, 90))
         where = f"ordered_at >= TIMESTAMP '{s}' AND ordered_at < TIMESTAMP '{e}'"
         a, b = (f"(SELECT * FROM {rel} WHERE {where})" for rel in (left, right))
-        row = con.execute(f"SELECT (SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})) + "
-                          f"(SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a}))").fetchone()
+        row = con.execute(
+            f"SELECT (SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})) + "
+            f"(SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a}))"
+        ).fetchone()
         assert row is not None
         total += int(row[0])
     return total
@@ -123,8 +132,10 @@ def day_fingerprints(con: duckdb.DuckDBPyConnection, relation: str) -> list[Any]
     """Per day of ``relation``: rows and the sum of row hashes (one hash aggregate)."""
     names = [d[0] for d in con.execute(f"SELECT * FROM {relation} LIMIT 0").description]
     h = "hash(" + ", ".join(f'"{n}"' for n in sorted(names)) + ")::HUGEINT"
-    return con.execute(f"SELECT CAST(ordered_at AS DATE) d, count(*), sum({h}) FROM {relation} "
-                       "GROUP BY d ORDER BY d").fetchall()
+    return con.execute(
+        f"SELECT CAST(ordered_at AS DATE) d, count(*), sum({h}) FROM {relation} "
+        "GROUP BY d ORDER BY d"
+    ).fetchall()
 
 
 def area_differs(con: duckdb.DuckDBPyConnection, backfill_id: str, exact: bool) -> int:
@@ -135,8 +146,9 @@ def area_differs(con: duckdb.DuckDBPyConnection, backfill_id: str, exact: bool) 
     if not exact:
         a, b = (day_fingerprints(con, r) for r in (area, "main.run_bench_ctas"))
         return len(set(a) ^ set(b))
-    row = con.execute(f"SELECT (SELECT count(*) FROM {area}), "
-                      "(SELECT count(*) FROM main.run_bench_ctas)").fetchone()
+    row = con.execute(
+        f"SELECT (SELECT count(*) FROM {area}), (SELECT count(*) FROM main.run_bench_ctas)"
+    ).fetchone()
     assert row is not None
     in_window = window_differs(con, area, "main.run_bench_ctas")
     # every row of both is in the window: equal totals then mean nothing outside either
@@ -171,8 +183,12 @@ def _kind(sql: str) -> str:
     s = " ".join(sql.split()).upper()
     if s.startswith(("BEGIN", "COMMIT", "ROLLBACK")):
         return "transaction (begin/commit)"
-    if "DUCKDB_TABLES()" in s or "DUCKDB_COLUMNS()" in s or s.endswith("LIMIT 0") or \
-            s.startswith(("CREATE SCHEMA", "DESCRIBE")):
+    if (
+        "DUCKDB_TABLES()" in s
+        or "DUCKDB_COLUMNS()" in s
+        or s.endswith("LIMIT 0")
+        or s.startswith(("CREATE SCHEMA", "DESCRIBE"))
+    ):
         return _CATALOG
     if '"RAW"."ORDER_LINES"' in s:  # the rendered model reads the raw table
         return _MODEL_QUERY
@@ -237,22 +253,30 @@ def breakdown(root: Path, start: str, end: str) -> dict[str, Any]:
                 return original(*args, **kwargs)
             finally:
                 timings.add(label, time.perf_counter() - began, time.process_time() - cpu)
+
         setattr(cls, name, wrapper)
         return original
 
     patched = [(DuckDBEngine, "connect", original_connect)]
     DuckDBEngine.connect = connect  # type: ignore[method-assign]
-    for name, label in (("claim", "ledger: claim"), ("finish", "ledger: finish"),
-                        ("backfill", "ledger: read backfill"), ("tasks", "ledger: read tasks"),
-                        ("renew", "ledger: renew lease")):
+    for name, label in (
+        ("claim", "ledger: claim"),
+        ("finish", "ledger: finish"),
+        ("backfill", "ledger: read backfill"),
+        ("tasks", "ledger: read tasks"),
+        ("renew", "ledger: renew lease"),
+    ):
         patched.append((Ledger, name, timed(Ledger, name, label)))
     patched.append((executor, "execute_task", timed(executor, "execute_task", "task (whole)")))
-    patched.append((executor._Lease, "__enter__",
-                    timed(executor._Lease, "__enter__", "lease thread start")))
-    patched.append((executor._Lease, "__exit__",
-                    timed(executor._Lease, "__exit__", "lease thread stop")))
+    patched.append(
+        (executor._Lease, "__enter__", timed(executor._Lease, "__enter__", "lease thread start"))
+    )
+    patched.append(
+        (executor._Lease, "__exit__", timed(executor._Lease, "__exit__", "lease thread stop"))
+    )
     try:
         import backfill.run.backfill as runner
+
         runner.execute_task = executor.execute_task  # the runner imported it by name
         seconds, tasks, bf_id = run_backfill(root, 1, 1, start, end)
     finally:
@@ -265,11 +289,17 @@ def breakdown(root: Path, start: str, end: str) -> dict[str, Any]:
     whole = per_task.pop("task (whole)")
     query = per_task.get(_MODEL_QUERY, 0.0)
     outside_task = 1000 * seconds / tasks - whole
-    return {"tasks": tasks, "run_seconds": seconds, "task_ms": whole, "model_query_ms": query,
-            "overhead_ms": 1000 * seconds / tasks - query,
-            "in_task_overhead_ms": whole - query, "runner_loop_ms": outside_task,
-            "parts_ms": dict(sorted(per_task.items(), key=lambda kv: -kv[1])),
-            "cpu_ms": cpu_task}
+    return {
+        "tasks": tasks,
+        "run_seconds": seconds,
+        "task_ms": whole,
+        "model_query_ms": query,
+        "overhead_ms": 1000 * seconds / tasks - query,
+        "in_task_overhead_ms": whole - query,
+        "runner_loop_ms": outside_task,
+        "parts_ms": dict(sorted(per_task.items(), key=lambda kv: -kv[1])),
+        "cpu_ms": cpu_task,
+    }
 
 
 def fact_args(doc: str) -> argparse.ArgumentParser:
@@ -279,16 +309,21 @@ def fact_args(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--rows", type=int, default=None, help="raw rows (default 100M; quick 1M)")
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--quick", action="store_true", help="1M rows, 1 repeat")
-    ap.add_argument("--exact", action="store_true",
-                    help="full size: also compare row for row in the last repeat (minutes)")
+    ap.add_argument(
+        "--exact",
+        action="store_true",
+        help="full size: also compare row for row in the last repeat (minutes)",
+    )
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
     return ap
 
 
 def sizes(args: argparse.Namespace) -> tuple[int, int]:
     """(raw rows, repeats) from fact_args' options."""
-    return (args.rows or (1_000_000 if args.quick else 100_000_000),
-            args.repeat or (1 if args.quick else 3))
+    return (
+        args.rows or (1_000_000 if args.quick else 100_000_000),
+        args.repeat or (1 if args.quick else 3),
+    )
 
 
 def main() -> int:
@@ -318,14 +353,18 @@ def bench(root: Path, rows: int, repeat: int, args: argparse.Namespace) -> int:
         for i in range(repeat):  # interleaved: load drifts hit all alike
             times["ctas"].append(run_ctas(keeper, sql))
             for way, ppr in ways.items():
-                seconds, n, bf_id = run_backfill(root, ppr, args.concurrency,
-                                                 scale_fact.WINDOW_START, scale_fact.WINDOW_END)
+                seconds, n, bf_id = run_backfill(
+                    root, ppr, args.concurrency, scale_fact.WINDOW_START, scale_fact.WINDOW_END
+                )
                 times[way].append(seconds)
                 tasks[way] = n
                 exact = args.quick or (args.exact and i == repeat - 1)
                 differing[way] = max(differing.get(way, 0), area_differs(keeper, bf_id, exact))
-                print(f"  [{i + 1}/{repeat}] ctas {times['ctas'][-1]:.2f} s, {way} {seconds:.2f} s"
-                      f", differing {differing[way]}", flush=True)
+                print(
+                    f"  [{i + 1}/{repeat}] ctas {times['ctas'][-1]:.2f} s, {way} {seconds:.2f} s"
+                    f", differing {differing[way]}",
+                    flush=True,
+                )
                 discard(root, bf_id)
         empty_ms = None
         if not args.quick:  # the breakdown measures the overhead too
@@ -333,48 +372,73 @@ def bench(root: Path, rows: int, repeat: int, args: argparse.Namespace) -> int:
             discard(root, empty_id)
             empty_ms = 1000 * empty_s / empty_tasks
         parts = breakdown(root, scale_fact.WINDOW_START, scale_fact.WINDOW_END)
-        oracle_rows = int(keeper.execute("SELECT count(*) FROM main.run_bench_ctas")
-                          .fetchone()[0])  # type: ignore[index]
+        oracle_rows = int(keeper.execute("SELECT count(*) FROM main.run_bench_ctas").fetchone()[0])  # type: ignore[index]
         keeper.execute("DROP TABLE IF EXISTS main.run_bench_ctas")
     finally:
         keeper.close()
     med = {w: statistics.median(t) for w, t in times.items()}
     ratios = {w: med[w] / med["ctas"] for w in ways}
     overhead = max(empty_ms or 0.0, parts["overhead_ms"])
-    print(f"run_bench: {rows:,} raw rows, {scale_fact.WINDOW_START}..{scale_fact.WINDOW_END} "
-          f"(90 days, {oracle_rows:,} model rows), concurrency {args.concurrency}, "
-          f"{repeat} repeat(s), load {os.getloadavg()[0]:.2f}")
+    print(
+        f"run_bench: {rows:,} raw rows, {scale_fact.WINDOW_START}..{scale_fact.WINDOW_END} "
+        f"(90 days, {oracle_rows:,} model rows), concurrency {args.concurrency}, "
+        f"{repeat} repeat(s), load {os.getloadavg()[0]:.2f}"
+    )
     for way, t in times.items():
         ratio = "" if way == "ctas" else f"  {ratios[way]:.2f}x ctas"
-        print(f"  {way:>9}: {tasks[way]:>3} task(s), median {med[way]:7.3f} s{ratio}   "
-              f"({', '.join(f'{x:.2f}' for x in t)})")
+        print(
+            f"  {way:>9}: {tasks[way]:>3} task(s), median {med[way]:7.3f} s{ratio}   "
+            f"({', '.join(f'{x:.2f}' for x in t)})"
+        )
     identical = all(v == 0 for v in differing.values())
-    print(f"  audit areas equal the CTAS oracle: {identical} {differing} ("
-          f"{'row for row' if args.quick or args.exact else 'per-day fingerprints'})")
+    print(
+        f"  audit areas equal the CTAS oracle: {identical} {differing} ("
+        f"{'row for row' if args.quick or args.exact else 'per-day fingerprints'})"
+    )
     if empty_ms is not None:
-        print(f"per-task overhead, empty period (90 tasks, concurrency 1, model query on no "
-              f"rows included): {empty_ms:.2f} ms/task")
-    print(f"per-task overhead, breakdown (one day a task, concurrency 1, {parts['tasks']} tasks, "
-          f"{parts['run_seconds']:.2f} s): {parts['overhead_ms']:.2f} ms/task = run time per "
-          f"task {1000 * parts['run_seconds'] / parts['tasks']:.2f} - model query "
-          f"{parts['model_query_ms']:.2f}")
-    print(f"    runner loop between tasks: {parts['runner_loop_ms']:.2f} ms; inside the task: "
-          f"{parts['in_task_overhead_ms']:.2f} ms, of which:")
+        print(
+            f"per-task overhead, empty period (90 tasks, concurrency 1, model query on no "
+            f"rows included): {empty_ms:.2f} ms/task"
+        )
+    print(
+        f"per-task overhead, breakdown (one day a task, concurrency 1, {parts['tasks']} tasks, "
+        f"{parts['run_seconds']:.2f} s): {parts['overhead_ms']:.2f} ms/task = run time per "
+        f"task {1000 * parts['run_seconds'] / parts['tasks']:.2f} - model query "
+        f"{parts['model_query_ms']:.2f}"
+    )
+    print(
+        f"    runner loop between tasks: {parts['runner_loop_ms']:.2f} ms; inside the task: "
+        f"{parts['in_task_overhead_ms']:.2f} ms, of which:"
+    )
     for what, ms in parts["parts_ms"].items():
         if what != _MODEL_QUERY:
             print(f"    {what:>42}: {ms:6.2f} ms  (cpu {parts['cpu_ms'][what]:6.2f} ms)")
     met_ratio = ratios["ten days"] <= RATIO_TARGET
     met_overhead = overhead <= OVERHEAD_TARGET_MS
     note = " (quick run: indicative only)" if args.quick else ""
-    print(f"target ten days <= {RATIO_TARGET}x ctas: {'met' if met_ratio else 'not met'} "
-          f"({ratios['ten days']:.2f}x){note}")
-    print(f"target per-task overhead <= {OVERHEAD_TARGET_MS:g} ms: "
-          f"{'met' if met_overhead else 'not met'} ({overhead:.2f} ms, the larger of the two)"
-          f"{note}")
+    print(
+        f"target ten days <= {RATIO_TARGET}x ctas: {'met' if met_ratio else 'not met'} "
+        f"({ratios['ten days']:.2f}x){note}"
+    )
+    print(
+        f"target per-task overhead <= {OVERHEAD_TARGET_MS:g} ms: "
+        f"{'met' if met_overhead else 'not met'} ({overhead:.2f} ms, the larger of the two)"
+        f"{note}"
+    )
     if args.json:
-        print(json.dumps({"median_seconds": med, "ratios": ratios, "tasks": tasks,
-                          "identical": identical, "empty_ms_per_task": empty_ms,
-                          "breakdown": parts, "load": os.getloadavg()}))
+        print(
+            json.dumps(
+                {
+                    "median_seconds": med,
+                    "ratios": ratios,
+                    "tasks": tasks,
+                    "identical": identical,
+                    "empty_ms_per_task": empty_ms,
+                    "breakdown": parts,
+                    "load": os.getloadavg(),
+                }
+            )
+        )
     if not identical:
         return 1
     return 0 if (met_ratio and met_overhead) or args.quick else 1

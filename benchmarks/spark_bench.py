@@ -77,7 +77,8 @@ class Result:
             f"diff {self.t_join:.1f} s ({self.jobs_join}): {r2:.2f}x faster "
             f"(target >= 3x: {'met' if r2 >= 3 else 'NOT met'})",
             f"  driver peak RSS: Python {self.py_peak_mb:.0f} MB, JVM {self.jvm_peak_mb:.0f} MB",
-            f"  load average {os.getloadavg()[0]:.1f}"]
+            f"  load average {os.getloadavg()[0]:.1f}",
+        ]
 
 
 def _jvm_peak_mb(spark: Any) -> float:
@@ -109,10 +110,15 @@ def prepare(root: Path, per_day: int, days: int) -> Any:
     the window; returns its engine."""
     shop.create(root, orders_per_day=per_day)
     yml = root / "backfill.yml"
-    yml.write_text(re.sub(r"engine:\n(?:  .*\n)+",
-                          "engine:\n  type: spark\n  master: 'local[2]'\n  catalog: iceberg\n"
-                          "  conf: {spark.ui.enabled: 'false', "
-                          "spark.sql.shuffle.partitions: '2'}\n", yml.read_text()))
+    yml.write_text(
+        re.sub(
+            r"engine:\n(?:  .*\n)+",
+            "engine:\n  type: spark\n  master: 'local[2]'\n  catalog: iceberg\n"
+            "  conf: {spark.ui.enabled: 'false', "
+            "spark.sql.shuffle.partitions: '2'}\n",
+            yml.read_text(),
+        )
+    )
     p = backfill.Project.load(root)
     from backfill.engines.spark import SparkEngine
 
@@ -120,13 +126,19 @@ def prepare(root: Path, per_day: int, days: int) -> Any:
     engine = SparkEngine.from_settings(p.settings.engine)
     con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
     for t in ("orders", "order_items"):
-        engine.load_table(t, con.sql(f"SELECT * FROM raw.{t}").to_arrow_table(),
-                          event_time="ordered_at")
+        engine.load_table(
+            t, con.sql(f"SELECT * FROM raw.{t}").to_arrow_table(), event_time="ordered_at"
+        )
     con.close()
     first, last = window(days)
     build_from = (first.replace(day=1) - dt.timedelta(days=1)).replace(day=1)
-    plan = p.plan("*", build_from.isoformat(), (last + dt.timedelta(days=31)).replace(
-        day=1).isoformat(), as_of="2026-12-01", partitions_per_run=31)
+    plan = p.plan(
+        "*",
+        build_from.isoformat(),
+        (last + dt.timedelta(days=31)).replace(day=1).isoformat(),
+        as_of="2026-12-01",
+        partitions_per_run=31,
+    )
     assert p.backfill(plan, reason="build", direct=True, engine=engine).run(concurrency=2).ok
     return engine
 
@@ -142,29 +154,43 @@ def measure(root: Path, engine: Any, days: int) -> tuple[Result, Any]:
     sc = spark.sparkContext
 
     j0, began = _last_job(spark), time.perf_counter()
-    bf = p.backfill(p.plan("fct_daily_sales+", first.isoformat(), last.isoformat(),
-                           as_of="2026-12-01"), reason="bench", engine=engine)
+    bf = p.backfill(
+        p.plan("fct_daily_sales+", first.isoformat(), last.isoformat(), as_of="2026-12-01"),
+        reason="bench",
+        engine=engine,
+    )
     assert bf.run(concurrency=2, backoff=0.0).ok
     t_backfill, jobs_backfill = time.perf_counter() - began, _last_job(spark) - j0
 
     from pyspark.sql import functions as F
+
     month0 = first.replace(day=1)
     month1 = ((last - dt.timedelta(days=1)).replace(day=1) + dt.timedelta(days=31)).replace(day=1)
     # The same work as the backfill's: each selected model rebuilt over the period in one
     # overwrite (the monthly model over the months the period touches), in dependency order.
-    jobs = [("fct_daily_sales", "sales_date", first, last, "days"),
-            ("fct_sales_7d", "sales_date", first, last, "days"),
-            ("fct_monthly_sales", "sales_month", month0, month1, "months")]
+    jobs = [
+        ("fct_daily_sales", "sales_date", first, last, "days"),
+        ("fct_sales_7d", "sales_date", first, last, "days"),
+        ("fct_monthly_sales", "sales_month", month0, month1, "months"),
+    ]
     sc.setJobDescription("spark_bench: plain jobs")
     j0, began = _last_job(spark), time.perf_counter()
     for m, key, lo, hi, transform in jobs:
-        sql = engine.render(p, m, dt.datetime.combine(lo, dt.time(), UTC),
-                            dt.datetime.combine(hi, dt.time(), UTC), backfill.engines.PUBLISHED)
+        sql = engine.render(
+            p,
+            m,
+            dt.datetime.combine(lo, dt.time(), UTC),
+            dt.datetime.combine(hi, dt.time(), UTC),
+            backfill.engines.PUBLISHED,
+        )
         plain = engine.table(f"plain_{m}")
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {plain} USING iceberg PARTITIONED BY "
-                  f"({transform}({key})) AS SELECT * FROM {engine.table(m)} WHERE FALSE")
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {plain} USING iceberg PARTITIONED BY "
+            f"({transform}({key})) AS SELECT * FROM {engine.table(m)} WHERE FALSE"
+        )
         spark.sql(sql).writeTo(plain).overwrite(
-            F.expr(f"{key} >= DATE '{lo}' AND {key} < DATE '{hi}'"))
+            F.expr(f"{key} >= DATE '{lo}' AND {key} < DATE '{hi}'")
+        )
     t_plain, jobs_plain = time.perf_counter() - began, _last_job(spark) - j0
 
     j0, began = _last_job(spark), time.perf_counter()
@@ -176,21 +202,37 @@ def measure(root: Path, engine: Any, days: int) -> tuple[Result, Any]:
     for m, key, lo, hi, _ in jobs:  # the partitions the audit compares
         t = engine.table(m)
         where = f"{key} >= DATE '{lo}' AND {key} < DATE '{hi}'"
-        spark.sql(f"SELECT * FROM (SELECT * FROM {t} WHERE {where}) o FULL OUTER JOIN "
-                  f"(SELECT * FROM {t}.`{branch}` WHERE {where}) n "
-                  f"ON o.{key} = n.{key} WHERE NOT (struct(o.*) <=> struct(n.*))").toArrow()
+        spark.sql(
+            f"SELECT * FROM (SELECT * FROM {t} WHERE {where}) o FULL OUTER JOIN "
+            f"(SELECT * FROM {t}.`{branch}` WHERE {where}) n "
+            f"ON o.{key} = n.{key} WHERE NOT (struct(o.*) <=> struct(n.*))"
+        ).toArrow()
     t_join, jobs_join = time.perf_counter() - began, _last_job(spark) - j0
 
     # fct_daily_sales only: the plain jobs of the models downstream read the published
     # fct_daily_sales, not the new one (and the backfill rebuilds the 7-day window further).
     sc.setJobDescription("spark_bench: plain table vs the branch")
-    same = _same(spark, f"SELECT * FROM {engine.table('fct_daily_sales')}.`{branch}` WHERE "
-                        f"sales_date >= DATE '{first}' AND sales_date < DATE '{last}'",
-                 f"SELECT * FROM {engine.table('plain_fct_daily_sales')}")
-    return Result(days, t_backfill, t_plain, t_audit, t_join, jobs_backfill, jobs_plain,
-                  jobs_audit, jobs_join, report.passed, same,
-                  resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  _jvm_peak_mb(spark)), bf
+    same = _same(
+        spark,
+        f"SELECT * FROM {engine.table('fct_daily_sales')}.`{branch}` WHERE "
+        f"sales_date >= DATE '{first}' AND sales_date < DATE '{last}'",
+        f"SELECT * FROM {engine.table('plain_fct_daily_sales')}",
+    )
+    return Result(
+        days,
+        t_backfill,
+        t_plain,
+        t_audit,
+        t_join,
+        jobs_backfill,
+        jobs_plain,
+        jobs_audit,
+        jobs_join,
+        report.passed,
+        same,
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        _jvm_peak_mb(spark),
+    ), bf
 
 
 def main() -> int:
@@ -209,8 +251,15 @@ def main() -> int:
         label = f"{'quick' if args.quick else 'full'}, {per_day} orders/day"
         print("\n".join(result.lines(label)))
         if args.json:
-            print(json.dumps({**asdict(result), "backfill_ratio": result.backfill_ratio,
-                              "audit_speedup": result.audit_speedup}))
+            print(
+                json.dumps(
+                    {
+                        **asdict(result),
+                        "backfill_ratio": result.backfill_ratio,
+                        "audit_speedup": result.audit_speedup,
+                    }
+                )
+            )
         return 0
     finally:
         shutil.rmtree(root.parent, ignore_errors=True)

@@ -29,8 +29,9 @@ from backfill.engines import PUBLISHED, Area
 from backfill.examples import shop
 
 UTC = dt.timezone.utc
-CONF = ("{spark.ui.enabled: 'false', spark.sql.shuffle.partitions: '2', "
-        "spark.default.parallelism: '2'}")
+CONF = (
+    "{spark.ui.enabled: 'false', spark.sql.shuffle.partitions: '2', spark.default.parallelism: '2'}"
+)
 
 
 class Counter:
@@ -74,9 +75,14 @@ def main() -> int:
     try:
         shop.create(root, orders_per_day=args.orders_per_day)
         yml = root / "backfill.yml"
-        yml.write_text(re.sub(r"engine:\n(?:  .*\n)+",
-                              "engine:\n  type: spark\n  master: 'local[2]'\n  catalog: iceberg\n"
-                              f"  conf: {CONF}\n", yml.read_text()))
+        yml.write_text(
+            re.sub(
+                r"engine:\n(?:  .*\n)+",
+                "engine:\n  type: spark\n  master: 'local[2]'\n  catalog: iceberg\n"
+                f"  conf: {CONF}\n",
+                yml.read_text(),
+            )
+        )
         p = backfill.Project.load(root)
         from backfill.engines.spark import SparkEngine
 
@@ -84,21 +90,25 @@ def main() -> int:
         engine = SparkEngine.from_settings(p.settings.engine)
         con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
         for t in ("orders", "order_items"):
-            engine.load_table(t, con.sql(f"SELECT * FROM raw.{t} WHERE ordered_at >= "
-                                         "'2026-07-01' AND ordered_at < '2026-09-01'"
-                                         ).to_arrow_table(), event_time="ordered_at")
+            engine.load_table(
+                t,
+                con.sql(
+                    f"SELECT * FROM raw.{t} WHERE ordered_at >= "
+                    "'2026-07-01' AND ordered_at < '2026-09-01'"
+                ).to_arrow_table(),
+                event_time="ordered_at",
+            )
         con.close()
-        plan = p.plan("*", "2026-07-01", "2026-09-01", as_of="2026-12-01",
-                      partitions_per_run=31)
+        plan = p.plan("*", "2026-07-01", "2026-09-01", as_of="2026-12-01", partitions_per_run=31)
         assert p.backfill(plan, reason="build", direct=True, engine=engine).run(concurrency=2).ok
         shop.fix(root)
         p = backfill.Project.load(root)
         spark: Any = engine.spark
         counter = Counter()
-        days = [dt.datetime(2026, 8, 1, tzinfo=UTC) + dt.timedelta(days=i)
-                for i in range(args.tasks)]
-        audit = Area("bf_prof", {"fct_daily_sales": [(d, d + dt.timedelta(days=1))
-                                                     for d in days]})
+        days = [
+            dt.datetime(2026, 8, 1, tzinfo=UTC) + dt.timedelta(days=i) for i in range(args.tasks)
+        ]
+        audit = Area("bf_prof", {"fct_daily_sales": [(d, d + dt.timedelta(days=1)) for d in days]})
         print(f"fct_daily_sales, {args.tasks} day tasks ({args.orders_per_day} orders/day)")
         from pyspark.sql import functions as F
 
@@ -107,16 +117,21 @@ def main() -> int:
         def plain(d: dt.datetime, _: Area) -> None:
             """The task's SELECT written with one overwrite, nothing else: the floor."""
             sql = engine.render(p, "fct_daily_sales", d, d + dt.timedelta(days=1), PUBLISHED)
-            spark.sql(sql).writeTo(table).overwrite(F.expr(
-                f"sales_date >= DATE '{d:%Y-%m-%d}' AND sales_date < DATE "
-                f"'{d + dt.timedelta(days=1):%Y-%m-%d}'"))
+            spark.sql(sql).writeTo(table).overwrite(
+                F.expr(
+                    f"sales_date >= DATE '{d:%Y-%m-%d}' AND sales_date < DATE "
+                    f"'{d + dt.timedelta(days=1):%Y-%m-%d}'"
+                )
+            )
 
         def task(d: dt.datetime, area: Area) -> None:
             engine.run_task(p, "fct_daily_sales", d, d + dt.timedelta(days=1), area)
 
-        for name, run, area in (("plain overwrite", plain, PUBLISHED),
-                                ("direct (main)", task, PUBLISHED),
-                                ("audit branch", task, audit)):
+        for name, run, area in (
+            ("plain overwrite", plain, PUBLISHED),
+            ("direct (main)", task, PUBLISHED),
+            ("audit branch", task, audit),
+        ):
             secs, jobs, calls, cpu = [], [], [], []
             for d in days:
                 j0, u0 = _jobs(spark), _cpu(spark)
@@ -128,13 +143,16 @@ def main() -> int:
                 ids = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
                 jobs.append(len(ids) - j0)
             tracker = spark.sparkContext.statusTracker()
-            stages = [str(tracker.getStageInfo(s).name) if tracker.getStageInfo(s) else "?"
-                      for j in sorted(ids)[-jobs[-1]:]
-                      for s in (tracker.getJobInfo(j).stageIds[-1:] if tracker.getJobInfo(j)
-                                else [])]
-            print(f"  {name:15} per task: median {statistics.median(secs):.2f} s "
-                  f"(first {secs[0]:.2f} s), CPU median {statistics.median(cpu):.2f} s, "
-                  f"Spark jobs {jobs}, py4j calls {calls}")
+            stages = [
+                str(tracker.getStageInfo(s).name) if tracker.getStageInfo(s) else "?"
+                for j in sorted(ids)[-jobs[-1] :]
+                for s in (tracker.getJobInfo(j).stageIds[-1:] if tracker.getJobInfo(j) else [])
+            ]
+            print(
+                f"  {name:15} per task: median {statistics.median(secs):.2f} s "
+                f"(first {secs[0]:.2f} s), CPU median {statistics.median(cpu):.2f} s, "
+                f"Spark jobs {jobs}, py4j calls {calls}"
+            )
             print(f"    jobs of the last task: {stages}")
         return 0
     finally:

@@ -60,11 +60,15 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # A temporary directory, wherever TMPDIR points: /tmp/..., /var/folders/.../T/...
     (re.compile(r"[^\s'\"()<>]*?/shop-notebook-[\w-]+"), "<tmp>/shop-notebook"),
     # Wall-clock date-times: when something was published or recorded.
-    (re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?"),
-     "<date-time>"),
+    (
+        re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?"),
+        "<date-time>",
+    ),
     # Durations as backfill formats them: 227 ms, 0.06 s, 8.64 s, 1 m 35 s, 6 h 4 m, 2 d 3 h.
-    (re.compile(r"\b\d+(?:\.\d+)? (?:ms|s|m|h|d)\b(?: \d+(?:\.\d+)? (?:ms|s|m|h|d)\b)*"),
-     "<duration>"),
+    (
+        re.compile(r"\b\d+(?:\.\d+)? (?:ms|s|m|h|d)\b(?: \d+(?:\.\d+)? (?:ms|s|m|h|d)\b)*"),
+        "<duration>",
+    ),
     # The estimate says how many cores an embedded engine shares (only when it has fewer than
     # the concurrency asked for): a fact about the machine, not the notebook.
     (re.compile(r"\(the embedded engine shares this machine's \d+ cores: [^)]*\)\n?"), ""),
@@ -93,9 +97,14 @@ def execute(path: Path = NOTEBOOK, *, timeout: int = TIMEOUT) -> nbformat.Notebo
         tmp.mkdir()
         env = {k: v for k, v in os.environ.items() if k != "BACKFILL_SHOP_ORDERS"}
         env["TMPDIR"] = str(tmp)
-        client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                         record_timing=False, coalesce_streams=True,
-                                         resources={"metadata": {"path": work}})
+        client = nbclient.NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            record_timing=False,
+            coalesce_streams=True,
+            resources={"metadata": {"path": work}},
+        )
         client.execute(env=env)
         # Paths as the reader would see them run: in the system's temporary directory.
         _replace_in_outputs(nb, str(tmp), tempfile.gettempdir())
@@ -137,7 +146,8 @@ def _png_size(data: str) -> tuple[int, int]:
 
 def _mask(text: str) -> str:
     text = _SCHEDULE_SVG.sub(
-        lambda m: m.group(1) + _BAR_GEOMETRY.sub(r"\1='<n>'", m.group(2)) + m.group(3), text)
+        lambda m: m.group(1) + _BAR_GEOMETRY.sub(r"\1='<n>'", m.group(2)) + m.group(3), text
+    )
     for pattern, replacement in _MASKS:
         text = pattern.sub(replacement, text)
     return text
@@ -147,17 +157,24 @@ def comparable(nb: nbformat.NotebookNode) -> list[str]:
     """The notebook's cells and outputs as lines, with what varies between runs masked."""
     lines: list[str] = []
     for index, cell in enumerate(nb.cells):
-        lines.append(f"## cell {index} ({cell.cell_type}"
-                     + (f", [{cell.get('execution_count')}])" if cell.cell_type == "code" else ")"))
+        lines.append(
+            f"## cell {index} ({cell.cell_type}"
+            + (f", [{cell.get('execution_count')}])" if cell.cell_type == "code" else ")")
+        )
         lines.extend(_text(cell.source).splitlines())
         outputs = list(cell.get("outputs", []))
         merged: list[dict[str, Any]] = []
         for output in outputs:  # streams split by flush timing compare as one
-            if (output.get("output_type") == "stream" and merged
-                    and merged[-1].get("output_type") == "stream"
-                    and merged[-1].get("name") == output.get("name")):
-                merged[-1] = {**merged[-1], "text": _text(merged[-1]["text"])
-                              + _text(output["text"])}
+            if (
+                output.get("output_type") == "stream"
+                and merged
+                and merged[-1].get("output_type") == "stream"
+                and merged[-1].get("name") == output.get("name")
+            ):
+                merged[-1] = {
+                    **merged[-1],
+                    "text": _text(merged[-1]["text"]) + _text(output["text"]),
+                }
             else:
                 merged.append(dict(output))
         for output in merged:
@@ -215,8 +232,9 @@ def differences(committed: nbformat.NotebookNode, fresh: nbformat.NotebookNode) 
         a, b = _IMAGE_LINE.match(old[i]), _IMAGE_LINE.match(new[j])
         assert a is not None and b is not None
         if a.group(1) == b.group(1) and all(
-                abs(int(b.group(k)) - int(a.group(k))) <= IMAGE_TOLERANCE * int(a.group(k))
-                for k in (2, 3)):
+            abs(int(b.group(k)) - int(a.group(k))) <= IMAGE_TOLERANCE * int(a.group(k))
+            for k in (2, 3)
+        ):
             new[j] = old[i]
     return list(difflib.unified_diff(old, new, "committed", "fresh run", lineterm="", n=2))
 
@@ -224,14 +242,26 @@ def differences(committed: nbformat.NotebookNode, fresh: nbformat.NotebookNode) 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tools/run_notebook.py",
-        description="Re-execute the shop notebook in place, so it is committed with its outputs.")
-    parser.add_argument("notebook", nargs="?", type=Path, default=NOTEBOOK,
-                        help=f"the notebook (default {NOTEBOOK.relative_to(ROOT)})")
+        description="Re-execute the shop notebook in place, so it is committed with its outputs.",
+    )
+    parser.add_argument(
+        "notebook",
+        nargs="?",
+        type=Path,
+        default=NOTEBOOK,
+        help=f"the notebook (default {NOTEBOOK.relative_to(ROOT)})",
+    )
     how = parser.add_mutually_exclusive_group()
-    how.add_argument("--check", action="store_true",
-                     help="only say whether the committed outputs are stale (exit 1 if so)")
-    how.add_argument("--force", action="store_true",
-                     help="rewrite even when only what varies between runs differs")
+    how.add_argument(
+        "--check",
+        action="store_true",
+        help="only say whether the committed outputs are stale (exit 1 if so)",
+    )
+    how.add_argument(
+        "--force",
+        action="store_true",
+        help="rewrite even when only what varies between runs differs",
+    )
     args = parser.parse_args(argv)
     path = args.notebook.resolve()  # notebooks/shop_backfill.ipynb: write the file, not the link
     committed = read(path)

@@ -131,8 +131,9 @@ class ArrowTable:
     def _repr_html_(self) -> str | None:
         if self.num_rows > _HTML_MAX_ROWS or self.num_columns > _HTML_MAX_COLUMNS:
             return None
-        return html_table(self.column_names, self._rows_as_text(self.num_rows),
-                          caption=f"{self.num_rows} rows")
+        return html_table(
+            self.column_names, self._rows_as_text(self.num_rows), caption=f"{self.num_rows} rows"
+        )
 
 
 def html_table(names: Sequence[str], rows: Sequence[Sequence[str]], *, caption: str = "") -> str:
@@ -140,8 +141,11 @@ def html_table(names: Sequence[str], rows: Sequence[Sequence[str]], *, caption: 
     parts = ["<table>"]
     if caption:
         parts.append(f"<caption>{html.escape(caption)}</caption>")
-    parts.append("<thead><tr>" + "".join(f"<th>{html.escape(n)}</th>" for n in names) +
-                 "</tr></thead><tbody>")
+    parts.append(
+        "<thead><tr>"
+        + "".join(f"<th>{html.escape(n)}</th>" for n in names)
+        + "</tr></thead><tbody>"
+    )
     for row in rows:
         parts.append("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>")
     parts.append("</tbody></table>")

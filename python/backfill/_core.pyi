@@ -87,7 +87,6 @@ class ArrowTable:
 
 def arrow_copy(table: Any) -> ArrowTable: ...
 def _arrow_builder_sample() -> ArrowTable: ...
-
 def diff(
     old: Any,
     new: Any,
@@ -139,6 +138,7 @@ def fingerprint(
     threads: int = 0,
 ) -> dict[str, Any]: ...
 def _fingerprint_columns_table(names: list[str], digests: list[str]) -> ArrowTable: ...
+
 # Lint (register_lint.cpp); the public API is backfill.lint.
 def lint_sql(
     sql: str | bytes,
@@ -197,7 +197,10 @@ class Plan:
     def task(self, task_id: int) -> dict[str, Any]: ...
     def depends_on(self, task_id: int) -> list[int]: ...
     def rescheduled(
-        self, costs: dict[str, float], default_cost: float, concurrency: int,
+        self,
+        costs: dict[str, float],
+        default_cost: float,
+        concurrency: int,
         overheads: dict[str, float] = ...,
     ) -> Plan: ...
 

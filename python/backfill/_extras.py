@@ -17,14 +17,20 @@ __all__ = ["EXTRA_OF_MODULE", "extra_required"]
 
 # Top-level module -> the extra that installs it (pyproject.toml [project.optional-dependencies]).
 EXTRA_OF_MODULE: dict[str, str] = {
-    "psycopg": "postgres", "psycopg_pool": "postgres", "adbc_driver_postgresql": "postgres",
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "adbc_driver_postgresql": "postgres",
     "adbc_driver_manager": "postgres",
-    "pyspark": "spark", "py4j": "spark",
+    "pyspark": "spark",
+    "py4j": "spark",
     "dbt": "dbt",
     "airflow": "airflow",
-    "confluent_kafka": "kafka", "fastavro": "kafka",
+    "confluent_kafka": "kafka",
+    "fastavro": "kafka",
     "openlineage": "lineage",
-    "nbclient": "notebook", "nbformat": "notebook", "ipykernel": "notebook",
+    "nbclient": "notebook",
+    "nbformat": "notebook",
+    "ipykernel": "notebook",
     "matplotlib": "notebook",
 }
 
@@ -45,4 +51,5 @@ def extra_required(feature: str, extra: str | None = None) -> Iterator[None]:
             raise
         raise MissingExtraError(
             f"{feature} needs the '{name}' extra ({top or 'a module'} is not installed): "
-            f"pip install 'backfill[{name}]'") from exc
+            f"pip install 'backfill[{name}]'"
+        ) from exc

@@ -19,8 +19,23 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any, Union
 
-__all__ = ["Decimal", "Number", "delta", "fmt", "from_json", "is_exact", "jsonable", "kind_of",
-           "pct", "pct_exact", "places", "sum_kind", "to_kind", "typed", "value_type"]
+__all__ = [
+    "Decimal",
+    "Number",
+    "delta",
+    "fmt",
+    "from_json",
+    "is_exact",
+    "jsonable",
+    "kind_of",
+    "pct",
+    "pct_exact",
+    "places",
+    "sum_kind",
+    "to_kind",
+    "typed",
+    "value_type",
+]
 
 Number = Union[int, float, Decimal]
 

@@ -37,8 +37,15 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
-__all__ = ["MASK", "MaskingFilter", "is_secret_name", "mask_text", "mask_url", "mask_webhook",
-           "masked_repr"]
+__all__ = [
+    "MASK",
+    "MaskingFilter",
+    "is_secret_name",
+    "mask_text",
+    "mask_url",
+    "mask_webhook",
+    "masked_repr",
+]
 
 MASK = "***"
 ELIDED = "/…"  # what stands for a webhook's path and query
@@ -51,8 +58,10 @@ _VALUE = r"""('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|[^\s]*)"""
 # libpq ``key=value`` (and ``key = 'quoted value'``): the value ends at white space unquoted.
 _PAIR = re.compile(r"(?<![\w.\-])([A-Za-z_][\w.\-]*)(\s*=\s*)" + _VALUE)
 # A quoted mapping key (a dict's repr, JSON): ``'password': 'x'`` / ``"token": "x"``.
-_QUOTED_ITEM = re.compile(r"""(['"])([\w.\-]+)\1(\s*:\s*)('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?"""
-                          r"""|[^\s,}\]]*)""")
+_QUOTED_ITEM = re.compile(
+    r"""(['"])([\w.\-]+)\1(\s*:\s*)('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?"""
+    r"""|[^\s,}\]]*)"""
+)
 # A YAML ``key: value`` line (a parser's error quotes the offending lines of a file).
 _YAML_ITEM = re.compile(r"(?m)^([ \t]*(?:-[ \t]+)?)([\w.\-]+)([ \t]*:[ \t]+)(\S.*)$")
 
@@ -67,8 +76,9 @@ def is_secret_name(name: str) -> bool:
     norm = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     if not norm or norm.endswith(_NOT_SECRET_ENDS):
         return False
-    return any(p in norm.replace("_", "") for p in _SECRET_PARTS) or \
-        any(w in _SECRET_WORDS for w in norm.split("_"))
+    return any(p in norm.replace("_", "") for p in _SECRET_PARTS) or any(
+        w in _SECRET_WORDS for w in norm.split("_")
+    )
 
 
 def _split_authority(rest: str) -> tuple[str, str]:
@@ -76,7 +86,7 @@ def _split_authority(rest: str) -> tuple[str, str]:
     ends at the first ``/``; its user-info at the last ``@`` before that."""
     slash = rest.find("/")
     at = rest.rfind("@", 0, len(rest) if slash < 0 else slash)
-    return (rest[:at], rest[at + 1:]) if at >= 0 else ("", rest)
+    return (rest[:at], rest[at + 1 :]) if at >= 0 else ("", rest)
 
 
 def _mask_params(params: str) -> str:
@@ -91,6 +101,7 @@ def _mask_params(params: str) -> str:
 
 def _mask_pairs(text: str) -> str:
     """libpq ``key=value`` pairs in ``text`` with the secret values masked."""
+
     def one(m: re.Match[str]) -> str:
         return f"{m[1]}{m[2]}{MASK}" if is_secret_name(m[1]) else m[0]
 
@@ -133,12 +144,14 @@ def mask_webhook(url: str) -> str:
 
 def _host_end(tail: str) -> int:
     """Where the host (and port) of ``tail`` (a URL after its user-info) ends."""
-    return min([i for i in (tail.find("/"), tail.find("?"), tail.find("#")) if i >= 0]
-               or [len(tail)])
+    return min(
+        [i for i in (tail.find("/"), tail.find("?"), tail.find("#")) if i >= 0] or [len(tail)]
+    )
 
 
-def _known(urls: Iterable[str], webhooks: Iterable[str],
-           values: Iterable[str]) -> list[tuple[str, str]]:
+def _known(
+    urls: Iterable[str], webhooks: Iterable[str], values: Iterable[str]
+) -> list[tuple[str, str]]:
     """(secret text, what replaces it) for the secrets held by the given URLs and values, longest
     first (a longer secret containing a shorter one is replaced whole)."""
     out: dict[str, str] = {}
@@ -177,8 +190,14 @@ def _known(urls: Iterable[str], webhooks: Iterable[str],
     return sorted(out.items(), key=lambda kv: -len(kv[0]))
 
 
-def mask_text(text: str, *, urls: Iterable[str] = (), webhooks: Iterable[str] = (),
-              values: Iterable[str] = (), hide_paths: bool = False) -> str:
+def mask_text(
+    text: str,
+    *,
+    urls: Iterable[str] = (),
+    webhooks: Iterable[str] = (),
+    values: Iterable[str] = (),
+    hide_paths: bool = False,
+) -> str:
     """``text`` (a message, an exception's text, a stored row) with its secrets masked:
 
     * the secrets held by ``urls`` (URLs or DSNs: their passwords, secret parameters), the whole
@@ -194,7 +213,7 @@ def mask_text(text: str, *, urls: Iterable[str] = (), webhooks: Iterable[str] = 
     out = []
     pos = 0
     for m in _URL_IN_TEXT.finditer(text):
-        out.append(_mask_loose(text[pos:m.start()]))
+        out.append(_mask_loose(text[pos : m.start()]))
         url = m[0]
         web = hide_paths and url.split("://", 1)[0].lower() in ("http", "https")
         out.append(mask_webhook(url) if web else mask_url(url))
@@ -205,6 +224,7 @@ def mask_text(text: str, *, urls: Iterable[str] = (), webhooks: Iterable[str] = 
 
 def _mask_loose(text: str) -> str:
     """The secret pairs, quoted mapping entries and YAML lines of text holding no URL."""
+
     def item(m: re.Match[str]) -> str:
         if not is_secret_name(m[2]):
             return m[0]
@@ -220,8 +240,9 @@ def _mask_loose(text: str) -> str:
 def masked_repr(obj: Any) -> str:
     """The dataclass repr of ``obj`` (``Name(field=value, ...)``) with its secrets masked and
     every http(s) URL shown as a webhook: for settings objects that hold URLs or passwords."""
-    fields = ", ".join(f"{f.name}={getattr(obj, f.name)!r}"
-                       for f in dataclasses.fields(obj) if f.repr)
+    fields = ", ".join(
+        f"{f.name}={getattr(obj, f.name)!r}" for f in dataclasses.fields(obj) if f.repr
+    )
     return mask_text(f"{type(obj).__qualname__}({fields})", hide_paths=True)
 
 

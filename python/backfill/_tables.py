@@ -16,8 +16,9 @@ _HTML_MAX_ROWS = 500
 class RowTable:
     """Named columns over a list of row tuples; exports Arrow (``__arrow_c_stream__``)."""
 
-    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                 caption: str = "") -> None:
+    def __init__(
+        self, columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = ""
+    ) -> None:
         self.columns = list(columns)
         self.rows = [tuple(r) for r in rows]
         self.caption = caption
@@ -60,8 +61,9 @@ class RowTable:
     def _repr_html_(self) -> str | None:
         if len(self.rows) > _HTML_MAX_ROWS:
             return None
-        return html_table(self.columns, [[_show(v) for v in r] for r in self.rows],
-                          caption=self.caption)
+        return html_table(
+            self.columns, [[_show(v) for v in r] for r in self.rows], caption=self.caption
+        )
 
 
 def _show(value: Any) -> str:

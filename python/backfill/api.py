@@ -26,8 +26,15 @@ from .errors import InvalidInputError
 from .model import PROJECT_FILE, load_project
 from .model import Project as _ModelProject
 from .plan import Plan
-from .publish import (Changelog, ForwardChange, Publication, changelog, discard_backfill,
-                      forward_change, publish_backfill)
+from .publish import (
+    Changelog,
+    ForwardChange,
+    Publication,
+    changelog,
+    discard_backfill,
+    forward_change,
+    publish_backfill,
+)
 from .replay import check_plan, landing_models
 from .run import Backfill as _RunBackfill
 from .run import LedgerBackend, model_costs
@@ -41,8 +48,10 @@ def project_format(name: str) -> Callable[..., Project]:
     """The loader of project format ``name`` (an entry point of ``backfill.projects``)."""
     found = {ep.name: ep for ep in entry_points(group=PROJECTS_GROUP)}
     if name not in found:
-        raise InvalidInputError(f"project format {name!r} is not installed; installed: "
-                                f"{', '.join(sorted(found)) or 'none (reinstall backfill)'}")
+        raise InvalidInputError(
+            f"project format {name!r} is not installed; installed: "
+            f"{', '.join(sorted(found)) or 'none (reinstall backfill)'}"
+        )
     with extra_required(f"project format {name!r}"):
         loader: Callable[..., Project] = found[name].load()
     return loader
@@ -57,16 +66,20 @@ class Project(_ModelProject):
         :mod:`backfill.model.files`), or a dbt project directory without a backfill.yml
         (:meth:`from_dbt`)."""
         root = Path(path)
-        if root.is_dir() and not (root / PROJECT_FILE).exists() and \
-                (root / "dbt_project.yml").exists():
+        if (
+            root.is_dir()
+            and not (root / PROJECT_FILE).exists()
+            and (root / "dbt_project.yml").exists()
+        ):
             return cls.from_dbt(root)
         project = load_project(path, project_class=cls)
         assert isinstance(project, Project)
         return project
 
     @classmethod
-    def from_dbt(cls, path: str | Path, *, profiles_dir: str | Path | None = None,
-                 target: str | None = None) -> Project:
+    def from_dbt(
+        cls, path: str | Path, *, profiles_dir: str | Path | None = None, target: str | None = None
+    ) -> Project:
         """Imports a dbt project directory (``dbt parse`` first when ``target/manifest.json``
         is missing or older than a project file) or a ``manifest.json``; see
         :mod:`backfill.integrations.dbt`. A backfill of it runs through dbt, into an audit
@@ -74,8 +87,9 @@ class Project(_ModelProject):
         with extra_required("a dbt project", "dbt"):
             return project_format("dbt")(path, profiles_dir=profiles_dir, target=target)
 
-    def plan(self, select: str, start: Any, end: Any, *, history: bool = True,
-             **options: Any) -> Plan:
+    def plan(
+        self, select: str, start: Any, end: Any, *, history: bool = True, **options: Any
+    ) -> Plan:
         """:meth:`backfill.model.Project.plan`, plus the retention check of every Kafka source
         whose landing model the plan rebuilds (``plan.replay``; RETENTION findings).
 
@@ -95,25 +109,41 @@ class Project(_ModelProject):
             check_plan(self, plan)
         return plan
 
-    def backfill(self, plan: Plan, *, reason: str, direct: bool = False,
-                 engine: Engine | None = None, lint: bool = True,
-                 allow_overlap: str | None = None) -> Backfill:
+    def backfill(
+        self,
+        plan: Plan,
+        *,
+        reason: str,
+        direct: bool = False,
+        engine: Engine | None = None,
+        lint: bool = True,
+        allow_overlap: str | None = None,
+    ) -> Backfill:
         """Records ``plan`` as a backfill in the ledger; ``.run()`` writes it into the audit
         area (or, with ``direct=True``, straight into the published tables: initial builds).
         Refused when an open backfill writes the same partitions, unless ``allow_overlap``
         says why (:meth:`backfill.run.Backfill.create`)."""
-        return Backfill.create(self, plan, reason=reason, direct=direct, engine=engine, lint=lint,
-                               allow_overlap=allow_overlap)
+        return Backfill.create(
+            self,
+            plan,
+            reason=reason,
+            direct=direct,
+            engine=engine,
+            lint=lint,
+            allow_overlap=allow_overlap,
+        )
 
-    def changelog(self, backfill_id: str | None = None, *, since: Any = None,
-                  model: str | None = None) -> Changelog:
+    def changelog(
+        self, backfill_id: str | None = None, *, since: Any = None, model: str | None = None
+    ) -> Changelog:
         """Publications and forward-only changes recorded in the warehouse's
         ``backfill_changelog`` (newest first), optionally only those at or after ``since`` (ISO
         date or date-time) or touching ``model``."""
         return changelog(self, backfill_id=backfill_id, since=since, model=model)
 
-    def forward(self, model: str, start: Any, *, note: str,
-                reason: str | None = None) -> ForwardChange:
+    def forward(
+        self, model: str, start: Any, *, note: str, reason: str | None = None
+    ) -> ForwardChange:
         """Records that ``model`` changes from ``start`` on WITHOUT a backfill of its history
         (changelog, OpenLineage, the model's consumers), so consumers know why history did not
         change."""
@@ -132,24 +162,39 @@ class Backfill(_RunBackfill):
     :meth:`Backfill.resume` (or :meth:`Backfill.open` to only look)."""
 
     @classmethod
-    def open(cls, backfill_id: str | None = None, *,
-             project: _ModelProject | str | Path | None = None, engine: Engine | None = None,
-             ledger: LedgerBackend | None = None) -> Backfill:
+    def open(
+        cls,
+        backfill_id: str | None = None,
+        *,
+        project: _ModelProject | str | Path | None = None,
+        engine: Engine | None = None,
+        ledger: LedgerBackend | None = None,
+    ) -> Backfill:
         """The backfill ``backfill_id`` (default: the latest) of ``project`` (a Project or its
         directory; default the current directory)."""
         return super().open(backfill_id, project=load(project), engine=engine, ledger=ledger)
 
     @classmethod
-    def resume(cls, backfill_id: str, *,
-               project: _ModelProject | str | Path | None = None, engine: Engine | None = None,
-               ledger: LedgerBackend | None = None,
-               accept_changed_sql: str | None = None) -> Backfill:
+    def resume(
+        cls,
+        backfill_id: str,
+        *,
+        project: _ModelProject | str | Path | None = None,
+        engine: Engine | None = None,
+        ledger: LedgerBackend | None = None,
+        accept_changed_sql: str | None = None,
+    ) -> Backfill:
         """Reopens a backfill to run what is not done: failed tasks get fresh attempts, tasks of a
         dead worker are claimed again when its lease ends. Call ``.run()`` on the result.
         Refuses when a model's SQL changed since planning, unless ``accept_changed_sql`` says
         why (see :meth:`backfill.run.Backfill.check_sql`)."""
-        return super().resume(backfill_id, project=load(project), engine=engine, ledger=ledger,
-                              accept_changed_sql=accept_changed_sql)
+        return super().resume(
+            backfill_id,
+            project=load(project),
+            engine=engine,
+            ledger=ledger,
+            accept_changed_sql=accept_changed_sql,
+        )
 
     def audit(self, gates: Mapping[str, Any] | None = None) -> AuditReport:
         """Diffs every model's audit version against the published one and checks the gates

@@ -56,8 +56,10 @@ def _choose_tz_database() -> None:
         if (folder / "UTC").is_file():
             _core.set_tz_database_dir(str(folder))
             return
-    _log.warning("no time zone database found (no OS zoneinfo and no tzdata package): only UTC "
-                 "works; pip install tzdata")
+    _log.warning(
+        "no time zone database found (no OS zoneinfo and no tzdata package): only UTC "
+        "works; pip install tzdata"
+    )
 
 
 def tz_database() -> str:
@@ -93,5 +95,13 @@ def partitions(
     return _core.partitions(grain, start, end, tz, align)
 
 
-__all__ = ["GRAINS", "Grain", "Instant", "Partition", "PeriodSet", "partition_of", "partitions",
-           "tz_database"]
+__all__ = [
+    "GRAINS",
+    "Grain",
+    "Instant",
+    "Partition",
+    "PeriodSet",
+    "partition_of",
+    "partitions",
+    "tz_database",
+]

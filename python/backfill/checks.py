@@ -20,8 +20,16 @@ from .lint import Finding, IgnoreSpec, LintResult, lint_sql
 # Write strategies: dbt's incremental strategies plus whole-table ones. Only "append" is unsafe to
 # re-run; the others replace or merge the period or the table.
 STRATEGIES: tuple[str, ...] = (
-    "append", "merge", "delete+insert", "insert_overwrite", "microbatch", "replace_where",
-    "overwrite", "table", "view", "full_refresh",
+    "append",
+    "merge",
+    "delete+insert",
+    "insert_overwrite",
+    "microbatch",
+    "replace_where",
+    "overwrite",
+    "table",
+    "view",
+    "full_refresh",
 )
 
 APPEND_STRATEGY = "APPEND_STRATEGY"
@@ -54,22 +62,39 @@ def check_model(
     if microbatch is None and strategy == "microbatch":
         microbatch = True
     result = lint_sql(
-        sql, dialect=dialect, partitioned_inputs=partitioned_inputs, ignore=ignore_pairs,
-        period_params=period_params, microbatch=microbatch, path=path,
+        sql,
+        dialect=dialect,
+        partitioned_inputs=partitioned_inputs,
+        ignore=ignore_pairs,
+        period_params=period_params,
+        microbatch=microbatch,
+        path=path,
     )
     effective = strategy if strategy is not None else result.config.get("incremental_strategy")
     findings = list(result.all)
     if effective == "append":
         source = "strategy" if strategy is not None else "config(incremental_strategy='append')"
-        findings.insert(0, Finding(
-            code=APPEND_STRATEGY, severity="error", line=1, column=1, text=effective,
-            message=(f"the model's {source} appends: re-running a period (which is what a "
-                     "backfill does) adds its rows a second time"),
-            hint=("use a strategy that replaces the period (delete+insert, insert_overwrite, "
-                  "microbatch) or merges on a unique key (merge)"),
-            suppressed=append_reason is not None, reason=append_reason or "",
-            path=result.path,
-        ))
+        findings.insert(
+            0,
+            Finding(
+                code=APPEND_STRATEGY,
+                severity="error",
+                line=1,
+                column=1,
+                text=effective,
+                message=(
+                    f"the model's {source} appends: re-running a period (which is what a "
+                    "backfill does) adds its rows a second time"
+                ),
+                hint=(
+                    "use a strategy that replaces the period (delete+insert, insert_overwrite, "
+                    "microbatch) or merges on a unique key (merge)"
+                ),
+                suppressed=append_reason is not None,
+                reason=append_reason or "",
+                path=result.path,
+            ),
+        )
     return LintResult(findings, inputs=result.inputs, config=result.config, path=result.path)
 
 

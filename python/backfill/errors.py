@@ -39,7 +39,20 @@ class MissingExtraError(BackfillError, ImportError):
 #: a file lets them through as they are, and they are never retried as transient.
 #: (MissingExtraError is an ImportError: a missing extra is not worth a retry either.)
 PROGRAMMING_ERRORS: tuple[type[Exception], ...] = (
-    AttributeError, TypeError, NameError, ImportError, AssertionError, NotImplementedError)
+    AttributeError,
+    TypeError,
+    NameError,
+    ImportError,
+    AssertionError,
+    NotImplementedError,
+)
 
-__all__ = ["PROGRAMMING_ERRORS", "BackfillError", "ConflictError", "CycleError",
-           "InvalidInputError", "MissingExtraError", "NotFoundError"]
+__all__ = [
+    "PROGRAMMING_ERRORS",
+    "BackfillError",
+    "ConflictError",
+    "CycleError",
+    "InvalidInputError",
+    "MissingExtraError",
+    "NotFoundError",
+]

@@ -211,10 +211,18 @@ class LintResult(Sequence[Finding]):
 
         schema = pa.schema(
             [
-                ("code", pa.string()), ("severity", pa.string()), ("line", pa.int64()),
-                ("column", pa.int64()), ("text", pa.string()), ("message", pa.string()),
-                ("hint", pa.string()), ("offset", pa.int64()), ("length", pa.int64()),
-                ("suppressed", pa.bool_()), ("reason", pa.string()), ("path", pa.string()),
+                ("code", pa.string()),
+                ("severity", pa.string()),
+                ("line", pa.int64()),
+                ("column", pa.int64()),
+                ("text", pa.string()),
+                ("message", pa.string()),
+                ("hint", pa.string()),
+                ("offset", pa.int64()),
+                ("length", pa.int64()),
+                ("suppressed", pa.bool_()),
+                ("reason", pa.string()),
+                ("path", pa.string()),
             ]
         )
         return pa.Table.from_pylist(self.to_dicts(), schema=schema)
@@ -224,9 +232,12 @@ class LintResult(Sequence[Finding]):
 
     def summary(self) -> str:
         parts = []
-        for n, word in ((len(self.errors), "error"), (len(self.warnings), "warning"),
-                        (len(self.findings) - len(self.errors) - len(self.warnings), "info"),
-                        (len(self.suppressed), "suppressed")):
+        for n, word in (
+            (len(self.errors), "error"),
+            (len(self.warnings), "warning"),
+            (len(self.findings) - len(self.errors) - len(self.warnings), "info"),
+            (len(self.suppressed), "suppressed"),
+        ):
             if n:
                 parts.append(f"{n} {word}" + ("s" if n != 1 and word != "suppressed" else ""))
         return ", ".join(parts) if parts else "no findings"
@@ -252,8 +263,11 @@ class LintResult(Sequence[Finding]):
         for f in self.all:
             sev = "suppressed" if f.suppressed else f.severity
             color = "#888" if f.suppressed else colors.get(f.severity, "#000")
-            note = f"<br><i>suppressed: {html.escape(f.reason or 'no reason given')}</i>" \
-                if f.suppressed else f"<br><small>{html.escape(f.hint)}</small>"
+            note = (
+                f"<br><i>suppressed: {html.escape(f.reason or 'no reason given')}</i>"
+                if f.suppressed
+                else f"<br><small>{html.escape(f.hint)}</small>"
+            )
             rows.append(
                 f"<tr><td>{f.line}:{f.column}</td>"
                 f"<td style='color:{color}'><b>{html.escape(f.code)}</b><br>{sev}</td>"
@@ -282,8 +296,9 @@ def _ignore_pairs(ignore: IgnoreSpec) -> list[tuple[str, str]]:
         elif isinstance(item, tuple) and len(item) == 2:
             pairs.append((str(item[0]), str(item[1])))
         else:
-            raise InvalidInputError(f"ignore entry {item!r} is not a rule code or a "
-                                    "(code, reason) pair")
+            raise InvalidInputError(
+                f"ignore entry {item!r} is not a rule code or a (code, reason) pair"
+            )
     return pairs
 
 
@@ -319,13 +334,19 @@ def lint_sql(
     ``path`` is only used to label findings.
     """
     if dialect not in DIALECTS and dialect not in ("postgresql", "databricks"):
-        raise InvalidInputError(f"unknown SQL dialect {dialect!r}; expected one of "
-                                f"{', '.join(DIALECTS)}")
+        raise InvalidInputError(
+            f"unknown SQL dialect {dialect!r}; expected one of {', '.join(DIALECTS)}"
+        )
     label = os.fspath(path) if path is not None else None
     sev = [(str(k), str(v)) for k, v in (severity or {}).items()]
     raw = _core.lint_sql(
-        sql, dialect, _names(partitioned_inputs, "partitioned_inputs"),
-        _names(period_params, "period_params"), microbatch, _ignore_pairs(ignore), sev,
+        sql,
+        dialect,
+        _names(partitioned_inputs, "partitioned_inputs"),
+        _names(period_params, "period_params"),
+        microbatch,
+        _ignore_pairs(ignore),
+        sev,
     )
     findings = [Finding(path=label, **d) for d in raw["findings"]]
     inputs = [InputRead(*t) for t in raw["inputs"]]
@@ -344,12 +365,20 @@ def tokenize(sql: str | bytes, *, dialect: str = "duckdb") -> list[Token]:
     """The tokens of ``sql`` (SQL and Jinja), tiling it: each starts where the previous ended."""
     data = sql.encode("utf-8", "surrogateescape") if isinstance(sql, str) else bytes(sql)
     return [
-        Token(kind, off, n, line, col, data[off:off + n].decode("utf-8", "replace"))
+        Token(kind, off, n, line, col, data[off : off + n].decode("utf-8", "replace"))
         for kind, off, n, line, col in _core.tokenize_sql(data, dialect)
     ]
 
 
 __all__ = [
-    "DIALECTS", "RULES", "SEVERITIES", "Finding", "InputRead", "LintResult", "Token", "lint_file",
-    "lint_sql", "tokenize",
+    "DIALECTS",
+    "RULES",
+    "SEVERITIES",
+    "Finding",
+    "InputRead",
+    "LintResult",
+    "Token",
+    "lint_file",
+    "lint_sql",
+    "tokenize",
 ]

@@ -30,8 +30,10 @@ from .errors import InvalidInputError
 __all__ = ["Window", "Windows", "format_duration", "parse_duration"]
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_WINDOW_RE = re.compile(r"^(?:(?P<days>[A-Za-z,\- ]+?)\s+)?(?P<open>\d{1,2}:\d{2})\s*-\s*"
-                        r"(?P<close>\d{1,2}:\d{2})(?:\s+(?P<tz>\S+))?$")
+_WINDOW_RE = re.compile(
+    r"^(?:(?P<days>[A-Za-z,\- ]+?)\s+)?(?P<open>\d{1,2}:\d{2})\s*-\s*"
+    r"(?P<close>\d{1,2}:\d{2})(?:\s+(?P<tz>\S+))?$"
+)
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|min|s)")
 _UNIT = {"d": 86400.0, "h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0}
 _WEEK = 7 * 1440  # minutes
@@ -51,8 +53,10 @@ def parse_duration(text: str | float | int, what: str = "budget") -> float:
         elif s and re.fullmatch(rf"(?:{_DURATION_RE.pattern})+", s):
             seconds = sum(float(n) * _UNIT[u] for n, u in _DURATION_RE.findall(s))
         else:
-            raise InvalidInputError(f"{what} {text!r} is not a duration; expected e.g. '3h', "
-                                    "'90m', '1h30m', '2d' or a number of seconds")
+            raise InvalidInputError(
+                f"{what} {text!r} is not a duration; expected e.g. '3h', "
+                "'90m', '1h30m', '2d' or a number of seconds"
+            )
     if not seconds > 0:
         raise InvalidInputError(f"{what} {text!r}: expected a duration above zero")
     if not math.isfinite(seconds):  # "1e999" or 400 digits: float() gives inf (found by fuzzing)
@@ -73,8 +77,10 @@ def format_duration(seconds: float) -> str:
 def _minutes(text: str, spec: str, *, end: bool) -> int:
     hh, mm = (int(x) for x in text.split(":"))
     if mm > 59 or hh > 24 or (hh == 24 and (mm or not end)):
-        raise InvalidInputError(f"window {spec!r}: time {text!r} is not a wall-clock time "
-                                "(00:00-23:59, or 24:00 as an end)")
+        raise InvalidInputError(
+            f"window {spec!r}: time {text!r} is not a wall-clock time "
+            "(00:00-23:59, or 24:00 as an end)"
+        )
     return hh * 60 + mm
 
 
@@ -85,14 +91,31 @@ def _days(text: str | None, spec: str) -> frozenset[int]:
     for part in text.replace(" ", "").lower().split(","):
         ends = part.split("-")
         try:
-            idx = [_DAYS.index(e[:3]) for e in ends if len(e) >= 3 and
-                   (e in _DAYS or e in ("monday", "tuesday", "wednesday", "thursday", "friday",
-                                        "saturday", "sunday"))]
+            idx = [
+                _DAYS.index(e[:3])
+                for e in ends
+                if len(e) >= 3
+                and (
+                    e in _DAYS
+                    or e
+                    in (
+                        "monday",
+                        "tuesday",
+                        "wednesday",
+                        "thursday",
+                        "friday",
+                        "saturday",
+                        "sunday",
+                    )
+                )
+            ]
         except ValueError:
             idx = []
         if len(idx) != len(ends) or len(ends) > 2:
-            raise InvalidInputError(f"window {spec!r}: days {text!r} are not weekdays; expected "
-                                    "e.g. 'Mon-Fri', 'Sat,Sun' or 'Sun'")
+            raise InvalidInputError(
+                f"window {spec!r}: days {text!r} are not weekdays; expected "
+                "e.g. 'Mon-Fri', 'Sat,Sun' or 'Sun'"
+            )
         first, last = idx[0], idx[-1]
         days.update((first + i) % 7 for i in range((last - first) % 7 + 1))
     return frozenset(days)
@@ -112,16 +135,21 @@ class Window:
     @classmethod
     def parse(cls, spec: str, default_tz: str | None = None) -> Window:
         if not isinstance(spec, str) or not spec.strip():
-            raise InvalidInputError(f"window {spec!r}: expected e.g. '22:00-06:00 Europe/Berlin' "
-                                    "or 'Sat-Sun 00:00-24:00 UTC'")
+            raise InvalidInputError(
+                f"window {spec!r}: expected e.g. '22:00-06:00 Europe/Berlin' "
+                "or 'Sat-Sun 00:00-24:00 UTC'"
+            )
         m = _WINDOW_RE.match(spec.strip())
         if m is None:
-            raise InvalidInputError(f"window {spec!r}: expected '[DAYS] HH:MM-HH:MM ZONE', e.g. "
-                                    "'22:00-06:00 Europe/Berlin' or 'Sat-Sun 00:00-24:00 UTC'")
+            raise InvalidInputError(
+                f"window {spec!r}: expected '[DAYS] HH:MM-HH:MM ZONE', e.g. "
+                "'22:00-06:00 Europe/Berlin' or 'Sat-Sun 00:00-24:00 UTC'"
+            )
         tz = m["tz"] or default_tz
         if tz is None:
-            raise InvalidInputError(f"window {spec!r} names no time zone; expected e.g. "
-                                    f"'{spec.strip()} Europe/Berlin'")
+            raise InvalidInputError(
+                f"window {spec!r} names no time zone; expected e.g. '{spec.strip()} Europe/Berlin'"
+            )
         try:
             tz = _core.check_zone(tz)
         except InvalidInputError as exc:
@@ -129,8 +157,10 @@ class Window:
         opens = _minutes(m["open"], spec, end=False)
         closes = _minutes(m["close"], spec, end=True)
         if opens == closes:
-            raise InvalidInputError(f"window {spec!r} is empty: it opens and closes at "
-                                    f"{m['open']}; for a whole day write 00:00-24:00")
+            raise InvalidInputError(
+                f"window {spec!r} is empty: it opens and closes at "
+                f"{m['open']}; for a whole day write 00:00-24:00"
+            )
         return cls(spec.strip(), _days(m["days"], spec), opens, closes, tz)
 
     @property
@@ -182,15 +212,19 @@ class Windows:
         windows are refused (naming both): they say the same hours twice, usually by mistake."""
         items = [s for s in specs.split(";")] if isinstance(specs, str) else list(specs)
         if not items:
-            raise InvalidInputError("windows []: expected at least one, e.g. "
-                                    "'22:00-06:00 Europe/Berlin'")
+            raise InvalidInputError(
+                "windows []: expected at least one, e.g. '22:00-06:00 Europe/Berlin'"
+            )
         ws = tuple(Window.parse(s, default_tz) for s in items)
         for i, a in enumerate(ws):
-            for b in ws[i + 1:]:
-                if a.tz == b.tz and any(s1 < e2 and s2 < e1 for s1, e1 in a.week_spans()
-                                        for s2, e2 in b.week_spans()):
-                    raise InvalidInputError(f"windows {a.spec!r} and {b.spec!r} overlap; give "
-                                            "each hour once (or one window covering both)")
+            for b in ws[i + 1 :]:
+                if a.tz == b.tz and any(
+                    s1 < e2 and s2 < e1 for s1, e1 in a.week_spans() for s2, e2 in b.week_spans()
+                ):
+                    raise InvalidInputError(
+                        f"windows {a.spec!r} and {b.spec!r} overlap; give "
+                        "each hour once (or one window covering both)"
+                    )
         return cls(ws)
 
     @property
@@ -237,8 +271,11 @@ class Windows:
                 break
         local = _local(when, tz)
         near = now is not None and when - now < dt.timedelta(hours=20)
-        return f"{local:%H:%M} {local.tzname()}" if near else \
-            f"{local:%a %d %b %H:%M} {local.tzname()}"
+        return (
+            f"{local:%H:%M} {local.tzname()}"
+            if near
+            else f"{local:%a %d %b %H:%M} {local.tzname()}"
+        )
 
 
 def _local(when: dt.datetime, tz: str) -> dt.datetime:
@@ -259,7 +296,9 @@ def check_specs(value: object, where: str) -> list[str]:
     """``window:`` of a project file or a backfill: one string or a list of strings, checked."""
     specs = [value] if isinstance(value, str) else value
     if not isinstance(specs, Sequence) or not all(isinstance(s, str) for s in specs):
-        raise InvalidInputError(f"{where}: window {value!r}: expected a string such as "
-                                "'22:00-06:00 Europe/Berlin' or a list of them")
+        raise InvalidInputError(
+            f"{where}: window {value!r}: expected a string such as "
+            "'22:00-06:00 Europe/Berlin' or a list of them"
+        )
     Windows.parse(list(specs))
     return list(specs)

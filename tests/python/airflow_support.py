@@ -190,20 +190,26 @@ def api_server(home: Path, dags: Path, db: str | None = None) -> Iterator[dict[s
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    environ = {**env(home, dags, db),
-               "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-               "AIRFLOW__CORE__PARALLELISM": "2"}
+    environ = {
+        **env(home, dags, db),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__CORE__PARALLELISM": "2",
+    }
     log = (home / "api-server.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "airflow", "api-server", "--host",
-                               "127.0.0.1", "--port", str(port)], env=environ, stdout=log,
-                              stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "airflow", "api-server", "--host", "127.0.0.1", "--port", str(port)],
+        env=environ,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
             assert server.poll() is None, (home / "api-server.log").read_text()[-3000:]
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health",
-                                            timeout=2) as r:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=2
+                ) as r:
                     if r.status == 200:
                         break
             except OSError:
@@ -225,8 +231,13 @@ def migrate(home: Path, db: str | None = None) -> None:
     """An Airflow home with a migrated metadata database (SQLite in ``home``, or the Postgres
     database at ``db``)."""
     home.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"],
-                       env=env(home, home / "dags", db), capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        env=env(home, home / "dags", db),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
@@ -234,20 +245,32 @@ def env(home: Path, dags: Path, db: str | None = None) -> dict[str, str]:
     """Airflow's environment; its metadata database is SQLite in ``home``, or the Postgres
     database at ``db`` (postgresql://...) through psycopg 3, sync and async (Airflow 3 wants
     both; asyncpg, its default async driver, is not installed) with the LocalExecutor."""
-    environ = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-               "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-               "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}"}
+    environ = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+    }
     if db is not None:
         rest = db.split("://", 1)[1]
-        environ.update({"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg://{rest}",
-                        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC":
-                            f"postgresql+psycopg_async://{rest}",
-                        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"})
+        environ.update(
+            {
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg://{rest}",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": f"postgresql+psycopg_async://{rest}",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            }
+        )
     return environ
 
 
-def run_dag(template_home: Path, work: Path, conf: dict[str, Any], timeout: float = 300,
-            db: str | None = None) -> tuple[list[dict[str, Any]], str]:
+def run_dag(
+    template_home: Path,
+    work: Path,
+    conf: dict[str, Any],
+    timeout: float = 300,
+    db: str | None = None,
+) -> tuple[list[dict[str, Any]], str]:
     """Writes the DAG file with ``conf`` into ``work/dags`` and runs it against a copy of the
     migrated metadata database; returns (the runs Airflow recorded, the process output).
     ``conf["executor"]``: tasks run in LocalExecutor worker processes (through an API server)
@@ -262,10 +285,19 @@ def run_dag(template_home: Path, work: Path, conf: dict[str, Any], timeout: floa
     (dags / "backfill_fix.json").write_text(json.dumps({**conf, "out": str(out)}))
     (dags / "backfill_fix.py").write_text(DAG_FILE)
     with contextlib.ExitStack() as stack:
-        environ = stack.enter_context(api_server(home, dags, db)) if conf.get("executor") \
+        environ = (
+            stack.enter_context(api_server(home, dags, db))
+            if conf.get("executor")
             else env(home, dags, db)
-        r = subprocess.run([sys.executable, str(dags / "backfill_fix.py")], env=environ,
-                           capture_output=True, text=True, timeout=timeout, cwd=work)
+        )
+        r = subprocess.run(
+            [sys.executable, str(dags / "backfill_fix.py")],
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=work,
+        )
     output = r.stdout + r.stderr
     assert r.returncode == 0 and out.exists(), output[-5000:]
     runs: list[dict[str, Any]] = json.loads(out.read_text())

@@ -57,8 +57,9 @@ def built_dbt_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from backfill.examples import dbt_shop
     from dbt_support import FIRST, LAST, build
 
-    root = dbt_shop.create(tmp_path_factory.mktemp("dbt") / "dbt_shop", orders_per_day=12,
-                           first=FIRST, last=LAST)
+    root = dbt_shop.create(
+        tmp_path_factory.mktemp("dbt") / "dbt_shop", orders_per_day=12, first=FIRST, last=LAST
+    )
     build(root)
     return root
 

@@ -47,14 +47,14 @@ def duckdb_diff(old: pa.Table, new: pa.Table, keys: list[str], cols: list[str]) 
               union all select {kq} from n group by all having count(*) > 1) group by all),
     ou as (select *, true as __o from o anti join dup using ({kq})),
     nu as (select *, true as __n from n anti join dup using ({kq})),
-    j as (select {osel}{', ' if cols else ''}{nsel}{', ' if cols else ''}
+    j as (select {osel}{", " if cols else ""}{nsel}{", " if cols else ""}
                  coalesce(ou.__o, false) as __o, coalesce(nu.__n, false) as __n
           from ou full outer join nu on {on})
     select count(*) filter (where {both}) as matched,
            count(*) filter (where {both} and ({any_diff})) as changed,
            count(*) filter (where __n and not __o) as added,
            count(*) filter (where __o and not __n) as removed
-           {', ' + per_col if cols else ''},
+           {", " + per_col if cols else ""},
            (select count(*) from dup) as duplicate_keys,
            (select count(*) from o semi join dup using ({kq})) as duplicate_rows_old,
            (select count(*) from n semi join dup using ({kq})) as duplicate_rows_new,
@@ -97,11 +97,13 @@ VALUE_TYPES: dict[str, tuple[pa.DataType, Any]] = {
 
 
 @st.composite
-def table_pairs(draw: Any, *, composite: bool | None = None,
-                dups: bool | None = None) -> tuple[pa.Table, pa.Table, list[str], list[str]]:
+def table_pairs(
+    draw: Any, *, composite: bool | None = None, dups: bool | None = None
+) -> tuple[pa.Table, pa.Table, list[str], list[str]]:
     """Two versions of a random table: rows kept, modified, deleted and added."""
-    names = draw(st.lists(st.sampled_from(sorted(VALUE_TYPES)), min_size=0, max_size=5,
-                          unique=True))
+    names = draw(
+        st.lists(st.sampled_from(sorted(VALUE_TYPES)), min_size=0, max_size=5, unique=True)
+    )
     composite = draw(st.booleans()) if composite is None else composite
     dups = draw(st.booleans()) if dups is None else dups
     keys = ["k1", "k2"] if composite else ["k1"]
@@ -142,8 +144,11 @@ def table_pairs(draw: Any, *, composite: bool | None = None,
             new_rows.append(m)
     new_rows += [row() for _ in range(draw(st.integers(0, 4)))]
     new_rows = unique(draw(st.permutations(new_rows)))
-    schema = pa.schema([("k1", pa.int64())] + ([("k2", pa.string())] if composite else []) +
-                       [(c, VALUE_TYPES[c][0]) for c in names])
+    schema = pa.schema(
+        [("k1", pa.int64())]
+        + ([("k2", pa.string())] if composite else [])
+        + [(c, VALUE_TYPES[c][0]) for c in names]
+    )
     old = pa.Table.from_pylist(old_rows, schema=schema)
     new = pa.Table.from_pylist(new_rows, schema=schema)
     return old, new, keys, names

@@ -30,28 +30,59 @@ class KafkaBroker:
         self.port, cport = _free_port(), _free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         props = self.dir / "server.properties"
-        props.write_text("\n".join([
-            "process.roles=broker,controller", "node.id=1",
-            f"controller.quorum.voters=1@127.0.0.1:{cport}",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{cport}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            f"log.dirs={self.dir / 'data'}", "offsets.topic.replication.factor=1",
-            "offsets.topic.num.partitions=1", "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0",
-            "auto.create.topics.enable=false",
-            # The tests' records carry fixed past timestamps: keep them whatever their age.
-            "log.retention.ms=-1", "log.message.timestamp.before.max.ms=9223372036854775807",
-        ]) + "\n")
-        java = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                "-cp", f"{LIBS}/*"]
-        subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t",
-                        uuid.uuid4().hex[:22], "-c", str(props)], check=True,
-                       capture_output=True, timeout=120)
+        props.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@127.0.0.1:{cport}",
+                    f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{cport}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    f"log.dirs={self.dir / 'data'}",
+                    "offsets.topic.replication.factor=1",
+                    "offsets.topic.num.partitions=1",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "group.initial.rebalance.delay.ms=0",
+                    "auto.create.topics.enable=false",
+                    # The tests' records carry fixed past timestamps: keep them whatever their age.
+                    "log.retention.ms=-1",
+                    "log.message.timestamp.before.max.ms=9223372036854775807",
+                ]
+            )
+            + "\n"
+        )
+        java = [
+            "java",
+            "-Xmx512m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            f"{LIBS}/*",
+        ]
+        subprocess.run(
+            [
+                *java,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                uuid.uuid4().hex[:22],
+                "-c",
+                str(props),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         self.log = open(self.dir / "broker.log", "wb")
-        self.proc = subprocess.Popen([*java, "kafka.Kafka", str(props)], stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [*java, "kafka.Kafka", str(props)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._wait()
 
     def _wait(self, timeout: float = 120.0) -> None:
@@ -64,8 +95,9 @@ class KafkaBroker:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1):
                     pass
-                AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2}) \
-                    .list_topics(timeout=5)
+                AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2}).list_topics(
+                    timeout=5
+                )
                 return
             except Exception:
                 time.sleep(0.3)

@@ -103,12 +103,16 @@ class Hosts:
 
     def popen(self, i: int, args: list[str], **kwargs: Any) -> subprocess.Popen[str]:
         """``args`` as a process of host ``i`` (``ip netns exec`` execs it: the pid is its)."""
-        return subprocess.Popen(["ip", "netns", "exec", self.names[i], *args], text=True,
-                                **kwargs)
+        return subprocess.Popen(["ip", "netns", "exec", self.names[i], *args], text=True, **kwargs)
 
     def run(self, i: int, args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ip", "netns", "exec", self.names[i], *args], text=True,
-                              capture_output=True, timeout=60, **kwargs)
+        return subprocess.run(
+            ["ip", "netns", "exec", self.names[i], *args],
+            text=True,
+            capture_output=True,
+            timeout=60,
+            **kwargs,
+        )
 
     def cut(self, i: int) -> None:
         """Host ``i``'s link goes down (its bridge port): packets to and from it are lost."""
@@ -124,7 +128,11 @@ def trust_subnet(server: Any, subnet: str) -> None:
     from pg_support import _as_owner, pg_bindir
 
     hba = Path(server.data) / "pg_hba.conf"
-    subprocess.run(_as_owner(["sh", "-c", f"echo 'host all all {subnet}.0/24 trust' >> {hba}"]),
-                   check=True)
-    subprocess.run(_as_owner([str(pg_bindir() / "pg_ctl"), "-D", str(server.data), "reload"]),
-                   check=True, capture_output=True)
+    subprocess.run(
+        _as_owner(["sh", "-c", f"echo 'host all all {subnet}.0/24 trust' >> {hba}"]), check=True
+    )
+    subprocess.run(
+        _as_owner([str(pg_bindir() / "pg_ctl"), "-D", str(server.data), "reload"]),
+        check=True,
+        capture_output=True,
+    )

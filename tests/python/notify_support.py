@@ -41,8 +41,13 @@ def http_receiver() -> Iterator[Receiver]:
             with rec.lock:
                 rec.posts.append((self.path, json.loads(body)))
                 seen = sum(1 for p, _ in rec.posts if p == self.path)
-            status = 500 if self.path.startswith("/fail") else \
-                503 if self.path.startswith("/flaky") and seen == 1 else 200
+            status = (
+                500
+                if self.path.startswith("/fail")
+                else 503
+                if self.path.startswith("/flaky") and seen == 1
+                else 200
+            )
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -75,8 +80,13 @@ def smtp_receiver() -> Iterator[Mailbox]:
 
     class Handler:
         async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
-            box.messages.append((envelope.mail_from, list(envelope.rcpt_tos),
-                                 envelope.content.decode("utf-8", "replace")))
+            box.messages.append(
+                (
+                    envelope.mail_from,
+                    list(envelope.rcpt_tos),
+                    envelope.content.decode("utf-8", "replace"),
+                )
+            )
             return "250 Message accepted for delivery"
 
     controller = Controller(Handler(), hostname=box.host, port=box.port)

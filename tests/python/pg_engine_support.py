@@ -34,8 +34,9 @@ def ensure_entry_point() -> Path | None:
         base = Path(tempfile.mkdtemp(prefix="backfill-ep-"))
         info = base / "backfill_postgres_engine-0.0.dist-info"
         info.mkdir()
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: backfill-postgres-engine\n"
-                                       "Version: 0.0\n")
+        (info / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: backfill-postgres-engine\nVersion: 0.0\n"
+        )
         (info / "entry_points.txt").write_text(f"[backfill.engines]\n{ENTRY}\n")
         _SHIM = base
         sys.path.append(str(base))
@@ -68,8 +69,11 @@ class PgShop:
         name = f"shop_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(self.server.url(), autocommit=True) as conn:
             # A template must have no other sessions.
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                         "datname = %s AND pid <> pg_backend_pid()", [self.template])
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                "datname = %s AND pid <> pg_backend_pid()",
+                [self.template],
+            )
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
         url = self.server.url(name)
         shutil.copytree(self.root, dest, ignore=shutil.ignore_patterns(".backfill"))

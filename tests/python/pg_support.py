@@ -28,11 +28,15 @@ USER = "backfill"  # the cluster's superuser
 def pg_bindir() -> Path:
     """The newest installed server's bin folder (Debian: /usr/lib/postgresql/<major>/bin)."""
     root = Path("/usr/lib/postgresql")
-    majors = sorted((p for p in root.glob("*/bin") if (p / "initdb").exists()),
-                    key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    majors = sorted(
+        (p for p in root.glob("*/bin") if (p / "initdb").exists()),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+    )
     if not majors:
-        raise RuntimeError("no PostgreSQL server found under /usr/lib/postgresql; the set-up "
-                           "(make test) installs Debian's postgresql package")
+        raise RuntimeError(
+            "no PostgreSQL server found under /usr/lib/postgresql; the set-up "
+            "(make test) installs Debian's postgresql package"
+        )
     return majors[-1]
 
 
@@ -67,14 +71,49 @@ class PgServer:
             shutil.chown(base, "postgres")
             shutil.chown(base / "data", "postgres")
         bindir = pg_bindir()
-        subprocess.run(_as_owner([str(bindir / "initdb"), "-D", str(server.data), "-U", USER,
-                                  "-A", "trust", "-E", "UTF8", "--no-sync"]),
-                       check=True, capture_output=True, text=True)
-        options = (f"-c listen_addresses={listen} -p {server.port} -k {base} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
-        subprocess.run(_as_owner([str(bindir / "pg_ctl"), "-D", str(server.data), "-o", options,
-                                  "-l", str(base / "server.log"), "-w", "-t", "60", "start"]),
-                       check=True, capture_output=True, text=True)
+        subprocess.run(
+            _as_owner(
+                [
+                    str(bindir / "initdb"),
+                    "-D",
+                    str(server.data),
+                    "-U",
+                    USER,
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        options = (
+            f"-c listen_addresses={listen} -p {server.port} -k {base} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+        )
+        subprocess.run(
+            _as_owner(
+                [
+                    str(bindir / "pg_ctl"),
+                    "-D",
+                    str(server.data),
+                    "-o",
+                    options,
+                    "-l",
+                    str(base / "server.log"),
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return server
 
     def url(self, database: str = "postgres", host: str | None = None) -> str:
@@ -94,6 +133,11 @@ class PgServer:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
-        subprocess.run(_as_owner([str(pg_bindir() / "pg_ctl"), "-D", str(self.data), "-m",
-                                  "fast", "-w", "stop"]), capture_output=True, text=True)
+        subprocess.run(
+            _as_owner(
+                [str(pg_bindir() / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"]
+            ),
+            capture_output=True,
+            text=True,
+        )
         shutil.rmtree(self.base, ignore_errors=True)

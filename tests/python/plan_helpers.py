@@ -26,7 +26,9 @@ def load_module(path: Path, name: str) -> Any:
 
 
 def shop() -> backfill.Project:
-    project: backfill.Project = load_module(ROOT / "examples/shop/project.py", "shop_project").build_project()
+    project: backfill.Project = load_module(
+        ROOT / "examples/shop/project.py", "shop_project"
+    ).build_project()
     return project
 
 
@@ -55,7 +57,11 @@ def core_tasks(plan: backfill.Plan) -> tuple[list[tuple[Any, ...]], list[list[in
 
 
 def reference_tasks(
-    p: backfill.Project, select: str, start: dt.datetime, end: dt.datetime, as_of: dt.datetime,
+    p: backfill.Project,
+    select: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    as_of: dt.datetime,
     **kwargs: Any,
 ) -> tuple[list[tuple[Any, ...]], list[list[int]]]:
     return plan_reference(reference_models(p), p.select(select), start, end, as_of, **kwargs)

@@ -16,11 +16,17 @@ import backfill
 AS_OF = "2026-12-01"  # the shop's data ends 2026-11-30; plans never depend on today's date
 
 
-def cli(*args: str, env: dict[str, str] | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """``backfill ARGS`` in a fresh interpreter, output captured."""
-    return subprocess.run([sys.executable, "-m", "backfill.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "backfill.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def build(root: Path) -> None:

@@ -53,8 +53,10 @@ models:
     (root / "models" / "daily.sql").write_text(MODEL)
     c = duckdb.connect(str(root / "warehouse.duckdb"))
     c.execute("CREATE SCHEMA raw")
-    c.execute(f"CREATE TABLE raw.events AS SELECT TIMESTAMP '{START}' + to_hours(i) AS ts, "
-              f"i % 13 AS v FROM range(24 * {days}) r(i)")
+    c.execute(
+        f"CREATE TABLE raw.events AS SELECT TIMESTAMP '{START}' + to_hours(i) AS ts, "
+        f"i % 13 AS v FROM range(24 * {days}) r(i)"
+    )
     c.close()
     set_knob(root, knob)
     return root
@@ -76,8 +78,9 @@ def new_backfill(root: Path, days: int, ledger: str | None = None) -> backfill.B
 
 def expected(root: Path) -> list[tuple[Any, ...]]:
     """The oracle: DuckDB's own per-day sums of the raw events."""
-    return rows(root, "SELECT cast(ts AS date), count(*), sum(v) FROM raw.events GROUP BY 1 "
-                      "ORDER BY 1")
+    return rows(
+        root, "SELECT cast(ts AS date), count(*), sum(v) FROM raw.events GROUP BY 1 ORDER BY 1"
+    )
 
 
 def written(root: Path, backfill_id: str) -> list[tuple[Any, ...]]:
@@ -97,17 +100,22 @@ def rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
 
 def run_cli(*args: str) -> subprocess.Popen[str]:
     """``backfill ARGS`` started in a fresh interpreter (its output piped)."""
-    return subprocess.Popen([sys.executable, "-m", "backfill.cli", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "backfill.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def wait_for(what: Callable[[], bool], timeout: float = 60.0, proc: Any = None) -> None:
     deadline = time.monotonic() + timeout
     while not what():
         if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the process ended ({proc.returncode}) first: "
-                                 f"{proc.communicate()}")
+            raise AssertionError(
+                f"the process ended ({proc.returncode}) first: {proc.communicate()}"
+            )
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
 

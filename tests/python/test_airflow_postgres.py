@@ -33,14 +33,29 @@ def changelog(root: Path) -> list[tuple[Any, ...]]:
 
     def num(v: Any) -> str:
         return "" if v is None else f"{float(v):.2f}"
-    return sorted((r["model"], r["partition"] or "", r["measure"] or "", num(r["value_old"]),
-                   num(r["value_new"]), r["rows_added"], r["rows_removed"], r["rows_changed"])
-                  for r in rows)
+
+    return sorted(
+        (
+            r["model"],
+            r["partition"] or "",
+            r["measure"] or "",
+            num(r["value_old"]),
+            num(r["value_new"]),
+            r["rows_added"],
+            r["rows_removed"],
+            r["rows_changed"],
+        )
+        for r in rows
+    )
 
 
 def test_the_dag_runs_on_a_postgres_ledger_warehouse_and_metadata_db_with_local_executor(
-        pg_server: Any, built_pg_shop: Any, built_shop: Path, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    pg_server: Any,
+    built_pg_shop: Any,
+    built_shop: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from pg_engine_support import subprocess_env
 
     meta = pg_server.create_database("airflow_meta")
@@ -49,9 +64,17 @@ def test_the_dag_runs_on_a_postgres_ledger_warehouse_and_metadata_db_with_local_
     root, _warehouse = built_pg_shop.copy(tmp_path / "shop")
     shop.fix(root)
     ledger_url = pg_server.create_database("ledger")
-    conf = {"dag_id": "backfill_fix", "project": str(root), "select": SELECT, "start": START,
-            "end": END, "as_of": AS_OF, "note": "revenue from 1 Aug was overstated",
-            "ledger": ledger_url, "executor": True}
+    conf = {
+        "dag_id": "backfill_fix",
+        "project": str(root),
+        "select": SELECT,
+        "start": START,
+        "end": END,
+        "as_of": AS_OF,
+        "note": "revenue from 1 Aug was overstated",
+        "ledger": ledger_url,
+        "executor": True,
+    }
     # the worker processes must find the postgres engine (see pg_engine_support)
     monkeypatch.setenv("PYTHONPATH", subprocess_env().get("PYTHONPATH", ""))
     runs, output = run_dag(home, tmp_path / "af", conf, db=meta)
@@ -60,8 +83,9 @@ def test_the_dag_runs_on_a_postgres_ledger_warehouse_and_metadata_db_with_local_
 
     # Airflow recorded the run in its database on the Postgres server
     with psycopg.connect(meta) as db:
-        assert db.execute("SELECT state FROM dag_run WHERE dag_id = 'backfill_fix'"
-                          ).fetchall() == [("success",)]
+        assert db.execute("SELECT state FROM dag_run WHERE dag_id = 'backfill_fix'").fetchall() == [
+            ("success",)
+        ]
 
     # the ledger on Postgres: one backfill, published, every task done by one attempt, by
     # several LocalExecutor worker processes
@@ -71,8 +95,9 @@ def test_the_dag_runs_on_a_postgres_ledger_warehouse_and_metadata_db_with_local_
     tasks = ledger.tasks(rec["id"])
     assert {t.status for t in tasks} == {"done"}
     attempts = ledger.attempts(rec["id"])
-    assert Counter(a["task_id"] for a in attempts if a["status"] == "done") == \
-        Counter({t.task_id: 1 for t in tasks})
+    assert Counter(a["task_id"] for a in attempts if a["status"] == "done") == Counter(
+        {t.task_id: 1 for t in tasks}
+    )
     assert len({a["worker"] for a in attempts}) > 1
     mapped = [t for t in run["tis"] if t["task_id"].endswith(".run")]
     assert len(mapped) == len(tasks) and {t["state"] for t in mapped} == {"success"}
@@ -81,8 +106,22 @@ def test_the_dag_runs_on_a_postgres_ledger_warehouse_and_metadata_db_with_local_
     # the same changelog as the same backfill published on DuckDB through the CLI
     reference = copy_built(built_shop, tmp_path / "duckdb_shop")
     shop.fix(reference)
-    ran = cli("run", "--project", str(reference), "--select", SELECT, "--start", START, "--end",
-              END, "--as-of", AS_OF, "--reason", "discount bug fixed", "--json")
+    ran = cli(
+        "run",
+        "--project",
+        str(reference),
+        "--select",
+        SELECT,
+        "--start",
+        START,
+        "--end",
+        END,
+        "--as-of",
+        AS_OF,
+        "--reason",
+        "discount bug fixed",
+        "--json",
+    )
     assert ran.returncode == 0, ran.stderr
     bid = json.loads(ran.stdout)["id"]
     for args in (("audit", bid), ("publish", bid, "--note", "revenue from 1 Aug was overstated")):

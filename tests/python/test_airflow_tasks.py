@@ -54,25 +54,36 @@ def test_plan_is_idempotent_per_key_and_matches_the_plan(shop_dir: Path) -> None
     assert plan(shop_dir, key="dag/run_2", allow_overlap="on purpose") != bid  # another backfill
     assert len(ledger(shop_dir).backfills()) == 2
     # plan_backfill plans one partition per task unless told otherwise
-    p = backfill.Project.load(shop_dir).plan(SELECT, START, END, as_of=AS_OF,
-                                             partitions_per_run=1)
+    p = backfill.Project.load(shop_dir).plan(SELECT, START, END, as_of=AS_OF, partitions_per_run=1)
     tasks = ledger(shop_dir).tasks(bid)
     assert len(tasks) == p.task_count
     assert bfa.task_ids(bid, project=shop_dir) == list(range(p.task_count))
     for wave in range(p.wave_count):
-        assert bfa.task_ids(bid, wave, project=shop_dir) == \
-            [i for i in range(p.task_count) if p.task(i)["wave"] == wave]
+        assert bfa.task_ids(bid, wave, project=shop_dir) == [
+            i for i in range(p.task_count) if p.task(i)["wave"] == wave
+        ]
     daily = bfa.task_ids(bid, model="fct_daily_sales", project=shop_dir)
-    assert [tasks[i].label for i in daily] == ["2026-07-30", "2026-07-31", "2026-08-01",
-                                               "2026-08-02"]
+    assert [tasks[i].label for i in daily] == [
+        "2026-07-30",
+        "2026-07-31",
+        "2026-08-01",
+        "2026-08-02",
+    ]
     assert bfa.task_label(bid, daily[0], project=shop_dir) == "fct_daily_sales 2026-07-30"
 
 
 def test_plan_refuses_a_different_backfill_under_the_same_key(shop_dir: Path) -> None:
     bid = plan(shop_dir)
     with pytest.raises(ConflictError, match=rf"{bid} was recorded for this run with end"):
-        bfa.plan_backfill(shop_dir, SELECT, START, "2026-08-05", reason="x", as_of=AS_OF,
-                          idempotency_key="dag/run_1")
+        bfa.plan_backfill(
+            shop_dir,
+            SELECT,
+            START,
+            "2026-08-05",
+            reason="x",
+            as_of=AS_OF,
+            idempotency_key="dag/run_1",
+        )
     with pytest.raises(InvalidInputError, match="idempotency_key ''"):
         plan(shop_dir, key="")
     with pytest.raises(InvalidInputError, match="wave -1"):
@@ -93,19 +104,29 @@ def test_run_task_runs_once_and_a_done_task_is_a_noop(shop_dir: Path) -> None:
     bid = plan(shop_dir)
     first = bfa.task_ids(bid, model="fct_daily_sales", project=shop_dir)[0]
     out = bfa.run_task(bid, first, project=shop_dir)
-    assert (out["status"], out["skipped"], out["attempt"], out["label"]) == \
-        ("done", False, 1, "2026-07-30")
+    assert (out["status"], out["skipped"], out["attempt"], out["label"]) == (
+        "done",
+        False,
+        1,
+        "2026-07-30",
+    )
     again = bfa.run_task(bid, first, project=shop_dir)
-    assert (again["status"], again["skipped"], again["fingerprint"]) == \
-        ("done", True, out["fingerprint"])
+    assert (again["status"], again["skipped"], again["fingerprint"]) == (
+        "done",
+        True,
+        out["fingerprint"],
+    )
     assert len(ledger(shop_dir).attempts(bid)) == 1  # the no-op wrote no attempt
 
 
 def test_run_task_refuses_a_task_whose_dependencies_are_not_done(shop_dir: Path) -> None:
     bid = plan(shop_dir)
     monthly = bfa.task_ids(bid, model="fct_monthly_sales", project=shop_dir)[0]
-    with pytest.raises(ConflictError, match=r"depends on tasks not done: fct_daily_sales "
-                                            r"2026-07-30 \(task 0, pending\)"):
+    with pytest.raises(
+        ConflictError,
+        match=r"depends on tasks not done: fct_daily_sales "
+        r"2026-07-30 \(task 0, pending\)",
+    ):
         bfa.run_task(bid, monthly, project=shop_dir)
     with pytest.raises(NotFoundError, match="has no task 999"):
         bfa.run_task(bid, 999, project=shop_dir)
@@ -138,11 +159,17 @@ def test_a_failed_sql_is_a_permanent_failure_recorded_in_the_ledger(shop_dir: Pa
     sql = shop_dir / "models" / "fct_daily_sales.sql"
     good = sql.read_text()
     assert 'from {{ ref("clean_orders") }} o' in good
-    sql.write_text(good.replace('from {{ ref("clean_orders") }} o',
-                                'from no_such_table, {{ ref("clean_orders") }} o'))
+    sql.write_text(
+        good.replace(
+            'from {{ ref("clean_orders") }} o', 'from no_such_table, {{ ref("clean_orders") }} o'
+        )
+    )
     bid = plan(shop_dir)
-    with pytest.raises(TaskFailure, match=r"fct_daily_sales 2026-07-30 \(task 0\) attempt 1 "
-                                          r"failed \(permanent\)") as info:
+    with pytest.raises(
+        TaskFailure,
+        match=r"fct_daily_sales 2026-07-30 \(task 0\) attempt 1 "
+        r"failed \(permanent\)",
+    ) as info:
         bfa.run_task(bid, 0, project=shop_dir)
     assert not info.value.transient
     row = ledger(shop_dir).tasks(bid)[0]
@@ -203,8 +230,10 @@ def test_open_ledger_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 def test_the_functions_use_the_ledger_url_given(shop_dir: Path, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/shared/ledger.sqlite"
     bid = plan(shop_dir, ledger=url)
-    assert not (shop_dir / ".backfill" / "ledger.sqlite").exists() or \
-        ledger(shop_dir).backfills() == []
+    assert (
+        not (shop_dir / ".backfill" / "ledger.sqlite").exists()
+        or ledger(shop_dir).backfills() == []
+    )
     assert bfa.task_ids(bid, project=shop_dir, ledger=url)
     out = bfa.run_task(bid, 0, project=shop_dir, ledger=url)
     assert open_ledger(url).tasks(bid)[0].status == out["status"] == "done"

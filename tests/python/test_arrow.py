@@ -27,18 +27,25 @@ def every_type_table() -> pa.Table:
             "u64": pa.array([0, 2**64 - 1, None, 7], pa.uint64()),
             "f32": pa.array([1.5, float("nan"), None, -0.0], pa.float32()),
             "f64": pa.array([1e300, float("inf"), None, 2.5]),
-            "dec": pa.array([decimal.Decimal("1.23"), None, decimal.Decimal("-99.99"),
-                             decimal.Decimal("0.00")], pa.decimal128(6, 2)),
+            "dec": pa.array(
+                [decimal.Decimal("1.23"), None, decimal.Decimal("-99.99"), decimal.Decimal("0.00")],
+                pa.decimal128(6, 2),
+            ),
             "b": pa.array([True, False, None, True]),
             "s": pa.array(["a", None, "", "héllo wörld, long enough"]),
             "ls": pa.array(["x", "y", None, "z"], pa.large_string()),
             "sv": pa.array(["short", "a string longer than twelve", None, ""], pa.string_view()),
             "bin": pa.array([b"\x00\x01", None, b"", b"abc"], pa.binary()),
-            "d32": pa.array([dt.date(2026, 8, 1), None, dt.date(1969, 12, 31), dt.date(1970, 1, 1)]),
-            "d64": pa.array([dt.date(2026, 8, 1), None, dt.date(2000, 2, 29), dt.date(1970, 1, 1)],
-                            pa.date64()),
+            "d32": pa.array(
+                [dt.date(2026, 8, 1), None, dt.date(1969, 12, 31), dt.date(1970, 1, 1)]
+            ),
+            "d64": pa.array(
+                [dt.date(2026, 8, 1), None, dt.date(2000, 2, 29), dt.date(1970, 1, 1)], pa.date64()
+            ),
             "ts_s": pa.array([0, 1, None, -1], pa.timestamp("s")),
-            "ts_ms_tz": pa.array([0, 1, None, 1_785_542_400_000], pa.timestamp("ms", "Europe/Berlin")),
+            "ts_ms_tz": pa.array(
+                [0, 1, None, 1_785_542_400_000], pa.timestamp("ms", "Europe/Berlin")
+            ),
             "ts_us_utc": pa.array([0, 1, None, -1], pa.timestamp("us", "UTC")),
             "ts_ns": pa.array([0, 1000, None, 5], pa.timestamp("ns")),
             "t32": pa.array([0, 3_600_000, None, 86_399_999], pa.time32("ms")),
@@ -81,10 +88,16 @@ def test_builder_columns_read_by_pyarrow() -> None:
     assert t.schema.field("l").type == pa.list_(pa.int64())
     assert t.schema.field("d").type == pa.date32()
     assert t.to_pylist()[0] == {
-        "i64": 1, "i32": 7, "u64": 0, "f64": 0.5, "b": True, "s": "a",
+        "i64": 1,
+        "i32": 7,
+        "u64": 0,
+        "f64": 0.5,
+        "b": True,
+        "s": "a",
         "ts_s": dt.datetime(1970, 1, 1, tzinfo=UTC),
         "ts_us": dt.datetime(1970, 1, 1, 1, tzinfo=zoneinfo.ZoneInfo("Europe/Berlin")),
-        "d": dt.date(1970, 1, 1), "l": [1, 2],
+        "d": dt.date(1970, 1, 1),
+        "l": [1, 2],
     }
     ours = ArrowTable(_core._arrow_builder_sample())
     assert ours.to_pylist() == t.to_pylist()
@@ -135,7 +148,9 @@ def test_bad_inputs_name_the_problem() -> None:
     with pytest.raises(backfill.InvalidInputError, match="Arrow-compatible.*list"):
         ArrowTable.from_arrow([1, 2, 3])
     with pytest.raises(backfill.InvalidInputError, match="column 'm'.*not support"):
-        ArrowTable.from_arrow(pa.table({"m": pa.array([{"a": 1}], pa.map_(pa.string(), pa.int64()))}))
+        ArrowTable.from_arrow(
+            pa.table({"m": pa.array([{"a": 1}], pa.map_(pa.string(), pa.int64()))})
+        )
     with pytest.raises(backfill.InvalidInputError, match="expected a table"):
         ArrowTable.from_arrow(pa.array([1, 2]))
 

@@ -25,7 +25,8 @@ def fact(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, str]:
 
 
 def test_audit_agrees_with_a_full_outer_join_and_reports_its_time_split(
-        fact: tuple[pathlib.Path, str]) -> None:
+    fact: tuple[pathlib.Path, str],
+) -> None:
     root, backfill_id = fact
     audit = audit_bench.run_audit(root, backfill_id)
     duck = audit_bench.run_duckdb(root, backfill_id, "1GB")
@@ -34,17 +35,21 @@ def test_audit_agrees_with_a_full_outer_join_and_reports_its_time_split(
     assert audit["partitions"] == 90 and audit["differing"] == len(scale_fact.PROMO_DAYS) == 9
     assert audit["changed"] > 0 and audit["added"] == audit["removed"] == 0
     assert {c for c, n in audit["columns"].items() if n} == {"net_amount"}
-    assert list(audit["timings"]) == ["fingerprint scan", "key", "measure sums", "transfer",
-                                      "diff"]
+    assert list(audit["timings"]) == ["fingerprint scan", "key", "measure sums", "transfer", "diff"]
     assert all(v >= 0 for v in audit["timings"].values())
 
 
 def test_the_benchmark_prints_both_competitors_and_the_verdicts(
-        fact: tuple[pathlib.Path, str]) -> None:
+    fact: tuple[pathlib.Path, str],
+) -> None:
     # --dir reuses the prepared project (--quick alone builds a 1M-row one).
-    out = subprocess.run([sys.executable, str(BENCH / "audit_bench.py"), "--quick", "--dir",
-                          str(fact[0])], capture_output=True, text=True, timeout=300,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "audit_bench.py"), "--quick", "--dir", str(fact[0])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "results agree: yes" in out.stdout
     assert "duckdb FULL OUTER JOIN" in out.stdout and "audit split" in out.stdout

@@ -28,8 +28,10 @@ def shop_dir(built_shop: Path, tmp_path: Path) -> Path:
 
 def run_fix(root: Path, start: str, end: str, per_task: int) -> Any:
     p = backfill.Project.load(root)
-    bf = p.backfill(p.plan(f"{MODEL}+", start, end, as_of=AS_OF, partitions_per_run=per_task),
-                    reason="discount bug fixed")
+    bf = p.backfill(
+        p.plan(f"{MODEL}+", start, end, as_of=AS_OF, partitions_per_run=per_task),
+        reason="discount bug fixed",
+    )
     assert bf.run(concurrency=2).ok
     return bf
 
@@ -41,21 +43,27 @@ def scanned(bf: Any, model: str) -> dict[str, PartitionFingerprint]:
 
 def test_recorded_fingerprints_round_trip_and_reject_what_is_not_theirs() -> None:
     a, b = PartitionFingerprint.of(2, 5), PartitionFingerprint.of(3, 7)
-    res = WriteResult(5, 0, PartitionFingerprint.total([a, b]), 0.1,
-                      partitions={"2026-08-01": a, "2026-08-02": b})
+    res = WriteResult(
+        5, 0, PartitionFingerprint.total([a, b]), 0.1, partitions={"2026-08-01": a, "2026-08-02": b}
+    )
     text = res.recorded_fingerprint()
     assert text.split(" ")[0] == str(res.fingerprint) == "5:000000000000000c"
     assert recorded_partitions(text) == {"2026-08-01": a, "2026-08-02": b}
     # A plain fingerprint (another engine, an older run) lists none: the audit scans.
     plain = WriteResult(5, 0, res.fingerprint, 0.1)
     assert plain.recorded_fingerprint() == str(res.fingerprint)
-    for bad in (None, "", str(res.fingerprint), text.replace("5:", "6:", 1),
-                text + " 2026-08-01=2:0000000000000005", text.replace("=", ":")):
+    for bad in (
+        None,
+        "",
+        str(res.fingerprint),
+        text.replace("5:", "6:", 1),
+        text + " 2026-08-01=2:0000000000000005",
+        text.replace("=", ":"),
+    ):
         assert recorded_partitions(bad) is None, bad
 
 
-def test_the_run_records_each_partition_and_the_audit_agrees_with_a_scan(
-        shop_dir: Path) -> None:
+def test_the_run_records_each_partition_and_the_audit_agrees_with_a_scan(shop_dir: Path) -> None:
     bf = run_fix(shop_dir, "2026-08-01", "2026-08-11", per_task=4)
     tasks = [t for t in bf.ledger.tasks(bf.id) if t.model == MODEL]
     assert max(t.partitions for t in tasks) == 4  # multi-partition tasks are on this path
@@ -77,13 +85,15 @@ def test_the_run_records_each_partition_and_the_audit_agrees_with_a_scan(
 
 
 def test_publish_refuses_an_area_changed_after_the_run_even_when_the_audit_missed_it(
-        shop_dir: Path) -> None:
+    shop_dir: Path,
+) -> None:
     bf = run_fix(shop_dir, "2026-08-01", "2026-08-07", per_task=3)
     # Someone edits the area between the run and the audit: the audit trusts the run's
     # fingerprints, so it does not see it; publish re-checks the area and refuses.
     with bf.engine.connect() as cur:
-        cur.execute(f"DELETE FROM {audit_schema(bf.id)}.{MODEL} "
-                    "WHERE sales_date = DATE '2026-08-02'")
+        cur.execute(
+            f"DELETE FROM {audit_schema(bf.id)}.{MODEL} WHERE sales_date = DATE '2026-08-02'"
+        )
     bf.engine.close()
     recorded = bf.audit()[MODEL].audit_fingerprints
     assert recorded["2026-08-02"] != str(scanned(bf, MODEL)["2026-08-02"])
@@ -93,14 +103,18 @@ def test_publish_refuses_an_area_changed_after_the_run_even_when_the_audit_misse
 
 
 @pytest.mark.parametrize("kind", ["TIMESTAMP", "TIMESTAMPTZ", "DATE"])
-@pytest.mark.parametrize("grain,tz,first", [
-    ("day", "UTC", "1969-12-29"),            # before and across the epoch
-    ("day", "Europe/Berlin", "2026-10-23"),  # a 25-hour day: hour buckets
-    ("hour", "Asia/Kathmandu", "2026-03-01T03:00"),  # +05:45: minute buckets
-    ("week", "UTC", "2026-01-05"),
-])
-def test_one_scan_per_partition_equals_a_filtered_scan_of_each(kind: str, grain: str, tz: str,
-                                                               first: str) -> None:
+@pytest.mark.parametrize(
+    "grain,tz,first",
+    [
+        ("day", "UTC", "1969-12-29"),  # before and across the epoch
+        ("day", "Europe/Berlin", "2026-10-23"),  # a 25-hour day: hour buckets
+        ("hour", "Asia/Kathmandu", "2026-03-01T03:00"),  # +05:45: minute buckets
+        ("week", "UTC", "2026-01-05"),
+    ],
+)
+def test_one_scan_per_partition_equals_a_filtered_scan_of_each(
+    kind: str, grain: str, tz: str, first: str
+) -> None:
     """fingerprint_parts (integer buckets, sums from the same scan) against the oracle: one
     fingerprint_where and one sum per partition."""
     import datetime as dt
@@ -109,8 +123,13 @@ def test_one_scan_per_partition_equals_a_filtered_scan_of_each(kind: str, grain:
     import duckdb
 
     from backfill.calendar import partitions
-    from backfill.engines.duckdb.sql import (fingerprint_parts, fingerprint_parts_sums,
-                                             fingerprint_where, in_periods)
+    from backfill.engines.duckdb.sql import (
+        fingerprint_parts,
+        fingerprint_parts_sums,
+        fingerprint_where,
+        in_periods,
+    )
+
     zone = ZoneInfo(tz)
     start = dt.datetime.fromisoformat(first).replace(tzinfo=zone)
     end = start + dt.timedelta(days=3 if grain in ("day", "hour") else 21)
@@ -121,15 +140,18 @@ def test_one_scan_per_partition_equals_a_filtered_scan_of_each(kind: str, grain:
     con.execute("SET TimeZone = 'UTC'")
     lo = start.astimezone(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(hours=30)
     span = int((end - start).total_seconds()) + 60 * 3600
-    con.execute(f"CREATE TABLE t AS SELECT i AS id, (i % 7) * 1.25 AS x, "
-                f"CAST(i % 5 AS DECIMAL(9, 2)) AS amount, "
-                f"CAST(TIMESTAMP '{lo:%Y-%m-%d %H:%M:%S}' + to_seconds(i * 977 % {span}) "
-                f"AS {kind}) AS at FROM range(4000) r(i)")
+    con.execute(
+        f"CREATE TABLE t AS SELECT i AS id, (i % 7) * 1.25 AS x, "
+        f"CAST(i % 5 AS DECIMAL(9, 2)) AS amount, "
+        f"CAST(TIMESTAMP '{lo:%Y-%m-%d %H:%M:%S}' + to_seconds(i * 977 % {span}) "
+        f"AS {kind}) AS at FROM range(4000) r(i)"
+    )
     fps, totals = fingerprint_parts_sums(con, "t", "at", parts, None, ["id", "amount"])
     assert fps == fingerprint_parts(con, "t", "at", parts)
     for label, s, e in parts:
         assert fps[label] == fingerprint_where(con, "t", in_periods("at", [(s, e)]))
     assert sum(fp.rows for fp in fps.values()) > 0
     where = in_periods("at", [(s, e) for _, s, e in parts])
-    assert totals == list(con.execute(f"SELECT sum(id), sum(amount) FROM t WHERE {where}")
-                          .fetchone() or ())
+    assert totals == list(
+        con.execute(f"SELECT sum(id), sum(amount) FROM t WHERE {where}").fetchone() or ()
+    )

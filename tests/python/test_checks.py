@@ -33,15 +33,20 @@ def test_microbatch_strategy_bounds_refs() -> None:
     sql = "select * from {{ ref('orders') }}"
     assert check_model(sql=sql, strategy="microbatch", partitioned_inputs=["orders"]).codes() == []
     assert check_model(sql=sql, strategy="merge", partitioned_inputs=["orders"]).codes() == [
-        "UNBOUNDED_READ"]
+        "UNBOUNDED_READ"
+    ]
 
 
 def test_append_strategy_can_be_ignored_with_a_reason() -> None:
-    r = check_model(sql=MODEL, strategy="append",
-                    ignore={"APPEND_STRATEGY": "event log, deduplicated downstream"})
+    r = check_model(
+        sql=MODEL,
+        strategy="append",
+        ignore={"APPEND_STRATEGY": "event log, deduplicated downstream"},
+    )
     assert r.codes() == []
     assert [(f.code, f.reason) for f in r.suppressed] == [
-        ("APPEND_STRATEGY", "event log, deduplicated downstream")]
+        ("APPEND_STRATEGY", "event log, deduplicated downstream")
+    ]
 
 
 def test_unknown_strategy_is_named() -> None:

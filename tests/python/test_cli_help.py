@@ -20,8 +20,15 @@ from backfill.cli import build_parser
 BACKFILL = Path(sys.executable).parent / "backfill"
 
 # Phrasing of the developer docstrings that has no place in what users read.
-DEVELOPER_PHRASES = ("``", ":mod:", ":class:", ":func:", ":meth:", "lives here only",
-                     "Configuration (logging")
+DEVELOPER_PHRASES = (
+    "``",
+    ":mod:",
+    ":class:",
+    ":func:",
+    ":meth:",
+    "lives here only",
+    "Configuration (logging",
+)
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -42,8 +49,14 @@ def _commands() -> list[tuple[str, ...]]:
 def _help(*command: str) -> str:
     # A fixed width: argparse wraps to $COLUMNS, and the assertions read whole lines.
     env = {**os.environ, "COLUMNS": "100"}
-    r = subprocess.run([str(BACKFILL), *command, "--help"], capture_output=True, text=True,
-                       env=env, timeout=60, check=False)
+    r = subprocess.run(
+        [str(BACKFILL), *command, "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stderr == ""
     return r.stdout
@@ -68,8 +81,12 @@ def test_top_level_help_describes_the_tool_and_lists_every_command() -> None:
     description = _description(text)
     assert 2 <= len(description) <= 3, description  # what it does, in two or three lines
     # The usual flow with examples, and where to read more.
-    flow = text.index("backfill plan "), text.index("backfill run "), \
-        text.index("backfill audit"), text.index("backfill publish ")
+    flow = (
+        text.index("backfill plan "),
+        text.index("backfill run "),
+        text.index("backfill audit"),
+        text.index("backfill publish "),
+    )
     assert list(flow) == sorted(flow), "plan -> run -> audit -> publish, in that order"
     assert "backfill demo" in text and "read more" in text
     listed = dict(re.findall(r"^    (\S+) +(\S.*)$", text, flags=re.MULTILINE))
@@ -83,8 +100,9 @@ def test_command_help_says_what_it_does(command: tuple[str, ...]) -> None:
     assert text.startswith(f"usage: backfill {' '.join(command)} "), text
     _no_developer_phrasing(text)
     description = _description(text)
-    assert len(description) == 1 and description[0][0].isupper(), \
-        f"`backfill {' '.join(command)} --help` should open with one line saying what it " \
+    assert len(description) == 1 and description[0][0].isupper(), (
+        f"`backfill {' '.join(command)} --help` should open with one line saying what it "
         f"does:\n{text}"
+    )
     assert not description[0].startswith(("positional arguments", "options")), text
     assert re.search(r"^examples?:$", text, flags=re.MULTILINE), f"no example:\n{text}"

@@ -85,16 +85,26 @@ REASON = "discount bug fixed"
 NOTE = "Revenue from 1 Aug was overstated by about 2%."
 
 
-def backfill_cli(*args: str, cwd: Path, expect: int = 0, timeout: float = 240,
-                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def backfill_cli(
+    *args: str, cwd: Path, expect: int = 0, timeout: float = 240, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``backfill ARGS`` through the console script in a fresh process (no PYTHONPATH, working
     directory ``cwd``); asserts its exit code and that it printed no traceback."""
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     environ.update(env or {})
-    r = subprocess.run([str(BACKFILL), *args], capture_output=True, text=True, timeout=timeout,
-                       cwd=cwd, env=environ, check=False)
-    shown = (f"backfill {' '.join(args)} exited {r.returncode} (expected {expect})\n"
-             f"--- stdout\n{r.stdout[-4000:]}\n--- stderr\n{r.stderr[-4000:]}")
+    r = subprocess.run(
+        [str(BACKFILL), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=environ,
+        check=False,
+    )
+    shown = (
+        f"backfill {' '.join(args)} exited {r.returncode} (expected {expect})\n"
+        f"--- stdout\n{r.stdout[-4000:]}\n--- stderr\n{r.stderr[-4000:]}"
+    )
     assert r.returncode == expect, shown
     assert "Traceback" not in r.stderr, shown
     return r
@@ -102,8 +112,17 @@ def backfill_cli(*args: str, cwd: Path, expect: int = 0, timeout: float = 240,
 
 def test_the_console_script_is_installed_beside_the_interpreter(tmp_path: Path) -> None:
     r = backfill_cli("--help", cwd=tmp_path)
-    for command in ("plan", "run", "status", "audit", "publish", "changelog", "forward",
-                    "replay", "demo"):
+    for command in (
+        "plan",
+        "run",
+        "status",
+        "audit",
+        "publish",
+        "changelog",
+        "forward",
+        "replay",
+        "demo",
+    ):
         assert f"    {command} " in r.stdout, r.stdout
 
 
@@ -140,12 +159,19 @@ def _records(bootstrap: str, topic: str) -> dict[int, list[tuple[int, int]]]:
     (the oracle of the offsets the CLI plans and resets to)."""
     import confluent_kafka as ck
 
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"oracle-{uuid.uuid4().hex}",
-                     "enable.auto.commit": False, "log_level": 2})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"oracle-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "log_level": 2,
+        }
+    )
     try:
         parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {p: c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1]
-                for p in parts}
+        ends = {
+            p: c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1] for p in parts
+        }
         c.assign([ck.TopicPartition(topic, p, 0) for p in parts])
         got: dict[int, list[tuple[int, int]]] = {p: [] for p in parts}
         deadline = time.monotonic() + 60
@@ -162,8 +188,14 @@ def _records(bootstrap: str, topic: str) -> dict[int, list[tuple[int, int]]]:
 def _committed(bootstrap: str, group: str, topic: str, parts: list[int]) -> dict[int, int]:
     import confluent_kafka as ck
 
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                     "enable.auto.commit": False, "log_level": 2})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "log_level": 2,
+        }
+    )
     try:
         got = c.committed([ck.TopicPartition(topic, p) for p in parts], timeout=10)
         return {tp.partition: tp.offset for tp in got}
@@ -175,11 +207,18 @@ def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> 
     """Commits ``offsets`` for ``group`` without joining it (no member left behind)."""
     import confluent_kafka as ck
 
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                     "enable.auto.commit": False, "log_level": 2})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "log_level": 2,
+        }
+    )
     try:
-        c.commit(offsets=[ck.TopicPartition(topic, p, o) for p, o in offsets.items()],
-                 asynchronous=False)
+        c.commit(
+            offsets=[ck.TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+        )
     finally:
         c.close()
 
@@ -196,18 +235,47 @@ def kafka_shop(kafka_broker: Any, tmp_path_factory: pytest.TempPathFactory) -> d
     topic = f"cli_orders_{uuid.uuid4().hex[:6]}"
     produced = shop_kafka.produce_orders(db, kafka_broker.bootstrap, topic=topic)
     shop_kafka.use_kafka(root, kafka_broker.bootstrap, topic=topic)
-    backfill_cli("run", "--project", str(root), "--direct", "--select", "clean_order_items",
-                 "--start", K_START, "--end", K_END, "--reason", "order items", "--json",
-                 cwd=root.parent)
-    return {"root": root, "db": db, "topic": topic, "produced": produced,
-            "bootstrap": kafka_broker.bootstrap,
-            "records": _records(kafka_broker.bootstrap, topic)}
+    backfill_cli(
+        "run",
+        "--project",
+        str(root),
+        "--direct",
+        "--select",
+        "clean_order_items",
+        "--start",
+        K_START,
+        "--end",
+        K_END,
+        "--reason",
+        "order items",
+        "--json",
+        cwd=root.parent,
+    )
+    return {
+        "root": root,
+        "db": db,
+        "topic": topic,
+        "produced": produced,
+        "bootstrap": kafka_broker.bootstrap,
+        "records": _records(kafka_broker.bootstrap, topic),
+    }
 
 
 def test_kafka_plan_reads_the_topics_offsets(kafka_shop: dict[str, Any]) -> None:
     root, topic = kafka_shop["root"], kafka_shop["topic"]
-    r = backfill_cli("plan", "--project", str(root), "--select", "source:raw.orders+",
-                     "--start", K_START, "--end", K_END, "--json", cwd=root.parent)
+    r = backfill_cli(
+        "plan",
+        "--project",
+        str(root),
+        "--select",
+        "source:raw.orders+",
+        "--start",
+        K_START,
+        "--end",
+        K_END,
+        "--json",
+        cwd=root.parent,
+    )
     doc = json.loads(r.stdout)
     assert [m["model"] for m in doc["models"]][:2] == ["raw_orders", "clean_orders"]
     (check,) = doc["replay"]
@@ -217,19 +285,44 @@ def test_kafka_plan_reads_the_topics_offsets(kafka_shop: dict[str, Any]) -> None
     for part in check["partitions"]:  # the range frames exactly the records timestamped inside
         inside = [o for o, ts in kafka_shop["records"][part["partition"]] if lo <= ts < hi]
         assert (part["from"], part["to"]) == (min(inside), max(inside) + 1), part
-    assert sorted(p["partition"] for p in check["partitions"]) == \
-        sorted(kafka_shop["records"])
-    r = backfill_cli("plan", "--project", str(root), "--select", "source:raw.orders+",
-                     "--start", K_START, "--end", K_END, cwd=root.parent)
+    assert sorted(p["partition"] for p in check["partitions"]) == sorted(kafka_shop["records"])
+    r = backfill_cli(
+        "plan",
+        "--project",
+        str(root),
+        "--select",
+        "source:raw.orders+",
+        "--start",
+        K_START,
+        "--end",
+        K_END,
+        cwd=root.parent,
+    )
     assert topic in r.stdout
 
 
 def test_kafka_run_replays_the_period_into_the_landing_table_and_downstream(
-        kafka_shop: dict[str, Any]) -> None:
+    kafka_shop: dict[str, Any],
+) -> None:
     root, db = kafka_shop["root"], kafka_shop["db"]
-    r = backfill_cli("run", "--project", str(root), "--direct", "--select",
-                     "source:raw.orders+", "--start", K_START, "--end", K_END, "--reason",
-                     "replay orders", "--concurrency", "2", "--no-progress", cwd=root.parent)
+    r = backfill_cli(
+        "run",
+        "--project",
+        str(root),
+        "--direct",
+        "--select",
+        "source:raw.orders+",
+        "--start",
+        K_START,
+        "--end",
+        K_END,
+        "--reason",
+        "replay orders",
+        "--concurrency",
+        "2",
+        "--no-progress",
+        cwd=root.parent,
+    )
     assert r.stdout.startswith("plan: ") and "-> published tables" in r.stdout, r.stdout
     cols = "order_id, customer_id, ordered_at, country, status"
     period = f"ordered_at >= DATE '{K_START}' AND ordered_at < DATE '{K_END}'"
@@ -239,11 +332,13 @@ def test_kafka_run_replays_the_period_into_the_landing_table_and_downstream(
     assert len(landed) == len(expected) and set(landed) == expected
     assert duck(db, "SELECT count(*) FROM raw_orders_dead_letter") == [(0,)]
     assert duck(db, "SELECT count(*) FROM clean_orders") == duck(
-        db, f"SELECT count(*) FROM raw.orders WHERE {period} AND lower(status) <> 'test'")
+        db, f"SELECT count(*) FROM raw.orders WHERE {period} AND lower(status) <> 'test'"
+    )
     assert duck(db, "SELECT count(*) FROM fct_daily_sales") == [(3,)]
 
-    st = json.loads(backfill_cli("status", "--project", str(root), "--json",
-                                 cwd=root.parent).stdout)
+    st = json.loads(
+        backfill_cli("status", "--project", str(root), "--json", cwd=root.parent).stdout
+    )
     assert st["status"] == "done" and st["selection"] == "source:raw.orders+"
     assert st["tasks"]["total"] == st["tasks"]["done"] > 0
     assert {m["model"] for m in st["models"]} >= {"raw_orders", "clean_orders"}
@@ -257,8 +352,17 @@ def test_kafka_reset_group_dry_run_execute_and_undo(kafka_shop: dict[str, Any]) 
     before = {p: 3 + p for p in parts}
     _commit(bootstrap, group, topic, before)
     assert _committed(bootstrap, group, topic, parts) == before
-    args = ["replay", "reset-group", group, "--topic", topic, "--to", "2026-08-03",
-            "--project", str(root)]
+    args = [
+        "replay",
+        "reset-group",
+        group,
+        "--topic",
+        topic,
+        "--to",
+        "2026-08-03",
+        "--project",
+        str(root),
+    ]
 
     r = backfill_cli(*args, cwd=root.parent)  # a dry run changes nothing
     assert "dry run: nothing changed" in r.stdout
@@ -269,19 +373,40 @@ def test_kafka_reset_group_dry_run_execute_and_undo(kafka_shop: dict[str, Any]) 
     expected = {p: min(o for o, ts in records[p] if ts >= to) for p in parts}
     doc = json.loads(r.stdout)
     assert doc["executed"] and doc["members"] == []
-    assert {x["partition"]: (x["current"], x["new"]) for x in doc["partitions"]} == \
-        {p: (before[p], expected[p]) for p in parts}
+    assert {x["partition"]: (x["current"], x["new"]) for x in doc["partitions"]} == {
+        p: (before[p], expected[p]) for p in parts
+    }
     assert _committed(bootstrap, group, topic, parts) == expected
     # recorded in the warehouse changelog (model kafka:<topic>, one row per partition)
-    log = json.loads(backfill_cli("changelog", "--project", str(root), "--model",
-                                  f"kafka:{topic}", "--format", "json", cwd=root.parent).stdout)
+    log = json.loads(
+        backfill_cli(
+            "changelog",
+            "--project",
+            str(root),
+            "--model",
+            f"kafka:{topic}",
+            "--format",
+            "json",
+            cwd=root.parent,
+        ).stdout
+    )
     (entry,) = log
     assert entry["reason"] == "reset consumer group offsets"
-    assert sorted(entry["models"][f"kafka:{topic}"]["changed_partitions"]) == \
-        [f"{group}/{p}" for p in parts]
+    assert sorted(entry["models"][f"kafka:{topic}"]["changed_partitions"]) == [
+        f"{group}/{p}" for p in parts
+    ]
 
-    r = backfill_cli("replay", "reset-group", group, "--topic", topic, "--undo", "--project",
-                     str(root), cwd=root.parent)
+    r = backfill_cli(
+        "replay",
+        "reset-group",
+        group,
+        "--topic",
+        topic,
+        "--undo",
+        "--project",
+        str(root),
+        cwd=root.parent,
+    )
     assert "undone: reset_" in r.stdout
     assert _committed(bootstrap, group, topic, parts) == before
 
@@ -298,22 +423,42 @@ def _pg(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...
 
 
 def test_postgres_warehouse_with_a_postgres_ledger_runs_audits_publishes(
-        built_pg_shop: Any, pg_server: Any, tmp_path: Path) -> None:
+    built_pg_shop: Any, pg_server: Any, tmp_path: Path
+) -> None:
     root, url = built_pg_shop.copy(tmp_path / "shop")
     ledger = pg_server.create_database("cli_ledger")
     days = f"sales_date >= DATE '{PG_START}' AND sales_date < DATE '{PG_END}'"
-    before = _pg(url, f"SELECT sales_date, revenue FROM public.fct_daily_sales WHERE {days} "
-                      "ORDER BY 1")
+    before = _pg(
+        url, f"SELECT sales_date, revenue FROM public.fct_daily_sales WHERE {days} ORDER BY 1"
+    )
     shop.fix(root)
     common = ["--project", str(root), "--ledger", ledger]
 
     # Recorded outside its window: nothing runs, exit 3 (come back later).
     later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=12)
     closed = f"{later:%H:%M}-{later + dt.timedelta(minutes=1):%H:%M} UTC"
-    r = backfill_cli("run", "--select", "fct_daily_sales+", "--start", PG_START, "--end", PG_END,
-                     "--as-of", AS_OF, "--reason", REASON, "--concurrency", "2", "--window",
-                     closed, "--exit-outside-window", "--no-progress", *common, cwd=tmp_path,
-                     expect=3)
+    r = backfill_cli(
+        "run",
+        "--select",
+        "fct_daily_sales+",
+        "--start",
+        PG_START,
+        "--end",
+        PG_END,
+        "--as-of",
+        AS_OF,
+        "--reason",
+        REASON,
+        "--concurrency",
+        "2",
+        "--window",
+        closed,
+        "--exit-outside-window",
+        "--no-progress",
+        *common,
+        cwd=tmp_path,
+        expect=3,
+    )
     bid = r.stdout.split("backfill ", 1)[1].split(":", 1)[0]
     assert bid.startswith("bf_"), r.stdout
     # the ledger is the Postgres database --ledger names, not the project's SQLite file
@@ -326,34 +471,59 @@ def test_postgres_warehouse_with_a_postgres_ledger_runs_audits_publishes(
     assert f"backfill {bid} paused" in r.stdout
     assert _pg(ledger, "SELECT paused_at IS NOT NULL FROM backfill_ledger.backfills")[0][0]
     always = ["--window", "00:00-24:00 UTC"]
-    backfill_cli("run", "--resume", bid, *always, "--exit-when-held", "--no-progress", *common,
-                 cwd=tmp_path, expect=3)
+    backfill_cli(
+        "run",
+        "--resume",
+        bid,
+        *always,
+        "--exit-when-held",
+        "--no-progress",
+        *common,
+        cwd=tmp_path,
+        expect=3,
+    )
     assert _pg(ledger, done) == [(0,)]
     backfill_cli("resume", bid, *common, cwd=tmp_path)
     assert not _pg(ledger, "SELECT paused_at IS NOT NULL FROM backfill_ledger.backfills")[0][0]
-    backfill_cli("run", "--resume", bid, *always, "--concurrency", "2", "--no-progress",
-                 *common, cwd=tmp_path)
+    backfill_cli(
+        "run",
+        "--resume",
+        bid,
+        *always,
+        "--concurrency",
+        "2",
+        "--no-progress",
+        *common,
+        cwd=tmp_path,
+    )
 
     st = json.loads(backfill_cli("status", bid, "--json", *common, cwd=tmp_path).stdout)
     assert st["status"] == "done" and st["tasks"]["total"] == st["tasks"]["done"] > 0
     assert _pg(ledger, "SELECT status FROM backfill_ledger.backfills") == [("done",)]
     assert _pg(ledger, done) == [(st["tasks"]["total"],)]
-    assert {m["model"] for m in st["models"]} == \
-        {"fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"}
+    assert {m["model"] for m in st["models"]} == {
+        "fct_daily_sales",
+        "fct_monthly_sales",
+        "fct_sales_7d",
+    }
 
     audit = json.loads(backfill_cli("audit", bid, "--json", *common, cwd=tmp_path).stdout)
     assert audit["passed"]
     daily = next(m for m in audit["models"] if m["model"] == "fct_daily_sales")
     assert daily["partitions_differing"] == 3 and daily["rows_changed"] == 3
     # nothing published yet: readers of the published table see the old revenue
-    assert _pg(url, f"SELECT sales_date, revenue FROM public.fct_daily_sales WHERE {days} "
-                    "ORDER BY 1") == before
+    assert (
+        _pg(url, f"SELECT sales_date, revenue FROM public.fct_daily_sales WHERE {days} ORDER BY 1")
+        == before
+    )
 
-    pub = json.loads(backfill_cli("publish", bid, "--note", NOTE, "--json", *common,
-                                  cwd=tmp_path).stdout)
+    pub = json.loads(
+        backfill_cli("publish", bid, "--note", NOTE, "--json", *common, cwd=tmp_path).stdout
+    )
     assert pub["published"] and pub["backfill_id"] == bid
-    after = _pg(url, f"SELECT sales_date, revenue FROM public.fct_daily_sales WHERE {days} "
-                     "ORDER BY 1")
+    after = _pg(
+        url, f"SELECT sales_date, revenue FROM public.fct_daily_sales WHERE {days} ORDER BY 1"
+    )
     assert after == _pg(url, fixed_revenue_sql(PG_START, PG_END))
     assert all(new < old for (_, new), (_, old) in zip(after, before))  # the bug overstated
     assert _pg(ledger, "SELECT status FROM backfill_ledger.backfills") == [("published",)]
@@ -361,39 +531,92 @@ def test_postgres_warehouse_with_a_postgres_ledger_runs_audits_publishes(
     assert _pg(url, audit_schemas) == [(0,)]
 
     # estimate and check run into scratch schemas of the warehouse, dropped when they end
-    est = json.loads(backfill_cli("estimate", "--select", "fct_daily_sales+", "--start",
-                                  PG_START, "--end", PG_END, "--as-of", AS_OF, "--json",
-                                  "--project", str(root), cwd=tmp_path).stdout)
-    assert {s["model"] for s in est["samples"]} == \
-        {"fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"}
+    est = json.loads(
+        backfill_cli(
+            "estimate",
+            "--select",
+            "fct_daily_sales+",
+            "--start",
+            PG_START,
+            "--end",
+            PG_END,
+            "--as-of",
+            AS_OF,
+            "--json",
+            "--project",
+            str(root),
+            cwd=tmp_path,
+        ).stdout
+    )
+    assert {s["model"] for s in est["samples"]} == {
+        "fct_daily_sales",
+        "fct_monthly_sales",
+        "fct_sales_7d",
+    }
     assert all(s["rows"] > 0 for s in est["samples"]) and est["makespan_seconds"] > 0
-    chk = json.loads(backfill_cli("check", "fct_daily_sales", "--partition", "2026-08-02",
-                                  "--json", "--project", str(root), cwd=tmp_path).stdout)
+    chk = json.loads(
+        backfill_cli(
+            "check",
+            "fct_daily_sales",
+            "--partition",
+            "2026-08-02",
+            "--json",
+            "--project",
+            str(root),
+            cwd=tmp_path,
+        ).stdout
+    )
     assert chk["ok"] and chk["deterministic"]
     assert len(set(chk["fingerprints"])) == 1, chk["fingerprints"]
     assert _pg(url, audit_schemas) == [(0,)]
     # discard: another backfill, run into its audit area, dropped unpublished
-    r = backfill_cli("run", "--select", "fct_daily_sales", "--start", "2026-08-05", "--end",
-                     "2026-08-06", "--as-of", AS_OF, "--reason", "to be discarded",
-                     "--no-progress", *common, cwd=tmp_path)
+    r = backfill_cli(
+        "run",
+        "--select",
+        "fct_daily_sales",
+        "--start",
+        "2026-08-05",
+        "--end",
+        "2026-08-06",
+        "--as-of",
+        AS_OF,
+        "--reason",
+        "to be discarded",
+        "--no-progress",
+        *common,
+        cwd=tmp_path,
+    )
     other = r.stdout.split("backfill ", 1)[1].split(":", 1)[0]
     assert _pg(url, audit_schemas) == [(1,)]
     r = backfill_cli("discard", other, *common, cwd=tmp_path)
     assert r.stdout.startswith(f"discarded {other}")
     assert _pg(url, audit_schemas) == [(0,)]
-    assert _pg(ledger, "SELECT status FROM backfill_ledger.backfills WHERE id = %s",
-               (other,)) == [("discarded",)]
-    assert _pg(url, f"SELECT sales_date, revenue FROM public.fct_daily_sales WHERE {days} "
-                    "ORDER BY 1") == after
+    assert _pg(ledger, "SELECT status FROM backfill_ledger.backfills WHERE id = %s", (other,)) == [
+        ("discarded",)
+    ]
+    assert (
+        _pg(url, f"SELECT sales_date, revenue FROM public.fct_daily_sales WHERE {days} ORDER BY 1")
+        == after
+    )
 
     r = backfill_cli("status", "--list", *common, cwd=tmp_path)
     assert bid in r.stdout and "published" in r.stdout
-    log = json.loads(backfill_cli("changelog", "--project", str(root), "--format", "json",
-                                  cwd=tmp_path).stdout)
+    log = json.loads(
+        backfill_cli("changelog", "--project", str(root), "--format", "json", cwd=tmp_path).stdout
+    )
     assert [(e["publication_id"], e["note"]) for e in log] == [(pub["id"], NOTE)]
     # diff reads schema.table from DuckDB warehouses only: refused, naming the warehouse kind
-    r = backfill_cli("diff", "public.fct_daily_sales", "public.fct_sales_7d", "--key",
-                     "sales_date", "--project", str(root), cwd=tmp_path, expect=2)
+    r = backfill_cli(
+        "diff",
+        "public.fct_daily_sales",
+        "public.fct_sales_7d",
+        "--key",
+        "sales_date",
+        "--project",
+        str(root),
+        cwd=tmp_path,
+        expect=2,
+    )
     assert "warehouse (postgres) is not a DuckDB file" in r.stderr
 
 
@@ -401,8 +624,9 @@ def test_postgres_warehouse_with_a_postgres_ledger_runs_audits_publishes(
 SP_START, SP_END = "2026-08-01", "2026-08-03"
 
 
-def test_spark_run_audit_publish_each_in_its_own_driver(built_spark_shop: Path,
-                                                         tmp_path: Path) -> None:
+def test_spark_run_audit_publish_each_in_its_own_driver(
+    built_spark_shop: Path, tmp_path: Path
+) -> None:
     """Each command starts its own Spark driver (local[2]) on the project's Iceberg folder
     catalog; the test's own session only copies the tables in and reads the result."""
     import spark_support
@@ -410,20 +634,35 @@ def test_spark_run_audit_publish_each_in_its_own_driver(built_spark_shop: Path,
     root = spark_support.copy_tables(built_spark_shop, tmp_path / "shop")
     shop.fix(root)
     common = ["--project", str(root)]
-    r = backfill_cli("run", "--select", "fct_daily_sales", "--start", SP_START, "--end", SP_END,
-                     "--as-of", spark_support.AS_OF, "--reason", REASON, "--concurrency", "2",
-                     "--json", *common, cwd=tmp_path, timeout=400)
+    r = backfill_cli(
+        "run",
+        "--select",
+        "fct_daily_sales",
+        "--start",
+        SP_START,
+        "--end",
+        SP_END,
+        "--as-of",
+        spark_support.AS_OF,
+        "--reason",
+        REASON,
+        "--concurrency",
+        "2",
+        "--json",
+        *common,
+        cwd=tmp_path,
+        timeout=400,
+    )
     run = json.loads(r.stdout)
     assert run["status"] == "done" and run["tasks"] == {"total": 2, "done": 2}
-    audit = json.loads(backfill_cli("audit", "--json", *common, cwd=tmp_path,
-                                    timeout=400).stdout)
+    audit = json.loads(backfill_cli("audit", "--json", *common, cwd=tmp_path, timeout=400).stdout)
     assert audit["passed"]
     (daily,) = audit["models"]
     assert daily["partitions_differing"] == 2 and daily["rows_changed"] == 2
-    pub = json.loads(backfill_cli("publish", "--note", NOTE, "--json", *common, cwd=tmp_path,
-                                  timeout=400).stdout)
-    assert pub["published"] and pub["models"] == {"fct_daily_sales": ["2026-08-01",
-                                                                      "2026-08-02"]}
+    pub = json.loads(
+        backfill_cli("publish", "--note", NOTE, "--json", *common, cwd=tmp_path, timeout=400).stdout
+    )
+    assert pub["published"] and pub["models"] == {"fct_daily_sales": ["2026-08-01", "2026-08-02"]}
 
     import backfill
 
@@ -431,14 +670,21 @@ def test_spark_run_audit_publish_each_in_its_own_driver(built_spark_shop: Path,
     spark = engine.spark
     table = engine.table("fct_daily_sales", "main")
     spark.sql(f"REFRESH TABLE {table}")  # another driver committed to it
-    got = [(r[0], r[1]) for r in spark.sql(
-        f"SELECT sales_date, revenue FROM {table} WHERE sales_date >= DATE '{SP_START}' AND "
-        f"sales_date < DATE '{SP_END}' ORDER BY 1").collect()]
+    got = [
+        (r[0], r[1])
+        for r in spark.sql(
+            f"SELECT sales_date, revenue FROM {table} WHERE sales_date >= DATE '{SP_START}' AND "
+            f"sales_date < DATE '{SP_END}' ORDER BY 1"
+        ).collect()
+    ]
     raw = engine.table("orders", "raw").rsplit(".", 1)[0]  # <catalog>.raw
     want = [(r[0], r[1]) for r in spark.sql(fixed_revenue_sql(SP_START, SP_END, raw)).collect()]
     assert got == want and len(got) == 2
-    assert [b for b in spark.sql(f"SELECT name FROM {engine._ns('main')}.fct_daily_sales.refs"
-                                 ).collect() if b[0] != "main"] == []  # audit branch dropped
+    assert [
+        b
+        for b in spark.sql(f"SELECT name FROM {engine._ns('main')}.fct_daily_sales.refs").collect()
+        if b[0] != "main"
+    ] == []  # audit branch dropped
 
 
 # -- dbt -----------------------------------------------------------------------------------------
@@ -447,21 +693,52 @@ def test_dbt_run_audit_publish_changelog(built_dbt_shop: Path, tmp_path: Path) -
     from dbt_support import AS_OF as DBT_AS_OF
 
     root = tmp_path / "dbt_shop"
-    shutil.copytree(built_dbt_shop, root, ignore=shutil.ignore_patterns(".backfill",
-                                                                       ".test_profiles"))
+    shutil.copytree(
+        built_dbt_shop, root, ignore=shutil.ignore_patterns(".backfill", ".test_profiles")
+    )
     db = root / "warehouse.duckdb"
     before = duck(db, "SELECT sales_date, revenue FROM main.fct_daily_sales ORDER BY 1")
     dbt_shop.fix(root)
     dbt = ["--dbt", str(root)]
-    plan = json.loads(backfill_cli("plan", *dbt, "--select", "fct_daily_sales+", "--start",
-                                   "2026-08-14", "--end", "2026-08-16", "--propagate", "clip",
-                                   "--as-of", DBT_AS_OF, "--json", cwd=tmp_path).stdout)
+    plan = json.loads(
+        backfill_cli(
+            "plan",
+            *dbt,
+            "--select",
+            "fct_daily_sales+",
+            "--start",
+            "2026-08-14",
+            "--end",
+            "2026-08-16",
+            "--propagate",
+            "clip",
+            "--as-of",
+            DBT_AS_OF,
+            "--json",
+            cwd=tmp_path,
+        ).stdout
+    )
     assert [(m["model"], m["first"], m["last"]) for m in plan["models"]] == [
-        ("fct_daily_sales", "2026-08-14", "2026-08-15"), ("fct_sales_7d", "full", "full"),
-        ("fct_monthly_sales", "2026-08", "2026-08")]
-    r = backfill_cli("run", *dbt, "--select", "fct_daily_sales", "--start", "2026-08-14",
-                     "--end", "2026-08-16", "--as-of", DBT_AS_OF, "--reason", REASON,
-                     "--no-progress", cwd=tmp_path)
+        ("fct_daily_sales", "2026-08-14", "2026-08-15"),
+        ("fct_sales_7d", "full", "full"),
+        ("fct_monthly_sales", "2026-08", "2026-08"),
+    ]
+    r = backfill_cli(
+        "run",
+        *dbt,
+        "--select",
+        "fct_daily_sales",
+        "--start",
+        "2026-08-14",
+        "--end",
+        "2026-08-16",
+        "--as-of",
+        DBT_AS_OF,
+        "--reason",
+        REASON,
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert "audit area of bf_" in r.stdout
     audit = json.loads(backfill_cli("audit", *dbt, "--json", cwd=tmp_path).stdout)
     assert audit["passed"]
@@ -473,8 +750,9 @@ def test_dbt_run_audit_publish_changelog(built_dbt_shop: Path, tmp_path: Path) -
     after = dict(duck(db, "SELECT sales_date, revenue FROM main.fct_daily_sales ORDER BY 1"))
     fixed = dict(duck(db, fixed_revenue_sql("2026-08-14", "2026-08-16")))
     assert {d: after[d] for d in fixed} == fixed and len(fixed) == 2
-    assert {d: v for d, v in after.items() if d not in fixed} == \
-        {d: v for d, v in before if d not in fixed}  # no other day moved
+    assert {d: v for d, v in after.items() if d not in fixed} == {
+        d: v for d, v in before if d not in fixed
+    }  # no other day moved
     log = backfill_cli("changelog", *dbt, "--format", "markdown", cwd=tmp_path).stdout
     assert "fct_daily_sales" in log and NOTE in log
 
@@ -489,32 +767,54 @@ def _tell_consumers(root: Path, web: str, smtp_port: int) -> None:
     sales; OpenLineage events go to a file and to http."""
     yml = root / "backfill.yml"
     doc = yaml.safe_load(yml.read_text())
-    doc["notify"] = {"smtp": {"host": "127.0.0.1", "port": smtp_port,
-                              "from": "backfill@shop.example"},
-                     "retries": 2, "backoff": 0, "timeout": 10,
-                     "consumers": {"finance": {"webhook": f"{web}/finance",
-                                               "email": "finance@shop.example"}}}
-    doc["lineage"] = {"namespace": "cli-test", "transports": [
-        {"type": "file", "path": "lineage.jsonl"},
-        {"type": "http", "url": web, "endpoint": "api/v1/lineage"}]}
+    doc["notify"] = {
+        "smtp": {"host": "127.0.0.1", "port": smtp_port, "from": "backfill@shop.example"},
+        "retries": 2,
+        "backoff": 0,
+        "timeout": 10,
+        "consumers": {"finance": {"webhook": f"{web}/finance", "email": "finance@shop.example"}},
+    }
+    doc["lineage"] = {
+        "namespace": "cli-test",
+        "transports": [
+            {"type": "file", "path": "lineage.jsonl"},
+            {"type": "http", "url": web, "endpoint": "api/v1/lineage"},
+        ],
+    }
     doc["models"]["fct_daily_sales"].update(owners=[OWNER], consumers=["finance"])
     doc["models"]["fct_monthly_sales"].update(consumers=["finance"])
     yml.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 def _mails(box: Mailbox) -> list[Any]:
-    return [email.message_from_string(data, policy=email.policy.default)
-            for _, _, data in box.messages]
+    return [
+        email.message_from_string(data, policy=email.policy.default) for _, _, data in box.messages
+    ]
 
 
-def test_notify_and_lineage_on_publish_and_forward(built_shop: Path, tmp_path: Path,
-                                                   web: Receiver, mail: Mailbox) -> None:
+def test_notify_and_lineage_on_publish_and_forward(
+    built_shop: Path, tmp_path: Path, web: Receiver, mail: Mailbox
+) -> None:
     root = copy_built(built_shop, tmp_path / "shop")
     _tell_consumers(root, web.url, mail.port)
     shop.fix(root)
     common = ["--project", str(root)]
-    backfill_cli("run", "--select", "fct_daily_sales+", "--start", N_START, "--end", N_END,
-                 "--as-of", AS_OF, "--reason", REASON, "--json", *common, cwd=tmp_path)
+    backfill_cli(
+        "run",
+        "--select",
+        "fct_daily_sales+",
+        "--start",
+        N_START,
+        "--end",
+        N_END,
+        "--as-of",
+        AS_OF,
+        "--reason",
+        REASON,
+        "--json",
+        *common,
+        cwd=tmp_path,
+    )
     assert json.loads(backfill_cli("audit", "--json", *common, cwd=tmp_path).stdout)["passed"]
     assert not web.posts and not mail.messages  # nobody is told before the publish
     r = backfill_cli("publish", "--note", NOTE, "--json", *common, cwd=tmp_path)
@@ -526,8 +826,10 @@ def test_notify_and_lineage_on_publish_and_forward(built_shop: Path, tmp_path: P
     # the webhook: one POST for finance's two models, with the reason, the note and the ids
     (body,) = web.bodies("/finance")
     text = body["text"]
-    assert text.splitlines()[0] == \
-        "[shop] fct_daily_sales, fct_monthly_sales: published history changed"
+    assert (
+        text.splitlines()[0]
+        == "[shop] fct_daily_sales, fct_monthly_sales: published history changed"
+    )
     assert f"Reason: {REASON}" in text and f"Note: {NOTE}" in text
     assert pub["id"] in text and body["backfill"]["publication_id"] == pub["id"]
     assert "fct_sales_7d" not in text
@@ -535,14 +837,18 @@ def test_notify_and_lineage_on_publish_and_forward(built_shop: Path, tmp_path: P
     got = {tuple(to): m for (_, to, _), m in zip(mail.messages, _mails(mail))}
     assert set(got) == {("finance@shop.example",), (OWNER,)}
     assert got[("finance@shop.example",)]["Subject"] == text.splitlines()[0]
-    assert got[("finance@shop.example",)].get_content().replace("\r\n", "\n").strip() == \
-        text.strip()
+    assert (
+        got[("finance@shop.example",)].get_content().replace("\r\n", "\n").strip() == text.strip()
+    )
     # OpenLineage: one COMPLETE event per published model, the same by http and in the file
     events = web.bodies("/api/v1/lineage")
     lines = [json.loads(x) for x in (root / "lineage.jsonl").read_text().splitlines()]
     assert events == lines
-    assert sorted(e["job"]["name"] for e in events) == \
-        ["backfill.fct_daily_sales", "backfill.fct_monthly_sales", "backfill.fct_sales_7d"]
+    assert sorted(e["job"]["name"] for e in events) == [
+        "backfill.fct_daily_sales",
+        "backfill.fct_monthly_sales",
+        "backfill.fct_sales_7d",
+    ]
     for e in events:
         assert e["eventType"] == "COMPLETE" and e["job"]["namespace"] == "cli-test"
         (out,) = e["outputs"]
@@ -550,27 +856,38 @@ def test_notify_and_lineage_on_publish_and_forward(built_shop: Path, tmp_path: P
         assert facet["publicationId"] == pub["id"] and facet["note"] == NOTE
         assert out["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
     daily = next(e for e in events if e["job"]["name"] == "backfill.fct_daily_sales")
-    assert [p["identifier"] for p in
-            daily["outputs"][0]["outputFacets"]["subset"]["outputCondition"]["partitions"]] == \
-        ["2026-08-01", "2026-08-02", "2026-08-03"]
+    assert [
+        p["identifier"]
+        for p in daily["outputs"][0]["outputFacets"]["subset"]["outputCondition"]["partitions"]
+    ] == ["2026-08-01", "2026-08-02", "2026-08-03"]
 
     # a forward-only change tells the same consumers and OpenLineage
     web.posts.clear()
     mail.messages.clear()
-    r = backfill_cli("forward", "fct_monthly_sales", "--from", "2026-12-01", "--note",
-                     "new column meaningful from December", "--no-estimate", "--json", *common,
-                     cwd=tmp_path)
+    r = backfill_cli(
+        "forward",
+        "fct_monthly_sales",
+        "--from",
+        "2026-12-01",
+        "--note",
+        "new column meaningful from December",
+        "--no-estimate",
+        "--json",
+        *common,
+        cwd=tmp_path,
+    )
     fwd = json.loads(r.stdout)
     assert fwd["recorded"] and fwd["avoided_backfill"]["select"] == "fct_monthly_sales+"
     (body,) = web.bodies("/finance")
-    assert body["text"].splitlines()[0] == \
-        "[shop] fct_monthly_sales: forward-only change, history not rebuilt"
+    assert (
+        body["text"].splitlines()[0]
+        == "[shop] fct_monthly_sales: forward-only change, history not rebuilt"
+    )
     assert {tuple(to) for _, to, _ in mail.messages} == {("finance@shop.example",)}
     (event,) = web.bodies("/api/v1/lineage")
     assert event["job"]["name"] == "backfill.fct_monthly_sales"
     assert event["outputs"][0]["facets"]["backfill"]["kind"] == "forward"
     # both recorded in the changelog, with what each consumer was told
-    log = json.loads(backfill_cli("changelog", "--format", "json", *common,
-                                  cwd=tmp_path).stdout)
+    log = json.loads(backfill_cli("changelog", "--format", "json", *common, cwd=tmp_path).stdout)
     assert [e["kind"] for e in log][:2] == ["forward", "publication"]
     assert {(d["channel"], d["consumer"]) for d in log[1]["deliveries"]} == set(told)

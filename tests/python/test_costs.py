@@ -19,16 +19,24 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import backfill
-from backfill.plan.costs import (MAX_FIXED_SHARE, Measurement, ModelCost,
-                                 auto_partitions_per_run, fit_cost, overhead_hint, slot_cap)
+from backfill.plan.costs import (
+    MAX_FIXED_SHARE,
+    Measurement,
+    ModelCost,
+    auto_partitions_per_run,
+    fit_cost,
+    overhead_hint,
+    slot_cap,
+)
 from backfill.run import model_costs
 from shop_support import AS_OF, cli, copy_built
 
 SELECT, START, END = "fct_daily_sales+", "2026-08-01", "2026-10-29"
 
 
-def runs(k: int, seconds: float, n: int = 1, *, stale: bool = False,
-         source: str = "run") -> list[Measurement]:
+def runs(
+    k: int, seconds: float, n: int = 1, *, stale: bool = False, source: str = "run"
+) -> list[Measurement]:
     return [Measurement(k, seconds, 10 * k, source, stale)] * n
 
 
@@ -47,8 +55,7 @@ def test_one_task_size_scales_with_partitions_unless_a_fixed_cost_is_known() -> 
     assert str(alone) == "measured: 11 runs, median 310 ms (31 partitions each)"
     hinted = fit_cost("m", runs(31, 0.31, 11), overhead_hint=0.2)
     assert hinted.per_task == 0.2 and hinted.per_partition == pytest.approx(0.11 / 31)
-    assert overhead_hint([fit_cost("a", runs(1, 0.3) + runs(10, 1.2)), alone]) == \
-        pytest.approx(0.2)
+    assert overhead_hint([fit_cost("a", runs(1, 0.3) + runs(10, 1.2)), alone]) == pytest.approx(0.2)
 
 
 def test_current_sql_wins_stale_history_is_marked_and_runs_win_over_samples() -> None:
@@ -63,16 +70,23 @@ def test_current_sql_wins_stale_history_is_marked_and_runs_win_over_samples() ->
 
 
 @settings(max_examples=300, deadline=None)
-@given(n=st.integers(1, 5000), conc=st.integers(1, 64),
-       per_task=st.floats(0, 5), per_part=st.floats(0, 5), floor=st.floats(0.01, 30),
-       known=st.booleans())
+@given(
+    n=st.integers(1, 5000),
+    conc=st.integers(1, 64),
+    per_task=st.floats(0, 5),
+    per_part=st.floats(0, 5),
+    floor=st.floats(0.01, 30),
+    known=st.booleans(),
+)
 # found by hypothesis: a subnormal per-partition cost overflowed the partition count, and a
 # fixed share of exactly 10% was rounded up one partition too many
 @example(n=2, conc=1, per_task=2.0, per_part=5e-324, floor=1.0, known=True)
-@example(n=11, conc=1, per_task=1.8301200867853797, per_part=1.8301200867853797, floor=1.0,
-         known=True)
+@example(
+    n=11, conc=1, per_task=1.8301200867853797, per_part=1.8301200867853797, floor=1.0, known=True
+)
 def test_auto_batches_carry_the_floor_and_never_starve_the_slots(
-        n: int, conc: int, per_task: float, per_part: float, floor: float, known: bool) -> None:
+    n: int, conc: int, per_task: float, per_part: float, floor: float, known: bool
+) -> None:
     cost = ModelCost("m", "measured", per_part, per_task) if known else None
     k = auto_partitions_per_run(n, cost, concurrency=conc, min_task_seconds=floor)
     tasks = math.ceil(n / k)
@@ -83,15 +97,21 @@ def test_auto_batches_carry_the_floor_and_never_starve_the_slots(
     assert tasks >= min(n, conc)  # never fewer tasks than the slots (when there are partitions)
     assert k <= slot_cap(n, conc) <= math.ceil(n / min(n, conc))
     if cost is not None and k < slot_cap(n, conc):  # not capped by the slots:
+
         def enough(j: int) -> bool:  # the floor, and the fixed cost a small share (1e-9: ceil)
-            return cost.task_seconds(j) >= floor - 1e-9 and \
-                per_task <= MAX_FIXED_SHARE * cost.task_seconds(j) + 1e-9
+            return (
+                cost.task_seconds(j) >= floor - 1e-9
+                and per_task <= MAX_FIXED_SHARE * cost.task_seconds(j) + 1e-9
+            )
+
         assert enough(k) or k == n  # each task carries the floor and pays for its fixed cost,
         assert k == 1 or not enough(k - 1)  # with no more partitions than needed
     if cost is None:
         assert k <= 31
-    assert auto_partitions_per_run(n, cost, concurrency=conc, min_task_seconds=floor,
-                                   batchable=False) == 1
+    assert (
+        auto_partitions_per_run(n, cost, concurrency=conc, min_task_seconds=floor, batchable=False)
+        == 1
+    )
 
 
 def test_auto_batches_pay_for_a_large_fixed_cost() -> None:
@@ -115,8 +135,9 @@ def fixed_copy(built: Path, dest: Path, *, ledger: bool = False) -> Path:
     return dest
 
 
-def timed_run(project: backfill.Project, plan: Any, concurrency: int,
-              allow_overlap: str | None = None) -> tuple[Any, float]:
+def timed_run(
+    project: backfill.Project, plan: Any, concurrency: int, allow_overlap: str | None = None
+) -> tuple[Any, float]:
     bf = project.backfill(plan, reason="discount bug fixed", allow_overlap=allow_overlap)
     began = time.perf_counter()
     status = bf.run(concurrency=concurrency)
@@ -125,10 +146,24 @@ def timed_run(project: backfill.Project, plan: Any, concurrency: int,
 
 
 def test_a_fresh_project_has_no_cost_data_and_one_run_later_the_estimate_is_within_2x(
-        built_shop: Path, tmp_path: Path) -> None:
+    built_shop: Path, tmp_path: Path
+) -> None:
     root = fixed_copy(built_shop, tmp_path / "shop")  # no ledger: never ran anything
-    done = cli("plan", "--project", str(root), "--select", SELECT, "--start", START, "--end",
-               END, "--as-of", AS_OF, "--concurrency", "2")
+    done = cli(
+        "plan",
+        "--project",
+        str(root),
+        "--select",
+        SELECT,
+        "--start",
+        START,
+        "--end",
+        END,
+        "--as-of",
+        AS_OF,
+        "--concurrency",
+        "2",
+    )
     assert done.returncode == 0, done.stderr
     first_line = done.stdout.splitlines()[0]
     assert "no cost data for 3 models: no estimate" in first_line and "est." not in first_line
@@ -148,8 +183,9 @@ def test_a_fresh_project_has_no_cost_data_and_one_run_later_the_estimate_is_with
     assert all(c.source == "measured" and not c.stale for c in costs.values()), costs
     assert str(costs["fct_daily_sales"]).startswith("measured: 3 runs, median ")
     # the same tasks, estimated from what they took
-    same = backfill.Project.load(root).plan(SELECT, START, END, as_of=AS_OF, concurrency=2,
-                                            partitions_per_run=31)
+    same = backfill.Project.load(root).plan(
+        SELECT, START, END, as_of=AS_OF, concurrency=2, partitions_per_run=31
+    )
     # The faster of two runs of the plan: a lone ~0.3 s wall time on a machine shared with the
     # rest of the suite was once 2.09x its estimate (the estimate's costs are medians).
     measured = min(measured, timed_run(project, plan, 2, allow_overlap="timed again")[1])
@@ -159,8 +195,9 @@ def test_a_fresh_project_has_no_cost_data_and_one_run_later_the_estimate_is_with
     assert "est." in str(again) and "no cost data" not in again.describe()
 
 
-def test_stale_history_is_marked_and_sample_runs_are_the_fallback(built_shop: Path,
-                                                                   tmp_path: Path) -> None:
+def test_stale_history_is_marked_and_sample_runs_are_the_fallback(
+    built_shop: Path, tmp_path: Path
+) -> None:
     # The built shop's ledger measured every model with the buggy SQL (initial build).
     root = fixed_copy(built_shop, tmp_path / "shop", ledger=True)
     project = backfill.Project.load(root)
@@ -171,8 +208,19 @@ def test_stale_history_is_marked_and_sample_runs_are_the_fallback(built_shop: Pa
     assert "(stale history: fct_daily_sales)" in str(plan)
     # a project measured only by `backfill estimate`
     fresh = fixed_copy(built_shop, tmp_path / "fresh")
-    done = cli("estimate", "--project", str(fresh), "--select", "fct_daily_sales", "--start",
-               START, "--end", "2026-08-03", "--as-of", AS_OF)
+    done = cli(
+        "estimate",
+        "--project",
+        str(fresh),
+        "--select",
+        "fct_daily_sales",
+        "--start",
+        START,
+        "--end",
+        "2026-08-03",
+        "--as-of",
+        AS_OF,
+    )
     assert done.returncode == 0, done.stderr
     sampled = backfill.Project.load(fresh).plan("fct_daily_sales", START, END, as_of=AS_OF)
     assert str(sampled.costs["fct_daily_sales"]).startswith("sample run: ")
@@ -180,27 +228,32 @@ def test_stale_history_is_marked_and_sample_runs_are_the_fallback(built_shop: Pa
 
 
 def test_auto_batching_audits_like_one_day_tasks_in_about_one_task_per_model_time(
-        built_shop: Path, tmp_path: Path) -> None:
+    built_shop: Path, tmp_path: Path
+) -> None:
     results: dict[str, Any] = {}
     for way, ppr, ledger in (("day", 1, False), ("model", 10_000, False), ("auto", "auto", True)):
         root = fixed_copy(built_shop, tmp_path / way, ledger=ledger)
         project = backfill.Project.load(root)
         end = "2026-08-22" if way == "day" else END  # one-day tasks: 3 weeks keep it quick
-        plan = project.plan(SELECT, START, end, as_of=AS_OF, concurrency=2,
-                            partitions_per_run=ppr)
+        plan = project.plan(SELECT, START, end, as_of=AS_OF, concurrency=2, partitions_per_run=ppr)
         bf, seconds = timed_run(project, plan, 2)
         results[way] = (plan.task_count, seconds, bf.audit().to_dict()["models"])
     # the audit of 3 weeks, however the partitions were grouped
     root = fixed_copy(built_shop, tmp_path / "auto3w", ledger=True)
     project = backfill.Project.load(root)
-    bf, _ = timed_run(project, project.plan(SELECT, START, "2026-08-22", as_of=AS_OF,
-                                            concurrency=2), 2)
-    assert json.dumps(bf.audit().to_dict()["models"], sort_keys=True, default=str) == \
-        json.dumps(results["day"][2], sort_keys=True, default=str)
-    assert json.dumps(results["auto"][2], sort_keys=True, default=str) == \
-        json.dumps(results["model"][2], sort_keys=True, default=str)
+    bf, _ = timed_run(
+        project, project.plan(SELECT, START, "2026-08-22", as_of=AS_OF, concurrency=2), 2
+    )
+    assert json.dumps(bf.audit().to_dict()["models"], sort_keys=True, default=str) == json.dumps(
+        results["day"][2], sort_keys=True, default=str
+    )
+    assert json.dumps(results["auto"][2], sort_keys=True, default=str) == json.dumps(
+        results["model"][2], sort_keys=True, default=str
+    )
     ratio = results["auto"][1] / results["model"][1]
-    print(f"auto: {results['auto'][0]} tasks {results['auto'][1]:.3f} s; one per model: "
-          f"{results['model'][0]} tasks {results['model'][1]:.3f} s; ratio {ratio:.2f}")
+    print(
+        f"auto: {results['auto'][0]} tasks {results['auto'][1]:.3f} s; one per model: "
+        f"{results['model'][0]} tasks {results['model'][1]:.3f} s; ratio {ratio:.2f}"
+    )
     assert results["auto"][0] <= 8  # a few tasks per model, not 187
     assert ratio < 4  # generous: a loaded machine; benchmarks/batching_bench.py holds 1.5x

@@ -21,8 +21,9 @@ BACKFILLED = ("fct_daily_sales", "fct_monthly_sales", "fct_sales_7d")
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, int]]:
     """Fingerprints of the fixed project built from scratch by dbt."""
-    root = dbt_shop.create(tmp_path_factory.mktemp("ref") / "p", orders_per_day=12, first=FIRST,
-                           last=LAST)
+    root = dbt_shop.create(
+        tmp_path_factory.mktemp("ref") / "p", orders_per_day=12, first=FIRST, last=LAST
+    )
     dbt_shop.fix(root)
     build(root)
     return fingerprints(root)
@@ -34,20 +35,29 @@ def _copy(built: Path, dest: Path) -> Path:
 
 
 def _schemas(root: Path) -> list[str]:
-    return [r[0] for r in query(root, "SELECT schema_name FROM duckdb_schemas() WHERE "
-                                      "schema_name LIKE 'audit_%' ORDER BY 1")]
+    return [
+        r[0]
+        for r in query(
+            root,
+            "SELECT schema_name FROM duckdb_schemas() WHERE schema_name LIKE 'audit_%' ORDER BY 1",
+        )
+    ]
 
 
 def test_backfill_through_dbt_publishes_what_dbt_builds(
-        built_dbt_shop: Path, tmp_path: Path, reference: dict[str, tuple[int, int]]) -> None:
+    built_dbt_shop: Path, tmp_path: Path, reference: dict[str, tuple[int, int]]
+) -> None:
     root = _copy(built_dbt_shop, tmp_path / "shop")
     before = fingerprints(root)
     assert before["fct_daily_sales"] != reference["fct_daily_sales"]  # the bug is published
     dbt_shop.fix(root)
     p = backfill.Project.from_dbt(root)
     plan = p.plan("fct_daily_sales+", *PERIOD, propagate="clip", as_of=AS_OF)
-    assert [(m.model, m.tasks) for m in plan.models] == \
-        [("fct_daily_sales", 20), ("fct_sales_7d", 1), ("fct_monthly_sales", 1)]
+    assert [(m.model, m.tasks) for m in plan.models] == [
+        ("fct_daily_sales", 20),
+        ("fct_sales_7d", 1),
+        ("fct_monthly_sales", 1),
+    ]
     bf = p.backfill(plan, reason="discount bug fixed")
     status = bf.run(concurrency=4, backoff=0.0)
     assert status.ok, str(status)
@@ -72,12 +82,12 @@ def test_backfill_through_dbt_publishes_what_dbt_builds(
     assert p.changelog().publications()[0]["backfill_id"] == bf.id
 
 
-def test_a_dbt_view_downstream_is_published_as_a_view(built_dbt_shop: Path,
-                                                       tmp_path: Path) -> None:
+def test_a_dbt_view_downstream_is_published_as_a_view(built_dbt_shop: Path, tmp_path: Path) -> None:
     root = _copy(built_dbt_shop, tmp_path / "shop")
     (root / "models" / "marts" / "fct_big_days.sql").write_text(
         "{{ config(materialized='view') }}\n"
-        "select sales_date, revenue from {{ ref('fct_daily_sales') }} where orders >= 3\n")
+        "select sales_date, revenue from {{ ref('fct_daily_sales') }} where orders >= 3\n"
+    )
     dbt(root, "run", "--select", "fct_big_days")
     dbt_shop.fix(root)
     p = backfill.Project.from_dbt(root)
@@ -88,29 +98,37 @@ def test_a_dbt_view_downstream_is_published_as_a_view(built_dbt_shop: Path,
     assert bf.audit().passed
     bf.publish("revenue from 1 August about 2% lower")
     view = "SELECT sales_date, revenue FROM main.fct_daily_sales WHERE orders >= 3 ORDER BY 1"
-    assert query(root, "SELECT table_type FROM information_schema.tables WHERE table_schema = "
-                       "'main' AND table_name = 'fct_big_days'") == [("VIEW",)]
+    assert query(
+        root,
+        "SELECT table_type FROM information_schema.tables WHERE table_schema = "
+        "'main' AND table_name = 'fct_big_days'",
+    ) == [("VIEW",)]
     assert query(root, "SELECT * FROM main.fct_big_days ORDER BY 1") == query(root, view)
     assert _schemas(root) == []
 
 
 def test_failed_batches_are_recorded_per_task_and_resumed(
-        built_dbt_shop: Path, tmp_path: Path, reference: dict[str, tuple[int, int]]) -> None:
+    built_dbt_shop: Path, tmp_path: Path, reference: dict[str, tuple[int, int]]
+) -> None:
     root = _copy(built_dbt_shop, tmp_path / "shop")
     model = dbt_shop.fix(root)
     fixed = model.read_text()
     # 5 August fails on every attempt (DuckDB's error() raises for that day's rows)
-    model.write_text(fixed.replace(
-        "where o.status = 'completed'",
-        "where o.status = 'completed'\n  and (cast(o.ordered_at as date) <> date '2026-08-05' "
-        "or error('boom on 5 August') is null)"))
+    model.write_text(
+        fixed.replace(
+            "where o.status = 'completed'",
+            "where o.status = 'completed'\n  and (cast(o.ordered_at as date) <> date '2026-08-05' "
+            "or error('boom on 5 August') is null)",
+        )
+    )
     p = backfill.Project.from_dbt(root)
     plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-09", propagate="clip", as_of=AS_OF)
     bf = p.backfill(plan, reason="discount bug fixed")
     status = bf.run(concurrency=4, max_attempts=2, backoff=0.0)
     assert not status.ok and status.status == "failed"
-    assert [(t.model, t.label, t.attempts) for t in status.failed_tasks] == \
-        [("fct_daily_sales", "2026-08-05", 2)]
+    assert [(t.model, t.label, t.attempts) for t in status.failed_tasks] == [
+        ("fct_daily_sales", "2026-08-05", 2)
+    ]
     assert "boom on 5 August" in str(status.failed_tasks[0].error)
     by_model = {m.model: m for m in status.models}
     assert by_model["fct_daily_sales"].done == 7
@@ -119,8 +137,11 @@ def test_failed_batches_are_recorded_per_task_and_resumed(
     model.write_text(fixed)
     with pytest.raises(backfill.ConflictError, match="SQL of fct_daily_sales changed"):
         backfill.Backfill.resume(bf.id, project=backfill.Project.from_dbt(root))
-    resumed = backfill.Backfill.resume(bf.id, project=backfill.Project.from_dbt(root),
-                                       accept_changed_sql="the 5 August bug is fixed")
+    resumed = backfill.Backfill.resume(
+        bf.id,
+        project=backfill.Project.from_dbt(root),
+        accept_changed_sql="the 5 August bug is fixed",
+    )
     final = resumed.run(concurrency=4, backoff=0.0)
     assert final.ok, str(final)
     daily_ids = {t.task_id: t.label for t in resumed.tasks() if t.model == "fct_daily_sales"}
@@ -130,8 +151,11 @@ def test_failed_batches_are_recorded_per_task_and_resumed(
     assert resumed.audit().passed
     resumed.publish("fixed")
     # the backfilled days now hold the fixed numbers, 9 August on still the bug's
-    fixed_days = query(root, "SELECT count(*) FROM main.fct_daily_sales WHERE sales_date "
-                             "BETWEEN '2026-08-01' AND '2026-08-08'")[0][0]
+    fixed_days = query(
+        root,
+        "SELECT count(*) FROM main.fct_daily_sales WHERE sales_date "
+        "BETWEEN '2026-08-01' AND '2026-08-08'",
+    )[0][0]
     assert fixed_days == 8
     assert fingerprints(root)["fct_region_orders"] == reference["fct_region_orders"]
 
@@ -139,30 +163,69 @@ def test_failed_batches_are_recorded_per_task_and_resumed(
 def test_cli_plan_and_run_with_dbt(built_dbt_shop: Path, tmp_path: Path) -> None:
     root = _copy(built_dbt_shop, tmp_path / "shop")
     dbt_shop.fix(root)
-    r = cli("plan", "--dbt", str(root), "--select", "fct_daily_sales+", "--start", "2026-08-14",
-            "--end", "2026-08-16", "--propagate", "clip", "--as-of", AS_OF, "--json")
+    r = cli(
+        "plan",
+        "--dbt",
+        str(root),
+        "--select",
+        "fct_daily_sales+",
+        "--start",
+        "2026-08-14",
+        "--end",
+        "2026-08-16",
+        "--propagate",
+        "clip",
+        "--as-of",
+        AS_OF,
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert [(m["model"], m["first"], m["last"]) for m in doc["models"]] == [
-        ("fct_daily_sales", "2026-08-14", "2026-08-15"), ("fct_sales_7d", "full", "full"),
-        ("fct_monthly_sales", "2026-08", "2026-08")]
-    r = cli("run", "--dbt", str(root), "--select", "fct_daily_sales", "--start", "2026-08-14",
-            "--end", "2026-08-16", "--as-of", AS_OF, "--reason", "fix", "--json")
+        ("fct_daily_sales", "2026-08-14", "2026-08-15"),
+        ("fct_sales_7d", "full", "full"),
+        ("fct_monthly_sales", "2026-08", "2026-08"),
+    ]
+    r = cli(
+        "run",
+        "--dbt",
+        str(root),
+        "--select",
+        "fct_daily_sales",
+        "--start",
+        "2026-08-14",
+        "--end",
+        "2026-08-16",
+        "--as-of",
+        AS_OF,
+        "--reason",
+        "fix",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["tasks"] == {"total": 2, "done": 2}
-    r = cli("plan", "--dbt", str(tmp_path / "nowhere"), "--select", "x", "--start", "2026-08-01",
-            "--end", "2026-08-02")
+    r = cli(
+        "plan",
+        "--dbt",
+        str(tmp_path / "nowhere"),
+        "--select",
+        "x",
+        "--start",
+        "2026-08-01",
+        "--end",
+        "2026-08-02",
+    )
     assert r.returncode == 2 and "not a dbt project" in r.stderr
     assert MODELS  # the helper's list is the project's models
 
 
 def test_direct_backfill_writes_the_published_tables_through_dbt(
-        built_dbt_shop: Path, tmp_path: Path, reference: dict[str, tuple[int, int]]) -> None:
+    built_dbt_shop: Path, tmp_path: Path, reference: dict[str, tuple[int, int]]
+) -> None:
     root = _copy(built_dbt_shop, tmp_path / "shop")
     dbt_shop.fix(root)
     p = backfill.Project.from_dbt(root)
-    plan = p.plan("fct_daily_sales+", *PERIOD, propagate="clip", as_of=AS_OF,
-                  partitions_per_run=7)
+    plan = p.plan("fct_daily_sales+", *PERIOD, propagate="clip", as_of=AS_OF, partitions_per_run=7)
     assert plan.model("fct_daily_sales").tasks == 3  # a task of 7 days is one dbt invocation
     status = p.backfill(plan, reason="initial fix", direct=True).run(concurrency=2)
     assert status.ok, str(status)

@@ -10,8 +10,13 @@ from plan_helpers import ROOT
 
 
 def test_dbt_bench_quick() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/dbt_bench.py"), "--quick",
-                           "--json"], capture_output=True, text=True, check=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/dbt_bench.py"), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     assert "audit rows identical to dbt's: True" in done.stdout
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert results["identical"] and results["tasks"] == 23

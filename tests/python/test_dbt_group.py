@@ -51,15 +51,17 @@ def test_a_model_runs_with_independent_models_over_the_same_days(shop: backfill.
     waiting = _pending(*daily[::-1], month, *region, table)
     # the month and the 7-day table read fct_daily_sales: they wait for their own invocation
     group = waiting.take(shop, daily[2])
-    assert _names(group) == [("fct_daily_sales", i) for i in range(4)] + \
-        [("fct_region_orders", i) for i in range(4)]
+    assert _names(group) == [("fct_daily_sales", i) for i in range(4)] + [
+        ("fct_region_orders", i) for i in range(4)
+    ]
     assert len(waiting) == 2
     assert _names(waiting.take(shop, table)) == [("fct_sales_7d", None), ("fct_monthly_sales", 0)]
     assert len(waiting) == 0
 
 
 def test_only_periods_that_join_and_the_same_range_share_an_invocation(
-        shop: backfill.Project) -> None:
+    shop: backfill.Project,
+) -> None:
     daily = _days("fct_daily_sales", 0, 2) + _days("fct_daily_sales", 3, 5)  # 4 August missing
     region = _days("fct_region_orders", 0, 3)  # 3 days: not the daily run's range
     other = Request("fct_daily_sales", D, D + DAY, Area("g2"))  # another backfill's area
@@ -75,13 +77,15 @@ def _arrive_slowly(waiting: Pending, requests: list[Request], gap: float) -> thr
         for r in requests:
             time.sleep(gap)
             waiting.add(r)
+
     t = threading.Thread(target=arrive)
     t.start()
     return t
 
 
 def test_gather_waits_for_every_announced_task_however_slowly_they_come(
-        shop: backfill.Project) -> None:
+    shop: backfill.Project,
+) -> None:
     days = _days("fct_daily_sales", 0, 5)
     waiting = _pending(days[0])
     waiting.expect(4)  # the first is here; 4 more, 0.1 s apart (the timing pause is 0.03 s)
@@ -100,7 +104,8 @@ def test_gather_waits_for_every_announced_task_however_slowly_they_come(
 
 
 def test_an_announced_task_that_never_comes_holds_the_others_only_so_long(
-        shop: backfill.Project, caplog: pytest.LogCaptureFixture) -> None:
+    shop: backfill.Project, caplog: pytest.LogCaptureFixture
+) -> None:
     days = _days("fct_daily_sales", 0, 2)
     waiting = Pending()
     waiting.expect(3)  # two come, one does not
@@ -127,15 +132,24 @@ def _rows(root: Path, relation: str, where: str) -> list[tuple[object, ...]]:
 
 
 def test_two_models_at_concurrency_1_in_one_invocation_write_what_dbt_run_writes(
-        built_dbt_shop: Path, tmp_path: Path) -> None:
+    built_dbt_shop: Path, tmp_path: Path
+) -> None:
     ignore = shutil.ignore_patterns(".backfill", ".test_profiles")
     ours = shutil.copytree(built_dbt_shop, tmp_path / "ours", ignore=ignore)
     theirs = shutil.copytree(built_dbt_shop, tmp_path / "theirs", ignore=ignore)
     for root in (ours, theirs):
         dbt_shop.fix(root)
     select, start, end = "fct_daily_sales fct_region_orders", "2026-08-02", "2026-08-06"
-    dbt(theirs, "run", "--select", *select.split(), "--event-time-start", start,
-        "--event-time-end", end)
+    dbt(
+        theirs,
+        "run",
+        "--select",
+        *select.split(),
+        "--event-time-start",
+        start,
+        "--event-time-end",
+        end,
+    )
     p = backfill.Project.from_dbt(ours)
     plan = p.plan(select, start, end, propagate="clip", as_of=AS_OF)
     assert plan.task_count == 8

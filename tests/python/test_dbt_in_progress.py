@@ -67,17 +67,20 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "models" / "yearly.sql").write_text(YEARLY)
     _write(root, 1)
     con = duckdb.connect(str(root / "warehouse.duckdb"))
-    con.execute("CREATE SCHEMA raw; CREATE TABLE raw.events AS SELECT i AS id, "
-                "TIMESTAMP '2026-04-10 00:00:00' + to_minutes(i * 97) AS ts, "
-                "(i % 13) + 1 AS amount FROM range(89) t(i)")  # to 15 April
+    con.execute(
+        "CREATE SCHEMA raw; CREATE TABLE raw.events AS SELECT i AS id, "
+        "TIMESTAMP '2026-04-10 00:00:00' + to_minutes(i * 97) AS ts, "
+        "(i % 13) + 1 AS amount FROM range(89) t(i)"
+    )  # to 15 April
     con.close()
     dbt(root, "run", "--event-time-start", "2026-04-10", "--event-time-end", END)
     return root
 
 
 def _copy(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(".backfill", ".test_profiles",
-                                                             "target"))
+    shutil.copytree(
+        src, dest, ignore=shutil.ignore_patterns(".backfill", ".test_profiles", "target")
+    )
     return dest
 
 
@@ -86,15 +89,20 @@ def _table(root: Path, model: str) -> list[tuple[object, ...]]:
 
 
 def test_the_running_years_batch_is_planned_and_published_as_dbt_builds_it(
-        published: Path, tmp_path: Path) -> None:
+    published: Path, tmp_path: Path
+) -> None:
     oracle = _copy(published, tmp_path / "oracle")
     _write(oracle, 2)
-    res = dbt(oracle, "run", "--select", "daily+", "--event-time-start", START,
-              "--event-time-end", END)
-    ran = {r.node.name: [(a.astimezone(UTC), b.astimezone(UTC))
-                         for a, b in r.batch_results.successful] for r in res.result.results}
-    assert ran["yearly"] == [(dt.datetime(2026, 1, 1, tzinfo=UTC),
-                              dt.datetime(2027, 1, 1, tzinfo=UTC))]  # dbt runs the running year
+    res = dbt(
+        oracle, "run", "--select", "daily+", "--event-time-start", START, "--event-time-end", END
+    )
+    ran = {
+        r.node.name: [(a.astimezone(UTC), b.astimezone(UTC)) for a, b in r.batch_results.successful]
+        for r in res.result.results
+    }
+    assert ran["yearly"] == [
+        (dt.datetime(2026, 1, 1, tzinfo=UTC), dt.datetime(2027, 1, 1, tzinfo=UTC))
+    ]  # dbt runs the running year
 
     root = _copy(published, tmp_path / "shop")
     before = _table(root, "yearly")

@@ -45,12 +45,14 @@ PROFILE = """dbt_shop:
 
 # dbt-postgres runs a microbatch batch as a MERGE on unique_key (dbt-duckdb deletes the batch's
 # period and inserts): it refuses a microbatch model without one. The shop's keys:
-KEYS = {"models/clean/clean_orders.sql": "'order_id'",
-        "models/clean/clean_order_items.sql": "['order_id', 'line_no']",
-        "models/marts/fct_daily_sales.sql": "'sales_date'",
-        "fixes/fct_daily_sales.sql": "'sales_date'",
-        "models/marts/fct_monthly_sales.sql": "'sales_month'",
-        "models/marts/fct_region_orders.sql": "['order_date', 'region']"}
+KEYS = {
+    "models/clean/clean_orders.sql": "'order_id'",
+    "models/clean/clean_order_items.sql": "['order_id', 'line_no']",
+    "models/marts/fct_daily_sales.sql": "'sales_date'",
+    "fixes/fct_daily_sales.sql": "'sales_date'",
+    "models/marts/fct_monthly_sales.sql": "'sales_month'",
+    "models/marts/fct_region_orders.sql": "['order_date', 'region']",
+}
 
 
 # dbt-postgres renders a ref filtered to the batch as ``(select ...) _dbt_et_filter_subq_x``,
@@ -64,8 +66,10 @@ def _for_postgres(root: Path) -> None:
         path = root / name
         text = path.read_text()
         assert 'incremental_strategy="microbatch",' in text, name
-        text = text.replace('incremental_strategy="microbatch",',
-                            f'incremental_strategy="microbatch", unique_key={key},')
+        text = text.replace(
+            'incremental_strategy="microbatch",',
+            f'incremental_strategy="microbatch", unique_key={key},',
+        )
         path.write_text(ALIASED_REF.sub(r"(select * from \1) \2", text))
     sales_7d = root / "models" / "marts" / "fct_sales_7d.sql"
     sales_7d.write_text(ALIASED_REF.sub(r"(select * from \1) \2", sales_7d.read_text()))
@@ -75,25 +79,40 @@ def _dbt(root: Path, schema: str, *args: str) -> None:
     """``dbt ARGS`` with the project's target, writing into ``schema``."""
     base = root / ".test_profiles" / schema
     profiles = write_profile(read_profile(root), base, schema=schema)
-    res = invoke(list(args), project_dir=root, profiles_dir=profiles, target=GENERATED_TARGET,
-                 target_path=base / "target", check=False)
+    res = invoke(
+        list(args),
+        project_dir=root,
+        profiles_dir=profiles,
+        target=GENERATED_TARGET,
+        target_path=base / "target",
+        check=False,
+    )
     assert res.success, f"dbt {' '.join(args)} failed: {res.exception or res.errors}"
 
 
 def _differs(url: str, a: str, b: str) -> dict[str, int]:
     """model -> rows in one of schemas ``a``, ``b`` and not the other (as multisets)."""
     with psycopg.connect(url) as db:
-        return {m: int(db.execute(
-            f"SELECT (SELECT count(*) FROM (SELECT * FROM {a}.{m} EXCEPT ALL "
-            f"SELECT * FROM {b}.{m}) x) + (SELECT count(*) FROM (SELECT * FROM {b}.{m} "
-            f"EXCEPT ALL SELECT * FROM {a}.{m}) y)").fetchone()[0])  # type: ignore[index]
-            for m in MODELS}
+        return {
+            m: int(
+                db.execute(
+                    f"SELECT (SELECT count(*) FROM (SELECT * FROM {a}.{m} EXCEPT ALL "
+                    f"SELECT * FROM {b}.{m}) x) + (SELECT count(*) FROM (SELECT * FROM {b}.{m} "
+                    f"EXCEPT ALL SELECT * FROM {a}.{m}) y)"
+                ).fetchone()[0]
+            )  # type: ignore[index]
+            for m in MODELS
+        }
 
 
 def _schemas(url: str) -> list[str]:
     with psycopg.connect(url) as db:
-        return [r[0] for r in db.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE "
-                                         "'audit%' ORDER BY 1")]
+        return [
+            r[0]
+            for r in db.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'audit%' ORDER BY 1"
+            )
+        ]
 
 
 @pytest.fixture
@@ -106,8 +125,9 @@ def pg_dbt_shop(pg_server: Any, tmp_path: Path) -> tuple[Path, str]:
     (root / "warehouse.duckdb").unlink()  # nothing may read it: the warehouse is Postgres
     _for_postgres(root)
     host, port = pg_server.host, pg_server.port
-    (root / "profiles.yml").write_text(PROFILE.format(host=host, port=port, user="backfill",
-                                                      dbname=url.rsplit("/", 1)[1]))
+    (root / "profiles.yml").write_text(
+        PROFILE.format(host=host, port=port, user="backfill", dbname=url.rsplit("/", 1)[1])
+    )
     fixed = (root / "fixes" / "fct_daily_sales.sql").read_text()
     model = root / "models" / "marts" / "fct_daily_sales.sql"
     buggy = model.read_text()
@@ -121,7 +141,8 @@ def pg_dbt_shop(pg_server: Any, tmp_path: Path) -> tuple[Path, str]:
 
 
 def test_a_backfill_through_dbt_postgres_publishes_what_dbt_builds(
-        pg_dbt_shop: tuple[Path, str]) -> None:
+    pg_dbt_shop: tuple[Path, str],
+) -> None:
     root, url = pg_dbt_shop
     before = _differs(url, "main", "oracle")
     assert before["fct_daily_sales"] > 0 and before["clean_orders"] == 0  # the bug is published
@@ -130,8 +151,11 @@ def test_a_backfill_through_dbt_postgres_publishes_what_dbt_builds(
     engine = backfill.run.engine_for(p)
     assert type(engine.warehouse).__name__ == "PostgresEngine"  # type: ignore[attr-defined]
     plan = p.plan("fct_daily_sales+", *PERIOD, propagate="clip", as_of=AS_OF)
-    assert [(m.model, m.tasks) for m in plan.models] == \
-        [("fct_daily_sales", DAYS), ("fct_sales_7d", 1), ("fct_monthly_sales", 1)]
+    assert [(m.model, m.tasks) for m in plan.models] == [
+        ("fct_daily_sales", DAYS),
+        ("fct_sales_7d", 1),
+        ("fct_monthly_sales", 1),
+    ]
     bf = p.backfill(plan, reason="discount bug fixed")
     status = bf.run(concurrency=4, backoff=0.0)
     assert status.ok, str(status)
@@ -139,8 +163,7 @@ def test_a_backfill_through_dbt_postgres_publishes_what_dbt_builds(
     assert _differs(url, "main", "oracle") == before
     assert f"audit_{bf.id}" in _schemas(url)
     with psycopg.connect(url) as db:
-        new_rows = db.execute(f'SELECT count(*) FROM "audit_{bf.id}".fct_daily_sales'
-                              ).fetchone()
+        new_rows = db.execute(f'SELECT count(*) FROM "audit_{bf.id}".fct_daily_sales').fetchone()
     assert new_rows == (DAYS,)  # only the backfilled days, not the seeded copy of the rest
     report = bf.audit()
     assert report.passed, str(report)
@@ -154,19 +177,23 @@ def test_a_backfill_through_dbt_postgres_publishes_what_dbt_builds(
 
 
 def test_a_postgres_target_gives_the_warehouse_url_and_missing_settings_are_named(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from backfill.integrations.dbt.manifest import DbtError
 
     (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\n")
-    profile = ("p:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
-               "      host: db.example\n      user: ana\n      password: \"{{ env_var('PW') }}\"\n"
-               "      dbname: shop\n      schema: marts\n")
+    profile = (
+        "p:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
+        "      host: db.example\n      user: ana\n      password: \"{{ env_var('PW') }}\"\n"
+        "      dbname: shop\n      schema: marts\n"
+    )
     (tmp_path / "profiles.yml").write_text(profile)
     monkeypatch.setenv("PW", "p@ss/word")
     got = read_profile(tmp_path)
     assert (got.kind, got.schema, got.path) == ("postgres", "marts", None)
     assert got.url == "postgresql://ana:p%40ss%2Fword@db.example:5432/shop"
-    (tmp_path / "profiles.yml").write_text(profile.replace("      host: db.example\n", "")
-                                           .replace("{{ env_var('PW') }}", "x"))
+    (tmp_path / "profiles.yml").write_text(
+        profile.replace("      host: db.example\n", "").replace("{{ env_var('PW') }}", "x")
+    )
     with pytest.raises(DbtError, match="needs host"):
         read_profile(tmp_path)

@@ -22,11 +22,13 @@ from dbt_support import AS_OF
 DAY = dt.timedelta(days=1)
 
 
-def test_a_backfill_parses_once_and_again_after_an_edit(built_dbt_shop: Path,
-                                                         tmp_path: Path) -> None:
+def test_a_backfill_parses_once_and_again_after_an_edit(
+    built_dbt_shop: Path, tmp_path: Path
+) -> None:
     root = tmp_path / "shop"
-    shutil.copytree(built_dbt_shop, root, ignore=shutil.ignore_patterns(".backfill",
-                                                                        ".test_profiles"))
+    shutil.copytree(
+        built_dbt_shop, root, ignore=shutil.ignore_patterns(".backfill", ".test_profiles")
+    )
     dbt_shop.fix(root)
     p = backfill.Project.from_dbt(root)
     plan = p.plan("fct_daily_sales", "2026-08-01", "2026-08-04", propagate="clip", as_of=AS_OF)
@@ -50,8 +52,11 @@ def test_a_backfill_parses_once_and_again_after_an_edit(built_dbt_shop: Path,
     assert "-- edited" in again.nodes["model.dbt_shop.fct_daily_sales"].raw_code
 
 
-def _table(con: duckdb.DuckDBPyConnection, name: str, rows: list[tuple[dt.date, int, str]],
-           ) -> None:
+def _table(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    rows: list[tuple[dt.date, int, str]],
+) -> None:
     con.execute(f"CREATE TABLE {name} (d DATE, n INTEGER, s VARCHAR)")
     if rows:
         con.executemany(f"INSERT INTO {name} VALUES (?, ?, ?)", rows)
@@ -63,8 +68,9 @@ def test_a_group_copy_equals_copying_each_batch_alone(seed: int) -> None:
     first = dt.date(2026, 8, 1)
 
     def rows(n: int) -> list[tuple[dt.date, int, str]]:
-        return [(first + rnd.randrange(12) * DAY, rnd.randrange(5), rnd.choice("abc"))
-                for _ in range(n)]
+        return [
+            (first + rnd.randrange(12) * DAY, rnd.randrange(5), rnd.choice("abc")) for _ in range(n)
+        ]
 
     con = duckdb.connect()
     _table(con, "work", rows(rnd.randrange(0, 60)))
@@ -73,18 +79,25 @@ def test_a_group_copy_equals_copying_each_batch_alone(seed: int) -> None:
     _table(con, "alone", old)
     start = first + rnd.randrange(4) * DAY
     utc = dt.time(tzinfo=dt.timezone.utc)
-    periods = [(dt.datetime.combine(start + i * DAY, utc),
-                dt.datetime.combine(start + (i + 1) * DAY, utc))
-               for i in range(rnd.randrange(2, 7))]
+    periods = [
+        (dt.datetime.combine(start + i * DAY, utc), dt.datetime.combine(start + (i + 1) * DAY, utc))
+        for i in range(rnd.randrange(2, 7))
+    ]
     grouped = copy_periods(con, "grouped", "work", "d", periods, direct=False)
     alone = [copy_periods(con, "alone", "work", "d", [p], direct=False)[0] for p in periods]
     assert grouped == alone
     in_place = copy_periods(con, "grouped", "grouped", "d", periods, direct=True)
     assert [fp for _, fp in in_place] == [fp for _, fp in grouped]
     table = "SELECT * FROM {} ORDER BY ALL"
-    assert con.execute(table.format("grouped")).fetchall() == \
-        con.execute(table.format("alone")).fetchall()
+    assert (
+        con.execute(table.format("grouped")).fetchall()
+        == con.execute(table.format("alone")).fetchall()
+    )
     for (deleted, fp), (s, e) in zip(grouped, periods, strict=True):
         assert deleted == sum(1 for r in old if s.date() <= r[0] < e.date())
-        assert fp.rows == con.execute("SELECT count(*) FROM work WHERE d >= ? AND d < ?",
-                                      [s.date(), e.date()]).fetchone()[0]  # type: ignore[index]
+        assert (
+            fp.rows
+            == con.execute(
+                "SELECT count(*) FROM work WHERE d >= ? AND d < ?", [s.date(), e.date()]
+            ).fetchone()[0]
+        )  # type: ignore[index]

@@ -51,8 +51,9 @@ def shop(built_dbt_shop: Path) -> backfill.Project:
 
 
 @pytest.mark.parametrize("select, exclude", SELECTORS)
-def test_selection_matches_dbt_ls(shop: backfill.Project, built_dbt_shop: Path, select: str,
-                                  exclude: str | None) -> None:
+def test_selection_matches_dbt_ls(
+    shop: backfill.Project, built_dbt_shop: Path, select: str, exclude: str | None
+) -> None:
     args = ["ls", "--resource-type", "model", "--output", "name", "--select", *select.split()]
     if exclude:
         args += ["--exclude", *exclude.split()]
@@ -63,8 +64,9 @@ def test_selection_matches_dbt_ls(shop: backfill.Project, built_dbt_shop: Path, 
     assert expected  # every case selects something in dbt too
 
 
-def test_a_selection_of_nothing_is_an_error_as_dbt_warns(shop: backfill.Project,
-                                                         built_dbt_shop: Path) -> None:
+def test_a_selection_of_nothing_is_an_error_as_dbt_warns(
+    shop: backfill.Project, built_dbt_shop: Path
+) -> None:
     # a bare glob is matched against fully qualified names: dbt selects nothing
     assert dbt(built_dbt_shop, "ls", "--resource-type", "model", "--select", "fct_*").result == []
     with pytest.raises(NotFoundError, match="'fct_\\*' matches no model"):

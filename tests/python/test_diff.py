@@ -19,8 +19,17 @@ import backfill
 from diff_oracles import duckdb_diff, same_float, table_pairs
 
 UTC = dt.timezone.utc
-SUMMARY_FIELDS = ["matched", "changed", "added", "removed", "duplicate_keys", "duplicate_rows_old",
-                  "duplicate_rows_new", "null_keys_old", "null_keys_new"]
+SUMMARY_FIELDS = [
+    "matched",
+    "changed",
+    "added",
+    "removed",
+    "duplicate_keys",
+    "duplicate_rows_old",
+    "duplicate_rows_new",
+    "null_keys_old",
+    "null_keys_new",
+]
 
 
 def _modulo(a: Any, n: int) -> Any:
@@ -29,8 +38,9 @@ def _modulo(a: Any, n: int) -> Any:
     return pc.subtract(a, pc.multiply(pc.divide(a, n), n))
 
 
-def check_against_oracle(old: pa.Table, new: pa.Table, keys: list[str], cols: list[str],
-                         threads: int = 0) -> backfill.DiffResult:
+def check_against_oracle(
+    old: pa.Table, new: pa.Table, keys: list[str], cols: list[str], threads: int = 0
+) -> backfill.DiffResult:
     r = backfill.diff(old, new, keys, on_duplicate="report", threads=threads)
     want = duckdb_diff(old, new, keys, cols)
     got = r.summary.to_dict()
@@ -44,8 +54,7 @@ def check_against_oracle(old: pa.Table, new: pa.Table, keys: list[str], cols: li
         assert by_col[c]["changed"] == want["changed_" + c], c
         assert by_col[c]["null_to_value"] == want["n2v_" + c], c
         assert by_col[c]["value_to_null"] == want["v2n_" + c], c
-    assert r.identical == (want["changed"] == 0 and want["matched"] == old.num_rows ==
-                           new.num_rows)
+    assert r.identical == (want["changed"] == 0 and want["matched"] == old.num_rows == new.num_rows)
     return r
 
 
@@ -87,8 +96,9 @@ def _l1(table: pa.Table, column: str) -> float:
     if column not in table.column_names:
         return 0.0
     t = table[column].type
-    if pa.types.is_dictionary(t) or not (pa.types.is_floating(t) or pa.types.is_integer(t)
-                                         or pa.types.is_decimal(t)):
+    if pa.types.is_dictionary(t) or not (
+        pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_decimal(t)
+    ):
         return 0.0
     total = pc.sum(pc.abs(pc.cast(table[column], pa.float64(), safe=False))).as_py()
     return float(total) if total is not None and math.isfinite(total) else math.inf
@@ -100,8 +110,9 @@ def test_large_random_table_with_both_cores() -> None:
     old = pa.table({"id": k, "v": pc.multiply(k, 0.5), "s": pc.cast(_modulo(k, 97), pa.string())})
     v_new = pc.if_else(pc.equal(_modulo(k, 100), 0), pc.add(old["v"], 1.0), old["v"])
     new = pa.table({"id": k, "v": v_new, "s": old["s"]}).slice(10)
-    new = pa.concat_tables([new, pa.table({"id": pa.array([n + 1], pa.int64()), "v": [1.0],
-                                           "s": ["x"]})])
+    new = pa.concat_tables(
+        [new, pa.table({"id": pa.array([n + 1], pa.int64()), "v": [1.0], "s": ["x"]})]
+    )
     r = check_against_oracle(old, new, ["id"], ["v", "s"], threads=2)
     assert r.summary.changed == 2000 - 1  # id 0 is among the 10 removed rows
     assert r.summary.removed == 10 and r.summary.added == 1
@@ -121,20 +132,23 @@ def test_large_shuffled_composite_key_with_nulls_and_duplicates() -> None:
     ids = rng.permutation(n)
     k = pa.array(ids, pa.int64())
     day = pa.array(np.where(ids % 1000 == 0, None, ids % 7), pa.int32())
-    old = pa.table({"id": k, "d": day, "v": pc.multiply(k, 0.5),
-                    "s": pc.cast(_modulo(k, 97), pa.string())})
+    old = pa.table(
+        {"id": k, "d": day, "v": pc.multiply(k, 0.5), "s": pc.cast(_modulo(k, 97), pa.string())}
+    )
     perm = rng.permutation(n)
     new = old.take(pa.array(perm[: n - 500]))  # 500 rows removed
     changed = pc.equal(_modulo(new["id"], 50), 1)
     new = new.set_column(2, "v", pc.if_else(changed, pc.add(new["v"], 1.0), new["v"]))
     dup = old.take(pa.array(perm[:20]))  # 20 keys duplicated in new
     new = pa.concat_tables([new, dup])
-    new = pa.Table.from_batches(new.take(pa.array(rng.permutation(new.num_rows)))
-                                .to_batches(max_chunksize=4_000))
+    new = pa.Table.from_batches(
+        new.take(pa.array(rng.permutation(new.num_rows))).to_batches(max_chunksize=4_000)
+    )
     r = check_against_oracle(old, new, ["id", "d"], ["v", "s"], threads=2)
     assert r.summary.duplicate_keys == 20 - int(pc.sum(pc.is_null(dup["d"])).as_py())
-    ordered = backfill.diff(old.sort_by("id"), new.sort_by("id"), ["id", "d"],
-                            on_duplicate="report", threads=1)
+    ordered = backfill.diff(
+        old.sort_by("id"), new.sort_by("id"), ["id", "d"], on_duplicate="report", threads=1
+    )
     assert ordered.summary == r.summary
     assert ordered.columns.column("changed") == r.columns.column("changed")
 
@@ -151,7 +165,9 @@ def test_composite_keys_compare_column_wise() -> None:
 def test_duplicate_keys_error_names_the_key_and_count() -> None:
     old = pa.table({"id": [1, 2, 2, 2, 3], "v": [0, 0, 0, 0, 0]})
     new = pa.table({"id": [1, 2, 3], "v": [0, 0, 1]})
-    with pytest.raises(backfill.InvalidInputError, match=r"duplicate key in old: \(id=2\) appears 3 times"):
+    with pytest.raises(
+        backfill.InvalidInputError, match=r"duplicate key in old: \(id=2\) appears 3 times"
+    ):
         backfill.diff(old, new, "id")
     r = backfill.diff(old, new, "id", on_duplicate="report")
     s = r.summary
@@ -205,8 +221,10 @@ def test_every_input_kind_gives_the_same_result() -> None:
     con.register("n", new)
     variants: list[tuple[Any, Any]] = [
         (old, new),
-        (pa.RecordBatchReader.from_batches(old.schema, old.to_batches(max_chunksize=1)),
-         pa.RecordBatchReader.from_batches(new.schema, new.to_batches(max_chunksize=3))),
+        (
+            pa.RecordBatchReader.from_batches(old.schema, old.to_batches(max_chunksize=1)),
+            pa.RecordBatchReader.from_batches(new.schema, new.to_batches(max_chunksize=3)),
+        ),
         (polars.from_arrow(old), polars.from_arrow(new)),
         (old.to_pandas(), new.to_pandas()),
         (con.sql("select * from o"), con.sql("select * from n")),
@@ -228,17 +246,30 @@ def test_every_supported_type_detects_a_single_change() -> None:
 
     base: dict[str, list[Any]] = {"id": [1, 2, 3]}
     changed_values = {
-        "i64": [1, 2, 3], "i32": [1, 2, 3], "u8": [1, 2, 3], "f64": [0.5, 1.5, 2.5],
-        "f32": [0.5, 1.5, 2.5], "s": ["a", "b", "c"], "ls": ["a", "b", "c"],
-        "bin": [b"a", b"b", b"c"], "b": [True, False, True],
+        "i64": [1, 2, 3],
+        "i32": [1, 2, 3],
+        "u8": [1, 2, 3],
+        "f64": [0.5, 1.5, 2.5],
+        "f32": [0.5, 1.5, 2.5],
+        "s": ["a", "b", "c"],
+        "ls": ["a", "b", "c"],
+        "bin": [b"a", b"b", b"c"],
+        "b": [True, False, True],
         "d": [dt.date(2020, 1, 1), dt.date(2020, 1, 2), dt.date(2020, 1, 3)],
         "d64": [dt.date(2020, 1, 1), dt.date(2020, 1, 2), dt.date(2020, 1, 3)],
         "lbin": [b"a", b"b", b"c"],
-        "ts": [1, 2, 3], "ts_ns": [1, 2, 3], "dur": [1, 2, 3], "t": [1, 2, 3],
+        "ts": [1, 2, 3],
+        "ts_ns": [1, 2, 3],
+        "dur": [1, 2, 3],
+        "t": [1, 2, 3],
     }
     import decimal
 
-    changed_values["dec"] = [decimal.Decimal("1.00"), decimal.Decimal("2.00"), decimal.Decimal("3.00")]
+    changed_values["dec"] = [
+        decimal.Decimal("1.00"),
+        decimal.Decimal("2.00"),
+        decimal.Decimal("3.00"),
+    ]
     for name, (typ, _) in VALUE_TYPES.items():
         vals = changed_values[name]
         old = pa.table({**base, name: pa.array(vals, typ)})
@@ -258,17 +289,28 @@ def test_every_supported_type_detects_a_single_change() -> None:
     r = backfill.diff(l_old, l_new, "id")
     assert r.changed_columns() == {"l": 1}
     assert r.changed_sample.to_pylist()[0]["new"] == "[3, null]"
-    assert backfill.diff(pa.table({"id": [1], "n": pa.nulls(1)}),
-                         pa.table({"id": [1], "n": pa.nulls(1)}), "id").identical
+    assert backfill.diff(
+        pa.table({"id": [1], "n": pa.nulls(1)}), pa.table({"id": [1], "n": pa.nulls(1)}), "id"
+    ).identical
 
 
 def test_retyped_columns_compare_by_value_and_are_reported() -> None:
-    old = pa.table({"id": pa.array([1, 2, 3], pa.int32()), "n": pa.array([1, 2, 3], pa.int32()),
-                    "t": pa.array([0, 1_000, 2_000], pa.timestamp("ms", "UTC")),
-                    "x": ["1", "2", "3"]})
-    new = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "n": pa.array([1, 2, 4], pa.int64()),
-                    "t": pa.array([0, 1_000_000, 2_000_001], pa.timestamp("us", "Europe/Berlin")),
-                    "x": pa.array([1, 2, 3], pa.int64())})
+    old = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int32()),
+            "n": pa.array([1, 2, 3], pa.int32()),
+            "t": pa.array([0, 1_000, 2_000], pa.timestamp("ms", "UTC")),
+            "x": ["1", "2", "3"],
+        }
+    )
+    new = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "n": pa.array([1, 2, 4], pa.int64()),
+            "t": pa.array([0, 1_000_000, 2_000_001], pa.timestamp("us", "Europe/Berlin")),
+            "x": pa.array([1, 2, 3], pa.int64()),
+        }
+    )
     r = backfill.diff(old, new, "id")
     schema = {row["column"]: row for row in r.schema.to_pylist()}
     assert schema["n"]["old_type"] == "int32" and schema["n"]["new_type"] == "int64"
@@ -285,16 +327,20 @@ def test_tolerance_semantics_match_datacompy() -> None:
 
     rng = random.Random(7)
     n = 400
-    old = pa.table({"id": list(range(n)),
-                    "x": [rng.choice([0.0, 1.0, 100.0, -50.0, None]) for _ in range(n)]})
-    x_new = [None if v is None else v + rng.choice([0.0, 0.004, 0.006, 0.5, -0.009, 1.2])
-             for v in old["x"].to_pylist()]
+    old = pa.table(
+        {"id": list(range(n)), "x": [rng.choice([0.0, 1.0, 100.0, -50.0, None]) for _ in range(n)]}
+    )
+    x_new = [
+        None if v is None else v + rng.choice([0.0, 0.004, 0.006, 0.5, -0.009, 1.2])
+        for v in old["x"].to_pylist()
+    ]
     new = pa.table({"id": list(range(n)), "x": x_new})
     for abs_tol, rel_tol in [(0.005, 0.0), (0.0, 0.01), (0.001, 0.005), (0.0, 0.0)]:
         ours = backfill.diff(old, new, "id", tolerance={"x": {"abs": abs_tol, "rel": rel_tol}})
         # datacompy's np.isclose is relative to its second frame: give it old second.
-        cmp = datacompy.PandasCompare(new.to_pandas(), old.to_pandas(), join_columns="id",
-                                      abs_tol=abs_tol, rel_tol=rel_tol)
+        cmp = datacompy.PandasCompare(
+            new.to_pandas(), old.to_pandas(), join_columns="id", abs_tol=abs_tol, rel_tol=rel_tol
+        )
         stats = {s["column"]: s["unequal_cnt"] for s in cmp.column_stats}
         assert ours.changed_columns().get("x", 0) == stats["x"], (abs_tol, rel_tol)
     r = backfill.diff(old, new, "id", tolerance={"__default__": 0.01})
@@ -307,27 +353,47 @@ def test_partitions_across_dst_days_match_zoneinfo(tz: str) -> None:
     zone = zoneinfo.ZoneInfo(tz)
     start = dt.datetime(2026, 3, 28, tzinfo=UTC)
     step = dt.timedelta(minutes=15 if tz == "Asia/Kathmandu" else 60)  # +05:45 splits hours
-    hours = [start + step * h for h in range(24 * 3)] + \
-            [dt.datetime(2026, 10, 24, tzinfo=UTC) + step * h for h in range(24 * 3)] + \
-            [dt.datetime(2026, 4, 4, tzinfo=UTC) + step * h for h in range(24 * 3)]
+    hours = (
+        [start + step * h for h in range(24 * 3)]
+        + [dt.datetime(2026, 10, 24, tzinfo=UTC) + step * h for h in range(24 * 3)]
+        + [dt.datetime(2026, 4, 4, tzinfo=UTC) + step * h for h in range(24 * 3)]
+    )
     n = len(hours)
-    old = pa.table({"id": list(range(n)), "at": pa.array(hours, pa.timestamp("us", "UTC")),
-                    "amount": [float(i % 7) for i in range(n)]})
+    old = pa.table(
+        {
+            "id": list(range(n)),
+            "at": pa.array(hours, pa.timestamp("us", "UTC")),
+            "amount": [float(i % 7) for i in range(n)],
+        }
+    )
     amounts = [a * 1.1 if i % 5 == 0 else a for i, a in enumerate(old["amount"].to_pylist())]
     ats = list(hours)
     ats[3] = ats[3] + dt.timedelta(days=1)  # moves partition: counts as changed in both
-    new = pa.table({"id": list(range(n)), "at": pa.array(ats, pa.timestamp("us", "UTC")),
-                    "amount": amounts}).slice(0, n - 2)
+    new = pa.table(
+        {"id": list(range(n)), "at": pa.array(ats, pa.timestamp("us", "UTC")), "amount": amounts}
+    ).slice(0, n - 2)
     r = backfill.diff(old, new, "id", partition_by="at", tz=tz)
 
     def label(t: dt.datetime) -> str:
         return t.astimezone(zone).date().isoformat()
 
     want: dict[str, dict[str, float]] = {}
+
     def bump(lbl: str, field: str, by: float = 1) -> None:
-        want.setdefault(lbl, {"rows_old": 0, "rows_new": 0, "added": 0, "removed": 0,
-                              "changed": 0, "amount_old": 0.0, "amount_new": 0.0})
+        want.setdefault(
+            lbl,
+            {
+                "rows_old": 0,
+                "rows_new": 0,
+                "added": 0,
+                "removed": 0,
+                "changed": 0,
+                "amount_old": 0.0,
+                "amount_new": 0.0,
+            },
+        )
         want[lbl][field] += by
+
     for i in range(n):
         bump(label(hours[i]), "rows_old")
         bump(label(hours[i]), "amount_old", old["amount"][i].as_py())
@@ -345,22 +411,27 @@ def test_partitions_across_dst_days_match_zoneinfo(tz: str) -> None:
     for lbl, w in want.items():
         for field, v in w.items():
             assert got[lbl][field] == pytest.approx(v), (lbl, field)
-    hours_long = {p["partition"]: (p["end"] - p["start"]).total_seconds() / 3600
-                  for p in r.partitions.to_pylist()}
+    hours_long = {
+        p["partition"]: (p["end"] - p["start"]).total_seconds() / 3600
+        for p in r.partitions.to_pylist()
+    }
     if tz == "Europe/Berlin":
         assert hours_long["2026-03-29"] == 23 and hours_long["2026-10-25"] == 25
     amount = [c for c in r.columns.to_pylist() if c["column"] == "amount"][0]
     assert amount["sum_old"] == pytest.approx(sum(old["amount"].to_pylist()))
     assert amount["sum_new"] == pytest.approx(sum(amounts[: n - 2]))
     assert amount["pct_delta"] == pytest.approx(
-        (amount["sum_new"] - amount["sum_old"]) / amount["sum_old"] * 100)
+        (amount["sum_new"] - amount["sum_old"]) / amount["sum_old"] * 100
+    )
 
 
 def test_date_partitions_and_null_partition_values() -> None:
-    old = pa.table({"id": [1, 2, 3], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2), None],
-                    "v": [1, 2, 3]})
-    new = pa.table({"id": [1, 2, 3], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2), None],
-                    "v": [1, 5, 3]})
+    old = pa.table(
+        {"id": [1, 2, 3], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2), None], "v": [1, 2, 3]}
+    )
+    new = pa.table(
+        {"id": [1, 2, 3], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2), None], "v": [1, 5, 3]}
+    )
     r = backfill.diff(old, new, "id", partition_by="day", grain="month")
     parts = r.partitions.to_pylist()
     assert [p["partition"] for p in parts] == ["2026-08", None]
@@ -371,10 +442,12 @@ def test_measure_names_never_collide_in_the_partitions_table() -> None:
     # The shop's order items have both `discount` and `discount_pct`: their per-partition columns
     # used to collide (discount_pct_delta twice) and the audit of clean_order_items failed.
     day = [dt.date(2026, 8, 1), dt.date(2026, 8, 2)]
-    old = pa.table({"id": [1, 2], "day": day, "discount": [1.0, 2.0], "discount_pct": [10, 20],
-                    "rows": [1, 1]})
-    new = pa.table({"id": [1, 2], "day": day, "discount": [1.0, 4.0], "discount_pct": [10, 30],
-                    "rows": [1, 1]})
+    old = pa.table(
+        {"id": [1, 2], "day": day, "discount": [1.0, 2.0], "discount_pct": [10, 20], "rows": [1, 1]}
+    )
+    new = pa.table(
+        {"id": [1, 2], "day": day, "discount": [1.0, 4.0], "discount_pct": [10, 30], "rows": [1, 1]}
+    )
     r = backfill.diff(old, new, "id", partition_by="day")
     p = r.partitions.to_pylist()[1]
     assert (p["discount_delta"], p["discount_delta_pct"]) == (2.0, 100.0)
@@ -413,30 +486,57 @@ def test_measures_option_and_explicit_columns() -> None:
     r = backfill.diff(old, new, "id", columns=["a", "s"], measures=["b"])
     cols = {c["column"]: c for c in r.columns.to_pylist()}
     assert set(cols) == {"a", "s", "b"}
-    assert cols["a"]["sum_old"] is None and cols["b"]["sum_new"] == 35 and cols["b"]["changed"] is None
+    assert (
+        cols["a"]["sum_old"] is None and cols["b"]["sum_new"] == 35 and cols["b"]["changed"] is None
+    )
     assert backfill.diff(old, new, "id", exclude=["s"]).changed_columns() == {"a": 1, "b": 1}
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "pattern"),
     [
-        ({"key": "nope"}, backfill.NotFoundError, r"key column 'nope' is not in old \(its columns: id, v, s\)"),
+        (
+            {"key": "nope"},
+            backfill.NotFoundError,
+            r"key column 'nope' is not in old \(its columns: id, v, s\)",
+        ),
         ({"key": "id", "columns": ["zz"]}, backfill.NotFoundError, "compared column 'zz'"),
         ({"key": "id", "exclude": ["zz"]}, backfill.NotFoundError, "exclude names column 'zz'"),
-        ({"key": "id", "tolerance": {"zz": 1}}, backfill.NotFoundError, "tolerance names column 'zz'"),
-        ({"key": "id", "tolerance": {"s": 1}}, backfill.InvalidInputError, "column 's' of type string"),
+        (
+            {"key": "id", "tolerance": {"zz": 1}},
+            backfill.NotFoundError,
+            "tolerance names column 'zz'",
+        ),
+        (
+            {"key": "id", "tolerance": {"s": 1}},
+            backfill.InvalidInputError,
+            "column 's' of type string",
+        ),
         ({"key": "id", "tolerance": {"v": {"abs": -1}}}, backfill.InvalidInputError, "abs=-1"),
         ({"key": "id", "tolerance": {"v": {"ab": 1}}}, backfill.InvalidInputError, "unknown keys"),
-        ({"key": "id", "measures": ["s"]}, backfill.InvalidInputError, "measure column 's' has type string"),
-        ({"key": "id", "partition_by": "v"}, backfill.InvalidInputError, "partition_by column 'v' has type float64"),
+        (
+            {"key": "id", "measures": ["s"]},
+            backfill.InvalidInputError,
+            "measure column 's' has type string",
+        ),
+        (
+            {"key": "id", "partition_by": "v"},
+            backfill.InvalidInputError,
+            "partition_by column 'v' has type float64",
+        ),
         ({"key": "id", "grain": "fortnight"}, backfill.InvalidInputError, "fortnight"),
         ({"key": "id", "tz": "Mars/Base"}, backfill.InvalidInputError, "Mars/Base"),
-        ({"key": "id", "on_duplicate": "ignore"}, backfill.InvalidInputError, "on_duplicate='ignore'"),
+        (
+            {"key": "id", "on_duplicate": "ignore"},
+            backfill.InvalidInputError,
+            "on_duplicate='ignore'",
+        ),
         ({"key": []}, backfill.InvalidInputError, "at least one column"),
     ],
 )
-def test_bad_options_name_the_problem(kwargs: dict[str, Any], error: type[Exception],
-                                      pattern: str) -> None:
+def test_bad_options_name_the_problem(
+    kwargs: dict[str, Any], error: type[Exception], pattern: str
+) -> None:
     t = pa.table({"id": [1], "v": [1.0], "s": ["a"]})
     with pytest.raises(error, match=pattern):
         backfill.diff(t, t, **kwargs)
@@ -445,7 +545,9 @@ def test_bad_options_name_the_problem(kwargs: dict[str, Any], error: type[Except
 def test_key_type_mismatch_names_both_types() -> None:
     a = pa.table({"id": [1], "v": [1]})
     b = pa.table({"id": ["1"], "v": [1]})
-    with pytest.raises(backfill.InvalidInputError, match="key column 'id' has type int64 in old and string in new"):
+    with pytest.raises(
+        backfill.InvalidInputError, match="key column 'id' has type int64 in old and string in new"
+    ):
         backfill.diff(a, b, "id")
     with pytest.raises(backfill.InvalidInputError, match="Arrow-compatible"):
         backfill.diff({"id": [1]}, a, "id")
@@ -455,10 +557,20 @@ def test_key_type_mismatch_names_both_types() -> None:
 
 
 def test_report_text_and_html() -> None:
-    old = pa.table({"id": [1, 2, 3], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2), dt.date(2026, 8, 2)],
-                    "revenue": [100.0, 200.0, 300.0]})
-    new = pa.table({"id": [1, 2, 4], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2), dt.date(2026, 8, 3)],
-                    "revenue": [100.0, 190.0, 5.0]})
+    old = pa.table(
+        {
+            "id": [1, 2, 3],
+            "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2), dt.date(2026, 8, 2)],
+            "revenue": [100.0, 200.0, 300.0],
+        }
+    )
+    new = pa.table(
+        {
+            "id": [1, 2, 4],
+            "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2), dt.date(2026, 8, 3)],
+            "revenue": [100.0, 190.0, 5.0],
+        }
+    )
     r = backfill.diff(old, new, "id", partition_by="day")
     text = str(r)
     assert "DIFFERENT" in text and "changed 1" in text and "revenue" in text
@@ -477,8 +589,12 @@ def test_plot_draws_old_and_new_per_partition() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    old = pa.table({"id": [1, 2], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2)], "x": [1.0, 2.0]})
-    new = pa.table({"id": [1, 2], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2)], "x": [1.0, 3.0]})
+    old = pa.table(
+        {"id": [1, 2], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2)], "x": [1.0, 2.0]}
+    )
+    new = pa.table(
+        {"id": [1, 2], "day": [dt.date(2026, 8, 1), dt.date(2026, 8, 2)], "x": [1.0, 3.0]}
+    )
     ax = backfill.diff(old, new, "id", partition_by="day").plot("x")
     assert [line.get_label() for line in ax.get_lines()] == ["old", "new"]
     assert list(ax.get_lines()[1].get_ydata()) == [1.0, 3.0]

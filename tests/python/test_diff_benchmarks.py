@@ -13,8 +13,13 @@ BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 @pytest.mark.parametrize("name", ["diff_bench.py", "fingerprint_bench.py"])
 def test_quick_benchmark_runs(name: str) -> None:
-    out = subprocess.run([sys.executable, str(BENCH / name), "--quick"], capture_output=True,
-                         text=True, timeout=300, check=False)
+    out = subprocess.run(
+        [sys.executable, str(BENCH / name), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     if name == "diff_bench.py":
         assert "all tools agree" in out.stdout

@@ -22,21 +22,26 @@ BIG = 2**60  # unscaled values past 2^53: unequal integers that round to one dou
 
 
 def _decimals(unscaled: list[int | None], scale: int, typ: pa.DataType) -> pa.Array:
-    return pa.array([None if u is None else decimal.Decimal(u).scaleb(-scale) for u in unscaled],
-                    typ)
+    return pa.array(
+        [None if u is None else decimal.Decimal(u).scaleb(-scale) for u in unscaled], typ
+    )
 
 
 def _tables(seed: int) -> tuple[pa.Table, pa.Table]:
     rng = np.random.default_rng(seed)
     ids = rng.permutation(N + 7)
-    price = [int(x) for x in rng.integers(-10**6, 10**6, N + 7)]
+    price = [int(x) for x in rng.integers(-(10**6), 10**6, N + 7)]
     big = [BIG + int(x) for x in rng.integers(0, 1000, N + 7)]
     old_price: list[int | None] = [None if i % 97 == 0 else p for i, p in enumerate(price)]
-    old = pa.table({"id": pa.array(ids, pa.int64()),
-                    "amount": _decimals(old_price, 2, pa.decimal128(18, 2)),
-                    "big": _decimals(big, 2, pa.decimal128(38, 2)),
-                    # scales differ between the sides: compared by value, not as integers
-                    "rescaled": _decimals(price, 2, pa.decimal128(12, 2))})
+    old = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "amount": _decimals(old_price, 2, pa.decimal128(18, 2)),
+            "big": _decimals(big, 2, pa.decimal128(38, 2)),
+            # scales differ between the sides: compared by value, not as integers
+            "rescaled": _decimals(price, 2, pa.decimal128(12, 2)),
+        }
+    )
     new_price: list[int | None] = []
     for i, p in enumerate(old_price):
         if i % 89 == 0:
@@ -47,10 +52,14 @@ def _tables(seed: int) -> tuple[pa.Table, pa.Table]:
             new_price.append(p + int(rng.integers(-300, 300)))  # most rows: a few cents off
     new_big = [b + (1 if i % 3 == 0 else 0) for i, b in enumerate(big)]
     new_rescaled = [p * 10 + (1 if i % 7 == 0 else 0) for i, p in enumerate(price)]
-    new = pa.table({"id": pa.array(ids, pa.int64()),
-                    "amount": _decimals(new_price, 2, pa.decimal128(18, 2)),
-                    "big": _decimals(new_big, 2, pa.decimal128(38, 2)),
-                    "rescaled": _decimals(new_rescaled, 3, pa.decimal128(14, 3))})
+    new = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "amount": _decimals(new_price, 2, pa.decimal128(18, 2)),
+            "big": _decimals(new_big, 2, pa.decimal128(38, 2)),
+            "rescaled": _decimals(new_rescaled, 3, pa.decimal128(14, 3)),
+        }
+    )
     # sliced (array offsets), shuffled, in uneven chunks; 7 rows removed and added
     old = old.slice(7).take(pa.array(rng.permutation(N)))
     new = new.slice(0, N).take(pa.array(rng.permutation(N)))
@@ -66,8 +75,9 @@ def _as_double(v: Any) -> float:
     return float(unscaled) / math.pow(10.0, -exp)
 
 
-def _cell_oracle(old: pa.Table, new: pa.Table, column: str,
-                 tol: tuple[float, float] | None) -> tuple[int, float]:
+def _cell_oracle(
+    old: pa.Table, new: pa.Table, column: str, tol: tuple[float, float] | None
+) -> tuple[int, float]:
     """(changed cells, max_abs_diff) of ``column`` over the matched rows."""
     a = dict(zip(old["id"].to_pylist(), old[column].to_pylist()))
     changed, most = 0, 0.0
@@ -91,9 +101,14 @@ def _cell_oracle(old: pa.Table, new: pa.Table, column: str,
 def _same_double(old: pa.Table, new: pa.Table, column: str) -> int:
     """Matched cells whose decimals differ but read as the same double."""
     a = dict(zip(old["id"].to_pylist(), old[column].to_pylist()))
-    return sum(1 for k, y in zip(new["id"].to_pylist(), new[column].to_pylist())
-               if a.get(k) is not None and y is not None and a[k] != y
-               and _as_double(a[k]) == _as_double(y))
+    return sum(
+        1
+        for k, y in zip(new["id"].to_pylist(), new[column].to_pylist())
+        if a.get(k) is not None
+        and y is not None
+        and a[k] != y
+        and _as_double(a[k]) == _as_double(y)
+    )
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -118,8 +133,11 @@ def test_many_changed_decimal_rows_match_duckdb_and_the_cell_oracle(threads: int
     # The sample is the first changed rows in the new table's order, whatever order the
     # column pass saw them in.
     a = {c: dict(zip(old["id"].to_pylist(), old[c].to_pylist())) for c in cols}
-    first = [k for i, k in enumerate(new["id"].to_pylist()) if k in a["amount"] and any(
-        a[c][k] != new[c][i].as_py() for c in cols)][:10]
+    first = [
+        k
+        for i, k in enumerate(new["id"].to_pylist())
+        if k in a["amount"] and any(a[c][k] != new[c][i].as_py() for c in cols)
+    ][:10]
     assert list(dict.fromkeys(row["id"] for row in r.changed_sample.to_pylist())) == first
 
 
@@ -137,7 +155,8 @@ def test_decimal_tolerances_follow_the_cell_oracle(abs_tol: float, rel_tol: floa
     exact = _cell_oracle(old, new, "big", None)[0]
     assert by_col["big"]["changed"] <= exact - _same_double(old, new, "big") < exact
     # and the same rows in key order (the merge path) agree
-    ordered = backfill.diff(old.sort_by("id"), new.sort_by("id"), "id",
-                            tolerance={"amount": tol, "big": tol})
+    ordered = backfill.diff(
+        old.sort_by("id"), new.sort_by("id"), "id", tolerance={"amount": tol, "big": tol}
+    )
     assert ordered.columns.to_pylist() == r.columns.to_pylist()
     assert ordered.summary == r.summary

@@ -44,8 +44,9 @@ def test_sorted_tables_merge_and_match_duckdb(
     assert h.summary == back.summary
     # (measure sums are left out: their last bits depend on the order of the additions)
     fields = ["column", "changed", "null_to_value", "value_to_null", "max_abs_diff"]
-    assert [[c[f] for f in fields] for c in h.columns.to_pylist()] == \
-        [[c[f] for f in fields] for c in back.columns.to_pylist()]
+    assert [[c[f] for f in fields] for c in h.columns.to_pylist()] == [
+        [c[f] for f in fields] for c in back.columns.to_pylist()
+    ]
     assert h.added_sample.num_rows == back.added_sample.num_rows
 
 
@@ -105,12 +106,20 @@ def _long_pair(seed: int, n: int) -> tuple[pa.Table, pa.Table, list[str]]:
     i32 = [None if rnd.random() < 0.05 else rnd.randrange(9) for _ in ids]
     s = [rnd.choice(["ab", "c", "", "a longer string, past sixteen bytes"]) for _ in ids]
     sn = [None if rnd.random() < 0.05 else x for x in s]
-    old = pa.table({
-        "id": pa.array(ids, pa.int64()), "f": f, "i": i, "i32": pa.array(i32, pa.int32()),
-        "s": s, "sn": sn, "dict": pa.array(s).dictionary_encode(),
-        "dec": pa.array([decimal.Decimal(x) for x in i], pa.decimal128(12, 2)),
-        "w": pa.array(i, pa.int32()), "d": pa.array(i32, pa.int32()).cast(pa.date32()),
-    })
+    old = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "f": f,
+            "i": i,
+            "i32": pa.array(i32, pa.int32()),
+            "s": s,
+            "sn": sn,
+            "dict": pa.array(s).dictionary_encode(),
+            "dec": pa.array([decimal.Decimal(x) for x in i], pa.decimal128(12, 2)),
+            "w": pa.array(i, pa.int32()),
+            "d": pa.array(i32, pa.int32()).cast(pa.date32()),
+        }
+    )
     cols = [c for c in old.column_names if c != "id"]
     rows = old.to_pylist()
     new_rows = []
@@ -119,8 +128,11 @@ def _long_pair(seed: int, n: int) -> tuple[pa.Table, pa.Table, list[str]]:
         r = dict(r)
         if k in edges or rnd.random() < 0.002:
             c = rnd.choice(cols)
-            r[c] = None if r[c] is not None and rnd.random() < 0.3 else old.column(c)[
-                rnd.randrange(n)].as_py()
+            r[c] = (
+                None
+                if r[c] is not None and rnd.random() < 0.3
+                else old.column(c)[rnd.randrange(n)].as_py()
+            )
         if k % 997 == 5 and r["f"] == 0.0:
             r["f"] = -0.0  # equal to 0.0: no change
         if k % 1013 == 7:
@@ -137,13 +149,17 @@ def _long_pair(seed: int, n: int) -> tuple[pa.Table, pa.Table, list[str]]:
     # Another NaN's bits in new (hashes and the diff take every NaN as one value).
     f_new = new.column("f").to_numpy().copy()
     f_new.view(np.uint64)[np.isnan(f_new)] = np.uint64(0xFFF8000000000123)
-    new = new.set_column(new.schema.get_field_index("f"), "f", pa.array(f_new, mask=pc.is_null(
-        new.column("f")).to_numpy(zero_copy_only=False)))
+    new = new.set_column(
+        new.schema.get_field_index("f"),
+        "f",
+        pa.array(f_new, mask=pc.is_null(new.column("f")).to_numpy(zero_copy_only=False)),
+    )
     return old, new, cols
 
 
-@pytest.mark.parametrize("seed,n,chunks", [(1, 5000, (5000, 5000)), (2, 6000, (700, 1024)),
-                                           (3, 3000, (64, 129))])
+@pytest.mark.parametrize(
+    "seed,n,chunks", [(1, 5000, (5000, 5000)), (2, 6000, (700, 1024)), (3, 3000, (64, 129))]
+)
 def test_long_runs_merge_equals_hash_and_duckdb(seed: int, n: int, chunks: tuple[int, int]) -> None:
     old, new, cols = _long_pair(seed, n)
     old, new = chunked(old, chunks[0]), chunked(new, chunks[1])
@@ -161,19 +177,34 @@ def test_long_runs_merge_equals_hash_and_duckdb(seed: int, n: int, chunks: tuple
     assert path(hashed) == "hash"
     assert hashed.summary == merged.summary
     fields = ["column", "changed", "null_to_value", "value_to_null", "max_abs_diff"]
-    assert [[c[f] for f in fields] for c in hashed.columns.to_pylist()] == \
-        [[c[f] for f in fields] for c in merged.columns.to_pylist()]
+    assert [[c[f] for f in fields] for c in hashed.columns.to_pylist()] == [
+        [c[f] for f in fields] for c in merged.columns.to_pylist()
+    ]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.sampled_from([1.0, 2.0, None]),
-                          st.sampled_from(["keep", "keep", "modify", "delete"])),
-                min_size=0, max_size=40),
-       st.lists(st.tuples(st.integers(0, 7), st.integers(0, 5)), max_size=5),
-       st.sampled_from([pa.date32(), pa.int32()]), st.integers(1, 9), st.integers(1, 9))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 6),
+            st.integers(0, 4),
+            st.sampled_from([1.0, 2.0, None]),
+            st.sampled_from(["keep", "keep", "modify", "delete"]),
+        ),
+        min_size=0,
+        max_size=40,
+    ),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 5)), max_size=5),
+    st.sampled_from([pa.date32(), pa.int32()]),
+    st.integers(1, 9),
+    st.integers(1, 9),
+)
 def test_composite_sorted_keys_merge_and_match_duckdb(
-    rows: list[tuple[int, int, float | None, str]], extra: list[tuple[int, int]],
-    k2_type: pa.DataType, chunk_old: int, chunk_new: int
+    rows: list[tuple[int, int, float | None, str]],
+    extra: list[tuple[int, int]],
+    k2_type: pa.DataType,
+    chunk_old: int,
+    chunk_new: int,
 ) -> None:
     """Keys of two integer/date columns sorted lexicographically take the merge path, with the
     DuckDB oracle's counts and the hash path's result (the same rows shuffled)."""
@@ -181,15 +212,23 @@ def test_composite_sorted_keys_merge_and_match_duckdb(
     for a, b, v, op in rows:
         seen.setdefault((a, b), (v, op))
     old_rows = sorted(seen.items())
-    new_rows = [(k, (2.0 if v is None else None) if op == "modify" else v)
-                for k, (v, op) in old_rows if op != "delete"]
-    new_rows = sorted(dict(new_rows + [((a, b), 3.0) for a, b in extra
-                                       if (a, b) not in seen]).items())
+    new_rows = [
+        (k, (2.0 if v is None else None) if op == "modify" else v)
+        for k, (v, op) in old_rows
+        if op != "delete"
+    ]
+    new_rows = sorted(
+        dict(new_rows + [((a, b), 3.0) for a, b in extra if (a, b) not in seen]).items()
+    )
 
     def table(items: list[Any], chunk: int, k1_type: pa.DataType) -> pa.Table:
-        t = pa.table({"k1": pa.array([k[0] for k, _ in items], k1_type),
-                      "k2": pa.array([k[1] for k, _ in items], pa.int32()).cast(k2_type),
-                      "v": pa.array([v for _, v in items], pa.float64())})
+        t = pa.table(
+            {
+                "k1": pa.array([k[0] for k, _ in items], k1_type),
+                "k2": pa.array([k[1] for k, _ in items], pa.int32()).cast(k2_type),
+                "v": pa.array([v for _, v in items], pa.float64()),
+            }
+        )
         return chunked(t, chunk)
 
     old = table([(k, v) for k, (v, _) in old_rows], chunk_old, pa.int64())
@@ -229,5 +268,9 @@ def test_date_key_against_an_integer_key_is_not_merged() -> None:
     narrow = pa.table({"a": pa.array([1, 3, 4], pa.int16()), "b": [5, 7, 8], "v": [1, 9, 3]})
     r = backfill.diff(wide, narrow, ["a", "b"])
     assert path(r) == "merge"
-    assert (r.summary.matched, r.summary.changed, r.summary.added, r.summary.removed) == \
-        (2, 1, 1, 1)
+    assert (r.summary.matched, r.summary.changed, r.summary.added, r.summary.removed) == (
+        2,
+        1,
+        1,
+        1,
+    )

@@ -41,13 +41,22 @@ def _bug() -> AttributeError:
 
 # -- Kafka ----------------------------------------------------------------------------------------
 
+
 def _kafka_settings(bootstrap: str, timeout: float = 2.0) -> Any:
     from backfill.model.kafka import KafkaSettings
 
-    return KafkaSettings(source="orders", bootstrap=bootstrap, topic="orders", format="json",
-                         event_time="ordered_at", key=None, lateness=dt.timedelta(0),
-                         columns={"order_id": "int", "ordered_at": "timestamp"},
-                         lands_in="raw_orders", timeout=timeout)
+    return KafkaSettings(
+        source="orders",
+        bootstrap=bootstrap,
+        topic="orders",
+        format="json",
+        event_time="ordered_at",
+        key=None,
+        lateness=dt.timedelta(0),
+        columns={"order_id": "int", "ordered_at": "timestamp"},
+        lands_in="raw_orders",
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -58,11 +67,20 @@ def kafka() -> Any:
     return confluent_kafka.admin
 
 
-@pytest.mark.parametrize("method", ["list_topics", "list_offsets", "describe_configs",
-                                    "list_consumer_group_offsets", "describe_consumer_groups",
-                                    "alter_consumer_group_offsets"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "list_topics",
+        "list_offsets",
+        "describe_configs",
+        "list_consumer_group_offsets",
+        "describe_consumer_groups",
+        "alter_consumer_group_offsets",
+    ],
+)
 def test_a_bug_in_a_kafka_admin_wrapper_surfaces_as_itself(
-        kafka: Any, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    kafka: Any, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
     """Each wrapper that reports a broker's failure as BrokerError lets an AttributeError of the
     client through unchanged, at once (no retry until the deadline, no "did not answer")."""
     from backfill.replay import client, groups
@@ -91,11 +109,13 @@ def test_a_bug_in_a_kafka_admin_wrapper_surfaces_as_itself(
 
 
 def test_cleanup_policy_does_not_hide_a_bug_as_the_default(
-        kafka: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from backfill.replay import client
 
-    monkeypatch.setattr(kafka.AdminClient, "describe_configs",
-                        lambda *a, **k: (_ for _ in ()).throw(_bug()))
+    monkeypatch.setattr(
+        kafka.AdminClient, "describe_configs", lambda *a, **k: (_ for _ in ()).throw(_bug())
+    )
     with pytest.raises(AttributeError):
         client.cleanup_policy(_kafka_settings(f"127.0.0.1:{_closed_port()}"), "orders")
 
@@ -109,12 +129,18 @@ def test_an_unreachable_broker_is_still_a_broker_error(kafka: Any) -> None:
     bootstrap = f"127.0.0.1:{_closed_port()}"
     cfg = _kafka_settings(bootstrap, timeout=2.0)
     began = time.monotonic()
-    with pytest.raises(BrokerError, match=f"Kafka broker {bootstrap} did not answer within 2s "
-                                          r"\(source 'orders', topic 'orders'\)") as raised:
+    with pytest.raises(
+        BrokerError,
+        match=f"Kafka broker {bootstrap} did not answer within 2s "
+        r"\(source 'orders', topic 'orders'\)",
+    ) as raised:
         client.partitions(cfg)
     assert raised.value.transient
-    with pytest.raises(BrokerError, match=f"Kafka broker {bootstrap}: listing offsets "
-                                          r"\(latest\) of topic 'orders' failed"):
+    with pytest.raises(
+        BrokerError,
+        match=f"Kafka broker {bootstrap}: listing offsets "
+        r"\(latest\) of topic 'orders' failed",
+    ):
         client.list_offsets(cfg, "orders", [0], "latest")
     # An unreadable config is the documented default, not an error.
     assert client.cleanup_policy(cfg, "orders") == "delete"
@@ -143,9 +169,15 @@ def test_avro_decoding_dead_letters_bad_bytes_but_not_a_bug() -> None:
 
     from backfill.replay.land import DecodeError, _decode_avro
 
-    cfg = dataclasses.replace(_kafka_settings("127.0.0.1:1"), format="avro", avro_schema={
-        "type": "record", "name": "Order", "fields": [
-            {"name": "order_id", "type": "long"}, {"name": "note", "type": "string"}]})
+    cfg = dataclasses.replace(
+        _kafka_settings("127.0.0.1:1"),
+        format="avro",
+        avro_schema={
+            "type": "record",
+            "name": "Order",
+            "fields": [{"name": "order_id", "type": "long"}, {"name": "note", "type": "string"}],
+        },
+    )
     for garbage in (b"", b"\x02", b"\x02\x06\xff\xfe\xfd", b"\xff" * 12):
         with pytest.raises(DecodeError, match="offset 42: not an Avro record"):
             _decode_avro(cfg, [_Message(garbage)])
@@ -154,6 +186,7 @@ def test_avro_decoding_dead_letters_bad_bytes_but_not_a_bug() -> None:
 
 
 # -- the executor ---------------------------------------------------------------------------------
+
 
 class _Raising(WriteOnlyEngine):
     """Raises ``error`` on every task; counts the calls."""
@@ -178,22 +211,40 @@ def _backfill(tmp_path: Path, engine: Any, ledger: Ledger | None = None) -> back
     p.source("raw.t", grain="day", event_time="t")
     p.model("m", depends_on=["raw.t"], grain="day", event_time="t", sql="select 1")
     plan = p.plan("m", "2026-03-01", "2026-03-02", as_of="2026-12-01")
-    return backfill.Backfill.create(p, plan, reason="errors tell the truth", engine=engine,
-                                    ledger=ledger or Ledger(tmp_path / "ledger.sqlite"))
+    return backfill.Backfill.create(
+        p,
+        plan,
+        reason="errors tell the truth",
+        engine=engine,
+        ledger=ledger or Ledger(tmp_path / "ledger.sqlite"),
+    )
 
 
 def _execute(bf: backfill.Backfill, c: Claim, **kw: Any) -> TaskOutcome:
     args: dict[str, Any] = {"lease_seconds": 60.0, "max_attempts": 3, "backoff": 0.0, **kw}
-    return execute_task(c, project=bf.project, engine=bf.engine, ledger=bf.ledger,
-                        backfill_id=bf.id, area=bf.area, worker=WORKER, **args)
+    return execute_task(
+        c,
+        project=bf.project,
+        engine=bf.engine,
+        ledger=bf.ledger,
+        backfill_id=bf.id,
+        area=bf.area,
+        worker=WORKER,
+        **args,
+    )
 
 
-@pytest.mark.parametrize("error", [_bug(), TypeError("run_task() takes 5 arguments"),
-                                   NameError("name 'rows' is not defined"),
-                                   ModuleNotFoundError("No module named 'x.y'"),
-                                   AssertionError("result is None")])
-def test_the_executor_never_retries_a_programming_error(tmp_path: Path,
-                                                         error: Exception) -> None:
+@pytest.mark.parametrize(
+    "error",
+    [
+        _bug(),
+        TypeError("run_task() takes 5 arguments"),
+        NameError("name 'rows' is not defined"),
+        ModuleNotFoundError("No module named 'x.y'"),
+        AssertionError("result is None"),
+    ],
+)
+def test_the_executor_never_retries_a_programming_error(tmp_path: Path, error: Exception) -> None:
     """Failed at once (permanent) with its type and message, though attempts are left; the
     runner does not run it again either."""
     engine = _Raising(error)
@@ -243,16 +294,18 @@ class _UnreachableRenewLedger(Ledger):
 def test_a_bug_in_lease_renewal_is_raised_not_reported_as_a_lost_lease(tmp_path: Path) -> None:
     """The ledger's own errors propagate from execute_task; a bug of its renew is not turned
     into a lost lease (which another worker would retry)."""
-    bf = _backfill(tmp_path, _Raising(None, seconds=0.6),
-                   _BuggyRenewLedger(tmp_path / "ledger.sqlite"))
+    bf = _backfill(
+        tmp_path, _Raising(None, seconds=0.6), _BuggyRenewLedger(tmp_path / "ledger.sqlite")
+    )
     (c,) = bf.ledger.claim(bf.id, WORKER, 1, 0.2)
     with pytest.raises(AttributeError, match="has no attribute 'admin'"):
         _execute(bf, c, lease_seconds=0.2)
 
 
 def test_a_failing_ledger_storage_still_ends_as_a_lost_lease(tmp_path: Path) -> None:
-    bf = _backfill(tmp_path, _Raising(None, seconds=0.6),
-                   _UnreachableRenewLedger(tmp_path / "ledger.sqlite"))
+    bf = _backfill(
+        tmp_path, _Raising(None, seconds=0.6), _UnreachableRenewLedger(tmp_path / "ledger.sqlite")
+    )
     (c,) = bf.ledger.claim(bf.id, WORKER, 1, 0.2)
     out = _execute(bf, c, lease_seconds=0.2)
     assert (out.status, out.transient) == ("lost", True)
@@ -260,16 +313,21 @@ def test_a_failing_ledger_storage_still_ends_as_a_lost_lease(tmp_path: Path) -> 
 
 # -- Postgres -------------------------------------------------------------------------------------
 
-def test_postgres_arrow_connection_errors_vs_a_bug(pg_server: Any,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_postgres_arrow_connection_errors_vs_a_bug(
+    pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("adbc_driver_postgresql")
     import adbc_driver_postgresql.dbapi as adbc
 
     from backfill.engines.postgres.connection import Database, PostgresConnectionError
 
     refused = Database(f"postgresql://backfill:s3cret@127.0.0.1:{_closed_port()}/nowhere")
-    with pytest.raises(PostgresConnectionError, match=r"cannot open an Arrow \(ADBC\) "
-                                                      r"connection to .*:\*\*\*@.*refused"):
+    with pytest.raises(
+        PostgresConnectionError,
+        match=r"cannot open an Arrow \(ADBC\) "
+        r"connection to .*:\*\*\*@.*refused",
+    ):
         with refused.arrow_cursor():
             pass
     missing = Database(pg_server.url("no_such_database"))
@@ -295,6 +353,7 @@ def test_postgres_arrow_connection_errors_vs_a_bug(pg_server: Any,
 
 # -- Spark (no session started: the write itself is replaced) -------------------------------------
 
+
 @pytest.fixture
 def spark_engine(tmp_path: Path) -> Any:
     pytest.importorskip("pyspark")
@@ -307,7 +366,8 @@ def spark_engine(tmp_path: Path) -> Any:
 
 
 def test_spark_run_task_labels_spark_errors_and_lets_bugs_through(
-        spark_engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    spark_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from py4j.protocol import Py4JNetworkError
     from pyspark.errors import AnalysisException, PySparkTypeError
 
@@ -319,14 +379,18 @@ def test_spark_run_task_labels_spark_errors_and_lets_bugs_through(
     def run(error: BaseException) -> Any:
         def write(*args: Any) -> Any:
             raise error
+
         monkeypatch.setattr(spark_engine, "_write", write)
         return spark_engine.run_task(p, "m", start, end, Area("bf_x", {}))
 
     with pytest.raises(AttributeError, match="has no attribute 'admin'"):
         run(_bug())
     with pytest.raises(PySparkTypeError):  # pyspark's own "wrong argument" is a TypeError
-        run(PySparkTypeError(errorClass="NOT_STR", messageParameters={
-            "arg_name": "col", "arg_type": "int"}))
+        run(
+            PySparkTypeError(
+                errorClass="NOT_STR", messageParameters={"arg_name": "col", "arg_type": "int"}
+            )
+        )
     with pytest.raises(TaskFailure, match="model 'm': SQL error: .*no_such_table") as raised:
         run(AnalysisException(message="[TABLE_OR_VIEW_NOT_FOUND] no_such_table"))
     assert not raised.value.transient
@@ -337,8 +401,10 @@ def test_spark_run_task_labels_spark_errors_and_lets_bugs_through(
 
 # -- dbt (the failure handed to every waiting task) ------------------------------------------------
 
+
 def test_dbt_hands_a_bug_to_its_waiters_as_a_permanent_failure_naming_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("dbt")
     from backfill.examples import dbt_shop
     from backfill.integrations.dbt.engine import DbtEngine
@@ -352,17 +418,21 @@ def test_dbt_hands_a_bug_to_its_waiters_as_a_permanent_failure_naming_it(
 
     monkeypatch.setattr(engine, "_prepare", prepare)
     area = Area("bf_x", {})
-    group = [Request("clean_orders", None, None, area), Request("fct_daily_sales", None, None,
-                                                                area)]
+    group = [
+        Request("clean_orders", None, None, area),
+        Request("fct_daily_sales", None, None, area),
+    ]
     engine._run_group(None, group)
     for r in group:
         assert r.done.is_set() and isinstance(r.error, TaskFailure)
-        assert str(r.error) == (f"model {r.model!r}: AttributeError: module 'confluent_kafka' "
-                                "has no attribute 'admin'")
+        assert str(r.error) == (
+            f"model {r.model!r}: AttributeError: module 'confluent_kafka' has no attribute 'admin'"
+        )
         assert not r.error.transient
 
 
 # -- bad input handlers ---------------------------------------------------------------------------
+
 
 def test_check_names_an_unreadable_partition() -> None:
     from backfill.audit.check import _partition
@@ -370,8 +440,11 @@ def test_check_names_an_unreadable_partition() -> None:
     p = backfill.Project("truth")
     p.source("raw.t", grain="day", event_time="t")
     p.model("m", depends_on=["raw.t"], grain="day", event_time="t", sql="select 1")
-    with pytest.raises(InvalidInputError, match=r"partition '2026-02-30' of m: expected an ISO "
-                                                r"date .*2026-02 has 28 days"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"partition '2026-02-30' of m: expected an ISO "
+        r"date .*2026-02 has 28 days",
+    ):
         _partition(p, "m", "2026-02-30")
     assert _partition(p, "m", "2026-02-03")[0] == "2026-02-03"
 

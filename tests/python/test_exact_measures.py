@@ -22,7 +22,7 @@ from backfill.examples import shop
 from shop_support import AS_OF, cli, copy_built, query
 
 # Unscaled decimal values up to 30 digits: sums of many exceed a double's 15-17 digits.
-_UNSCALED = st.integers(-10**30, 10**30)
+_UNSCALED = st.integers(-(10**30), 10**30)
 
 
 @st.composite
@@ -37,12 +37,19 @@ def decimal_pair(draw: Any) -> tuple[pa.Table, pa.Table, int, int]:
     for scale in (s_old, s_new):
         unscaled = draw(st.lists(st.one_of(st.none(), _UNSCALED), min_size=size, max_size=size))
         amount = [None if u is None else Decimal(f"{u}E-{scale}") for u in unscaled]
-        n = draw(st.lists(st.integers(-2**40, 2**40), min_size=size, max_size=size))
-        tables.append(pa.table({
-            "id": pa.array(ids, pa.int64()),
-            "day": pa.array([dt.date(2026, 8, 1) + dt.timedelta(d) for d in days], pa.date32()),
-            "amount": pa.array(amount, pa.decimal128(38, scale)),
-            "n": pa.array(n, pa.int64())}))
+        n = draw(st.lists(st.integers(-(2**40), 2**40), min_size=size, max_size=size))
+        tables.append(
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "day": pa.array(
+                        [dt.date(2026, 8, 1) + dt.timedelta(d) for d in days], pa.date32()
+                    ),
+                    "amount": pa.array(amount, pa.decimal128(38, scale)),
+                    "n": pa.array(n, pa.int64()),
+                }
+            )
+        )
     return tables[0], tables[1], s_old, s_new
 
 
@@ -60,11 +67,11 @@ def _exact_sums(t: pa.Table, column: str) -> dict[str, Any]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(decimal_pair(), st.sampled_from([1, 2]))
-def test_diff_sums_decimals_and_integers_exactly(pair: tuple[pa.Table, pa.Table, int, int],
-                                                 threads: int) -> None:
+def test_diff_sums_decimals_and_integers_exactly(
+    pair: tuple[pa.Table, pa.Table, int, int], threads: int
+) -> None:
     old, new, s_old, s_new = pair
-    r = backfill.diff(old, new, "id", partition_by="day", measures=["amount", "n"],
-                      threads=threads)
+    r = backfill.diff(old, new, "id", partition_by="day", measures=["amount", "n"], threads=threads)
     scale = max(s_old, s_new)
     types = r.partitions.types
     assert types["amount_old"] == f"decimal128(38, {scale})"
@@ -95,16 +102,28 @@ def test_diff_sums_decimals_and_integers_exactly(pair: tuple[pa.Table, pa.Table,
 
 
 def test_float_measures_stay_floats_and_say_so() -> None:
-    old = pa.table({"id": [1, 2], "x": pa.array([0.1, 0.2]), "d": pa.array(
-        [Decimal("0.10"), Decimal("0.20")], pa.decimal128(10, 2))})
-    new = pa.table({"id": [1, 2], "x": pa.array([0.1, 0.3]), "d": pa.array(
-        [Decimal("0.10"), Decimal("0.30")], pa.decimal128(10, 2))})
+    old = pa.table(
+        {
+            "id": [1, 2],
+            "x": pa.array([0.1, 0.2]),
+            "d": pa.array([Decimal("0.10"), Decimal("0.20")], pa.decimal128(10, 2)),
+        }
+    )
+    new = pa.table(
+        {
+            "id": [1, 2],
+            "x": pa.array([0.1, 0.3]),
+            "d": pa.array([Decimal("0.10"), Decimal("0.30")], pa.decimal128(10, 2)),
+        }
+    )
     r = backfill.diff(old, new, "id")
     rows = {row["column"]: row for row in r.columns.to_pylist()}
     assert rows["x"]["sum_kind"] == "float" and rows["d"]["sum_kind"] == "decimal"
     assert isinstance(rows["d"]["sum_old"], float)  # a float measure makes the shared column float
-    only_d = {row["column"]: row for row in backfill.diff(old, new, "id", measures=["d"])
-              .columns.to_pylist()}
+    only_d = {
+        row["column"]: row
+        for row in backfill.diff(old, new, "id", measures=["d"]).columns.to_pylist()
+    }
     assert only_d["d"]["sum_new"] == Decimal("0.40") and only_d["d"]["delta"] == Decimal("0.10")
 
 
@@ -115,8 +134,15 @@ def test_a_sum_beyond_38_digits_is_an_error_naming_the_measure() -> None:
         backfill.diff(t, t.slice(1), "id", partition_by=None, measures=["d"])
 
 
-@given(st.lists(st.decimals(allow_nan=False, allow_infinity=False, places=2,
-                            min_value=-10**20, max_value=10**20), min_size=2, max_size=2))
+@given(
+    st.lists(
+        st.decimals(
+            allow_nan=False, allow_infinity=False, places=2, min_value=-(10**20), max_value=10**20
+        ),
+        min_size=2,
+        max_size=2,
+    )
+)
 def test_numbers_against_python_decimal(values: list[Decimal]) -> None:
     old, new = values
     assert delta(old, new) == new - old
@@ -136,9 +162,16 @@ def test_numbers_against_python_decimal(values: list[Decimal]) -> None:
 
 def test_gates_compare_exactly() -> None:
     # 0.10 + 0.20 down to 0: in binary floats the delta is -0.30000000000000004, below -0.3
-    facts = ModelFacts(totals={"amount": (Decimal("0.10") + Decimal("0.20"), Decimal("0.00"))},
-                       added=0, removed=0, changed=0, changed_per_partition={},
-                       column_changes={}, schema_changes=[], columns=["amount"])
+    facts = ModelFacts(
+        totals={"amount": (Decimal("0.10") + Decimal("0.20"), Decimal("0.00"))},
+        added=0,
+        removed=0,
+        changed=0,
+        changed_per_partition={},
+        column_changes={},
+        schema_changes=[],
+        columns=["amount"],
+    )
     gate = parse_gates({"m": [{"measure": "amount", "change": ["-0.3", "0"]}]}, ["m"])["m"][0]
     result = evaluate(gate, facts)
     assert result.passed, result.reason
@@ -157,8 +190,9 @@ def test_shop_audit_json_and_changelog_are_exact(built_shop: Path, tmp_path: Pat
     assert bf.run(concurrency=2).ok
     where = f"sales_date >= DATE '{start}' AND sales_date < DATE '{end}'"
     ((old_total,),) = query(root, f"SELECT sum(revenue) FROM main.fct_daily_sales WHERE {where}")
-    ((new_total,),) = query(root, f"SELECT sum(revenue) FROM {audit_schema(bf.id)}."
-                                  f"fct_daily_sales WHERE {where}")
+    ((new_total,),) = query(
+        root, f"SELECT sum(revenue) FROM {audit_schema(bf.id)}.fct_daily_sales WHERE {where}"
+    )
     assert isinstance(old_total, Decimal) and old_total != new_total
 
     r = cli("audit", bf.id, "--project", str(root), "--json")
@@ -172,10 +206,13 @@ def test_shop_audit_json_and_changelog_are_exact(built_shop: Path, tmp_path: Pat
     assert isinstance(daily["totals"]["orders"][0], int)  # integer measures stay integers
 
     # The top 5 days by |delta| in the text: the oracle's, in order.
-    per_day = query(root, f"""
+    per_day = query(
+        root,
+        f"""
         SELECT o.sales_date::VARCHAR, o.revenue, n.revenue, n.revenue - o.revenue
         FROM main.fct_daily_sales o JOIN {audit_schema(bf.id)}.fct_daily_sales n USING (sales_date)
-        WHERE o.revenue <> n.revenue ORDER BY abs(n.revenue - o.revenue) DESC, 1 LIMIT 5""")
+        WHERE o.revenue <> n.revenue ORDER BY abs(n.revenue - o.revenue) DESC, 1 LIMIT 5""",
+    )
     report = bf.audit()
     top = report["fct_daily_sales"].top_partitions("revenue")
     assert [(pa_.label, *v[:3]) for pa_, v in top] == [tuple(r) for r in per_day]
@@ -189,15 +226,21 @@ def test_shop_audit_json_and_changelog_are_exact(built_shop: Path, tmp_path: Pat
     assert html.count("<svg") >= 2  # the sparkline beside the diff's own chart
 
     bf.publish(note="revenue corrected")
-    ((v_old, v_new, d, vt),) = query(root, "SELECT value_old, value_new, delta, value_type FROM "
-                                           "main.backfill_changelog WHERE model = "
-                                           "'fct_daily_sales' AND measure = 'revenue' AND "
-                                           "partition IS NULL")
+    ((v_old, v_new, d, vt),) = query(
+        root,
+        "SELECT value_old, value_new, delta, value_type FROM "
+        "main.backfill_changelog WHERE model = "
+        "'fct_daily_sales' AND measure = 'revenue' AND "
+        "partition IS NULL",
+    )
     assert (v_old, v_new, d, vt) == (old_total, new_total, new_total - old_total, "decimal(38,2)")
     entry = p.changelog().publications()[0]
     t = entry["models"]["fct_daily_sales"]["totals"]["revenue"]
-    assert (t["old"], t["new"], str(t["delta"])) == (old_total, new_total,
-                                                     str(new_total - old_total))
+    assert (t["old"], t["new"], str(t["delta"])) == (
+        old_total,
+        new_total,
+        str(new_total - old_total),
+    )
     moved = entry["models"]["fct_daily_sales"]["top_partitions"]["revenue"]
     assert [(m["partition"], m["delta"]) for m in moved] == [(r[0], r[3]) for r in per_day]
     log_text = str(p.changelog())

@@ -47,30 +47,36 @@ class ScriptedEngine(WriteOnlyEngine):
 class SilentRenewLedger(Ledger):
     """Renewals that do nothing (a ledger that accepts but loses them)."""
 
-    def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> int:
+    def renew(
+        self, backfill_id: str, worker: str, task_ids: Sequence[int], lease_seconds: float
+    ) -> int:
         return len(task_ids)
 
 
 class FailingRenewLedger(Ledger):
     """Renewals that fail (the ledger unreachable while the task runs)."""
 
-    def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> int:
+    def renew(
+        self, backfill_id: str, worker: str, task_ids: Sequence[int], lease_seconds: float
+    ) -> int:
         raise OSError("ledger unreachable")
 
 
 WORKER = "thishost:0:me"
 
 
-def make(tmp_path: Path, engine: Engine, ledger_type: type[Ledger] = Ledger
-         ) -> backfill.Backfill:
+def make(tmp_path: Path, engine: Engine, ledger_type: type[Ledger] = Ledger) -> backfill.Backfill:
     p = backfill.Project("exec")
     p.source("raw.t", grain="day", event_time="t")
     p.model("m", depends_on=["raw.t"], grain="day", event_time="t", sql="select 1")
     plan = p.plan("m", "2026-03-01", "2026-03-02", as_of="2026-12-01")
-    return backfill.Backfill.create(p, plan, reason="executor test", engine=engine,
-                                    ledger=ledger_type(tmp_path / "ledger.sqlite"))
+    return backfill.Backfill.create(
+        p,
+        plan,
+        reason="executor test",
+        engine=engine,
+        ledger=ledger_type(tmp_path / "ledger.sqlite"),
+    )
 
 
 def claim(bf: backfill.Backfill, lease_seconds: float = 60.0) -> Claim:
@@ -80,17 +86,31 @@ def claim(bf: backfill.Backfill, lease_seconds: float = 60.0) -> Claim:
 
 def execute(bf: backfill.Backfill, c: Claim, **kw: Any) -> TaskOutcome:
     args: dict[str, Any] = {"lease_seconds": 60.0, "max_attempts": 3, "backoff": 0.2, **kw}
-    return execute_task(c, project=bf.project, engine=bf.engine, ledger=bf.ledger,
-                        backfill_id=bf.id, area=bf.area, worker=WORKER, **args)
+    return execute_task(
+        c,
+        project=bf.project,
+        engine=bf.engine,
+        ledger=bf.ledger,
+        backfill_id=bf.id,
+        area=bf.area,
+        worker=WORKER,
+        **args,
+    )
 
 
-def test_success_records_done_with_rows_and_fingerprint(tmp_path: Path,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_success_records_done_with_rows_and_fingerprint(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     bf = make(tmp_path, ScriptedEngine())
     with caplog.at_level(logging.INFO, logger="backfill.run.executor"):
         out = execute(bf, claim(bf))
-    assert (out.status, out.ok, out.attempt, out.rows_written, out.rows_deleted) == \
-        ("done", True, 1, 3, 1)
+    assert (out.status, out.ok, out.attempt, out.rows_written, out.rows_deleted) == (
+        "done",
+        True,
+        1,
+        3,
+        1,
+    )
     assert out.fingerprint == str(FINGERPRINT) == "3:00000000000000ab"
     (task,) = bf.tasks()
     assert (task.status, task.rows_written, task.fingerprint) == ("done", 3, str(FINGERPRINT))
@@ -102,9 +122,11 @@ def test_success_records_done_with_rows_and_fingerprint(tmp_path: Path,
 
 
 def test_a_transient_failure_is_retried_after_the_backoff_then_doubled(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    engine = ScriptedEngine(TaskFailure("locked", transient=True),
-                            TaskFailure("locked again", transient=True))
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = ScriptedEngine(
+        TaskFailure("locked", transient=True), TaskFailure("locked again", transient=True)
+    )
     bf = make(tmp_path, engine)
     before = time.time()
     with caplog.at_level(logging.INFO, logger="backfill.run.executor"):
@@ -128,15 +150,22 @@ def test_a_transient_failure_is_retried_after_the_backoff_then_doubled(
     assert [a["status"] for a in bf.attempts()] == ["failed", "failed", "done"]
 
 
-@pytest.mark.parametrize("error", [TaskFailure("syntax error", transient=False),
-                                   InvalidInputError("rows outside the period")])
-def test_a_permanent_failure_fails_at_once(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                           error: Exception) -> None:
+@pytest.mark.parametrize(
+    "error",
+    [TaskFailure("syntax error", transient=False), InvalidInputError("rows outside the period")],
+)
+def test_a_permanent_failure_fails_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, error: Exception
+) -> None:
     bf = make(tmp_path, ScriptedEngine(error))
     with caplog.at_level(logging.INFO, logger="backfill.run.executor"):
         out = execute(bf, claim(bf), max_attempts=5)
-    assert (out.status, out.transient, out.retry_at, out.error) == \
-        ("failed", False, None, str(error))
+    assert (out.status, out.transient, out.retry_at, out.error) == (
+        "failed",
+        False,
+        None,
+        str(error),
+    )
     assert f"attempt 1 failed (permanent): {error}" in out.message
     assert out.event().kind == "failed" and out.event().error == str(error)
     assert [r.levelno for r in caplog.records if r.message == out.message] == [logging.ERROR]
@@ -145,8 +174,12 @@ def test_a_permanent_failure_fails_at_once(tmp_path: Path, caplog: pytest.LogCap
 
 
 def test_transient_failures_fail_once_max_attempts_are_spent(tmp_path: Path) -> None:
-    bf = make(tmp_path, ScriptedEngine(TaskFailure("locked", transient=True),
-                                       TaskFailure("locked", transient=True)))
+    bf = make(
+        tmp_path,
+        ScriptedEngine(
+            TaskFailure("locked", transient=True), TaskFailure("locked", transient=True)
+        ),
+    )
     assert execute(bf, claim(bf), max_attempts=2, backoff=0.0).status == "pending"
     last = execute(bf, claim(bf), max_attempts=2, backoff=0.0)
     assert (last.status, last.attempt, last.transient) == ("failed", 2, True)
@@ -183,7 +216,8 @@ def test_a_task_longer_than_its_lease_keeps_it(tmp_path: Path) -> None:
 
 
 def test_a_lease_that_cannot_be_renewed_ends_as_lost_and_records_nothing(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     bf = make(tmp_path, ScriptedEngine(0.6), FailingRenewLedger)
     with caplog.at_level(logging.WARNING, logger="backfill.run.executor"):
         out = execute(bf, claim(bf, lease_seconds=0.2), lease_seconds=0.2)
@@ -217,7 +251,8 @@ def test_a_lease_taken_over_while_running_is_lost_not_done(tmp_path: Path) -> No
 
 
 def test_a_renewal_that_finds_its_lease_taken_stops_the_result_from_landing(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     bf = make(tmp_path, ScriptedEngine(1.0))
     c = claim(bf, lease_seconds=0.3)
     outcomes: list[TaskOutcome] = []

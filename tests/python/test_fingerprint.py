@@ -33,8 +33,10 @@ def relayout(t: pa.Table) -> pa.Table:
             # Built from the values, chunk by chunk, not by cast: pyarrow 18-24's cast of a
             # large_string with nulls to string_view leaves an empty buffer slot, and exporting
             # that array crashes the process (fixed in pyarrow 25).
-            col = pa.chunked_array([pa.array(c.to_pylist(), type=pa.string_view())
-                                    for c in col.chunks], type=pa.string_view())
+            col = pa.chunked_array(
+                [pa.array(c.to_pylist(), type=pa.string_view()) for c in col.chunks],
+                type=pa.string_view(),
+            )
         cols.append(col)
     return pa.table(dict(zip(t.column_names, cols)))
 
@@ -58,22 +60,36 @@ def test_permutation_chunking_and_layout_invariance(pair: Any, rnd: Any, chunk: 
 @given(table_pairs(dups=True))
 def test_matches_the_multiset_of_rows(pair: Any) -> None:
     old, new = pair[0], pair[1]
+
     def norm(v: Any) -> Any:
         return 0.0 if isinstance(v, float) and v == 0 else v  # -0.0 == 0.0, as in the diff
 
     def multiset(t: pa.Table) -> list[str]:
         return sorted(repr(sorted((k, norm(v)) for k, v in r.items())) for r in t.to_pylist())
+
     same = multiset(old) == multiset(new)
     assert (backfill.fingerprint(old) == backfill.fingerprint(new)) == same
 
 
 def test_single_change_in_every_type_is_seen_with_its_column() -> None:
     samples = {
-        "i64": [1, 2], "i32": [1, 2], "u8": [1, 2], "f64": [0.5, 1.5], "f32": [0.5, 1.5],
-        "s": ["a", "b"], "ls": ["a", "b"], "bin": [b"a", b"b"], "b": [True, False],
-        "d": [dt.date(2020, 1, 1), dt.date(2020, 1, 2)], "ts": [1, 2], "ts_ns": [1, 2],
-        "d64": [dt.date(2020, 1, 1), dt.date(2020, 1, 2)], "lbin": [b"a", b"b"],
-        "dec": [decimal.Decimal("1.00"), decimal.Decimal("2.00")], "dur": [1, 2], "t": [1, 2],
+        "i64": [1, 2],
+        "i32": [1, 2],
+        "u8": [1, 2],
+        "f64": [0.5, 1.5],
+        "f32": [0.5, 1.5],
+        "s": ["a", "b"],
+        "ls": ["a", "b"],
+        "bin": [b"a", b"b"],
+        "b": [True, False],
+        "d": [dt.date(2020, 1, 1), dt.date(2020, 1, 2)],
+        "ts": [1, 2],
+        "ts_ns": [1, 2],
+        "d64": [dt.date(2020, 1, 1), dt.date(2020, 1, 2)],
+        "lbin": [b"a", b"b"],
+        "dec": [decimal.Decimal("1.00"), decimal.Decimal("2.00")],
+        "dur": [1, 2],
+        "t": [1, 2],
     }
     for name, (typ, _) in VALUE_TYPES.items():
         a, b = samples[name]
@@ -87,7 +103,8 @@ def test_single_change_in_every_type_is_seen_with_its_column() -> None:
     nested2 = pa.table({"l": pa.array([[1, 2], [3, None]], pa.list_(pa.int64()))})
     assert backfill.fingerprint(nested) != backfill.fingerprint(nested2)
     assert backfill.fingerprint(nested) == backfill.fingerprint(
-        pa.table({"l": pa.array([[3], [1, 2]], pa.large_list(pa.int32()))}))
+        pa.table({"l": pa.array([[3], [1, 2]], pa.large_list(pa.int32()))})
+    )
 
 
 def test_rows_added_removed_and_duplicates_count() -> None:
@@ -100,22 +117,27 @@ def test_rows_added_removed_and_duplicates_count() -> None:
 
 
 def test_nulls_differ_from_every_value() -> None:
-    for typ, value in [(pa.int64(), 0), (pa.string(), ""), (pa.bool_(), False),
-                       (pa.float64(), float("nan")), (pa.binary(), b"")]:
+    for typ, value in [
+        (pa.int64(), 0),
+        (pa.string(), ""),
+        (pa.bool_(), False),
+        (pa.float64(), float("nan")),
+        (pa.binary(), b""),
+    ]:
         with_null = pa.table({"c": pa.array([None], typ)})
         with_value = pa.table({"c": pa.array([value], typ)})
         assert backfill.fingerprint(with_null) != backfill.fingerprint(with_value), typ
     # a value moved to another column is a change (columns are seeded by name)
-    assert backfill.fingerprint(pa.table({"a": [1], "b": [2]})) != \
-        backfill.fingerprint(pa.table({"a": [2], "b": [1]}))
+    assert backfill.fingerprint(pa.table({"a": [1], "b": [2]})) != backfill.fingerprint(
+        pa.table({"a": [2], "b": [1]})
+    )
 
 
 def test_per_partition_equals_fingerprinting_each_partition() -> None:
     tz = "America/New_York"
     start = dt.datetime(2026, 11, 1, tzinfo=UTC)
     times = [start + dt.timedelta(minutes=37 * i) for i in range(300)] + [None]
-    t = pa.table({"at": pa.array(times, pa.timestamp("us", "UTC")),
-                  "v": list(range(300)) + [7]})
+    t = pa.table({"at": pa.array(times, pa.timestamp("us", "UTC")), "v": list(range(300)) + [7]})
     fp = backfill.fingerprint(t, partition_by="at", tz=tz)
     assert fp.partitions is not None
     labels = fp.partitions["partition"]
@@ -125,8 +147,10 @@ def test_per_partition_equals_fingerprinting_each_partition() -> None:
         if row["partition"] is None:
             mask = pc.is_null(t["at"])
         else:
-            mask = pc.and_(pc.greater_equal(t["at"], pa.scalar(row["start"], pa.timestamp("us", "UTC"))),
-                           pc.less(t["at"], pa.scalar(row["end"], pa.timestamp("us", "UTC"))))
+            mask = pc.and_(
+                pc.greater_equal(t["at"], pa.scalar(row["start"], pa.timestamp("us", "UTC"))),
+                pc.less(t["at"], pa.scalar(row["end"], pa.timestamp("us", "UTC"))),
+            )
         alone = backfill.fingerprint(t.filter(mask))
         assert alone.digest == row["digest"]
         assert fp.partition(row["partition"]) == alone

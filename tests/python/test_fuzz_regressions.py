@@ -35,4 +35,6 @@ def test_sliced_nested_structs_read_their_own_rows() -> None:
     col = pa.array([{"inner": {"x": 10}}, {"inner": {"x": 20}}, {"inner": {"x": 30}}])
     sliced = pa.table({"k": [1, 2, 3], "st": col}).slice(1, 2)
     assert ArrowTable.from_arrow(sliced).to_pydict() == {
-        "k": [2, 3], "st": [{"inner": {"x": 20}}, {"inner": {"x": 30}}]}
+        "k": [2, 3],
+        "st": [{"inner": {"x": 20}}, {"inner": {"x": 30}}],
+    }

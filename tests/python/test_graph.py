@@ -13,11 +13,18 @@ from plan_helpers import shop
 def test_shop_graph_order_and_neighbours() -> None:
     p = shop()
     assert p.topological_order() == [
-        "clean_orders", "clean_order_items", "fct_daily_sales", "fct_monthly_sales", "fct_sales_7d",
+        "clean_orders",
+        "clean_order_items",
+        "fct_daily_sales",
+        "fct_monthly_sales",
+        "fct_sales_7d",
     ]
     assert p.topological_order(include_sources=True)[:2] == ["raw.orders", "raw.order_items"]
     assert p.upstream("fct_daily_sales") == [
-        "raw.orders", "raw.order_items", "clean_orders", "clean_order_items",
+        "raw.orders",
+        "raw.order_items",
+        "clean_orders",
+        "clean_order_items",
     ]
     assert p.upstream("fct_sales_7d", depth=1) == ["fct_daily_sales"]
     assert p.downstream("clean_orders") == ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"]
@@ -101,8 +108,10 @@ def test_window_validation() -> None:
     with pytest.raises(backfill.InvalidInputError, match="not an integer"):
         backfill.window("x", 0.5, 1)  # type: ignore[arg-type]
     # The C++ graph checks too (for callers that build it directly).
-    nodes = [{"name": "x", "grain": "day"},
-             {"name": "y", "grain": "day", "depends_on": [("x", "window", 3, 1)]}]
+    nodes = [
+        {"name": "x", "grain": "day"},
+        {"name": "y", "grain": "day", "depends_on": [("x", "window", 3, 1)]},
+    ]
     with pytest.raises(backfill.InvalidInputError, match=r"window\(3, 1\).*start is after its end"):
         backfill._core.Graph(nodes)
     p = backfill.Project()

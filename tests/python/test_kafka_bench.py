@@ -15,9 +15,19 @@ pytest.importorskip("confluent_kafka")
 
 
 def test_kafka_bench_quick(kafka_broker: Any) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/kafka_bench.py"), "--quick",
-                           "--json", "--bootstrap", kafka_broker.bootstrap],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/kafka_bench.py"),
+            "--quick",
+            "--json",
+            "--bootstrap",
+            kafka_broker.bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "same rows on both sides: True" in done.stdout
     assert "target >= 0.5x: " in done.stdout

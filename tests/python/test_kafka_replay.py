@@ -36,16 +36,26 @@ def _topic(broker: Any, name: str, partitions: int) -> None:
         f.result(30)
 
 
-def _produce(broker: Any, topic: str, records: list[tuple[str, bytes, dt.datetime]],
-             ) -> list[dict[str, Any]]:
+def _produce(
+    broker: Any,
+    topic: str,
+    records: list[tuple[str, bytes, dt.datetime]],
+) -> list[dict[str, Any]]:
     """Produces (key, value, record time) in order; returns what landed where."""
     p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     out: list[dict[str, Any]] = []
 
     def done(err: Any, msg: Any) -> None:
         assert err is None, err
-        out.append({"partition": msg.partition(), "offset": msg.offset(), "value": msg.value(),
-                    "ts": msg.timestamp()[1]})
+        out.append(
+            {
+                "partition": msg.partition(),
+                "offset": msg.offset(),
+                "value": msg.value(),
+                "ts": msg.timestamp()[1],
+            }
+        )
+
     for key, value, t in records:
         p.produce(topic, value=value, key=key.encode(), timestamp=_ms(t), on_delivery=done)
     assert p.flush(30) == 0
@@ -60,8 +70,12 @@ def _orders(n: int, seed: int = 7) -> list[tuple[str, bytes, dt.datetime]]:
     for i in range(n):
         event = DAY0 + dt.timedelta(seconds=rnd.randrange(0, 4 * 86400))
         delay = rnd.choice([0, 60, 600, 3600, 3 * 3600]) + rnd.randrange(0, 60)
-        value = {"order_id": i, "customer_id": rnd.randrange(50), "amount": rnd.randrange(1, 500)
-                 / 4, "ordered_at": event.isoformat().replace("+00:00", "Z")}
+        value = {
+            "order_id": i,
+            "customer_id": rnd.randrange(50),
+            "amount": rnd.randrange(1, 500) / 4,
+            "ordered_at": event.isoformat().replace("+00:00", "Z"),
+        }
         if i % 10 == 3:
             del value["order_id"]  # the key field is in the message key only
         rows.append((str(i), json.dumps(value).encode(), event + dt.timedelta(seconds=delay)))
@@ -69,8 +83,9 @@ def _orders(n: int, seed: int = 7) -> list[tuple[str, bytes, dt.datetime]]:
     return rows
 
 
-def _project(root: Path, broker: Any, topic: str, lateness: str = "2h",
-             dead_letter: str | None = None) -> Path:
+def _project(
+    root: Path, broker: Any, topic: str, lateness: str = "2h", dead_letter: str | None = None
+) -> Path:
     (root / "models").mkdir(parents=True, exist_ok=True)
     (root / "backfill.yml").write_text(f"""
 name: kshop
@@ -96,7 +111,8 @@ models:
         '{{ config(event_time="day") }}\n'
         "SELECT date_trunc('day', ordered_at) AS day, count(*) AS orders, sum(amount) AS revenue\n"
         'FROM {{ ref("raw_orders") }}\n'
-        "WHERE ordered_at >= {{ start }} AND ordered_at < {{ end }} GROUP BY 1\n")
+        "WHERE ordered_at >= {{ start }} AND ordered_at < {{ end }} GROUP BY 1\n"
+    )
     return root
 
 
@@ -129,23 +145,33 @@ def test_replay_lands_exactly_the_oracles_rows_idempotently(stream: Any, tmp_pat
     assert "from" in plan.describe() and "records" in plan.describe()
     produced = stream["produced"]
     for r in check.ranges:  # the offsets frame exactly the records timestamped in the window
-        in_window = [p["offset"] for p in produced if p["partition"] == r.partition and
-                     _ms(start - LATENESS) <= p["ts"] < _ms(end + LATENESS)]
+        in_window = [
+            p["offset"]
+            for p in produced
+            if p["partition"] == r.partition
+            and _ms(start - LATENESS) <= p["ts"] < _ms(end + LATENESS)
+        ]
         assert (r.from_offset, r.to_offset) == (min(in_window), max(in_window) + 1)
     # Lateness counts from the end of each landing period (a day), not of the whole replay.
-    expected = _oracle(produced, start, start + dt.timedelta(days=1)) | \
-        _oracle(produced, start + dt.timedelta(days=1), end)
+    expected = _oracle(produced, start, start + dt.timedelta(days=1)) | _oracle(
+        produced, start + dt.timedelta(days=1), end
+    )
     assert len(expected) > 500 and len(expected) < len(_oracle(produced, start, end))
 
     import duckdb
+
     for attempt in range(2):  # a second replay of the same period leaves the same table
-        bf = project.backfill(project.plan("source:kafka.orders+", start, end),
-                              reason=f"replay {attempt}", direct=True)
+        bf = project.backfill(
+            project.plan("source:kafka.orders+", start, end),
+            reason=f"replay {attempt}",
+            direct=True,
+        )
         status = bf.run(concurrency=2)
         assert status.ok, status
         with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as db:
-            got = db.execute("SELECT _kafka_partition, _kafka_offset, order_id FROM raw_orders"
-                             ).fetchall()
+            got = db.execute(
+                "SELECT _kafka_partition, _kafka_offset, order_id FROM raw_orders"
+            ).fetchall()
             daily = db.execute("SELECT sum(orders) FROM daily_orders").fetchone()
         assert {(p, o) for p, o, _ in got} == expected
         assert len(got) == len(expected) and all(k is not None for _, _, k in got)
@@ -155,29 +181,35 @@ def test_replay_lands_exactly_the_oracles_rows_idempotently(stream: Any, tmp_pat
         assert sum(r["kept"] for d in details for r in d["kafka"]["ranges"]) == len(expected)
 
 
-def test_undecodable_record_fails_the_task_naming_its_offset(kafka_broker: Any,
-                                                             tmp_path: Path) -> None:
+def test_undecodable_record_fails_the_task_naming_its_offset(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
     _topic(kafka_broker, "bad_orders", 1)
     t = DAY0 + dt.timedelta(hours=5)
-    good = json.dumps({"order_id": 1, "customer_id": 1, "amount": 1.0,
-                       "ordered_at": t.isoformat()}).encode()
+    good = json.dumps(
+        {"order_id": 1, "customer_id": 1, "amount": 1.0, "ordered_at": t.isoformat()}
+    ).encode()
     _produce(kafka_broker, "bad_orders", [("1", good, t), ("2", b"{not json", t)])
     project = backfill.Project.load(_project(tmp_path, kafka_broker, "bad_orders"))
-    bf = project.backfill(project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1)),
-                          reason="bad", direct=True)
+    bf = project.backfill(
+        project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1)), reason="bad", direct=True
+    )
     status = bf.run()
     assert not status.ok
     assert "topic bad_orders partition 0 offset 1" in str(status)
 
 
 def test_undecodable_records_go_to_the_dead_letter_table_when_configured(
-        kafka_broker: Any, tmp_path: Path) -> None:
+    kafka_broker: Any, tmp_path: Path
+) -> None:
     _topic(kafka_broker, "dlq_orders", 2)
     t = DAY0 + dt.timedelta(hours=5)
 
     def order(i: int, **over: Any) -> bytes:
-        return json.dumps({"order_id": i, "customer_id": 1, "amount": 1.5,
-                           "ordered_at": t.isoformat(), **over}).encode()
+        return json.dumps(
+            {"order_id": i, "customer_id": 1, "amount": 1.5, "ordered_at": t.isoformat(), **over}
+        ).encode()
+
     records = [(str(i), order(i), t) for i in range(200)]
     records[17] = ("17", b"{not json", t)
     records[101] = ("101", order(101, amount="lots"), t)  # JSON, but a field of the wrong type
@@ -185,41 +217,69 @@ def test_undecodable_records_go_to_the_dead_letter_table_when_configured(
     later = DAY0 + dt.timedelta(days=1, hours=5)  # another period's bad record: not this task's
     records.append(("999", b"\x00garbage", later))
     produced = _produce(kafka_broker, "dlq_orders", records)
-    where = {json.loads(r["value"])["order_id"] if r["value"].startswith(b"{\"") else
-             r["value"]: (r["partition"], r["offset"]) for r in produced}
-    bad = {where[b"{not json"]: b"{not json", where[101]: order(101, amount="lots"),
-           where[b"[1, 2]"]: b"[1, 2]"}
+    where = {
+        json.loads(r["value"])["order_id"] if r["value"].startswith(b'{"') else r["value"]: (
+            r["partition"],
+            r["offset"],
+        )
+        for r in produced
+    }
+    bad = {
+        where[b"{not json"]: b"{not json",
+        where[101]: order(101, amount="lots"),
+        where[b"[1, 2]"]: b"[1, 2]",
+    }
     root = _project(tmp_path, kafka_broker, "dlq_orders", dead_letter="raw_orders_dead")
     project = backfill.Project.load(root)
     import duckdb
+
     for attempt in range(2):  # running it again leaves the same rows in both tables
-        bf = project.backfill(project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1)),
-                              reason=f"dlq {attempt}", direct=True)
+        bf = project.backfill(
+            project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1)),
+            reason=f"dlq {attempt}",
+            direct=True,
+        )
         status = bf.run()
         assert status.ok, status
         with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as db:
             landed = db.execute("SELECT order_id FROM raw_orders ORDER BY 1").fetchall()
-            dead = db.execute("SELECT topic, partition, \"offset\", value, error, "
-                              "record_timestamp FROM raw_orders_dead").fetchall()
+            dead = db.execute(
+                'SELECT topic, partition, "offset", value, error, '
+                "record_timestamp FROM raw_orders_dead"
+            ).fetchall()
         assert [r[0] for r in landed] == [i for i in range(200) if i not in (17, 101, 150)]
         assert {(p, o): v for _, p, o, v, _, _ in dead} == bad
         assert {r[0] for r in dead} == {"dlq_orders"}
         assert {r[5] for r in dead} == {t.replace(tzinfo=None)}
         errors = {(p, o): e for _, p, o, _, e, _ in dead}
         assert "not JSON" in errors[where[b"{not json"]]
-        assert "amount" in errors[where[101]] and "expected a JSON object" in \
-            errors[where[b"[1, 2]"]]
+        assert (
+            "amount" in errors[where[101]] and "expected a JSON object" in errors[where[b"[1, 2]"]]
+        )
         assert all(f"partition {p} offset {o}" in e for (p, o), e in errors.items())
         (detail,) = [json.loads(a["detail"]) for a in bf.ledger.attempts(bf.id) if a["detail"]]
         assert detail["kafka"]["dead_letters"] == 3
 
 
-def test_retention_moved_log_start_is_reported_with_its_span(kafka_broker: Any,
-                                                             tmp_path: Path) -> None:
+def test_retention_moved_log_start_is_reported_with_its_span(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
     _topic(kafka_broker, "ret_orders", 2)
-    rows = [(str(i), json.dumps({"order_id": i, "customer_id": 0, "amount": 1.0,
-                                 "ordered_at": (DAY0 + dt.timedelta(hours=i)).isoformat()}
-                                ).encode(), DAY0 + dt.timedelta(hours=i)) for i in range(48)]
+    rows = [
+        (
+            str(i),
+            json.dumps(
+                {
+                    "order_id": i,
+                    "customer_id": 0,
+                    "amount": 1.0,
+                    "ordered_at": (DAY0 + dt.timedelta(hours=i)).isoformat(),
+                }
+            ).encode(),
+            DAY0 + dt.timedelta(hours=i),
+        )
+        for i in range(48)
+    ]
     produced = _produce(kafka_broker, "ret_orders", rows)
     part0 = sorted((r for r in produced if r["partition"] == 0), key=lambda r: r["offset"])
     cut = part0[len(part0) // 2]
@@ -249,20 +309,37 @@ def _committed(broker: Any, group: str, topic: str, parts: int) -> dict[int, int
 
 
 def test_reset_group_refuses_active_members_then_moves_and_undoes(
-        stream: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stream: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     broker = stream["broker"]
     root = _project(tmp_path, broker, "orders")
-    member = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "etl",
-                          "auto.offset.reset": "latest", "enable.auto.commit": False})
+    member = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "etl",
+            "auto.offset.reset": "latest",
+            "enable.auto.commit": False,
+        }
+    )
     member.subscribe(["orders"])
     deadline = time.monotonic() + 30
     while not member.assignment() and time.monotonic() < deadline:
         member.poll(0.2)
-    member.commit(offsets=[ck.TopicPartition("orders", p, 10 + p) for p in range(3)],
-                  asynchronous=False)
+    member.commit(
+        offsets=[ck.TopicPartition("orders", p, 10 + p) for p in range(3)], asynchronous=False
+    )
     before = _committed(broker, "etl", "orders", 3)
-    args = ["replay", "reset-group", "etl", "--topic", "orders", "--to", "2026-11-02",
-            "--project", str(root)]
+    args = [
+        "replay",
+        "reset-group",
+        "etl",
+        "--topic",
+        "orders",
+        "--to",
+        "2026-11-02",
+        "--project",
+        str(root),
+    ]
     assert main(args) == 0  # the dry run changes nothing
     assert _committed(broker, "etl", "orders", 3) == before
     assert main([*args, "--execute"]) == 1
@@ -273,17 +350,25 @@ def test_reset_group_refuses_active_members_then_moves_and_undoes(
 
     assert main([*args, "--execute"]) == 0
     produced = stream["produced"]
-    expected = {p: min(r["offset"] for r in produced if r["partition"] == p and
-                       r["ts"] >= _ms(DAY0 + dt.timedelta(days=1))) for p in range(3)}
+    expected = {
+        p: min(
+            r["offset"]
+            for r in produced
+            if r["partition"] == p and r["ts"] >= _ms(DAY0 + dt.timedelta(days=1))
+        )
+        for p in range(3)
+    }
     assert _committed(broker, "etl", "orders", 3) == expected
     project = backfill.Project.load(root)
     from backfill.run import ledger_for
+
     (reset,) = ledger_for(project).offset_resets("etl", "orders")
     assert json.loads(reset["offsets_old"]) == {str(p): o for p, o in before.items()}
     assert len(project.changelog(reset["reset_id"]).to_pandas()) == 3
 
-    reader = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "etl",
-                          "enable.auto.commit": False})
+    reader = ck.Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "etl", "enable.auto.commit": False}
+    )
     reader.subscribe(["orders"])
     first: dict[int, int] = {}
     deadline = time.monotonic() + 30
@@ -294,8 +379,12 @@ def test_reset_group_refuses_active_members_then_moves_and_undoes(
     reader.close()
     assert first == expected  # a real consumer of the group reads from the recorded offsets
 
-    assert main(["replay", "reset-group", "etl", "--topic", "orders", "--undo",
-                 "--project", str(root)]) == 0
+    assert (
+        main(
+            ["replay", "reset-group", "etl", "--topic", "orders", "--undo", "--project", str(root)]
+        )
+        == 0
+    )
     assert _committed(broker, "etl", "orders", 3) == before
 
 
@@ -308,19 +397,25 @@ def test_bad_input_is_refused_before_anything_is_written(stream: Any, tmp_path: 
     future = dt.datetime.now(UTC) + dt.timedelta(days=3)
     with pytest.raises(InvalidInputError, match="future"):
         from backfill.replay.retention import check_source
-        check_source(project.models["raw_orders"].meta["landing"], "raw_orders", future,
-                     future + dt.timedelta(days=1))
+
+        check_source(
+            project.models["raw_orders"].meta["landing"],
+            "raw_orders",
+            future,
+            future + dt.timedelta(days=1),
+        )
     with pytest.raises(ProjectError, match="lateness 'soon' is not a duration"):
         backfill.Project.load(_project(tmp_path / "c", broker, "orders", lateness="soon"))
     with pytest.raises(ProjectError, match="kafka.dead_letter 'dead letters' must be a table"):
-        backfill.Project.load(_project(tmp_path / "e", broker, "orders",
-                                       dead_letter="'dead letters'"))
+        backfill.Project.load(
+            _project(tmp_path / "e", broker, "orders", dead_letter="'dead letters'")
+        )
     with pytest.raises(ProjectError, match="kafka.dead_letter 'raw_orders' is the landing"):
-        backfill.Project.load(_project(tmp_path / "f", broker, "orders",
-                                       dead_letter="raw_orders"))
+        backfill.Project.load(_project(tmp_path / "f", broker, "orders", dead_letter="raw_orders"))
 
     class Nowhere:
         bootstrap = "127.0.0.1:1"
+
     project = backfill.Project.load(_project(tmp_path / "d", Nowhere, "orders"))
     began = time.monotonic()
     with pytest.raises(BrokerError, match="127.0.0.1:1 did not answer within 5s"):
@@ -330,11 +425,16 @@ def test_bad_input_is_refused_before_anything_is_written(stream: Any, tmp_path: 
     assert not (tmp_path / "d" / ".backfill").exists()
 
 
-AVRO_ORDER = {"type": "record", "name": "Order", "fields": [
-    {"name": "order_id", "type": ["null", "long"], "default": None},
-    {"name": "customer_id", "type": "long"},
-    {"name": "amount", "type": "double"},
-    {"name": "ordered_at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+AVRO_ORDER = {
+    "type": "record",
+    "name": "Order",
+    "fields": [
+        {"name": "order_id", "type": ["null", "long"], "default": None},
+        {"name": "customer_id", "type": "long"},
+        {"name": "amount", "type": "double"},
+        {"name": "ordered_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
 
 
 def test_avro_records_land_exactly_the_oracles_rows(kafka_broker: Any, tmp_path: Path) -> None:
@@ -361,12 +461,14 @@ def test_avro_records_land_exactly_the_oracles_rows(kafka_broker: Any, tmp_path:
     produced = _produce(kafka_broker, "avro_orders", records)
     root = _project(tmp_path, kafka_broker, "avro_orders")
     yml = root / "backfill.yml"
-    yml.write_text(yml.read_text().replace(
-        "format: json", f"format: avro\n        schema: {json.dumps(AVRO_ORDER)}"))
+    yml.write_text(
+        yml.read_text().replace(
+            "format: json", f"format: avro\n        schema: {json.dumps(AVRO_ORDER)}"
+        )
+    )
     project = backfill.Project.load(root)
     start, end = DAY0 + dt.timedelta(days=1), DAY0 + dt.timedelta(days=2)
-    bf = project.backfill(project.plan("raw_orders", start, end), reason="avro replay",
-                          direct=True)
+    bf = project.backfill(project.plan("raw_orders", start, end), reason="avro replay", direct=True)
     assert bf.run().ok
     import duckdb
 
@@ -389,7 +491,6 @@ def test_avro_records_land_exactly_the_oracles_rows(kafka_broker: Any, tmp_path:
     assert {g.replace(tzinfo=UTC) if g.tzinfo is None else g for g in got} == expected
 
 
-
 def _avro(value: dict[str, Any]) -> bytes:
     import io
 
@@ -400,18 +501,25 @@ def _avro(value: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-def test_an_avro_record_not_of_the_schema_fails_naming_its_offset(kafka_broker: Any,
-                                                                  tmp_path: Path) -> None:
+def test_an_avro_record_not_of_the_schema_fails_naming_its_offset(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
     _topic(kafka_broker, "avro_bad", 1)
     t = DAY0 + dt.timedelta(hours=5)
     good = _avro({"order_id": 1, "customer_id": 1, "amount": 1.0, "ordered_at": t})
     _produce(kafka_broker, "avro_bad", [("1", good, t), ("2", b"\x01", t)])
     root = _project(tmp_path, kafka_broker, "avro_bad")
     yml = root / "backfill.yml"
-    yml.write_text(yml.read_text().replace(
-        "format: json", f"format: avro\n        schema: {json.dumps(AVRO_ORDER)}"))
+    yml.write_text(
+        yml.read_text().replace(
+            "format: json", f"format: avro\n        schema: {json.dumps(AVRO_ORDER)}"
+        )
+    )
     project = backfill.Project.load(root)
-    status = project.backfill(project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1)),
-                              reason="bad avro", direct=True).run()
+    status = project.backfill(
+        project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1)),
+        reason="bad avro",
+        direct=True,
+    ).run()
     assert not status.ok
     assert "topic avro_bad partition 0 offset 1" in str(status)

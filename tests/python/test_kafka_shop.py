@@ -23,14 +23,15 @@ START, END = dt.date(2026, 8, 2), dt.date(2026, 8, 5)
 
 
 def test_shop_orders_topic_replays_a_period_into_raw_and_downstream(
-        kafka_broker: Any, tmp_path: Path) -> None:
+    kafka_broker: Any, tmp_path: Path
+) -> None:
     root = shop.create(tmp_path / "shop", data=False)
     db = root / "warehouse.duckdb"
     shop.generate(db, orders_per_day=30, first=dt.date(2026, 8, 1), last=dt.date(2026, 8, 6))
     produced = shop_kafka.produce_orders(db, kafka_broker.bootstrap, topic="shop_orders")
     shop_kafka.use_kafka(root, kafka_broker.bootstrap, topic="shop_orders")
     project = backfill.Project.load(root)
-    assert "ref(\"raw_orders\")" in (root / "models" / "clean_orders.sql").read_text()
+    assert 'ref("raw_orders")' in (root / "models" / "clean_orders.sql").read_text()
 
     items = project.plan("clean_order_items", START, END)
     assert project.backfill(items, reason="items", direct=True).run().ok
@@ -48,8 +49,9 @@ def test_shop_orders_topic_replays_a_period_into_raw_and_downstream(
         expected = set(con.execute(f"SELECT {cols} FROM raw.orders WHERE {period}").fetchall())
         landed = con.execute(f"SELECT {cols} FROM raw_orders").fetchall()
         clean = con.execute("SELECT count(*) FROM clean_orders").fetchone()
-        real = con.execute(f"SELECT count(*) FROM raw.orders WHERE {period} AND "
-                           "status <> 'TEST'").fetchone()
+        real = con.execute(
+            f"SELECT count(*) FROM raw.orders WHERE {period} AND status <> 'TEST'"
+        ).fetchone()
         dead = con.execute("SELECT count(*) FROM raw_orders_dead_letter").fetchone()
         days = con.execute("SELECT count(*) FROM fct_daily_sales").fetchone()
     assert produced > len(expected) > 50

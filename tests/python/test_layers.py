@@ -31,9 +31,14 @@ def _lint_imports() -> str:
 
 
 def test_layer_contracts_are_kept() -> None:
-    proc = subprocess.run([_lint_imports(), "--no-cache"], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "python")},
-                          timeout=300)
+    proc = subprocess.run(
+        [_lint_imports(), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "python")},
+        timeout=300,
+    )
     assert proc.returncode == 0, f"lint-imports failed:\n{proc.stdout}\n{proc.stderr}"
     assert "0 broken" in proc.stdout, proc.stdout
 
@@ -51,12 +56,16 @@ def _is_core_import(line: str) -> bool:
 def test_the_package_itself_is_imported_only_for_the_extension() -> None:
     """The contracts ignore `X -> backfill` edges as `_core` imports; this keeps that true."""
     graph = _graph()
-    others = [f"{d['importer']}:{d['line_number']}: {d['line_contents']}"
-              for importer in graph.find_modules_that_directly_import("backfill")
-              for d in graph.get_import_details(importer=importer, imported="backfill")
-              if not _is_core_import(d["line_contents"])]
-    assert not others, ("inside the package, import from the module that defines a name, not "
-                        "from `backfill` (its __init__ imports every stage):\n" + "\n".join(others))
+    others = [
+        f"{d['importer']}:{d['line_number']}: {d['line_contents']}"
+        for importer in graph.find_modules_that_directly_import("backfill")
+        for d in graph.get_import_details(importer=importer, imported="backfill")
+        if not _is_core_import(d["line_contents"])
+    ]
+    assert not others, (
+        "inside the package, import from the module that defines a name, not "
+        "from `backfill` (its __init__ imports every stage):\n" + "\n".join(others)
+    )
 
 
 def test_no_import_cycles() -> None:
@@ -70,8 +79,10 @@ def test_no_import_cycles() -> None:
                 imported = CORE  # `from .. import _core` is recorded as an import of `backfill`
             g.add_edge(module, imported)
     cycles = [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
-    assert not cycles, "import cycles (each line: modules that import each other in a circle):\n" \
+    assert not cycles, (
+        "import cycles (each line: modules that import each other in a circle):\n"
         + "\n".join(", ".join(c) for c in sorted(cycles))
+    )
 
 
 def _modules(folder: Path) -> list[Path]:
@@ -97,7 +108,7 @@ def _absolute(path: Path, node: ast.ImportFrom) -> str:
         package = package[:-1]
     if not node.level:
         return node.module or ""
-    base = package[:len(package) - node.level + 1]
+    base = package[: len(package) - node.level + 1]
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
@@ -110,18 +121,29 @@ def test_audit_and_publish_hold_no_sql_and_no_duckdb() -> None:
             docstrings = _docstrings(tree)
             name = path.relative_to(ROOT)
             for node in ast.walk(tree):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
-                        id(node) not in docstrings and SQL.search(node.value):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and id(node) not in docstrings
+                    and SQL.search(node.value)
+                ):
                     found.append(f"{name}:{node.lineno}: SQL in code: {node.value[:60]!r}")
                 elif isinstance(node, ast.Import):
-                    found += [f"{name}:{node.lineno}: import {a.name}" for a in node.names
-                              if a.name.split(".")[0] == "duckdb"
-                              or a.name.startswith("backfill.engines.duckdb")]
+                    found += [
+                        f"{name}:{node.lineno}: import {a.name}"
+                        for a in node.names
+                        if a.name.split(".")[0] == "duckdb"
+                        or a.name.startswith("backfill.engines.duckdb")
+                    ]
                 elif isinstance(node, ast.ImportFrom):
                     module = _absolute(path, node)
                     names = [f"{module}.{a.name}" for a in node.names]
-                    if any(m == "duckdb" or m.startswith(("duckdb.", "backfill.engines.duckdb"))
-                           for m in [module, *names]):
-                        found.append(f"{name}:{node.lineno}: from {module} import "
-                                     + ", ".join(a.name for a in node.names))
+                    if any(
+                        m == "duckdb" or m.startswith(("duckdb.", "backfill.engines.duckdb"))
+                        for m in [module, *names]
+                    ):
+                        found.append(
+                            f"{name}:{node.lineno}: from {module} import "
+                            + ", ".join(a.name for a in node.names)
+                        )
     assert not found, "audit/ and publish/ go through the Engine interface:\n" + "\n".join(found)

@@ -11,9 +11,19 @@ from plan_helpers import ROOT
 
 
 def test_ledger_bench_quick() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/ledger_bench.py"), "--quick",
-                           "--workers", "4", "--json"], capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/ledger_bench.py"),
+            "--quick",
+            "--workers",
+            "4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "target (>= 2,000 tasks/s on Postgres, zero double claims):" in done.stdout
     results = json.loads(done.stdout.strip().splitlines()[-1])

@@ -28,15 +28,39 @@ LIVE, OTHER = "otherhost:1:live", "otherhost:2:other"
 
 
 def record(bid: str) -> dict[str, Any]:
-    return {"id": bid, "project": "p", "project_root": None, "selection": "m+", "exclude": None,
-            "start": "2026-01-01", "end": "2026-02-01", "as_of": None, "reason": "test",
-            "mode": "audit", "engine": "none", "plan": "{}", "models": "{}", "created_by": "me"}
+    return {
+        "id": bid,
+        "project": "p",
+        "project_root": None,
+        "selection": "m+",
+        "exclude": None,
+        "start": "2026-01-01",
+        "end": "2026-02-01",
+        "as_of": None,
+        "reason": "test",
+        "mode": "audit",
+        "engine": "none",
+        "plan": "{}",
+        "models": "{}",
+        "created_by": "me",
+    }
 
 
 def tasks(n: int, deps: dict[int, list[int]] | None = None) -> list[dict[str, Any]]:
     deps = deps or {}
-    return [{"task_id": i, "model": "m", "start": None, "end": None, "label": f"p{i}",
-             "partitions": 1, "wave": i // 100, "depends_on": deps.get(i, [])} for i in range(n)]
+    return [
+        {
+            "task_id": i,
+            "model": "m",
+            "start": None,
+            "end": None,
+            "label": f"p{i}",
+            "partitions": 1,
+            "wave": i // 100,
+            "depends_on": deps.get(i, []),
+        }
+        for i in range(n)
+    ]
 
 
 WORKER = r"""
@@ -65,9 +89,12 @@ print(json.dumps(out))
 
 def _terminate_all(admin_url: str) -> int:
     with psycopg.connect(admin_url, autocommit=True) as db:
-        return len(db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                              "application_name = 'backfill' AND pid <> pg_backend_pid()"
-                              ).fetchall())
+        return len(
+            db.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                "application_name = 'backfill' AND pid <> pg_backend_pid()"
+            ).fetchall()
+        )
 
 
 def _wait_done(url: str, at_least: int) -> int:
@@ -75,8 +102,9 @@ def _wait_done(url: str, at_least: int) -> int:
     deadline = time.monotonic() + 120
     while True:
         with psycopg.connect(url, application_name="test") as db:
-            row = db.execute("SELECT count(*) FROM backfill_ledger.tasks "
-                             "WHERE status = 'done'").fetchone()
+            row = db.execute(
+                "SELECT count(*) FROM backfill_ledger.tasks WHERE status = 'done'"
+            ).fetchone()
         done = int(row[0]) if row else 0
         if done >= at_least or time.monotonic() > deadline:
             return done
@@ -85,10 +113,27 @@ def _wait_done(url: str, at_least: int) -> int:
 
 def _restart(server: Any) -> None:
     # The new postmaster must not inherit a pipe of ours (it would keep it open): log to a file.
-    subprocess.run(_as_owner([str(pg_bindir() / "pg_ctl"), "-D", str(server.data), "-m", "fast",
-                              "-l", str(server.base / "server.log"), "-w", "-t", "60",
-                              "restart"]),
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    subprocess.run(
+        _as_owner(
+            [
+                str(pg_bindir() / "pg_ctl"),
+                "-D",
+                str(server.data),
+                "-m",
+                "fast",
+                "-l",
+                str(server.base / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "restart",
+            ]
+        ),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=120,
+    )
 
 
 def test_workers_survive_lost_connections_and_a_restart_exactly_once(pg_server: Any) -> None:
@@ -97,8 +142,15 @@ def test_workers_survive_lost_connections_and_a_restart_exactly_once(pg_server: 
     deps = {i: [i - 100] for i in range(100, n)}
     led = open_ledger(url)
     led.create_backfill(record("b1"), tasks(n, deps))
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, url, "b1"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, url, "b1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     led.close()
     _wait_done(url, 100)
     assert _terminate_all(pg_server.url()) > 0  # every worker's connections, mid-run
@@ -124,7 +176,8 @@ def test_workers_survive_lost_connections_and_a_restart_exactly_once(pg_server: 
 
 
 def test_leases_follow_the_database_clock_not_the_workers(
-        pg_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     led = open_ledger(pg_server.create_database("clock"))
     led.create_backfill(record("b1"), tasks(2))
     led.claim("b1", LIVE, 1, 60)
@@ -141,16 +194,22 @@ def test_errors_name_the_url_with_the_password_masked(pg_server: Any) -> None:
         open_ledger(url)
     text = str(err.value)
     assert "s3cret" not in text
-    assert f"ledger postgresql://backfill:***@127.0.0.1:{pg_server.port}/no_such_db: opening " \
-           "failed" in text and 'database "no_such_db" does not exist' in text
+    assert (
+        f"ledger postgresql://backfill:***@127.0.0.1:{pg_server.port}/no_such_db: opening failed"
+        in text
+        and 'database "no_such_db" does not exist' in text
+    )
     assert mask_url("postgres://u:p@h/db?schema=x") == "postgres://u:***@h/db?schema=x"
 
 
 def test_an_unreachable_server_fails_fast_with_a_clear_error() -> None:
     began = time.monotonic()
     port = free_port()
-    with pytest.raises(LedgerError, match=rf"ledger postgresql://u:\*\*\*@127.0.0.1:{port}/db: "
-                                          "opening failed: .*(refused|connect)"):
+    with pytest.raises(
+        LedgerError,
+        match=rf"ledger postgresql://u:\*\*\*@127.0.0.1:{port}/db: "
+        "opening failed: .*(refused|connect)",
+    ):
         open_ledger(f"postgresql://u:pw@127.0.0.1:{port}/db")
     with pytest.raises(LedgerError, match="nohost.invalid"):
         open_ledger("postgresql://u@nohost.invalid:5432/db")
@@ -158,23 +217,31 @@ def test_an_unreachable_server_fails_fast_with_a_clear_error() -> None:
 
 
 def test_a_database_without_permissions_is_refused_before_anything_is_written(
-        pg_server: Any) -> None:
+    pg_server: Any,
+) -> None:
     url = pg_server.create_database("perm")
     with psycopg.connect(url, autocommit=True) as db:
         # Roles belong to the whole (session-wide) cluster: a name of this test's own.
         db.execute("DROP ROLE IF EXISTS weak_ledger; CREATE ROLE weak_ledger LOGIN")
     weak = url.replace("backfill@", "weak_ledger@")
-    with pytest.raises(LedgerError, match=r"ledger postgresql://weak_ledger@.*: opening failed: "
-                                          "permission denied"):
+    with pytest.raises(
+        LedgerError,
+        match=r"ledger postgresql://weak_ledger@.*: opening failed: "
+        "permission denied",
+    ):
         open_ledger(weak)
     with psycopg.connect(url) as db:
-        assert db.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'backfill_ledger'"
-                          ).fetchone() == (0,)
+        assert db.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'backfill_ledger'"
+        ).fetchone() == (0,)
 
 
 def test_bad_urls_are_named() -> None:
-    with pytest.raises(InvalidInputError, match=r"'postgresql://u:\*\*\*@h'.*expected "
-                                                "postgresql://user"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"'postgresql://u:\*\*\*@h'.*expected "
+        "postgresql://user",
+    ):
         open_ledger("postgresql://u:secret@h")
     with pytest.raises(InvalidInputError, match="schema 'Bad-Name'"):
         open_ledger("postgresql://u@h/db?schema=Bad-Name")
@@ -201,6 +268,7 @@ def test_many_first_opens_at_once_create_the_ledger_once(pg_server: Any) -> None
             open_ledger(url).close()
         except BaseException as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
+
     threads = [threading.Thread(target=opener) for _ in range(8)]
     for t in threads:
         t.start()
@@ -209,12 +277,14 @@ def test_many_first_opens_at_once_create_the_ledger_once(pg_server: Any) -> None
     assert errors == []
     with psycopg.connect(url) as db:
         assert db.execute("SELECT value FROM backfill_ledger.meta").fetchall() == [
-            (str(SCHEMA_VERSION),)]
+            (str(SCHEMA_VERSION),)
+        ]
 
 
 # -- where a ledger is named: backfill.yml, the CLI, the Airflow integration ------------------
 def test_the_shop_runs_audits_and_publishes_on_a_postgres_ledger(
-        pg_server: Any, built_shop: Path, tmp_path: Path) -> None:
+    pg_server: Any, built_shop: Path, tmp_path: Path
+) -> None:
     from shop_support import AS_OF, cli, copy_built
 
     root = copy_built(built_shop, tmp_path / "shop")
@@ -222,8 +292,22 @@ def test_the_shop_runs_audits_and_publishes_on_a_postgres_ledger(
     yml = root / "backfill.yml"
     yml.write_text(yml.read_text().replace("state: .backfill ", f"state: {url} "))
     assert isinstance(ledger_for(backfill.Project.load(root)), PostgresLedger)
-    ran = cli("run", "--project", str(root), "--select", "fct_daily_sales", "--start",
-              "2026-08-01", "--end", "2026-08-04", "--as-of", AS_OF, "--reason", "pg", "--json")
+    ran = cli(
+        "run",
+        "--project",
+        str(root),
+        "--select",
+        "fct_daily_sales",
+        "--start",
+        "2026-08-01",
+        "--end",
+        "2026-08-04",
+        "--as-of",
+        AS_OF,
+        "--reason",
+        "pg",
+        "--json",
+    )
     assert ran.returncode == 0, ran.stderr
     (recorded,) = open_ledger(url).backfills()
     assert recorded["status"] == "done" and not (root / ".backfill" / "ledger.sqlite").exists()
@@ -259,18 +343,32 @@ def test_a_wrong_password_is_named_with_the_password_masked() -> None:
         with psycopg.connect(server.url(), autocommit=True) as db:
             db.execute("CREATE ROLE keeper LOGIN PASSWORD 'right-one'")
         hba = server.data / "pg_hba.conf"
-        subprocess.run(_as_owner(["sh", "-c", f"echo 'host all keeper 127.0.0.1/32 "
-                                  f"scram-sha-256' | cat - {hba} > {hba}.new && "
-                                  f"mv {hba}.new {hba}"]), check=True)
-        subprocess.run(_as_owner([str(pg_bindir() / "pg_ctl"), "-D", str(server.data),
-                                  "reload"]), check=True, capture_output=True)
+        subprocess.run(
+            _as_owner(
+                [
+                    "sh",
+                    "-c",
+                    f"echo 'host all keeper 127.0.0.1/32 "
+                    f"scram-sha-256' | cat - {hba} > {hba}.new && "
+                    f"mv {hba}.new {hba}",
+                ]
+            ),
+            check=True,
+        )
+        subprocess.run(
+            _as_owner([str(pg_bindir() / "pg_ctl"), "-D", str(server.data), "reload"]),
+            check=True,
+            capture_output=True,
+        )
         time.sleep(0.5)
         bad = f"postgresql://keeper:wrong-one@127.0.0.1:{server.port}/postgres"
         with pytest.raises(LedgerError) as err:
             open_ledger(bad)
         assert "wrong-one" not in str(err.value)
-        assert f"ledger postgresql://keeper:***@127.0.0.1:{server.port}/postgres: opening " \
-               "failed" in str(err.value)
+        assert (
+            f"ledger postgresql://keeper:***@127.0.0.1:{server.port}/postgres: opening "
+            "failed" in str(err.value)
+        )
         assert 'password authentication failed for user "keeper"' in str(err.value)
     finally:
         server.stop()

@@ -52,8 +52,9 @@ def test_dbt_microbatch_model_is_clean() -> None:
     assert hits(r) == []
     assert r.config["incremental_strategy"] == "microbatch"
     # Switched off explicitly, both partitioned refs are unbounded.
-    r = lint_file(SQL_DIR / "dbt_microbatch_sales.sql", partitioned_inputs=PARTITIONED,
-                  microbatch=False)
+    r = lint_file(
+        SQL_DIR / "dbt_microbatch_sales.sql", partitioned_inputs=PARTITIONED, microbatch=False
+    )
     assert hits(r) == [
         ("UNBOUNDED_READ", 14, 6, "{{ ref('clean_orders') }}"),
         ("UNBOUNDED_READ", 15, 6, "{{ ref('clean_order_items') }}"),
@@ -64,7 +65,8 @@ def test_duckdb_delete_insert_model_is_clean() -> None:
     r = lint_file(SQL_DIR / "duckdb_daily_sales.sql", partitioned_inputs=PARTITIONED)
     assert hits(r) == []
     assert [(i.kind, i.name, i.line, i.column) for i in r.inputs] == [
-        ("table", "clean_orders", 13, 6)]
+        ("table", "clean_orders", 13, 6)
+    ]
 
 
 def test_duckdb_append_model() -> None:
@@ -78,8 +80,9 @@ def test_duckdb_append_model() -> None:
 
 
 def test_snowflake_model() -> None:
-    r = lint_file(SQL_DIR / "snowflake_sessions.sql", dialect="snowflake",
-                  partitioned_inputs=PARTITIONED)
+    r = lint_file(
+        SQL_DIR / "snowflake_sessions.sql", dialect="snowflake", partitioned_inputs=PARTITIONED
+    )
     assert hits(r) == [
         ("NONDETERMINISTIC", 4, 5, "uuid_string()"),
         ("CLOCK_READ", 5, 5, "sysdate()"),
@@ -137,7 +140,7 @@ def test_columns_count_code_points() -> None:
     ]
     # offset/length are UTF-8 bytes
     f = r[0]
-    assert sql.encode()[f.offset:f.offset + f.length] == b"now()"
+    assert sql.encode()[f.offset : f.offset + f.length] == b"now()"
 
 
 def test_crlf_and_cr_line_ends() -> None:
@@ -152,7 +155,7 @@ def test_crlf_and_cr_line_ends() -> None:
     ("sql", "expected"),
     [
         ("select 'abc", ("LINT_PARSE", 1, 8, "'")),
-        ("select \"abc", ("LINT_PARSE", 1, 8, '"')),
+        ('select "abc', ("LINT_PARSE", 1, 8, '"')),
         ("select 1 /* x", ("LINT_PARSE", 1, 10, "/*")),
         ("select $$ x", ("LINT_PARSE", 1, 8, "$$")),
         ("select {{ ref('x') ", ("LINT_PARSE", 1, 8, "{{")),
@@ -196,11 +199,14 @@ def test_bad_options_name_the_value() -> None:
 
 
 def test_ignore_records_the_reason() -> None:
-    r = lint_sql("select now() as loaded_at, random() as r",
-                 ignore={"CLOCK_READ": "loaded_at is audit metadata"})
+    r = lint_sql(
+        "select now() as loaded_at, random() as r",
+        ignore={"CLOCK_READ": "loaded_at is audit metadata"},
+    )
     assert r.codes() == ["NONDETERMINISTIC"]
     assert [(f.code, f.reason) for f in r.suppressed] == [
-        ("CLOCK_READ", "loaded_at is audit metadata")]
+        ("CLOCK_READ", "loaded_at is audit metadata")
+    ]
     assert "CLOCK_READ suppressed (loaded_at is audit metadata)" in str(r)
     assert [d["suppressed"] for d in r.to_dicts()] == [True, False]
 
@@ -215,14 +221,17 @@ def test_inline_suppression_scopes() -> None:
     r = lint_sql(sql)
     assert hits(r) == [("CLOCK_READ", 5, 5, "current_date")]
     assert [(f.line, f.reason) for f in r.suppressed] == [
-        (2, "audit column, not compared"), (4, "surrogate key for the UI only")]
+        (2, "audit column, not compared"),
+        (4, "surrogate key for the UI only"),
+    ]
     whole = lint_sql("{# backfill: ignore-file CLOCK_READ snapshot model #}\n" + sql)
     assert whole.codes() == []
 
 
 def test_severity_override() -> None:
-    r = lint_sql("select * from orders", partitioned_inputs=["orders"],
-                 severity={"UNBOUNDED_READ": "error"})
+    r = lint_sql(
+        "select * from orders", partitioned_inputs=["orders"], severity={"UNBOUNDED_READ": "error"}
+    )
     assert [(f.code, f.severity) for f in r] == [("UNBOUNDED_READ", "error")]
 
 
@@ -234,7 +243,8 @@ def test_result_exports() -> None:
     assert len(r) == 1 and r[0].code == "CLOCK_READ" and list(r) == [r[0]]
     assert str(r).splitlines()[0] == (
         "m.sql:1:8: CLOCK_READ error: now() reads the clock: a backfill run for a past period "
-        "would use today's date or time")
+        "would use today's date or time"
+    )
     assert repr(r) == "<LintResult 'm.sql': 1 error, 1 suppressed>"
     df = r.to_pandas()
     assert list(df["code"]) == ["CLOCK_READ", "NONDETERMINISTIC"]
@@ -251,10 +261,18 @@ def test_result_exports() -> None:
 
 
 def test_tokenize_kinds() -> None:
-    toks = [(t.kind, t.text) for t in tokenize("select '{{ x }}' -- c")
-            if "whitespace" not in t.kind]
-    assert toks == [("word", "select"), ("string", "'"), ("jinja_open", "{{"), ("jinja_name", "x"),
-                    ("jinja_close", "}}"), ("string", "'"), ("comment", "-- c")]
+    toks = [
+        (t.kind, t.text) for t in tokenize("select '{{ x }}' -- c") if "whitespace" not in t.kind
+    ]
+    assert toks == [
+        ("word", "select"),
+        ("string", "'"),
+        ("jinja_open", "{{"),
+        ("jinja_name", "x"),
+        ("jinja_close", "}}"),
+        ("string", "'"),
+        ("comment", "-- c"),
+    ]
 
 
 # ----------------------------------------------------------------------------- hypothesis
@@ -275,17 +293,65 @@ def check_tokens(data: bytes, dialect: str) -> None:
         assert t.offset == pos and t.length > 0
         pos += t.length
         line = bisect.bisect_right(starts, t.offset)
-        col = len(data[starts[line - 1]:t.offset].decode("utf-8", "surrogateescape")) + 1
+        col = len(data[starts[line - 1] : t.offset].decode("utf-8", "surrogateescape")) + 1
         assert (t.line, t.column) == (line, col), (t, data)
     assert pos == len(data)
 
 
-FRAGMENTS = st.sampled_from([
-    "select", " ", "\n", "\r\n", "\r", "\t", "'", "''", '"', "`", "$$", "$t$", "$1", "--", "/*",
-    "*/", "#", "//", "{{", "}}", "{%", "%}", "{#", "#}", "(", ")", "now()", "random()", "over",
-    "order by", "é", "日本", "🙂", "\\", "E'", ":", "::", "@", "${x}", "raw", "endraw", "if",
-    "endif", "ref('orders')", ",", ";", "insert into t", "delete from t", "\x00", "\xff",
-])
+FRAGMENTS = st.sampled_from(
+    [
+        "select",
+        " ",
+        "\n",
+        "\r\n",
+        "\r",
+        "\t",
+        "'",
+        "''",
+        '"',
+        "`",
+        "$$",
+        "$t$",
+        "$1",
+        "--",
+        "/*",
+        "*/",
+        "#",
+        "//",
+        "{{",
+        "}}",
+        "{%",
+        "%}",
+        "{#",
+        "#}",
+        "(",
+        ")",
+        "now()",
+        "random()",
+        "over",
+        "order by",
+        "é",
+        "日本",
+        "🙂",
+        "\\",
+        "E'",
+        ":",
+        "::",
+        "@",
+        "${x}",
+        "raw",
+        "endraw",
+        "if",
+        "endif",
+        "ref('orders')",
+        ",",
+        ";",
+        "insert into t",
+        "delete from t",
+        "\x00",
+        "\xff",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -325,14 +391,16 @@ def test_clock_call_inside_inert_text_is_silent(before: str, after: str, wrapper
     live = f"select {before!r}, now()"
     r = lint_sql(live)
     assert [(f.code, f.column) for f in r if f.code == "CLOCK_READ"] == [
-        ("CLOCK_READ", live.index("now()") + 1)]
+        ("CLOCK_READ", live.index("now()") + 1)
+    ]
 
 
 # ----------------------------------------------------------------------------- CLI
 
 
-def test_cli_lint_reports_files_and_exit_codes(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_lint_reports_files_and_exit_codes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.sql"
     bad.write_text("select now()\n")
     good = tmp_path / "models" / "good.sql"
@@ -348,7 +416,8 @@ def test_cli_lint_reports_files_and_exit_codes(tmp_path: Path,
     assert cli.main(["lint", str(bad), "--ignore", "CLOCK_READ=audit only", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["code"], r["suppressed"], r["reason"]) for r in rows] == [
-        ("CLOCK_READ", True, "audit only")]
+        ("CLOCK_READ", True, "audit only")
+    ]
 
 
 def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -357,7 +426,9 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["lint", "--json", "--dialect", "postgres", str(f)]) == 1
     rows = json.loads(capsys.readouterr().out)
     assert [(r["code"], r["line"], r["column"], r["path"]) for r in rows] == [
-        ("APPEND_ONLY", 1, 1, str(f)), ("NONDETERMINISTIC", 1, 22, str(f))]
+        ("APPEND_ONLY", 1, 1, str(f)),
+        ("NONDETERMINISTIC", 1, 22, str(f)),
+    ]
 
 
 def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -376,12 +447,12 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_dbt_idioms() -> None:
     # SQL handed to dbt macros as strings renders into the model.
     sql = "select * from {{ dbt_utils.date_spine('day', \"'2026-01-01'\", 'current_date') }}"
-    assert hits(lint_sql(sql)) == [("CLOCK_READ", 1, sql.index("current_date") + 1,
-                                    "current_date")]
+    assert hits(lint_sql(sql)) == [("CLOCK_READ", 1, sql.index("current_date") + 1, "current_date")]
     # A ref() bound with {% set %} is read where it is used.
     aliased = "{% set src = ref('orders') %}\nselect * from {{ src }}"
     assert hits(lint_sql(aliased, partitioned_inputs=["orders"])) == [
-        ("UNBOUNDED_READ", 2, 15, "{{ src }}")]
+        ("UNBOUNDED_READ", 2, 15, "{{ src }}")
+    ]
     # dbt microbatch filters ref() unless .render() asks for the whole input.
     mb = "select * from {{ ref('orders').render() }} join {{ ref('orders') }} using (id)"
     r = lint_sql(mb, partitioned_inputs=["orders"], microbatch=True)
@@ -390,19 +461,46 @@ def test_dbt_idioms() -> None:
     # A development LIMIT under a Jinja condition is not what production runs.
     dev = "select * from t {% if target.name == 'dev' %} limit 100 {% endif %}"
     assert hits(lint_sql(dev)) == []
-    assert hits(lint_sql("select * from t limit 100")) == [
-        ("NONDETERMINISTIC", 1, 17, "limit 100")]
+    assert hits(lint_sql("select * from t limit 100")) == [("NONDETERMINISTIC", 1, 17, "limit 100")]
     # config() in a SQL comment still configures the model (a classic dbt gotcha).
     assert lint_sql("-- {{ config(incremental_strategy='append') }}\nselect 1").config == {
-        "incremental_strategy": "append"}
+        "incremental_strategy": "append"
+    }
 
 
 # ----------------------------------------------------------------------------- DuckDB as oracle
 
-ORACLE_FRAGMENTS = st.sampled_from([
-    "select", " ", "\n", "'", "''", '"', "--", "/*", "*/", "$$", "$t$", "E'", "x'", "\\", "x",
-    "1", ",", "(", ")", "now()", ".", "::", "$1", "t$", "-", "*", "/",
-])
+ORACLE_FRAGMENTS = st.sampled_from(
+    [
+        "select",
+        " ",
+        "\n",
+        "'",
+        "''",
+        '"',
+        "--",
+        "/*",
+        "*/",
+        "$$",
+        "$t$",
+        "E'",
+        "x'",
+        "\\",
+        "x",
+        "1",
+        ",",
+        "(",
+        ")",
+        "now()",
+        ".",
+        "::",
+        "$1",
+        "t$",
+        "-",
+        "*",
+        "/",
+    ]
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -433,8 +531,9 @@ def test_strings_comments_and_quoted_names_agree_with_duckdb(sql: str) -> None:
             assert theirs.get(pos) in ("string_const", "comment"), (sql, pos)
 
 
-def test_cli_reads_stdin(monkeypatch: pytest.MonkeyPatch,
-                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reads_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import io
     import sys
 
@@ -456,15 +555,29 @@ def test_docstring_examples_hold() -> None:
         assert tried > 0 and failures == 0, module.__name__
 
 
-def test_cli_severity_and_period_params(tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_severity_and_period_params(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "m.sql"
     f.write_text("select * from orders where d >= '{{ run_date }}'")
     assert cli.main(["lint", str(f), "--partitioned", "orders"]) == 0  # warning only
-    assert cli.main(["lint", str(f), "--partitioned", "orders",
-                     "--severity", "UNBOUNDED_READ=error"]) == 1
-    assert cli.main(["lint", str(f), "--partitioned", "orders", "--severity",
-                     "UNBOUNDED_READ=error", "--period-params", "run_date"]) == 0
+    assert (
+        cli.main(["lint", str(f), "--partitioned", "orders", "--severity", "UNBOUNDED_READ=error"])
+        == 1
+    )
+    assert (
+        cli.main(
+            [
+                "lint",
+                str(f),
+                "--partitioned",
+                "orders",
+                "--severity",
+                "UNBOUNDED_READ=error",
+                "--period-params",
+                "run_date",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert cli.main(["lint", str(f), "--severity", "UNBOUNDED_READ"]) == 2
     assert "CODE=LEVEL" in capsys.readouterr().err

@@ -31,7 +31,9 @@ AS_OF = "2026-12-01"
 LEASE = 2.0  # seconds; the link stays cut for CUT > LEASE
 CUT = 5.0
 SLEEP = 1.2  # seconds per fct_daily_sales task
-SLOW = "  and (select pg_sleep({s}))::text is not null  -- slow tasks: workers are caught mid-task\n"
+SLOW = (
+    "  and (select pg_sleep({s}))::text is not null  -- slow tasks: workers are caught mid-task\n"
+)
 MODELS = ("fct_daily_sales", "fct_sales_7d", "fct_monthly_sales")
 
 
@@ -79,15 +81,18 @@ def _project(shop: Any, dest: Path, server_address: str, *, sleep: float) -> tup
 
 def _create(root: Path) -> str:
     p = backfill.Project.load(root)
-    plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-10", as_of=AS_OF,
-                  partitions_per_run=1)  # many small tasks for the hosts to share
+    plan = p.plan(
+        "fct_daily_sales+", "2026-08-01", "2026-08-10", as_of=AS_OF, partitions_per_run=1
+    )  # many small tasks for the hosts to share
     return p.backfill(plan, reason="many hosts", lint=False).id
 
 
 def _area_rows(url: str, bid: str) -> dict[str, list[tuple[Any, ...]]]:
     with psycopg.connect(url) as db:
-        return {m: db.execute(f'SELECT * FROM "audit_{bid}"."{m}" ORDER BY 1').fetchall()
-                for m in MODELS}
+        return {
+            m: db.execute(f'SELECT * FROM "audit_{bid}"."{m}" ORDER BY 1').fetchall()
+            for m in MODELS
+        }
 
 
 def _wait(what: str, cond: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -99,7 +104,8 @@ def _wait(what: str, cond: Callable[[], bool], timeout: float = 60.0) -> None:
 
 
 def test_workers_on_three_hosts_finish_every_task_once_despite_a_kill_and_a_cut(
-        lan: Any, tmp_path: Path) -> None:
+    lan: Any, tmp_path: Path
+) -> None:
     from pg_engine_support import subprocess_env
 
     hosts, _server, shop = lan
@@ -109,18 +115,44 @@ def test_workers_on_three_hosts_finish_every_task_once_despite_a_kill_and_a_cut(
     total = len(ledger.tasks(bid))
     env = subprocess_env()
     logs = [open(tmp_path / f"host{i}.log", "w") for i in range(3)]  # noqa: SIM115
-    workers = [hosts.popen(i, [sys.executable, "-m", "backfill.cli", "run", "--resume", bid,
-                               "--project", str(root), "--lease", str(LEASE), "--concurrency",
-                               "1", "--backoff", "0", "--json"],
-                           stdout=logs[i], stderr=subprocess.STDOUT, env=env)
-               for i in range(3)]
+    workers = [
+        hosts.popen(
+            i,
+            [
+                sys.executable,
+                "-m",
+                "backfill.cli",
+                "run",
+                "--resume",
+                bid,
+                "--project",
+                str(root),
+                "--lease",
+                str(LEASE),
+                "--concurrency",
+                "1",
+                "--backoff",
+                "0",
+                "--json",
+            ],
+            stdout=logs[i],
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        for i in range(3)
+    ]
 
     def holding(i: int) -> list[int]:
         """Task ids host i's worker holds a lease on now (worker ids are host:pid:token)."""
         with psycopg.connect(url) as db:
-            return [r[0] for r in db.execute(
-                "SELECT task_id FROM backfill_ledger.leases WHERE backfill_id = %s AND "
-                "split_part(worker, ':', 2) = %s", (bid, str(workers[i].pid)))]
+            return [
+                r[0]
+                for r in db.execute(
+                    "SELECT task_id FROM backfill_ledger.leases WHERE backfill_id = %s AND "
+                    "split_part(worker, ':', 2) = %s",
+                    (bid, str(workers[i].pid)),
+                )
+            ]
 
     killed: list[int] = []
     cut: list[int] = []
@@ -153,8 +185,11 @@ def test_workers_on_three_hosts_finish_every_task_once_despite_a_kill_and_a_cut(
     assert done == Counter({t.task_id: 1 for t in tasks})
     assert not [a for a in attempts if a["status"] == "running"]
     for i, held in ((0, killed), (1, cut)):
-        mine = [a for a in attempts if a["worker"].split(":")[1] == str(workers[i].pid)
-                and a["task_id"] == held[0]]
+        mine = [
+            a
+            for a in attempts
+            if a["worker"].split(":")[1] == str(workers[i].pid) and a["task_id"] == held[0]
+        ]
         assert [a["status"] for a in mine] == ["abandoned"], (i, mine, out[i])
         (winner,) = [a for a in attempts if a["task_id"] == held[0] and a["status"] == "done"]
         assert winner["worker"].split(":")[1] != str(workers[i].pid)
@@ -178,8 +213,7 @@ def test_hosts_are_removed_on_exit_also_after_a_failure() -> None:
 
     with pytest.raises(RuntimeError), Hosts(2) as hosts:
         assert all(name in listed() for name in hosts.names)
-        assert hosts.run(1, ["ip", "-br", "addr", "show", "eth0"]).stdout.find(
-            hosts.address(1)) > 0
+        assert hosts.run(1, ["ip", "-br", "addr", "show", "eth0"]).stdout.find(hosts.address(1)) > 0
         raise RuntimeError("a failing test")
     assert not any(name in listed() for name in hosts.names)
     links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout

@@ -12,8 +12,14 @@ PERIOD = "where ordered_at >= {{ start }} and ordered_at < {{ end }}"
 def shop_like(sql: str, strategy: str = "replace") -> backfill.Project:
     p = backfill.Project("t")
     p.source("raw.orders", grain="day", event_time="ordered_at")
-    p.model("clean_orders", depends_on=["raw.orders"], grain="day", event_time="ordered_at",
-            strategy=strategy, sql=sql)
+    p.model(
+        "clean_orders",
+        depends_on=["raw.orders"],
+        grain="day",
+        event_time="ordered_at",
+        strategy=strategy,
+        sql=sql,
+    )
     return p
 
 
@@ -32,8 +38,10 @@ def test_clean_model_and_suppression_keep_the_plan_ok() -> None:
     clean = shop_like("select * from {{ source('raw', 'orders') }} " + PERIOD)
     assert list(clean.check("clean_orders")) == []
     assert clean.plan("clean_orders", "2026-08-01", "2026-08-03", as_of="2026-09-01").ok
-    waived = shop_like("select *, now() as loaded_at -- backfill: ignore CLOCK_READ audit column\n"
-                       "from {{ source('raw', 'orders') }} " + PERIOD)
+    waived = shop_like(
+        "select *, now() as loaded_at -- backfill: ignore CLOCK_READ audit column\n"
+        "from {{ source('raw', 'orders') }} " + PERIOD
+    )
     assert list(waived.check("clean_orders")) == []
     assert [f.reason for f in waived.check("clean_orders").suppressed] == ["audit column"]
 

@@ -21,8 +21,13 @@ PYPROJECT = ROOT / "pyproject.toml"
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
 
 
 def test_one_version_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,11 +123,19 @@ def test_tz_database_of_the_tzdata_package_agrees_with_the_os_one() -> None:
 
     folder = Path(tzdata.__file__).parent / "zoneinfo"
     env_run = subprocess.run(
-        [sys.executable, "-c", f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-         "import backfill, test_packaging as t; "
-         "print(json.dumps([backfill.tz_database(), t.uneven_days()]))"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
-        env={**os.environ, "TZDIR": str(folder)})
+        [
+            sys.executable,
+            "-c",
+            f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+            "import backfill, test_packaging as t; "
+            "print(json.dumps([backfill.tz_database(), t.uneven_days()]))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "TZDIR": str(folder)},
+    )
     assert env_run.returncode == 0, env_run.stderr
     env_dir, env_days = json.loads(env_run.stdout)
     assert env_dir == str(folder) and backfill.tz_database() != str(folder)
@@ -133,17 +146,27 @@ def test_tz_database_of_the_tzdata_package_agrees_with_the_os_one() -> None:
 
 def uneven_days() -> list[list[str]]:
     """Every day of 2026-2033 that is not 24 hours long, in zones with odd rules."""
-    return [[tz, p.label, p.start.isoformat(), p.end.isoformat()]
-            for tz in ("Europe/Berlin", "Australia/Lord_Howe", "America/Santiago", "Pacific/Chatham")
-            for p in backfill.partitions("day", "2026-01-01", "2034-01-01", tz=tz)
-            if (p.end - p.start).total_seconds() != 86400]
+    return [
+        [tz, p.label, p.start.isoformat(), p.end.isoformat()]
+        for tz in ("Europe/Berlin", "Australia/Lord_Howe", "America/Santiago", "Pacific/Chatham")
+        for p in backfill.partitions("day", "2026-01-01", "2034-01-01", tz=tz)
+        if (p.end - p.start).total_seconds() != 86400
+    ]
 
 
 def test_a_zone_name_cannot_leave_the_tz_database() -> None:
     # Zone names become paths under the tz directory: anything but a plain relative name is
     # unknown, however the file system would resolve it.
-    for name in ("../zoneinfo/UTC", "/usr/share/zoneinfo/UTC", "Europe/../UTC", "Europe//Berlin",
-                 "Europe/Berlin/", ".", "", "zone.tab/x"):
+    for name in (
+        "../zoneinfo/UTC",
+        "/usr/share/zoneinfo/UTC",
+        "Europe/../UTC",
+        "Europe//Berlin",
+        "Europe/Berlin/",
+        ".",
+        "",
+        "zone.tab/x",
+    ):
         with pytest.raises(backfill.InvalidInputError):
             backfill.partition_of("2026-01-01", "day", tz=name)
     assert backfill.partition_of("2026-01-01", "day", tz="Etc/GMT+5").start.hour == 5

@@ -11,8 +11,12 @@ from plan_helpers import ROOT
 
 
 def test_postgres_bench_quick() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/postgres_bench.py"), "--quick",
-                           "--json"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/postgres_bench.py"), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "published fct_daily_sales identical on both engines: True" in done.stdout
     results = json.loads(done.stdout.strip().splitlines()[-1])

@@ -46,17 +46,21 @@ def _yml(tmp_path: Path, engine: str) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("engine", "message"), [
-    ("{type: postgres}", "needs url"),
-    ("{type: postgres, url: 'mysql://u@h/db'}", "must start with postgresql://"),
-    ("{type: postgres, url: 'postgresql://u:pw@h:5432'}", "names no database"),
-    ("{type: postgres, url: 'postgresql://u:pw@h:port/db'}", "malformed port"),
-    ("{type: postgres, url: 'postgresql://u@h/db', schema: 'a; drop'}", "plain identifier"),
-    ("{type: postgres, url: 'postgresql://u@h/db', pool: 3}", "unknown engine setting 'pool'"),
-    ("{type: postgres, url: 'postgresql://u@h/db', pool_size: 0}", "pool_size 0 must be"),
-])
+@pytest.mark.parametrize(
+    ("engine", "message"),
+    [
+        ("{type: postgres}", "needs url"),
+        ("{type: postgres, url: 'mysql://u@h/db'}", "must start with postgresql://"),
+        ("{type: postgres, url: 'postgresql://u:pw@h:5432'}", "names no database"),
+        ("{type: postgres, url: 'postgresql://u:pw@h:port/db'}", "malformed port"),
+        ("{type: postgres, url: 'postgresql://u@h/db', schema: 'a; drop'}", "plain identifier"),
+        ("{type: postgres, url: 'postgresql://u@h/db', pool: 3}", "unknown engine setting 'pool'"),
+        ("{type: postgres, url: 'postgresql://u@h/db', pool_size: 0}", "pool_size 0 must be"),
+    ],
+)
 def test_bad_engine_settings_are_refused_with_the_password_masked(
-        tmp_path: Path, engine: str, message: str) -> None:
+    tmp_path: Path, engine: str, message: str
+) -> None:
     root = _yml(tmp_path, engine)
     with pytest.raises(ProjectError, match=re.escape(message)) as err:
         backfill.Project.load(root)
@@ -74,13 +78,17 @@ def test_settings_and_entry_point(tmp_path: Path, pg_server: Any) -> None:
     assert isinstance(engine, PostgresEngine) and engine.db.pool_size == 3
     engine.close()
     points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
-    assert points["backfill.engines"]["postgres"] == \
-        "backfill.engines.postgres:PostgresEngine.from_settings"
+    assert (
+        points["backfill.engines"]["postgres"]
+        == "backfill.engines.postgres:PostgresEngine.from_settings"
+    )
 
 
 def test_mask_url() -> None:
-    assert mask_url("postgresql://me:s3cret@db:5432/x?sslmode=require") == \
-        "postgresql://me:***@db:5432/x?sslmode=require"
+    assert (
+        mask_url("postgresql://me:s3cret@db:5432/x?sslmode=require")
+        == "postgresql://me:***@db:5432/x?sslmode=require"
+    )
     assert "s3cret" not in mask_url("postgresql://me@db/x?password=s3cret")
 
 
@@ -105,28 +113,33 @@ def test_unusable_warehouses_fail_before_anything_is_written(pg_server: Any) -> 
         conn.execute("SELECT pg_reload_conf()")
     with pytest.raises(PostgresConnectionError, match="may not create schemas"):
         PostgresEngine(url.replace("backfill@", "pwuser:right@"))  # in, but without grants
-    with pytest.raises(PostgresConnectionError, match=r"pwuser:\*\*\*@.*password authentication "
-                                                      "failed") as err:
+    with pytest.raises(
+        PostgresConnectionError,
+        match=r"pwuser:\*\*\*@.*password authentication "
+        "failed",
+    ) as err:
         PostgresEngine(url.replace("backfill@", "pwuser:wrong@"))
     assert "wrong" not in str(err.value)
     with psycopg.connect(url, autocommit=True) as conn:
-        schemas = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'audit%'"
-                               ).fetchone()
+        schemas = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'audit%'"
+        ).fetchone()
     assert schemas == (0,)
 
 
 def _free_port() -> int:
     from pg_support import free_port
+
     return free_port()
 
 
 # -- a small project with every strategy --------------------------------------------------------
 MODELS = {
     "ev_latest": 'select id, updated_at, v from {{ source("raw", "events") }} e\n'
-                 "where updated_at >= {{ start }} and updated_at < {{ end }}",
+    "where updated_at >= {{ start }} and updated_at < {{ end }}",
     "ev_daily": "select cast(updated_at as date) as day, count(*) as n, sum(v) as v\n"
-                'from {{ source("raw", "events") }} e\n'
-                "where updated_at >= {{ start }} and updated_at < {{ end }} group by 1",
+    'from {{ source("raw", "events") }} e\n'
+    "where updated_at >= {{ start }} and updated_at < {{ end }} group by 1",
     "ev_total": 'select count(*) as days, sum(v) as v from {{ ref("ev_daily") }} d',
     "ev_view": 'select day, v from {{ ref("ev_daily") }} d where n > 0',
 }
@@ -149,10 +162,14 @@ models:
 def events(tmp_path: Path, pg_server: Any) -> tuple[backfill.Project, str]:
     url = pg_server.create_database("events")
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE SCHEMA raw; CREATE TABLE raw.events (id int, updated_at timestamp, "
-                     "v numeric(10, 2))")
-        conn.execute("INSERT INTO raw.events SELECT g, TIMESTAMP '2026-01-01' + g * INTERVAL "
-                     "'5 hours', g * 1.25 FROM generate_series(0, 17) g")  # 1-4 Jan
+        conn.execute(
+            "CREATE SCHEMA raw; CREATE TABLE raw.events (id int, updated_at timestamp, "
+            "v numeric(10, 2))"
+        )
+        conn.execute(
+            "INSERT INTO raw.events SELECT g, TIMESTAMP '2026-01-01' + g * INTERVAL "
+            "'5 hours', g * 1.25 FROM generate_series(0, 17) g"
+        )  # 1-4 Jan
     (tmp_path / "models").mkdir()
     for name, sql in MODELS.items():
         (tmp_path / "models" / f"{name}.sql").write_text(sql + "\n", encoding="utf-8")
@@ -168,14 +185,16 @@ def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
         return conn.execute(sql).fetchall()
 
 
-def test_merge_full_and_view_through_audit_and_publish(events: tuple[backfill.Project, str],
-                                                       ) -> None:
+def test_merge_full_and_view_through_audit_and_publish(
+    events: tuple[backfill.Project, str],
+) -> None:
     project, url = events
     assert _rows(url, "SELECT days, v FROM pub.ev_total") == [(4, Decimal("191.25"))]
     assert _rows(url, "SELECT relkind FROM pg_class WHERE relname = 'ev_view'") == [("v",)]
     with psycopg.connect(url, autocommit=True) as conn:  # id 2 changes and moves to 3 Jan
-        conn.execute("UPDATE raw.events SET v = 100, updated_at = TIMESTAMP '2026-01-03 12:00' "
-                     "WHERE id = 2")
+        conn.execute(
+            "UPDATE raw.events SET v = 100, updated_at = TIMESTAMP '2026-01-03 12:00' WHERE id = 2"
+        )
     plan = project.plan("*", "2026-01-03", "2026-01-04", as_of=AS_OF)
     bf = project.backfill(plan, reason="id 2 corrected")
     assert bf.run(concurrency=4, backoff=0.0).ok
@@ -191,19 +210,22 @@ def test_merge_full_and_view_through_audit_and_publish(events: tuple[backfill.Pr
     assert latest[2] == (2, dt.datetime(2026, 1, 3, 12), Decimal("100.00"))
     total = _rows(url, "SELECT days, v FROM pub.ev_total")[0]
     assert total == _rows(url, "SELECT count(*), sum(v) FROM pub.ev_daily")[0]
-    assert _rows(url, "SELECT sum(v) FROM pub.ev_view") == \
-        _rows(url, "SELECT sum(v) FROM pub.ev_daily")
+    assert _rows(url, "SELECT sum(v) FROM pub.ev_view") == _rows(
+        url, "SELECT sum(v) FROM pub.ev_daily"
+    )
     assert _rows(url, "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'audit%'") == [(0,)]
 
 
-def test_task_failures_are_permanent_or_transient(events: tuple[backfill.Project, str],
-                                                  tmp_path: Path) -> None:
+def test_task_failures_are_permanent_or_transient(
+    events: tuple[backfill.Project, str], tmp_path: Path
+) -> None:
     project, url = events
     engine = backfill.run.engine_for(project)
     try:
         bad = project.models["ev_daily"].sql or ""
         (tmp_path / "models" / "ev_daily.sql").write_text(
-            bad.replace("updated_at < {{ end }}", "updated_at < {{ end }} + interval '1 day'"))
+            bad.replace("updated_at < {{ end }}", "updated_at < {{ end }} + interval '1 day'")
+        )
         wide = backfill.Project.load(tmp_path)
         with pytest.raises(TaskFailure, match="outside the task's period") as err:
             engine.run_task(wide, "ev_daily", day(1), day(2), Area("bf_fail", {}))
@@ -217,8 +239,9 @@ def test_task_failures_are_permanent_or_transient(events: tuple[backfill.Project
         with psycopg.connect(url) as holder:
             holder.execute("LOCK TABLE pub.ev_daily IN ACCESS EXCLUSIVE MODE")
             with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("ALTER DATABASE " + url.rsplit("/", 1)[1]
-                             + " SET lock_timeout = '200ms'")
+                conn.execute(
+                    "ALTER DATABASE " + url.rsplit("/", 1)[1] + " SET lock_timeout = '200ms'"
+                )
             engine.close()  # new sessions read the setting
             with pytest.raises(TaskFailure) as err:
                 engine.run_task(project, "ev_daily", day(1), day(2), PUBLISHED)
@@ -227,8 +250,9 @@ def test_task_failures_are_permanent_or_transient(events: tuple[backfill.Project
         engine.close()
 
 
-def test_concurrent_first_tasks_of_one_model_all_land(events: tuple[backfill.Project, str],
-                                                      ) -> None:
+def test_concurrent_first_tasks_of_one_model_all_land(
+    events: tuple[backfill.Project, str],
+) -> None:
     project, _ = events
     engine = PostgresEngine(_url(project), schema="pub", pool_size=8)
     area = Area("bf_race", {"ev_daily": [(day(1), day(5))]})
@@ -247,8 +271,9 @@ def test_concurrent_first_tasks_of_one_model_all_land(events: tuple[backfill.Pro
         t.join()
     assert not errors, errors
     parts = [(f"d{d}", day(d), day(d + 1)) for d in range(1, 5)]
-    assert engine.fingerprints(project, "ev_daily", area, parts) == \
-        engine.fingerprints(project, "ev_daily", PUBLISHED, parts)
+    assert engine.fingerprints(project, "ev_daily", area, parts) == engine.fingerprints(
+        project, "ev_daily", PUBLISHED, parts
+    )
     engine.drop_area("bf_race")
     engine.close()
 
@@ -262,8 +287,10 @@ def test_fingerprints_ignore_column_and_row_order_and_mark_nulls(pg_server: Any)
     url = pg_server.create_database("fp")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE a (x int, y text, t timestamp)")
-        conn.execute("INSERT INTO a VALUES (1, 'p', '2026-01-01 01:00'), (2, NULL, "
-                     "'2026-01-02 01:00'), (3, '', '2026-01-02 02:00')")
+        conn.execute(
+            "INSERT INTO a VALUES (1, 'p', '2026-01-01 01:00'), (2, NULL, "
+            "'2026-01-02 01:00'), (3, '', '2026-01-02 02:00')"
+        )
         conn.execute("CREATE TABLE b AS SELECT t, y, x FROM a ORDER BY x DESC")
         cols = ["x", "y", "t"]
         parts = [("d1", day(1), day(2)), ("d2", day(2), day(3)), ("d3", day(3), day(4))]
@@ -274,15 +301,17 @@ def test_fingerprints_ignore_column_and_row_order_and_mark_nulls(pg_server: Any)
         assert fingerprint_where(conn, "a", cols) != fingerprint_where(conn, "b", cols)
 
 
-def test_stream_sends_only_the_periods_as_typed_arrow(events: tuple[backfill.Project, str],
-                                                      ) -> None:
+def test_stream_sends_only_the_periods_as_typed_arrow(
+    events: tuple[backfill.Project, str],
+) -> None:
     project, _ = events
     engine = backfill.run.engine_for(project)
     try:
         cols = {c.name: c.kind for c in engine.columns(project, "ev_daily", PUBLISHED) or []}
         assert cols == {"day": ColumnKind.DATE, "n": ColumnKind.INTEGER, "v": ColumnKind.DECIMAL}
-        with engine.stream(project, "ev_latest", PUBLISHED, [(day(2), day(3))],
-                           utc_column="__utc") as s:
+        with engine.stream(
+            project, "ev_latest", PUBLISHED, [(day(2), day(3))], utc_column="__utc"
+        ) as s:
             table = backfill.ArrowTable.from_arrow(s)
             rows = table.to_pylist()
         assert sorted(r["id"] for r in rows) == [5, 6, 7, 8, 9]
@@ -303,10 +332,28 @@ def test_stream_sends_only_the_periods_as_typed_arrow(events: tuple[backfill.Pro
 # -- the demo -------------------------------------------------------------------------------------
 def test_demo_on_postgres_tells_the_duckdb_story(pg_server: Any, tmp_path: Path) -> None:
     url = pg_server.create_database("demo")
-    r = subprocess.run([sys.executable, "-m", "backfill.cli", "demo", "--engine", "postgres",
-                        "--url", url, "--dir", str(tmp_path / "demo"), "--orders-per-day", "30",
-                        "--concurrency", "4"], capture_output=True, text=True, timeout=300,
-                       env=subprocess_env())
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "backfill.cli",
+            "demo",
+            "--engine",
+            "postgres",
+            "--url",
+            url,
+            "--dir",
+            str(tmp_path / "demo"),
+            "--orders-per-day",
+            "30",
+            "--concurrency",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=subprocess_env(),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     assert re.findall(r"^== (\d)\. ", out, flags=re.M) == [str(i) for i in range(1, 10)]
@@ -319,5 +366,8 @@ def test_demo_on_postgres_tells_the_duckdb_story(pg_server: Any, tmp_path: Path)
     # and the same message to consumers
     assert "\n    revenue: 909,515.41 -> 892,558.21 (-1.9%)\n" in out.split("== 9. ", 1)[1]
     assert _rows(url, "SELECT DISTINCT model FROM shop.backfill_changelog ORDER BY 1") == [
-        ("fct_daily_sales",), ("fct_monthly_sales",), ("fct_sales_7d",)]
+        ("fct_daily_sales",),
+        ("fct_monthly_sales",),
+        ("fct_sales_7d",),
+    ]
     assert _rows(url, "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'audit_%'") == [(0,)]

@@ -40,8 +40,9 @@ def overlapping(parents: list[dict[str, Any]], lo: dt.datetime, hi: dt.datetime)
 
 
 def test_shop_daily_sales_plus_gives_89_3_95() -> None:
-    plan = shop().plan("fct_daily_sales+", "2026-08-01", "2026-10-29", as_of=AS_OF,
-                       partitions_per_run=1)
+    plan = shop().plan(
+        "fct_daily_sales+", "2026-08-01", "2026-10-29", as_of=AS_OF, partitions_per_run=1
+    )
     counts = {m.model: (m.partitions, m.tasks, m.first, m.last) for m in plan.models}
     assert counts == {
         "fct_daily_sales": (89, 89, "2026-08-01", "2026-10-28"),
@@ -69,18 +70,34 @@ def test_shop_matches_reference_for_every_run_length_and_mode() -> None:
     p = shop()
     for k in (1, 2, 5, 31):
         for mode in ("impact", "clip"):
-            plan = p.plan("clean_orders+ clean_order_items", AUG1, OCT29, as_of=AS_OF,
-                          partitions_per_run=k, propagate=mode)  # type: ignore[arg-type]
-            expected = reference_tasks(p, "clean_orders+ clean_order_items", AUG1, OCT29, AS_OF,
-                                       partitions_per_run=k, propagate=mode)
+            plan = p.plan(
+                "clean_orders+ clean_order_items",
+                AUG1,
+                OCT29,
+                as_of=AS_OF,
+                partitions_per_run=k,
+                propagate=mode,
+            )  # type: ignore[arg-type]
+            expected = reference_tasks(
+                p,
+                "clean_orders+ clean_order_items",
+                AUG1,
+                OCT29,
+                AS_OF,
+                partitions_per_run=k,
+                propagate=mode,
+            )
             assert core_tasks(plan) == expected, (k, mode)
 
 
 def test_clip_keeps_the_period_and_reports_what_stays_stale() -> None:
-    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, propagate="clip",
-                       partitions_per_run=1)
+    plan = shop().plan(
+        "fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, propagate="clip", partitions_per_run=1
+    )
     assert [(m.model, m.partitions) for m in plan.models] == [
-        ("fct_daily_sales", 89), ("fct_monthly_sales", 3), ("fct_sales_7d", 89),
+        ("fct_daily_sales", 89),
+        ("fct_monthly_sales", 3),
+        ("fct_sales_7d", 89),
     ]
     (f,) = plan.findings
     assert (f.code, f.severity, f.model) == ("CLIPPED_IMPACT", "warning", "fct_sales_7d")
@@ -89,11 +106,15 @@ def test_clip_keeps_the_period_and_reports_what_stays_stale() -> None:
 
 
 def test_as_of_drops_partitions_that_have_not_ended() -> None:
-    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=d(2026, 10, 15, 12),
-                       partitions_per_run=1)
+    plan = shop().plan(
+        "fct_daily_sales+", AUG1, OCT29, as_of=d(2026, 10, 15, 12), partitions_per_run=1
+    )
     got = {m.model: (m.partitions, m.last) for m in plan.models}
-    assert got == {"fct_daily_sales": (75, "2026-10-14"), "fct_monthly_sales": (2, "2026-09"),
-                   "fct_sales_7d": (75, "2026-10-14")}
+    assert got == {
+        "fct_daily_sales": (75, "2026-10-14"),
+        "fct_monthly_sales": (2, "2026-09"),
+        "fct_sales_7d": (75, "2026-10-14"),
+    }
     # 15 Oct and October are in progress at noon on 15 Oct: published so far, left stale;
     # 16..28 Oct have not started
     notes = {(f.model, f.code): f for f in plan.findings}
@@ -101,9 +122,13 @@ def test_as_of_drops_partitions_that_have_not_ended() -> None:
         ("fct_daily_sales", "STALE_DOWNSTREAM", "warning"),
         ("fct_daily_sales", "NOT_ENDED", "info"),
         ("fct_monthly_sales", "STALE_DOWNSTREAM", "warning"),
-        ("fct_sales_7d", "STALE_DOWNSTREAM", "warning"), ("fct_sales_7d", "NOT_ENDED", "info")}
-    assert "1 partition 2026-10-15 of fct_daily_sales is still in progress" in \
-        notes["fct_daily_sales", "STALE_DOWNSTREAM"].message
+        ("fct_sales_7d", "STALE_DOWNSTREAM", "warning"),
+        ("fct_sales_7d", "NOT_ENDED", "info"),
+    }
+    assert (
+        "1 partition 2026-10-15 of fct_daily_sales is still in progress"
+        in notes["fct_daily_sales", "STALE_DOWNSTREAM"].message
+    )
     assert "13 partitions 2026-10-16..2026-10-28" in notes["fct_daily_sales", "NOT_ENDED"].message
     assert not plan.ok and not plan.errors()
 
@@ -128,10 +153,13 @@ def small_project() -> backfill.Project:
 
 
 def test_small_plan_exact_tasks_and_dependencies() -> None:
-    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01",
-                                partitions_per_run=1)
-    rows = [(t["model"], t["label"], t["depends_on"], t["wave"])
-            for t in map(plan.task, range(plan.task_count))]
+    plan = small_project().plan(
+        "a+", "2026-01-30", "2026-02-02", as_of="2026-03-01", partitions_per_run=1
+    )
+    rows = [
+        (t["model"], t["label"], t["depends_on"], t["wave"])
+        for t in map(plan.task, range(plan.task_count))
+    ]
     assert rows == [
         ("a", "2026-01-30", [], 0),
         ("a", "2026-01-31", [], 0),
@@ -149,10 +177,13 @@ def test_small_plan_exact_tasks_and_dependencies() -> None:
 
 
 def test_small_plan_runs_of_two_partitions() -> None:
-    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01",
-                                partitions_per_run=2)
-    rows = [(t["model"], t["label"], t["partitions"], t["depends_on"])
-            for t in map(plan.task, range(plan.task_count))]
+    plan = small_project().plan(
+        "a+", "2026-01-30", "2026-02-02", as_of="2026-03-01", partitions_per_run=2
+    )
+    rows = [
+        (t["model"], t["label"], t["partitions"], t["depends_on"])
+        for t in map(plan.task, range(plan.task_count))
+    ]
     assert rows == [
         ("a", "2026-01-30", 2, []),
         ("a", "2026-02-01", 1, []),
@@ -183,15 +214,20 @@ def test_overlap_between_every_grain_pair(parent_grain: str, child_grain: str) -
         assert t["depends_on"], t  # impact: every child partition touches a changed one
 
 
-@pytest.mark.parametrize(("tz", "parent_grain", "child_grain", "year"), [
-    ("Europe/Berlin", "hour", "day", 2026),  # the fall-back on 25 Oct
-    ("America/Sao_Paulo", "hour", "day", 2018),  # midnight skipped on 4 Nov 2018
-    ("America/Sao_Paulo", "day", "week", 2018),
-    ("Asia/Kolkata", "hour", "hour", 2026),  # half-hour offset
-    ("Australia/Lord_Howe", "hour", "day", 2026),
-    ("Europe/Berlin", "day", "month", 2026),
-])
-def test_overlap_in_other_time_zones(tz: str, parent_grain: str, child_grain: str, year: int) -> None:
+@pytest.mark.parametrize(
+    ("tz", "parent_grain", "child_grain", "year"),
+    [
+        ("Europe/Berlin", "hour", "day", 2026),  # the fall-back on 25 Oct
+        ("America/Sao_Paulo", "hour", "day", 2018),  # midnight skipped on 4 Nov 2018
+        ("America/Sao_Paulo", "day", "week", 2018),
+        ("Asia/Kolkata", "hour", "hour", 2026),  # half-hour offset
+        ("Australia/Lord_Howe", "hour", "day", 2026),
+        ("Europe/Berlin", "day", "month", 2026),
+    ],
+)
+def test_overlap_in_other_time_zones(
+    tz: str, parent_grain: str, child_grain: str, year: int
+) -> None:
     p = backfill.Project()
     p.model("parent", grain=parent_grain)  # UTC
     p.model("child", grain=child_grain, tz=tz, depends_on=["parent"])
@@ -201,11 +237,12 @@ def test_overlap_in_other_time_zones(tz: str, parent_grain: str, child_grain: st
     parents = tasks_of(plan, "parent")
     expected = backfill.PeriodSet([(start, end)]).partitions(child_grain, tz=tz)
     if parent_grain == "hour" and child_grain == "day":
-        assert [t["label"] for t in children][:len(expected)] == [x.label for x in expected]
+        assert [t["label"] for t in children][: len(expected)] == [x.label for x in expected]
     for t in children:
         assert t["depends_on"] == overlapping(parents, t["start"], t["end"])
         assert t["end"] - t["start"] == dt.timedelta(
-            seconds=backfill.partition_of(t["start"], child_grain, tz).length_seconds)
+            seconds=backfill.partition_of(t["start"], child_grain, tz).length_seconds
+        )
     if tz == "Europe/Berlin" and child_grain == "day":
         fallback = next(t for t in children if t["label"] == "2026-10-25")
         assert len(fallback["depends_on"]) == 25  # the day with 25 hours
@@ -223,12 +260,21 @@ def test_window_reads_and_impact() -> None:
     by = {m.model: (m.first, m.last) for m in plan.models}
     # days c with [c-2, c+3] touching 10..11 May: 7..13 May; months m whose 3-month window
     # (m-2..m) holds May: May..Jul.
-    assert by == {"daily": ("2026-05-10", "2026-05-11"), "lead_lag": ("2026-05-07", "2026-05-13"),
-                  "monthly_3m": ("2026-05", "2026-07")}
+    assert by == {
+        "daily": ("2026-05-10", "2026-05-11"),
+        "lead_lag": ("2026-05-07", "2026-05-13"),
+        "monthly_3m": ("2026-05", "2026-07"),
+    }
     lead = {t["label"]: t["depends_on"] for t in tasks_of(plan, "lead_lag")}
-    assert lead == {"2026-05-07": [0], "2026-05-08": [0, 1], "2026-05-09": [0, 1],
-                    "2026-05-10": [0, 1], "2026-05-11": [0, 1], "2026-05-12": [0, 1],
-                    "2026-05-13": [1]}
+    assert lead == {
+        "2026-05-07": [0],
+        "2026-05-08": [0, 1],
+        "2026-05-09": [0, 1],
+        "2026-05-10": [0, 1],
+        "2026-05-11": [0, 1],
+        "2026-05-12": [0, 1],
+        "2026-05-13": [1],
+    }
     assert [t["depends_on"] for t in tasks_of(plan, "monthly_3m")] == [[0, 1]] * 3
 
 
@@ -236,12 +282,14 @@ def test_all_mapping_rebuilds_the_whole_history_from_begin() -> None:
     p = backfill.Project()
     p.model("rates", grain="month")
     p.model("orders_eur", grain="day", begin="2026-06-01", depends_on=[backfill.all_of("rates")])
-    plan = p.plan("rates+", "2026-08-01", "2026-09-01", as_of="2026-07-01T00:00:00Z",
-                  partitions_per_run=1)
+    plan = p.plan(
+        "rates+", "2026-08-01", "2026-09-01", as_of="2026-07-01T00:00:00Z", partitions_per_run=1
+    )
     # rates Aug has not ended by 1 Jul: nothing changes, nothing to do downstream.
     assert [m.tasks for m in plan.models] == [0, 0]
-    plan = p.plan("rates+", "2026-03-01", "2026-04-01", as_of="2026-07-01T00:00:00Z",
-                  partitions_per_run=1)
+    plan = p.plan(
+        "rates+", "2026-03-01", "2026-04-01", as_of="2026-07-01T00:00:00Z", partitions_per_run=1
+    )
     eur = plan.model("orders_eur")
     assert (eur.partitions, eur.first, eur.last) == (30, "2026-06-01", "2026-06-30")
     assert all(t["depends_on"] == [0] for t in tasks_of(plan, "orders_eur"))
@@ -253,7 +301,9 @@ def test_all_mapping_without_begin_warns() -> None:
     p.model("fct", grain="day", depends_on=["dim"])
     plan = p.plan("dim+", "2026-03-01", "2026-03-03", as_of="2026-03-10", partitions_per_run=1)
     assert [(m.model, m.first, m.last) for m in plan.models] == [
-        ("dim", "full", "full"), ("fct", "2026-03-01", "2026-03-09")]
+        ("dim", "full", "full"),
+        ("fct", "2026-03-01", "2026-03-09"),
+    ]
     codes = {(f.code, f.model) for f in plan.findings}
     assert ("CLIPPED_IMPACT", "fct") in codes and ("FULL_REBUILD", "dim") in codes
     assert all(t["depends_on"] == [0] for t in tasks_of(plan, "fct"))
@@ -266,8 +316,13 @@ def test_unpartitioned_parent_and_child_chain() -> None:
     p.model("view", depends_on=["agg"], strategy="view")
     plan = p.plan("dim+", "2026-03-01", "2026-03-02", as_of="2026-04-01", partitions_per_run=1)
     assert [(t["model"], t["depends_on"]) for t in map(plan.task, range(3))] == [
-        ("dim", []), ("agg", [0]), ("view", [1])]
-    assert [f.message for f in plan.findings][-1] == "view is a view: recreated once, after its inputs"
+        ("dim", []),
+        ("agg", [0]),
+        ("view", [1]),
+    ]
+    assert [f.message for f in plan.findings][
+        -1
+    ] == "view is a view: recreated once, after its inputs"
 
 
 def test_not_selected_middle_model_breaks_the_chain() -> None:
@@ -275,7 +330,12 @@ def test_not_selected_middle_model_breaks_the_chain() -> None:
     plan = p.plan("a c", "2026-01-30", "2026-02-02", as_of="2026-03-01", partitions_per_run=1)
     # b is not rebuilt, so c neither waits for a nor grows through b's window.
     assert [(t["model"], t["depends_on"]) for t in map(plan.task, range(plan.task_count))] == [
-        ("a", []), ("a", []), ("a", []), ("c", []), ("c", [])]
+        ("a", []),
+        ("a", []),
+        ("a", []),
+        ("c", []),
+        ("c", []),
+    ]
     stale = [f for f in plan.findings if f.code == "STALE_DOWNSTREAM"]
     assert [(f.model, f.severity) for f in stale] == [("b", "warning"), ("d", "warning")]
     assert "select 'a+'" in stale[0].message
@@ -294,10 +354,17 @@ def random_projects(draw: st.DrawFn) -> tuple[backfill.Project, str, dict[str, A
         names.append(name)
     for i in range(draw(st.integers(1, 6))):
         name = f"m{i}"
-        grain = draw(st.sampled_from(
-            [None, "hour", "day", "day", "day", "week", "month", "month", "quarter", "year"]))
+        grain = draw(
+            st.sampled_from(
+                [None, "hour", "day", "day", "day", "week", "month", "month", "quarter", "year"]
+            )
+        )
         deps: list[str | backfill.Dependency] = []
-        for parent in draw(st.lists(st.sampled_from(names), unique=True, min_size=1, max_size=3)) if names else []:
+        for parent in (
+            draw(st.lists(st.sampled_from(names), unique=True, min_size=1, max_size=3))
+            if names
+            else []
+        ):
             kind = draw(st.sampled_from(["overlap", "overlap", "window", "all"]))
             if kind == "window" and grain is not None:
                 a = draw(st.integers(-3, 2))
@@ -308,33 +375,60 @@ def random_projects(draw: st.DrawFn) -> tuple[backfill.Project, str, dict[str, A
                 deps.append(parent)
         begin = None
         if grain is not None and draw(st.booleans()):
-            begin = d(draw(st.sampled_from([2025, 2026])), draw(st.integers(1, 6)),
-                      draw(st.integers(1, 28)))
+            begin = d(
+                draw(st.sampled_from([2025, 2026])),
+                draw(st.integers(1, 6)),
+                draw(st.integers(1, 28)),
+            )
         p.model(name, grain=grain, depends_on=deps, begin=begin)
         names.append(name)
     models = list(p.models)
     roots = [m + "+" for m in models if not p.models[m].depends_on] or [models[0] + "+"]
-    select = draw(st.sampled_from(["m*", "m*", " ".join(roots)])) if draw(st.booleans()) else " ".join(
-        draw(st.lists(st.sampled_from([*models, *roots]), min_size=1, max_size=3)))
+    select = (
+        draw(st.sampled_from(["m*", "m*", " ".join(roots)]))
+        if draw(st.booleans())
+        else " ".join(draw(st.lists(st.sampled_from([*models, *roots]), min_size=1, max_size=3)))
+    )
     start = d(2026, draw(st.integers(1, 8)), draw(st.integers(1, 28)), draw(st.integers(0, 23)))
     end = start + dt.timedelta(hours=draw(st.integers(1, 24 * 40)))
     as_of = end + dt.timedelta(hours=draw(st.integers(-24 * 5, 24 * 500)))
-    kwargs = {"start": start, "end": end, "as_of": as_of,
-              "propagate": draw(st.sampled_from(["impact", "clip"])),
-              "partitions_per_run": draw(st.integers(1, 4))}
+    kwargs = {
+        "start": start,
+        "end": end,
+        "as_of": as_of,
+        "propagate": draw(st.sampled_from(["impact", "clip"])),
+        "partitions_per_run": draw(st.integers(1, 4)),
+    }
     return p, select, kwargs
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_projects())
-def test_random_graphs_match_the_reference_planner(case: tuple[backfill.Project, str, dict[str, Any]]) -> None:
+def test_random_graphs_match_the_reference_planner(
+    case: tuple[backfill.Project, str, dict[str, Any]],
+) -> None:
     p, select, kw = case
-    plan = p.plan(select, kw["start"], kw["end"], as_of=kw["as_of"], propagate=kw["propagate"],
-                  partitions_per_run=kw["partitions_per_run"])
-    expected = reference_tasks(p, select, kw["start"], kw["end"], kw["as_of"],
-                               propagate=kw["propagate"], partitions_per_run=kw["partitions_per_run"])
+    plan = p.plan(
+        select,
+        kw["start"],
+        kw["end"],
+        as_of=kw["as_of"],
+        propagate=kw["propagate"],
+        partitions_per_run=kw["partitions_per_run"],
+    )
+    expected = reference_tasks(
+        p,
+        select,
+        kw["start"],
+        kw["end"],
+        kw["as_of"],
+        propagate=kw["propagate"],
+        partitions_per_run=kw["partitions_per_run"],
+    )
     assert core_tasks(plan) == expected
-    event(f"tasks: {'0' if not plan.task_count else '<10' if plan.task_count < 10 else '<100' if plan.task_count < 100 else '100+'}")
+    event(
+        f"tasks: {'0' if not plan.task_count else '<10' if plan.task_count < 10 else '<100' if plan.task_count < 100 else '100+'}"
+    )
     event(f"dependencies: {'none' if not plan.dependency_count else 'some'}")
     if plan.task_count <= 150:
         check_schedule(plan)
@@ -362,13 +456,17 @@ def check_schedule(plan: backfill.Plan) -> None:
 
 
 def test_estimate_with_costs() -> None:
-    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, concurrency=10,
-                       partitions_per_run=1)
+    plan = shop().plan(
+        "fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, concurrency=10, partitions_per_run=1
+    )
     costs = {"fct_daily_sales": 240.0, "fct_monthly_sales": 60.0, "fct_sales_7d": 30.0}
     est = plan.estimate(costs=costs)
     assert est.total_work == 89 * 240 + 3 * 60 + 95 * 30
-    assert est.per_model == {"fct_daily_sales": 89 * 240, "fct_monthly_sales": 180,
-                             "fct_sales_7d": 95 * 30}
+    assert est.per_model == {
+        "fct_daily_sales": 89 * 240,
+        "fct_monthly_sales": 180,
+        "fct_sales_7d": 95 * 30,
+    }
     assert est.assumed == [] and est.concurrency == 10
     # Lower bounds: the work spread over 10 slots, and the critical path.
     assert est.makespan >= est.total_work / 10
@@ -390,9 +488,15 @@ def test_estimate_with_costs() -> None:
 
 
 def test_costs_given_to_plan_and_schedule_columns() -> None:
-    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, concurrency=1,
-                       costs={"fct_daily_sales": 10, "fct_monthly_sales": 1, "fct_sales_7d": 1},
-                       partitions_per_run=1)
+    plan = shop().plan(
+        "fct_daily_sales+",
+        AUG1,
+        OCT29,
+        as_of=AS_OF,
+        concurrency=1,
+        costs={"fct_daily_sales": 10, "fct_monthly_sales": 1, "fct_sales_7d": 1},
+        partitions_per_run=1,
+    )
     # One slot: makespan is the total work.
     assert plan.schedule.makespan == plan.schedule.total_work == 89 * 10 + 3 + 95
     check_schedule(plan)
@@ -404,9 +508,15 @@ def test_critical_path_priority_beats_fifo() -> None:
     p.model("short", grain="day")
     p.model("long_root", grain="month")
     p.model("long_tail", grain="month", depends_on=["long_root"])
-    plan = p.plan("short long_root+", "2026-01-01", "2026-01-05", as_of="2026-03-01",
-                  concurrency=1, costs={"short": 1, "long_root": 10, "long_tail": 10},
-                  partitions_per_run=1)
+    plan = p.plan(
+        "short long_root+",
+        "2026-01-01",
+        "2026-01-05",
+        as_of="2026-03-01",
+        concurrency=1,
+        costs={"short": 1, "long_root": 10, "long_tail": 10},
+        partitions_per_run=1,
+    )
     first = min(map(plan.task, range(plan.task_count)), key=lambda t: t["sched_start"])
     assert first["model"] == "long_root"
     assert plan.schedule.makespan == 4 + 20
@@ -450,22 +560,28 @@ def test_retention_of_sources() -> None:
     assert "2 partitions 2026-09-30..2026-10-01 of items" in f.message
     assert p.plan("orders", "2026-10-26", "2026-10-31", as_of=as_of, partitions_per_run=1).ok
     plan = p.plan("snapshot", "2026-10-26", "2026-10-31", as_of=as_of, partitions_per_run=1)
-    assert [(f.code, f.severity) for f in plan.findings] == [("FULL_REBUILD", "info"), ("RETENTION", "error")]
+    assert [(f.code, f.severity) for f in plan.findings] == [
+        ("FULL_REBUILD", "info"),
+        ("RETENTION", "error"),
+    ]
     assert "rebuilt whole from raw.items" in plan.findings[1].message
 
 
 def test_stale_downstream_suggests_plus() -> None:
     plan = shop().plan("fct_daily_sales", AUG1, OCT29, as_of=AS_OF, partitions_per_run=1)
     stale = [(f.code, f.severity, f.model) for f in plan.findings]
-    assert stale == [("STALE_DOWNSTREAM", "warning", "fct_monthly_sales"),
-                     ("STALE_DOWNSTREAM", "warning", "fct_sales_7d")]
+    assert stale == [
+        ("STALE_DOWNSTREAM", "warning", "fct_monthly_sales"),
+        ("STALE_DOWNSTREAM", "warning", "fct_sales_7d"),
+    ]
     assert "select 'fct_daily_sales+'" in plan.findings[0].message
     assert not plan.ok and not plan.errors()  # runnable, but it leaves published data stale
 
 
 def test_before_begin_is_info() -> None:
-    plan = shop().plan("clean_orders", "2025-12-01", "2026-01-03", as_of=AS_OF,
-                       partitions_per_run=1)
+    plan = shop().plan(
+        "clean_orders", "2025-12-01", "2026-01-03", as_of=AS_OF, partitions_per_run=1
+    )
     info = [f for f in plan.findings if f.code == "BEFORE_BEGIN"]
     assert len(info) == 1 and info[0].severity == "info"
     assert "begins at 2026-01-01: 31 partitions 2025-12-01..2025-12-31" in info[0].message
@@ -486,19 +602,34 @@ def test_full_scan_input() -> None:
 # -- bad input ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kwargs", "error", "message"), [
-    ({"start": "2026-10-29", "end": "2026-08-01"}, backfill.InvalidInputError, "is not before end"),
-    ({"start": "2026-08-01", "end": "2026-08-01"}, backfill.InvalidInputError, "is not before end"),
-    ({"partitions_per_run": 0}, backfill.InvalidInputError, "partitions_per_run 0"),
-    ({"partitions_per_run": "many"}, backfill.InvalidInputError, "partitions_per_run 'many'"),
-    ({"min_task_seconds": -1}, backfill.InvalidInputError, "min_task_seconds -1"),
-    ({"concurrency": -1}, backfill.InvalidInputError, "concurrency -1"),
-    ({"propagate": "spread"}, backfill.InvalidInputError, "propagate 'spread'"),
-    ({"costs": {"fct_nope": 1.0}}, backfill.NotFoundError, "'fct_nope'"),
-    ({"costs": {"fct_daily_sales": -5}}, backfill.InvalidInputError, "cost of 'fct_daily_sales'"),
-    ({"start": dt.datetime(2026, 8, 1)}, backfill.InvalidInputError, "naive datetime"),
-    ({"start": "yesterday"}, backfill.InvalidInputError, "yesterday"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"start": "2026-10-29", "end": "2026-08-01"},
+            backfill.InvalidInputError,
+            "is not before end",
+        ),
+        (
+            {"start": "2026-08-01", "end": "2026-08-01"},
+            backfill.InvalidInputError,
+            "is not before end",
+        ),
+        ({"partitions_per_run": 0}, backfill.InvalidInputError, "partitions_per_run 0"),
+        ({"partitions_per_run": "many"}, backfill.InvalidInputError, "partitions_per_run 'many'"),
+        ({"min_task_seconds": -1}, backfill.InvalidInputError, "min_task_seconds -1"),
+        ({"concurrency": -1}, backfill.InvalidInputError, "concurrency -1"),
+        ({"propagate": "spread"}, backfill.InvalidInputError, "propagate 'spread'"),
+        ({"costs": {"fct_nope": 1.0}}, backfill.NotFoundError, "'fct_nope'"),
+        (
+            {"costs": {"fct_daily_sales": -5}},
+            backfill.InvalidInputError,
+            "cost of 'fct_daily_sales'",
+        ),
+        ({"start": dt.datetime(2026, 8, 1)}, backfill.InvalidInputError, "naive datetime"),
+        ({"start": "yesterday"}, backfill.InvalidInputError, "yesterday"),
+    ],
+)
 def test_bad_plan_input(kwargs: dict[str, Any], error: type[Exception], message: str) -> None:
     args: dict[str, Any] = {"start": "2026-08-01", "end": "2026-10-29", "as_of": AS_OF} | kwargs
     with pytest.raises(error, match=message):
@@ -508,8 +639,9 @@ def test_bad_plan_input(kwargs: dict[str, Any], error: type[Exception], message:
 def test_dates_are_read_in_tz() -> None:
     p = backfill.Project()
     p.model("x", grain="hour")
-    plan = p.plan("x", "2026-08-01", "2026-08-02", tz="Europe/Berlin", as_of=AS_OF,
-                  partitions_per_run=1)
+    plan = p.plan(
+        "x", "2026-08-01", "2026-08-02", tz="Europe/Berlin", as_of=AS_OF, partitions_per_run=1
+    )
     assert plan.task(0)["start"] == d(2026, 7, 31, 22) and plan.task_count == 24
 
 
@@ -518,11 +650,22 @@ def test_dates_are_read_in_tz() -> None:
 
 def test_tasks_arrow_table() -> None:
     pa = importlib.import_module("pyarrow")
-    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01",
-                                partitions_per_run=1)
+    plan = small_project().plan(
+        "a+", "2026-01-30", "2026-02-02", as_of="2026-03-01", partitions_per_run=1
+    )
     table = pa.table(plan.tasks)
-    assert table.schema.names == ["task_id", "model", "start", "end", "label", "partitions",
-                                  "wave", "sched_start", "sched_end", "depends_on"]
+    assert table.schema.names == [
+        "task_id",
+        "model",
+        "start",
+        "end",
+        "label",
+        "partitions",
+        "wave",
+        "sched_start",
+        "sched_end",
+        "depends_on",
+    ]
     assert table.schema.field("start").type == pa.timestamp("us", tz="UTC")
     assert table.schema.field("depends_on").type == pa.list_(pa.int64())
     assert table.column("model").to_pylist() == ["a"] * 3 + ["b"] * 4 + ["c"] * 2 + ["d"]
@@ -535,9 +678,15 @@ def test_tasks_arrow_table() -> None:
 
 
 def test_displays() -> None:
-    plan = shop().plan("fct_daily_sales+", AUG1, OCT29, as_of=AS_OF, concurrency=10,
-                       costs={"fct_daily_sales": 240, "fct_monthly_sales": 60, "fct_sales_7d": 30},
-                       partitions_per_run=1)
+    plan = shop().plan(
+        "fct_daily_sales+",
+        AUG1,
+        OCT29,
+        as_of=AS_OF,
+        concurrency=10,
+        costs={"fct_daily_sales": 240, "fct_monthly_sales": 60, "fct_sales_7d": 30},
+        partitions_per_run=1,
+    )
     assert str(plan) == "3 models, 187 tasks; est. 41 m at 10 concurrent; no issues"
     assert "fct_sales_7d       day              95       95" in plan.describe()
     data = json.loads(plan.to_json())
@@ -559,13 +708,17 @@ def test_displays() -> None:
 
 
 def test_mermaid_per_task_and_stale_nodes() -> None:
-    plan = small_project().plan("a+", "2026-01-30", "2026-02-02", as_of="2026-03-01",
-                                partitions_per_run=1)
+    plan = small_project().plan(
+        "a+", "2026-01-30", "2026-02-02", as_of="2026-03-01", partitions_per_run=1
+    )
     lines = plan.to_mermaid().splitlines()
     assert '  t0["a<br/>2026-01-30"]' in lines and "  t8 --> t9" in lines
     assert sum("-->" in x for x in lines) == sum(len(plan.task(i)["depends_on"]) for i in range(10))
-    stale = shop().plan("fct_daily_sales", AUG1, OCT29, as_of=AS_OF,
-                        partitions_per_run=1).to_mermaid(per_task=False)
+    stale = (
+        shop()
+        .plan("fct_daily_sales", AUG1, OCT29, as_of=AS_OF, partitions_per_run=1)
+        .to_mermaid(per_task=False)
+    )
     assert '  s0["fct_monthly_sales<br/>not selected: stale"]' in stale
     assert "  class s0,s1 stale" in stale
 
@@ -574,5 +727,7 @@ def test_html_is_none_for_huge_plans() -> None:
     p = backfill.Project()
     for i in range(201):
         p.model(f"m{i}", grain="day")
-    assert p.plan("m*", "2026-01-01", "2026-01-02", as_of=AS_OF,
-                  partitions_per_run=1)._repr_html_() is None
+    assert (
+        p.plan("m*", "2026-01-01", "2026-01-02", as_of=AS_OF, partitions_per_run=1)._repr_html_()
+        is None
+    )

@@ -11,8 +11,18 @@ from plan_helpers import ROOT
 
 def test_plan_bench_quick() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/plan_bench.py"), "--quick", "--repeat", "3", "--json"],
-        capture_output=True, text=True, check=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/plan_bench.py"),
+            "--quick",
+            "--repeat",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
     )
     assert "task sets identical: True" in done.stdout
     assert "ratio Python / C++:" in done.stdout

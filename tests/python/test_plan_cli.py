@@ -13,8 +13,19 @@ from backfill import cli
 from plan_helpers import ROOT
 
 SHOP = str(ROOT / "examples/shop/project.py")
-ARGS = ["plan", "--project", SHOP, "--select", "fct_daily_sales+", "--start", "2026-08-01",
-        "--end", "2026-10-29", "--as-of", "2026-11-30"]
+ARGS = [
+    "plan",
+    "--project",
+    SHOP,
+    "--select",
+    "fct_daily_sales+",
+    "--start",
+    "2026-08-01",
+    "--end",
+    "2026-10-29",
+    "--as-of",
+    "2026-11-30",
+]
 
 
 def test_plan_text(capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,10 +50,11 @@ def test_plan_json_and_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
     assert [m["partitions"] for m in data["models"]] == [89, 3, 95]
     assert data["models"][0]["work_seconds"] == 89 * 240 and data["estimate"]["concurrency"] == 10
     assert cli.main([*ARGS, "--mermaid", "--partitions-per-run", "1"]) == 0
-    assert capsys.readouterr().out.startswith("flowchart LR\n  m0[\"fct_daily_sales<br/>")
+    assert capsys.readouterr().out.startswith('flowchart LR\n  m0["fct_daily_sales<br/>')
     assert cli.main([*ARGS, "--mermaid"]) == 0  # auto: few tasks, each node a batch
     assert capsys.readouterr().out.startswith(
-        "flowchart LR\n  t0[\"fct_daily_sales<br/>2026-08-01, 23 partitions\"]")
+        'flowchart LR\n  t0["fct_daily_sales<br/>2026-08-01, 23 partitions"]'
+    )
 
 
 def test_plan_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -58,15 +70,29 @@ def test_plan_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
         "import backfill\nproject = backfill.Project()\n"
         "project.model('events', grain='day', strategy='append')\n"
     )
-    args = ["plan", "--project", str(appends), "--select", "events", "--start", "2026-01-01",
-            "--end", "2026-01-02", "--as-of", "2026-02-01"]
+    args = [
+        "plan",
+        "--project",
+        str(appends),
+        "--select",
+        "events",
+        "--start",
+        "2026-01-01",
+        "--end",
+        "2026-01-02",
+        "--as-of",
+        "2026-02-01",
+    ]
     assert cli.main(args) == 1  # an error finding
     assert "APPEND_STRATEGY" in capsys.readouterr().out
     assert cli.main([*args, "--allow-append"]) == 0
 
 
 def test_console_script() -> None:
-    done = subprocess.run([sys.executable, "-m", "backfill.cli", *ARGS, "--json",
-                           "--partitions-per-run", "1"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "backfill.cli", *ARGS, "--json", "--partitions-per-run", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(done.stdout)["task_count"] == 187

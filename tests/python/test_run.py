@@ -48,10 +48,15 @@ def fingerprints(root: Path, schema: str) -> dict[str, backfill.Fingerprint]:
     """The C++ fingerprint of every table in ``schema`` (an oracle outside the engine)."""
     c = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
     try:
-        names = [r[0] for r in c.execute("SELECT table_name FROM duckdb_tables() WHERE "
-                                         "schema_name = ?", [schema]).fetchall()]
-        return {n: backfill.fingerprint(c.sql(f'SELECT * FROM "{schema}"."{n}"'))
-                for n in sorted(names)}
+        names = [
+            r[0]
+            for r in c.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = ?", [schema]
+            ).fetchall()
+        ]
+        return {
+            n: backfill.fingerprint(c.sql(f'SELECT * FROM "{schema}"."{n}"')) for n in sorted(names)
+        }
     finally:
         c.close()
 
@@ -60,18 +65,23 @@ def fingerprints(root: Path, schema: str) -> dict[str, backfill.Fingerprint]:
 def test_build_fills_every_model_for_every_period(built_shop: Path) -> None:
     c = duckdb.connect(str(built_shop / "warehouse.duckdb"), read_only=True)
     try:
-        days = c.execute("SELECT count(*), count(DISTINCT sales_date), min(sales_date), "
-                         "max(sales_date) FROM main.fct_daily_sales").fetchone()
+        days = c.execute(
+            "SELECT count(*), count(DISTINCT sales_date), min(sales_date), "
+            "max(sales_date) FROM main.fct_daily_sales"
+        ).fetchone()
         assert days == (334, 334, dt.date(2026, 1, 1), dt.date(2026, 11, 30))
         assert c.execute("SELECT count(*) FROM main.fct_monthly_sales").fetchone() == (11,)
         # clean_orders holds every raw order except test orders, each once.
-        assert c.execute("SELECT count(*) FROM raw.orders WHERE status <> 'TEST'").fetchone() == \
-            c.execute("SELECT count(DISTINCT order_id) FROM main.clean_orders").fetchone()
+        assert (
+            c.execute("SELECT count(*) FROM raw.orders WHERE status <> 'TEST'").fetchone()
+            == c.execute("SELECT count(DISTINCT order_id) FROM main.clean_orders").fetchone()
+        )
         # the monthly rollup agrees with the daily table
         assert c.execute(
             "SELECT count(*) FROM main.fct_monthly_sales m JOIN (SELECT date_trunc('month', "
             "sales_date) AS mo, sum(revenue) AS r FROM main.fct_daily_sales GROUP BY 1) d "
-            "ON d.mo = m.sales_month WHERE d.r <> m.revenue").fetchone() == (0,)
+            "ON d.mo = m.sales_month WHERE d.r <> m.revenue"
+        ).fetchone() == (0,)
     finally:
         c.close()
 
@@ -83,8 +93,12 @@ def test_generator_is_deterministic(tmp_path: Path) -> None:
     prints = []
     for name in ("a", "b"):
         c = duckdb.connect(str(tmp_path / f"{name}.duckdb"), read_only=True)
-        prints.append({t: backfill.fingerprint(c.sql(f"SELECT * FROM raw.{t}"))
-                       for t in ("orders", "order_items")})
+        prints.append(
+            {
+                t: backfill.fingerprint(c.sql(f"SELECT * FROM raw.{t}"))
+                for t in ("orders", "order_items")
+            }
+        )
         c.close()
     assert prints[0] == prints[1]
 
@@ -123,10 +137,12 @@ def test_merge_and_full_strategies_are_idempotent(shop_dir: Path) -> None:
     (shop_dir / "models" / "order_status.sql").write_text(
         "{{ config(strategy='merge', unique_key='order_id', event_time='ordered_at') }}\n"
         "select order_id, status, ordered_at from {{ ref('clean_orders') }}\n"
-        "where ordered_at >= {{ start }} and ordered_at < {{ end }}\n")
+        "where ordered_at >= {{ start }} and ordered_at < {{ end }}\n"
+    )
     (shop_dir / "models" / "countries.sql").write_text(
         "{{ config(grain=none, strategy='full') }}\n"
-        "select country, count(*) as orders from {{ ref('clean_orders') }} group by 1\n")
+        "select country, count(*) as orders from {{ ref('clean_orders') }} group by 1\n"
+    )
     p = backfill.Project.load(shop_dir)
     plan = p.plan("order_status countries", "2026-03-01", "2026-03-04", as_of=AS_OF)
     assert p.backfill(plan, reason="new models", direct=True).run().ok
@@ -138,12 +154,12 @@ def test_merge_and_full_strategies_are_idempotent(shop_dir: Path) -> None:
 
 # -- the audit area ------------------------------------------------------------------------------
 def test_backfill_writes_the_audit_area_and_refs_read_new_then_published(
-        shop_dir: Path, con: Any) -> None:
+    shop_dir: Path, con: Any
+) -> None:
     published = fingerprints(shop_dir, "main")
     shop.fix(shop_dir)
     p = backfill.Project.load(shop_dir)
-    plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-15", as_of=AS_OF,
-                  partitions_per_run=1)
+    plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-15", as_of=AS_OF, partitions_per_run=1)
     bf = p.backfill(plan, reason="discount bug fixed")
     status = bf.run(concurrency=4)
     assert status.ok and status.done == status.total == 14 + 20 + 1
@@ -151,10 +167,13 @@ def test_backfill_writes_the_audit_area_and_refs_read_new_then_published(
     a = audit_schema(bf.id)
     dates = con(f"SELECT min(sales_date), max(sales_date), count(*) FROM {a}.fct_daily_sales")
     assert dates == [(dt.date(2026, 8, 1), dt.date(2026, 8, 14), 14)]
-    assert con(f"SELECT min(sales_date), max(sales_date), count(*) FROM {a}.fct_sales_7d") == \
-        [(dt.date(2026, 8, 1), dt.date(2026, 8, 20), 20)]
-    ratio = con(f"SELECT sum(n.revenue) / sum(o.revenue) FROM {a}.fct_daily_sales n "
-                "JOIN main.fct_daily_sales o USING (sales_date)")[0][0]
+    assert con(f"SELECT min(sales_date), max(sales_date), count(*) FROM {a}.fct_sales_7d") == [
+        (dt.date(2026, 8, 1), dt.date(2026, 8, 20), 20)
+    ]
+    ratio = con(
+        f"SELECT sum(n.revenue) / sum(o.revenue) FROM {a}.fct_daily_sales n "
+        "JOIN main.fct_daily_sales o USING (sales_date)"
+    )[0][0]
     assert 0.95 < ratio < 0.995  # the fix lowers revenue by about 2%
     # Oracle: each rolling day = audit days inside the backfill + published days outside it.
     expected = con(f"""
@@ -166,12 +185,17 @@ def test_backfill_writes_the_audit_area_and_refs_read_new_then_published(
     got = con(f"SELECT sales_date, revenue_7d FROM {a}.fct_sales_7d ORDER BY 1")
     assert got == expected
     month = con(f"SELECT revenue FROM {a}.fct_monthly_sales")[0][0]
-    assert month == con(f"""SELECT sum(revenue) FROM (SELECT revenue FROM {a}.fct_daily_sales
+    assert (
+        month
+        == con(f"""SELECT sum(revenue) FROM (SELECT revenue FROM {a}.fct_daily_sales
         UNION ALL SELECT revenue FROM main.fct_daily_sales
         WHERE sales_date BETWEEN DATE '2026-08-15' AND DATE '2026-08-31')""")[0][0]
+    )
     # in-engine per-partition fingerprints: Aug 1 differs, Jul 31 (outside) is absent in audit
-    parts = [(lab, day(lab), day(lab) + dt.timedelta(days=1)) for lab in
-             ("2026-07-31", "2026-08-01", "2026-08-02")]
+    parts = [
+        (lab, day(lab), day(lab) + dt.timedelta(days=1))
+        for lab in ("2026-07-31", "2026-08-01", "2026-08-02")
+    ]
     engine = bf.engine
     new = list(engine.fingerprints(p, "fct_daily_sales", bf.area, parts).values())
     old = list(engine.fingerprints(p, "fct_daily_sales", Area(None), parts).values())
@@ -181,8 +205,10 @@ def test_backfill_writes_the_audit_area_and_refs_read_new_then_published(
     assert same == old
     # only the differing partition travels, as Arrow, into the C++ diff
     aug1 = [(parts[1][1], parts[1][2])]
-    with engine.stream(p, "fct_daily_sales", Area(None), aug1) as old_rows, \
-            engine.stream(p, "fct_daily_sales", bf.area, aug1) as new_rows:
+    with (
+        engine.stream(p, "fct_daily_sales", Area(None), aug1) as old_rows,
+        engine.stream(p, "fct_daily_sales", bf.area, aug1) as new_rows,
+    ):
         result = backfill.diff(old_rows, new_rows, key="sales_date")
     assert (result.summary.rows_old, result.summary.changed) == (1, 1)
     with engine.stream(p, "fct_daily_sales", bf.area, None) as rows:
@@ -193,10 +219,12 @@ def test_rows_outside_the_period_fail_the_task(shop_dir: Path) -> None:
     (shop_dir / "models" / "fct_daily_sales.sql").write_text(
         "{{ config(event_time='sales_date') }}\n"
         "select cast(ordered_at as date) as sales_date, count(*) as orders, 0 as units, "
-        "cast(0 as decimal(18,2)) as revenue from {{ ref('clean_orders') }} group by 1\n")
+        "cast(0 as decimal(18,2)) as revenue from {{ ref('clean_orders') }} group by 1\n"
+    )
     p = backfill.Project.load(shop_dir)
-    bf = p.backfill(p.plan("fct_daily_sales", "2026-08-01", "2026-08-02", as_of=AS_OF),
-                    reason="unbounded read")
+    bf = p.backfill(
+        p.plan("fct_daily_sales", "2026-08-01", "2026-08-02", as_of=AS_OF), reason="unbounded read"
+    )
     status = bf.run()
     assert not status.ok
     (failed,) = status.failed_tasks
@@ -225,35 +253,52 @@ class FlakyEngine(DuckDBEngine):
 
 def test_transient_failure_is_retried_with_backoff(shop_dir: Path) -> None:
     p = backfill.Project.load(shop_dir)
-    engine = FlakyEngine(shop_dir / "warehouse.duckdb", {("fct_daily_sales", "2026-08-03"): 2},
-                         transient=True)
-    bf = p.backfill(p.plan("fct_daily_sales+", "2026-08-01", "2026-08-06", as_of=AS_OF),
-                    reason="flaky", engine=engine)
+    engine = FlakyEngine(
+        shop_dir / "warehouse.duckdb", {("fct_daily_sales", "2026-08-03"): 2}, transient=True
+    )
+    bf = p.backfill(
+        p.plan("fct_daily_sales+", "2026-08-01", "2026-08-06", as_of=AS_OF),
+        reason="flaky",
+        engine=engine,
+    )
     status = bf.run(concurrency=3, backoff=0.1, max_attempts=3)
     assert status.ok, str(status)
-    mine = [a for a in bf.attempts() if a["task_id"] ==
-            next(t.task_id for t in bf.tasks() if t.model == "fct_daily_sales"
-                 and t.label == "2026-08-03")]
+    mine = [
+        a
+        for a in bf.attempts()
+        if a["task_id"]
+        == next(
+            t.task_id
+            for t in bf.tasks()
+            if t.model == "fct_daily_sales" and t.label == "2026-08-03"
+        )
+    ]
     assert [a["status"] for a in mine] == ["failed", "failed", "done"]
     assert [a["attempt"] for a in mine] == [1, 2, 3]
-    gaps = [dt.datetime.fromisoformat(b["started_at"]) - dt.datetime.fromisoformat(a["finished_at"])
-            for a, b in zip(mine, mine[1:])]
+    gaps = [
+        dt.datetime.fromisoformat(b["started_at"]) - dt.datetime.fromisoformat(a["finished_at"])
+        for a, b in zip(mine, mine[1:])
+    ]
     assert gaps[0] >= dt.timedelta(seconds=0.1) and gaps[1] >= dt.timedelta(seconds=0.2)
     assert "injected failure" in str(mine[0]["error"])
 
 
 def test_failure_blocks_only_downstream_then_resume_finishes(shop_dir: Path) -> None:
     p = backfill.Project.load(shop_dir)
-    engine = FlakyEngine(shop_dir / "warehouse.duckdb", {("fct_daily_sales", "2026-08-10"): 5},
-                         transient=False)
-    bf = p.backfill(p.plan("fct_daily_sales+", "2026-08-01", "2026-08-16", as_of=AS_OF,
-                           partitions_per_run=1),
-                    reason="one bad day", engine=engine)
+    engine = FlakyEngine(
+        shop_dir / "warehouse.duckdb", {("fct_daily_sales", "2026-08-10"): 5}, transient=False
+    )
+    bf = p.backfill(
+        p.plan("fct_daily_sales+", "2026-08-01", "2026-08-16", as_of=AS_OF, partitions_per_run=1),
+        reason="one bad day",
+        engine=engine,
+    )
     status = bf.run(concurrency=4)
     assert status.status == "failed" and not status.ok
     by_model = {m.model: m for m in status.models}
-    assert [(t.model, t.label, t.attempts) for t in status.failed_tasks] == \
-        [("fct_daily_sales", "2026-08-10", 1)]  # not transient: no retry
+    assert [(t.model, t.label, t.attempts) for t in status.failed_tasks] == [
+        ("fct_daily_sales", "2026-08-10", 1)
+    ]  # not transient: no retry
     assert by_model["fct_daily_sales"].done == 14
     assert by_model["fct_monthly_sales"].blocked == 1
     assert by_model["fct_sales_7d"].blocked == 7  # 10..16 Aug read 10 Aug
@@ -268,8 +313,10 @@ def test_failure_blocks_only_downstream_then_resume_finishes(shop_dir: Path) -> 
     resumed = backfill.Backfill.resume(bf.id, project=shop_dir)
     assert resumed.run(concurrency=4).ok
     reran = {a["task_id"] for a in resumed.attempts() if a["status"] == "done"} & done_before
-    assert all(sum(1 for a in resumed.attempts() if a["task_id"] == t and a["status"] == "done")
-               == 1 for t in reran)
+    assert all(
+        sum(1 for a in resumed.attempts() if a["task_id"] == t and a["status"] == "done") == 1
+        for t in reran
+    )
 
 
 def test_sql_error_fails_with_file_and_model_and_cli_exits_1(shop_dir: Path) -> None:
@@ -277,17 +324,36 @@ def test_sql_error_fails_with_file_and_model_and_cli_exits_1(shop_dir: Path) -> 
         "{{ config(grain='month', event_time='sales_month') }}\n"
         "select date_trunc('month', sales_date) as sales_month, sum(revenu) as revenue\n"
         "from {{ ref('fct_daily_sales') }} where sales_date >= {{ start }} and "
-        "sales_date < {{ end }} group by 1\n")
-    out = cli("run", "--project", str(shop_dir), "--select", "fct_daily_sales+", "--start",
-              "2026-08-01", "--end", "2026-08-04", "--reason", "typo", "--json",
-              "--backoff", "0", "--partitions-per-run", "1")
+        "sales_date < {{ end }} group by 1\n"
+    )
+    out = cli(
+        "run",
+        "--project",
+        str(shop_dir),
+        "--select",
+        "fct_daily_sales+",
+        "--start",
+        "2026-08-01",
+        "--end",
+        "2026-08-04",
+        "--reason",
+        "typo",
+        "--json",
+        "--backoff",
+        "0",
+        "--partitions-per-run",
+        "1",
+    )
     assert out.returncode == 1, out.stderr
-    doc = json.loads(out.stdout[out.stdout.index("{"):])
+    doc = json.loads(out.stdout[out.stdout.index("{") :])
     (failed,) = doc["failed_tasks"]
     assert failed["model"] == "fct_monthly_sales" and failed["attempts"] == 1
     assert "fct_monthly_sales.sql" in failed["error"] and "revenu" in failed["error"]
-    assert {m["model"]: m["done"] for m in doc["models"]} == \
-        {"fct_daily_sales": 3, "fct_monthly_sales": 0, "fct_sales_7d": 9}
+    assert {m["model"]: m["done"] for m in doc["models"]} == {
+        "fct_daily_sales": 3,
+        "fct_monthly_sales": 0,
+        "fct_sales_7d": 9,
+    }
 
 
 # -- crashes and several workers -----------------------------------------------------------------
@@ -311,9 +377,23 @@ def test_sigkill_at_random_points_then_resume_gives_every_partition_once(shop_di
     kills = []
     for trial in range(10):
         bf = p.backfill(plan, reason=f"kill trial {trial}", allow_overlap=SAME_PLAN)
-        proc = subprocess.Popen([sys.executable, "-m", "backfill.cli", "run", "--resume", bf.id,
-                                 "--project", str(shop_dir), "--json", "--concurrency", "2"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "backfill.cli",
+                "run",
+                "--resume",
+                bf.id,
+                "--project",
+                str(shop_dir),
+                "--json",
+                "--concurrency",
+                "2",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         # Kill at a random point of the run: after a random number of tasks, plus a random
         # few milliseconds (often inside a task's transaction or a ledger write).
         target = rng.randrange(1, plan.task_count)
@@ -330,8 +410,10 @@ def test_sigkill_at_random_points_then_resume_gives_every_partition_once(shop_di
         assert status.ok, str(status)
         assert fingerprints(shop_dir, audit_schema(bf.id)) == expected, trial
         c = duckdb.connect(str(shop_dir / "warehouse.duckdb"), read_only=True)
-        dupes = c.execute(f"SELECT count(*) - count(DISTINCT sales_date) FROM "
-                          f"{audit_schema(bf.id)}.fct_daily_sales").fetchone()
+        dupes = c.execute(
+            f"SELECT count(*) - count(DISTINCT sales_date) FROM "
+            f"{audit_schema(bf.id)}.fct_daily_sales"
+        ).fetchone()
         c.close()
         assert dupes == (0,)
         # every task done exactly once in the ledger; killed attempts are marked abandoned
@@ -340,8 +422,7 @@ def test_sigkill_at_random_points_then_resume_gives_every_partition_once(shop_di
     assert sum(0 < k < plan.task_count for k in kills) >= 8, kills
 
 
-def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(
-        shop_dir: Path) -> None:
+def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(shop_dir: Path) -> None:
     shop.fix(shop_dir)
     p = backfill.Project.load(shop_dir)
     plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-22", as_of=AS_OF)
@@ -353,15 +434,34 @@ def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(
     ledger_path = Ledger.for_project_path(p.settings.state_dir).resolve()
     lock = sqlite3.connect(ledger_path, isolation_level=None)
     lock.execute("BEGIN IMMEDIATE")
-    procs = [subprocess.Popen([sys.executable, "-m", "backfill.cli", "run", "--resume", bf.id,
-                               "--project", str(shop_dir), "--json", "--concurrency", "2"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "backfill.cli",
+                "run",
+                "--resume",
+                bf.id,
+                "--project",
+                str(shop_dir),
+                "--json",
+                "--concurrency",
+                "2",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     try:
         deadline = time.monotonic() + 60
         while not all(_has_open(proc.pid, ledger_path) for proc in procs):
             assert time.monotonic() < deadline, "the runners never opened the ledger"
-            assert all(proc.poll() is None for proc in procs), [proc.communicate() for proc in procs]
+            assert all(proc.poll() is None for proc in procs), [
+                proc.communicate() for proc in procs
+            ]
             time.sleep(0.05)
         time.sleep(0.3)  # past the first open, into the first write that waits on the lock
     finally:
@@ -388,17 +488,38 @@ def _has_open(pid: int, path: Path) -> bool:
 
 # -- the ledger -----------------------------------------------------------------------------------
 def _tasks(n: int, deps: dict[int, list[int]] | None = None) -> list[dict[str, Any]]:
-    return [{"task_id": i, "model": "m", "start": day("2026-01-01") + dt.timedelta(days=i),
-             "end": day("2026-01-02") + dt.timedelta(days=i), "label": str(i), "partitions": 1,
-             "wave": 0 if not (deps or {}).get(i) else 1, "depends_on": (deps or {}).get(i, [])}
-            for i in range(n)]
+    return [
+        {
+            "task_id": i,
+            "model": "m",
+            "start": day("2026-01-01") + dt.timedelta(days=i),
+            "end": day("2026-01-02") + dt.timedelta(days=i),
+            "label": str(i),
+            "partitions": 1,
+            "wave": 0 if not (deps or {}).get(i) else 1,
+            "depends_on": (deps or {}).get(i, []),
+        }
+        for i in range(n)
+    ]
 
 
 def _record(bid: str) -> dict[str, Any]:
-    return {"id": bid, "project": "p", "project_root": None, "selection": "m", "exclude": None,
-            "start": "2026-01-01", "end": "2026-02-01", "as_of": None, "reason": "test",
-            "mode": "audit", "engine": "none", "plan": "{}", "models": "{}",
-            "created_by": "me"}
+    return {
+        "id": bid,
+        "project": "p",
+        "project_root": None,
+        "selection": "m",
+        "exclude": None,
+        "start": "2026-01-01",
+        "end": "2026-02-01",
+        "as_of": None,
+        "reason": "test",
+        "mode": "audit",
+        "engine": "none",
+        "plan": "{}",
+        "models": "{}",
+        "created_by": "me",
+    }
 
 
 def test_concurrent_claims_never_hand_out_a_task_twice(tmp_path: Path) -> None:
@@ -432,11 +553,37 @@ def test_claims_respect_dependencies_and_expired_leases(tmp_path: Path) -> None:
     assert sorted(c.task.task_id for c in again) == [0, 1]
     assert all(c.attempt == 2 for c in again)
     for c in again:
-        assert ledger.finish(c, "b1", "otherhost:2:b", ok=True, rows=1, deleted=0,
-                             fingerprint="1:0", seconds=0.0, error=None, retry_at=None) == "done"
+        assert (
+            ledger.finish(
+                c,
+                "b1",
+                "otherhost:2:b",
+                ok=True,
+                rows=1,
+                deleted=0,
+                fingerprint="1:0",
+                seconds=0.0,
+                error=None,
+                retry_at=None,
+            )
+            == "done"
+        )
     # the late worker's finish does not own the task any more: its attempt stays abandoned
-    assert ledger.finish(first[0], "b1", "otherhost:1:a", ok=True, rows=1, deleted=0,
-                         fingerprint="1:0", seconds=0.0, error=None, retry_at=None) == "lost"
+    assert (
+        ledger.finish(
+            first[0],
+            "b1",
+            "otherhost:1:a",
+            ok=True,
+            rows=1,
+            deleted=0,
+            fingerprint="1:0",
+            seconds=0.0,
+            error=None,
+            retry_at=None,
+        )
+        == "lost"
+    )
     assert [c.task.task_id for c in ledger.claim("b1", "otherhost:2:b", 10, 60)] == [2]
     statuses = [a["status"] for a in ledger.attempts("b1")]
     assert statuses.count("abandoned") == 2 and statuses.count("done") == 2
@@ -444,8 +591,10 @@ def test_claims_respect_dependencies_and_expired_leases(tmp_path: Path) -> None:
 
 def test_status_cli_and_python_agree(shop_dir: Path) -> None:
     p = backfill.Project.load(shop_dir)
-    bf = p.backfill(p.plan("fct_monthly_sales", "2026-03-01", "2026-05-01", as_of=AS_OF),
-                    reason="recompute spring")
+    bf = p.backfill(
+        p.plan("fct_monthly_sales", "2026-03-01", "2026-05-01", as_of=AS_OF),
+        reason="recompute spring",
+    )
     out = cli("status", "--project", str(shop_dir))
     assert out.returncode == 0 and "0/2 tasks done" in out.stdout and bf.id in out.stdout
     assert bf.run().ok
@@ -453,20 +602,28 @@ def test_status_cli_and_python_agree(shop_dir: Path) -> None:
     assert doc["status"] == "done" and doc["tasks"] == {"total": 2, "done": 2}
     st = bf.status()
     assert st.to_pandas().to_dict("records") == [
-        {"model": "fct_monthly_sales", "tasks": 2, "done": 2, "running": 0, "failed": 0,
-         "pending": 0, "blocked": 0}]
+        {
+            "model": "fct_monthly_sales",
+            "tasks": 2,
+            "done": 2,
+            "running": 0,
+            "failed": 0,
+            "pending": 0,
+            "blocked": 0,
+        }
+    ]
     assert "fct_monthly_sales" in (st._repr_html_() or "")
     assert cli("status", "bf_nope", "--project", str(shop_dir)).returncode == 2
     listed = json.loads(cli("status", "--list", "--json", "--project", str(shop_dir)).stdout)
-    assert [(r["id"], r["status"], r["reason"]) for r in listed] == \
-        [(bf.id, "done", "recompute spring")]
+    assert [(r["id"], r["status"], r["reason"]) for r in listed] == [
+        (bf.id, "done", "recompute spring")
+    ]
 
 
 def test_backfill_needs_a_reason(shop_dir: Path) -> None:
     p = backfill.Project.load(shop_dir)
     with pytest.raises(backfill.InvalidInputError, match="reason"):
-        p.backfill(p.plan("fct_monthly_sales", "2026-03-01", "2026-04-01", as_of=AS_OF),
-                   reason=" ")
+        p.backfill(p.plan("fct_monthly_sales", "2026-03-01", "2026-04-01", as_of=AS_OF), reason=" ")
     assert not (shop_dir / ".backfill").exists()
 
 
@@ -475,14 +632,41 @@ def test_shop_built_and_fixed_model_backfilled_from_the_cli(tmp_path: Path) -> N
     began = time.monotonic()
     root = shop.create(tmp_path / "shop")
     env = {"BACKFILL_PROGRESS": "1", "COLUMNS": "120"}
-    built = cli("run", "--project", str(root), "--direct", "--select", "*", "--start",
-                "2026-01-01", "--end", "2026-12-01", "--partitions-per-run", "31",
-                "--reason", "initial build", env=env)
+    built = cli(
+        "run",
+        "--project",
+        str(root),
+        "--direct",
+        "--select",
+        "*",
+        "--start",
+        "2026-01-01",
+        "--end",
+        "2026-12-01",
+        "--partitions-per-run",
+        "31",
+        "--reason",
+        "initial build",
+        env=env,
+    )
     assert built.returncode == 0, built.stderr
     shop.fix(root)
-    run = cli("run", "--project", str(root), "--select", "fct_daily_sales+", "--start",
-              "2026-08-01", "--end", "2026-10-29", "--reason", "discount bug fixed",
-              "--concurrency", "4", env=env)
+    run = cli(
+        "run",
+        "--project",
+        str(root),
+        "--select",
+        "fct_daily_sales+",
+        "--start",
+        "2026-08-01",
+        "--end",
+        "2026-10-29",
+        "--reason",
+        "discount bug fixed",
+        "--concurrency",
+        "4",
+        env=env,
+    )
     elapsed = time.monotonic() - began
     assert run.returncode == 0, run.stderr
     # auto batching (the default) from the initial build's measured costs: a few tasks per
@@ -500,7 +684,8 @@ def test_shop_built_and_fixed_model_backfilled_from_the_cli(tmp_path: Path) -> N
     try:
         old, new = c.execute(
             f"SELECT sum(o.revenue), sum(n.revenue) FROM {audit_schema(bid)}.fct_daily_sales n "
-            "JOIN main.fct_daily_sales o USING (sales_date)").fetchone()  # type: ignore[misc]
+            "JOIN main.fct_daily_sales o USING (sales_date)"
+        ).fetchone()  # type: ignore[misc]
         assert 0.97 < new / old < 0.99
         assert c.execute("SELECT count(*) FROM raw.orders").fetchone()[0] > 80_000  # type: ignore[index]
     finally:
@@ -532,10 +717,12 @@ def test_concurrent_writes_of_one_partition_conflict_and_are_retried(shop_dir: P
     assert sum(r.conflicts_retried for r in results) >= 1
     got = fingerprints(shop_dir, "audit_bf_conflicts")["clean_orders"]
     assert got.rows == results[0].rows_written == results[0].fingerprint.rows
-    assert got == backfill.fingerprint(duckdb.connect(
-        str(shop_dir / "warehouse.duckdb"), read_only=True).sql(
-        "SELECT * FROM main.clean_orders WHERE ordered_at >= DATE '2026-05-05' "
-        "AND ordered_at < DATE '2026-05-06'"))
+    assert got == backfill.fingerprint(
+        duckdb.connect(str(shop_dir / "warehouse.duckdb"), read_only=True).sql(
+            "SELECT * FROM main.clean_orders WHERE ordered_at >= DATE '2026-05-05' "
+            "AND ordered_at < DATE '2026-05-06'"
+        )
+    )
 
 
 def test_run_refuses_models_the_lint_finds_unreproducible(shop_dir: Path) -> None:
@@ -544,9 +731,21 @@ def test_run_refuses_models_the_lint_finds_unreproducible(shop_dir: Path) -> Non
         "select cast(date_trunc('month', sales_date) as date) as sales_month, "
         "sum(revenue) as revenue, current_date as loaded_on\n"
         "from {{ ref('fct_daily_sales') }} where sales_date >= {{ start }} and "
-        "sales_date < {{ end }} group by 1\n")
-    args = ["run", "--project", str(shop_dir), "--select", "fct_monthly_sales", "--start",
-            "2026-03-01", "--end", "2026-04-01", "--reason", "clock"]
+        "sales_date < {{ end }} group by 1\n"
+    )
+    args = [
+        "run",
+        "--project",
+        str(shop_dir),
+        "--select",
+        "fct_monthly_sales",
+        "--start",
+        "2026-03-01",
+        "--end",
+        "2026-04-01",
+        "--reason",
+        "clock",
+    ]
     out = cli(*args)
     assert out.returncode == 2
     assert "CLOCK_READ" in out.stderr and "fct_monthly_sales.sql" in out.stderr
@@ -559,24 +758,39 @@ def test_run_refuses_models_the_lint_finds_unreproducible(shop_dir: Path) -> Non
 def test_view_and_append_strategies(shop_dir: Path) -> None:
     (shop_dir / "models" / "big_orders.sql").write_text(
         "{{ config(grain=none, strategy='view') }}\n"
-        "select * from {{ ref('clean_orders') }} where customer_id < 100\n")
+        "select * from {{ ref('clean_orders') }} where customer_id < 100\n"
+    )
     (shop_dir / "models" / "order_log.sql").write_text(
         "{{ config(strategy='append', event_time='ordered_at') }}\n"
         "select order_id, ordered_at from {{ ref('clean_orders') }}\n"
-        "where ordered_at >= {{ start }} and ordered_at < {{ end }}\n")
+        "where ordered_at >= {{ start }} and ordered_at < {{ end }}\n"
+    )
     p = backfill.Project.load(shop_dir)
-    assert p.backfill(p.plan("big_orders", "2026-03-01", "2026-03-02", as_of=AS_OF),
-                      reason="a view", direct=True).run().ok
+    assert (
+        p.backfill(
+            p.plan("big_orders", "2026-03-01", "2026-03-02", as_of=AS_OF),
+            reason="a view",
+            direct=True,
+        )
+        .run()
+        .ok
+    )
     plan = p.plan("order_log", "2026-03-01", "2026-03-02", as_of=AS_OF, allow_append=True)
     for _ in range(2):
         assert p.backfill(plan, reason="append", direct=True).run().ok
     c = duckdb.connect(str(shop_dir / "warehouse.duckdb"), read_only=True)
     try:
-        kinds = dict(c.execute("SELECT table_name, table_type FROM information_schema.tables "
-                               "WHERE table_name IN ('big_orders', 'order_log')").fetchall())
+        kinds = dict(
+            c.execute(
+                "SELECT table_name, table_type FROM information_schema.tables "
+                "WHERE table_name IN ('big_orders', 'order_log')"
+            ).fetchall()
+        )
         assert kinds == {"big_orders": "VIEW", "order_log": "BASE TABLE"}
-        once = c.execute("SELECT count(*) FROM main.clean_orders WHERE ordered_at >= "
-                         "DATE '2026-03-01' AND ordered_at < DATE '2026-03-02'").fetchone()[0]  # type: ignore[index]
+        once = c.execute(
+            "SELECT count(*) FROM main.clean_orders WHERE ordered_at >= "
+            "DATE '2026-03-01' AND ordered_at < DATE '2026-03-02'"
+        ).fetchone()[0]  # type: ignore[index]
         # append is not idempotent: two runs, two copies (why the planner refuses it by default)
         assert c.execute("SELECT count(*) FROM main.order_log").fetchone() == (2 * once,)
     finally:
@@ -588,13 +802,19 @@ def test_a_berlin_day_task_writes_exactly_that_local_day(shop_dir: Path) -> None
     from zoneinfo import ZoneInfo
 
     yml = shop_dir / "backfill.yml"
-    yml.write_text(yml.read_text().replace("clean_orders: {tags: [clean, daily]}",
-                                           "clean_orders: {tags: [clean, daily], tz: Europe/Berlin}"))
+    yml.write_text(
+        yml.read_text().replace(
+            "clean_orders: {tags: [clean, daily]}",
+            "clean_orders: {tags: [clean, daily], tz: Europe/Berlin}",
+        )
+    )
     p = backfill.Project.load(shop_dir)
     before = fingerprints(shop_dir, "main")["clean_orders"]
-    bf = p.backfill(p.plan("clean_orders", "2026-10-25", "2026-10-26", as_of=AS_OF,
-                           tz="Europe/Berlin"),
-                    reason="berlin day", direct=True)
+    bf = p.backfill(
+        p.plan("clean_orders", "2026-10-25", "2026-10-26", as_of=AS_OF, tz="Europe/Berlin"),
+        reason="berlin day",
+        direct=True,
+    )
     assert bf.run().ok
     (task,) = bf.tasks()
     berlin = ZoneInfo("Europe/Berlin")
@@ -606,7 +826,9 @@ def test_a_berlin_day_task_writes_exactly_that_local_day(shop_dir: Path) -> None
     try:
         expected = c.execute(
             "SELECT count(*) FROM raw.orders WHERE lower(status) <> 'test' AND ordered_at >= ? "
-            "AND ordered_at < ?", [start.replace(tzinfo=None), end.replace(tzinfo=None)]).fetchone()
+            "AND ordered_at < ?",
+            [start.replace(tzinfo=None), end.replace(tzinfo=None)],
+        ).fetchone()
     finally:
         c.close()
     assert (task.rows_written,) == expected
@@ -615,7 +837,8 @@ def test_a_berlin_day_task_writes_exactly_that_local_day(shop_dir: Path) -> None
 
 
 def test_this_reads_new_rows_for_the_backfilled_periods_and_published_before(
-        shop_dir: Path) -> None:
+    shop_dir: Path,
+) -> None:
     """A model reading its own earlier output through {{ this }} (first orders of customers)
     gives the same rows in the audit area as in a direct build."""
     (shop_dir / "models" / "first_orders.sql").write_text(
@@ -626,21 +849,28 @@ def test_this_reads_new_rows_for_the_backfilled_periods_and_published_before(
         "  and customer_id not in (select customer_id from {{ this }} "
         "where ordered_at < {{ start }})\n"
         "{% endif %}\n"
-        "group by 1\n")
+        "group by 1\n"
+    )
     p = backfill.Project.load(shop_dir)
     build_plan = p.plan("first_orders", "2026-01-01", "2026-02-15", as_of=AS_OF)
     assert p.backfill(build_plan, reason="build", direct=True).run(concurrency=1).ok
-    bf = p.backfill(p.plan("first_orders", "2026-02-01", "2026-02-15", as_of=AS_OF),
-                    reason="same logic", engine=None)
+    bf = p.backfill(
+        p.plan("first_orders", "2026-02-01", "2026-02-15", as_of=AS_OF),
+        reason="same logic",
+        engine=None,
+    )
     assert bf.run(concurrency=1).ok
     c = duckdb.connect(str(shop_dir / "warehouse.duckdb"), read_only=True)
     try:
-        published = c.execute("SELECT * FROM main.first_orders WHERE ordered_at >= "
-                              "DATE '2026-02-01' ORDER BY ALL").fetchall()
-        audited = c.execute(f"SELECT * FROM {audit_schema(bf.id)}.first_orders "
-                            "ORDER BY ALL").fetchall()
-        repeat = c.execute("SELECT count(*) - count(DISTINCT customer_id) FROM "
-                           "main.first_orders").fetchone()
+        published = c.execute(
+            "SELECT * FROM main.first_orders WHERE ordered_at >= DATE '2026-02-01' ORDER BY ALL"
+        ).fetchall()
+        audited = c.execute(
+            f"SELECT * FROM {audit_schema(bf.id)}.first_orders ORDER BY ALL"
+        ).fetchall()
+        repeat = c.execute(
+            "SELECT count(*) - count(DISTINCT customer_id) FROM main.first_orders"
+        ).fetchone()
     finally:
         c.close()
     assert audited == published and len(published) > 0 and repeat == (0,)

@@ -99,8 +99,14 @@ def make(tmp_path: Path, engine: Any, days: int = 6, **create: Any) -> backfill.
     p.model("m", depends_on=["raw.t"], grain="day", event_time="t", sql="select 1")
     end = (dt.date(2026, 3, 1) + dt.timedelta(days=days)).isoformat()
     plan = p.plan("m", "2026-03-01", end, as_of="2026-12-01")
-    return backfill.Backfill.create(p, plan, reason="ops test", engine=engine,
-                                    ledger=Ledger(tmp_path / "ledger.sqlite"), **create)
+    return backfill.Backfill.create(
+        p,
+        plan,
+        reason="ops test",
+        engine=engine,
+        ledger=Ledger(tmp_path / "ledger.sqlite"),
+        **create,
+    )
 
 
 def ledger_url(tmp_path: Path) -> str:
@@ -126,12 +132,14 @@ def done(bf: backfill.Backfill) -> int:
 
 # -- pause and resume from another process -------------------------------------------------------
 def test_pause_from_another_process_lets_running_tasks_finish_and_the_runner_waits_for_resume(
-        tmp_path: Path, pool: ThreadPoolExecutor) -> None:
+    tmp_path: Path, pool: ThreadPoolExecutor
+) -> None:
     clock = FakeClock(at("2026-11-02T12:00"))
     engine = GatedEngine(clock, open_gate=False)
     bf = make(tmp_path, engine)
     runner: Future[backfill.BackfillStatus] = pool.submit(
-        bf.run, concurrency=2, clock=clock, poll=0.01, held_poll=7.0)
+        bf.run, concurrency=2, clock=clock, poll=0.01, held_poll=7.0
+    )
     until(lambda: len(engine.started) == 2, "two tasks running")
 
     paused = cli("pause", bf.id, "--ledger", ledger_url(tmp_path))
@@ -172,11 +180,15 @@ def shop_dir(built_shop: Path, tmp_path: Path) -> Path:
 
 
 def test_cancel_during_a_run_stops_it_keeps_the_audit_area_and_publish_refuses(
-        shop_dir: Path, pool: ThreadPoolExecutor) -> None:
+    shop_dir: Path, pool: ThreadPoolExecutor
+) -> None:
     p = backfill.Project.load(shop_dir)
     engine = GatedDuckDB(shop_dir / "warehouse.duckdb")
-    bf = p.backfill(p.plan("fct_daily_sales", "2026-08-01", "2026-08-07", as_of=AS_OF),
-                    reason="cancel me", engine=engine)
+    bf = p.backfill(
+        p.plan("fct_daily_sales", "2026-08-01", "2026-08-07", as_of=AS_OF),
+        reason="cancel me",
+        engine=engine,
+    )
     clock = FakeClock(at("2026-11-02T12:00"))
     runner = pool.submit(bf.run, concurrency=2, clock=clock, poll=0.01)
     until(lambda: engine.started == 2, "two tasks running")
@@ -186,8 +198,12 @@ def test_cancel_during_a_run_stops_it_keeps_the_audit_area_and_publish_refuses(
     assert "its audit area stays until: backfill discard" in out.stdout
     engine.gate.set()
     final = runner.result(timeout=60)
-    assert (final.status, final.held, final.done, engine.started) == ("cancelled", "cancelled",
-                                                                      2, 2)
+    assert (final.status, final.held, final.done, engine.started) == (
+        "cancelled",
+        "cancelled",
+        2,
+        2,
+    )
     assert final.note is not None and final.note.endswith(": wrong period")
     assert cli("run", "--resume", bf.id, "--project", str(shop_dir)).returncode == 2
 
@@ -195,16 +211,20 @@ def test_cancel_during_a_run_stops_it_keeps_the_audit_area_and_publish_refuses(
     schema = audit_schema(bf.id)
     assert query(shop_dir, f"SELECT count(*) FROM {schema}.fct_daily_sales") == [(2,)]
     # Publishing it is refused by the publish layer, naming who cancelled it and why.
-    with pytest.raises(BackfillCancelledError, match=r"cancelled by .* \('wrong period'\); a "
-                                                     "cancelled backfill is never published"):
+    with pytest.raises(
+        BackfillCancelledError,
+        match=r"cancelled by .* \('wrong period'\); a "
+        "cancelled backfill is never published",
+    ):
         bf.publish("should not happen")
     out = cli("publish", bf.id, "--project", str(shop_dir), "--note", "no")
     assert out.returncode == 1 and "never published" in out.stderr
     assert bf.ledger.publications(bf.id) == []
     # ... until discard drops it.
     assert cli("discard", bf.id, "--project", str(shop_dir)).returncode == 0
-    assert query(shop_dir, "SELECT count(*) FROM information_schema.schemata WHERE "
-                           f"schema_name = '{schema}'") == [(0,)]
+    assert query(
+        shop_dir, f"SELECT count(*) FROM information_schema.schemata WHERE schema_name = '{schema}'"
+    ) == [(0,)]
     assert bf.ledger.backfill(bf.id)["status"] == "discarded"
 
 
@@ -220,8 +240,9 @@ def test_the_budget_stops_a_run_midway_and_a_raised_budget_resumes_it(tmp_path: 
     # 3 tasks (300 s) fit; a 4th would make 400 s: nothing more starts.
     assert (st.held, st.done, len(engine.started)) == ("budget", 3, 3)
     assert st.budget == {"budget": 350.0, "spent": 300.0, "remaining": 50.0}
-    assert st.note is not None and st.note.startswith("stopped within its budget (5m 00s of "
-                                                      "5m 50s spent)")
+    assert st.note is not None and st.note.startswith(
+        "stopped within its budget (5m 00s of 5m 50s spent)"
+    )
     assert "budget: 5m 00s of 5m 50s engine time spent, 50.0 s remaining" in str(st)
     opts = json.loads(bf.ledger.backfill(bf.id)["options"])
     bf.ledger.set_options(bf.id, {**opts, "budget_seconds": 600.0})
@@ -231,13 +252,15 @@ def test_the_budget_stops_a_run_midway_and_a_raised_budget_resumes_it(tmp_path: 
 
 # -- windows through the runner ----------------------------------------------------------------
 def test_the_runner_waits_for_windows_and_claims_only_what_fits_across_the_dst_change(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """3-hour tasks in 22:00-06:00 Berlin nights: the 9-hour night when clocks fall back holds
     three, the next 8-hour night two (the same starts the window unit test derives)."""
     clock = FakeClock(at("2026-10-24T12:00"))
     engine = GatedEngine(clock, seconds=3 * 3600.0)
-    bf = make(tmp_path, engine, days=5, windows="22:00-06:00 Europe/Berlin",
-              costs={"m": 3 * 3600.0})
+    bf = make(
+        tmp_path, engine, days=5, windows="22:00-06:00 Europe/Berlin", costs={"m": 3 * 3600.0}
+    )
     early = bf.run(clock=clock, exit_outside_window=True)
     assert (early.held, early.done, engine.started) == ("window", 0, [])
     assert early.note == "waiting for window, opens 22:00 CEST"
@@ -245,8 +268,12 @@ def test_the_runner_waits_for_windows_and_claims_only_what_fits_across_the_dst_c
     final = bf.run(concurrency=1, clock=clock, poll=0.01, max_wait=86400.0)
     assert final.ok
     assert [when for _, when in engine.started] == [
-        at("2026-10-24T20:00"), at("2026-10-24T23:00"), at("2026-10-25T02:00"),
-        at("2026-10-25T21:00"), at("2026-10-26T00:00")]
+        at("2026-10-24T20:00"),
+        at("2026-10-24T23:00"),
+        at("2026-10-25T02:00"),
+        at("2026-10-25T21:00"),
+        at("2026-10-26T00:00"),
+    ]
 
 
 # -- the CLI's exit codes --------------------------------------------------------------------
@@ -254,9 +281,24 @@ def test_cli_exit_codes_outside_a_window_and_when_held(shop_dir: Path) -> None:
     now = dt.datetime.now(UTC)
     window = f"{(now.hour + 2) % 24:02d}:00-{(now.hour + 3) % 24:02d}:00 UTC"  # closed now
     project = ["--project", str(shop_dir)]
-    out = cli("run", *project, "--select", "fct_monthly_sales", "--start", "2026-03-01", "--end",
-              "2026-05-01", "--as-of", AS_OF, "--reason", "at night", "--window", window,
-              "--exit-outside-window", "--json")
+    out = cli(
+        "run",
+        *project,
+        "--select",
+        "fct_monthly_sales",
+        "--start",
+        "2026-03-01",
+        "--end",
+        "2026-05-01",
+        "--as-of",
+        AS_OF,
+        "--reason",
+        "at night",
+        "--window",
+        window,
+        "--exit-outside-window",
+        "--json",
+    )
     assert out.returncode == 3, out.stderr  # stopped for now: try again later
     doc = json.loads(out.stdout)
     bid = doc["id"]
@@ -284,8 +326,9 @@ def test_cli_exit_codes_outside_a_window_and_when_held(shop_dir: Path) -> None:
 def test_the_airflow_task_of_a_held_backfill_raises_paused_or_cancelled(shop_dir: Path) -> None:
     from backfill.integrations import airflow as bfa
 
-    bid = bfa.plan_backfill(shop_dir, "fct_monthly_sales", "2026-03-01", "2026-05-01",
-                            reason="held", as_of=AS_OF)
+    bid = bfa.plan_backfill(
+        shop_dir, "fct_monthly_sales", "2026-03-01", "2026-05-01", reason="held", as_of=AS_OF
+    )
     bfa.run_task(bid, 0, project=shop_dir)
     led = Ledger.for_project(shop_dir / ".backfill")
     led.set_paused(bid, True, "ops")

@@ -17,9 +17,20 @@ ROWS = "36500"  # 100 raw rows a day: the paths, not the timing
 
 def _bench(name: str, directory: Path) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / name), "--quick", "--rows", ROWS,
-         "--dir", str(directory), "--json"],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / name),
+            "--quick",
+            "--rows",
+            ROWS,
+            "--dir",
+            str(directory),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

@@ -27,8 +27,9 @@ from fake_engines import WriteOnlyEngine
 class MemoryEngine(WriteOnlyEngine):
     name = "memory"
 
-    def __init__(self, failures: dict[tuple[str, str], tuple[int, bool]],
-                 delay: float = 0.001) -> None:
+    def __init__(
+        self, failures: dict[tuple[str, str], tuple[int, bool]], delay: float = 0.001
+    ) -> None:
         self.failures = dict(failures)  # (model, day) -> (times left, transient)
         self.delay = delay
         self.log: list[tuple[str, str, float, float]] = []
@@ -57,7 +58,9 @@ class MemoryEngine(WriteOnlyEngine):
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[backfill.Project, int, dict[tuple[str, str], tuple[int, bool]], int]:
+def scenarios(
+    draw: st.DrawFn,
+) -> tuple[backfill.Project, int, dict[tuple[str, str], tuple[int, bool]], int]:
     n = draw(st.integers(1, 4))
     days = draw(st.integers(1, 6))
     p = backfill.Project("prop")
@@ -73,32 +76,41 @@ def scenarios(draw: st.DrawFn) -> tuple[backfill.Project, int, dict[tuple[str, s
         p.model(f"m{i}", depends_on=parents, grain="day", event_time="t", sql="select 1")
     labels = [(dt.date(2026, 3, 1) + dt.timedelta(days=d)).isoformat() for d in range(days + 3)]
     keys = list(itertools.product([f"m{i}" for i in range(n)], labels))
-    failing = draw(st.dictionaries(st.sampled_from(keys),
-                                   st.tuples(st.integers(1, 3), st.booleans()), max_size=4))
+    failing = draw(
+        st.dictionaries(
+            st.sampled_from(keys), st.tuples(st.integers(1, 3), st.booleans()), max_size=4
+        )
+    )
     return p, days, failing, draw(st.integers(1, 4))
 
 
 @settings(max_examples=25, deadline=None)
 @given(scenarios())
 def test_runner_respects_dependencies_retries_and_failures(
-        scenario: tuple[backfill.Project, int, dict[tuple[str, str], tuple[int, bool]], int]) -> None:
+    scenario: tuple[backfill.Project, int, dict[tuple[str, str], tuple[int, bool]], int],
+) -> None:
     project, days, failing, concurrency = scenario
-    plan = project.plan("*", "2026-03-01", dt.date(2026, 3, 1) + dt.timedelta(days=days),
-                        as_of="2026-12-01")
+    plan = project.plan(
+        "*", "2026-03-01", dt.date(2026, 3, 1) + dt.timedelta(days=days), as_of="2026-12-01"
+    )
     engine = MemoryEngine(failing)
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Ledger(Path(tmp) / "ledger.sqlite")
-        bf = backfill.Backfill.create(project, plan, reason="property", engine=engine,
-                                      ledger=ledger)
+        bf = backfill.Backfill.create(
+            project, plan, reason="property", engine=engine, ledger=ledger
+        )
         status = bf.run(concurrency=concurrency, max_attempts=2, backoff=0.0, poll=0.001)
         tasks = {t.task_id: t for t in bf.tasks()}
         attempts = bf.attempts()
         ledger.close()
     assert engine.overlaps == 0
     # permanent: fails for good (not transient, or more failures than max_attempts allows)
-    permanent = {t.task_id for t in tasks.values()
-                 if (t.model, t.label) in failing
-                 and (not failing[(t.model, t.label)][1] or failing[(t.model, t.label)][0] >= 2)}
+    permanent = {
+        t.task_id
+        for t in tasks.values()
+        if (t.model, t.label) in failing
+        and (not failing[(t.model, t.label)][1] or failing[(t.model, t.label)][0] >= 2)
+    }
     doomed: set[int] = set()  # failed, or blocked behind a failure (never ran)
     bad: set[int] = set()  # ran and failed for good
     for tid in sorted(tasks, key=lambda i: tasks[i].wave):
@@ -119,8 +131,11 @@ def test_runner_respects_dependencies_retries_and_failures(
     for t in tasks.values():
         runs = [a for a in attempts if a["task_id"] == t.task_id]
         fails = failing.get((t.model, t.label), (0, True))
-        expected = 0 if t.task_id in doomed - bad else (
-            1 if not fails[1] and fails[0] else min(fails[0] + 1, 2))
+        expected = (
+            0
+            if t.task_id in doomed - bad
+            else (1 if not fails[1] and fails[0] else min(fails[0] + 1, 2))
+        )
         assert len(runs) == expected, (t, runs, fails)
 
 
@@ -133,13 +148,19 @@ def test_leases_are_renewed_while_long_tasks_run(tmp_path: Path) -> None:
     # Each task lasts over twice its lease; the lease is long enough that a loaded machine still
     # renews it in time (renewals every lease/3).
     engine = MemoryEngine({}, delay=1.2)
-    first = backfill.Backfill.create(p, plan, reason="slow", engine=engine,
-                                     ledger=Ledger(tmp_path / "ledger.sqlite"))
-    second = backfill.Backfill(p, first.id, ledger=Ledger(tmp_path / "ledger.sqlite"),
-                               engine=engine)
+    first = backfill.Backfill.create(
+        p, plan, reason="slow", engine=engine, ledger=Ledger(tmp_path / "ledger.sqlite")
+    )
+    second = backfill.Backfill(
+        p, first.id, ledger=Ledger(tmp_path / "ledger.sqlite"), engine=engine
+    )
     results: list[backfill.BackfillStatus] = []
-    workers = [threading.Thread(target=lambda b=b: results.append(
-        b.run(concurrency=2, lease_seconds=0.5, poll=0.01))) for b in (first, second)]
+    workers = [
+        threading.Thread(
+            target=lambda b=b: results.append(b.run(concurrency=2, lease_seconds=0.5, poll=0.01))
+        )
+        for b in (first, second)
+    ]
     for w in workers:
         w.start()
     for w in workers:

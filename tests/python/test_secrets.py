@@ -52,8 +52,17 @@ SMTP_USER = "backfill-mailer"
 SMTP_PW = "Smtp-S3cr3t-91c2"
 OL_KEY = "OL-key-S3cr3t-55d1"
 DBT_PW = "Dbt-S3cr3t-3b7e"
-SECRETS = (PG_PW, WRONG_PW, "XXXXsecretXXXX", "YYYYsecretYYYY", "T000/B000", "T111/B111",
-           SMTP_PW, OL_KEY, DBT_PW)
+SECRETS = (
+    PG_PW,
+    WRONG_PW,
+    "XXXXsecretXXXX",
+    "YYYYsecretYYYY",
+    "T000/B000",
+    "T111/B111",
+    SMTP_PW,
+    OL_KEY,
+    DBT_PW,
+)
 ENV = {"BF_TEST_SMTP_PASSWORD": SMTP_PW, "BF_TEST_OL_KEY": OL_KEY}
 # The test's own servers log what they receive (aiosmtpd logs the AUTH line at DEBUG): they are
 # the far side, not backfill, so their records are not ours to judge.
@@ -62,8 +71,11 @@ SERVER_LOGGERS = ("mail.log", "aiosmtpd")
 
 def leaked(text: str) -> list[str]:
     """The secrets ``text`` holds, in any form a URL or message could give them."""
-    return [s for s in SECRETS
-            if any(form in text for form in {s, quote(s, safe=""), quote(s, safe="/")})]
+    return [
+        s
+        for s in SECRETS
+        if any(form in text for form in {s, quote(s, safe=""), quote(s, safe="/")})
+    ]
 
 
 def assert_clean(where: str, text: str) -> None:
@@ -105,10 +117,13 @@ def mail() -> Iterator[AuthMailbox]:
 
     box = AuthMailbox(free_port())
 
-    def authenticator(server: Any, session: Any, envelope: Any, mechanism: str,
-                      auth_data: Any) -> AuthResult:
-        ok = isinstance(auth_data, LoginPassword) and \
-            (auth_data.login, auth_data.password) == (SMTP_USER.encode(), SMTP_PW.encode())
+    def authenticator(
+        server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any
+    ) -> AuthResult:
+        ok = isinstance(auth_data, LoginPassword) and (auth_data.login, auth_data.password) == (
+            SMTP_USER.encode(),
+            SMTP_PW.encode(),
+        )
         with box.lock:
             box.logins.append(ok)
         return AuthResult(success=ok)
@@ -118,12 +133,22 @@ def mail() -> Iterator[AuthMailbox]:
             if not session.authenticated:
                 return "530 5.7.0 Authentication required"
             with box.lock:
-                box.messages.append((envelope.mail_from, list(envelope.rcpt_tos),
-                                     envelope.content.decode("utf-8", "replace")))
+                box.messages.append(
+                    (
+                        envelope.mail_from,
+                        list(envelope.rcpt_tos),
+                        envelope.content.decode("utf-8", "replace"),
+                    )
+                )
             return "250 Message accepted for delivery"
 
-    controller = Controller(Handler(), hostname="127.0.0.1", port=box.port,
-                            authenticator=authenticator, auth_require_tls=False)
+    controller = Controller(
+        Handler(),
+        hostname="127.0.0.1",
+        port=box.port,
+        authenticator=authenticator,
+        auth_require_tls=False,
+    )
     # (not auth_required=True, which warns without TLS: handle_DATA refuses unauthenticated mail)
     controller.start()
     try:
@@ -161,14 +186,22 @@ def with_password(url: str, password: str = PG_PW) -> str:
 
 def with_query_password(url: str, password: str = PG_PW, **params: str) -> str:
     extra = "".join(f"&{k}={v}" for k, v in params.items())
-    return url.replace("postgresql://backfill@", f"postgresql://{PG_USER}@") + \
-        f"?password={password}{extra}"
+    return (
+        url.replace("postgresql://backfill@", f"postgresql://{PG_USER}@")
+        + f"?password={password}{extra}"
+    )
 
 
 # -- the project ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def scene(built_pg_shop: Any, pg_server: Any, pg_role: str, web: Receiver, mail: AuthMailbox,
-          tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+def scene(
+    built_pg_shop: Any,
+    pg_server: Any,
+    pg_role: str,
+    web: Receiver,
+    mail: AuthMailbox,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> SimpleNamespace:
     """The shop on PostgreSQL with a secret in every setting that can hold one."""
     ensure_entry_point()
     root, url = built_pg_shop.copy(tmp_path_factory.mktemp("secrets") / "shop")
@@ -180,25 +213,47 @@ def scene(built_pg_shop: Any, pg_server: Any, pg_role: str, web: Receiver, mail:
     doc["engine"]["url"] = warehouse
     doc["state"] = ledger
     doc["notify"] = {
-        "smtp": {"host": "127.0.0.1", "port": mail.port, "from": "backfill@shop.example",
-                 "username": SMTP_USER, "password_env": "BF_TEST_SMTP_PASSWORD", "timeout": 5},
-        "retries": 2, "backoff": 0, "timeout": 5,
+        "smtp": {
+            "host": "127.0.0.1",
+            "port": mail.port,
+            "from": "backfill@shop.example",
+            "username": SMTP_USER,
+            "password_env": "BF_TEST_SMTP_PASSWORD",
+            "timeout": 5,
+        },
+        "retries": 2,
+        "backoff": 0,
+        "timeout": 5,
         "consumers": {
-            "finance": {"webhook": f"{web.url}/services/{HOOK_TOKEN}",
-                        "email": "finance@shop.example"},
-            "ops": {"webhook": f"{web.url}/fail/{FAIL_TOKEN}"}}}  # answers 500: fails
-    doc["lineage"] = {"namespace": "shop-secrets", "transports": [
-        {"type": "console"}, {"type": "file", "path": "lineage.jsonl"},
-        {"type": "http", "url": web.url, "endpoint": "api/v1/lineage",
-         "api_key_env": "BF_TEST_OL_KEY"}]}
+            "finance": {
+                "webhook": f"{web.url}/services/{HOOK_TOKEN}",
+                "email": "finance@shop.example",
+            },
+            "ops": {"webhook": f"{web.url}/fail/{FAIL_TOKEN}"},
+        },
+    }  # answers 500: fails
+    doc["lineage"] = {
+        "namespace": "shop-secrets",
+        "transports": [
+            {"type": "console"},
+            {"type": "file", "path": "lineage.jsonl"},
+            {
+                "type": "http",
+                "url": web.url,
+                "endpoint": "api/v1/lineage",
+                "api_key_env": "BF_TEST_OL_KEY",
+            },
+        ],
+    }
     models = doc["models"]
     models["fct_daily_sales"].update(consumers=["finance", "ops"])
     # an inline consumer without a name: it must not be named (shown, stored) by its URL
     models["fct_monthly_sales"].update(consumers=[{"webhook": f"{web.url}/services/{HOOK_TOKEN}"}])
     yml.write_text(yaml.safe_dump(doc, sort_keys=False))
     shop.fix(root)
-    return SimpleNamespace(root=root, warehouse=warehouse, warehouse_db=url, ledger=ledger,
-                           ledger_db=ledger_db)
+    return SimpleNamespace(
+        root=root, warehouse=warehouse, warehouse_db=url, ledger=ledger, ledger_db=ledger_db
+    )
 
 
 def run_cli(*args: str) -> Any:
@@ -223,8 +278,12 @@ def dump_database(url: str) -> str:
 
 # -- the tests ------------------------------------------------------------------------------------
 def test_a_full_backfill_shows_and_stores_no_secret(
-        scene: SimpleNamespace, web: Receiver, mail: AuthMailbox,
-        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    scene: SimpleNamespace,
+    web: Receiver,
+    mail: AuthMailbox,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
     caplog.set_level(logging.DEBUG)
@@ -232,19 +291,27 @@ def test_a_full_backfill_shows_and_stores_no_secret(
 
     # in this process: run, audit, publish (which tells the consumers and OpenLineage)
     project = backfill.Project.load(scene.root)
-    bf = project.backfill(project.plan("fct_daily_sales+", "2026-08-01", "2026-08-04",
-                                       as_of=AS_OF), reason="discount bug fixed")
+    bf = project.backfill(
+        project.plan("fct_daily_sales+", "2026-08-01", "2026-08-04", as_of=AS_OF),
+        reason="discount bug fixed",
+    )
     status = bf.run(concurrency=2)
     assert status.ok, str(status)
     report = bf.audit()
     assert report.passed, str(report)
     pub = bf.publish(note="Revenue from 1 Aug was overstated.")
-    shown |= {"repr(project.settings)": repr(project.settings), "str(status)": str(status),
-              "status.to_dict()": json.dumps(status.to_dict(), default=str),
-              "str(bf)": str(bf), "repr(bf)": repr(bf), "str(report)": str(report),
-              "str(pub)": str(pub), "pub.to_dict()": json.dumps(pub.to_dict(), default=str),
-              "deliveries": repr(pub.deliveries),
-              "changelog": str(project.changelog()) + project.changelog().format("json")}
+    shown |= {
+        "repr(project.settings)": repr(project.settings),
+        "str(status)": str(status),
+        "status.to_dict()": json.dumps(status.to_dict(), default=str),
+        "str(bf)": str(bf),
+        "repr(bf)": repr(bf),
+        "str(report)": str(report),
+        "str(pub)": str(pub),
+        "pub.to_dict()": json.dumps(pub.to_dict(), default=str),
+        "deliveries": repr(pub.deliveries),
+        "changelog": str(project.changelog()) + project.changelog().format("json"),
+    }
 
     # the secrets were real: used where they were meant for, and the failure failed
     told = {(d.channel, d.consumer, d.ok) for d in pub.deliveries}
@@ -256,29 +323,51 @@ def test_a_full_backfill_shows_and_stores_no_secret(
     assert web.bodies(f"/services/{HOOK_TOKEN}") and len(web.bodies(f"/fail/{FAIL_TOKEN}")) == 2
     assert mail.messages and all(mail.logins)
     failed = next(d for d in pub.deliveries if not d.ok)
-    assert failed.detail().startswith(f"to {web.url}/… after 2 attempt(s): HTTPError: HTTP "
-                                      "Error 500"), failed.detail()
+    assert failed.detail().startswith(
+        f"to {web.url}/… after 2 attempt(s): HTTPError: HTTP Error 500"
+    ), failed.detail()
 
     # and from the command line: a second backfill, then everything the CLI reads back
-    ran = run_cli("run", "--project", str(scene.root), "--select", "fct_daily_sales+",
-                  "--start", "2026-09-01", "--end", "2026-09-04", "--as-of", AS_OF,
-                  "--reason", "second fix", "--json", "--no-progress")
+    ran = run_cli(
+        "run",
+        "--project",
+        str(scene.root),
+        "--select",
+        "fct_daily_sales+",
+        "--start",
+        "2026-09-01",
+        "--end",
+        "2026-09-04",
+        "--as-of",
+        AS_OF,
+        "--reason",
+        "second fix",
+        "--json",
+        "--no-progress",
+    )
     assert ran.returncode == 0, ran.stderr
     second = json.loads(ran.stdout)["id"]
     outputs = {"run": ran}
     outputs["audit"] = run_cli("audit", second, "--project", str(scene.root), "--json")
-    outputs["publish"] = run_cli("publish", second, "--project", str(scene.root), "--note", "n",
-                                 "--json")
+    outputs["publish"] = run_cli(
+        "publish", second, "--project", str(scene.root), "--note", "n", "--json"
+    )
     for fmt in ("text", "markdown", "html", "json"):
-        outputs[f"changelog {fmt}"] = run_cli("changelog", "--project", str(scene.root),
-                                              "--format", fmt)
+        outputs[f"changelog {fmt}"] = run_cli(
+            "changelog", "--project", str(scene.root), "--format", fmt
+        )
     outputs["status --json"] = run_cli("status", bf.id, "--project", str(scene.root), "--json")
-    outputs["status --list"] = run_cli("status", "--list", "--project", str(scene.root),
-                                       "--json")
+    outputs["status --list"] = run_cli("status", "--list", "--project", str(scene.root), "--json")
     # the same ledger named on the command line, its password in the user-info this time
-    outputs["status --ledger"] = run_cli("status", second, "--project", str(scene.root),
-                                         "--json", "--ledger",
-                                         with_password(scene.ledger_db) + "?schema=bf_ledger")
+    outputs["status --ledger"] = run_cli(
+        "status",
+        second,
+        "--project",
+        str(scene.root),
+        "--json",
+        "--ledger",
+        with_password(scene.ledger_db) + "?schema=bf_ledger",
+    )
     for name, r in outputs.items():
         assert r.returncode == 0, f"{name}: {r.stderr}"
         assert_clean(f"backfill {name} (stdout)", r.stdout)
@@ -312,7 +401,8 @@ def test_a_full_backfill_shows_and_stores_no_secret(
 
 
 def test_connections_with_a_wrong_password_name_no_secret(
-        scene: SimpleNamespace, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    scene: SimpleNamespace, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from backfill.engines.postgres import PostgresConnectionError, PostgresEngine
     from backfill.integrations.dbt.profile import read_profile
     from backfill.run.ledger import LedgerError, open_ledger
@@ -325,9 +415,11 @@ def test_connections_with_a_wrong_password_name_no_secret(
     errors.append(engine_err.value)
     assert "password authentication failed" in str(engine_err.value)
     assert f"{PG_USER}:***@" in str(engine_err.value)
-    for url in (with_password(scene.ledger_db, WRONG_PW),
-                with_query_password(scene.ledger_db, WRONG_PW, schema="bf_ledger"),
-                with_query_password(scene.ledger_db, WRONG_PW, sslpassword=WRONG_PW)):
+    for url in (
+        with_password(scene.ledger_db, WRONG_PW),
+        with_query_password(scene.ledger_db, WRONG_PW, schema="bf_ledger"),
+        with_query_password(scene.ledger_db, WRONG_PW, sslpassword=WRONG_PW),
+    ):
         with pytest.raises(LedgerError) as ledger_err:
             open_ledger(url)
         errors.append(ledger_err.value)
@@ -336,10 +428,26 @@ def test_connections_with_a_wrong_password_name_no_secret(
     # a dbt-postgres profile with the password in it: its URL, its repr, its engine's error
     (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\n")
     host_port = scene.warehouse_db.split("@", 1)[1].split("/", 1)[0]
-    (tmp_path / "profiles.yml").write_text(yaml.safe_dump({"p": {"target": "dev", "outputs": {
-        "dev": {"type": "postgres", "host": host_port.split(":")[0],
-                "port": int(host_port.split(":")[1]), "user": PG_USER, "password": DBT_PW,
-                "dbname": scene.warehouse_db.rsplit("/", 1)[1], "schema": "public"}}}}))
+    (tmp_path / "profiles.yml").write_text(
+        yaml.safe_dump(
+            {
+                "p": {
+                    "target": "dev",
+                    "outputs": {
+                        "dev": {
+                            "type": "postgres",
+                            "host": host_port.split(":")[0],
+                            "port": int(host_port.split(":")[1]),
+                            "user": PG_USER,
+                            "password": DBT_PW,
+                            "dbname": scene.warehouse_db.rsplit("/", 1)[1],
+                            "schema": "public",
+                        }
+                    },
+                }
+            }
+        )
+    )
     profile = read_profile(tmp_path)
     assert profile.url is not None and DBT_PW in profile.url  # the real one, to connect with
     with pytest.raises(PostgresConnectionError) as dbt_err:
@@ -356,13 +464,31 @@ def test_connections_with_a_wrong_password_name_no_secret(
     shutil.copytree(scene.root, bad, ignore=shutil.ignore_patterns(".backfill", "*.jsonl"))
     yml = bad / "backfill.yml"
     yml.write_text(yml.read_text().replace(PG_PW, WRONG_PW))
-    outputs = {"run": run_cli("run", "--project", str(bad), "--select", "fct_daily_sales",
-                              "--start", "2026-08-01", "--end", "2026-08-02", "--as-of", AS_OF,
-                              "--reason", "r", "--no-progress")}
-    for form, url in (("user-info", with_password(scene.ledger_db, WRONG_PW)),
-                      ("query", with_query_password(scene.ledger_db, WRONG_PW))):
+    outputs = {
+        "run": run_cli(
+            "run",
+            "--project",
+            str(bad),
+            "--select",
+            "fct_daily_sales",
+            "--start",
+            "2026-08-01",
+            "--end",
+            "2026-08-02",
+            "--as-of",
+            AS_OF,
+            "--reason",
+            "r",
+            "--no-progress",
+        )
+    }
+    for form, url in (
+        ("user-info", with_password(scene.ledger_db, WRONG_PW)),
+        ("query", with_query_password(scene.ledger_db, WRONG_PW)),
+    ):
         outputs[f"status --ledger ({form})"] = run_cli(
-            "status", "--list", "--project", str(scene.root), "--ledger", url)
+            "status", "--list", "--project", str(scene.root), "--ledger", url
+        )
     for name, r in outputs.items():
         assert r.returncode == 2, f"{name}: {r.returncode} {r.stdout} {r.stderr}"
         assert "password authentication failed" in r.stderr, r.stderr

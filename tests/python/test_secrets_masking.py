@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 
 # Passwords: printable ASCII (what a password manager makes), long enough to be found only where
 # it was put; distinctive, so the URL around it cannot contain it by chance.
-secrets_ = st.text(string.ascii_letters + string.digits + string.punctuation + " ",
-                   min_size=8, max_size=24).filter(lambda s: s.strip() == s and "***" not in s)
+secrets_ = st.text(
+    string.ascii_letters + string.digits + string.punctuation + " ", min_size=8, max_size=24
+).filter(lambda s: s.strip() == s and "***" not in s)
 tokens = st.text(string.ascii_letters + string.digits + "-_", min_size=10, max_size=32)
 
 
@@ -61,9 +62,26 @@ def test_unencoded_question_marks_hashes_and_ats_in_a_password_are_masked(pw: st
     assert pw not in got and got == "postgresql://u:***@h:5432/db"
 
 
-@pytest.mark.parametrize("name", ["password", "sslpassword", "PASSWORD", "passwd", "pwd",
-                                  "token", "access_token", "api_key", "apikey", "key", "secret",
-                                  "client_secret", "sig", "X-Amz-Signature", "X-Amz-Credential"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "password",
+        "sslpassword",
+        "PASSWORD",
+        "passwd",
+        "pwd",
+        "token",
+        "access_token",
+        "api_key",
+        "apikey",
+        "key",
+        "secret",
+        "client_secret",
+        "sig",
+        "X-Amz-Signature",
+        "X-Amz-Credential",
+    ],
+)
 @given(pw=secrets_)
 def test_secret_query_parameters_are_masked(name: str, pw: str) -> None:
     expected = f"postgresql://u@h/db?sslmode=require&{name}=***&application_name=bf"
@@ -77,17 +95,30 @@ def test_secret_query_parameters_are_masked(name: str, pw: str) -> None:
 
 
 def test_fragments_and_urls_without_a_path_are_masked() -> None:
-    assert mask_url("https://h/cb#access_token=S3cr3t-pw-7f3a&x=1") == \
-        "https://h/cb#access_token=***&x=1"
-    assert mask_url("postgresql://u:S3cr3t-pw-7f3a@h?password=S3cr3t-pw-7f3a") == \
-        "postgresql://u:***@h?password=***"
+    assert (
+        mask_url("https://h/cb#access_token=S3cr3t-pw-7f3a&x=1")
+        == "https://h/cb#access_token=***&x=1"
+    )
+    assert (
+        mask_url("postgresql://u:S3cr3t-pw-7f3a@h?password=S3cr3t-pw-7f3a")
+        == "postgresql://u:***@h?password=***"
+    )
     assert mask_url("postgresql://h?password=S3cr3t@x") == "postgresql://h?password=***"
 
 
-@pytest.mark.parametrize("url", [
-    "postgresql://u@h:5432/db?sslmode=require&schema=ledger", "sqlite:///relative/ledger.db",
-    "sqlite:////abs/ledger.db", "ledger.db", "postgresql://h1:5432,h2:5433/db", "duckdb:///x",
-    "http://marquez:5000", "postgres://u@h/db?password_env=PGPASS"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u@h:5432/db?sslmode=require&schema=ledger",
+        "sqlite:///relative/ledger.db",
+        "sqlite:////abs/ledger.db",
+        "ledger.db",
+        "postgresql://h1:5432,h2:5433/db",
+        "duckdb:///x",
+        "http://marquez:5000",
+        "postgres://u@h/db?password_env=PGPASS",
+    ],
+)
 def test_urls_without_secrets_are_kept_as_written(url: str) -> None:
     assert mask_url(url) == url
 
@@ -109,8 +140,10 @@ def test_libpq_key_value_passwords_are_masked_quoted_or_not(pw: str) -> None:
 def test_a_webhook_is_shown_as_its_scheme_and_host_only(token: str) -> None:
     url = f"https://hooks.slack.com/services/T000/B000/{token}"
     assert mask_webhook(url) == "https://hooks.slack.com/…"
-    assert mask_webhook(f"https://user:{token}@hooks.example:8443/x?code={token}") == \
-        "https://hooks.example:8443/…"
+    assert (
+        mask_webhook(f"https://user:{token}@hooks.example:8443/x?code={token}")
+        == "https://hooks.example:8443/…"
+    )
     assert mask_webhook("https://hooks.example") == "https://hooks.example"
     assert mask_webhook("hooks.slack.com/services/T/B/" + token) == "hooks.slack.com/…"
     assert mask_webhook("localhost:5000") == "localhost:5000"
@@ -121,8 +154,10 @@ def test_a_webhook_is_shown_as_its_scheme_and_host_only(token: str) -> None:
 def test_free_text_loses_every_secret_it_holds(token: str, pw: str) -> None:
     hook = f"https://hooks.slack.com/services/T000/B000/{token}"
     dsn = f"postgresql://u:{quote(pw, safe='')}@h/db"
-    text = (f"failed to POST to {hook}: 500\nurl: /services/T000/B000/{token}\n"
-            f"and {dsn} said: password authentication failed for {pw!r}")
+    text = (
+        f"failed to POST to {hook}: 500\nurl: /services/T000/B000/{token}\n"
+        f"and {dsn} said: password authentication failed for {pw!r}"
+    )
     around = text.replace(token, "").replace(quote(pw, safe=""), "").replace(repr(pw), "")
     assume_apart(pw, around)
     assume(token not in around)
@@ -139,16 +174,24 @@ def test_text_with_paths_hidden_shows_every_http_url_as_a_webhook() -> None:
     assert mask_text(text) == text  # without the flag an http URL's path is no secret
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("{'password': 'S3cr3t-pw', 'user': 'u'}", "{'password': '***', 'user': 'u'}"),
-    ('{"token": "S3cr3t", "n": 1, "api_key": 42}', '{"token": "***", "n": 1, "api_key": ***}'),
-    ("dev:\n  password: S3cr3t-pw-7f3a\n  user: x\n", "dev:\n  password: ***\n  user: x\n"),
-    ("- pass: S3cr3t\n", "- pass: ***\n"),
-    ("options host=h password='a b\\' c' x=1", "options host=h password=*** x=1"),
-    ("SmtpSettings(password_env='SMTP_PASSWORD')", "SmtpSettings(password_env='SMTP_PASSWORD')"),
-    ('FATAL:  password authentication failed for user "u"',
-     'FATAL:  password authentication failed for user "u"'),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("{'password': 'S3cr3t-pw', 'user': 'u'}", "{'password': '***', 'user': 'u'}"),
+        ('{"token": "S3cr3t", "n": 1, "api_key": 42}', '{"token": "***", "n": 1, "api_key": ***}'),
+        ("dev:\n  password: S3cr3t-pw-7f3a\n  user: x\n", "dev:\n  password: ***\n  user: x\n"),
+        ("- pass: S3cr3t\n", "- pass: ***\n"),
+        ("options host=h password='a b\\' c' x=1", "options host=h password=*** x=1"),
+        (
+            "SmtpSettings(password_env='SMTP_PASSWORD')",
+            "SmtpSettings(password_env='SMTP_PASSWORD')",
+        ),
+        (
+            'FATAL:  password authentication failed for user "u"',
+            'FATAL:  password authentication failed for user "u"',
+        ),
+    ],
+)
 def test_mapping_reprs_yaml_lines_and_pairs_in_text(text: str, expected: str) -> None:
     assert mask_text(text) == expected
 
@@ -159,11 +202,27 @@ def test_short_known_values_are_not_searched_for() -> None:
     assert mask_text("a bcde", values=["bcde"]) == "a ***"
 
 
-@pytest.mark.parametrize("name, secret", [
-    ("password", True), ("sslpassword", True), ("db.password", True), ("client-secret", True),
-    ("s3.secret-access-key", True), ("auth_token", True), ("credentials", True), ("key", True),
-    ("password_env", False), ("api_key_env", False), ("sslkey", False), ("sslmode", False),
-    ("user", False), ("keyword", False), ("monkey", False), ("schema", False)])
+@pytest.mark.parametrize(
+    "name, secret",
+    [
+        ("password", True),
+        ("sslpassword", True),
+        ("db.password", True),
+        ("client-secret", True),
+        ("s3.secret-access-key", True),
+        ("auth_token", True),
+        ("credentials", True),
+        ("key", True),
+        ("password_env", False),
+        ("api_key_env", False),
+        ("sslkey", False),
+        ("sslmode", False),
+        ("user", False),
+        ("keyword", False),
+        ("monkey", False),
+        ("schema", False),
+    ],
+)
 def test_secret_names(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
 
@@ -178,18 +237,40 @@ def test_settings_reprs_mask_what_they_hold() -> None:
     c = Consumer("finance", hook, ("f@x.example",))
     text = repr(NotifySettings({"finance": c}, {"m": (c,)}))
     assert "XXXXsecretXXXX" not in text and "https://hooks.slack.com/…" in text
-    engine = EngineSettings("postgres", Path("x"), "public",
-                            {"url": "postgresql://u:S3cr3t-pw-7f3a@h/db?password=S3cr3t-pw-7f3a"})
+    engine = EngineSettings(
+        "postgres",
+        Path("x"),
+        "public",
+        {"url": "postgresql://u:S3cr3t-pw-7f3a@h/db?password=S3cr3t-pw-7f3a"},
+    )
     assert "S3cr3t" not in repr(engine) and "postgresql://u:***@h/db" in repr(engine)
-    spark = EngineSettings("spark", Path("x"), "s", {"catalog": {
-        "type": "rest", "uri": "https://cat.example/api", "credential": "id:S3cr3t-pw-7f3a",
-        "s3.secret-access-key": "S3cr3t-pw-7f3a"}})
+    spark = EngineSettings(
+        "spark",
+        Path("x"),
+        "s",
+        {
+            "catalog": {
+                "type": "rest",
+                "uri": "https://cat.example/api",
+                "credential": "id:S3cr3t-pw-7f3a",
+                "s3.secret-access-key": "S3cr3t-pw-7f3a",
+            }
+        },
+    )
     assert "S3cr3t" not in repr(spark)
-    lineage = LineageSettings("ns", ({"type": "http", "url": "http://u:S3cr3t-pw-7f3a@m:5000",
-                                      "api_key_env": "OL_KEY"},))
+    lineage = LineageSettings(
+        "ns", ({"type": "http", "url": "http://u:S3cr3t-pw-7f3a@m:5000", "api_key_env": "OL_KEY"},)
+    )
     assert "S3cr3t" not in repr(lineage) and "OL_KEY" in repr(lineage)
-    profile = DbtProfile("p", "dev", {"password": "S3cr3t-pw-7f3a", "pass": "S3cr3t-pw-7f3a"},
-                         None, "public", "postgres", "postgresql://u:S3cr3t-pw-7f3a@h:5432/d")
+    profile = DbtProfile(
+        "p",
+        "dev",
+        {"password": "S3cr3t-pw-7f3a", "pass": "S3cr3t-pw-7f3a"},
+        None,
+        "public",
+        "postgres",
+        "postgresql://u:S3cr3t-pw-7f3a@h:5432/d",
+    )
     assert "S3cr3t" not in repr(profile) and masked_repr(profile) == repr(profile)
 
 
@@ -198,9 +279,11 @@ def test_bad_settings_name_a_webhook_by_its_host_only(tmp_path: Path) -> None:
     from backfill.model.engine_settings import ProjectError
 
     token = "T000/B000/XXXXsecretXXXX"
-    for raw in ({"consumers": {"x": {"webhook": f"ftp://hooks.example/{token}"}}},
-                {"consumers": {"x": {"webhook": f"hooks.slack.com/services/{token}"}}},
-                {"consumers": [f"https://hooks.slack.com/services/{token}"]}):
+    for raw in (
+        {"consumers": {"x": {"webhook": f"ftp://hooks.example/{token}"}}},
+        {"consumers": {"x": {"webhook": f"hooks.slack.com/services/{token}"}}},
+        {"consumers": [f"https://hooks.slack.com/services/{token}"]},
+    ):
         with pytest.raises(ProjectError) as err:
             read_notify(raw, "backfill.yml")
         assert "XXXXsecretXXXX" not in str(err.value), str(err.value)
@@ -209,8 +292,9 @@ def test_bad_settings_name_a_webhook_by_its_host_only(tmp_path: Path) -> None:
             read_consumers(raw_list, "consumer", {}, "backfill.yml")
         assert "XXXXsecretXXXX" not in str(err.value), str(err.value)
     # an inline consumer without a name is named by its webhook's host, never by the URL
-    [c] = read_consumers([{"webhook": f"https://hooks.slack.com/services/{token}"}], "consumer",
-                         {}, "backfill.yml")
+    [c] = read_consumers(
+        [{"webhook": f"https://hooks.slack.com/services/{token}"}], "consumer", {}, "backfill.yml"
+    )
     assert c.name == "https://hooks.slack.com/…" and c.webhook is not None
 
 
@@ -223,9 +307,11 @@ def test_errors_naming_a_url_mask_it(tmp_path: Path) -> None:
         with pytest.raises(InvalidInputError) as err:
             open_ledger(url)
         assert "S3cr3t" not in str(err.value) and "u:***@h" in str(err.value)
-    for url in ("mysql://u:S3cr3t-pw-7f3a@h/db?password=S3cr3t-pw-7f3a",
-                "postgresql://u:S3cr3t-pw-7f3a@h:5x/db?password=S3cr3t-pw-7f3a",
-                "postgresql://u@h?password=S3cr3t-pw-7f3a"):
+    for url in (
+        "mysql://u:S3cr3t-pw-7f3a@h/db?password=S3cr3t-pw-7f3a",
+        "postgresql://u:S3cr3t-pw-7f3a@h:5x/db?password=S3cr3t-pw-7f3a",
+        "postgresql://u@h?password=S3cr3t-pw-7f3a",
+    ):
         with pytest.raises(ProjectError) as perr:
             ENGINE_SETTINGS["postgres"]({"url": url}, tmp_path, "backfill.yml")
         assert "S3cr3t" not in str(perr.value), str(perr.value)
@@ -251,8 +337,14 @@ def test_a_spark_engine_recorded_in_the_ledger_masks_its_catalog_credentials() -
     pytest.importorskip("pyspark")
     from backfill.engines.spark.engine import SparkEngine
 
-    engine = SparkEngine({"type": "rest", "uri": "https://cat.example/api",
-                          "credential": "id:S3cr3t-pw-7f3a", "token": "S3cr3t-pw-7f3a",
-                          "s3.secret-access-key": "S3cr3t-pw-7f3a"})
+    engine = SparkEngine(
+        {
+            "type": "rest",
+            "uri": "https://cat.example/api",
+            "credential": "id:S3cr3t-pw-7f3a",
+            "token": "S3cr3t-pw-7f3a",
+            "s3.secret-access-key": "S3cr3t-pw-7f3a",
+        }
+    )
     assert "S3cr3t" not in repr(engine)  # run.backfill records repr(engine) in the ledger
     assert "'uri': 'https://cat.example/api'" in repr(engine)

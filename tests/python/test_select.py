@@ -12,7 +12,9 @@ from plan_helpers import shop
 def p() -> backfill.Project:
     project = shop()
     project.model("dim_customers", sql="select 1", tags=["dims"])
-    project.model("rpt_finance", depends_on=["fct_monthly_sales", "dim_customers"], tags=["finance"])
+    project.model(
+        "rpt_finance", depends_on=["fct_monthly_sales", "dim_customers"], tags=["finance"]
+    )
     project.model("legacy_orders", grain="day", depends_on=["raw.orders"], strategy="append")
     return project
 
@@ -21,15 +23,29 @@ def p() -> backfill.Project:
     ("selector", "expected"),
     [
         ("fct_daily_sales", ["fct_daily_sales"]),
-        ("fct_daily_sales+", ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d", "rpt_finance"]),
+        (
+            "fct_daily_sales+",
+            ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d", "rpt_finance"],
+        ),
         ("fct_daily_sales+1", ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"]),
         ("+fct_daily_sales", ["clean_orders", "clean_order_items", "fct_daily_sales"]),
         ("1+fct_monthly_sales", ["fct_daily_sales", "fct_monthly_sales"]),
-        ("2+fct_monthly_sales", ["clean_orders", "clean_order_items", "fct_daily_sales",
-                                 "fct_monthly_sales"]),
+        (
+            "2+fct_monthly_sales",
+            ["clean_orders", "clean_order_items", "fct_daily_sales", "fct_monthly_sales"],
+        ),
         # @: the model, its descendants and all ancestors of those descendants.
-        ("@fct_monthly_sales", ["clean_orders", "clean_order_items", "fct_daily_sales",
-                                "fct_monthly_sales", "dim_customers", "rpt_finance"]),
+        (
+            "@fct_monthly_sales",
+            [
+                "clean_orders",
+                "clean_order_items",
+                "fct_daily_sales",
+                "fct_monthly_sales",
+                "dim_customers",
+                "rpt_finance",
+            ],
+        ),
         ("tag:finance", ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d", "rpt_finance"]),
         ("tag:fin*", ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d", "rpt_finance"]),
         ("fct_*", ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"]),
@@ -39,8 +55,17 @@ def p() -> backfill.Project:
         ("clean_orders fct_sales_7d", ["clean_orders", "fct_sales_7d"]),
         ("tag:daily,fct_*", ["fct_daily_sales", "fct_sales_7d"]),
         ("fct_daily_sales+,tag:monthly", ["fct_monthly_sales"]),
-        ("source:raw.orders+", ["clean_orders", "fct_daily_sales", "fct_monthly_sales",
-                                "fct_sales_7d", "rpt_finance", "legacy_orders"]),
+        (
+            "source:raw.orders+",
+            [
+                "clean_orders",
+                "fct_daily_sales",
+                "fct_monthly_sales",
+                "fct_sales_7d",
+                "rpt_finance",
+                "legacy_orders",
+            ],
+        ),
         ("source:raw.*+1", ["clean_orders", "clean_order_items", "legacy_orders"]),
         ("strategy:append", ["legacy_orders"]),
         ("config.materialized:full", ["dim_customers", "rpt_finance"]),
@@ -55,7 +80,8 @@ def test_selectors(p: backfill.Project, selector: str, expected: list[str]) -> N
 
 def test_exclude(p: backfill.Project) -> None:
     assert p.select("fct_daily_sales+", exclude="fct_sales_7d rpt_finance") == [
-        "fct_daily_sales", "fct_monthly_sales",
+        "fct_daily_sales",
+        "fct_monthly_sales",
     ]
     assert p.select("tag:finance", exclude="tag:daily") == ["fct_monthly_sales", "rpt_finance"]
     with pytest.raises(backfill.NotFoundError, match="with exclude 'fct_\\*' selects no model"):
@@ -71,8 +97,11 @@ def test_result_is_in_topological_order(p: backfill.Project) -> None:
 @pytest.mark.parametrize(
     ("selector", "error", "message"),
     [
-        ("fct_dialy_sales+", backfill.NotFoundError,
-         "selector 'fct_dialy_sales\\+' matches no model \\(did you mean 'fct_daily_sales'\\?\\)"),
+        (
+            "fct_dialy_sales+",
+            backfill.NotFoundError,
+            "selector 'fct_dialy_sales\\+' matches no model \\(did you mean 'fct_daily_sales'\\?\\)",
+        ),
         ("tag:nope", backfill.NotFoundError, "selector 'tag:nope' matches no model"),
         ("nothing_*", backfill.NotFoundError, "selector 'nothing_\\*' matches no model"),
         ("", backfill.InvalidInputError, "empty selector"),
@@ -82,8 +111,9 @@ def test_result_is_in_topological_order(p: backfill.Project) -> None:
         ("source:raw.orders", backfill.NotFoundError, "selects no model \\(only sources\\)"),
     ],
 )
-def test_selector_errors(p: backfill.Project, selector: str, error: type[Exception],
-                         message: str) -> None:
+def test_selector_errors(
+    p: backfill.Project, selector: str, error: type[Exception], message: str
+) -> None:
     with pytest.raises(error, match=message):
         p.select(selector)
 

@@ -20,12 +20,15 @@ def test_spark_bench_quick_on_the_sessions_shop(built_spark_shop: Path, tmp_path
     import spark_support
 
     import spark_bench as bench
+
     root = spark_support.copy_built(built_spark_shop, tmp_path / "shop")
     project = backfill.Project.load(root)
     engine = backfill.run.engine_for(project)
     result, bf = bench.measure(root, engine, days=5)
     print("\n".join(result.lines("suite")))
-    assert result.same_rows, "the plain Spark job wrote other fct_daily_sales rows than the backfill"
+    assert result.same_rows, (
+        "the plain Spark job wrote other fct_daily_sales rows than the backfill"
+    )
     assert result.audit_passed
     # Three models: one job each for the fingerprints, totals and key checks of both versions,
     # and the differing partitions' rows (a job per version and chunk of partitions).
@@ -43,12 +46,16 @@ def test_spark_bench_quick_on_the_sessions_shop(built_spark_shop: Path, tmp_path
         sums, keys = measures_of(cols, [], m), [[c] for c in natural_candidates(m, cols)[:1]]
 
         def ask() -> list[object]:
-            return [engine.fingerprints(project, model, PUBLISHED, parts),
-                    engine.fingerprints(project, model, bf.area, parts),
-                    engine.measure_sums(project, model, PUBLISHED, sums, periods),
-                    engine.measure_sums(project, model, bf.area, sums, periods)] + \
-                [engine.is_unique(project, model, a, k, periods)
-                 for a in (PUBLISHED, bf.area) for k in keys]
+            return [
+                engine.fingerprints(project, model, PUBLISHED, parts),
+                engine.fingerprints(project, model, bf.area, parts),
+                engine.measure_sums(project, model, PUBLISHED, sums, periods),
+                engine.measure_sums(project, model, bf.area, sums, periods),
+            ] + [
+                engine.is_unique(project, model, a, k, periods)
+                for a in (PUBLISHED, bf.area)
+                for k in keys
+            ]
 
         single = ask()
         before = bench._last_job(spark)

@@ -49,9 +49,14 @@ class Cluster:
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     home = Path(pyspark.__file__).parent
     spark_class = str(home / "bin" / "spark-class")
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_NO_DAEMONIZE": "1", "SPARK_LOG_DIR": str(tmp_path / "logs"),
-           "SPARK_WORKER_DIR": str(tmp_path / "work")}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_LOG_DIR": str(tmp_path / "logs"),
+        "SPARK_WORKER_DIR": str(tmp_path / "work"),
+    }
     port, ui, wui = _free_port(), _free_port(), _free_port()
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -59,18 +64,46 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
     def start(name: str, *args: str) -> None:
         out = open(logs / f"{name}.out", "wb")  # noqa: SIM115 - closed with the process
-        procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=out,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [spark_class, *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         out.close()
 
-    c = Cluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}",
-                f"http://127.0.0.1:{wui}", procs)
+    c = Cluster(
+        f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}", f"http://127.0.0.1:{wui}", procs
+    )
     try:
-        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-              "--port", str(port), "--webui-port", str(ui))
-        start("worker", "org.apache.spark.deploy.worker.Worker", c.master_url, "--host",
-              "127.0.0.1", "--cores", "2", "--memory", "2g", "--webui-port", str(wui),
-              "--work-dir", str(tmp_path / "work"))
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        )
+        start(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            c.master_url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "2",
+            "--memory",
+            "2g",
+            "--webui-port",
+            str(wui),
+            "--work-dir",
+            str(tmp_path / "work"),
+        )
         deadline = time.monotonic() + 180
         while True:
             try:
@@ -80,8 +113,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             except OSError:
                 pass
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                raise AssertionError("the standalone cluster did not come up: " + " | ".join(
-                    (logs / f).read_text()[-2000:] for f in ("master.out", "worker.out")))
+                raise AssertionError(
+                    "the standalone cluster did not come up: "
+                    + " | ".join(
+                        (logs / f).read_text()[-2000:] for f in ("master.out", "worker.out")
+                    )
+                )
             time.sleep(1)
         yield c
     finally:
@@ -120,8 +157,9 @@ engine.spark.stop()
 """
 
 
-def test_the_shop_backfill_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path,
-                                                        built_spark_shop: Path) -> None:
+def test_the_shop_backfill_runs_on_a_standalone_cluster(
+    cluster: Cluster, tmp_path: Path, built_spark_shop: Path
+) -> None:
     import spark_support
 
     # The built shop's tables, copied (the driver is another process: it gets tables of its own).
@@ -130,20 +168,27 @@ def test_the_shop_backfill_runs_on_a_standalone_cluster(cluster: Cluster, tmp_pa
     events.mkdir()
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(DRIVER))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path]),
-           "SPARK_LOCAL_IP": "127.0.0.1",
-           # the driver's Spark settings beyond the project's: an event log to read back, and
-           # executors small enough for this machine
-           "PYSPARK_SUBMIT_ARGS": f"--conf spark.eventLog.enabled=true --conf "
-                                  f"spark.eventLog.dir={events} "
-                                  "--conf spark.eventLog.rolling.enabled=false "
-                                  "--conf spark.eventLog.compress=false "
-                                  "--conf spark.executor.memory=1g "
-                                  "--conf spark.cores.max=2 pyspark-shell"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path]),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        # the driver's Spark settings beyond the project's: an event log to read back, and
+        # executors small enough for this machine
+        "PYSPARK_SUBMIT_ARGS": f"--conf spark.eventLog.enabled=true --conf "
+        f"spark.eventLog.dir={events} "
+        "--conf spark.eventLog.rolling.enabled=false "
+        "--conf spark.eventLog.compress=false "
+        "--conf spark.executor.memory=1g "
+        "--conf spark.cores.max=2 pyspark-shell",
+    }
     began = time.monotonic()
-    out = subprocess.run([sys.executable, str(script), str(tmp_path / "shop"),
-                          cluster.master_url], capture_output=True, text=True, env=env,
-                         timeout=900)
+    out = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "shop"), cluster.master_url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-5000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["passed"] and result["changelog"] == 1 and result["tasks"] > 0
@@ -151,10 +196,14 @@ def test_the_shop_backfill_runs_on_a_standalone_cluster(cluster: Cluster, tmp_pa
     # The event log: every task of the application ran on an executor of the worker, none in
     # the driver.
     files = sorted(f for f in events.rglob("*") if f.is_file())
-    records = [json.loads(line) for f in files for line in f.read_text().splitlines()
-               if line.strip()]
-    executors = {r["Executor ID"]: r["Executor Info"]["Host"] for r in records
-                 if r["Event"] == "SparkListenerExecutorAdded"}
+    records = [
+        json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()
+    ]
+    executors = {
+        r["Executor ID"]: r["Executor Info"]["Host"]
+        for r in records
+        if r["Event"] == "SparkListenerExecutorAdded"
+    }
     ends = [r["Task Info"] for r in records if r["Event"] == "SparkListenerTaskEnd"]
     assert executors and "driver" not in executors
     assert ends, "no Spark task ran"
@@ -166,8 +215,13 @@ def test_the_shop_backfill_runs_on_a_standalone_cluster(cluster: Cluster, tmp_pa
     apps = {a["id"]: a for a in state.get("completedapps", []) + state.get("activeapps", [])}
     assert app in apps and apps[app]["name"] == "backfill"
     worker = _get_json(f"{cluster.worker_ui}/json/")
-    ran_here = [e for e in worker.get("finishedexecutors", []) + worker.get("executors", [])
-                if e.get("appid") == app]
+    ran_here = [
+        e
+        for e in worker.get("finishedexecutors", []) + worker.get("executors", [])
+        if e.get("appid") == app
+    ]
     assert ran_here, f"the worker launched no executor for {app}: {worker}"
-    print(f"cluster backfill: {len(ends)} Spark tasks on {len(executors)} executor(s) of the "
-          f"worker in {time.monotonic() - began:.0f} s")
+    print(
+        f"cluster backfill: {len(ends)} Spark tasks on {len(executors)} executor(s) of the "
+        f"worker in {time.monotonic() - began:.0f} s"
+    )

@@ -16,7 +16,7 @@ pytest.importorskip("pyspark")
 from backfill.cli.demo import run_demo  # noqa: E402
 from backfill.cli.exit_codes import EXIT_OK  # noqa: E402
 
-SPAN = ("2026-08-01", "2026-08-04")   # 3 days: 3 daily, 1 monthly, 9 rolling-window tasks
+SPAN = ("2026-08-01", "2026-08-04")  # 3 days: 3 daily, 1 monthly, 9 rolling-window tasks
 BUILD = ("2026-07-01", "2026-09-01")  # what those tasks read
 ORDERS = 40
 
@@ -44,8 +44,15 @@ def test_the_spark_demo_prints_the_duckdb_demos_audit_and_changelog(tmp_path: Pa
     outs = {}
     for engine in ("duckdb", "spark"):
         buf = io.StringIO()
-        code = run_demo(tmp_path / engine, orders_per_day=ORDERS, concurrency=2, out=buf,
-                        engine=engine, span=SPAN, build=BUILD)
+        code = run_demo(
+            tmp_path / engine,
+            orders_per_day=ORDERS,
+            concurrency=2,
+            out=buf,
+            engine=engine,
+            span=SPAN,
+            build=BUILD,
+        )
         outs[engine] = buf.getvalue()
         assert code == EXIT_OK, outs[engine]
     duck, spark = _sections(outs["duckdb"]), _sections(outs["spark"])

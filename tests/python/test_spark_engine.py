@@ -55,9 +55,12 @@ def _project(root: Path, models: dict[str, str], extra: str = "") -> backfill.Pr
     for name, sql in models.items():
         (root / "models" / f"{name}.sql").write_text(sql)
     (root / "backfill.yml").write_text(
-        "name: t\n" + spark_support.engine_yaml() + extra +
-        "sources:\n  raw:\n    events: {grain: day, event_time: ts}\n"
-        "models:\n  defaults: {grain: day, begin: '2026-08-01', strategy: replace}\n")
+        "name: t\n"
+        + spark_support.engine_yaml()
+        + extra
+        + "sources:\n  raw:\n    events: {grain: day, event_time: ts}\n"
+        "models:\n  defaults: {grain: day, begin: '2026-08-01', strategy: replace}\n"
+    )
     return backfill.Project.load(root)
 
 
@@ -82,9 +85,15 @@ select ts, v from {{ source("raw", "events") }}
 
 
 def _events(engine: SparkEngine, days: list[int]) -> None:
-    data = pa.table({"ts": pa.array([_day(d).replace(tzinfo=None, hour=h) for d in days
-                                     for h in (1, 2)], pa.timestamp("us")),
-                     "v": pa.array([d * 10 + h for d in days for h in (1, 2)], pa.int64())})
+    data = pa.table(
+        {
+            "ts": pa.array(
+                [_day(d).replace(tzinfo=None, hour=h) for d in days for h in (1, 2)],
+                pa.timestamp("us"),
+            ),
+            "v": pa.array([d * 10 + h for d in days for h in (1, 2)], pa.int64()),
+        }
+    )
     engine.load_table("events", data, event_time="ts")
 
 
@@ -98,8 +107,12 @@ def test_an_empty_result_empties_its_period_and_rows_outside_fail(tmp_path: Path
     _events(engine, [1])  # the source lost 2 Aug: rebuilding that day must leave it empty
     again = engine.run_task(p, "events_clean", _day(2), _day(3), PUBLISHED)
     assert (again.rows_written, again.rows_deleted, again.fingerprint.rows) == (0, 2, 0)
-    fps = engine.fingerprints(p, "events_clean", PUBLISHED, [
-        ("2026-08-01", _day(1), _day(2)), ("2026-08-02", _day(2), _day(3))])
+    fps = engine.fingerprints(
+        p,
+        "events_clean",
+        PUBLISHED,
+        [("2026-08-01", _day(1), _day(2)), ("2026-08-02", _day(2), _day(3))],
+    )
     assert [fp.rows for fp in fps.values()] == [2, 0]
     # a SELECT without the period filter fails the task, permanently, and writes nothing
     with pytest.raises(TaskFailure, match="outside the task's period") as err:

@@ -10,6 +10,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_mypy_strict_is_clean() -> None:
-    result = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "python/backfill"],
-                            cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "python/backfill"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr

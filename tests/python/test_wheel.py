@@ -54,12 +54,22 @@ def _run(cmd: list[str], timeout: float = 900, **kw: object) -> str:
 def _root_env() -> list[str]:
     """The chroot's environment: a clean one, plus this machine's way to PyPI (make_chroot.sh
     copies its CA bundle in; proxies as set here) and the pip cache make_chroot.sh warmed."""
-    env = ["/usr/bin/env", "-i", f"PATH={PATH}", "HOME=/root", "LANG=C.UTF-8",
-           "PIP_CACHE_DIR=/var/cache/backfill-pip", "PIP_DISABLE_PIP_VERSION_CHECK=1"]
+    env = [
+        "/usr/bin/env",
+        "-i",
+        f"PATH={PATH}",
+        "HOME=/root",
+        "LANG=C.UTF-8",
+        "PIP_CACHE_DIR=/var/cache/backfill-pip",
+        "PIP_DISABLE_PIP_VERSION_CHECK=1",
+    ]
     if (CHROOT / "etc" / "ssl" / "certs" / "host-ca.crt").is_file():
         env.append("PIP_CERT=/etc/ssl/certs/host-ca.crt")
-    env += [f"{k}={v}" for k, v in os.environ.items()
-            if k.lower() in ("http_proxy", "https_proxy", "no_proxy")]
+    env += [
+        f"{k}={v}"
+        for k, v in os.environ.items()
+        if k.lower() in ("http_proxy", "https_proxy", "no_proxy")
+    ]
     return env
 
 
@@ -100,8 +110,11 @@ def test_repaired_wheel_is_manylinux_and_self_contained() -> None:
 
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("backfill/_core") and n.endswith(".so") for n in names)
-    for data in ("backfill/examples/shop/backfill.yml", "backfill/examples/shop_backfill.ipynb",
-                 "backfill/py.typed"):
+    for data in (
+        "backfill/examples/shop/backfill.yml",
+        "backfill/examples/shop_backfill.ipynb",
+        "backfill/py.typed",
+    ):
         assert data in names, data
     assert not [n for n in names if "libdate" in n], "the tz code is our own TZif reader now"
 
@@ -110,12 +123,18 @@ def test_repaired_wheel_is_manylinux_and_self_contained() -> None:
 def test_wheel_in_a_clean_debian_root(tmp_path: Path) -> None:
     wheel = _newest(BOOKWORM_WHEEL)
     # Made in the background since the start of `make test`; this waits on its lock.
-    made = subprocess.run([str(ROOT / "tests" / "wheel" / "make_chroot.sh"), str(CHROOT)],
-                          capture_output=True, text=True, timeout=1200)
+    made = subprocess.run(
+        [str(ROOT / "tests" / "wheel" / "make_chroot.sh"), str(CHROOT)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     if made.returncode != 0:  # no mirror or PyPI reachable, say: nothing to test the wheel in
         pytest.skip(f"the clean Debian root cannot be made here: {made.stderr[-800:]}")
-    no_tools = _in_root("for t in cc gcc g++ c++ clang; do command -v $t || true; done; "
-                        "dpkg-query -W -f='${Package}\\n' | grep -- '-dev$' || true")
+    no_tools = _in_root(
+        "for t in cc gcc g++ c++ clang; do command -v $t || true; done; "
+        "dpkg-query -W -f='${Package}\\n' | grep -- '-dev$' || true"
+    )
     assert not no_tools.strip(), f"the clean root has build tools: {no_tools}"
 
     work = CHROOT / "tmp" / "backfill-smoke"
@@ -128,24 +147,43 @@ def test_wheel_in_a_clean_debian_root(tmp_path: Path) -> None:
         # The runtime dependencies come from the wheelhouse make_chroot.sh downloaded from PyPI.
         # (/opt/warm is make_chroot.sh's venv: its pip installs into the new one, which saves
         # ensurepip's minute-long-under-load copy of pip.)
-        _in_root(f"python3 -m venv --without-pip /opt/bf && /opt/warm/bin/pip --python "
-                 f"/opt/bf/bin/python install -q --no-compile --no-index --find-links "
-                 f"/var/cache/backfill-wheels /tmp/backfill-smoke/{wheel.name}")
-        out = _in_root("cd /tmp && /opt/bf/bin/python /tmp/backfill-smoke/smoke.py --tz os "
-                       "--demo-dir /tmp/backfill-smoke/demo")
+        _in_root(
+            f"python3 -m venv --without-pip /opt/bf && /opt/warm/bin/pip --python "
+            f"/opt/bf/bin/python install -q --no-compile --no-index --find-links "
+            f"/var/cache/backfill-wheels /tmp/backfill-smoke/{wheel.name}"
+        )
+        out = _in_root(
+            "cd /tmp && /opt/bf/bin/python /tmp/backfill-smoke/smoke.py --tz os "
+            "--demo-dir /tmp/backfill-smoke/demo"
+        )
         assert "SMOKE OK" in out, out
         # The same root without an OS tz database: an empty tmpfs over /usr/share/zoneinfo, in a
         # mount namespace of its own (so nothing outside sees it, and it goes with the process).
         zoneinfo = CHROOT / "usr" / "share" / "zoneinfo"
-        out = _run(["unshare", "--mount", "--propagation", "private", "/bin/sh", "-ec",
-                    f'mount -t tmpfs tmpfs {zoneinfo}; exec chroot "$@"', "sh", str(CHROOT),
-                    *_root_env(), "/bin/sh", "-ec",
-                    "cd /tmp && /opt/bf/bin/python /tmp/backfill-smoke/smoke.py --tz tzdata"])
+        out = _run(
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "/bin/sh",
+                "-ec",
+                f'mount -t tmpfs tmpfs {zoneinfo}; exec chroot "$@"',
+                "sh",
+                str(CHROOT),
+                *_root_env(),
+                "/bin/sh",
+                "-ec",
+                "cd /tmp && /opt/bf/bin/python /tmp/backfill-smoke/smoke.py --tz tzdata",
+            ]
+        )
         assert "SMOKE OK" in out and "tzdata" in out, out
 
 
-@pytest.mark.skipif(os.environ.get("BACKFILL_SDIST_CHECK") != "1",
-                    reason="compiles the C++ core from scratch: `make wheel-check` runs it")
+@pytest.mark.skipif(
+    os.environ.get("BACKFILL_SDIST_CHECK") != "1",
+    reason="compiles the C++ core from scratch: `make wheel-check` runs it",
+)
 @pytest.mark.timeout(3600)  # a from-scratch compile: 15+ minutes on a busy 2-core machine
 def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: Path) -> None:
     sdist = _newest("backfill-*.tar.gz")
@@ -154,8 +192,14 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: Path) -> None:
     py = env_dir / "bin" / "python"
     # Without PYTHONPATH: a source checkout's python/ on it would shadow the installed package.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(sdist)],
-         timeout=3000, env={**env, "CMAKE_BUILD_PARALLEL_LEVEL": "2"})
-    out = _run([str(py), str(SMOKE), "--tz", "os", "--demo-dir", str(tmp_path / "demo")],
-               cwd=tmp_path, env=env)
+    _run(
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(sdist)],
+        timeout=3000,
+        env={**env, "CMAKE_BUILD_PARALLEL_LEVEL": "2"},
+    )
+    out = _run(
+        [str(py), str(SMOKE), "--tz", "os", "--demo-dir", str(tmp_path / "demo")],
+        cwd=tmp_path,
+        env=env,
+    )
     assert "SMOKE OK" in out, out

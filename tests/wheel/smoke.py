@@ -15,15 +15,35 @@ import sys
 from pathlib import Path
 
 # The packages the extras bring: importing the core must import none of them.
-EXTRA_MODULES = ("pyarrow", "pandas", "polars", "psycopg", "psycopg_pool", "adbc_driver_postgresql",
-                 "pyspark", "py4j", "dbt", "airflow", "confluent_kafka", "fastavro", "openlineage",
-                 "nbclient", "nbformat", "ipykernel", "matplotlib")
+EXTRA_MODULES = (
+    "pyarrow",
+    "pandas",
+    "polars",
+    "psycopg",
+    "psycopg_pool",
+    "adbc_driver_postgresql",
+    "pyspark",
+    "py4j",
+    "dbt",
+    "airflow",
+    "confluent_kafka",
+    "fastavro",
+    "openlineage",
+    "nbclient",
+    "nbformat",
+    "ipykernel",
+    "matplotlib",
+)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tz", choices=("os", "tzdata"), required=True,
-                        help="which tz database backfill must have picked")
+    parser.add_argument(
+        "--tz",
+        choices=("os", "tzdata"),
+        required=True,
+        help="which tz database backfill must have picked",
+    )
     parser.add_argument("--demo-dir", help="also run `backfill demo --dir DIR`")
     args = parser.parse_args()
 
@@ -37,8 +57,9 @@ def main() -> int:
     version = importlib.metadata.version("backfill")
     assert backfill.__version__ == version, (backfill.__version__, version)
     bin_dir = Path(sys.executable).parent
-    out = subprocess.run([bin_dir / "backfill", "--version"], check=True, capture_output=True,
-                         text=True).stdout.strip()
+    out = subprocess.run(
+        [bin_dir / "backfill", "--version"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     assert out == f"backfill {version}", out
 
     # The tz database: the OS's when it has one, else the tzdata package's.
@@ -48,8 +69,11 @@ def main() -> int:
     else:
         assert "site-packages" in tzdb and tzdb.endswith(os.path.join("tzdata", "zoneinfo")), tzdb
     # Berlin's fall-back day has 25 hours, its spring-forward day 23; in 2100 too (the footer rule).
-    for day, after, hours in (("2026-10-25", "2026-10-26", 25), ("2026-03-29", "2026-03-30", 23),
-                              ("2100-10-31", "2100-11-01", 25)):
+    for day, after, hours in (
+        ("2026-10-25", "2026-10-26", 25),
+        ("2026-03-29", "2026-03-30", 23),
+        ("2100-10-31", "2100-11-01", 25),
+    ):
         (p,) = backfill.partitions("day", day, after, tz="Europe/Berlin")
         assert (p.end - p.start).total_seconds() == hours * 3600, (day, p)
     hours = backfill.partitions("hour", "2026-10-25T00:00", "2026-10-25T05:00", tz="Europe/Berlin")
@@ -73,8 +97,9 @@ def main() -> int:
     assert "backfill[postgres]" in missing, missing
 
     if args.demo_dir:
-        demo = subprocess.run([bin_dir / "backfill", "demo", "--dir", args.demo_dir],
-                              capture_output=True, text=True)
+        demo = subprocess.run(
+            [bin_dir / "backfill", "demo", "--dir", args.demo_dir], capture_output=True, text=True
+        )
         assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
         assert "fct_daily_sales" in demo.stdout and "published" in demo.stdout.lower(), demo.stdout
         assert (Path(args.demo_dir) / "backfill.yml").is_file()

@@ -11,6 +11,20 @@ from .gates import GateResult
 from .keys import Version, choose_key
 from .report import AuditReport, ModelAudit, PartitionAudit
 
-__all__ = ["AuditReport", "CheckReport", "DiffResult", "DiffSummary", "Fingerprint", "GateResult",
-           "ModelAudit", "PartitionAudit", "Version", "audit_backfill", "audit_model",
-           "check_run_twice", "choose_key", "diff", "fingerprint"]
+__all__ = [
+    "AuditReport",
+    "CheckReport",
+    "DiffResult",
+    "DiffSummary",
+    "Fingerprint",
+    "GateResult",
+    "ModelAudit",
+    "PartitionAudit",
+    "Version",
+    "audit_backfill",
+    "audit_model",
+    "check_run_twice",
+    "choose_key",
+    "diff",
+    "fingerprint",
+]

@@ -31,8 +31,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._numbers import sum_kind, to_kind
-from ..engines import (PUBLISHED, WHOLE, Column, ColumnKind, Engine, Part, PartitionFingerprint,
-                       recorded_partitions)
+from ..engines import (
+    PUBLISHED,
+    WHOLE,
+    Column,
+    ColumnKind,
+    Engine,
+    Part,
+    PartitionFingerprint,
+    recorded_partitions,
+)
 from ..errors import InvalidInputError
 from ..run import BackfillState, utcnow, who
 from ..run.ledger import TaskRow
@@ -55,9 +63,15 @@ _PHASES = ("fingerprint scan", "key", "measure sums", "transfer", "diff")
 _PART = "__backfill_partition"
 
 
-def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, model: str,
-                parts: list[Part], run_fps: Mapping[str, PartitionFingerprint] | None = None,
-                ) -> ModelAudit:
+def audit_model(
+    engine: Engine,
+    project: Project,
+    backfill_id: str,
+    area: Any,
+    model: str,
+    parts: list[Part],
+    run_fps: Mapping[str, PartitionFingerprint] | None = None,
+) -> ModelAudit:
     """Audits one model of a backfill whose audit area is ``area`` over ``parts``.
     ``run_fps``: label -> the area's fingerprint per partition as the run's tasks recorded
     them; used instead of scanning the area when they cover exactly ``parts``."""
@@ -67,8 +81,7 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
     periods = [(s, e) for _, s, e in parts] if parts and m.event_time else None
     new_cols = engine.columns(project, model, area)
     if new_cols is None:
-        raise InvalidInputError(f"backfill {backfill_id} wrote no table for {model}; "
-                                "run it first")
+        raise InvalidInputError(f"backfill {backfill_id} wrote no table for {model}; run it first")
     old_cols = engine.columns(project, model, PUBLISHED)
     has_old = old_cols is not None
     old_names = {c.name for c in old_cols or []}
@@ -78,23 +91,30 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
     # a job (Spark) answers them in one pass over both versions. No key to check in it: the diff
     # checks the first candidate itself (below).
     likely = [c for c in measures_of(new_cols, [], m) if c in old_names or not has_old]
-    with engine.audit_scope(project, model, [PUBLISHED, area] if has_old else [area], parts,
-                            likely, []):
+    with engine.audit_scope(
+        project, model, [PUBLISHED, area] if has_old else [area], parts, likely, []
+    ):
         old_fp = engine.fingerprints(project, model, PUBLISHED, parts)
         # Recorded as is: publish refuses when the audit area changed after the audit. The
         # run's own fingerprints of what its tasks wrote (the same definition, in the tasks'
         # transactions) save a scan of every backfilled partition: the area is the backfill's
         # own, and should it have changed since, publish's re-check of the area against these
         # (one scan) refuses.
-        area_fp = dict(run_fps) if parts and run_fps is not None and \
-            set(run_fps) == {p[0] for p in parts} else \
-            engine.fingerprints(project, model, area, parts)
-        new_fp = engine.fingerprints(project, model, area, parts, preview=True) \
-            if m.strategy == "merge" else area_fp
+        area_fp = (
+            dict(run_fps)
+            if parts and run_fps is not None and set(run_fps) == {p[0] for p in parts}
+            else engine.fingerprints(project, model, area, parts)
+        )
+        new_fp = (
+            engine.fingerprints(project, model, area, parts, preview=True)
+            if m.strategy == "merge"
+            else area_fp
+        )
         clock.lap("fingerprint scan")
         differing = [p for p in labels if old_fp[p[0]] != new_fp[p[0]]]
-        diff_periods = [(s, e) for _, s, e in differing] \
-            if periods is not None and differing else periods
+        diff_periods = (
+            [(s, e) for _, s, e in differing] if periods is not None and differing else periods
+        )
         # The key only matches the rows of the differing partitions (identical ones are never
         # diffed), so it must be unique there. Its first candidate is tried by the diff itself:
         # no duplicate and no null key on either side is exactly choose_key's test over those
@@ -102,39 +122,73 @@ def audit_model(engine: Engine, project: Project, backfill_id: str, area: Any, m
         # days they were ~20 s of a 100M-row table's audit). Otherwise choose_key checks in the
         # engine and the diff runs again. With nothing differing, the key is informational.
         guess = first_candidate(m, new_cols) if differing else None
-        key, key_source = ([guess], "natural") if guess else choose_key(
-            engine, project, model, versions, new_cols, diff_periods)
+        key, key_source = (
+            ([guess], "natural")
+            if guess
+            else choose_key(engine, project, model, versions, new_cols, diff_periods)
+        )
         clock.lap("key")
         measures = [c for c in measures_of(new_cols, key, m) if c in old_names or not has_old]
-        kinds, totals = _totals(engine, project, model, area, measures, periods, new_cols,
-                                old_cols)
+        kinds, totals = _totals(engine, project, model, area, measures, periods, new_cols, old_cols)
         clock.lap("measure sums")
     diff_result: DiffResult | None = None
     if differing:
-        diff_result = _diff_differing(engine, project, model, area, parts, differing, new_cols,
-                                      has_old, key, measures, clock, _rows(old_fp, new_fp))
+        diff_result = _diff_differing(
+            engine,
+            project,
+            model,
+            area,
+            parts,
+            differing,
+            new_cols,
+            has_old,
+            key,
+            measures,
+            clock,
+            _rows(old_fp, new_fp),
+        )
         su = diff_result.summary
         if guess and (su.duplicate_keys or su.null_keys_old or su.null_keys_new):
-            key, key_source = choose_key(engine, project, model, versions, new_cols,
-                                         diff_periods)
+            key, key_source = choose_key(engine, project, model, versions, new_cols, diff_periods)
             clock.lap("key")
             if key != [guess]:
-                measures = [c for c in measures_of(new_cols, key, m)
-                            if c in old_names or not has_old]
-                kinds, totals = _totals(engine, project, model, area, measures, periods,
-                                        new_cols, old_cols)
+                measures = [
+                    c for c in measures_of(new_cols, key, m) if c in old_names or not has_old
+                ]
+                kinds, totals = _totals(
+                    engine, project, model, area, measures, periods, new_cols, old_cols
+                )
                 clock.lap("measure sums")
-                diff_result = _diff_differing(engine, project, model, area, parts, differing,
-                                              new_cols, has_old, key, measures, clock,
-                                              _rows(old_fp, new_fp))
+                diff_result = _diff_differing(
+                    engine,
+                    project,
+                    model,
+                    area,
+                    parts,
+                    differing,
+                    new_cols,
+                    has_old,
+                    key,
+                    measures,
+                    clock,
+                    _rows(old_fp, new_fp),
+                )
     results = _partitions(labels, bool(parts), old_fp, new_fp, diff_result, kinds)
-    return ModelAudit(model=model, key=key, key_source=key_source, measures=measures,
-                      measure_kinds=kinds,
-                      partitions=results, diff=diff_result, totals=totals, gates=[],
-                      published_fingerprints={k: str(v) for k, v in old_fp.items()},
-                      audit_fingerprints={k: str(v) for k, v in area_fp.items()},
-                      columns=sorted({c.name for c in new_cols} | old_names),
-                      timings={k: clock.laps.get(k, 0.0) for k in _PHASES})
+    return ModelAudit(
+        model=model,
+        key=key,
+        key_source=key_source,
+        measures=measures,
+        measure_kinds=kinds,
+        partitions=results,
+        diff=diff_result,
+        totals=totals,
+        gates=[],
+        published_fingerprints={k: str(v) for k, v in old_fp.items()},
+        audit_fingerprints={k: str(v) for k, v in area_fp.items()},
+        columns=sorted({c.name for c in new_cols} | old_names),
+        timings={k: clock.laps.get(k, 0.0) for k in _PHASES},
+    )
 
 
 def _rows(old_fp: Mapping[str, Any], new_fp: Mapping[str, Any]) -> dict[str, int]:
@@ -142,10 +196,20 @@ def _rows(old_fp: Mapping[str, Any], new_fp: Mapping[str, Any]) -> dict[str, int
     return {label: max(old_fp[label].rows, fp.rows) for label, fp in new_fp.items()}
 
 
-def _diff_differing(engine: Engine, project: Project, model: str, area: Any, parts: list[Part],
-                    differing: list[Part], new_cols: list[Column], has_old: bool, key: list[str],
-                    measures: list[str], clock: _Clock,
-                    part_rows: Mapping[str, int] | None = None) -> DiffResult:
+def _diff_differing(
+    engine: Engine,
+    project: Project,
+    model: str,
+    area: Any,
+    parts: list[Part],
+    differing: list[Part],
+    new_cols: list[Column],
+    has_old: bool,
+    key: list[str],
+    measures: list[str],
+    clock: _Clock,
+    part_rows: Mapping[str, int] | None = None,
+) -> DiffResult:
     """The C++ diff of the published and audit versions over the ``differing`` partitions:
     streamed a group of partitions at a time (memory follows the largest group, not all the
     differing partitions), or at once when unpartitioned or when a key is duplicated."""
@@ -167,11 +231,13 @@ def _diff_differing(engine: Engine, project: Project, model: str, area: Any, par
     result = None
     # Without a published version every row is added: carried to the end, nothing to gain.
     if where is not None and part_rows is not None and len(differing) > 1 and has_old:
-        result = _diff_streamed(engine, project, model, area, differing, part_rows, utc, key,
-                                measures, options)
+        result = _diff_streamed(
+            engine, project, model, area, differing, part_rows, utc, key, measures, options
+        )
     if result is None:
-        result = _diff_whole(engine, project, model, area, old_side, where, utc, key, measures,
-                             options)
+        result = _diff_whole(
+            engine, project, model, area, old_side, where, utc, key, measures, options
+        )
     # The C++ phases run on imported buffers; the rest of the call is the transfer (the engine
     # producing the Arrow batches and their import).
     inside = sum(result.timings.values())
@@ -186,10 +252,18 @@ def _diff_differing(engine: Engine, project: Project, model: str, area: Any, par
 _PAIR_ROWS = 2_000_000
 
 
-def _diff_streamed(engine: Engine, project: Project, model: str, area: Any,
-                   differing: list[Part], part_rows: Mapping[str, int], utc: str | None,
-                   key: list[str], measures: list[str],
-                   options: Mapping[str, Any]) -> DiffResult | None:
+def _diff_streamed(
+    engine: Engine,
+    project: Project,
+    model: str,
+    area: Any,
+    differing: list[Part],
+    part_rows: Mapping[str, int],
+    utc: str | None,
+    key: list[str],
+    measures: list[str],
+    options: Mapping[str, Any],
+) -> DiffResult | None:
     """The diff fed one group of partitions at a time (each released before the next is
     fetched); None when a duplicated key needs the whole diff (see DiffStream) or when the
     partitions fit in one group."""
@@ -207,46 +281,82 @@ def _diff_streamed(engine: Engine, project: Project, model: str, area: Any,
         return None  # one pair: the whole diff is the same, without carrying unmatched rows
     for group in groups:
         periods = [(s, e) for _, s, e in group]
-        with engine.stream(project, model, PUBLISHED, periods, utc_column=utc) as old_data, \
-                engine.stream(project, model, area, periods, preview=True,
-                              utc_column=utc) as new_data:
+        with (
+            engine.stream(project, model, PUBLISHED, periods, utc_column=utc) as old_data,
+            engine.stream(project, model, area, periods, preview=True, utc_column=utc) as new_data,
+        ):
             stream.add(old_data, new_data)
         if stream.whole_needed:
-            log.info("audit of %s: a duplicated key; diffing the differing partitions at once",
-                     model)
+            log.info(
+                "audit of %s: a duplicated key; diffing the differing partitions at once", model
+            )
             return None
     result = stream.finish()
     if result is None:
         log.info("audit of %s: a key recurs across partitions; diffing them at once", model)
     else:
-        log.debug("audit of %s: %d pairs streamed, %d/%d rows carried", model, stream.pairs,
-                  *stream.carried)
+        log.debug(
+            "audit of %s: %d pairs streamed, %d/%d rows carried",
+            model,
+            stream.pairs,
+            *stream.carried,
+        )
     return result
 
 
-def _diff_whole(engine: Engine, project: Project, model: str, area: Any,
-                old_side: tuple[Version, Any], where: Any, utc: str | None, key: list[str],
-                measures: list[str], options: Mapping[str, Any]) -> DiffResult:
+def _diff_whole(
+    engine: Engine,
+    project: Project,
+    model: str,
+    area: Any,
+    old_side: tuple[Version, Any],
+    where: Any,
+    utc: str | None,
+    key: list[str],
+    measures: list[str],
+    options: Mapping[str, Any],
+) -> DiffResult:
     """The diff of every differing partition as one Arrow stream per side."""
-    with engine.stream(project, model, old_side[0].area, old_side[1],
-                       preview=old_side[0].preview, utc_column=utc) as old_data, \
-            engine.stream(project, model, area, where, preview=True,
-                          utc_column=utc) as new_data:
-        return diff(old_data, new_data, key=key, measures=measures, on_duplicate="report",
-                    **options)
+    with (
+        engine.stream(
+            project,
+            model,
+            old_side[0].area,
+            old_side[1],
+            preview=old_side[0].preview,
+            utc_column=utc,
+        ) as old_data,
+        engine.stream(project, model, area, where, preview=True, utc_column=utc) as new_data,
+    ):
+        return diff(
+            old_data, new_data, key=key, measures=measures, on_duplicate="report", **options
+        )
 
 
-def _totals(engine: Engine, project: Project, model: str, area: Any, measures: list[str],
-            periods: list[tuple[dt.datetime, dt.datetime]] | None, new_cols: list[Column],
-            old_cols: list[Column] | None) -> tuple[dict[str, str], dict[str, Any]]:
+def _totals(
+    engine: Engine,
+    project: Project,
+    model: str,
+    area: Any,
+    measures: list[str],
+    periods: list[tuple[dt.datetime, dt.datetime]] | None,
+    new_cols: list[Column],
+    old_cols: list[Column] | None,
+) -> tuple[dict[str, str], dict[str, Any]]:
     """Each measure's sum kind and (published, audit area) totals over ``periods``."""
-    kinds = {c: sum_kind(col.kind.value for col in [*new_cols, *(old_cols or [])]
-                         if col.name == c) for c in measures}
+    kinds = {
+        c: sum_kind(col.kind.value for col in [*new_cols, *(old_cols or [])] if col.name == c)
+        for c in measures
+    }
     new_sums = engine.measure_sums(project, model, area, measures, periods, preview=True)
-    old_sums = engine.measure_sums(project, model, PUBLISHED, measures, periods) \
-        if old_cols is not None else dict.fromkeys(measures)
-    return kinds, {c: (to_kind(old_sums[c], kinds[c]), to_kind(new_sums[c], kinds[c]))
-                   for c in measures}
+    old_sums = (
+        engine.measure_sums(project, model, PUBLISHED, measures, periods)
+        if old_cols is not None
+        else dict.fromkeys(measures)
+    )
+    return kinds, {
+        c: (to_kind(old_sums[c], kinds[c]), to_kind(new_sums[c], kinds[c])) for c in measures
+    }
 
 
 class _Clock:
@@ -265,9 +375,14 @@ class _Clock:
         return took
 
 
-def _partitions(labels: list[Part], partitioned: bool, old_fp: Mapping[str, Any],
-                new_fp: Mapping[str, Any], diff_result: DiffResult | None,
-                kinds: Mapping[str, str]) -> list[PartitionAudit]:
+def _partitions(
+    labels: list[Part],
+    partitioned: bool,
+    old_fp: Mapping[str, Any],
+    new_fp: Mapping[str, Any],
+    diff_result: DiffResult | None,
+    kinds: Mapping[str, str],
+) -> list[PartitionAudit]:
     by_label: dict[str, dict[str, Any]] = {}
     if diff_result is not None:
         for row in diff_result.partitions.to_pylist():
@@ -286,16 +401,43 @@ def _partitions(labels: list[Part], partitioned: bool, old_fp: Mapping[str, Any]
             results.append(PartitionAudit(label, start, end, ro, rn, True))
         elif found is None:  # unpartitioned model, or rows the diff could not place
             su = diff_result.summary
-            meas = {r["column"]: values(r["sum_old"], r["sum_new"], r["delta"], r["pct_delta"],
-                                        kinds[r["column"]])
-                    for r in diff_result.columns.to_pylist() if r["column"] in kinds}
-            results.append(PartitionAudit(label, start, end, ro, rn, False, su.added,
-                                          su.removed, su.changed, meas))
+            meas = {
+                r["column"]: values(
+                    r["sum_old"], r["sum_new"], r["delta"], r["pct_delta"], kinds[r["column"]]
+                )
+                for r in diff_result.columns.to_pylist()
+                if r["column"] in kinds
+            }
+            results.append(
+                PartitionAudit(
+                    label, start, end, ro, rn, False, su.added, su.removed, su.changed, meas
+                )
+            )
         else:
-            meas = {c: values(found[f"{c}_old"], found[f"{c}_new"], found[f"{c}_delta"],
-                              found[f"{c}_delta_pct"], k) for c, k in kinds.items()}
-            results.append(PartitionAudit(label, s, e, ro, rn, False, int(found["added"]),
-                                          int(found["removed"]), int(found["changed"]), meas))
+            meas = {
+                c: values(
+                    found[f"{c}_old"],
+                    found[f"{c}_new"],
+                    found[f"{c}_delta"],
+                    found[f"{c}_delta_pct"],
+                    k,
+                )
+                for c, k in kinds.items()
+            }
+            results.append(
+                PartitionAudit(
+                    label,
+                    s,
+                    e,
+                    ro,
+                    rn,
+                    False,
+                    int(found["added"]),
+                    int(found["removed"]),
+                    int(found["changed"]),
+                    meas,
+                )
+            )
     return results
 
 
@@ -322,9 +464,16 @@ def _facts(a: ModelAudit) -> ModelFacts:
         for row in a.diff.schema.to_pylist():
             types = " -> ".join(t for t in (row["old_type"], row["new_type"]) if t)
             schema.append(f"{row['column']} {row['change']} ({types})")
-    return ModelFacts(totals=a.totals, added=added, removed=removed, changed=changed,
-                      changed_per_partition={p.label: p.changed for p in a.partitions},
-                      column_changes=a.changed_columns, schema_changes=schema, columns=a.columns)
+    return ModelFacts(
+        totals=a.totals,
+        added=added,
+        removed=removed,
+        changed=changed,
+        changed_per_partition={p.label: p.changed for p in a.partitions},
+        column_changes=a.changed_columns,
+        schema_changes=schema,
+        columns=a.columns,
+    )
 
 
 def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> AuditReport:
@@ -333,27 +482,33 @@ def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> Audi
     project = bf.project
     rec = bf.ledger.backfill(bf.id)
     if bf.mode != "audit":
-        raise InvalidInputError(f"backfill {bf.id} wrote the published tables directly "
-                                "(--direct); there is no audit area to audit")
+        raise InvalidInputError(
+            f"backfill {bf.id} wrote the published tables directly "
+            "(--direct); there is no audit area to audit"
+        )
     if rec["status"] in (BackfillState.PUBLISHED, BackfillState.DISCARDED):
         raise InvalidInputError(f"backfill {bf.id} is {rec['status']}; nothing to audit")
     status = bf.status()
     if status.done != status.total:
-        raise InvalidInputError(f"backfill {bf.id} has {status.total - status.done} of "
-                                f"{status.total} task(s) not done ({status.status}); run or "
-                                f"resume it first: backfill run --resume {bf.id}")
+        raise InvalidInputError(
+            f"backfill {bf.id} has {status.total - status.done} of "
+            f"{status.total} task(s) not done ({status.status}); run or "
+            f"resume it first: backfill run --resume {bf.id}"
+        )
     parts = bf.partitions()
     order = [m for m in project.topological_order() if m in parts]
     settings = project.settings
-    file_gates = parse_gates(settings.audits if settings else None, order, "backfill.yml audits",
-                             strict=False)
+    file_gates = parse_gates(
+        settings.audits if settings else None, order, "backfill.yml audits", strict=False
+    )
     call_gates = parse_gates(gates, order, "gates")
     run_fps = _run_fingerprints(bf.ledger.tasks(bf.id))
     audits = []
     try:
         for model in order:
-            a = audit_model(bf.engine, project, bf.id, bf.area, model, parts[model],
-                            run_fps.get(model))
+            a = audit_model(
+                bf.engine, project, bf.id, bf.area, model, parts[model], run_fps.get(model)
+            )
             a.gates = [evaluate(g, _facts(a)) for g in file_gates[model] + call_gates[model]]
             log.info("audit %s: %s", bf.id, a.summary_line())
             log.info("audit %s: %s took %s", bf.id, model, a.timings_line())
@@ -361,9 +516,19 @@ def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> Audi
     finally:
         bf.engine.close()  # let other processes (readers, runners) open the file
     report = AuditReport(bf.id, uuid.uuid4().hex[:12], utcnow(), audits)
-    bf.ledger.record_audit(bf.id, report.audit_id, report.created_at, who(), [
-        {"model": a.model, "passed": a.passed,
-         "published_fingerprints": a.published_fingerprints,
-         "result": a.to_dict()}
-        for a in report.models.values()])
+    bf.ledger.record_audit(
+        bf.id,
+        report.audit_id,
+        report.created_at,
+        who(),
+        [
+            {
+                "model": a.model,
+                "passed": a.passed,
+                "published_fingerprints": a.published_fingerprints,
+                "result": a.to_dict(),
+            }
+            for a in report.models.values()
+        ],
+    )
     return report

@@ -34,8 +34,9 @@ __all__ = ["CheckReport", "check_run_twice"]
 _STRATEGY = {"replace": "delete+insert", "merge": "merge", "full": "table"}
 
 
-def _explain(eng: Engine, project: Project, model: str, a1: Area,
-             a2: Area) -> tuple[list[str], list[str], DiffResult]:
+def _explain(
+    eng: Engine, project: Project, model: str, a1: Area, a2: Area
+) -> tuple[list[str], list[str], DiffResult]:
     """(differing columns, key, diff) of two runs of ``model`` in areas ``a1`` and ``a2``."""
     with eng.stream(project, model, a1, None) as s1, eng.stream(project, model, a2, None) as s2:
         differing = fingerprint(s1).differing_columns(fingerprint(s2))
@@ -69,18 +70,26 @@ class CheckReport:
     def __str__(self) -> str:
         lines = []
         if self.deterministic:
-            lines.append(f"check {self.model} {self.partition}: ran twice, identical "
-                         f"(fingerprint {self.fingerprints[0]})")
+            lines.append(
+                f"check {self.model} {self.partition}: ran twice, identical "
+                f"(fingerprint {self.fingerprints[0]})"
+            )
         else:
-            lines.append(f"check {self.model} {self.partition}: ran twice, the runs DIFFER "
-                         f"({self.fingerprints[0]} vs {self.fingerprints[1]})")
+            lines.append(
+                f"check {self.model} {self.partition}: ran twice, the runs DIFFER "
+                f"({self.fingerprints[0]} vs {self.fingerprints[1]})"
+            )
             if self.differing_columns:
                 counts = self.diff.changed_columns() if self.diff is not None else {}
-                cols = ", ".join(f"{c} ({counts[c]:,} rows)" if c in counts else c
-                                 for c in self.differing_columns)
+                cols = ", ".join(
+                    f"{c} ({counts[c]:,} rows)" if c in counts else c
+                    for c in self.differing_columns
+                )
                 lines.append(f"  columns that differ between runs: {cols}")
-            lines.append("  a backfill of this model is not reproducible: find what reads the "
-                         "clock or randomness (lint below) and make it a function of the period")
+            lines.append(
+                "  a backfill of this model is not reproducible: find what reads the "
+                "clock or randomness (lint below) and make it a function of the period"
+            )
         if self.findings.all:
             lines.append("  findings:")
             lines += [f"    {line}" for line in str(self.findings).splitlines()]
@@ -89,23 +98,31 @@ class CheckReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "partition": self.partition,
-                "deterministic": self.deterministic, "ok": self.ok,
-                "fingerprints": list(self.fingerprints),
-                "differing_columns": self.differing_columns, "key": self.key,
-                "changed_columns": self.diff.changed_columns() if self.diff else {},
-                "findings": self.findings.to_dicts()}
+        return {
+            "model": self.model,
+            "partition": self.partition,
+            "deterministic": self.deterministic,
+            "ok": self.ok,
+            "fingerprints": list(self.fingerprints),
+            "differing_columns": self.differing_columns,
+            "key": self.key,
+            "changed_columns": self.diff.changed_columns() if self.diff else {},
+            "findings": self.findings.to_dicts(),
+        }
 
     def _repr_html_(self) -> str | None:
         return f"<pre>{html.escape(str(self))}</pre>"
 
 
-def _partition(project: Project, model: str,
-               partition: str | dt.date | dt.datetime) -> tuple[str, dt.datetime, dt.datetime]:
+def _partition(
+    project: Project, model: str, partition: str | dt.date | dt.datetime
+) -> tuple[str, dt.datetime, dt.datetime]:
     m = project.models[model]
     if not m.grain or not m.event_time or m.strategy == "full":
-        raise InvalidInputError(f"model {model!r} is not partitioned (strategy {m.strategy}, "
-                                f"grain {m.grain}); nothing to check per partition")
+        raise InvalidInputError(
+            f"model {model!r} is not partitioned (strategy {m.strategy}, "
+            f"grain {m.grain}); nothing to check per partition"
+        )
     value: Any = partition
     if isinstance(partition, str):
         text = partition.strip()
@@ -115,19 +132,27 @@ def _partition(project: Project, model: str,
     try:
         p = partition_of(value, m.grain, m.tz)
     except InvalidInputError as exc:  # what the C++ calendar raises for any unreadable instant
-        raise InvalidInputError(f"partition {partition!r} of {model}: expected an ISO date or "
-                                f"date-time inside a {m.grain} partition ({exc})") from None
+        raise InvalidInputError(
+            f"partition {partition!r} of {model}: expected an ISO date or "
+            f"date-time inside a {m.grain} partition ({exc})"
+        ) from None
     return p.label, p.start, p.end
 
 
-def check_run_twice(project: Project, model: str, partition: str | dt.date | dt.datetime, *,
-                    engine: Engine | None = None) -> CheckReport:
+def check_run_twice(
+    project: Project,
+    model: str,
+    partition: str | dt.date | dt.datetime,
+    *,
+    engine: Engine | None = None,
+) -> CheckReport:
     """Runs ``model`` for ``partition`` twice into scratch areas and compares the results
     (fingerprints; on a difference the differing columns, by the diff engine), plus the lint
     and strategy findings of its SQL (:func:`backfill.check_model`)."""
     if model not in project.models:
-        raise NotFoundError(f"no model {model!r} in project {project.name!r} (models: "
-                            f"{', '.join(project.models)})")
+        raise NotFoundError(
+            f"no model {model!r} in project {project.name!r} (models: {', '.join(project.models)})"
+        )
     m = project.models[model]
     label, start, end = _partition(project, model, partition)
     eng = engine or engine_for(project)
@@ -142,10 +167,13 @@ def check_run_twice(project: Project, model: str, partition: str | dt.date | dt.
                 differing, key, result = _explain(eng, project, model, a1, a2)
     finally:
         eng.close()
-    parents = [d.parent for d in m.depends_on if d.parent in project and
-               getattr(project[d.parent], "grain", None)]
+    parents = [
+        d.parent
+        for d in m.depends_on
+        if d.parent in project and getattr(project[d.parent], "grain", None)
+    ]
     # Sources are named "schema.table" in the project, as the lint wants for source() reads.
-    findings = check_model(sql=m.sql or "", strategy=_STRATEGY.get(m.strategy),
-                           partitioned_inputs=parents)
-    return CheckReport(model, label, (str(fps[0]), str(fps[1])), differing, result, findings,
-                       key)
+    findings = check_model(
+        sql=m.sql or "", strategy=_STRATEGY.get(m.strategy), partitioned_inputs=parents
+    )
+    return CheckReport(model, label, (str(fps[0]), str(fps[1])), differing, result, findings, key)

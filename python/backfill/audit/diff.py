@@ -48,25 +48,32 @@ def _names(value: str | Sequence[str] | None, what: str) -> list[str] | None:
 
 def _tolerance(column: str, spec: object) -> tuple[float, float]:
     if isinstance(spec, bool) or spec is None:
-        raise InvalidInputError(f"tolerance for {column!r} is {spec!r}; expected a number "
-                                "(absolute) or {'abs': ..., 'rel': ...}")
+        raise InvalidInputError(
+            f"tolerance for {column!r} is {spec!r}; expected a number "
+            "(absolute) or {'abs': ..., 'rel': ...}"
+        )
     if isinstance(spec, (int, float)):
         return float(spec), 0.0
     if isinstance(spec, Mapping):
         unknown = set(spec) - {"abs", "rel"}
         if unknown:
-            raise InvalidInputError(f"tolerance for {column!r} has unknown keys "
-                                    f"{sorted(unknown)}; expected 'abs' and/or 'rel'")
+            raise InvalidInputError(
+                f"tolerance for {column!r} has unknown keys "
+                f"{sorted(unknown)}; expected 'abs' and/or 'rel'"
+            )
         values = []
         for part in ("abs", "rel"):
             v = spec.get(part, 0.0)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-                raise InvalidInputError(f"tolerance for {column!r}: {part}={v!r} is not a "
-                                        "number >= 0")
+                raise InvalidInputError(
+                    f"tolerance for {column!r}: {part}={v!r} is not a number >= 0"
+                )
             values.append(float(v))
         return values[0], values[1]
-    raise InvalidInputError(f"tolerance for {column!r} is {spec!r}; expected a number "
-                            "(absolute) or {'abs': ..., 'rel': ...}")
+    raise InvalidInputError(
+        f"tolerance for {column!r} is {spec!r}; expected a number "
+        "(absolute) or {'abs': ..., 'rel': ...}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,47 +165,61 @@ class DiffResult:
             lines.append(
                 f"  excluded: {s.duplicate_keys:,} duplicated keys ({s.duplicate_rows_old:,} old "
                 f"rows, {s.duplicate_rows_new:,} new rows); null keys {s.null_keys_old:,} old, "
-                f"{s.null_keys_new:,} new")
+                f"{s.null_keys_new:,} new"
+            )
         for row in self.schema.to_pylist():
             types = " -> ".join(t for t in (row["old_type"], row["new_type"]) if t)
             note = "" if row["compared"] is not False else " (not compared)"
             lines.append(f"  schema: {row['column']} {row['change']} ({types}){note}")
         changed = self.changed_columns()
         if changed:
-            lines.append("  changed columns: " +
-                         ", ".join(f"{c} {n:,}" for c, n in changed.items()))
+            lines.append(
+                "  changed columns: " + ", ".join(f"{c} {n:,}" for c, n in changed.items())
+            )
         for row in self.columns.to_pylist():
             if row["sum_old"] is None:
                 continue
             pct = "" if row["pct_delta"] is None else f" ({row['pct_delta']:+.3g}%)"
-            lines.append(f"  measure {row['column']}: {_num(row['sum_old'])} -> "
-                         f"{_num(row['sum_new'])}, delta {_num(row['delta'])}{pct}")
+            lines.append(
+                f"  measure {row['column']}: {_num(row['sum_old'])} -> "
+                f"{_num(row['sum_new'])}, delta {_num(row['delta'])}{pct}"
+            )
         if self.partitions.num_rows:
-            touched = [p for p in self.partitions.to_pylist()
-                       if p["added"] or p["removed"] or p["changed"]]
-            lines.append(f"  partitions ({self.partition_by}): {self.partitions.num_rows} seen, "
-                         f"{len(touched)} with differences")
+            touched = [
+                p for p in self.partitions.to_pylist() if p["added"] or p["removed"] or p["changed"]
+            ]
+            lines.append(
+                f"  partitions ({self.partition_by}): {self.partitions.num_rows} seen, "
+                f"{len(touched)} with differences"
+            )
             for p in touched[:10]:
-                lines.append(f"    {p['partition']}: +{p['added']:,} -{p['removed']:,} "
-                             f"~{p['changed']:,}")
+                lines.append(
+                    f"    {p['partition']}: +{p['added']:,} -{p['removed']:,} ~{p['changed']:,}"
+                )
             if len(touched) > 10:
                 lines.append(f"    ... {len(touched) - 10} more")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
         s = self.summary
-        return (f"<DiffResult {'identical' if s.identical else 'different'}: "
-                f"{s.changed} changed, {s.added} added, {s.removed} removed of "
-                f"{s.rows_old} old / {s.rows_new} new rows>")
+        return (
+            f"<DiffResult {'identical' if s.identical else 'different'}: "
+            f"{s.changed} changed, {s.added} added, {s.removed} removed of "
+            f"{s.rows_old} old / {s.rows_new} new rows>"
+        )
 
     # -- HTML ----------------------------------------------------------------------------------
     def _repr_html_(self) -> str | None:
-        if self.columns.num_rows > _HTML_MAX_COLUMNS or \
-                self.partitions.num_rows > _HTML_MAX_PARTITIONS:
+        if (
+            self.columns.num_rows > _HTML_MAX_COLUMNS
+            or self.partitions.num_rows > _HTML_MAX_PARTITIONS
+        ):
             return None
         s = self.summary.to_dict()
-        parts = ["<div class='backfill-diff'>",
-                 html_table(list(s), [[str(v) for v in s.values()]], caption="summary")]
+        parts = [
+            "<div class='backfill-diff'>",
+            html_table(list(s), [[str(v) for v in s.values()]], caption="summary"),
+        ]
         if self.schema.num_rows:
             sh = self.schema._repr_html_()
             if sh:
@@ -230,26 +251,35 @@ class DiffResult:
             y = mid - h if d >= 0 else mid
             color = "#2a7" if d >= 0 else "#c33"
             title = html.escape(f"{r['partition']}: {measure} {_num(d)}")
-            shapes.append(f"<rect x='{i * bar:.2f}' y='{y:.2f}' width='{max(bar - 1, 1):.2f}' "
-                          f"height='{h:.2f}' fill='{color}'><title>{title}</title></rect>")
-        caption = html.escape(f"{measure}: delta (new - old) per partition, "
-                              f"{rows[0]['partition']} .. {rows[-1]['partition']}")
-        return (f"<figure><svg xmlns='http://www.w3.org/2000/svg' width='{width}' "
-                f"height='{height}' role='img'>{''.join(shapes)}</svg>"
-                f"<figcaption>{caption}</figcaption></figure>")
+            shapes.append(
+                f"<rect x='{i * bar:.2f}' y='{y:.2f}' width='{max(bar - 1, 1):.2f}' "
+                f"height='{h:.2f}' fill='{color}'><title>{title}</title></rect>"
+            )
+        caption = html.escape(
+            f"{measure}: delta (new - old) per partition, "
+            f"{rows[0]['partition']} .. {rows[-1]['partition']}"
+        )
+        return (
+            f"<figure><svg xmlns='http://www.w3.org/2000/svg' width='{width}' "
+            f"height='{height}' role='img'>{''.join(shapes)}</svg>"
+            f"<figcaption>{caption}</figcaption></figure>"
+        )
 
     def plot(self, measure: str | None = None, ax: Any = None) -> Any:
         """Old vs new sums of ``measure`` per partition (matplotlib; returns the Axes)."""
         if not self.partitions.num_rows:
-            raise InvalidInputError("plot needs a per-partition breakdown: pass partition_by= "
-                                    "to diff")
+            raise InvalidInputError(
+                "plot needs a per-partition breakdown: pass partition_by= to diff"
+            )
         if measure is None:
             if not self.measures:
                 raise InvalidInputError("this diff has no measures to plot")
             measure = self.measures[0]
         if measure not in self.measures:
-            raise InvalidInputError(f"{measure!r} is not a measure of this diff (measures: "
-                              f"{', '.join(self.measures) or 'none'})")
+            raise InvalidInputError(
+                f"{measure!r} is not a measure of this diff (measures: "
+                f"{', '.join(self.measures) or 'none'})"
+            )
         plt = importlib.import_module("matplotlib.pyplot")
         rows = [r for r in self.partitions.to_pylist() if r["partition"] is not None]
         labels = [r["partition"] for r in rows]
@@ -300,19 +330,43 @@ def diff(
     input is matched through hash tables, with the same result (``timings`` shows ``merge`` or
     ``match``).
     """
-    kwargs = _options(key, columns, exclude, partition_by, grain, tz, tolerance, measures, sample,
-                      on_duplicate, threads)
+    kwargs = _options(
+        key,
+        columns,
+        exclude,
+        partition_by,
+        grain,
+        tz,
+        tolerance,
+        measures,
+        sample,
+        on_duplicate,
+        threads,
+    )
     raw = _core.diff(old, new, **kwargs)
     result = DiffResult(raw)
-    log.debug("diff on %s: %r; phases %s", kwargs["key"], result,
-              ", ".join(f"{k} {v:.3f}s" for k, v in result.timings.items()))
+    log.debug(
+        "diff on %s: %r; phases %s",
+        kwargs["key"],
+        result,
+        ", ".join(f"{k} {v:.3f}s" for k, v in result.timings.items()),
+    )
     return result
 
 
-def _options(key: str | Sequence[str], columns: Sequence[str] | None,
-             exclude: Sequence[str] | None, partition_by: str | None, grain: str, tz: str,
-             tolerance: Mapping[str, ToleranceSpec] | None, measures: Sequence[str] | None,
-             sample: int, on_duplicate: str, threads: int) -> dict[str, Any]:
+def _options(
+    key: str | Sequence[str],
+    columns: Sequence[str] | None,
+    exclude: Sequence[str] | None,
+    partition_by: str | None,
+    grain: str,
+    tz: str,
+    tolerance: Mapping[str, ToleranceSpec] | None,
+    measures: Sequence[str] | None,
+    sample: int,
+    on_duplicate: str,
+    threads: int,
+) -> dict[str, Any]:
     """The C++ diff's keyword arguments, validated."""
     keys = _names(key, "key")
     assert keys is not None
@@ -325,11 +379,20 @@ def _options(key: str | Sequence[str], columns: Sequence[str] | None,
             per_column[column] = _tolerance(column, spec)
     if isinstance(sample, bool) or not isinstance(sample, int):
         raise InvalidInputError(f"sample={sample!r}; expected a number of rows")
-    return dict(key=keys, columns=_names(columns, "columns"),
-                exclude=_names(exclude, "exclude") or [], partition_by=partition_by,
-                grain=grain, tz=tz, tolerance=per_column, default_tolerance=default,
-                measures=_names(measures, "measures"), sample=sample,
-                on_duplicate=on_duplicate, threads=threads)
+    return dict(
+        key=keys,
+        columns=_names(columns, "columns"),
+        exclude=_names(exclude, "exclude") or [],
+        partition_by=partition_by,
+        grain=grain,
+        tz=tz,
+        tolerance=per_column,
+        default_tolerance=default,
+        measures=_names(measures, "measures"),
+        sample=sample,
+        on_duplicate=on_duplicate,
+        threads=threads,
+    )
 
 
 class DiffStream:
@@ -351,14 +414,34 @@ class DiffStream:
     inputs, which raises or reports the duplicates as usual. The arguments are :func:`diff`'s.
     """
 
-    def __init__(self, key: str | Sequence[str], *, columns: Sequence[str] | None = None,
-                 exclude: Sequence[str] | None = None, partition_by: str | None = None,
-                 grain: Literal["hour", "day", "week", "month", "quarter", "year"] = "day",
-                 tz: str = "UTC", tolerance: Mapping[str, ToleranceSpec] | None = None,
-                 measures: Sequence[str] | None = None, sample: int = 10,
-                 on_duplicate: Literal["error", "report"] = "error", threads: int = 0) -> None:
-        kwargs = _options(key, columns, exclude, partition_by, grain, tz, tolerance, measures,
-                          sample, on_duplicate, threads)
+    def __init__(
+        self,
+        key: str | Sequence[str],
+        *,
+        columns: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        partition_by: str | None = None,
+        grain: Literal["hour", "day", "week", "month", "quarter", "year"] = "day",
+        tz: str = "UTC",
+        tolerance: Mapping[str, ToleranceSpec] | None = None,
+        measures: Sequence[str] | None = None,
+        sample: int = 10,
+        on_duplicate: Literal["error", "report"] = "error",
+        threads: int = 0,
+    ) -> None:
+        kwargs = _options(
+            key,
+            columns,
+            exclude,
+            partition_by,
+            grain,
+            tz,
+            tolerance,
+            measures,
+            sample,
+            on_duplicate,
+            threads,
+        )
         self._stream = _core.DiffStream(**kwargs)
 
     def add(self, old: Any, new: Any) -> None:
@@ -391,8 +474,9 @@ class DiffStream:
         return result
 
 
-def diff_pairs(pairs: Iterable[tuple[Any, Any]], key: str | Sequence[str],
-               **options: Any) -> DiffResult | None:
+def diff_pairs(
+    pairs: Iterable[tuple[Any, Any]], key: str | Sequence[str], **options: Any
+) -> DiffResult | None:
     """:class:`DiffStream` over ``pairs`` (stopping early when :attr:`DiffStream.whole_needed`);
     None when the whole inputs must be diffed at once."""
     stream = DiffStream(key, **options)

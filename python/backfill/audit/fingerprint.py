@@ -52,12 +52,15 @@ class Fingerprint:
         except KeyError:
             raise InvalidInputError(
                 f"no partition {label!r} (partitions: "
-                f"{', '.join(str(k) for k in self._by_partition)})") from None
+                f"{', '.join(str(k) for k in self._by_partition)})"
+            ) from None
 
     def _check_kind(self, other: Fingerprint) -> None:
         if other.kind != self.kind:
-            raise InvalidInputError(f"fingerprints of different kinds ({self.kind!r} vs "
-                                    f"{other.kind!r}) cannot be compared")
+            raise InvalidInputError(
+                f"fingerprints of different kinds ({self.kind!r} vs "
+                f"{other.kind!r}) cannot be compared"
+            )
 
     def differing_columns(self, other: Fingerprint) -> list[str]:
         """Columns whose digests differ, plus columns only one side has (sorted)."""
@@ -68,8 +71,11 @@ class Fingerprint:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Fingerprint):
             return NotImplemented
-        return self.kind == other.kind and self.digest == other.digest and \
-            self.columns == other.columns
+        return (
+            self.kind == other.kind
+            and self.digest == other.digest
+            and self.columns == other.columns
+        )
 
     def __hash__(self) -> int:
         return hash((self.kind, self.digest))
@@ -81,8 +87,9 @@ class Fingerprint:
     def _table(self) -> ArrowTable:
         if self.partitions is not None:
             return self.partitions
-        return ArrowTable(_core._fingerprint_columns_table(list(self.columns),
-                                                           list(self.columns.values())))
+        return ArrowTable(
+            _core._fingerprint_columns_table(list(self.columns), list(self.columns.values()))
+        )
 
     def to_pandas(self) -> Any:
         return self._table().to_pandas()
@@ -117,6 +124,12 @@ def fingerprint(
     """Fingerprints any Arrow-compatible table (optionally per partition of ``partition_by``)."""
     if isinstance(columns, str):
         columns = [columns]
-    raw = _core.fingerprint(table, None if columns is None else list(columns),
-                            partition_by=partition_by, grain=grain, tz=tz, threads=threads)
+    raw = _core.fingerprint(
+        table,
+        None if columns is None else list(columns),
+        partition_by=partition_by,
+        grain=grain,
+        tz=tz,
+        threads=threads,
+    )
     return Fingerprint(raw)

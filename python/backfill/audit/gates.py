@@ -79,8 +79,12 @@ class GateResult:
         return f"{'PASS' if self.passed else 'FAIL'} {self.model}: {self.gate} -- {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "gate": self.gate, "passed": self.passed,
-                "reason": self.reason}
+        return {
+            "model": self.model,
+            "gate": self.gate,
+            "passed": self.passed,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)
@@ -115,32 +119,38 @@ def _bound(value: object, where: str) -> Bound:
             number = Decimal("NaN")
         if number.is_finite():
             return Bound(number, relative)
-    raise InvalidInputError(f"{where}: {value!r} is not a bound; expected a number or 'N%' "
-                            "(e.g. '-5%')")
+    raise InvalidInputError(
+        f"{where}: {value!r} is not a bound; expected a number or 'N%' (e.g. '-5%')"
+    )
 
 
 def _gate(model: str, spec: object, where: str) -> Gate:
     if not isinstance(spec, Mapping) or not spec:
-        raise InvalidInputError(f"{where}: gate {spec!r} is not a mapping; expected e.g. "
-                                "{measure: revenue, change: ['-5%', '0%']} or {removed_rows: 0}")
+        raise InvalidInputError(
+            f"{where}: gate {spec!r} is not a mapping; expected e.g. "
+            "{measure: revenue, change: ['-5%', '0%']} or {removed_rows: 0}"
+        )
     keys = set(spec)
     if "measure" in keys:
         if keys != {"measure", "change"}:
-            raise InvalidInputError(f"{where}: a measure gate takes exactly 'measure' and "
-                                    f"'change', got {sorted(keys)}")
+            raise InvalidInputError(
+                f"{where}: a measure gate takes exactly 'measure' and 'change', got {sorted(keys)}"
+            )
         measure, change = spec["measure"], spec["change"]
         if not isinstance(measure, str) or not measure:
             raise InvalidInputError(f"{where}: measure {measure!r} is not a column name")
         if isinstance(change, str) or not isinstance(change, Sequence) or len(change) != 2:
-            raise InvalidInputError(f"{where}: change {change!r} must be [low, high], "
-                                    "e.g. ['-5%', '0%']")
+            raise InvalidInputError(
+                f"{where}: change {change!r} must be [low, high], e.g. ['-5%', '0%']"
+            )
         low, high = _bound(change[0], where), _bound(change[1], where)
         if low.relative == high.relative and low.value > high.value:
             raise InvalidInputError(f"{where}: change [{low}, {high}] has low > high")
         return Gate(model, "measure", dict(spec), measure=measure, low=low, high=high)
     if len(keys) != 1:
-        raise InvalidInputError(f"{where}: gate {dict(spec)!r} must have one key of "
-                                f"{', '.join(KINDS)}")
+        raise InvalidInputError(
+            f"{where}: gate {dict(spec)!r} must have one key of {', '.join(KINDS)}"
+        )
     (kind,) = keys
     value = spec[kind]
     if kind in _COUNT_GATES:
@@ -149,20 +159,30 @@ def _gate(model: str, spec: object, where: str) -> Gate:
         return Gate(model, kind, dict(spec), limit=value)
     if kind == "unchanged":
         cols = [value] if isinstance(value, str) else value
-        if not isinstance(cols, Sequence) or not cols or \
-                not all(isinstance(c, str) and c for c in cols):
+        if (
+            not isinstance(cols, Sequence)
+            or not cols
+            or not all(isinstance(c, str) and c for c in cols)
+        ):
             raise InvalidInputError(f"{where}: unchanged: {value!r} must be column names")
         return Gate(model, kind, dict(spec), columns=tuple(cols))
     if kind == "schema_change":
         if value is not False:
-            raise InvalidInputError(f"{where}: schema_change: {value!r}; only 'false' (no "
-                                    "schema change allowed) is a gate")
+            raise InvalidInputError(
+                f"{where}: schema_change: {value!r}; only 'false' (no "
+                "schema change allowed) is a gate"
+            )
         return Gate(model, kind, dict(spec))
     raise InvalidInputError(f"{where}: unknown gate {kind!r}; expected one of {', '.join(KINDS)}")
 
 
-def parse_gates(spec: Mapping[str, Any] | None, models: Sequence[str],
-                where: str = "gates", *, strict: bool = True) -> dict[str, list[Gate]]:
+def parse_gates(
+    spec: Mapping[str, Any] | None,
+    models: Sequence[str],
+    where: str = "gates",
+    *,
+    strict: bool = True,
+) -> dict[str, list[Gate]]:
     """``{model or "*": [gate, ...]}`` -> gates per model in ``models``. With ``strict`` (gates
     given to one audit) a model named but not backfilled is an error: a gate that silently
     checks nothing is worse than none. The project's gates name any of its models."""
@@ -175,8 +195,9 @@ def parse_gates(spec: Mapping[str, Any] | None, models: Sequence[str],
         if model != "*" and model not in out:
             if not strict:
                 continue
-            raise InvalidInputError(f"{where}: {model!r} is not a model of this backfill "
-                                    f"({', '.join(models)})")
+            raise InvalidInputError(
+                f"{where}: {model!r} is not a model of this backfill ({', '.join(models)})"
+            )
         if isinstance(gates, Mapping):
             gates = [gates]
         if not isinstance(gates, Sequence) or isinstance(gates, str):
@@ -192,9 +213,12 @@ def _measure(gate: Gate, facts: ModelFacts) -> GateResult:
     assert gate.measure is not None and gate.low is not None and gate.high is not None
     if gate.measure not in facts.totals:
         known = ", ".join(facts.totals) or "none"
-        return GateResult(gate.model, str(gate), False,
-                          f"{gate.measure!r} is not a numeric column of {gate.model} "
-                          f"(measures: {known})")
+        return GateResult(
+            gate.model,
+            str(gate),
+            False,
+            f"{gate.measure!r} is not a numeric column of {gate.model} (measures: {known})",
+        )
     old, new = facts.totals[gate.measure]
     o: Number = old if old is not None else (new * 0 if new is not None else 0)
     n: Number = new if new is not None else o * 0
@@ -227,13 +251,19 @@ def evaluate(gate: Gate, facts: ModelFacts) -> GateResult:
     if gate.kind == "measure":
         return _measure(gate, facts)
     if gate.kind in ("removed_rows", "added_rows", "changed_rows"):
-        value = {"removed_rows": facts.removed, "added_rows": facts.added,
-                 "changed_rows": facts.changed}[gate.kind]
+        value = {
+            "removed_rows": facts.removed,
+            "added_rows": facts.added,
+            "changed_rows": facts.changed,
+        }[gate.kind]
         assert gate.limit is not None
         ok = value <= gate.limit
-        return GateResult(gate.model, str(gate), ok,
-                          f"{value:,} {gate.kind.replace('_', ' ')}" + ("" if ok else
-                                                                       f" > {gate.limit:,}"))
+        return GateResult(
+            gate.model,
+            str(gate),
+            ok,
+            f"{value:,} {gate.kind.replace('_', ' ')}" + ("" if ok else f" > {gate.limit:,}"),
+        )
     if gate.kind == "changed_rows_per_partition":
         assert gate.limit is not None
         over = {p: n for p, n in facts.changed_per_partition.items() if n > gate.limit}
@@ -241,22 +271,36 @@ def evaluate(gate: Gate, facts: ModelFacts) -> GateResult:
         if over:
             shown = ", ".join(f"{p}: {n:,}" for p, n in list(over.items())[:5])
             more = f" and {len(over) - 5} more" if len(over) > 5 else ""
-            return GateResult(gate.model, str(gate), False,
-                              f"{len(over)} partition(s) over {gate.limit:,} ({shown}{more})")
-        return GateResult(gate.model, str(gate), True, f"at most {worst:,} changed rows in a "
-                                                        "partition")
+            return GateResult(
+                gate.model,
+                str(gate),
+                False,
+                f"{len(over)} partition(s) over {gate.limit:,} ({shown}{more})",
+            )
+        return GateResult(
+            gate.model, str(gate), True, f"at most {worst:,} changed rows in a partition"
+        )
     if gate.kind == "unchanged":
         unknown = [c for c in gate.columns if c not in facts.columns]
         if unknown:
-            return GateResult(gate.model, str(gate), False,
-                              f"no column {', '.join(unknown)} in {gate.model}")
-        hit = {c: facts.column_changes.get(c, 0) for c in gate.columns
-               if facts.column_changes.get(c, 0)}
+            return GateResult(
+                gate.model, str(gate), False, f"no column {', '.join(unknown)} in {gate.model}"
+            )
+        hit = {
+            c: facts.column_changes.get(c, 0)
+            for c in gate.columns
+            if facts.column_changes.get(c, 0)
+        }
         if hit:
-            return GateResult(gate.model, str(gate), False, "changed: " + ", ".join(
-                f"{c} in {n:,} row(s)" for c, n in hit.items()))
+            return GateResult(
+                gate.model,
+                str(gate),
+                False,
+                "changed: " + ", ".join(f"{c} in {n:,} row(s)" for c, n in hit.items()),
+            )
         return GateResult(gate.model, str(gate), True, "no row changed them")
     if facts.schema_changes:
-        return GateResult(gate.model, str(gate), False,
-                          "schema changed: " + "; ".join(facts.schema_changes))
+        return GateResult(
+            gate.model, str(gate), False, "schema changed: " + "; ".join(facts.schema_changes)
+        )
     return GateResult(gate.model, str(gate), True, "same columns and types")

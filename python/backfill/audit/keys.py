@@ -23,8 +23,14 @@ from ..engines import Area, Column, ColumnKind, Engine, Period
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Model, Project
 
-__all__ = ["Version", "choose_key", "first_candidate", "is_id_like", "measures_of",
-           "natural_candidates"]
+__all__ = [
+    "Version",
+    "choose_key",
+    "first_candidate",
+    "is_id_like",
+    "measures_of",
+    "natural_candidates",
+]
 
 _ID_SUFFIXES = ("_id", "_no", "_key", "_number")
 _MAX_CANDIDATES = 8
@@ -48,17 +54,23 @@ def natural_candidates(m: Model, columns: Sequence[Column]) -> list[str]:
     names = [c.name for c in columns]
     kinds = {c.name: c.kind for c in columns}
     ids = [c for c in names if is_id_like(c)]
-    et = [m.event_time] if m.event_time and m.event_time in kinds and \
-        m.event_time not in ids else []
+    et = (
+        [m.event_time] if m.event_time and m.event_time in kinds and m.event_time not in ids else []
+    )
     rest = [c for c in names if c not in ids and c not in et]
     temporal_text = [c for c in rest if not kinds[c].numeric and kinds[c] != ColumnKind.LIST]
     ints = [c for c in rest if kinds[c] == ColumnKind.INTEGER]
     return ids + et + temporal_text + ints
 
 
-def choose_key(engine: Engine, project: Project, model: str, versions: Sequence[Version],
-               columns: Sequence[Column], periods: Sequence[Period] | None,
-               ) -> tuple[list[str], str]:
+def choose_key(
+    engine: Engine,
+    project: Project,
+    model: str,
+    versions: Sequence[Version],
+    columns: Sequence[Column],
+    periods: Sequence[Period] | None,
+) -> tuple[list[str], str]:
     """The key to match rows of ``model`` on (see the module doc) and where it came from
     (``unique_key``, ``natural`` or ``all columns``); ``columns`` are the first version's."""
     m = project.models[model]
@@ -67,8 +79,10 @@ def choose_key(engine: Engine, project: Project, model: str, versions: Sequence[
     cands = natural_candidates(m, columns)[:_MAX_CANDIDATES]
     for size in (1, 2, 3):
         for combo in itertools.combinations(cands, size):
-            if all(engine.is_unique(project, model, v.area, combo, periods, preview=v.preview)
-                   for v in versions):
+            if all(
+                engine.is_unique(project, model, v.area, combo, periods, preview=v.preview)
+                for v in versions
+            ):
                 return list(combo), "natural"
     return [c.name for c in columns], "all columns"
 
@@ -84,5 +98,12 @@ def first_candidate(m: Model, columns: Sequence[Column]) -> str | None:
 def measures_of(columns: Sequence[Column], key: Sequence[str], m: Model) -> list[str]:
     """The numeric columns outside the key that are not identifier-like nor the event time."""
     # "rows" would name its sums like the diff's row counts (rows_old, rows_new): not a measure.
-    return [c.name for c in columns if c.kind.numeric and c.name not in key
-            and not is_id_like(c.name) and c.name != m.event_time and c.name != "rows"]
+    return [
+        c.name
+        for c in columns
+        if c.kind.numeric
+        and c.name not in key
+        and not is_id_like(c.name)
+        and c.name != m.event_time
+        and c.name != "rows"
+    ]

@@ -22,8 +22,9 @@ __all__ = ["TOP_PARTITIONS", "AuditReport", "MeasureValues", "ModelAudit", "Part
 
 #: a measure in one partition: (old, new, delta, pct_delta); exact (int, Decimal) for integer and
 #: decimal columns, float for float columns (see backfill._numbers)
-MeasureValues = tuple[Union[Number, None], Union[Number, None], Union[Number, None],
-                      Union[float, None]]
+MeasureValues = tuple[
+    Union[Number, None], Union[Number, None], Union[Number, None], Union[float, None]
+]
 #: how many partitions "moved most" lists per measure (text, HTML, changelog)
 TOP_PARTITIONS = 5
 
@@ -43,11 +44,18 @@ class PartitionAudit:
     measures: Mapping[str, MeasureValues] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "start": _iso(self.start), "end": _iso(self.end),
-                "rows_old": self.rows_old, "rows_new": self.rows_new,
-                "identical": self.identical, "added": self.added, "removed": self.removed,
-                "changed": self.changed,
-                "measures": {k: [jsonable(x) for x in v] for k, v in self.measures.items()}}
+        return {
+            "label": self.label,
+            "start": _iso(self.start),
+            "end": _iso(self.end),
+            "rows_old": self.rows_old,
+            "rows_new": self.rows_new,
+            "identical": self.identical,
+            "added": self.added,
+            "removed": self.removed,
+            "changed": self.changed,
+            "measures": {k: [jsonable(x) for x in v] for k, v in self.measures.items()},
+        }
 
 
 @dataclass
@@ -95,12 +103,15 @@ class ModelAudit:
         n, d = len(self.partitions), len(self.differing)
         if not d:
             return [f"{self.model}: all {n} partition(s) identical"]
-        lines = [f"{self.model}: {d} of {n} partition(s) differ -- rows: {changed:,} changed, "
-                 f"{added:,} added, {removed:,} removed (key {', '.join(self.key)})"]
+        lines = [
+            f"{self.model}: {d} of {n} partition(s) differ -- rows: {changed:,} changed, "
+            f"{added:,} added, {removed:,} removed (key {', '.join(self.key)})"
+        ]
         cols = self.changed_columns
         if cols:
-            lines.append("  changed columns: " + ", ".join(f"{c} ({k:,} rows)"
-                                                           for c, k in cols.items()))
+            lines.append(
+                "  changed columns: " + ", ".join(f"{c} ({k:,} rows)" for c, k in cols.items())
+            )
         moved, same = self._totals_text("  {m}: {o} -> {nw}{pct}")
         lines.extend(moved)
         if same:
@@ -109,13 +120,14 @@ class ModelAudit:
             top = self.top_partitions(m)
             if not top:
                 continue
-            lines.append(f"  {m}: the {len(top)} partition(s) that moved most (old -> new, "
-                         "delta)")
+            lines.append(f"  {m}: the {len(top)} partition(s) that moved most (old -> new, delta)")
             width = max(len(p.label) for p, _ in top)
             for p, (old, new, dv, pc) in top:
                 pct_text = "" if pc is None else f" ({pc:+.2f}%)"
-                lines.append(f"    {p.label.ljust(width)}  {fmt(old)} -> {fmt(new)}, "
-                             f"{fmt(dv, sign=True)}{pct_text}")
+                lines.append(
+                    f"    {p.label.ljust(width)}  {fmt(old)} -> {fmt(new)}, "
+                    f"{fmt(dv, sign=True)}{pct_text}"
+                )
         return lines
 
     def _kind_note(self, m: str) -> str:
@@ -136,40 +148,67 @@ class ModelAudit:
                 same.append(m)
                 continue
             text = f" ({pc:+.2f}%)" if pc is not None else ""
-            moved.append(template.format(m=m + self._kind_note(m), o=fmt(old or 0),
-                                         nw=fmt(new or 0), pct=text))
+            moved.append(
+                template.format(
+                    m=m + self._kind_note(m), o=fmt(old or 0), nw=fmt(new or 0), pct=text
+                )
+            )
         return moved, same
 
-    def top_partitions(self, measure: str, n: int = TOP_PARTITIONS,
-                       ) -> list[tuple[PartitionAudit, MeasureValues]]:
+    def top_partitions(
+        self,
+        measure: str,
+        n: int = TOP_PARTITIONS,
+    ) -> list[tuple[PartitionAudit, MeasureValues]]:
         """The ``n`` partitions whose ``measure`` moved most (largest ``|delta|``, ties in
         partition order), each with its (old, new, delta, pct); partitions that did not move
         are left out."""
-        moved = [(p, p.measures[measure]) for p in self.partitions
-                 if measure in p.measures and p.measures[measure][2]]
+        moved = [
+            (p, p.measures[measure])
+            for p in self.partitions
+            if measure in p.measures and p.measures[measure][2]
+        ]
         moved.sort(key=lambda pv: _magnitude(pv[1][2]), reverse=True)
         return moved[:n]
 
     def _top_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {m: [{"partition": p.label, "start": _iso(p.start), "old": jsonable(o),
-                     "new": jsonable(nw), "delta": jsonable(d), "pct_delta": pc}
-                    for p, (o, nw, d, pc) in self.top_partitions(m)] for m in self.measures}
+        return {
+            m: [
+                {
+                    "partition": p.label,
+                    "start": _iso(p.start),
+                    "old": jsonable(o),
+                    "new": jsonable(nw),
+                    "delta": jsonable(d),
+                    "pct_delta": pc,
+                }
+                for p, (o, nw, d, pc) in self.top_partitions(m)
+            ]
+            for m in self.measures
+        }
 
     def to_dict(self) -> dict[str, Any]:
         added, removed, changed = self._counts()
         return {
-            "model": self.model, "key": self.key, "key_source": self.key_source,
+            "model": self.model,
+            "key": self.key,
+            "key_source": self.key_source,
             "measures": self.measures,
-            "partitions_total": len(self.partitions), "partitions_differing": len(self.differing),
-            "rows_added": added, "rows_removed": removed, "rows_changed": changed,
+            "partitions_total": len(self.partitions),
+            "partitions_differing": len(self.differing),
+            "rows_added": added,
+            "rows_removed": removed,
+            "rows_changed": changed,
             "changed_columns": self.changed_columns,
             "measure_kinds": self.measure_kinds,
             "totals": {m: [jsonable(x) for x in v] for m, v in self.totals.items()},
-            "total_deltas": {m: dict(zip(("delta", "pct_delta"),
-                                         (jsonable(x) for x in self.total_change(m))))
-                             for m in self.totals},
+            "total_deltas": {
+                m: dict(zip(("delta", "pct_delta"), (jsonable(x) for x in self.total_change(m))))
+                for m in self.totals
+            },
             "top_partitions": self._top_dict(),
-            "gates": [g.to_dict() for g in self.gates], "passed": self.passed,
+            "gates": [g.to_dict() for g in self.gates],
+            "passed": self.passed,
             "partitions": [p.to_dict() for p in self.partitions],
             "audit_fingerprints": self.audit_fingerprints,
         }
@@ -177,16 +216,17 @@ class ModelAudit:
     def timings_line(self) -> str:
         """``fingerprint scan 1.20s, key 0.31s, ...; total 2.10s``."""
         total = sum(self.timings.values())
-        return ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()) + \
-            f"; total {total:.2f}s"
+        return ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()) + f"; total {total:.2f}s"
 
     def summary_line(self) -> str:
         added, removed, changed = self._counts()
         n, d = len(self.partitions), len(self.differing)
         if not d:
             return f"{self.model}: {n} partition(s), all identical"
-        parts = [f"{self.model}: {d} of {n} partition(s) differ; rows ~{changed:,} changed "
-                 f"+{added:,} added -{removed:,} removed"]
+        parts = [
+            f"{self.model}: {d} of {n} partition(s) differ; rows ~{changed:,} changed "
+            f"+{added:,} added -{removed:,} removed"
+        ]
         cols = self.changed_columns
         if cols:
             parts.append("columns " + ", ".join(f"{c} ({k:,})" for c, k in cols.items()))
@@ -202,8 +242,9 @@ class AuditReport:
     the gate results. ``report["model"]`` gets one model; ``.summary`` (also the Arrow export
     and ``to_pandas()``), ``.partitions`` and ``.deltas`` are tables."""
 
-    def __init__(self, backfill_id: str, audit_id: str, created_at: str,
-                 models: Sequence[ModelAudit]) -> None:
+    def __init__(
+        self, backfill_id: str, audit_id: str, created_at: str, models: Sequence[ModelAudit]
+    ) -> None:
         self.backfill_id = backfill_id
         self.audit_id = audit_id
         self.created_at = created_at
@@ -213,8 +254,9 @@ class AuditReport:
         try:
             return self.models[model]
         except KeyError:
-            raise NotFoundError(f"model {model!r} was not audited (audited: "
-                                f"{', '.join(self.models)})") from None
+            raise NotFoundError(
+                f"model {model!r} was not audited (audited: {', '.join(self.models)})"
+            ) from None
 
     @property
     def gates(self) -> list[GateResult]:
@@ -233,32 +275,90 @@ class AuditReport:
         rows = []
         for m in self.models.values():
             added, removed, changed = m._counts()
-            rows.append((m.model, ",".join(m.key), len(m.partitions), len(m.differing), changed,
-                         added, removed, ",".join(m.changed_columns), m.passed))
-        return RowTable(["model", "key", "partitions", "differing", "rows_changed", "rows_added",
-                         "rows_removed", "changed_columns", "gates_passed"], rows,
-                        caption=f"audit of {self.backfill_id}")
+            rows.append(
+                (
+                    m.model,
+                    ",".join(m.key),
+                    len(m.partitions),
+                    len(m.differing),
+                    changed,
+                    added,
+                    removed,
+                    ",".join(m.changed_columns),
+                    m.passed,
+                )
+            )
+        return RowTable(
+            [
+                "model",
+                "key",
+                "partitions",
+                "differing",
+                "rows_changed",
+                "rows_added",
+                "rows_removed",
+                "changed_columns",
+                "gates_passed",
+            ],
+            rows,
+            caption=f"audit of {self.backfill_id}",
+        )
 
     @property
     def partitions(self) -> RowTable:
-        rows = [(m.model, p.label, p.start, p.end, p.rows_old, p.rows_new, p.identical, p.added,
-                 p.removed, p.changed) for m in self.models.values() for p in m.partitions]
-        return RowTable(["model", "partition", "start", "end", "rows_old", "rows_new",
-                         "identical", "added", "removed", "changed"], rows)
+        rows = [
+            (
+                m.model,
+                p.label,
+                p.start,
+                p.end,
+                p.rows_old,
+                p.rows_new,
+                p.identical,
+                p.added,
+                p.removed,
+                p.changed,
+            )
+            for m in self.models.values()
+            for p in m.partitions
+        ]
+        return RowTable(
+            [
+                "model",
+                "partition",
+                "start",
+                "end",
+                "rows_old",
+                "rows_new",
+                "identical",
+                "added",
+                "removed",
+                "changed",
+            ],
+            rows,
+        )
 
     @property
     def deltas(self) -> RowTable:
         """Per (model, differing partition, measure): old, new, delta, pct_delta."""
-        rows = [(m.model, p.label, p.start, name, *vals) for m in self.models.values()
-                for p in m.differing for name, vals in p.measures.items()]
-        return RowTable(["model", "partition", "start", "measure", "old", "new", "delta",
-                         "pct_delta"], rows)
+        rows = [
+            (m.model, p.label, p.start, name, *vals)
+            for m in self.models.values()
+            for p in m.differing
+            for name, vals in p.measures.items()
+        ]
+        return RowTable(
+            ["model", "partition", "start", "measure", "old", "new", "delta", "pct_delta"], rows
+        )
 
     @property
     def timings(self) -> RowTable:
         """Per (model, phase): wall seconds (see :attr:`ModelAudit.timings`)."""
-        rows = [(m.model, phase, seconds) for m in self.models.values()
-                for phase, seconds in m.timings.items()]
+        rows = [
+            (m.model, phase, seconds)
+            for m in self.models.values()
+            for phase, seconds in m.timings.items()
+        ]
         return RowTable(["model", "phase", "seconds"], rows, caption="audit timings")
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
@@ -268,9 +368,13 @@ class AuditReport:
         return self.summary.to_pandas()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"backfill_id": self.backfill_id, "audit_id": self.audit_id,
-                "created_at": self.created_at, "passed": self.passed,
-                "models": [m.to_dict() for m in self.models.values()]}
+        return {
+            "backfill_id": self.backfill_id,
+            "audit_id": self.audit_id,
+            "created_at": self.created_at,
+            "passed": self.passed,
+            "models": [m.to_dict() for m in self.models.values()],
+        }
 
     # -- text and HTML -------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -282,21 +386,35 @@ class AuditReport:
 
     def __repr__(self) -> str:
         changed = sum(1 for m in self.models.values() if m.differing)
-        return (f"<AuditReport {self.backfill_id}: {changed} of {len(self.models)} model(s) "
-                f"changed, gates {'passed' if self.passed else 'FAILED'}>")
+        return (
+            f"<AuditReport {self.backfill_id}: {changed} of {len(self.models)} model(s) "
+            f"changed, gates {'passed' if self.passed else 'FAILED'}>"
+        )
 
     def _repr_html_(self) -> str | None:
         if sum(len(m.partitions) for m in self.models.values()) > 20000:
             return None
         e = html.escape
-        verdict = ("<span style='color:#2a7'>gates passed</span>" if self.passed else
-                   "<span style='color:#c33'>GATES FAILED</span>")
-        parts = [f"<div class='backfill-audit'><p><b>audit of {e(self.backfill_id)}</b>: "
-                 f"{verdict}</p>", self.summary._repr_html_() or ""]
+        verdict = (
+            "<span style='color:#2a7'>gates passed</span>"
+            if self.passed
+            else "<span style='color:#c33'>GATES FAILED</span>"
+        )
+        parts = [
+            f"<div class='backfill-audit'><p><b>audit of {e(self.backfill_id)}</b>: {verdict}</p>",
+            self.summary._repr_html_() or "",
+        ]
         if self.gates:
-            parts.append(html_table(["model", "gate", "result", "reason"],
-                                    [[g.model, g.gate, "pass" if g.passed else "FAIL", g.reason]
-                                     for g in self.gates], caption="gates"))
+            parts.append(
+                html_table(
+                    ["model", "gate", "result", "reason"],
+                    [
+                        [g.model, g.gate, "pass" if g.passed else "FAIL", g.reason]
+                        for g in self.gates
+                    ],
+                    caption="gates",
+                )
+            )
         for m in self.models.values():
             if m.diff is None:
                 continue
@@ -325,17 +443,22 @@ def _moved_html(m: ModelAudit) -> str:
         if not top:
             continue
         deltas = [p.measures[measure][2] if measure in p.measures else 0 for p in m.partitions]
-        caption = (f"{html.escape(measure)}: the {len(top)} partition(s) that moved most "
-                   f"{_sparkline(deltas, f'{measure}: delta per partition')}")
-        rows = [[p.label, fmt(o), fmt(nw), fmt(d, sign=True),
-                 "" if pc is None else f"{pc:+.2f}%"] for p, (o, nw, d, pc) in top]
+        caption = (
+            f"{html.escape(measure)}: the {len(top)} partition(s) that moved most "
+            f"{_sparkline(deltas, f'{measure}: delta per partition')}"
+        )
+        rows = [
+            [p.label, fmt(o), fmt(nw), fmt(d, sign=True), "" if pc is None else f"{pc:+.2f}%"]
+            for p, (o, nw, d, pc) in top
+        ]
         table = html_table(["partition", "old", "new", "delta", "%"], rows, caption="")
         out.append(f"<p>{caption}</p>{table}")
     return "".join(out)
 
 
-def _sparkline(values: Sequence[Number | None], title: str, width: int = 240,
-               height: int = 28) -> str:
+def _sparkline(
+    values: Sequence[Number | None], title: str, width: int = 240, height: int = 28
+) -> str:
     """An inline SVG sparkline: one bar per value up (green) or down (red) from a zero line;
     scaled to the largest |value| (floats for drawing only)."""
     nums = [float(v or 0) for v in values]
@@ -349,11 +472,15 @@ def _sparkline(values: Sequence[Number | None], title: str, width: int = 240,
         h = max(abs(v) / top * (mid - 1), 0.5)
         y = mid - h if v > 0 else mid
         color = "#2a7" if v > 0 else "#c33"
-        shapes.append(f"<rect x='{i * bar:.2f}' y='{y:.2f}' width='{max(bar - 0.5, 0.5):.2f}' "
-                      f"height='{h:.2f}' fill='{color}'/>")
-    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-            f"role='img' style='vertical-align:middle'><title>{html.escape(title)}</title>"
-            f"{''.join(shapes)}</svg>")
+        shapes.append(
+            f"<rect x='{i * bar:.2f}' y='{y:.2f}' width='{max(bar - 0.5, 0.5):.2f}' "
+            f"height='{h:.2f}' fill='{color}'/>"
+        )
+    return (
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+        f"role='img' style='vertical-align:middle'><title>{html.escape(title)}</title>"
+        f"{''.join(shapes)}</svg>"
+    )
 
 
 def _iso(value: dt.datetime | None) -> str | None:

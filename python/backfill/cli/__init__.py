@@ -18,8 +18,20 @@ from collections.abc import Sequence
 from .._secrets import MaskingFilter
 from .._version import __version__
 from ..errors import BackfillError
-from . import (audit, check, control, demo, dbt, forward, lint, partitions, plan, publish,
-               replay, run)
+from . import (
+    audit,
+    check,
+    control,
+    demo,
+    dbt,
+    forward,
+    lint,
+    partitions,
+    plan,
+    publish,
+    replay,
+    run,
+)
 from .exit_codes import EXIT_SIGINT, EXIT_USAGE
 from .helptext import DESCRIPTION, EPILOG
 
@@ -28,8 +40,12 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     # What users read comes from .helptext; this module's docstring is for developers.
-    parser = argparse.ArgumentParser(prog="backfill", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="backfill",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     parser.add_argument("--version", action="version", version=f"backfill {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -57,8 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2),
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     # Our own messages are masked where they are made; a library's (a driver, OpenLineage's
     # client at DEBUG) may log a connection string or a webhook as it was given.
     for handler in logging.getLogger().handlers:
@@ -69,8 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"backfill: error: {exc}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C outside a run (which stops itself: see cli.run)
-        sys.stderr.write("backfill: interrupted (Ctrl-C); every ledger write is one transaction,"
-                         " so nothing was half-recorded\n")
+        sys.stderr.write(
+            "backfill: interrupted (Ctrl-C); every ledger write is one transaction,"
+            " so nothing was half-recorded\n"
+        )
         return EXIT_SIGINT
 
 

@@ -19,8 +19,15 @@ import yaml  # type: ignore[import-untyped]
 from ..audit.diff import diff
 from ..engines.duckdb import quote
 from ..errors import InvalidInputError
-from .common import (add_ledger_option, add_project_options, busy, dump, open_backfill,
-                     open_project, write)
+from .common import (
+    add_ledger_option,
+    add_project_options,
+    busy,
+    dump,
+    open_backfill,
+    open_project,
+    write,
+)
 from .exit_codes import EXIT_FAILED, EXIT_OK
 from .helptext import add_command
 
@@ -32,9 +39,11 @@ _FILE_SUFFIXES = (".parquet", ".csv", ".json", ".ndjson", ".tsv")
 
 def add_audit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
-        sub, "audit", "diff a backfill's audit area against the published data",
+        sub,
+        "audit",
+        "diff a backfill's audit area against the published data",
         description="Diff a backfill's audit area against the published data, per partition; "
-                    "check the gates.",
+        "check the gates.",
         examples="""\
 Gates (limits on what may change) come from backfill.yml; --gates adds some for this
 audit. Exit 0 when every gate passes, 1 when one fails; then `backfill publish` refuses
@@ -43,7 +52,8 @@ unless given --force REASON.
 examples:
   backfill audit                   the latest backfill
   backfill audit ID --json
-  backfill audit --gates '{fct_daily_sales: [{removed_rows: 0}]}'""")
+  backfill audit --gates '{fct_daily_sales: [{removed_rows: 0}]}'""",
+    )
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
     add_ledger_option(p)
@@ -53,9 +63,11 @@ examples:
 
 def add_diff_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
-        sub, "diff", "diff two tables (files, or tables of the warehouse)",
+        sub,
+        "diff",
+        "diff two tables (files, or tables of the warehouse)",
         description="Diff two tables by key: rows added, removed and changed, and the columns "
-                    "that changed.",
+        "that changed.",
         examples="""\
 Exit 0 when the tables are the same, 1 when they differ.
 
@@ -63,16 +75,21 @@ examples:
   backfill diff old.parquet new.parquet --key order_id
   backfill diff old.csv new.csv --key order_id --partition-by ordered_at --grain day
   backfill diff main.fct_daily_sales audit_ID.fct_daily_sales --key sales_date
-      (tables of the warehouse of the project in --project, default the current directory)""")
+      (tables of the warehouse of the project in --project, default the current directory)""",
+    )
     p.add_argument("old", help="a .parquet/.csv/.json file, or schema.table in the warehouse")
     p.add_argument("new", help="the same forms as OLD")
     add_project_options(p)
     p.add_argument("--key", required=True, action="append", help="key column (repeatable)")
     p.add_argument("--partition-by", help="date/timestamp column for per-partition breakdown")
-    p.add_argument("--grain", default="day",
-                   help="partition length for --partition-by (default day)")
-    p.add_argument("--tz", default="UTC",
-                   help="time zone the --partition-by partitions are cut in (default UTC)")
+    p.add_argument(
+        "--grain", default="day", help="partition length for --partition-by (default day)"
+    )
+    p.add_argument(
+        "--tz",
+        default="UTC",
+        help="time zone the --partition-by partitions are cut in (default UTC)",
+    )
     p.set_defaults(func=cmd_diff)
 
 
@@ -99,8 +116,10 @@ def _read(con: duckdb.DuckDBPyConnection, spec: str) -> Any:
         literal = "'" + str(path).replace("'", "''") + "'"
         return con.sql(f"SELECT * FROM {literal}")
     if "." not in spec:
-        raise InvalidInputError(f"{spec!r}: expected a .parquet/.csv/.json file or "
-                                "schema.table in the project's warehouse")
+        raise InvalidInputError(
+            f"{spec!r}: expected a .parquet/.csv/.json file or "
+            "schema.table in the project's warehouse"
+        )
     schema, _, table = spec.partition(".")
     try:
         return con.sql(f"SELECT * FROM {quote(schema)}.{quote(table)}")
@@ -118,25 +137,40 @@ def cmd_diff(args: argparse.Namespace) -> int:
             raise InvalidInputError(f"project {args.project}: no warehouse to read tables from")
         engine = settings.engine  # a DuckDB file: engine duckdb, or dbt on dbt-duckdb
         if engine.type not in ("duckdb", "dbt") or not engine.path.is_file():
-            what = (f"its DuckDB file {engine.path} does not exist" if engine.type == "duckdb"
-                    else f"its warehouse ({engine.type}) is not a DuckDB file")
-            raise InvalidInputError(f"project {args.project}: diff reads schema.table from a "
-                                    f"DuckDB warehouse and {what}; diff .parquet or .csv "
-                                    "exports of the two tables instead")
+            what = (
+                f"its DuckDB file {engine.path} does not exist"
+                if engine.type == "duckdb"
+                else f"its warehouse ({engine.type}) is not a DuckDB file"
+            )
+            raise InvalidInputError(
+                f"project {args.project}: diff reads schema.table from a "
+                f"DuckDB warehouse and {what}; diff .parquet or .csv "
+                "exports of the two tables instead"
+            )
         con = duckdb.connect(str(engine.path), read_only=True)
     try:
         options: dict[str, Any] = {}
         if args.partition_by:
             options = dict(partition_by=args.partition_by, grain=args.grain, tz=args.tz)
-        result = diff(_read(con, args.old), _read(con, args.new), key=args.key,
-                      on_duplicate="report", **options)
+        result = diff(
+            _read(con, args.old),
+            _read(con, args.new),
+            key=args.key,
+            on_duplicate="report",
+            **options,
+        )
     finally:
         con.close()
     if args.json:
-        dump({"summary": result.summary.to_dict(), "key": result.key,
-              "changed_columns": result.changed_columns(),
-              "columns": result.columns.to_pylist(),
-              "partitions": result.partitions.to_pylist()})
+        dump(
+            {
+                "summary": result.summary.to_dict(),
+                "key": result.key,
+                "changed_columns": result.changed_columns(),
+                "columns": result.columns.to_pylist(),
+                "partitions": result.partitions.to_pylist(),
+            }
+        )
     else:
         write(str(result))
     return EXIT_OK if result.identical else EXIT_FAILED

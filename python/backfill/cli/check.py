@@ -25,16 +25,19 @@ __all__ = ["add_check_parser", "add_estimate_parser"]
 
 def add_estimate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
-        sub, "estimate", "time one sample partition per model; estimate the plan",
+        sub,
+        "estimate",
+        "time one sample partition per model; estimate the plan",
         description="Estimate how long a backfill takes, from one timed sample partition per "
-                    "model.",
+        "model.",
         examples="""\
 The samples run into scratch schemas (nothing published changes); the plan is then
 scheduled with the measured times at --concurrency. Exit 1 when the plan has an error.
 
 example:
   backfill estimate --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 \\
-      --concurrency 10""")
+      --concurrency 10""",
+    )
     add_project_options(p)
     add_period_options(p)
     p.set_defaults(func=cmd_estimate)
@@ -42,15 +45,18 @@ example:
 
 def add_check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
-        sub, "check", "run a model's partition twice and compare; lint it",
+        sub,
+        "check",
+        "run a model's partition twice and compare; lint it",
         description="Run one partition of a model twice into scratch schemas and compare "
-                    "(and lint the model).",
+        "(and lint the model).",
         examples="""\
 Two runs that differ mean the model is not reproducible (it reads the clock, or is
 nondeterministic): exit 1.
 
 example:
-  backfill check fct_daily_sales --partition 2026-08-03""")
+  backfill check fct_daily_sales --partition 2026-08-03""",
+    )
     p.add_argument("model", help="the model to check")
     add_project_options(p)
     p.add_argument("--partition", required=True, help="a date (or date-time) in the partition")

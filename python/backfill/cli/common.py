@@ -15,8 +15,19 @@ from ..plan import Plan
 from ..run import LedgerBackend, open_ledger
 from ..windows import parse_duration
 
-__all__ = ["add_ledger_option", "add_period_options", "add_project_options", "busy", "dump",
-           "ledger_from_args", "open_backfill", "open_project", "plan_from_args", "write"]
+__all__ = [
+    "add_ledger_option",
+    "add_period_options",
+    "add_project_options",
+    "busy",
+    "dump",
+    "ledger_from_args",
+    "open_backfill",
+    "open_project",
+    "plan_from_args",
+    "write",
+]
+
 
 def write(text: str) -> None:
     """Writes ``text`` to stdout as whole lines (exactly one trailing newline)."""
@@ -46,9 +57,12 @@ def add_project_options(p: argparse.ArgumentParser) -> None:
 
 def add_ledger_option(p: argparse.ArgumentParser) -> None:
     """``--ledger URL``, taken by every command that opens a recorded backfill."""
-    p.add_argument("--ledger", metavar="URL",
-                   help="the ledger: postgresql://user@host:port/db (shared by workers on many "
-                        "hosts) or sqlite:///path (default: backfill.yml's state)")
+    p.add_argument(
+        "--ledger",
+        metavar="URL",
+        help="the ledger: postgresql://user@host:port/db (shared by workers on many "
+        "hosts) or sqlite:///path (default: backfill.yml's state)",
+    )
 
 
 def ledger_from_args(args: argparse.Namespace) -> LedgerBackend | None:
@@ -66,8 +80,9 @@ def add_period_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tz", help="time zone of naive --start/--end (default UTC)")
     p.add_argument("--as-of", help="only partitions ended by then (default: now)")
     add_batching(p)
-    p.add_argument("--concurrency", type=int, default=4, metavar="N",
-                   help="tasks at once (default 4)")
+    p.add_argument(
+        "--concurrency", type=int, default=4, metavar="N", help="tasks at once (default 4)"
+    )
 
 
 def partitions_per_run(text: str) -> int | str:
@@ -85,12 +100,22 @@ def partitions_per_run(text: str) -> int | str:
 
 def add_batching(p: argparse.ArgumentParser) -> None:
     """``--partitions-per-run`` and ``--min-task`` (automatic batching)."""
-    p.add_argument("--partitions-per-run", type=partitions_per_run, default="auto",
-                   metavar="N|auto", help="partitions per task; auto (default): from measured "
-                   "costs, each task at least --min-task of work")
-    p.add_argument("--min-task", type=lambda t: parse_duration(t, "--min-task"), default=None,
-                   metavar="DURATION", help="auto batching: the least measured work per task "
-                   "(default: backfill.yml batching.min_task, else 2s)")
+    p.add_argument(
+        "--partitions-per-run",
+        type=partitions_per_run,
+        default="auto",
+        metavar="N|auto",
+        help="partitions per task; auto (default): from measured "
+        "costs, each task at least --min-task of work",
+    )
+    p.add_argument(
+        "--min-task",
+        type=lambda t: parse_duration(t, "--min-task"),
+        default=None,
+        metavar="DURATION",
+        help="auto batching: the least measured work per task "
+        "(default: backfill.yml batching.min_task, else 2s)",
+    )
 
 
 def open_project(args: argparse.Namespace) -> Project:
@@ -101,9 +126,17 @@ def open_project(args: argparse.Namespace) -> Project:
 def plan_from_args(args: argparse.Namespace) -> tuple[Project, Plan]:
     """The project and the plan of the selection and period options."""
     project = open_project(args)
-    plan = project.plan(args.select, args.start, args.end, exclude=args.exclude, tz=args.tz,
-                        as_of=args.as_of, partitions_per_run=args.partitions_per_run,
-                        concurrency=args.concurrency, min_task_seconds=args.min_task)
+    plan = project.plan(
+        args.select,
+        args.start,
+        args.end,
+        exclude=args.exclude,
+        tz=args.tz,
+        as_of=args.as_of,
+        partitions_per_run=args.partitions_per_run,
+        concurrency=args.concurrency,
+        min_task_seconds=args.min_task,
+    )
     return project, plan
 
 

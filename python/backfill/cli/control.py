@@ -28,17 +28,32 @@ __all__ = ["add_parsers"]
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, text, example in (
-            ("pause", "pause a backfill: running tasks finish, nothing new starts",
-             "backfill pause ID               runners wait until: backfill resume ID"),
-            ("resume", "lift a backfill's pause",
-             "backfill resume ID              waiting runners carry on by themselves"),
-            ("cancel", "cancel a backfill: nothing more runs (audit area kept)",
-             'backfill cancel ID --reason "wrong period"    then: backfill discard ID')):
-        p = add_command(sub, name, text, examples=f"""example:
+        (
+            "pause",
+            "pause a backfill: running tasks finish, nothing new starts",
+            "backfill pause ID               runners wait until: backfill resume ID",
+        ),
+        (
+            "resume",
+            "lift a backfill's pause",
+            "backfill resume ID              waiting runners carry on by themselves",
+        ),
+        (
+            "cancel",
+            "cancel a backfill: nothing more runs (audit area kept)",
+            'backfill cancel ID --reason "wrong period"    then: backfill discard ID',
+        ),
+    ):
+        p = add_command(
+            sub,
+            name,
+            text,
+            examples=f"""example:
   {example}
 
 Only the ledger changes (not the warehouse), so this works from any process or host while
-runners are busy; exit 2 when the backfill's state does not allow it (nothing changes).""")
+runners are busy; exit 2 when the backfill's state does not allow it (nothing changes).""",
+        )
         p.add_argument("id", help="backfill id")
         p.add_argument("--project", default=".", help="project directory (default: current)")
         if name == "cancel":
@@ -49,18 +64,20 @@ runners are busy; exit 2 when the backfill's state does not allow it (nothing ch
 
 def cmd_control(args: argparse.Namespace) -> int:
     try:
-        ledger = ledger_from_args(args) or ledger_for(Project.load(args.project),
-                                                      must_exist=True)
+        ledger = ledger_from_args(args) or ledger_for(Project.load(args.project), must_exist=True)
         ledger.backfill(args.id)  # NotFoundError naming recent ids
         if args.action == "cancel":
             ledger.cancel(args.id, args.reason, who())
             after = "nothing more runs; its audit area stays until: backfill discard " + args.id
         else:
             ledger.set_paused(args.id, args.action == "pause", who())
-            after = ("running tasks finish, nothing new starts; runners wait for: backfill "
-                     f"resume {args.id}" if args.action == "pause" else
-                     "waiting runners carry on; if none is running: backfill run --resume "
-                     + args.id)
+            after = (
+                "running tasks finish, nothing new starts; runners wait for: backfill "
+                f"resume {args.id}"
+                if args.action == "pause"
+                else "waiting runners carry on; if none is running: backfill run --resume "
+                + args.id
+            )
     except BackfillError as exc:
         sys.stderr.write(f"backfill {args.action}: error: {exc}\n")
         return EXIT_USAGE

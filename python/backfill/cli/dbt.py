@@ -23,16 +23,27 @@ from .exit_codes import EXIT_USAGE
 
 __all__ = ["COMMANDS", "add_dbt_options"]
 
-COMMANDS = ("plan", "run", "status", "estimate", "audit", "publish", "discard", "changelog",
-            "forward")
+COMMANDS = (
+    "plan",
+    "run",
+    "status",
+    "estimate",
+    "audit",
+    "publish",
+    "discard",
+    "changelog",
+    "forward",
+)
 
 
 def _with_dbt(func: Any, args: argparse.Namespace) -> int:
     dbt = getattr(args, "dbt", None)
     if dbt is not None:
         if not (Path(dbt) / "dbt_project.yml").is_file() and Path(dbt).suffix != ".json":
-            sys.stderr.write(f"backfill {args.command}: error: --dbt {dbt}: not a dbt project "
-                             "directory (no dbt_project.yml)\n")
+            sys.stderr.write(
+                f"backfill {args.command}: error: --dbt {dbt}: not a dbt project "
+                "directory (no dbt_project.yml)\n"
+            )
             return EXIT_USAGE
         args.project = dbt
     elif getattr(args, "project", None) is None:
@@ -47,9 +58,12 @@ def add_dbt_options(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser = sub.choices.get(name)
         if parser is None:
             continue
-        parser.add_argument("--dbt", metavar="PATH",
-                            help="a dbt project directory (imported with Project.from_dbt; runs "
-                                 "through dbt into an audit schema)")
+        parser.add_argument(
+            "--dbt",
+            metavar="PATH",
+            help="a dbt project directory (imported with Project.from_dbt; runs "
+            "through dbt into an audit schema)",
+        )
         for action in parser._actions:
             if action.dest == "project":
                 action.required = False  # --dbt may stand in for it

@@ -33,17 +33,26 @@ AS_OF = "2026-12-01"
 SELECT = "fct_daily_sales+"
 START, END = "2026-08-01", "2026-10-29"
 REASON = "discount bug fixed: from 1 Aug 2026 discounts arrive as discount_pct"
-_SHOP_MODELS = ("clean_orders", "clean_order_items", "fct_daily_sales", "fct_monthly_sales",
-                "fct_sales_7d")
-NOTE = ("Revenue from 1 Aug 2026 was overstated by about 2% (percentage discounts were "
-        "ignored); daily, monthly and 7-day figures are corrected.")
+_SHOP_MODELS = (
+    "clean_orders",
+    "clean_order_items",
+    "fct_daily_sales",
+    "fct_monthly_sales",
+    "fct_sales_7d",
+)
+NOTE = (
+    "Revenue from 1 Aug 2026 was overstated by about 2% (percentage discounts were "
+    "ignored); daily, monthly and 7-day figures are corrected."
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d = add_command(
-        sub, "demo", "the shop backfill, end to end (try this first)",
+        sub,
+        "demo",
+        "the shop backfill, end to end (try this first)",
         description="Show the whole flow on an example shop: plan, estimate, run, audit and "
-                    "publish a backfill.",
+        "publish a backfill.",
         examples="""\
 It builds the shop's warehouse with a discount bug, fixes the model, then backfills
 fct_daily_sales and what depends on it for 1 Aug - 28 Oct 2026, printing each step.
@@ -51,30 +60,52 @@ fct_daily_sales and what depends on it for 1 Aug - 28 Oct 2026, printing each st
 examples:
   backfill demo
   backfill demo --dir /tmp/shop      keep the shop, to try the other commands on it
-  backfill demo --engine postgres --url postgresql://me@localhost/scratch""")
+  backfill demo --engine postgres --url postgresql://me@localhost/scratch""",
+    )
     d.add_argument("--dir", help="where to build the shop (default: a new temporary directory)")
     d.add_argument("--orders-per-day", type=int, default=240, help=argparse.SUPPRESS)
     d.add_argument("--concurrency", type=int, default=8, help="tasks at once (default 8)")
-    d.add_argument("--engine", choices=("duckdb", "postgres", "spark"), default="duckdb",
-                   help="the warehouse: a DuckDB file in --dir (default), the PostgreSQL "
-                        "database --url names, or Spark on Apache Iceberg (local[*], an "
-                        "Iceberg catalog in --dir; needs `make setup`)")
-    d.add_argument("--url", help="with --engine postgres: postgresql://user@host:port/database "
-                                 "(the demo loads raw.orders and raw.order_items and builds the "
-                                 "shop's tables in --schema, replacing earlier demo runs' ones)")
-    d.add_argument("--schema", default="shop",
-                   help="with --engine postgres: the schema of the published tables "
-                        "(default shop)")
+    d.add_argument(
+        "--engine",
+        choices=("duckdb", "postgres", "spark"),
+        default="duckdb",
+        help="the warehouse: a DuckDB file in --dir (default), the PostgreSQL "
+        "database --url names, or Spark on Apache Iceberg (local[*], an "
+        "Iceberg catalog in --dir; needs `make setup`)",
+    )
+    d.add_argument(
+        "--url",
+        help="with --engine postgres: postgresql://user@host:port/database "
+        "(the demo loads raw.orders and raw.order_items and builds the "
+        "shop's tables in --schema, replacing earlier demo runs' ones)",
+    )
+    d.add_argument(
+        "--schema",
+        default="shop",
+        help="with --engine postgres: the schema of the published tables (default shop)",
+    )
     d.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    return run_demo(args.dir, orders_per_day=args.orders_per_day, concurrency=args.concurrency,
-                    engine=args.engine, url=args.url, schema=args.schema)
+    return run_demo(
+        args.dir,
+        orders_per_day=args.orders_per_day,
+        concurrency=args.concurrency,
+        engine=args.engine,
+        url=args.url,
+        schema=args.schema,
+    )
 
 
-def _create(root: Path, engine: str, url: str | None, schema: str, orders_per_day: int,
-            say: Callable[[str], None]) -> None:
+def _create(
+    root: Path,
+    engine: str,
+    url: str | None,
+    schema: str,
+    orders_per_day: int,
+    say: Callable[[str], None],
+) -> None:
     """The shop's files and raw data (with the bug) in ``root`` and its warehouse."""
     if engine in ("duckdb", "spark"):
         if url is not None:
@@ -100,11 +131,18 @@ def _create(root: Path, engine: str, url: str | None, schema: str, orders_per_da
     shop_pg.create(root, url, schema=schema, orders_per_day=orders_per_day)
 
 
-def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
-             concurrency: int = 8, out: TextIO | None = None, engine: str = "duckdb",
-             url: str | None = None, schema: str = "shop",
-             span: tuple[str, str] = (START, END),
-             build: tuple[str, str] = ("2026-01-01", "2026-12-01")) -> int:
+def run_demo(
+    directory: str | Path | None = None,
+    *,
+    orders_per_day: int = 240,
+    concurrency: int = 8,
+    out: TextIO | None = None,
+    engine: str = "duckdb",
+    url: str | None = None,
+    schema: str = "shop",
+    span: tuple[str, str] = (START, END),
+    build: tuple[str, str] = ("2026-01-01", "2026-12-01"),
+) -> int:
     """Runs the demo in ``directory`` (default: a new temporary directory) on ``engine``
     (``duckdb``, ``spark``, or ``postgres`` at ``url`` with the published tables in ``schema``); returns
     an exit code (EXIT_OK when every step succeeded). ``span`` (the backfill's days) and
@@ -128,20 +166,21 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     project = Project.load(root)
     initial = project.plan("*", build[0], build[1], as_of=AS_OF, partitions_per_run=31)
     status = project.backfill(initial, reason="initial build", direct=True).run(
-        concurrency=concurrency)
+        concurrency=concurrency
+    )
     if not status.ok:
         say(str(status))
         return EXIT_FAILED
-    say(f"{len(project.models)} models, {status.total} tasks, "
-        f"{time.perf_counter() - began:.1f} s")
+    say(f"{len(project.models)} models, {status.total} tasks, {time.perf_counter() - began:.1f} s")
 
     step(2, "fix fct_daily_sales")
     model_file = root / "models" / "fct_daily_sales.sql"
     before = model_file.read_text(encoding="utf-8").splitlines()
     shop.fix(root)
     after = model_file.read_text(encoding="utf-8").splitlines()
-    for line in difflib.unified_diff(before, after, "fct_daily_sales.sql (bug)",
-                                     "fct_daily_sales.sql (fixed)", n=0, lineterm=""):
+    for line in difflib.unified_diff(
+        before, after, "fct_daily_sales.sql (bug)", "fct_daily_sales.sql (fixed)", n=0, lineterm=""
+    ):
         if not line.startswith("@@"):
             say(f"  {line}")
     project = Project.load(root)
@@ -163,10 +202,15 @@ def run_demo(directory: str | Path | None = None, *, orders_per_day: int = 240,
     else:
         status = bf.run(concurrency=concurrency)
     say(str(status))
-    on_cores = "" if est.on_cores is None else \
-        f", {format_seconds_fine(est.on_cores.makespan)} on {est.cores} cores"
-    say(f"took {time.perf_counter() - began:.1f} s (estimated "
-        f"{format_seconds_fine(est.makespan)}{on_cores})")
+    on_cores = (
+        ""
+        if est.on_cores is None
+        else f", {format_seconds_fine(est.on_cores.makespan)} on {est.cores} cores"
+    )
+    say(
+        f"took {time.perf_counter() - began:.1f} s (estimated "
+        f"{format_seconds_fine(est.makespan)}{on_cores})"
+    )
     if not status.ok:
         return EXIT_FAILED
 

@@ -19,8 +19,16 @@ from typing import Final
 
 import signal
 
-__all__ = ["EXIT_FAILED", "EXIT_LATER", "EXIT_OK", "EXIT_SIGINT", "EXIT_SIGTERM", "EXIT_STOPPED",
-           "EXIT_USAGE", "exit_for_signal"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_LATER",
+    "EXIT_OK",
+    "EXIT_SIGINT",
+    "EXIT_SIGTERM",
+    "EXIT_STOPPED",
+    "EXIT_USAGE",
+    "exit_for_signal",
+]
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1

@@ -36,12 +36,21 @@ same story with plots), whose path this prints:
   python -c 'from backfill.examples import notebook_path; print(notebook_path())'"""
 
 
-def add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
-                summary: str, *, description: str | None = None,
-                examples: str | None = None) -> argparse.ArgumentParser:
+def add_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    *,
+    description: str | None = None,
+    examples: str | None = None,
+) -> argparse.ArgumentParser:
     """Registers the command ``name``. ``summary`` is its line in the list of commands;
     ``description`` (one line; default: ``summary`` as a sentence) opens its own help, and
     ``examples`` closes it, printed as written."""
-    return sub.add_parser(name, help=summary,
-                          description=description or f"{summary[0].upper()}{summary[1:]}.",
-                          epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=description or f"{summary[0].upper()}{summary[1:]}.",
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )

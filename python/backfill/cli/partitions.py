@@ -1,6 +1,6 @@
 """``backfill partitions``: list the partitions of a period (the calendar, no project needed).
 
-    backfill partitions --grain day --tz Europe/Berlin --start 2026-10-24 --end 2026-10-27 [--json]
+backfill partitions --grain day --tz Europe/Berlin --start 2026-10-24 --end 2026-10-27 [--json]
 """
 
 from __future__ import annotations
@@ -18,20 +18,27 @@ __all__ = ["add_parser"]
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
-        sub, "partitions", "list the partitions of a period (no project needed)",
+        sub,
+        "partitions",
+        "list the partitions of a period (no project needed)",
         description="List the partitions a grain cuts [START, END) into, in a time zone.",
         examples="""\
 examples:
   backfill partitions --grain day --tz Europe/Berlin --start 2026-10-24 --end 2026-10-27
       (2026-10-25 lasts 25h there: the clocks go back)
-  backfill partitions --grain month --start 2026-01-15 --end 2026-03-01 --align expand""")
+  backfill partitions --grain month --start 2026-01-15 --end 2026-03-01 --align expand""",
+    )
     p.add_argument("--grain", required=True, choices=calendar.GRAINS, help="partition length")
     p.add_argument("--tz", default="UTC", help="IANA time zone (default UTC)")
     p.add_argument("--start", required=True, help="ISO date or date-time (local to --tz if naive)")
     p.add_argument("--end", required=True, help="exclusive end, same forms as --start")
-    p.add_argument("--align", default="strict", choices=("strict", "expand"),
-                   help="strict (default): START and END must be partition bounds; expand: "
-                        "widen the period to whole partitions")
+    p.add_argument(
+        "--align",
+        default="strict",
+        choices=("strict", "expand"),
+        help="strict (default): START and END must be partition bounds; expand: "
+        "widen the period to whole partitions",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_partitions)
 

@@ -24,9 +24,11 @@ __all__ = ["add_parser"]
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
-        sub, "plan", "plan a backfill: tasks, dependencies, cost and findings",
+        sub,
+        "plan",
+        "plan a backfill: tasks, dependencies, cost and findings",
         description="Plan rebuilding the selected models for [START, END) (END exclusive); "
-                    "nothing runs.",
+        "nothing runs.",
         examples="""\
 The plan shows per model the partitions to rebuild, the tasks and their order, the estimated
 time, and findings (what would go wrong or stay stale). Exit 0 when it is ok, 1 when it has an
@@ -40,28 +42,50 @@ examples:
   backfill plan --dbt . --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 \\
       --propagate clip""",
     )
-    p.add_argument("--project", required=True, metavar="DIR|FILE.py",
-                   help="a project directory (backfill.yml + models/), or a Python file "
-                        "defining `project` or `build_project()`")
+    p.add_argument(
+        "--project",
+        required=True,
+        metavar="DIR|FILE.py",
+        help="a project directory (backfill.yml + models/), or a Python file "
+        "defining `project` or `build_project()`",
+    )
     p.add_argument("--select", required=True, help="dbt-style selector, e.g. 'fct_daily_sales+'")
     p.add_argument("--exclude", default=None, help="selector of models to leave out")
     p.add_argument("--start", required=True, help="ISO date or date-time (naive: in --tz)")
     p.add_argument("--end", required=True, help="exclusive end, same forms as --start")
     p.add_argument("--as-of", default=None, help="only partitions ended by then (default now)")
     p.add_argument("--tz", default=None, help="zone of naive --start/--end/--as-of (default UTC)")
-    p.add_argument("--propagate", default="impact", choices=("impact", "clip"),
-                   help="impact (default): selected downstream models also rebuild the periods "
-                        "the change reaches through them; clip: only [START, END), reporting "
-                        "what stays stale")
-    p.add_argument("--include-in-progress", action="store_true", default=None,
-                   help="also rebuild the partitions still in progress at --as-of (this month, "
-                        "this year), which the regular runs have published; default for dbt")
+    p.add_argument(
+        "--propagate",
+        default="impact",
+        choices=("impact", "clip"),
+        help="impact (default): selected downstream models also rebuild the periods "
+        "the change reaches through them; clip: only [START, END), reporting "
+        "what stays stale",
+    )
+    p.add_argument(
+        "--include-in-progress",
+        action="store_true",
+        default=None,
+        help="also rebuild the partitions still in progress at --as-of (this month, "
+        "this year), which the regular runs have published; default for dbt",
+    )
     add_batching(p)
-    p.add_argument("--concurrency", type=int, default=4, metavar="N",
-                   help="tasks at once the schedule assumes (default 4)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        metavar="N",
+        help="tasks at once the schedule assumes (default 4)",
+    )
     p.add_argument("--allow-append", action="store_true", help="accept append models")
-    p.add_argument("--cost", action="append", default=[], metavar="MODEL=SECONDS",
-                   help="seconds per partition of a model (repeatable)")
+    p.add_argument(
+        "--cost",
+        action="append",
+        default=[],
+        metavar="MODEL=SECONDS",
+        help="seconds per partition of a model (repeatable)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="the plan as JSON")
     out.add_argument("--mermaid", action="store_true", help="a mermaid flowchart")
@@ -106,10 +130,19 @@ def _costs(items: list[str]) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     project = load_project(args.project)
     plan = project.plan(
-        args.select, args.start, args.end, exclude=args.exclude, as_of=args.as_of, tz=args.tz,
-        propagate=args.propagate, partitions_per_run=args.partitions_per_run,
-        concurrency=args.concurrency, allow_append=args.allow_append, costs=_costs(args.cost),
-        include_in_progress=args.include_in_progress, min_task_seconds=args.min_task,
+        args.select,
+        args.start,
+        args.end,
+        exclude=args.exclude,
+        as_of=args.as_of,
+        tz=args.tz,
+        propagate=args.propagate,
+        partitions_per_run=args.partitions_per_run,
+        concurrency=args.concurrency,
+        allow_append=args.allow_append,
+        costs=_costs(args.cost),
+        include_in_progress=args.include_in_progress,
+        min_task_seconds=args.min_task,
     )
     if args.json:
         sys.stdout.write(plan.to_json() + "\n")

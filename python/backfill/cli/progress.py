@@ -26,18 +26,33 @@ def run_with_progress(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
     # rich.progress is imported here, not at the top: only a terminal run needs it, and it is
     # the slowest import of the command line.
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     start = bf.status()
     console = Console(file=sys.stdout, force_terminal=force_progress() or None)
     lock = threading.Lock()
-    with Progress(TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[note]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                  console=console, transient=False) as progress:
+    with Progress(
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         overall = progress.add_task("all tasks", total=start.total, completed=start.done, note="")
-        bars = {m.model: progress.add_task(m.model, total=m.total, completed=m.done, note="")
-                for m in start.models}
+        bars = {
+            m.model: progress.add_task(m.model, total=m.total, completed=m.done, note="")
+            for m in start.models
+        }
         failed: dict[str, int] = {}
 
         def on_event(e: TaskEvent) -> None:

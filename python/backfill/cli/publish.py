@@ -17,8 +17,15 @@ import sys
 
 from ..errors import ConflictError
 from ..publish import FORMATS
-from .common import (add_ledger_option, add_project_options, busy, dump, open_backfill,
-                     open_project, write)
+from .common import (
+    add_ledger_option,
+    add_project_options,
+    busy,
+    dump,
+    open_backfill,
+    open_project,
+    write,
+)
 from .exit_codes import EXIT_FAILED, EXIT_OK
 from .helptext import add_command
 
@@ -27,9 +34,11 @@ __all__ = ["add_changelog_parser", "add_discard_parser", "add_publish_parser"]
 
 def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
-        sub, "publish", "publish an audited backfill atomically",
+        sub,
+        "publish",
+        "publish an audited backfill atomically",
         description="Publish an audited backfill: its partitions replace the published ones "
-                    "in one swap.",
+        "in one swap.",
         examples="""\
 The changelog records it (with --note), and the consumers named in backfill.yml are told.
 Refused (exit 1) when it was not audited, a gate failed (unless --force REASON), the audit
@@ -37,7 +46,8 @@ area or the published data changed since the audit, or it is already published.
 
 examples:
   backfill publish --note "revenue from 1 Aug 2026 about 2% lower (discounts fixed)"
-  backfill publish ID --note "..." --force "the removed rows were test orders\"""")
+  backfill publish ID --note "..." --force "the removed rows were test orders\"""",
+    )
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
     add_ledger_option(p)
@@ -48,12 +58,15 @@ examples:
 
 def add_discard_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
-        sub, "discard", "drop an unpublished backfill's audit area",
+        sub,
+        "discard",
+        "drop an unpublished backfill's audit area",
         description="Drop an unpublished backfill's audit area; the published tables stay as "
-                    "they are.",
+        "they are.",
         examples="""\
 example:
-  backfill discard ID""")
+  backfill discard ID""",
+    )
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
     add_ledger_option(p)
@@ -62,19 +75,25 @@ example:
 
 def add_changelog_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
-        sub, "changelog", "what publications changed, for consumers",
+        sub,
+        "changelog",
+        "what publications changed, for consumers",
         description="Show what publications and forward-only changes changed, newest first, "
-                    "and whom they told.",
+        "and whom they told.",
         examples="""\
 examples:
   backfill changelog --since 2026-08-01
   backfill changelog --model fct_daily_sales --format markdown
-  backfill changelog --format html > changelog.html     a page finance can read""")
+  backfill changelog --format html > changelog.html     a page finance can read""",
+    )
     add_project_options(p)
     p.add_argument("--backfill", metavar="ID", help="only this backfill's publication")
     p.add_argument("--format", choices=FORMATS, default="text", help="output (default text)")
-    p.add_argument("--since", metavar="DATE", help="only changes at or after this ISO date or "
-                                                   "date-time (naive: UTC)")
+    p.add_argument(
+        "--since",
+        metavar="DATE",
+        help="only changes at or after this ISO date or date-time (naive: UTC)",
+    )
     p.add_argument("--model", help="only changes of this model")
     p.set_defaults(func=cmd_changelog)
 

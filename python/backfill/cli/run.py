@@ -31,8 +31,7 @@ from ..run import DEFAULT_GRACE, BackfillStatus, Stop, ledger_for, on_signals
 from ..run.estimate import estimate
 from ..windows import parse_duration
 from .common import add_batching, add_ledger_option, ledger_from_args
-from .exit_codes import (EXIT_FAILED, EXIT_LATER, EXIT_OK, EXIT_STOPPED, EXIT_USAGE,
-                         exit_for_signal)
+from .exit_codes import EXIT_FAILED, EXIT_LATER, EXIT_OK, EXIT_STOPPED, EXIT_USAGE, exit_for_signal
 from .helptext import add_command
 from .progress import force_progress, run_with_log_lines, run_with_progress
 
@@ -41,9 +40,11 @@ __all__ = ["add_parsers"]
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r = add_command(
-        sub, "run", "run a backfill (or resume one)",
+        sub,
+        "run",
+        "run a backfill (or resume one)",
         description="Plan and run a backfill into the audit area (published tables unchanged), "
-                    "or resume one.",
+        "or resume one.",
         examples="""\
 examples:
   backfill run --project . --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 \\
@@ -59,7 +60,8 @@ processes or hosts may run the same backfill (`backfill run ID` on each; a share
 exit status: 0 every task done, 1 a task failed, 2 usage or input error (nothing recorded),
 3 stopped for now (no run window has room, or paused): run it again later,
 4 stopped until someone acts (the budget is spent, or it was cancelled),
-130/143 interrupted by Ctrl-C/SIGTERM: nothing is lost, `backfill run ID` runs the rest.""")
+130/143 interrupted by Ctrl-C/SIGTERM: nothing is lost, `backfill run ID` runs the rest.""",
+    )
     r.add_argument("id", nargs="?", help="a recorded backfill to resume (same as --resume)")
     r.add_argument("--project", default=".", help="project directory (default: current)")
     r.add_argument("--resume", metavar="ID", help="resume backfill ID: run what is not done")
@@ -70,57 +72,115 @@ exit status: 0 every task done, 1 a task failed, 2 usage or input error (nothing
     r.add_argument("--tz", help="time zone of naive --start/--end (default UTC)")
     r.add_argument("--as-of", help="only partitions ended by then (default: now)")
     r.add_argument("--reason", help="why the past changes (recorded, shown to consumers)")
-    r.add_argument("--direct", action="store_true",
-                   help="write the published tables directly (initial builds), no audit area")
+    r.add_argument(
+        "--direct",
+        action="store_true",
+        help="write the published tables directly (initial builds), no audit area",
+    )
     add_batching(r)
-    r.add_argument("--concurrency", type=int, default=4, metavar="N",
-                   help="tasks at once in this process (default 4)")
-    r.add_argument("--max-attempts", type=int, default=3, metavar="N",
-                   help="attempts per task for transient failures (default 3)")
-    r.add_argument("--backoff", type=float, default=1.0, metavar="SECONDS",
-                   help="wait before the second attempt, doubling after (default 1)")
-    r.add_argument("--lease", type=float, default=60.0, metavar="SECONDS",
-                   help="task lease; another worker takes over a task when it ends (default 60)")
-    r.add_argument("--grace", default=f"{DEFAULT_GRACE:g}s", metavar="DURATION",
-                   help="on SIGINT/SIGTERM, how long running tasks may take to finish before "
-                        f"they are interrupted (default {DEFAULT_GRACE:g}s; 0: at once)")
-    r.add_argument("--include-in-progress", action="store_true", default=None,
-                   help="also rebuild the partitions still in progress at --as-of (this month, "
-                        "this year; default for dbt projects)")
-    r.add_argument("--allow-overlap", metavar="REASON",
-                   help="record the backfill although an open one writes the same partitions "
-                        "(the reason is recorded)")
-    r.add_argument("--accept-changed-sql", metavar="REASON",
-                   help="resume although a model's SQL changed since the backfill was planned "
-                        "(the rest runs the current SQL; the reason is recorded)")
-    r.add_argument("--no-lint", action="store_true",
-                   help="run even when the lint finds errors in a planned model")
+    r.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        metavar="N",
+        help="tasks at once in this process (default 4)",
+    )
+    r.add_argument(
+        "--max-attempts",
+        type=int,
+        default=3,
+        metavar="N",
+        help="attempts per task for transient failures (default 3)",
+    )
+    r.add_argument(
+        "--backoff",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="wait before the second attempt, doubling after (default 1)",
+    )
+    r.add_argument(
+        "--lease",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="task lease; another worker takes over a task when it ends (default 60)",
+    )
+    r.add_argument(
+        "--grace",
+        default=f"{DEFAULT_GRACE:g}s",
+        metavar="DURATION",
+        help="on SIGINT/SIGTERM, how long running tasks may take to finish before "
+        f"they are interrupted (default {DEFAULT_GRACE:g}s; 0: at once)",
+    )
+    r.add_argument(
+        "--include-in-progress",
+        action="store_true",
+        default=None,
+        help="also rebuild the partitions still in progress at --as-of (this month, "
+        "this year; default for dbt projects)",
+    )
+    r.add_argument(
+        "--allow-overlap",
+        metavar="REASON",
+        help="record the backfill although an open one writes the same partitions "
+        "(the reason is recorded)",
+    )
+    r.add_argument(
+        "--accept-changed-sql",
+        metavar="REASON",
+        help="resume although a model's SQL changed since the backfill was planned "
+        "(the rest runs the current SQL; the reason is recorded)",
+    )
+    r.add_argument(
+        "--no-lint",
+        action="store_true",
+        help="run even when the lint finds errors in a planned model",
+    )
     r.add_argument("--json", action="store_true", help="machine-readable output, no progress")
-    r.add_argument("--window", action="append", metavar="WINDOW",
-                   help="claim tasks only inside it, e.g. '22:00-06:00 Europe/Berlin' "
-                        "(repeat for several; default: backfill.yml's window)")
-    r.add_argument("--exit-outside-window", action="store_true",
-                   help="exit (code 3) instead of waiting when no window has room now (cron, "
-                        "Airflow)")
-    r.add_argument("--exit-when-held", action="store_true",
-                   help="exit (code 3) instead of waiting while the backfill is paused")
-    r.add_argument("--budget", metavar="DURATION",
-                   help="engine time the backfill may use, e.g. 3h (estimated first)")
-    r.add_argument("--force", metavar="REASON",
-                   help="run although the estimate exceeds --budget (the reason is recorded)")
+    r.add_argument(
+        "--window",
+        action="append",
+        metavar="WINDOW",
+        help="claim tasks only inside it, e.g. '22:00-06:00 Europe/Berlin' "
+        "(repeat for several; default: backfill.yml's window)",
+    )
+    r.add_argument(
+        "--exit-outside-window",
+        action="store_true",
+        help="exit (code 3) instead of waiting when no window has room now (cron, Airflow)",
+    )
+    r.add_argument(
+        "--exit-when-held",
+        action="store_true",
+        help="exit (code 3) instead of waiting while the backfill is paused",
+    )
+    r.add_argument(
+        "--budget",
+        metavar="DURATION",
+        help="engine time the backfill may use, e.g. 3h (estimated first)",
+    )
+    r.add_argument(
+        "--force",
+        metavar="REASON",
+        help="run although the estimate exceeds --budget (the reason is recorded)",
+    )
     add_ledger_option(r)
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.set_defaults(func=cmd_run)
 
     s = add_command(
-        sub, "status", "show a backfill's progress",
+        sub,
+        "status",
+        "show a backfill's progress",
         description="Show a backfill's progress: tasks done, running, failed and pending per "
-                    "model; why tasks failed.",
+        "model; why tasks failed.",
         examples="""\
 examples:
   backfill status                  the latest backfill
   backfill status ID --json
-  backfill status --list           recent backfills""")
+  backfill status --list           recent backfills""",
+    )
     s.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     s.add_argument("--project", default=".", help="project directory (default: current)")
     s.add_argument("--list", action="store_true", help="list recent backfills instead")
@@ -152,10 +212,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if resume:
         given = [f"--{n}" for n in ("select", "start", "end", "reason") if getattr(args, n)]
         if given:
-            return _usage(f"{', '.join(given)} cannot change a recorded backfill; "
-                          f"resume with only --resume {resume}")
-        bf = Backfill.resume(resume, project=Path(args.project), ledger=ledger_from_args(args),
-                             accept_changed_sql=args.accept_changed_sql)
+            return _usage(
+                f"{', '.join(given)} cannot change a recorded backfill; "
+                f"resume with only --resume {resume}"
+            )
+        bf = Backfill.resume(
+            resume,
+            project=Path(args.project),
+            ledger=ledger_from_args(args),
+            accept_changed_sql=args.accept_changed_sql,
+        )
         if args.budget:  # a new budget for what is left; spent engine time counts against it
             opts = json.loads(bf.ledger.backfill(bf.id)["options"] or "{}")
             bf.ledger.set_options(bf.id, {**opts, "budget_seconds": parse_duration(args.budget)})
@@ -164,10 +230,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         if missing:
             return _usage(f"missing {', '.join(missing)} (or --resume ID to resume a backfill)")
         project = Project.load(args.project)
-        plan = project.plan(args.select, args.start, args.end, exclude=args.exclude, tz=args.tz,
-                            as_of=args.as_of, partitions_per_run=args.partitions_per_run,
-                            concurrency=args.concurrency, min_task_seconds=args.min_task,
-                            include_in_progress=args.include_in_progress)
+        plan = project.plan(
+            args.select,
+            args.start,
+            args.end,
+            exclude=args.exclude,
+            tz=args.tz,
+            as_of=args.as_of,
+            partitions_per_run=args.partitions_per_run,
+            concurrency=args.concurrency,
+            min_task_seconds=args.min_task,
+            include_in_progress=args.include_in_progress,
+        )
         if not args.json:
             sys.stdout.write(f"plan: {plan}\n")
             for finding in plan.findings:
@@ -178,9 +252,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 lint_errors += lint_finding.severity == "error"
                 sys.stderr.write(f"{lint_finding}\n")
         if lint_errors and not args.no_lint:
-            return _usage(f"the lint found {lint_errors} error(s) in planned models (above): a "
-                          "backfill of them would not be reproducible; fix them, suppress a "
-                          "finding in the SQL with a reason, or pass --no-lint")
+            return _usage(
+                f"the lint found {lint_errors} error(s) in planned models (above): a "
+                "backfill of them would not be reproducible; fix them, suppress a "
+                "finding in the SQL with a reason, or pass --no-lint"
+            )
         costs = None
         if args.budget:
             parse_duration(args.budget)  # a bad budget is refused before the sample run
@@ -188,18 +264,31 @@ def cmd_run(args: argparse.Namespace) -> int:
             costs = {s.model: s.seconds for s in report.samples}
             if not args.json:
                 sys.stdout.write(f"estimate: {report}\n")
-        bf = Backfill.create(project, plan, reason=args.reason, direct=args.direct,
-                             lint=not args.no_lint, ledger=ledger_from_args(args),
-                             windows=args.window, budget=args.budget, costs=costs,
-                             force=args.force, allow_overlap=args.allow_overlap)
+        bf = Backfill.create(
+            project,
+            plan,
+            reason=args.reason,
+            direct=args.direct,
+            lint=not args.no_lint,
+            ledger=ledger_from_args(args),
+            windows=args.window,
+            budget=args.budget,
+            costs=costs,
+            force=args.force,
+            allow_overlap=args.allow_overlap,
+        )
     if not args.json:
         target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
         sys.stdout.write(f"backfill {bf.id}: {bf.reason!r} -> {target}\n")
-    options: dict[str, Any] = dict(concurrency=args.concurrency, max_attempts=args.max_attempts,
-                                   backoff=args.backoff, lease_seconds=args.lease,
-                                   windows=args.window if resume else None,
-                                   exit_outside_window=args.exit_outside_window,
-                                   exit_when_held=args.exit_when_held)
+    options: dict[str, Any] = dict(
+        concurrency=args.concurrency,
+        max_attempts=args.max_attempts,
+        backoff=args.backoff,
+        lease_seconds=args.lease,
+        windows=args.window if resume else None,
+        exit_outside_window=args.exit_outside_window,
+        exit_when_held=args.exit_when_held,
+    )
     stop = Stop()
     options.update(stop=stop, grace=grace)
     with on_signals(stop):  # SIGINT/SIGTERM: stop claiming, let tasks finish, then interrupt
@@ -211,17 +300,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             final = run_with_progress(bf, options)
     _print_status(final, args.json)
     if stop.requested and not final.finished:
-        sys.stderr.write(f"backfill run: stopped by {stop.describe()}; finished tasks are "
-                         "recorded, interrupted ones committed nothing. Resume with: backfill "
-                         f"run --resume {bf.id}\n")
+        sys.stderr.write(
+            f"backfill run: stopped by {stop.describe()}; finished tasks are "
+            "recorded, interrupted ones committed nothing. Resume with: backfill "
+            f"run --resume {bf.id}\n"
+        )
         _exit_now_if_tasks_linger(bf.id, exit_for_signal(stop.signal))
         return exit_for_signal(stop.signal)
     if final.ok:
         return EXIT_OK
     if final.failed_tasks:
-        sys.stderr.write(f"backfill run: {len(final.failed_tasks)} task(s) failed (above); once "
-                         f"the cause is fixed, run them again with: backfill run --resume "
-                         f"{final.id}\n")
+        sys.stderr.write(
+            f"backfill run: {len(final.failed_tasks)} task(s) failed (above); once "
+            f"the cause is fixed, run them again with: backfill run --resume "
+            f"{final.id}\n"
+        )
     if final.held in ("window", "paused"):
         return EXIT_LATER
     if final.held in ("budget", "cancelled"):
@@ -233,8 +326,9 @@ def _exit_now_if_tasks_linger(backfill_id: str, code: int) -> None:
     """Ends the process at once when a task the engine could not interrupt still runs (Python
     would wait for its thread at exit): its transaction is rolled back by the database and its
     lease, held by a process now gone, is dropped at the next claim."""
-    if any(t.is_alive() and t.name.startswith(f"backfill-{backfill_id}")
-           for t in threading.enumerate()):
+    if any(
+        t.is_alive() and t.name.startswith(f"backfill-{backfill_id}") for t in threading.enumerate()
+    ):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -262,15 +356,26 @@ def _list(args: argparse.Namespace) -> int:
         rows = (ledger_from_args(args) or ledger_for(project, must_exist=True)).backfills()
     except InvalidInputError:  # no ledger: nothing recorded yet
         rows = []
-    keys = ("id", "status", "mode", "selection", "start", "end", "reason", "created_by",
-            "created_at")
+    keys = (
+        "id",
+        "status",
+        "mode",
+        "selection",
+        "start",
+        "end",
+        "reason",
+        "created_by",
+        "created_at",
+    )
     if args.json:
         sys.stdout.write(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) + "\n")
         return EXIT_OK
     for r in rows:
-        sys.stdout.write(f"{r['id']}  {r['status']:<9} {r['mode']:<6} {r['selection']} "
-                         f"{r['start'][:10]}..{r['end'][:10]}  {r['reason']!r} "
-                         f"({r['created_by']}, {r['created_at'][:19]})\n")
+        sys.stdout.write(
+            f"{r['id']}  {r['status']:<9} {r['mode']:<6} {r['selection']} "
+            f"{r['start'][:10]}..{r['end'][:10]}  {r['reason']!r} "
+            f"({r['created_by']}, {r['created_at'][:19]})\n"
+        )
     if not rows:
         sys.stdout.write("no backfills recorded\n")
     return EXIT_OK

@@ -14,17 +14,60 @@ from typing import Any
 from .._extras import extra_required
 from ..errors import InvalidInputError
 from ..model.files import EngineSettings
-from .base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE,
-                   PUBLISHED, WHOLE, Area, Capabilities, Column, ColumnKind, DeadLetters, Engine,
-                   Number, Part, PartitionFingerprint, Period, PublishModel, PublishRequest,
-                   StalePublishedError, TaskFailure, WriteResult, recorded_partitions,
-                   scratch_area)
+from .base import (
+    CHANGELOG_ADDED,
+    CHANGELOG_COLUMNS,
+    CHANGELOG_SCALE,
+    CHANGELOG_TABLE,
+    PUBLISHED,
+    WHOLE,
+    Area,
+    Capabilities,
+    Column,
+    ColumnKind,
+    DeadLetters,
+    Engine,
+    Number,
+    Part,
+    PartitionFingerprint,
+    Period,
+    PublishModel,
+    PublishRequest,
+    StalePublishedError,
+    TaskFailure,
+    WriteResult,
+    recorded_partitions,
+    scratch_area,
+)
 
-__all__ = ["engine_capabilities", "CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANGELOG_SCALE", "CHANGELOG_TABLE",
-           "PUBLISHED", "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters",
-           "Engine", "Number", "Part", "PartitionFingerprint", "Period", "PublishModel",
-           "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult", "engine_types",
-           "open_engine", "recorded_partitions", "scratch_area"]
+__all__ = [
+    "engine_capabilities",
+    "CHANGELOG_ADDED",
+    "CHANGELOG_COLUMNS",
+    "CHANGELOG_SCALE",
+    "CHANGELOG_TABLE",
+    "PUBLISHED",
+    "WHOLE",
+    "Area",
+    "Capabilities",
+    "Column",
+    "ColumnKind",
+    "DeadLetters",
+    "Engine",
+    "Number",
+    "Part",
+    "PartitionFingerprint",
+    "Period",
+    "PublishModel",
+    "PublishRequest",
+    "StalePublishedError",
+    "TaskFailure",
+    "WriteResult",
+    "engine_types",
+    "open_engine",
+    "recorded_partitions",
+    "scratch_area",
+]
 
 GROUP = "backfill.engines"
 # The extra to name when a shipped engine's import fails on a module not in EXTRA_OF_MODULE.
@@ -57,10 +100,12 @@ def open_engine(settings: EngineSettings) -> Engine:
     if settings.type not in types:
         raise InvalidInputError(
             f"engine type {settings.type!r} is not installed; installed: "
-            f"{', '.join(sorted(types)) or 'none (reinstall backfill)'}")
+            f"{', '.join(sorted(types)) or 'none (reinstall backfill)'}"
+        )
     with extra_required(f"the {settings.type!r} engine", _ENGINE_EXTRA.get(settings.type)):
         engine = types[settings.type].load()(settings)
     if not isinstance(engine, Engine):
-        raise InvalidInputError(f"engine plugin {settings.type!r} returned "
-                                f"{type(engine).__name__}, not an Engine")
+        raise InvalidInputError(
+            f"engine plugin {settings.type!r} returned {type(engine).__name__}, not an Engine"
+        )
     return engine

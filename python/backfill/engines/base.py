@@ -61,11 +61,31 @@ from ..errors import BackfillError, ConflictError, InvalidInputError, NotFoundEr
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Model, Project
 
-__all__ = ["CHANGELOG_ADDED", "CHANGELOG_COLUMNS", "CHANGELOG_SCALE", "CHANGELOG_TABLE", "Number",
-           "WHOLE", "Area", "Capabilities", "Column", "ColumnKind", "DeadLetters", "Engine",
-           "model_location", "project_model", "Part", "PartitionFingerprint", "Period",
-           "PublishModel", "PublishRequest", "StalePublishedError", "TaskFailure", "WriteResult",
-           "recorded_partitions"]
+__all__ = [
+    "CHANGELOG_ADDED",
+    "CHANGELOG_COLUMNS",
+    "CHANGELOG_SCALE",
+    "CHANGELOG_TABLE",
+    "Number",
+    "WHOLE",
+    "Area",
+    "Capabilities",
+    "Column",
+    "ColumnKind",
+    "DeadLetters",
+    "Engine",
+    "model_location",
+    "project_model",
+    "Part",
+    "PartitionFingerprint",
+    "Period",
+    "PublishModel",
+    "PublishRequest",
+    "StalePublishedError",
+    "TaskFailure",
+    "WriteResult",
+    "recorded_partitions",
+]
 
 Period = tuple[dt.datetime, dt.datetime]
 #: (label, start, end) of one partition of a model
@@ -89,8 +109,9 @@ class StalePublishedError(ConflictError):
 
     def __init__(self, model: str, labels: Sequence[str]) -> None:
         shown = ", ".join(labels[:5]) + (", ..." if len(labels) > 5 else "")
-        super().__init__(f"the published {model} changed since the audit in {len(labels)} "
-                         f"partition(s) ({shown})")
+        super().__init__(
+            f"the published {model} changed since the audit in {len(labels)} partition(s) ({shown})"
+        )
         self.model = model
         self.labels = list(labels)
 
@@ -175,8 +196,9 @@ class WriteResult:
         :func:`recorded_partitions`)."""
         if not self.partitions:
             return str(self.fingerprint)
-        return " ".join([str(self.fingerprint),
-                         *(f"{label}={fp}" for label, fp in self.partitions.items())])
+        return " ".join(
+            [str(self.fingerprint), *(f"{label}={fp}" for label, fp in self.partitions.items())]
+        )
 
 
 def recorded_partitions(text: str | None) -> dict[str, PartitionFingerprint] | None:
@@ -206,7 +228,7 @@ class ColumnKind(str, enum.Enum):
     STRING = "string"
     BOOLEAN = "boolean"
     DATE = "date"
-    TIMESTAMP = "timestamp"        # without time zone (engines read it as UTC)
+    TIMESTAMP = "timestamp"  # without time zone (engines read it as UTC)
     TIMESTAMP_TZ = "timestamp_tz"  # an instant
     LIST = "list"
     OTHER = "other"
@@ -278,17 +300,28 @@ class PublishRequest:
 CHANGELOG_TABLE = "backfill_changelog"
 #: The consumers' changelog, one table in the published schema of every engine: (name, kind)
 CHANGELOG_COLUMNS: tuple[tuple[str, ColumnKind], ...] = (
-    ("publication_id", ColumnKind.STRING), ("backfill_id", ColumnKind.STRING),
-    ("published_at", ColumnKind.TIMESTAMP_TZ), ("published_by", ColumnKind.STRING),
-    ("reason", ColumnKind.STRING), ("note", ColumnKind.STRING),
-    ("forced_reason", ColumnKind.STRING), ("model", ColumnKind.STRING),
-    ("partition", ColumnKind.STRING), ("period_start", ColumnKind.TIMESTAMP_TZ),
-    ("period_end", ColumnKind.TIMESTAMP_TZ), ("partitions", ColumnKind.INTEGER),
-    ("rows_old", ColumnKind.INTEGER), ("rows_new", ColumnKind.INTEGER),
-    ("rows_added", ColumnKind.INTEGER), ("rows_removed", ColumnKind.INTEGER),
-    ("rows_changed", ColumnKind.INTEGER), ("measure", ColumnKind.STRING),
-    ("value_old", ColumnKind.DECIMAL), ("value_new", ColumnKind.DECIMAL),
-    ("delta", ColumnKind.DECIMAL), ("pct_delta", ColumnKind.FLOAT),
+    ("publication_id", ColumnKind.STRING),
+    ("backfill_id", ColumnKind.STRING),
+    ("published_at", ColumnKind.TIMESTAMP_TZ),
+    ("published_by", ColumnKind.STRING),
+    ("reason", ColumnKind.STRING),
+    ("note", ColumnKind.STRING),
+    ("forced_reason", ColumnKind.STRING),
+    ("model", ColumnKind.STRING),
+    ("partition", ColumnKind.STRING),
+    ("period_start", ColumnKind.TIMESTAMP_TZ),
+    ("period_end", ColumnKind.TIMESTAMP_TZ),
+    ("partitions", ColumnKind.INTEGER),
+    ("rows_old", ColumnKind.INTEGER),
+    ("rows_new", ColumnKind.INTEGER),
+    ("rows_added", ColumnKind.INTEGER),
+    ("rows_removed", ColumnKind.INTEGER),
+    ("rows_changed", ColumnKind.INTEGER),
+    ("measure", ColumnKind.STRING),
+    ("value_old", ColumnKind.DECIMAL),
+    ("value_new", ColumnKind.DECIMAL),
+    ("delta", ColumnKind.DECIMAL),
+    ("pct_delta", ColumnKind.FLOAT),
     ("value_type", ColumnKind.STRING),
 )
 #: The changelog's measure values are exact decimals: ``numeric`` where the engine has an
@@ -308,28 +341,51 @@ class Engine(ABC):
 
     # -- writing --------------------------------------------------------------------------------
     @abstractmethod
-    def run_task(self, project: Project, model: str, start: dt.datetime | None,
-                 end: dt.datetime | None, area: Area) -> WriteResult:
+    def run_task(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> WriteResult:
         """Builds ``model`` for [start, end) (None: the whole model) into ``area`` in one
         transaction: ``replace`` deletes and inserts the period, ``merge`` upserts on the unique
         key, ``full`` rebuilds, ``view`` (re)creates the view. Rows outside the period fail the
         task. Running it twice leaves the same table. Raises :class:`TaskFailure`."""
 
-    def land(self, project: Project, model: str, start: dt.datetime, end: dt.datetime,
-             area: Area, rows: Any, dead_letters: DeadLetters | None = None) -> WriteResult:
+    def land(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime,
+        end: dt.datetime,
+        area: Area,
+        rows: Any,
+        dead_letters: DeadLetters | None = None,
+    ) -> WriteResult:
         """Replaces [start, end) of ``model`` in ``area`` with ``rows`` (an Arrow table, the
         model's columns) in one transaction, exactly as :meth:`run_task` writes a ``replace``
         task: rows outside the period fail it, running it twice leaves the same table. In the
         same transaction, ``dead_letters`` replace the period's rows of their table, which is
         always the published one (a record of what the log holds, not staged for an audit).
         Engines that declare ``capabilities.landing`` implement it."""
-        raise TaskFailure(f"model {model!r} lands records from Kafka, which the {self.name} "
-                          "engine cannot write (it does not declare the landing capability); "
-                          "use the duckdb engine for landing models", transient=False)
+        raise TaskFailure(
+            f"model {model!r} lands records from Kafka, which the {self.name} "
+            "engine cannot write (it does not declare the landing capability); "
+            "use the duckdb engine for landing models",
+            transient=False,
+        )
 
     @abstractmethod
-    def render(self, project: Project, model: str, start: dt.datetime | None,
-               end: dt.datetime | None, area: Area) -> str:
+    def render(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> str:
         """The model's SELECT for the period, with ref()/source()/this resolved for ``area``."""
 
     @abstractmethod
@@ -343,28 +399,56 @@ class Engine(ABC):
         there."""
 
     @abstractmethod
-    def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
-                     preview: bool = False) -> dict[str, PartitionFingerprint]:
+    def fingerprints(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        parts: Sequence[Part],
+        *,
+        preview: bool = False,
+    ) -> dict[str, PartitionFingerprint]:
         """label -> fingerprint of ``model`` in ``area`` per (label, start, end) partition on the
         model's event_time; ``parts`` empty: the whole relation under :data:`WHOLE`. A missing
         relation or partition has 0 rows. Independent of row and column order."""
 
     @abstractmethod
-    def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
-                     periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, Number | None]:
+    def measure_sums(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        measures: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> dict[str, Number | None]:
         """measure -> sum over ``periods`` (None: the whole relation); None for no rows. Summed
         exactly in the engine: an ``int`` for integer columns, a ``Decimal`` with the column's
         scale for decimal columns (never a binary float), a ``float`` for float columns."""
 
     @abstractmethod
-    def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
-                  periods: Sequence[Period] | None, *, preview: bool = False) -> bool:
+    def is_unique(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        columns: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> bool:
         """Whether ``columns`` are non-null and distinct over ``periods`` (a candidate key)."""
 
-    def audit_scope(self, project: Project, model: str, areas: Sequence[Area],
-                    parts: Sequence[Part], measures: Sequence[str],
-                    keys: Sequence[Sequence[str]]) -> contextlib.AbstractContextManager[None]:
+    def audit_scope(
+        self,
+        project: Project,
+        model: str,
+        areas: Sequence[Area],
+        parts: Sequence[Part],
+        measures: Sequence[str],
+        keys: Sequence[Sequence[str]],
+    ) -> contextlib.AbstractContextManager[None]:
         """Announces the questions an audit of ``model`` is about to ask in each of ``areas``:
         :meth:`fingerprints` over ``parts``, :meth:`measure_sums` of (some of) ``measures``
         and :meth:`is_unique` of each of ``keys`` over the parts' periods. An engine where every
@@ -374,9 +458,16 @@ class Engine(ABC):
         return contextlib.nullcontext()
 
     @abstractmethod
-    def stream(self, project: Project, model: str, area: Area,
-               periods: Sequence[Period] | None, *, preview: bool = False,
-               utc_column: str | None = None) -> contextlib.AbstractContextManager[Any]:
+    def stream(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+        utc_column: str | None = None,
+    ) -> contextlib.AbstractContextManager[Any]:
         """A context manager yielding the rows of ``model`` in ``area`` over ``periods`` (None:
         all) as an Arrow stream (``__arrow_c_stream__``), produced in batches so any size
         streams in bounded memory; valid until the block ends. ``utc_column`` adds the
@@ -396,8 +487,11 @@ class Engine(ABC):
         models appends only its changelog rows (forward-only changes, delivery records)."""
 
     @abstractmethod
-    def changelog_rows(self, project: Project, backfill_id: str | None = None,
-                       ) -> list[tuple[Any, ...]]:
+    def changelog_rows(
+        self,
+        project: Project,
+        backfill_id: str | None = None,
+    ) -> list[tuple[Any, ...]]:
         """The changelog rows (in :data:`CHANGELOG_COLUMNS` order), newest publication first;
         only ``backfill_id``'s when given. No changelog yet: no rows."""
 
@@ -417,8 +511,11 @@ class Engine(ABC):
 
 
 @contextlib.contextmanager
-def scratch_area(engine: Engine, kind: str, periods: Mapping[str, Sequence[Period]],
-                 ) -> Iterator[Area]:
+def scratch_area(
+    engine: Engine,
+    kind: str,
+    periods: Mapping[str, Sequence[Period]],
+) -> Iterator[Area]:
     """A scratch area (``check``, ``estimate``) that is dropped when the block ends, whatever
     happens in it."""
     area = Area(f"scratch_{kind}_{uuid.uuid4().hex[:8]}", periods)

@@ -18,8 +18,9 @@ def notebook_path() -> Path:
 
 def example_main(module: str, title: str, create: Callable[..., Path]) -> int:
     """``python -m backfill.examples.<module> --dir DIR``: writes ``title`` and its raw data."""
-    parser = argparse.ArgumentParser(prog=f"python -m backfill.examples.{module}",
-                                     description=f"write the {title} and raw data")
+    parser = argparse.ArgumentParser(
+        prog=f"python -m backfill.examples.{module}", description=f"write the {title} and raw data"
+    )
     parser.add_argument("--dir", required=True, help="new project directory")
     parser.add_argument("--orders-per-day", type=int, default=240)
     args = parser.parse_args()

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
-from .files import (PROJECT_FILE, EngineSettings, ProjectError, ProjectSettings, load_project,
-                    render, sql_literal)
+from .files import (
+    PROJECT_FILE,
+    EngineSettings,
+    ProjectError,
+    ProjectSettings,
+    load_project,
+    render,
+    sql_literal,
+)
 from .project import Dependency, Model, Project, Source, all_of, overlap, window
 
-__all__ = ["PROJECT_FILE", "Dependency", "EngineSettings", "Model", "Project", "ProjectError",
-           "ProjectSettings", "Source", "all_of", "load_project", "overlap", "render",
-           "sql_literal", "window"]
+__all__ = [
+    "PROJECT_FILE",
+    "Dependency",
+    "EngineSettings",
+    "Model",
+    "Project",
+    "ProjectError",
+    "ProjectSettings",
+    "Source",
+    "all_of",
+    "load_project",
+    "overlap",
+    "render",
+    "sql_literal",
+    "window",
+]

@@ -37,15 +37,25 @@ from typing import Any
 from .._secrets import mask_text, mask_webhook, masked_repr
 from .engine_settings import ProjectError
 
-__all__ = ["Consumer", "LineageSettings", "NotifySettings", "SmtpSettings", "read_consumers",
-           "read_lineage", "read_notify"]
+__all__ = [
+    "Consumer",
+    "LineageSettings",
+    "NotifySettings",
+    "SmtpSettings",
+    "read_consumers",
+    "read_lineage",
+    "read_notify",
+]
 
 NOTIFY_KEYS = ("smtp", "retries", "backoff", "timeout", "consumers")
 SMTP_KEYS = ("host", "port", "from", "starttls", "ssl", "username", "password_env", "timeout")
 CONSUMER_KEYS = ("name", "webhook", "email")
 LINEAGE_KEYS = ("namespace", "transports", "producer")
-TRANSPORT_KEYS = {"console": ("type",), "file": ("type", "path"),
-                  "http": ("type", "url", "endpoint", "timeout", "api_key_env")}
+TRANSPORT_KEYS = {
+    "console": ("type",),
+    "file": ("type", "path"),
+    "http": ("type", "url", "endpoint", "timeout", "api_key_env"),
+}
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
 
@@ -115,8 +125,9 @@ def _mapping(value: object, what: str, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ProjectError(f"{where}: {what} must be a mapping, got {type(value).__name__} "
-                           f"{_shown(value)}")
+        raise ProjectError(
+            f"{where}: {what} must be a mapping, got {type(value).__name__} {_shown(value)}"
+        )
     return {str(k): v for k, v in value.items()}
 
 
@@ -125,12 +136,14 @@ def _keys(cfg: Mapping[str, Any], allowed: Sequence[str], what: str, where: str)
         if key not in allowed:
             hint = difflib.get_close_matches(key, allowed, n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ProjectError(f"{where}: unknown {what} key {key!r}{extra}; expected one of "
-                               f"{', '.join(allowed)}")
+            raise ProjectError(
+                f"{where}: unknown {what} key {key!r}{extra}; expected one of {', '.join(allowed)}"
+            )
 
 
-def _number(value: object, what: str, where: str, *, integer: bool = False,
-            minimum: float = 0) -> float:
+def _number(
+    value: object, what: str, where: str, *, integer: bool = False, minimum: float = 0
+) -> float:
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if not ok or isinstance(value, bool) or float(value) < minimum:  # type: ignore[arg-type]
         kind = "an integer" if integer else "a number"
@@ -149,25 +162,34 @@ def _url(value: object, what: str, where: str) -> str:
 def _emails(value: object, what: str, where: str) -> tuple[str, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not items:
-        raise ProjectError(f"{where}: {what} {_shown(value)} must be an e-mail address or a list "
-                           "of them")
+        raise ProjectError(
+            f"{where}: {what} {_shown(value)} must be an e-mail address or a list of them"
+        )
     for item in items:
         if not isinstance(item, str) or not _EMAIL.fullmatch(item):
-            raise ProjectError(f"{where}: {what} {_shown(item)} is not an e-mail address "
-                               "(expected name@domain)")
+            raise ProjectError(
+                f"{where}: {what} {_shown(item)} is not an e-mail address (expected name@domain)"
+            )
     return tuple(items)
 
 
 def _consumer(name: str, raw: object, where: str) -> Consumer:
     cfg = _mapping(raw, f"consumer {name!r}", where)
     _keys(cfg, CONSUMER_KEYS, f"consumer {name!r}", where)
-    webhook = _url(cfg["webhook"], f"consumer {name!r} webhook", where) \
-        if cfg.get("webhook") is not None else None
-    email = _emails(cfg["email"], f"consumer {name!r} email", where) \
-        if cfg.get("email") is not None else ()
+    webhook = (
+        _url(cfg["webhook"], f"consumer {name!r} webhook", where)
+        if cfg.get("webhook") is not None
+        else None
+    )
+    email = (
+        _emails(cfg["email"], f"consumer {name!r} email", where)
+        if cfg.get("email") is not None
+        else ()
+    )
     if webhook is None and not email:
-        raise ProjectError(f"{where}: consumer {name!r} needs a webhook: URL and/or an email: "
-                           "address")
+        raise ProjectError(
+            f"{where}: consumer {name!r} needs a webhook: URL and/or an email: address"
+        )
     return Consumer(str(cfg.get("name") or name), webhook, email)
 
 
@@ -175,8 +197,10 @@ def read_notify(raw: object, where: str) -> NotifySettings:
     """The ``notify:`` section (named consumers, SMTP, retries); no per-model lists yet."""
     cfg = _mapping(raw, "notify", where)
     _keys(cfg, NOTIFY_KEYS, "notify", where)
-    consumers = {str(n): _consumer(str(n), c, f"{where} (notify.consumers)")
-                 for n, c in _mapping(cfg.get("consumers"), "notify.consumers", where).items()}
+    consumers = {
+        str(n): _consumer(str(n), c, f"{where} (notify.consumers)")
+        for n, c in _mapping(cfg.get("consumers"), "notify.consumers", where).items()
+    }
     smtp = None
     if cfg.get("smtp") is not None:
         s = _mapping(cfg["smtp"], "notify.smtp", where)
@@ -191,31 +215,44 @@ def read_notify(raw: object, where: str) -> NotifySettings:
                 raise ProjectError(f"{where}: notify.smtp {text} {s[text]!r} must be a string")
         sender = s.get("from", "backfill@localhost")
         smtp = SmtpSettings(
-            s["host"], int(_number(s.get("port", 25), "notify.smtp port", where, integer=True,
-                                   minimum=1)),
-            _emails(sender, "notify.smtp from", where)[0], s.get("starttls", False),
-            s.get("ssl", False), s.get("username"), s.get("password_env"),
-            _number(s.get("timeout", 10.0), "notify.smtp timeout", where))
+            s["host"],
+            int(_number(s.get("port", 25), "notify.smtp port", where, integer=True, minimum=1)),
+            _emails(sender, "notify.smtp from", where)[0],
+            s.get("starttls", False),
+            s.get("ssl", False),
+            s.get("username"),
+            s.get("password_env"),
+            _number(s.get("timeout", 10.0), "notify.smtp timeout", where),
+        )
     return NotifySettings(
-        consumers, {}, smtp,
+        consumers,
+        {},
+        smtp,
         int(_number(cfg.get("retries", 3), "notify.retries", where, integer=True, minimum=1)),
         _number(cfg.get("backoff", 1.0), "notify.backoff", where),
-        _number(cfg.get("timeout", 10.0), "notify.timeout", where))
+        _number(cfg.get("timeout", 10.0), "notify.timeout", where),
+    )
 
 
-def read_consumers(raw: object, role: str, named: Mapping[str, Consumer],
-                   where: str) -> tuple[Consumer, ...]:
+def read_consumers(
+    raw: object, role: str, named: Mapping[str, Consumer], where: str
+) -> tuple[Consumer, ...]:
     """A model's ``owners:`` or ``consumers:`` list (``role`` is which)."""
     items = [raw] if isinstance(raw, (str, Mapping)) else raw
     if not isinstance(items, (list, tuple)):
-        raise ProjectError(f"{where}: {role}s {_shown(raw)} must be a list of consumer names, "
-                           "e-mail addresses or {name:, webhook:, email:} mappings")
+        raise ProjectError(
+            f"{where}: {role}s {_shown(raw)} must be a list of consumer names, "
+            "e-mail addresses or {name:, webhook:, email:} mappings"
+        )
     out = []
     for item in items:
         if isinstance(item, Mapping):
             hook = item.get("webhook")  # never a name: it would be shown and stored
-            name = item.get("name") or item.get("email") or \
-                (mask_webhook(hook) if isinstance(hook, str) else hook)
+            name = (
+                item.get("name")
+                or item.get("email")
+                or (mask_webhook(hook) if isinstance(hook, str) else hook)
+            )
             c = _consumer(str(name), item, where)
         elif isinstance(item, str) and item in named:
             c = named[item]
@@ -224,9 +261,11 @@ def read_consumers(raw: object, role: str, named: Mapping[str, Consumer],
         else:
             hint = difflib.get_close_matches(str(item), list(named), n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ProjectError(f"{where}: {role} {_shown(item)} is not a consumer under "
-                               f"notify.consumers{extra} (named: {', '.join(named) or 'none'}) "
-                               "nor an e-mail address")
+            raise ProjectError(
+                f"{where}: {role} {_shown(item)} is not a consumer under "
+                f"notify.consumers{extra} (named: {', '.join(named) or 'none'}) "
+                "nor an e-mail address"
+            )
         out.append(Consumer(c.name, c.webhook, c.email, role))
     return tuple(out)
 
@@ -240,20 +279,22 @@ def read_lineage(raw: object, project_name: str, root: Path, where: str) -> Line
         raise ProjectError(f"{where}: lineage namespace {namespace!r} must be a non-empty string")
     items = cfg.get("transports", [{"type": "console"}])
     if not isinstance(items, (list, tuple)) or not items:
-        raise ProjectError(f"{where}: lineage transports {_shown(items)} must be a non-empty "
-                           "list")
+        raise ProjectError(f"{where}: lineage transports {_shown(items)} must be a non-empty list")
     transports = []
     for item in items:
         t = _mapping(item, "a lineage transport", where)
         kind = t.get("type")
         if kind not in TRANSPORT_KEYS:
-            raise ProjectError(f"{where}: lineage transport type {kind!r} is not one of "
-                               f"{', '.join(TRANSPORT_KEYS)}")
+            raise ProjectError(
+                f"{where}: lineage transport type {kind!r} is not one of "
+                f"{', '.join(TRANSPORT_KEYS)}"
+            )
         _keys(t, TRANSPORT_KEYS[kind], f"lineage {kind} transport", where)
         if kind == "file":
             if not isinstance(t.get("path"), str) or not t["path"]:
-                raise ProjectError(f"{where}: lineage file transport path {t.get('path')!r} "
-                                   "must be a file path")
+                raise ProjectError(
+                    f"{where}: lineage file transport path {t.get('path')!r} must be a file path"
+                )
             p = Path(t["path"])
             t["path"] = str(p if p.is_absolute() else root / p)
         if kind == "http":

@@ -16,8 +16,12 @@ from ..errors import InvalidInputError
 __all__ = ["ENGINE_SETTINGS", "EngineSettings", "ProjectError"]
 
 # DuckDBEngine keyword settings allowed under engine: (seconds, flags, counts).
-DUCKDB_OPTIONS: dict[str, type] = {"lock_timeout": float, "keep_open": bool, "linger": float,
-                                   "conflict_retries": int}
+DUCKDB_OPTIONS: dict[str, type] = {
+    "lock_timeout": float,
+    "keep_open": bool,
+    "linger": float,
+    "conflict_retries": int,
+}
 
 
 class ProjectError(InvalidInputError):
@@ -45,20 +49,30 @@ def _duckdb_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSetti
         raise ProjectError(f"{where}: engine schema {schema!r} must be a plain identifier")
     for key, value in cfg.items():
         if key not in DUCKDB_OPTIONS:
-            raise ProjectError(f"{where}: unknown engine setting {key!r}; expected type, path, "
-                               f"schema, {', '.join(DUCKDB_OPTIONS)}")
-        kind_ok = isinstance(value, bool) if DUCKDB_OPTIONS[key] is bool else (
-            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0)
+            raise ProjectError(
+                f"{where}: unknown engine setting {key!r}; expected type, path, "
+                f"schema, {', '.join(DUCKDB_OPTIONS)}"
+            )
+        kind_ok = (
+            isinstance(value, bool)
+            if DUCKDB_OPTIONS[key] is bool
+            else (isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0)
+        )
         if not kind_ok:
-            raise ProjectError(f"{where}: engine {key} {value!r} must be "
-                               f"{'true or false' if DUCKDB_OPTIONS[key] is bool else 'a number >= 0'}")
+            raise ProjectError(
+                f"{where}: engine {key} {value!r} must be "
+                f"{'true or false' if DUCKDB_OPTIONS[key] is bool else 'a number >= 0'}"
+            )
     db = Path(path)
     return EngineSettings("duckdb", db if db.is_absolute() else root / db, schema, cfg)
 
 
 # PostgresEngine keyword settings allowed under engine: (count, seconds, count), each >= 1.
-POSTGRES_OPTIONS: dict[str, type] = {"pool_size": int, "connect_timeout": float,
-                                     "conflict_retries": int}
+POSTGRES_OPTIONS: dict[str, type] = {
+    "pool_size": int,
+    "connect_timeout": float,
+    "conflict_retries": int,
+}
 
 
 def _postgres_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettings:
@@ -66,8 +80,9 @@ def _postgres_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSet
     url = cfg.pop("url", None)
     schema = cfg.pop("schema", "public")
     if not isinstance(url, str) or not url:
-        raise ProjectError(f"{where}: engine type postgres needs url: "
-                           "postgresql://user@host:5432/database")
+        raise ProjectError(
+            f"{where}: engine type postgres needs url: postgresql://user@host:5432/database"
+        )
     masked = mask_url(url)  # never echo a password
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("postgresql", "postgres"):
@@ -77,20 +92,31 @@ def _postgres_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSet
     except ValueError:
         raise ProjectError(f"{where}: engine url {masked!r} has a malformed port") from None
     if not parts.path.strip("/"):
-        raise ProjectError(f"{where}: engine url {masked!r} names no database "
-                           "(postgresql://user@host:5432/database)")
+        raise ProjectError(
+            f"{where}: engine url {masked!r} names no database "
+            "(postgresql://user@host:5432/database)"
+        )
     if not isinstance(schema, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema):
-        raise ProjectError(f"{where}: engine schema {schema!r} must be a plain identifier "
-                           "(letters, digits, _)")
+        raise ProjectError(
+            f"{where}: engine schema {schema!r} must be a plain identifier (letters, digits, _)"
+        )
     for key, value in cfg.items():
         if key not in POSTGRES_OPTIONS:
-            raise ProjectError(f"{where}: unknown engine setting {key!r}; expected type, url, "
-                               f"schema, {', '.join(POSTGRES_OPTIONS)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or (
-                POSTGRES_OPTIONS[key] is int and not isinstance(value, int)):
-            raise ProjectError(f"{where}: engine {key} {value!r} must be "
-                               f"{'an integer' if POSTGRES_OPTIONS[key] is int else 'a number'} "
-                               ">= 1")
+            raise ProjectError(
+                f"{where}: unknown engine setting {key!r}; expected type, url, "
+                f"schema, {', '.join(POSTGRES_OPTIONS)}"
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or value < 1
+            or (POSTGRES_OPTIONS[key] is int and not isinstance(value, int))
+        ):
+            raise ProjectError(
+                f"{where}: engine {key} {value!r} must be "
+                f"{'an integer' if POSTGRES_OPTIONS[key] is int else 'a number'} "
+                ">= 1"
+            )
     return EngineSettings("postgres", schema=schema, options={"url": url, **cfg})
 
 
@@ -107,8 +133,10 @@ def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettin
         raise ProjectError(f"{where}: engine schema {schema!r} must be a plain identifier")
     for key in cfg:
         if key not in SPARK_OPTIONS:
-            raise ProjectError(f"{where}: unknown spark engine setting {key!r}; expected type, "
-                               f"schema, {', '.join(SPARK_OPTIONS)}")
+            raise ProjectError(
+                f"{where}: unknown spark engine setting {key!r}; expected type, "
+                f"schema, {', '.join(SPARK_OPTIONS)}"
+            )
     catalog = cfg.pop("catalog", ".backfill/iceberg")
     options: dict[str, Any] = {}
     if isinstance(catalog, Mapping):
@@ -117,14 +145,21 @@ def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettin
     elif isinstance(catalog, str) and catalog:
         path = Path(catalog) if Path(catalog).is_absolute() else root / catalog
     else:
-        raise ProjectError(f"{where}: engine catalog {mask_text(repr(catalog))} must be a folder "
-                           "or a mapping "
-                           "of Iceberg catalog properties")
+        raise ProjectError(
+            f"{where}: engine catalog {mask_text(repr(catalog))} must be a folder "
+            "or a mapping "
+            "of Iceberg catalog properties"
+        )
     master = cfg.pop("master", "local[*]")
-    if not isinstance(master, str) or not re.match(r"(local(\[[0-9*]+(,\d+)?\])?|spark://|"
-                                                   r"yarn|k8s://)", master):
-        raise ProjectError(f"{where}: engine master {master!r} must be local[*], local[N], "
-                           "spark://host:port, yarn or k8s://...")
+    if not isinstance(master, str) or not re.match(
+        r"(local(\[[0-9*]+(,\d+)?\])?|spark://|"
+        r"yarn|k8s://)",
+        master,
+    ):
+        raise ProjectError(
+            f"{where}: engine master {master!r} must be local[*], local[N], "
+            "spark://host:port, yarn or k8s://..."
+        )
     options["master"] = master
     conf = cfg.pop("conf", {})
     if not isinstance(conf, Mapping):
@@ -140,8 +175,9 @@ def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettin
             value = cfg.pop(key)
             if not isinstance(value, str) or not value:
                 raise ProjectError(f"{where}: engine {key} {value!r} must be a non-empty string")
-            options[key] = str(root / value) if key == "jars" and not Path(value).is_absolute() \
-                else value
+            options[key] = (
+                str(root / value) if key == "jars" and not Path(value).is_absolute() else value
+            )
     return EngineSettings("spark", path, schema, options)
 
 

@@ -58,8 +58,7 @@ import yaml  # type: ignore[import-untyped]
 from .._secrets import mask_text, masked_repr
 from ..errors import BackfillError, CycleError, InvalidInputError
 from ..windows import check_specs, parse_duration
-from .consumers import (LineageSettings, NotifySettings, read_consumers, read_lineage,
-                        read_notify)
+from .consumers import LineageSettings, NotifySettings, read_consumers, read_lineage, read_notify
 from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
 from .kafka import kafka_settings
 from .project import STRATEGIES, Dependency, Project, all_of, window
@@ -69,13 +68,35 @@ log = logging.getLogger(__name__)
 __all__ = ["EngineSettings", "ProjectError", "ProjectSettings", "load_project", "sql_literal"]
 
 PROJECT_FILE = "backfill.yml"
-TOP_KEYS = ("name", "engine", "state", "sources", "models", "audits", "notify", "lineage",
-            "window", "batching")
+TOP_KEYS = (
+    "name",
+    "engine",
+    "state",
+    "sources",
+    "models",
+    "audits",
+    "notify",
+    "lineage",
+    "window",
+    "batching",
+)
 BATCHING_KEYS = ("min_task",)
-SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description", "kafka",
-               "lands_in")
-MODEL_KEYS = ("grain", "tz", "begin", "strategy", "event_time", "unique_key", "tags",
-              "description", "enabled", "owners", "consumers")
+SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description", "kafka", "lands_in")
+MODEL_KEYS = (
+    "grain",
+    "tz",
+    "begin",
+    "strategy",
+    "event_time",
+    "unique_key",
+    "tags",
+    "description",
+    "enabled",
+    "owners",
+    "consumers",
+)
+
+
 @dataclass(frozen=True)
 class ProjectSettings:
     root: Path
@@ -141,11 +162,14 @@ def render(
             is_incremental=is_incremental or (lambda: True),
         )
     except jinja2.TemplateSyntaxError as exc:
-        raise ProjectError(f"{where}: template syntax error on line {exc.lineno}: {exc.message}") \
-            from None
+        raise ProjectError(
+            f"{where}: template syntax error on line {exc.lineno}: {exc.message}"
+        ) from None
     except jinja2.UndefinedError as exc:
-        raise ProjectError(f"{where}: {exc.message}; the template can use start, end, ref(), "
-                           "source(), this, is_incremental() and config()") from None
+        raise ProjectError(
+            f"{where}: {exc.message}; the template can use start, end, ref(), "
+            "source(), this, is_incremental() and config()"
+        ) from None
     except BackfillError as exc:
         raise ProjectError(f"{where}: {exc}") from None
 
@@ -177,8 +201,16 @@ def _discover(template: str, where: str) -> _Discovered:
         return f'"{schema}"."{table}"'
 
     epoch = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
-    found_sql = render(template, start=epoch, end=epoch + dt.timedelta(days=1), ref=ref,
-                       source=source, this='"this"', config=config, where=where)
+    found_sql = render(
+        template,
+        start=epoch,
+        end=epoch + dt.timedelta(days=1),
+        ref=ref,
+        source=source,
+        this='"this"',
+        config=config,
+        where=where,
+    )
     found.config.setdefault("__sql__", found_sql)
     return found
 
@@ -190,10 +222,15 @@ def _mapping(name: str, win: object, full: object) -> Dependency:
         return all_of(name)
     if win is None:
         return Dependency(name)
-    if (not isinstance(win, (list, tuple)) or len(win) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in win)):
-        raise InvalidInputError(f"ref({name!r}, window={win!r}): expected two integers "
-                                "[start, end] in the model's grain, e.g. window=[-6, 0]")
+    if (
+        not isinstance(win, (list, tuple))
+        or len(win) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in win)
+    ):
+        raise InvalidInputError(
+            f"ref({name!r}, window={win!r}): expected two integers "
+            "[start, end] in the model's grain, e.g. window=[-6, 0]"
+        )
     return window(name, int(win[0]), int(win[1]))
 
 
@@ -202,8 +239,10 @@ def _mapping_of(value: object, what: str, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ProjectError(f"{where}: {what} must be a mapping, got {type(value).__name__} "
-                           f"{mask_text(repr(value), hide_paths=True)}")
+        raise ProjectError(
+            f"{where}: {what} must be a mapping, got {type(value).__name__} "
+            f"{mask_text(repr(value), hide_paths=True)}"
+        )
     return {str(k): v for k, v in value.items()}
 
 
@@ -212,8 +251,9 @@ def _unknown(keys: Mapping[str, Any], allowed: tuple[str, ...], what: str, where
         if key not in allowed:
             hint = difflib.get_close_matches(key, allowed, n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ProjectError(f"{where}: unknown {what} key {key!r}{extra}; expected one of "
-                               f"{', '.join(allowed)}")
+            raise ProjectError(
+                f"{where}: unknown {what} key {key!r}{extra}; expected one of {', '.join(allowed)}"
+            )
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -221,8 +261,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         # The parser quotes the lines around the error, which may hold a URL with a password.
-        raise ProjectError(f"{path}: not valid YAML: {mask_text(str(exc), hide_paths=True)}") \
-            from None
+        raise ProjectError(
+            f"{path}: not valid YAML: {mask_text(str(exc), hide_paths=True)}"
+        ) from None
     return _mapping_of(data, "the file", str(path))
 
 
@@ -232,9 +273,11 @@ def _engine(raw: object, root: Path, where: str) -> EngineSettings:
     cfg = _mapping_of(raw, "engine", where)
     kind = cfg.pop("type", "duckdb")
     if kind not in ENGINE_SETTINGS:
-        raise ProjectError(f"{where}: engine type {mask_text(repr(kind))} is not supported; "
-                           "expected one of "
-                           f"{', '.join(ENGINE_SETTINGS)}")
+        raise ProjectError(
+            f"{where}: engine type {mask_text(repr(kind))} is not supported; "
+            "expected one of "
+            f"{', '.join(ENGINE_SETTINGS)}"
+        )
     return ENGINE_SETTINGS[kind](cfg, root, where)
 
 
@@ -242,11 +285,17 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     """Loads a project directory (or its ``backfill.yml``) into a ``project_class``; see the
     module docstring."""
     root = Path(path)
-    yml = root if root.name == PROJECT_FILE or root.suffix in (".yml", ".yaml") else root / PROJECT_FILE
+    yml = (
+        root
+        if root.name == PROJECT_FILE or root.suffix in (".yml", ".yaml")
+        else root / PROJECT_FILE
+    )
     root = yml.parent.resolve()
     if not yml.is_file():
-        raise ProjectError(f"{yml}: no project file; a project is a directory holding "
-                           f"{PROJECT_FILE} and models/*.sql")
+        raise ProjectError(
+            f"{yml}: no project file; a project is a directory holding "
+            f"{PROJECT_FILE} and models/*.sql"
+        )
     where = str(yml)
     doc = _read_yaml(yml)
     _unknown(doc, TOP_KEYS, "top-level", where)
@@ -256,14 +305,18 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     engine = _engine(doc.get("engine"), root, where)
     state = doc.get("state", ".backfill")
     if not isinstance(state, str) or not state:
-        raise ProjectError(f"{where}: state {mask_text(repr(state))} must be a directory path "
-                           "or a postgresql:// URL")
+        raise ProjectError(
+            f"{where}: state {mask_text(repr(state))} must be a directory path "
+            "or a postgresql:// URL"
+        )
     # A URL names the ledger (a shared Postgres one, say); the state directory then keeps its
     # default for the other local files.
     ledger_url = state if "://" in state else None
     if ledger_url and state.partition("://")[0] not in ("postgresql", "postgres", "sqlite"):
-        raise ProjectError(f"{where}: state {state.partition('://')[0]}://...: expected a "
-                           "directory path, postgresql://user@host:port/db or sqlite:///path")
+        raise ProjectError(
+            f"{where}: state {state.partition('://')[0]}://...: expected a "
+            "directory path, postgresql://user@host:port/db or sqlite:///path"
+        )
     state = ".backfill" if ledger_url else state
     state_dir = Path(state) if Path(state).is_absolute() else root / state
 
@@ -272,8 +325,13 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
     defaults = _mapping_of(models_cfg.pop("defaults", None), "models.defaults", where)
     _unknown(defaults, MODEL_KEYS, "model default", f"{where} (models.defaults)")
     try:
-        landing = _load_sources(project, _mapping_of(doc.get("sources"), "sources", where),
-                                where, root, defaults.get("begin"))
+        landing = _load_sources(
+            project,
+            _mapping_of(doc.get("sources"), "sources", where),
+            where,
+            root,
+            defaults.get("begin"),
+        )
     except ProjectError:
         raise
     except BackfillError as exc:
@@ -286,8 +344,10 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
         by_name[f.stem] = f
     for model in models_cfg:
         if model not in by_name:
-            raise ProjectError(f"{where}: models.{model} configures a model with no file "
-                               f"models/{model}.sql; models: {', '.join(sorted(by_name))}")
+            raise ProjectError(
+                f"{where}: models.{model} configures a model with no file "
+                f"models/{model}.sql; models: {', '.join(sorted(by_name))}"
+            )
     if not by_name and not landing:  # landing models (Kafka sources) need no SQL file
         raise ProjectError(f"{root / 'models'}: no models (*.sql files) found")
 
@@ -300,17 +360,23 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
             if dep.parent not in by_name and dep.parent not in landing.values():
                 hint = difflib.get_close_matches(dep.parent, list(by_name), n=1)
                 extra = f"; did you mean {hint[0]!r}?" if hint else ""
-                raise ProjectError(f"{by_name[model]} (model {model!r}): ref({dep.parent!r}) "
-                                   f"names no model{extra} (models: {', '.join(sorted(by_name))})")
+                raise ProjectError(
+                    f"{by_name[model]} (model {model!r}): ref({dep.parent!r}) "
+                    f"names no model{extra} (models: {', '.join(sorted(by_name))})"
+                )
         for src in disc.sources:
             if src in landing:
-                raise ProjectError(f"{by_name[model]} (model {model!r}): source({src!r}) comes "
-                                   f"from Kafka; read the rows it lands with "
-                                   f"ref({landing[src]!r})")
+                raise ProjectError(
+                    f"{by_name[model]} (model {model!r}): source({src!r}) comes "
+                    f"from Kafka; read the rows it lands with "
+                    f"ref({landing[src]!r})"
+                )
             if src not in known:
-                raise ProjectError(f"{by_name[model]} (model {model!r}): source({src!r}) is not "
-                                   f"declared under sources in {PROJECT_FILE} (sources: "
-                                   f"{', '.join(sorted(project.sources)) or 'none'})")
+                raise ProjectError(
+                    f"{by_name[model]} (model {model!r}): source({src!r}) is not "
+                    f"declared under sources in {PROJECT_FILE} (sources: "
+                    f"{', '.join(sorted(project.sources)) or 'none'})"
+                )
 
     notify = read_notify(doc.get("notify"), where)
     told: dict[str, tuple[Any, ...]] = {}
@@ -330,16 +396,23 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
         if cfg.pop("enabled", True) is False:
             continue
         cfg.pop("description", None)
-        told[model] = tuple(c for role in ("owner", "consumer") if cfg.get(f"{role}s") is not None
-                            for c in read_consumers(cfg.pop(f"{role}s"), role, notify.consumers,
-                                                    f"{where} (models.{model})"))
+        told[model] = tuple(
+            c
+            for role in ("owner", "consumer")
+            if cfg.get(f"{role}s") is not None
+            for c in read_consumers(
+                cfg.pop(f"{role}s"), role, notify.consumers, f"{where} (models.{model})"
+            )
+        )
         _check_sql(found[model].config["__sql__"], engine, by_name[model], model)
-        deps: list[Dependency] = list(dict.fromkeys([*found[model].refs,
-                                                    *map(Dependency, found[model].sources)]))
+        deps: list[Dependency] = list(
+            dict.fromkeys([*found[model].refs, *map(Dependency, found[model].sources)])
+        )
         try:
             _check_model_values(cfg)
-            project.model(model, depends_on=deps, sql=by_name[model].read_text(encoding="utf-8"),
-                          **cfg)
+            project.model(
+                model, depends_on=deps, sql=by_name[model].read_text(encoding="utf-8"), **cfg
+            )
         except BackfillError as exc:
             raise ProjectError(f"{by_name[model]} (model {model!r}): {exc}") from None
     try:
@@ -363,16 +436,31 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
         except BackfillError as exc:
             raise ProjectError(f"{where}: {exc}" if where not in str(exc) else str(exc)) from None
     project.settings = ProjectSettings(
-        root, engine, state_dir, audits, by_name, ledger_url,
-        NotifySettings(notify.consumers, {m: c for m, c in told.items() if c}, notify.smtp,
-                       notify.retries, notify.backoff, notify.timeout), lineage, windows,
-        _min_task(doc.get("batching"), where))
+        root,
+        engine,
+        state_dir,
+        audits,
+        by_name,
+        ledger_url,
+        NotifySettings(
+            notify.consumers,
+            {m: c for m, c in told.items() if c},
+            notify.smtp,
+            notify.retries,
+            notify.backoff,
+            notify.timeout,
+        ),
+        lineage,
+        windows,
+        _min_task(doc.get("batching"), where),
+    )
     log.info("loaded %r from %s", project, root)
     return project
 
 
-def _load_sources(project: Project, sources: dict[str, Any], where: str, root: Path,
-                  begin: object) -> dict[str, str]:
+def _load_sources(
+    project: Project, sources: dict[str, Any], where: str, root: Path, begin: object
+) -> dict[str, str]:
     """Declares the sources; a Kafka source also gets its landing model. Returns the Kafka
     sources' landing model names by source."""
     landing: dict[str, str] = {}
@@ -392,17 +480,24 @@ def _load_sources(project: Project, sources: dict[str, Any], where: str, root: P
                     continue
                 settings = kafka_settings(kafka, source=name, lands_in=lands_in, root=root)
                 if not cfg.get("grain"):
-                    raise InvalidInputError("a Kafka source needs a grain (its landing model's "
-                                            "partitions)")
+                    raise InvalidInputError(
+                        "a Kafka source needs a grain (its landing model's partitions)"
+                    )
                 cfg.setdefault("event_time", settings.time_column)
                 cfg["kind"] = "kafka"
                 src = project.source(name, meta={"kafka": settings}, **cfg)
                 if isinstance(begin, (dt.date, dt.datetime)):
                     begin = begin.isoformat()
-                project.model(settings.lands_in, depends_on=[name], grain=src.grain, tz=src.tz,
-                              begin=begin if isinstance(begin, str) else None,
-                              strategy="replace", event_time=settings.time_column,
-                              meta={"landing": settings})
+                project.model(
+                    settings.lands_in,
+                    depends_on=[name],
+                    grain=src.grain,
+                    tz=src.tz,
+                    begin=begin if isinstance(begin, str) else None,
+                    strategy="replace",
+                    event_time=settings.time_column,
+                    meta={"landing": settings},
+                )
                 landing[name] = settings.lands_in
             except BackfillError as exc:
                 raise ProjectError(f"{where} (sources.{schema}.{table}): {exc}") from None
@@ -433,11 +528,15 @@ def _check_model_values(cfg: dict[str, Any]) -> None:
         cfg["begin"] = cfg["begin"].isoformat()
     if "tags" in cfg and not isinstance(cfg["tags"], (list, tuple, str)):
         raise InvalidInputError(f"tags {cfg['tags']!r} must be a list of strings")
-    if cfg.get("grain") is not None and cfg.get("strategy") not in (None, "full", "view") \
-            and not cfg.get("event_time"):
+    if (
+        cfg.get("grain") is not None
+        and cfg.get("strategy") not in (None, "full", "view")
+        and not cfg.get("event_time")
+    ):
         raise InvalidInputError(
             f"a partitioned model with strategy {cfg.get('strategy') or 'replace'!r} needs "
-            "event_time (the column that places each row in a partition)")
+            "event_time (the column that places each row in a partition)"
+        )
 
 
 def _check_sql(sql: str, engine: EngineSettings, path: Path, model: str) -> None:
@@ -463,8 +562,9 @@ def _min_task(batching: Any, where: str) -> float | None:
     if batching is None:
         return None
     if not isinstance(batching, dict):
-        raise ProjectError(f"{where}: batching {batching!r}: expected a mapping such as "
-                           "{min_task: 2s}")
+        raise ProjectError(
+            f"{where}: batching {batching!r}: expected a mapping such as {{min_task: 2s}}"
+        )
     _unknown(batching, BATCHING_KEYS, "batching", where)
     if batching.get("min_task") is None:
         return None

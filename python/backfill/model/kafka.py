@@ -26,11 +26,29 @@ from typing import Any
 
 from ..errors import InvalidInputError
 
-__all__ = ["COLUMN_TYPES", "KAFKA_KEYS", "META_COLUMNS", "RECORD_TIMESTAMP", "KafkaSettings",
-           "kafka_settings", "parse_duration"]
+__all__ = [
+    "COLUMN_TYPES",
+    "KAFKA_KEYS",
+    "META_COLUMNS",
+    "RECORD_TIMESTAMP",
+    "KafkaSettings",
+    "kafka_settings",
+    "parse_duration",
+]
 
-KAFKA_KEYS = ("bootstrap", "topic", "format", "event_time", "key", "lateness", "columns",
-              "schema", "timeout", "config", "dead_letter")
+KAFKA_KEYS = (
+    "bootstrap",
+    "topic",
+    "format",
+    "event_time",
+    "key",
+    "lateness",
+    "columns",
+    "schema",
+    "timeout",
+    "config",
+    "dead_letter",
+)
 #: Column types of a landing table (mapped to Arrow by the replay package).
 COLUMN_TYPES = ("int", "float", "string", "bool", "timestamp", "date")
 #: event_time value that places a record by its Kafka timestamp instead of a field.
@@ -53,10 +71,13 @@ def parse_duration(value: object, what: str) -> dt.timedelta:
         if isinstance(value, str) and (m := _DURATION.match(value)):
             return dt.timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
     except OverflowError:  # past timedelta's 999999999 days, or inf (found by fuzzing)
-        raise InvalidInputError(f"{what} {value!r} is too long a duration; expected at most "
-                                "999999999 days") from None
-    raise InvalidInputError(f"{what} {value!r} is not a duration; expected e.g. '2h', '30m', "
-                            "'0s', '1d' or a number of seconds")
+        raise InvalidInputError(
+            f"{what} {value!r} is too long a duration; expected at most 999999999 days"
+        ) from None
+    raise InvalidInputError(
+        f"{what} {value!r} is not a duration; expected e.g. '2h', '30m', "
+        "'0s', '1d' or a number of seconds"
+    )
 
 
 @dataclass(frozen=True)
@@ -91,45 +112,59 @@ def _str(cfg: Mapping[str, Any], key: str, what: str, default: str | None = None
     return value
 
 
-def kafka_settings(raw: object, *, source: str, lands_in: str | None = None,
-                   root: Path | None = None) -> KafkaSettings:
+def kafka_settings(
+    raw: object, *, source: str, lands_in: str | None = None, root: Path | None = None
+) -> KafkaSettings:
     """Checks a source's ``kafka:`` mapping (see the module doc); raises InvalidInputError
     naming the bad value and what was expected. ``root`` resolves a relative Avro schema file."""
     what = f"source {source!r}"
     if not isinstance(raw, Mapping):
-        raise InvalidInputError(f"{what}: kafka must be a mapping with bootstrap, topic, format, "
-                                f"event_time, columns; got {raw!r}")
+        raise InvalidInputError(
+            f"{what}: kafka must be a mapping with bootstrap, topic, format, "
+            f"event_time, columns; got {raw!r}"
+        )
     unknown = [k for k in raw if k not in KAFKA_KEYS]
     if unknown:
-        raise InvalidInputError(f"{what}: unknown kafka key {unknown[0]!r}; expected one of "
-                                f"{', '.join(KAFKA_KEYS)}")
+        raise InvalidInputError(
+            f"{what}: unknown kafka key {unknown[0]!r}; expected one of {', '.join(KAFKA_KEYS)}"
+        )
     fmt = raw.get("format", "json")
     if fmt not in ("json", "avro"):
         raise InvalidInputError(f"{what}: kafka.format {fmt!r}: expected json or avro")
     columns = raw.get("columns")
     if not isinstance(columns, Mapping) or not columns:
-        raise InvalidInputError(f"{what}: kafka.columns must map each field of the records to a "
-                                f"type ({', '.join(COLUMN_TYPES)}); got {columns!r}")
+        raise InvalidInputError(
+            f"{what}: kafka.columns must map each field of the records to a "
+            f"type ({', '.join(COLUMN_TYPES)}); got {columns!r}"
+        )
     cols = {str(k): str(v) for k, v in columns.items()}
     for name, kind in cols.items():
         if kind not in COLUMN_TYPES:
-            raise InvalidInputError(f"{what}: kafka.columns.{name} type {kind!r}: expected one "
-                                    f"of {', '.join(COLUMN_TYPES)}")
+            raise InvalidInputError(
+                f"{what}: kafka.columns.{name} type {kind!r}: expected one "
+                f"of {', '.join(COLUMN_TYPES)}"
+            )
         if name in META_COLUMNS:
-            raise InvalidInputError(f"{what}: kafka.columns.{name}: the name is reserved for "
-                                    "the record's position in the log")
+            raise InvalidInputError(
+                f"{what}: kafka.columns.{name}: the name is reserved for "
+                "the record's position in the log"
+            )
     event_time = _str(raw, "event_time", what, RECORD_TIMESTAMP)
     if event_time != RECORD_TIMESTAMP and cols.get(event_time) not in ("timestamp", "date"):
-        raise InvalidInputError(f"{what}: kafka.event_time {event_time!r} must be a column of "
-                                f"type timestamp in kafka.columns, or {RECORD_TIMESTAMP!r}")
+        raise InvalidInputError(
+            f"{what}: kafka.event_time {event_time!r} must be a column of "
+            f"type timestamp in kafka.columns, or {RECORD_TIMESTAMP!r}"
+        )
     key = raw.get("key")
     if key is not None and (not isinstance(key, str) or key not in cols):
-        raise InvalidInputError(f"{what}: kafka.key {key!r} must name one of kafka.columns "
-                                f"({', '.join(cols)})")
+        raise InvalidInputError(
+            f"{what}: kafka.key {key!r} must name one of kafka.columns ({', '.join(cols)})"
+        )
     timeout = raw.get("timeout", 10)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise InvalidInputError(f"{what}: kafka.timeout {timeout!r} must be a positive number "
-                                "of seconds")
+        raise InvalidInputError(
+            f"{what}: kafka.timeout {timeout!r} must be a positive number of seconds"
+        )
     extra = raw.get("config") or {}
     if not isinstance(extra, Mapping):
         raise InvalidInputError(f"{what}: kafka.config must map librdkafka settings to values")
@@ -138,22 +173,33 @@ def kafka_settings(raw: object, *, source: str, lands_in: str | None = None,
     if fmt == "json" and schema_only is not None:
         raise InvalidInputError(f"{what}: kafka.schema is for format avro only")
     dead_letter = raw.get("dead_letter")
-    if dead_letter is not None and (not isinstance(dead_letter, str)
-                                    or not _IDENT.match(dead_letter)):
-        raise InvalidInputError(f"{what}: kafka.dead_letter {dead_letter!r} must be a table name "
-                                "(letters, digits, underscores)")
+    if dead_letter is not None and (
+        not isinstance(dead_letter, str) or not _IDENT.match(dead_letter)
+    ):
+        raise InvalidInputError(
+            f"{what}: kafka.dead_letter {dead_letter!r} must be a table name "
+            "(letters, digits, underscores)"
+        )
     table = source.split(".")[-1]
     schema_name = source.split(".")[0] if "." in source else "kafka"
     lands_in = lands_in or f"{schema_name}_{table}"
     if dead_letter == lands_in:
-        raise InvalidInputError(f"{what}: kafka.dead_letter {dead_letter!r} is the landing "
-                                "table; name another table")
+        raise InvalidInputError(
+            f"{what}: kafka.dead_letter {dead_letter!r} is the landing table; name another table"
+        )
     return KafkaSettings(
-        source=source, bootstrap=_str(raw, "bootstrap", what), topic=_str(raw, "topic", what),
-        format=str(fmt), event_time=event_time, key=key,
+        source=source,
+        bootstrap=_str(raw, "bootstrap", what),
+        topic=_str(raw, "topic", what),
+        format=str(fmt),
+        event_time=event_time,
+        key=key,
         lateness=parse_duration(raw.get("lateness", "0s"), f"{what}: kafka.lateness"),
-        columns=cols, lands_in=lands_in, avro_schema=schema,
-        timeout=float(timeout), config={str(k): str(v) for k, v in extra.items()},
+        columns=cols,
+        lands_in=lands_in,
+        avro_schema=schema,
+        timeout=float(timeout),
+        config={str(k): str(v) for k, v in extra.items()},
         dead_letter=dead_letter,
     )
 
@@ -169,9 +215,13 @@ def _avro_schema(value: object, what: str, root: Path | None) -> Mapping[str, An
         try:
             loaded = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise InvalidInputError(f"{what}: kafka.schema {value!r}: cannot read an Avro "
-                                    f"schema (JSON) from {path}: {exc}") from None
+            raise InvalidInputError(
+                f"{what}: kafka.schema {value!r}: cannot read an Avro "
+                f"schema (JSON) from {path}: {exc}"
+            ) from None
         if isinstance(loaded, Mapping):
             return dict(loaded)
-    raise InvalidInputError(f"{what}: format avro needs kafka.schema, the writer's Avro record "
-                            "schema (a mapping or an .avsc file path)")
+    raise InvalidInputError(
+        f"{what}: format avro needs kafka.schema, the writer's Avro record "
+        "schema (a mapping or an .avsc file path)"
+    )

@@ -36,8 +36,13 @@ __all__ = ["Dependency", "Model", "Project", "Source", "all_of", "overlap", "win
 
 STRATEGIES = ("replace", "merge", "append", "full", "view")
 # The lint speaks dbt's strategy names.
-_LINT_STRATEGY = {"replace": "delete+insert", "merge": "merge", "full": "table",
-                  "append": "append", "view": "view"}
+_LINT_STRATEGY = {
+    "replace": "delete+insert",
+    "merge": "merge",
+    "full": "table",
+    "append": "append",
+    "view": "view",
+}
 SOURCE_KINDS = ("raw", "kafka", "external")
 MappingKind = Literal["overlap", "window", "all"]
 
@@ -205,7 +210,9 @@ class Project:
                 f"source {name!r}: unknown kind {kind!r}; expected one of {', '.join(SOURCE_KINDS)}"
             )
         _check_grain(grain, tz, f"source {name!r}")
-        src = Source(name, grain, tz, event_time, _retention(retention, name), kind, dict(meta or {}))
+        src = Source(
+            name, grain, tz, event_time, _retention(retention, name), kind, dict(meta or {})
+        )
         self._add(src)
         return src
 
@@ -315,7 +322,9 @@ class Project:
                 "grain": node.grain,
                 "tz": node.tz,
                 "source_kind": node.kind,
-                "retention": None if node.retention is None else int(node.retention.total_seconds()),
+                "retention": None
+                if node.retention is None
+                else int(node.retention.total_seconds()),
                 "event_time": node.event_time,
             }
         return {
@@ -416,27 +425,36 @@ class Project:
         project's :attr:`runs_in_progress` (a dbt project: dbt runs those batches).
         """
         auto = partitions_per_run == "auto"
-        for name, value in (("partitions_per_run", 1 if auto else partitions_per_run),
-                            ("concurrency", concurrency)):
+        for name, value in (
+            ("partitions_per_run", 1 if auto else partitions_per_run),
+            ("concurrency", concurrency),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} {value!r} is not a positive integer"
-                                        + ("" if name == "concurrency" else " or 'auto'"))
+                raise InvalidInputError(
+                    f"{name} {value!r} is not a positive integer"
+                    + ("" if name == "concurrency" else " or 'auto'")
+                )
         if propagate not in ("impact", "clip"):
             raise InvalidInputError(f"propagate {propagate!r}: expected 'impact' or 'clip'")
         cost_of = _model_costs(costs)
         if min_task_seconds is None:
-            min_task_seconds = (self.settings.min_task_seconds if self.settings is not None
-                                and self.settings.min_task_seconds is not None
-                                else DEFAULT_MIN_TASK_SECONDS)
-        if isinstance(min_task_seconds, bool) or not isinstance(min_task_seconds, (int, float)) \
-                or not min_task_seconds >= 0:
-            raise InvalidInputError(f"min_task_seconds {min_task_seconds!r}: expected seconds "
-                                    ">= 0")
+            min_task_seconds = (
+                self.settings.min_task_seconds
+                if self.settings is not None and self.settings.min_task_seconds is not None
+                else DEFAULT_MIN_TASK_SECONDS
+            )
+        if (
+            isinstance(min_task_seconds, bool)
+            or not isinstance(min_task_seconds, (int, float))
+            or not min_task_seconds >= 0
+        ):
+            raise InvalidInputError(f"min_task_seconds {min_task_seconds!r}: expected seconds >= 0")
         if include_in_progress is None:
             include_in_progress = self.runs_in_progress
         if not isinstance(include_in_progress, bool):
-            raise InvalidInputError(f"include_in_progress {include_in_progress!r}: expected True "
-                                    "or False")
+            raise InvalidInputError(
+                f"include_in_progress {include_in_progress!r}: expected True or False"
+            )
         if as_of is None:  # the one clock read of planning: the plan records it (plan.as_of)
             as_of = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
         selected = self.select(select, exclude)
@@ -444,12 +462,22 @@ class Project:
 
         def make(runs: dict[str, int]) -> _core.Plan:
             return _core.plan(
-                self.graph, selected, start, end, as_of, tz=tz, propagate=propagate,
-                partitions_per_run=1 if auto else int(partitions_per_run), concurrency=concurrency,
-                allow_append=allow_append, costs={m: c.per_partition for m, c in known.items()},
-                default_cost=float(default_cost), runs=runs,
+                self.graph,
+                selected,
+                start,
+                end,
+                as_of,
+                tz=tz,
+                propagate=propagate,
+                partitions_per_run=1 if auto else int(partitions_per_run),
+                concurrency=concurrency,
+                allow_append=allow_append,
+                costs={m: c.per_partition for m, c in known.items()},
+                default_cost=float(default_cost),
+                runs=runs,
                 overheads={m: c.per_task for m, c in known.items()},
-                include_in_progress=include_in_progress)
+                include_in_progress=include_in_progress,
+            )
 
         core = make({})
         if auto:  # the partition counts of the first plan decide each model's batch
@@ -458,18 +486,23 @@ class Project:
                 name = str(m["model"])
                 model = self.models.get(name)
                 single = name in unbatched or (model is not None and "landing" in model.meta)
-                k = auto_partitions_per_run(int(m["partitions"]), cost_of.get(name),
-                                            concurrency=concurrency,
-                                            min_task_seconds=float(min_task_seconds),
-                                            batchable=not single)
+                k = auto_partitions_per_run(
+                    int(m["partitions"]),
+                    cost_of.get(name),
+                    concurrency=concurrency,
+                    min_task_seconds=float(min_task_seconds),
+                    batchable=not single,
+                )
                 if k > 1:
                     runs[name] = k
             if runs:
                 core = make(runs)
         plan = Plan(core, self, select=select, exclude=exclude)
-        plan.attach_costs({m.model: cost_of.get(m.model, ModelCost(m.model, "none"))
-                           for m in plan.models},
-                          "auto" if auto else int(partitions_per_run), float(min_task_seconds))
+        plan.attach_costs(
+            {m.model: cost_of.get(m.model, ModelCost(m.model, "none")) for m in plan.models},
+            "auto" if auto else int(partitions_per_run),
+            float(min_task_seconds),
+        )
         log.info("planned %s", plan)
         return plan
 
@@ -482,8 +515,9 @@ def _model_costs(costs: Mapping[str, float | ModelCost] | None) -> dict[str, Mod
             out[name] = value
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InvalidInputError(f"cost of {name!r} is {value!r}; expected seconds per "
-                                    "partition >= 0")
+            raise InvalidInputError(
+                f"cost of {name!r} is {value!r}; expected seconds per partition >= 0"
+            )
         out[name] = ModelCost(name, "given", per_partition=float(value))
     return out
 

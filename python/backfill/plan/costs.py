@@ -23,9 +23,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["DEFAULT_MIN_TASK_SECONDS", "MAX_FIXED_SHARE", "Measurement", "ModelCost",
-           "UNCOSTED_MAX_PARTITIONS", "auto_partitions_per_run", "cost_summary", "slot_cap",
-           "fit_cost", "format_duration", "format_seconds", "overhead_hint"]
+__all__ = [
+    "DEFAULT_MIN_TASK_SECONDS",
+    "MAX_FIXED_SHARE",
+    "Measurement",
+    "ModelCost",
+    "UNCOSTED_MAX_PARTITIONS",
+    "auto_partitions_per_run",
+    "cost_summary",
+    "slot_cap",
+    "fit_cost",
+    "format_duration",
+    "format_seconds",
+    "overhead_hint",
+]
 
 #: ``partitions_per_run="auto"``: each task carries at least this many seconds of measured work
 #: (backfill.yml ``batching: {min_task: 2s}``, ``--min-task``), so that the fixed cost of a task
@@ -114,24 +125,33 @@ class ModelCost:
         if self.source == "sample":
             text = f"sample run: {format_duration(self.median_seconds)}{each}"
             if self.runs > 1:
-                text = f"sample runs: {self.runs}, median {format_duration(self.median_seconds)}" \
-                       f"{each}"
+                text = (
+                    f"sample runs: {self.runs}, median {format_duration(self.median_seconds)}{each}"
+                )
         else:
-            text = (f"measured: {self.runs} run{'' if self.runs == 1 else 's'}, median "
-                    f"{format_duration(self.median_seconds)}{each}")
+            text = (
+                f"measured: {self.runs} run{'' if self.runs == 1 else 's'}, median "
+                f"{format_duration(self.median_seconds)}{each}"
+            )
         return text + ("; stale: the model's SQL changed since" if self.stale else "")
 
     def to_dict(self) -> dict[str, object]:
-        return {"source": self.source, "description": str(self),
-                "seconds_per_partition": self.per_partition if self.known else None,
-                "seconds_per_task": self.per_task if self.known else None,
-                "runs": self.runs, "median_seconds": self.median_seconds,
-                "median_partitions": self.median_partitions,
-                "rows_per_partition": self.rows_per_partition, "stale": self.stale}
+        return {
+            "source": self.source,
+            "description": str(self),
+            "seconds_per_partition": self.per_partition if self.known else None,
+            "seconds_per_task": self.per_task if self.known else None,
+            "runs": self.runs,
+            "median_seconds": self.median_seconds,
+            "median_partitions": self.median_partitions,
+            "rows_per_partition": self.rows_per_partition,
+            "stale": self.stale,
+        }
 
 
-def fit_cost(model: str, measurements: Sequence[Measurement],
-             overhead_hint: float | None = None) -> ModelCost:
+def fit_cost(
+    model: str, measurements: Sequence[Measurement], overhead_hint: float | None = None
+) -> ModelCost:
     """The cost model of ``model`` from its measurements (newest first).
 
     Runs of backfills win over sample runs, and measurements with the current SQL over stale
@@ -155,12 +175,22 @@ def fit_cost(model: str, measurements: Sequence[Measurement],
     per_task, per_partition = _fit_line(by_size, median_t, median_k, overhead_hint)
     rows = [(m.rows, m.partitions) for m in points if m.rows is not None and m.partitions > 0]
     rpp = sum(r for r, _ in rows) / sum(k for _, k in rows) if rows else None
-    return ModelCost(model, source, per_partition, per_task, len(points), median_t,
-                     float(median_k), rpp, stale=not fresh)
+    return ModelCost(
+        model,
+        source,
+        per_partition,
+        per_task,
+        len(points),
+        median_t,
+        float(median_k),
+        rpp,
+        stale=not fresh,
+    )
 
 
-def _fit_line(by_size: dict[int, list[float]], median_t: float, median_k: float,
-              hint: float | None) -> tuple[float, float]:
+def _fit_line(
+    by_size: dict[int, list[float]], median_t: float, median_k: float, hint: float | None
+) -> tuple[float, float]:
     sizes = sorted(by_size)
     if len(sizes) >= 2 and sizes[-1] >= 1.5 * sizes[0]:
         pts = [(k, statistics.median(ts), len(ts)) for k, ts in by_size.items()]
@@ -195,8 +225,14 @@ def slot_cap(partitions: int, concurrency: int) -> int:
     return max(1, per_slot)
 
 
-def auto_partitions_per_run(partitions: int, cost: ModelCost | None, *, concurrency: int,
-                            min_task_seconds: float, batchable: bool = True) -> int:
+def auto_partitions_per_run(
+    partitions: int,
+    cost: ModelCost | None,
+    *,
+    concurrency: int,
+    min_task_seconds: float,
+    batchable: bool = True,
+) -> int:
     """How many consecutive partitions of a model one task takes under ``"auto"``.
 
     * Enough partitions that a task carries ``min_task_seconds`` of measured work: with the
@@ -221,8 +257,10 @@ def auto_partitions_per_run(partitions: int, cost: ModelCost | None, *, concurre
     if cost.per_partition <= 0:
         by_work = partitions  # all fixed cost: fewer tasks are simply cheaper
     else:
-        work = max(min_task_seconds - cost.per_task,
-                   cost.per_task * (1 - MAX_FIXED_SHARE) / MAX_FIXED_SHARE)
+        work = max(
+            min_task_seconds - cost.per_task,
+            cost.per_task * (1 - MAX_FIXED_SHARE) / MAX_FIXED_SHARE,
+        )
         # A subnormal per-partition cost makes the ratio infinite: no task needs more than all
         # the partitions, so compare before rounding. The ratio is rounded up less a relative
         # 1e-12: (1 - 0.1) / 0.1 is 9.000000000000002 in floats, and an exact 9 partitions must
@@ -232,16 +270,22 @@ def auto_partitions_per_run(partitions: int, cost: ModelCost | None, *, concurre
     return max(1, min(by_work, per_slot))
 
 
-def cost_summary(batching: str | int, min_task_seconds: float | None, models: Sequence[Any],
-                 costs: Mapping[str, ModelCost]) -> list[str]:
+def cost_summary(
+    batching: str | int,
+    min_task_seconds: float | None,
+    models: Sequence[Any],
+    costs: Mapping[str, ModelCost],
+) -> list[str]:
     """The lines of ``Plan.describe`` saying how tasks were batched and where each planned
     model's cost came from."""
     if batching == "auto":
         floor = "" if min_task_seconds is None else f"at least {format_duration(min_task_seconds)}"
-        lines = [f"batching: auto (tasks of {floor or 'enough'} measured work, or one task for "
-                 "a model with less in all; never fewer tasks than the concurrency otherwise; "
-                 f"without cost data one task per concurrent slot, at most "
-                 f"{UNCOSTED_MAX_PARTITIONS} partitions)"]
+        lines = [
+            f"batching: auto (tasks of {floor or 'enough'} measured work, or one task for "
+            "a model with less in all; never fewer tasks than the concurrency otherwise; "
+            f"without cost data one task per concurrent slot, at most "
+            f"{UNCOSTED_MAX_PARTITIONS} partitions)"
+        ]
     else:
         lines = [f"batching: {batching} partition{'' if batching == 1 else 's'} per task"]
     width = max([0, *(len(m.model) for m in models)])

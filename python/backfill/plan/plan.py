@@ -47,8 +47,6 @@ class PlanFinding(NamedTuple):
         return f"{self.severity.upper()} {self.code} [{self.model}]: {self.message}"
 
 
-
-
 @dataclass(frozen=True)
 class ModelSummary:
     """One planned model: what it rebuilds and what that costs."""
@@ -93,8 +91,10 @@ class Estimate:
 
     def __str__(self) -> str:
         if self.assumed:  # a figure made of assumptions would read as a measurement
-            return (f"no estimate: no cost data for {', '.join(self.assumed)} (run `backfill "
-                    "estimate`, or run a backfill: every run measures its tasks)")
+            return (
+                f"no estimate: no cost data for {', '.join(self.assumed)} (run `backfill "
+                "estimate`, or run a backfill: every run measures its tasks)"
+            )
         text = (
             f"est. {format_seconds(self.makespan)} at {self.concurrency} concurrent "
             f"({format_seconds(self.total_work)} of work)"
@@ -130,8 +130,9 @@ class Plan:
         self._batching: str | int = int(core.partitions_per_run)
         self._min_task: float | None = None
 
-    def attach_costs(self, costs: Mapping[str, ModelCost], batching: str | int,
-                     min_task_seconds: float | None) -> None:
+    def attach_costs(
+        self, costs: Mapping[str, ModelCost], batching: str | int, min_task_seconds: float | None
+    ) -> None:
         """Keeps where each model's cost came from (shown by ``describe``, ``to_dict``) and how
         the tasks were batched (``"auto"`` or a number). Called once, by whoever planned."""
         self._costs = dict(costs)
@@ -141,9 +142,17 @@ class Plan:
     @property
     def costs(self) -> dict[str, ModelCost]:
         """Per planned model: its cost and where it came from (measured, sample, given, none)."""
-        return {m.model: self._costs.get(m.model, ModelCost(m.model, "given" if not
-                m.cost_assumed else "none", per_partition=m.cost_per_partition))
-                for m in self.models}
+        return {
+            m.model: self._costs.get(
+                m.model,
+                ModelCost(
+                    m.model,
+                    "given" if not m.cost_assumed else "none",
+                    per_partition=m.cost_per_partition,
+                ),
+            )
+            for m in self.models
+        }
 
     @property
     def batching(self) -> str | int:
@@ -209,16 +218,21 @@ class Plan:
         for m in self.models:
             if m.model == name:
                 return m
-        raise NotFoundError(f"model {name!r} is not in this plan; planned: "
-                            f"{', '.join(m.model for m in self.models)}")
+        raise NotFoundError(
+            f"model {name!r} is not in this plan; planned: "
+            f"{', '.join(m.model for m in self.models)}"
+        )
 
     @property
     def findings(self) -> list[PlanFinding]:
         """The planner's findings, then each planned model's static checks
         (:meth:`backfill.Project.check`: lint of its SQL) as findings of that model."""
         if self._findings is None:
-            self._findings = [PlanFinding(*f) for f in self._core.findings()] + \
-                self._replay_findings + self._model_checks()
+            self._findings = (
+                [PlanFinding(*f) for f in self._core.findings()]
+                + self._replay_findings
+                + self._model_checks()
+            )
         return self._findings
 
     def _model_checks(self) -> list[PlanFinding]:
@@ -230,15 +244,24 @@ class Plan:
             for f in self.project.check(m.model):
                 if f.code == "APPEND_STRATEGY":  # the planner reports it (and allow_append)
                     continue
-                out.append(PlanFinding(f.code, f.severity, m.model,
-                                   f"line {f.line}, column {f.column}: {f.message}"))
+                out.append(
+                    PlanFinding(
+                        f.code,
+                        f.severity,
+                        m.model,
+                        f"line {f.line}, column {f.column}: {f.message}",
+                    )
+                )
         return out
 
     def errors(self, *, include_checks: bool = True) -> list[PlanFinding]:
         """Findings of severity error; ``include_checks=False`` leaves out the models' static
         checks (lint), for a caller that chose to run despite them."""
-        found = self.findings if include_checks else \
-            [PlanFinding(*f) for f in self._core.findings()] + self._replay_findings
+        found = (
+            self.findings
+            if include_checks
+            else [PlanFinding(*f) for f in self._core.findings()] + self._replay_findings
+        )
         return [f for f in found if f.severity == "error"]
 
     @property
@@ -305,9 +328,12 @@ class Plan:
         if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
             raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")
         known = {m: c for m, c in self._costs.items() if c.known and m not in (costs or {})}
-        core = self._core.rescheduled({**{m: c.per_partition for m, c in known.items()},
-                                       **dict(costs or {})}, float(default_cost), conc,
-                                      {m: c.per_task for m, c in known.items()})
+        core = self._core.rescheduled(
+            {**{m: c.per_partition for m, c in known.items()}, **dict(costs or {})},
+            float(default_cost),
+            conc,
+            {m: c.per_task for m, c in known.items()},
+        )
         plan = Plan(core, self.project, select=self.select, exclude=self.exclude)
         plan.attach_costs(self._costs, self._batching, self._min_task)
         return plan.schedule
@@ -346,8 +372,10 @@ class Plan:
         ms = self.models
         width = max([len("model"), *(len(m.model) for m in ms)])
         costs = self.costs
-        lines.append(f"{'model':<{width}}  {'grain':<7}  {'partitions':>10}  {'tasks':>7}  "
-                     f"{'batch':>5}  {'work':>9}  period")
+        lines.append(
+            f"{'model':<{width}}  {'grain':<7}  {'partitions':>10}  {'tasks':>7}  "
+            f"{'batch':>5}  {'work':>9}  period"
+        )
         for m in ms:
             work = _fine(m.work) if costs[m.model].known else "?"
             lines.append(

@@ -7,9 +7,27 @@ from .changelog import Changelog, changelog, row_kind
 from .changelog_format import FORMATS
 from .forward import ForwardChange, avoided_backfill, forward_change
 from .notify import Delivery, message
-from .publish import (Publication, discard_backfill, latest_audit, publish_backfill,
-                      recorded_publication)
+from .publish import (
+    Publication,
+    discard_backfill,
+    latest_audit,
+    publish_backfill,
+    recorded_publication,
+)
 
-__all__ = ["FORMATS", "Changelog", "Delivery", "ForwardChange", "Publication", "avoided_backfill",
-           "changelog", "discard_backfill", "forward_change", "latest_audit", "message",
-           "publish_backfill", "recorded_publication", "row_kind"]
+__all__ = [
+    "FORMATS",
+    "Changelog",
+    "Delivery",
+    "ForwardChange",
+    "Publication",
+    "avoided_backfill",
+    "changelog",
+    "discard_backfill",
+    "forward_change",
+    "latest_audit",
+    "message",
+    "publish_backfill",
+    "recorded_publication",
+    "row_kind",
+]

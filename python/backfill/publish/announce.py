@@ -35,8 +35,9 @@ def check_announce(project: Project) -> None:
         require_openlineage()
 
 
-def announce(project: Project, engine: Engine, entry: Mapping[str, Any],
-             who: str) -> list[Delivery]:
+def announce(
+    project: Project, engine: Engine, entry: Mapping[str, Any], who: str
+) -> list[Delivery]:
     """Emits the entry's lineage events, tells its consumers and records every delivery."""
     settings = project.settings
     notify = (settings.notify if settings else None) or NotifySettings()
@@ -50,30 +51,55 @@ def announce(project: Project, engine: Engine, entry: Mapping[str, Any],
         try:
             from .lineage import emit
 
-            out += emit(project, settings.lineage, entry, retries=notify.retries,
-                        backoff=notify.backoff, timeout=notify.timeout)
+            out += emit(
+                project,
+                settings.lineage,
+                entry,
+                retries=notify.retries,
+                backoff=notify.backoff,
+                timeout=notify.timeout,
+            )
         except Exception:
-            log.exception("bug: emitting the OpenLineage events of %s failed; the change "
-                          "stands", entry["publication_id"])
+            log.exception(
+                "bug: emitting the OpenLineage events of %s failed; the change stands",
+                entry["publication_id"],
+            )
     try:
         for d in deliveries(notify, project.name, entry):
             out.append(d)  # one at a time: those before a bug are still recorded
     except Exception:
-        log.exception("bug: telling consumers about %s failed; the change stands",
-                      entry["publication_id"])
+        log.exception(
+            "bug: telling consumers about %s failed; the change stands", entry["publication_id"]
+        )
     for d in out:
         (log.info if d.ok else log.error)("%s: %s", entry["publication_id"], d)
     if out:
         now = dt.datetime.now(dt.timezone.utc)
-        rows = tuple(delivery_row(entry["publication_id"], entry["backfill_id"], now, who,
-                                  d.channel, d.consumer, d.ok, d.detail()) for d in out)
+        rows = tuple(
+            delivery_row(
+                entry["publication_id"],
+                entry["backfill_id"],
+                now,
+                who,
+                d.channel,
+                d.consumer,
+                d.ok,
+                d.detail(),
+            )
+            for d in out
+        )
         try:  # a request without models appends only changelog rows
-            engine.publish(project, PublishRequest(entry["publication_id"],
-                                                   Area(entry["publication_id"]), (), rows))
+            engine.publish(
+                project,
+                PublishRequest(entry["publication_id"], Area(entry["publication_id"]), (), rows),
+            )
         except Exception:
             # Broad on purpose: the engines' failures share no base class (duckdb.Error,
             # psycopg.Error, Py4JJavaError...), and neither they nor a bug of ours may make the
             # published change look failed. The traceback tells a bug from a lost connection.
-            log.exception("could not record the deliveries of %s in the changelog: %s",
-                          entry["publication_id"], "; ".join(map(str, out)))
+            log.exception(
+                "could not record the deliveries of %s in the changelog: %s",
+                entry["publication_id"],
+                "; ".join(map(str, out)),
+            )
     return out

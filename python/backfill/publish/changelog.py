@@ -27,8 +27,15 @@ from .changelog_format import html_fragment, render
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
 
-__all__ = ["FORWARD_PREFIX", "Changelog", "changelog", "changelog_rows", "delivery_row",
-           "forward_row", "row_kind"]
+__all__ = [
+    "FORWARD_PREFIX",
+    "Changelog",
+    "changelog",
+    "changelog_rows",
+    "delivery_row",
+    "forward_row",
+    "row_kind",
+]
 
 #: publication ids of forward-only changes start with this (those of publishes with ``pub_``)
 FORWARD_PREFIX = "fwd_"
@@ -39,57 +46,140 @@ _NO_COUNTS = (None,) * 11
 TOP_PARTITIONS = 5
 
 
-def changelog_rows(pub_id: str, backfill_id: str, reason: str, when: dt.datetime, who: str,
-                   note: str, forced: str | None, audit: dict[str, Any],
-                   parts: Sequence[Part]) -> list[tuple[Any, ...]]:
+def changelog_rows(
+    pub_id: str,
+    backfill_id: str,
+    reason: str,
+    when: dt.datetime,
+    who: str,
+    note: str,
+    forced: str | None,
+    audit: dict[str, Any],
+    parts: Sequence[Part],
+) -> list[tuple[Any, ...]]:
     """The changelog rows of one model of a publication, from its recorded audit."""
     res = audit["result"]
     head = (pub_id, backfill_id, when, who, reason, note, forced, res["model"])
     rows: list[tuple[Any, ...]] = []
     first = parts[0][1] if parts else None
     last = parts[-1][2] if parts else None
-    rows.append((*head, None, first, last, res["partitions_total"],
-                 sum(p["rows_old"] for p in res["partitions"]),
-                 sum(p["rows_new"] for p in res["partitions"]), res["rows_added"],
-                 res["rows_removed"], res["rows_changed"], None, None, None, None, None, None))
+    rows.append(
+        (
+            *head,
+            None,
+            first,
+            last,
+            res["partitions_total"],
+            sum(p["rows_old"] for p in res["partitions"]),
+            sum(p["rows_new"] for p in res["partitions"]),
+            res["rows_added"],
+            res["rows_removed"],
+            res["rows_changed"],
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
+    )
     kinds: dict[str, str] = res.get("measure_kinds", {})
     types: dict[str, str] = {}
     for measure, (old_j, new_j) in res["totals"].items():
         old, new = from_json(old_j), from_json(new_j)
-        kind = kinds.get(measure) or ("float" if isinstance(old, float) or
-                                      isinstance(new, float) else "decimal")
+        kind = kinds.get(measure) or (
+            "float" if isinstance(old, float) or isinstance(new, float) else "decimal"
+        )
         old, new = to_kind(old, kind), to_kind(new, kind)
         o, n = old if old is not None else 0, new if new is not None else 0
         types[measure] = value_type(kind, (old, new))
-        rows.append((*head, None, first, last, res["partitions_total"], None, None, None, None,
-                     None, measure, old, new, delta(o, n), pct(o, n), types[measure]))
+        rows.append(
+            (
+                *head,
+                None,
+                first,
+                last,
+                res["partitions_total"],
+                None,
+                None,
+                None,
+                None,
+                None,
+                measure,
+                old,
+                new,
+                delta(o, n),
+                pct(o, n),
+                types[measure],
+            )
+        )
     for p in res["partitions"]:
         if p["identical"]:
             continue
         start = dt.datetime.fromisoformat(p["start"]) if p["start"] else None
         end = dt.datetime.fromisoformat(p["end"]) if p["end"] else None
-        base = (*head, p["label"], start, end, 1, p["rows_old"], p["rows_new"], p["added"],
-                p["removed"], p["changed"])
+        base = (
+            *head,
+            p["label"],
+            start,
+            end,
+            1,
+            p["rows_old"],
+            p["rows_new"],
+            p["added"],
+            p["removed"],
+            p["changed"],
+        )
         if not p["measures"]:
             rows.append((*base, None, None, None, None, None, None))
         for measure, (old, new, d, pc) in p["measures"].items():
-            rows.append((*base, measure, from_json(old), from_json(new), from_json(d), pc,
-                         types.get(measure)))
+            rows.append(
+                (
+                    *base,
+                    measure,
+                    from_json(old),
+                    from_json(new),
+                    from_json(d),
+                    pc,
+                    types.get(measure),
+                )
+            )
     return rows
 
 
-def forward_row(fwd_id: str, when: dt.datetime, who: str, reason: str, note: str, model: str,
-                start: dt.datetime) -> tuple[Any, ...]:
+def forward_row(
+    fwd_id: str, when: dt.datetime, who: str, reason: str, note: str, model: str, start: dt.datetime
+) -> tuple[Any, ...]:
     """The changelog row of a forward-only change of ``model`` from ``start``."""
-    return (fwd_id, None, when, who, reason, note, None, model, None, start, None, 0,
-            *_NO_COUNTS)
+    return (fwd_id, None, when, who, reason, note, None, model, None, start, None, 0, *_NO_COUNTS)
 
 
-def delivery_row(pub_id: str, backfill_id: str | None, when: dt.datetime, who: str,
-                 channel: str, consumer: str, ok: bool, detail: str) -> tuple[Any, ...]:
+def delivery_row(
+    pub_id: str,
+    backfill_id: str | None,
+    when: dt.datetime,
+    who: str,
+    channel: str,
+    consumer: str,
+    ok: bool,
+    detail: str,
+) -> tuple[Any, ...]:
     """The changelog row recording one delivery (or failed delivery) of a change to a consumer."""
-    return (pub_id, backfill_id, when, who, "delivered" if ok else "failed", detail, None, None,
-            f"{channel} {consumer}", None, None, None, *_NO_COUNTS)
+    return (
+        pub_id,
+        backfill_id,
+        when,
+        who,
+        "delivered" if ok else "failed",
+        detail,
+        None,
+        None,
+        f"{channel} {consumer}",
+        None,
+        None,
+        None,
+        *_NO_COUNTS,
+    )
 
 
 def row_kind(row: Mapping[str, Any]) -> str:
@@ -114,8 +204,13 @@ def _iso(value: Any) -> str | None:
 def _values(r: Mapping[str, Any]) -> dict[str, Any]:
     """old, new, delta, pct of a measure row, as its value_type says (exact or float)."""
     t = r.get("value_type")
-    return {"old": typed(r["value_old"], t), "new": typed(r["value_new"], t),
-            "delta": typed(r["delta"], t), "pct": r["pct_delta"], "type": t}
+    return {
+        "old": typed(r["value_old"], t),
+        "new": typed(r["value_new"], t),
+        "delta": typed(r["delta"], t),
+        "pct": r["pct_delta"],
+        "type": t,
+    }
 
 
 def _top(moved: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -146,21 +241,42 @@ class Changelog:
                 channel, _, consumer = str(r["partition"]).partition(" ")
                 # Masked again as read: a row written before webhooks were masked holds the
                 # whole URL (a credential), as a consumer named by it or in the detail.
-                deliveries.setdefault(r["publication_id"], []).append({
-                    "at": _iso(r["published_at"]), "channel": channel,
-                    "consumer": mask_text(consumer, hide_paths=True),
-                    "ok": r["reason"] == "delivered",
-                    "detail": None if r["note"] is None else
-                    mask_text(str(r["note"]), hide_paths=True)})
+                deliveries.setdefault(r["publication_id"], []).append(
+                    {
+                        "at": _iso(r["published_at"]),
+                        "channel": channel,
+                        "consumer": mask_text(consumer, hide_paths=True),
+                        "ok": r["reason"] == "delivered",
+                        "detail": None
+                        if r["note"] is None
+                        else mask_text(str(r["note"]), hide_paths=True),
+                    }
+                )
                 continue
-            p = out.setdefault(r["publication_id"], {
-                "kind": kind, "publication_id": r["publication_id"],
-                "backfill_id": r["backfill_id"], "published_at": _iso(r["published_at"]),
-                "published_by": r["published_by"], "reason": r["reason"], "note": r["note"],
-                "forced_reason": r["forced_reason"], "models": {}})
-            mod = p["models"].setdefault(r["model"], {"period": None, "partitions": 0,
-                                                      "changed_partitions": [], "totals": {},
-                                                      "rows": {}})
+            p = out.setdefault(
+                r["publication_id"],
+                {
+                    "kind": kind,
+                    "publication_id": r["publication_id"],
+                    "backfill_id": r["backfill_id"],
+                    "published_at": _iso(r["published_at"]),
+                    "published_by": r["published_by"],
+                    "reason": r["reason"],
+                    "note": r["note"],
+                    "forced_reason": r["forced_reason"],
+                    "models": {},
+                },
+            )
+            mod = p["models"].setdefault(
+                r["model"],
+                {
+                    "period": None,
+                    "partitions": 0,
+                    "changed_partitions": [],
+                    "totals": {},
+                    "rows": {},
+                },
+            )
             if kind == "forward":
                 mod["period"] = [_iso(r["period_start"]), None]
             elif r["partition"] is None:
@@ -175,7 +291,8 @@ class Changelog:
                     mod["changed_partitions"].append(r["partition"])
                 if r["measure"] is not None:
                     mod.setdefault("moved", {}).setdefault(r["measure"], []).append(
-                        {"partition": r["partition"], **_values(r)})
+                        {"partition": r["partition"], **_values(r)}
+                    )
         for pid, p in out.items():
             p["deliveries"] = sorted(deliveries.get(pid, []), key=lambda d: str(d["at"]))
             for mod in p["models"].values():
@@ -210,15 +327,21 @@ class Changelog:
         return html_fragment(pubs)
 
 
-def changelog(project: Project, *, backfill_id: str | None = None,
-              engine: Engine | None = None, since: dt.datetime | dt.date | str | None = None,
-              model: str | None = None) -> Changelog:
+def changelog(
+    project: Project,
+    *,
+    backfill_id: str | None = None,
+    engine: Engine | None = None,
+    since: dt.datetime | dt.date | str | None = None,
+    model: str | None = None,
+) -> Changelog:
     """The publications and forward-only changes recorded in the engine's changelog (newest
     first): only ``backfill_id``'s, only those at or after ``since`` (a date or date-time; naive
     means UTC), only those touching ``model``."""
     if model is not None and model not in _model_names(project):
-        raise NotFoundError(f"model {model!r} is not in {project.name}; models: "
-                            f"{', '.join(_model_names(project))}")
+        raise NotFoundError(
+            f"model {model!r} is not in {project.name}; models: {', '.join(_model_names(project))}"
+        )
     cutoff = _since(since)
     if engine is None:
         engine = engine_for(project)
@@ -226,13 +349,17 @@ def changelog(project: Project, *, backfill_id: str | None = None,
     names = [n for n, _ in CHANGELOG_COLUMNS]
     records = [dict(zip(names, r)) for r in rows]
     if cutoff is not None:
-        keep = {r["publication_id"] for r in records if row_kind(r) != "delivery"
-                and _aware(r["published_at"]) >= cutoff}
+        keep = {
+            r["publication_id"]
+            for r in records
+            if row_kind(r) != "delivery" and _aware(r["published_at"]) >= cutoff
+        }
         records = [r for r in records if r["publication_id"] in keep]
     if model is not None:
         keep = {r["publication_id"] for r in records if r["model"] == model}
-        records = [r for r in records if r["publication_id"] in keep
-                   and r["model"] in (None, model)]
+        records = [
+            r for r in records if r["publication_id"] in keep and r["model"] in (None, model)
+        ]
     table = [tuple(r[n] for n in names) for r in records]
     return Changelog(RowTable(names, table, caption="backfill_changelog" if table else ""))
 
@@ -256,8 +383,10 @@ def _since(value: dt.datetime | dt.date | str | None) -> dt.datetime | None:
         try:
             value = dt.datetime.fromisoformat(value)
         except ValueError:
-            raise InvalidInputError(f"since {value!r} is not an ISO date or date-time "
-                                    "(e.g. 2026-12-01 or 2026-12-01T08:00:00+01:00)") from None
+            raise InvalidInputError(
+                f"since {value!r} is not an ISO date or date-time "
+                "(e.g. 2026-12-01 or 2026-12-01T08:00:00+01:00)"
+            ) from None
     if not isinstance(value, dt.datetime):
         value = dt.datetime(value.year, value.month, value.day)
     return _aware(value)

@@ -41,8 +41,10 @@ def moved_lines(mod: Mapping[str, Any], measure: str) -> list[str]:
     out = []
     for t in mod.get("top_partitions", {}).get(measure, []):
         pct = f", {_pct(t['pct'])}" if t.get("pct") is not None else ""
-        out.append(f"{t['partition']}: {_num(t['old'])} -> {_num(t['new'])} "
-                   f"({_num(t['delta'], sign=True)}{pct})")
+        out.append(
+            f"{t['partition']}: {_num(t['old'])} -> {_num(t['new'])} "
+            f"({_num(t['delta'], sign=True)}{pct})"
+        )
     return out
 
 
@@ -66,8 +68,11 @@ def _changed(mod: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
 
 
 def _title(entry: Mapping[str, Any]) -> str:
-    what = "forward-only change" if entry["kind"] == "forward" else \
-        f"{entry['publication_id']} ({entry['backfill_id']})"
+    what = (
+        "forward-only change"
+        if entry["kind"] == "forward"
+        else f"{entry['publication_id']} ({entry['backfill_id']})"
+    )
     return f"{str(entry['published_at'])[:19]}  {what} by {entry['published_by']}"
 
 
@@ -82,14 +87,18 @@ def _text(entries: Sequence[Mapping[str, Any]]) -> str:
     for p in entries:
         if p["kind"] == "forward":
             for model, mod in p["models"].items():
-                lines.append(f"{str(p['published_at'])[:19]}  {p['publication_id']} "
-                             f"forward-only change of {model} by {p['published_by']}")
+                lines.append(
+                    f"{str(p['published_at'])[:19]}  {p['publication_id']} "
+                    f"forward-only change of {model} by {p['published_by']}"
+                )
                 lines.append(f"  {model}: {period_text(p, mod)}")
             lines.append(f"  reason: {p['reason']}")
             lines.append(f"  note:   {p['note']}")
         else:
-            lines.append(f"{str(p['published_at'])[:19]}  {p['publication_id']} "
-                         f"({p['backfill_id']}) by {p['published_by']}")
+            lines.append(
+                f"{str(p['published_at'])[:19]}  {p['publication_id']} "
+                f"({p['backfill_id']}) by {p['published_by']}"
+            )
             lines.append(f"  reason: {p['reason']}")
             lines.append(f"  note:   {p['note']}")
             if p["forced_reason"]:
@@ -97,8 +106,10 @@ def _text(entries: Sequence[Mapping[str, Any]]) -> str:
             for model, mod in p["models"].items():
                 period = mod["period"] or ["", ""]
                 n = len(mod["changed_partitions"])
-                text = (f"  {model}: {n} of {mod['partitions']} partition(s) changed "
-                        f"in [{str(period[0])[:10]}, {str(period[1])[:10]})")
+                text = (
+                    f"  {model}: {n} of {mod['partitions']} partition(s) changed "
+                    f"in [{str(period[0])[:10]}, {str(period[1])[:10]})"
+                )
                 for measure, t in _changed(mod):
                     pct = "" if t["pct"] is None else f" ({t['pct']:+.2f}%)"
                     text += f"; {measure} {_num(t['delta'], sign=True)}{pct}"
@@ -118,17 +129,37 @@ def _rows(p: Mapping[str, Any]) -> list[list[str]]:
     for model, mod in p["models"].items():
         measures = _changed(mod) or [("", {"old": None, "new": None, "pct": None})]
         for i, (measure, t) in enumerate(measures):
-            rows.append([model if i == 0 else "", period_text(p, mod) if i == 0 else "",
-                         str(len(mod["changed_partitions"])) if i == 0 and p["kind"] != "forward"
-                         else "", measure, _num(t["old"]), _num(t["new"]), _pct(t["pct"])])
+            rows.append(
+                [
+                    model if i == 0 else "",
+                    period_text(p, mod) if i == 0 else "",
+                    str(len(mod["changed_partitions"]))
+                    if i == 0 and p["kind"] != "forward"
+                    else "",
+                    measure,
+                    _num(t["old"]),
+                    _num(t["new"]),
+                    _pct(t["pct"]),
+                ]
+            )
     return rows
 
 
 def _top_rows(p: Mapping[str, Any]) -> list[list[str]]:
-    return [[model, measure, str(t["partition"]), _num(t["old"]), _num(t["new"]),
-             _num(t["delta"], sign=True), _pct(t["pct"])]
-            for model, mod in p["models"].items()
-            for measure, top in mod.get("top_partitions", {}).items() for t in top]
+    return [
+        [
+            model,
+            measure,
+            str(t["partition"]),
+            _num(t["old"]),
+            _num(t["new"]),
+            _num(t["delta"], sign=True),
+            _pct(t["pct"]),
+        ]
+        for model, mod in p["models"].items()
+        for measure, top in mod.get("top_partitions", {}).items()
+        for t in top
+    ]
 
 
 def _markdown(entries: Sequence[Mapping[str, Any]]) -> str:
@@ -136,18 +167,24 @@ def _markdown(entries: Sequence[Mapping[str, Any]]) -> str:
     if not entries:
         lines.append("No publications.")
     for p in entries:
-        lines += [f"## {_title(p)}", "", f"- **Reason:** {p['reason']}",
-                  f"- **Note:** {p['note']}"]
+        lines += [f"## {_title(p)}", "", f"- **Reason:** {p['reason']}", f"- **Note:** {p['note']}"]
         if p["forced_reason"]:
             lines.append(f"- **Forced past failed gates:** {p['forced_reason']}")
-        lines += ["", "| " + " | ".join(_COLUMNS) + " |",
-                  "|" + "|".join("---" for _ in _COLUMNS) + "|"]
+        lines += [
+            "",
+            "| " + " | ".join(_COLUMNS) + " |",
+            "|" + "|".join("---" for _ in _COLUMNS) + "|",
+        ]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in _rows(p)]
         top = _top_rows(p)
         if top:
-            lines += ["", "Partitions that moved most:", "",
-                      "| " + " | ".join(_TOP_COLUMNS) + " |",
-                      "|" + "|".join("---" for _ in _TOP_COLUMNS) + "|"]
+            lines += [
+                "",
+                "Partitions that moved most:",
+                "",
+                "| " + " | ".join(_TOP_COLUMNS) + " |",
+                "|" + "|".join("---" for _ in _TOP_COLUMNS) + "|",
+            ]
             lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in top]
         if p.get("deliveries"):
             lines += ["", "Told: " + "; ".join(_delivery_text(d) for d in p["deliveries"])]
@@ -160,8 +197,10 @@ def html_fragment(entries: Sequence[Mapping[str, Any]]) -> str:
     e = html.escape
     parts = ["<div class='backfill-changelog'>"]
     for p in entries:
-        parts.append(f"<h3>{e(_title(p))}</h3><p><b>Reason:</b> {e(str(p['reason']))}<br>"
-                     f"<b>Note:</b> {e(str(p['note']))}")
+        parts.append(
+            f"<h3>{e(_title(p))}</h3><p><b>Reason:</b> {e(str(p['reason']))}<br>"
+            f"<b>Note:</b> {e(str(p['note']))}"
+        )
         if p["forced_reason"]:
             parts.append(f"<br><b>Forced past failed gates:</b> {e(str(p['forced_reason']))}")
         parts.append("</p>")
@@ -170,8 +209,9 @@ def html_fragment(entries: Sequence[Mapping[str, Any]]) -> str:
         if top:
             parts.append(html_table(_TOP_COLUMNS, top, caption="partitions that moved most"))
         if p.get("deliveries"):
-            parts.append("<p>Told: " + "; ".join(e(_delivery_text(d))
-                                                 for d in p["deliveries"]) + "</p>")
+            parts.append(
+                "<p>Told: " + "; ".join(e(_delivery_text(d)) for d in p["deliveries"]) + "</p>"
+            )
     if not entries:
         parts.append("<p>No publications.</p>")
     parts.append("</div>")
@@ -185,10 +225,12 @@ def render(entries: Sequence[Mapping[str, Any]], fmt: str) -> str:
     if fmt == "markdown":
         return _markdown(entries)
     if fmt == "html":
-        return ("<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>Changelog</title>"
-                "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
-                "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style></head>"
-                f"<body><h1>Changelog</h1>{html_fragment(entries)}</body></html>")
+        return (
+            "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>Changelog</title>"
+            "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style></head>"
+            f"<body><h1>Changelog</h1>{html_fragment(entries)}</body></html>"
+        )
     if fmt == "json":
         return json.dumps(list(entries), indent=2, default=str)
     raise InvalidInputError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")

@@ -52,8 +52,10 @@ class ForwardChange:
     message: str = field(default="", repr=False)
 
     def __str__(self) -> str:
-        text = (f"recorded {self.id}: {self.model} changes from {self.effective_from} on; "
-                f"history before it is not rebuilt ({self.note})")
+        text = (
+            f"recorded {self.id}: {self.model} changes from {self.effective_from} on; "
+            f"history before it is not rebuilt ({self.note})"
+        )
         for d in self.deliveries:
             text += f"\n  told {d}"
         return text
@@ -66,8 +68,9 @@ def parse_from(project: Project, model: str, value: object) -> dt.datetime:
     """``value`` (ISO date or date-time; naive in the model's time zone) as an aware instant;
     InvalidInputError naming it otherwise. NotFoundError for an unknown model."""
     if model not in project.models:
-        raise NotFoundError(f"model {model!r} is not in {project.name}; models: "
-                            f"{', '.join(project.models)}")
+        raise NotFoundError(
+            f"model {model!r} is not in {project.name}; models: {', '.join(project.models)}"
+        )
     when: dt.datetime
     if isinstance(value, dt.datetime):
         when = value
@@ -77,8 +80,9 @@ def parse_from(project: Project, model: str, value: object) -> dt.datetime:
         try:
             when = dt.datetime.fromisoformat(value.strip())
         except ValueError:
-            raise InvalidInputError(f"from {value!r} is not an ISO date or date-time "
-                                    "(e.g. 2026-12-01)") from None
+            raise InvalidInputError(
+                f"from {value!r} is not an ISO date or date-time (e.g. 2026-12-01)"
+            ) from None
     else:
         raise InvalidInputError(f"from {value!r} must be an ISO date or date-time string")
     if when.tzinfo is None:
@@ -86,14 +90,23 @@ def parse_from(project: Project, model: str, value: object) -> dt.datetime:
     return when.astimezone(dt.timezone.utc)
 
 
-def forward_change(project: Project, model: str, start: object, note: str, *,
-                   reason: str | None = None, engine: Engine | None = None) -> ForwardChange:
+def forward_change(
+    project: Project,
+    model: str,
+    start: object,
+    note: str,
+    *,
+    reason: str | None = None,
+    engine: Engine | None = None,
+) -> ForwardChange:
     """Records that ``model`` changes from ``start`` on without a backfill of its history; tells
     OpenLineage and the model's consumers (see the module doc)."""
     when_from = parse_from(project, model, start)
     if not isinstance(note, str) or not note.strip():
-        raise InvalidInputError(f"note {note!r}: say why history is not rebuilt, e.g. 'new "
-                                "column meaningful from today; earlier periods unchanged'")
+        raise InvalidInputError(
+            f"note {note!r}: say why history is not rebuilt, e.g. 'new "
+            "column meaningful from today; earlier periods unchanged'"
+        )
     if reason is not None and (not isinstance(reason, str) or not reason.strip()):
         raise InvalidInputError(f"reason {reason!r} must be a non-empty string (or left out)")
     check_announce(project)
@@ -109,15 +122,24 @@ def forward_change(project: Project, model: str, start: object, note: str, *,
         deliveries = announce(project, engine, entry, by)
     finally:
         engine.close()
-    change = ForwardChange(fwd_id, model, when_from.isoformat(timespec="seconds"), note.strip(),
-                           why, now.isoformat(timespec="seconds"), by, tuple(deliveries),
-                           message(project.name, entry))
+    change = ForwardChange(
+        fwd_id,
+        model,
+        when_from.isoformat(timespec="seconds"),
+        note.strip(),
+        why,
+        now.isoformat(timespec="seconds"),
+        by,
+        tuple(deliveries),
+        message(project.name, entry),
+    )
     log.info("%s", change)
     return change
 
 
-def avoided_backfill(project: Project, model: str, start: object, *, concurrency: int = 4,
-                     sample: bool = True) -> tuple[Plan, EstimateReport | None, str | None]:
+def avoided_backfill(
+    project: Project, model: str, start: object, *, concurrency: int = 4, sample: bool = True
+) -> tuple[Plan, EstimateReport | None, str | None]:
     """The backfill a forward-only change avoids: ``model+`` from the model's ``begin`` (a year
     back without one) up to ``start``; with ``sample``, its estimate from one sample partition
     per model (run/estimate.py). Returns (plan, estimate or None, why there is no estimate)."""
@@ -126,8 +148,10 @@ def avoided_backfill(project: Project, model: str, start: object, *, concurrency
     until = parse_from(project, model, start)
     begin = project.models[model].begin or until - dt.timedelta(days=365)
     if begin >= until:
-        raise InvalidInputError(f"from {start!r} is not after {model}'s begin ({begin.date()}): "
-                                "there is no history to leave unchanged")
+        raise InvalidInputError(
+            f"from {start!r} is not after {model}'s begin ({begin.date()}): "
+            "there is no history to leave unchanged"
+        )
     plan = project.plan(f"{model}+", begin, until, as_of=until, concurrency=concurrency)
     if not sample:
         return plan, None, "not sampled"

@@ -39,8 +39,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FACET_SCHEMA", "FACET_SCHEMA_URL", "emit", "events", "require_openlineage"]
 
-FACET_SCHEMA_URL = ("https://github.com/backfill/backfill/blob/main/python/backfill/publish/"
-                    "BackfillChangeDatasetFacet.json")
+FACET_SCHEMA_URL = (
+    "https://github.com/backfill/backfill/blob/main/python/backfill/publish/"
+    "BackfillChangeDatasetFacet.json"
+)
 #: the JSON schema of the custom ``backfill`` dataset facet (shipped with the package)
 FACET_SCHEMA = Path(__file__).with_name("BackfillChangeDatasetFacet.json")
 
@@ -50,8 +52,10 @@ def require_openlineage() -> None:
     try:
         import openlineage.client  # noqa: F401
     except ImportError:
-        raise InvalidInputError("backfill.yml has a lineage: section, but openlineage-python is "
-                                "not installed: pip install 'backfill[lineage]'") from None
+        raise InvalidInputError(
+            "backfill.yml has a lineage: section, but openlineage-python is "
+            "not installed: pip install 'backfill[lineage]'"
+        ) from None
 
 
 def _iso(value: Any) -> str | None:
@@ -66,10 +70,16 @@ def _iso(value: Any) -> str | None:
 def events(project: Project, settings: LineageSettings, entry: Mapping[str, Any]) -> list[Any]:
     """The run events (openlineage ``RunEvent``) of one changelog entry, one per model."""
     from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
-    from openlineage.client.facet_v2 import (DatasetFacet, lifecycle_state_change_dataset,
-                                             nominal_time_run)
+    from openlineage.client.facet_v2 import (
+        DatasetFacet,
+        lifecycle_state_change_dataset,
+        nominal_time_run,
+    )
     from openlineage.client.generated.base_subset_dataset import (
-        OutputSubsetOutputDatasetFacet, Partition, PartitionSubsetCondition)
+        OutputSubsetOutputDatasetFacet,
+        Partition,
+        PartitionSubsetCondition,
+    )
 
     facet_cls = _facet_class(DatasetFacet)
     schema = project.settings.engine.schema if project.settings else "main"
@@ -79,38 +89,69 @@ def events(project: Project, settings: LineageSettings, entry: Mapping[str, Any]
         start, end = (mod["period"] or [None, None])[:2]
         changed = list(mod["changed_partitions"])
         facet = facet_cls(
-            kind=entry["kind"], publicationId=entry["publication_id"],
-            backfillId=entry["backfill_id"], reason=entry["reason"], note=entry["note"],
-            publishedBy=entry["published_by"], publishedAt=_iso(entry["published_at"]),
-            forcedReason=entry.get("forced_reason"), changedPartitions=changed,
+            kind=entry["kind"],
+            publicationId=entry["publication_id"],
+            backfillId=entry["backfill_id"],
+            reason=entry["reason"],
+            note=entry["note"],
+            publishedBy=entry["published_by"],
+            publishedAt=_iso(entry["published_at"]),
+            forcedReason=entry.get("forced_reason"),
+            changedPartitions=changed,
             effectiveFrom=_iso(start) if forward else None,
             # JSON numbers in the facet (its schema): exact decimals become the nearest double.
-            totals={m: {"before": _number(t["old"]), "after": _number(t["new"]),
-                        "delta": _number(t["delta"]), "pctDelta": t["pct"]}
-                    for m, t in mod["totals"].items()},
-            producer=settings.producer)
+            totals={
+                m: {
+                    "before": _number(t["old"]),
+                    "after": _number(t["new"]),
+                    "delta": _number(t["delta"]),
+                    "pctDelta": t["pct"],
+                }
+                for m, t in mod["totals"].items()
+            },
+            producer=settings.producer,
+        )
         facets: dict[str, Any] = {"backfill": facet}
         output_facets: dict[str, Any] = {}
         if not forward:
-            facets["lifecycleStateChange"] = \
+            facets["lifecycleStateChange"] = (
                 lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
-                    lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange
-                    .OVERWRITE, producer=settings.producer)
+                    lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange.OVERWRITE,
+                    producer=settings.producer,
+                )
+            )
             event_time = project.models[model].event_time if model in project.models else None
             output_facets["subset"] = OutputSubsetOutputDatasetFacet(
-                outputCondition=PartitionSubsetCondition(partitions=[
-                    Partition(dimensions={event_time or "partition": label}, identifier=label)
-                    for label in changed]), producer=settings.producer)
+                outputCondition=PartitionSubsetCondition(
+                    partitions=[
+                        Partition(dimensions={event_time or "partition": label}, identifier=label)
+                        for label in changed
+                    ]
+                ),
+                producer=settings.producer,
+            )
         nominal = nominal_time_run.NominalTimeRunFacet(
             nominalStartTime=str(_iso(start) or _iso(entry["published_at"])),
-            nominalEndTime=_iso(end), producer=settings.producer)
-        out.append(RunEvent(
-            eventType=RunState.COMPLETE, eventTime=str(_iso(entry["published_at"])),
-            run=Run(runId=str(uuid.uuid4()), facets={"nominalTime": nominal}),
-            job=Job(namespace=settings.namespace, name=f"backfill.{model}"),
-            outputs=[OutputDataset(namespace=settings.namespace, name=f"{schema}.{model}",
-                                   facets=facets, outputFacets=output_facets)],
-            producer=settings.producer))
+            nominalEndTime=_iso(end),
+            producer=settings.producer,
+        )
+        out.append(
+            RunEvent(
+                eventType=RunState.COMPLETE,
+                eventTime=str(_iso(entry["published_at"])),
+                run=Run(runId=str(uuid.uuid4()), facets={"nominalTime": nominal}),
+                job=Job(namespace=settings.namespace, name=f"backfill.{model}"),
+                outputs=[
+                    OutputDataset(
+                        namespace=settings.namespace,
+                        name=f"{schema}.{model}",
+                        facets=facets,
+                        outputFacets=output_facets,
+                    )
+                ],
+                producer=settings.producer,
+            )
+        )
     return out
 
 
@@ -153,11 +194,14 @@ def _transport_config(t: Mapping[str, Any], timeout: float) -> dict[str, Any]:
     if t["type"] == "file":
         return {"type": "file", "log_file_path": t["path"], "append": True}
     if t["type"] == "http":
-        cfg: dict[str, Any] = {"type": "http", "url": t["url"],
-                               "endpoint": t.get("endpoint", "api/v1/lineage"),
-                               "timeout": float(t.get("timeout", timeout)),
-                               # our retries (recorded), not the client's on top of them
-                               "retry": {"total": 0, "read": 0, "connect": 0}}
+        cfg: dict[str, Any] = {
+            "type": "http",
+            "url": t["url"],
+            "endpoint": t.get("endpoint", "api/v1/lineage"),
+            "timeout": float(t.get("timeout", timeout)),
+            # our retries (recorded), not the client's on top of them
+            "retry": {"total": 0, "read": 0, "connect": 0},
+        }
         if t.get("api_key_env"):  # the key stays out of backfill.yml
             cfg["auth"] = {"type": "api_key", "apiKey": _api_key(t)}
         return cfg
@@ -179,8 +223,15 @@ def _scrub(t: Mapping[str, Any]) -> Callable[[str], str]:
     return lambda text: mask_text(text, webhooks=(url,) if url else (), values=(_api_key(t),))
 
 
-def emit(project: Project, settings: LineageSettings, entry: Mapping[str, Any], *,
-         retries: int, backoff: float, timeout: float) -> list[Delivery]:
+def emit(
+    project: Project,
+    settings: LineageSettings,
+    entry: Mapping[str, Any],
+    *,
+    retries: int,
+    backoff: float,
+    timeout: float,
+) -> list[Delivery]:
     """Emits the entry's events through every transport; one :class:`Delivery` per transport."""
     from openlineage.client import OpenLineageClient
     from openlineage.client.transport import get_default_factory
@@ -188,15 +239,20 @@ def emit(project: Project, settings: LineageSettings, entry: Mapping[str, Any], 
     evs = events(project, settings, entry)
     out = []
     for t in settings.transports:
+
         def send(t: Mapping[str, Any] = t, evs: Sequence[Any] = evs) -> None:
             client = OpenLineageClient(
-                transport=get_default_factory().create(_transport_config(t, timeout)))
+                transport=get_default_factory().create(_transport_config(t, timeout))
+            )
             try:
                 for ev in evs:
                     client.emit(ev)
             finally:
                 client.close()
 
-        out.append(with_retries(send, "openlineage", "lineage", _target(t), retries, backoff,
-                                scrub=_scrub(t)))
+        out.append(
+            with_retries(
+                send, "openlineage", "lineage", _target(t), retries, backoff, scrub=_scrub(t)
+            )
+        )
     return out

@@ -36,8 +36,16 @@ from .changelog_format import measure_line, moved_lines, period_text
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DELIVERY_ERRORS", "Delivery", "deliver", "deliveries", "message", "send_email",
-           "send_webhook", "with_retries"]
+__all__ = [
+    "DELIVERY_ERRORS",
+    "Delivery",
+    "deliver",
+    "deliveries",
+    "message",
+    "send_email",
+    "send_webhook",
+    "with_retries",
+]
 
 #: What telling someone can fail with on the far side, worth another try: OSError covers
 #: urllib's URLError and HTTPError, refused connections, socket timeouts, TLS errors,
@@ -73,12 +81,16 @@ def message(project: str, entry: Mapping[str, Any], models: Sequence[str] | None
     names = ", ".join(mods)
     when = str(entry["published_at"])[:19]
     if entry["kind"] == "forward":
-        head = [f"[{project}] {names}: forward-only change, history not rebuilt",
-                f"Recorded by {entry['published_by']} at {when} ({entry['publication_id']})"]
+        head = [
+            f"[{project}] {names}: forward-only change, history not rebuilt",
+            f"Recorded by {entry['published_by']} at {when} ({entry['publication_id']})",
+        ]
     else:
-        head = [f"[{project}] {names}: published history changed",
-                f"Published by {entry['published_by']} at {when} ({entry['publication_id']}, "
-                f"backfill {entry['backfill_id']})"]
+        head = [
+            f"[{project}] {names}: published history changed",
+            f"Published by {entry['published_by']} at {when} ({entry['publication_id']}, "
+            f"backfill {entry['backfill_id']})",
+        ]
     lines = [*head, f"Reason: {entry['reason']}", f"Note: {entry['note']}"]
     if entry.get("forced_reason"):
         lines.append(f"Published past failed gates: {entry['forced_reason']}")
@@ -95,9 +107,16 @@ def message(project: str, entry: Mapping[str, Any], models: Sequence[str] | None
     return "\n".join(lines)
 
 
-def with_retries(send: Callable[[], None], consumer: str, channel: str, target: str,
-                 retries: int, backoff: float, *,
-                 scrub: Callable[[str], str] = mask_text) -> Delivery:
+def with_retries(
+    send: Callable[[], None],
+    consumer: str,
+    channel: str,
+    target: str,
+    retries: int,
+    backoff: float,
+    *,
+    scrub: Callable[[str], str] = mask_text,
+) -> Delivery:
     """Calls ``send`` up to ``retries`` times (sleeping ``backoff``, doubled each time, in
     between); the outcome as a :class:`Delivery`. ``target`` is shown as given (mask it
     first); ``scrub`` masks the secrets of this delivery out of a failure's text. Only
@@ -110,8 +129,15 @@ def with_retries(send: Callable[[], None], consumer: str, channel: str, target: 
             return Delivery(consumer, channel, target, True, attempt)
         except DELIVERY_ERRORS as exc:
             error = scrub(f"{type(exc).__name__}: {exc}")
-            log.warning("%s to %s (%s) failed, attempt %d of %d: %s", channel, consumer, target,
-                        attempt, retries, error)
+            log.warning(
+                "%s to %s (%s) failed, attempt %d of %d: %s",
+                channel,
+                consumer,
+                target,
+                attempt,
+                retries,
+                error,
+            )
             if attempt < retries and backoff > 0:
                 time.sleep(backoff * 2 ** (attempt - 1))
     return Delivery(consumer, channel, target, False, retries, error)
@@ -120,12 +146,14 @@ def with_retries(send: Callable[[], None], consumer: str, channel: str, target: 
 def send_webhook(url: str, text: str, entry: Mapping[str, Any], timeout: float) -> None:
     """POSTs ``{"text": ..., "backfill": entry}`` as JSON; any non-2xx status raises."""
     body = json.dumps({"text": text, "backfill": entry}, default=str).encode()
-    req = urllib.request.Request(url, data=body, method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) only
         if not 200 <= resp.status < 300:
-            raise urllib.error.HTTPError(mask_webhook(url), resp.status, resp.reason,
-                                         resp.headers, None)
+            raise urllib.error.HTTPError(
+                mask_webhook(url), resp.status, resp.reason, resp.headers, None
+            )
 
 
 def send_email(smtp: SmtpSettings, to: Sequence[str], text: str) -> None:
@@ -155,8 +183,9 @@ def deliver(settings: NotifySettings, project: str, entry: Mapping[str, Any]) ->
     return list(deliveries(settings, project, entry))
 
 
-def deliveries(settings: NotifySettings, project: str,
-               entry: Mapping[str, Any]) -> Iterator[Delivery]:
+def deliveries(
+    settings: NotifySettings, project: str, entry: Mapping[str, Any]
+) -> Iterator[Delivery]:
     """:func:`deliver`, one delivery at a time: a caller keeps those made before a bug of ours
     stops the rest."""
     for consumer, models in settings.for_models(list(entry["models"])).items():
@@ -164,20 +193,34 @@ def deliveries(settings: NotifySettings, project: str,
         yield from _deliver_one(settings, consumer, text, entry)
 
 
-def _deliver_one(settings: NotifySettings, c: Consumer, text: str,
-                 entry: Mapping[str, Any]) -> Iterator[Delivery]:
+def _deliver_one(
+    settings: NotifySettings, c: Consumer, text: str, entry: Mapping[str, Any]
+) -> Iterator[Delivery]:
     if c.webhook:
         url = c.webhook
-        yield with_retries(lambda: send_webhook(url, text, entry, settings.timeout),
-                           c.name, "webhook", mask_webhook(url), settings.retries,
-                           settings.backoff, scrub=lambda t: mask_text(t, webhooks=(url,)))
+        yield with_retries(
+            lambda: send_webhook(url, text, entry, settings.timeout),
+            c.name,
+            "webhook",
+            mask_webhook(url),
+            settings.retries,
+            settings.backoff,
+            scrub=lambda t: mask_text(t, webhooks=(url,)),
+        )
     if c.email:
         target = ", ".join(c.email)
         if settings.smtp is None:
-            yield Delivery(c.name, "email", target, False, 0,
-                           "no notify.smtp settings in backfill.yml")
+            yield Delivery(
+                c.name, "email", target, False, 0, "no notify.smtp settings in backfill.yml"
+            )
         else:
             smtp, to = settings.smtp, c.email
-            yield with_retries(lambda: send_email(smtp, to, text), c.name, "email", target,
-                               settings.retries, settings.backoff,
-                               scrub=lambda t: mask_text(t, values=(_smtp_password(smtp),)))
+            yield with_retries(
+                lambda: send_email(smtp, to, text),
+                c.name,
+                "email",
+                target,
+                settings.retries,
+                settings.backoff,
+                scrub=lambda t: mask_text(t, values=(_smtp_password(smtp),)),
+            )

@@ -45,8 +45,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Publication", "discard_backfill", "latest_audit", "publish_backfill",
-           "recorded_publication"]
+__all__ = [
+    "Publication",
+    "discard_backfill",
+    "latest_audit",
+    "publish_backfill",
+    "recorded_publication",
+]
 
 
 @dataclass(frozen=True)
@@ -66,9 +71,11 @@ class Publication:
 
     def __str__(self) -> str:
         changed = {m: p for m, p in self.models.items() if p}
-        text = (f"published {self.backfill_id} as {self.id} at {self.published_at} by "
-                f"{self.published_by}: {len(self.models)} model(s), "
-                f"{sum(len(p) for p in changed.values())} changed partition(s)")
+        text = (
+            f"published {self.backfill_id} as {self.id} at {self.published_at} by "
+            f"{self.published_by}: {len(self.models)} model(s), "
+            f"{sum(len(p) for p in changed.values())} changed partition(s)"
+        )
         if self.forced_reason:
             text += f" (FORCED past failed gates: {self.forced_reason})"
         for d in self.deliveries:
@@ -84,15 +91,22 @@ def latest_audit(ledger: LedgerBackend, backfill_id: str) -> list[dict[str, Any]
     ``published_fingerprints`` decoded. ConflictError when it was never audited."""
     rows = ledger.audits(backfill_id)
     if not rows:
-        raise ConflictError(f"backfill {backfill_id} has not been audited; run `backfill audit "
-                            f"{backfill_id}` (bf.audit()) before publishing")
+        raise ConflictError(
+            f"backfill {backfill_id} has not been audited; run `backfill audit "
+            f"{backfill_id}` (bf.audit()) before publishing"
+        )
     latest = json.loads(rows[-1]["result"])["audit_id"]
     out = []
     for r in rows:
         result = json.loads(r["result"])
         if result["audit_id"] == latest:
-            out.append({**r, "result": result,
-                        "published_fingerprints": json.loads(r["published_fingerprints"])})
+            out.append(
+                {
+                    **r,
+                    "result": result,
+                    "published_fingerprints": json.loads(r["published_fingerprints"]),
+                }
+            )
     return out
 
 
@@ -104,28 +118,39 @@ def recorded_publication(ledger: LedgerBackend, backfill_id: str) -> dict[str, A
         return None
     row = pubs[-1]
     recorded = json.loads(row["models"])
-    return {"id": recorded["publication_id"], "backfill_id": row["backfill_id"],
-            "published_at": row["published_at"], "published_by": row["published_by"],
-            "note": row["note"], "forced_reason": row["forced_reason"],
-            "models": recorded["models"]}
+    return {
+        "id": recorded["publication_id"],
+        "backfill_id": row["backfill_id"],
+        "published_at": row["published_at"],
+        "published_by": row["published_by"],
+        "note": row["note"],
+        "forced_reason": row["forced_reason"],
+        "models": recorded["models"],
+    }
 
 
 def publish_backfill(bf: Backfill, note: str, force_reason: str | None = None) -> Publication:
     """Publishes ``bf`` (see the module doc); returns the :class:`Publication`."""
     if not isinstance(note, str) or not note.strip():
-        raise InvalidInputError("publish needs a note for the consumers' changelog, e.g. "
-                                "note='revenue from 1 Aug was overstated by ~2%'")
+        raise InvalidInputError(
+            "publish needs a note for the consumers' changelog, e.g. "
+            "note='revenue from 1 Aug was overstated by ~2%'"
+        )
     if force_reason is not None and (not isinstance(force_reason, str) or not force_reason.strip()):
-        raise InvalidInputError(f"force_reason {force_reason!r}: say why publishing past a "
-                                "failed gate is right")
+        raise InvalidInputError(
+            f"force_reason {force_reason!r}: say why publishing past a failed gate is right"
+        )
     rec = bf.ledger.backfill(bf.id)
     if bf.mode != "audit":
-        raise InvalidInputError(f"backfill {bf.id} wrote the published tables directly; there "
-                                "is nothing to publish")
+        raise InvalidInputError(
+            f"backfill {bf.id} wrote the published tables directly; there is nothing to publish"
+        )
     _refuse_cancelled(bf.id, rec)
     if rec["status"] != BackfillState.DONE:
-        raise InvalidInputError(f"backfill {bf.id} is {rec['status']}; only a finished "
-                                "('done') backfill can be published")
+        raise InvalidInputError(
+            f"backfill {bf.id} is {rec['status']}; only a finished "
+            "('done') backfill can be published"
+        )
     check_announce(bf.project)
     try:
         return _publish(bf, rec, note.strip(), force_reason.strip() if force_reason else None)
@@ -139,29 +164,42 @@ def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -
     parts = bf.partitions()
     missing = [m for m in parts if m not in audits]
     if missing:
-        raise ConflictError(f"the latest audit of {bf.id} did not cover {', '.join(missing)}; "
-                            f"re-audit first: backfill audit {bf.id}")
+        raise ConflictError(
+            f"the latest audit of {bf.id} did not cover {', '.join(missing)}; "
+            f"re-audit first: backfill audit {bf.id}"
+        )
     failed = [g for a in audits.values() for g in a["result"]["gates"] if not g["passed"]]
     if failed and forced is None:
         lines = "\n  ".join(f"{g['model']}: {g['gate']} -- {g['reason']}" for g in failed)
-        raise ConflictError(f"backfill {bf.id} failed {len(failed)} gate(s); fix it, or publish "
-                            f"with force_reason='why this is right' (--force REASON):\n  {lines}")
+        raise ConflictError(
+            f"backfill {bf.id} failed {len(failed)} gate(s); fix it, or publish "
+            f"with force_reason='why this is right' (--force REASON):\n  {lines}"
+        )
     for model, model_parts in parts.items():
-        if not _area_unchanged(bf, model, model_parts,
-                               audits[model]["result"]["audit_fingerprints"]):
-            raise ConflictError(f"the audit area of {model} changed since the audit (a task ran "
-                                f"again); re-audit first: backfill audit {bf.id}")
+        if not _area_unchanged(
+            bf, model, model_parts, audits[model]["result"]["audit_fingerprints"]
+        ):
+            raise ConflictError(
+                f"the audit area of {model} changed since the audit (a task ran "
+                f"again); re-audit first: backfill audit {bf.id}"
+            )
     order = [m for m in project.topological_order() if m in parts]
     pub_id = f"pub_{uuid.uuid4().hex[:10]}"
     when = dt.datetime.now(dt.timezone.utc)
     by = who()
-    rows = [row for m in order for row in changelog_rows(
-        pub_id, bf.id, rec["reason"], when, by, note, forced, audits[m], parts[m])]
+    rows = [
+        row
+        for m in order
+        for row in changelog_rows(
+            pub_id, bf.id, rec["reason"], when, by, note, forced, audits[m], parts[m]
+        )
+    ]
     request = PublishRequest(
-        bf.id, bf.area,
-        tuple(PublishModel(m, tuple(parts[m]), audits[m]["published_fingerprints"])
-              for m in order),
-        tuple(rows))
+        bf.id,
+        bf.area,
+        tuple(PublishModel(m, tuple(parts[m]), audits[m]["published_fingerprints"]) for m in order),
+        tuple(rows),
+    )
     _refuse_cancelled(bf.id, bf.ledger.backfill(bf.id))  # cancelled while we checked?
     try:
         engine.publish(project, request)
@@ -170,24 +208,44 @@ def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -
         raise ConflictError(
             f"the published {exc.model} changed since the audit of {bf.id} in "
             f"{len(exc.labels)} partition(s) ({shown}): someone else published; re-audit "
-            f"first: backfill audit {bf.id}") from exc
-    changed = {a["model"]: [p["label"] for p in a["result"]["partitions"] if not p["identical"]]
-               for a in audits.values()}
+            f"first: backfill audit {bf.id}"
+        ) from exc
+    changed = {
+        a["model"]: [p["label"] for p in a["result"]["partitions"] if not p["identical"]]
+        for a in audits.values()
+    }
     published_at = when.isoformat(timespec="seconds")
-    bf.ledger.record_publication(bf.id, {
-        "publication_id": pub_id, "published_at": published_at, "published_by": by,
-        "note": note, "forced_reason": forced, "models": changed})
+    bf.ledger.record_publication(
+        bf.id,
+        {
+            "publication_id": pub_id,
+            "published_at": published_at,
+            "published_by": by,
+            "note": note,
+            "forced_reason": forced,
+            "models": changed,
+        },
+    )
     engine.drop_area(bf.id)  # the changelog keeps what changed; the old version is gone
     entry = Changelog(RowTable([n for n, _ in CHANGELOG_COLUMNS], rows)).publications()[0]
     deliveries = announce(project, engine, entry, by)
-    publication = Publication(pub_id, bf.id, published_at, by, note, forced, changed, len(rows),
-                              tuple(deliveries), message(project.name, entry))
+    publication = Publication(
+        pub_id,
+        bf.id,
+        published_at,
+        by,
+        note,
+        forced,
+        changed,
+        len(rows),
+        tuple(deliveries),
+        message(project.name, entry),
+    )
     log.info("%s", publication)
     return publication
 
 
-def _area_unchanged(bf: Backfill, model: str, parts: list[Part],
-                    recorded: dict[str, str]) -> bool:
+def _area_unchanged(bf: Backfill, model: str, parts: list[Part], recorded: dict[str, str]) -> bool:
     """Whether the audit area of ``model`` still holds what the audit fingerprinted. First one
     fingerprint of the span of the partitions (one scan, no per-partition grouping) against
     the sum of the recorded ones: fingerprints add up (see ``PartitionFingerprint.total``), and
@@ -207,22 +265,29 @@ def _refuse_cancelled(backfill_id: str, rec: dict[str, Any]) -> None:
         raise BackfillCancelledError(
             f"backfill {backfill_id} was cancelled by {rec.get('cancelled_by')} "
             f"({rec.get('cancel_reason')!r}); a cancelled backfill is never published. Its "
-            f"audit area stays until: backfill discard {backfill_id}")
+            f"audit area stays until: backfill discard {backfill_id}"
+        )
 
 
 def discard_backfill(bf: Backfill) -> None:
     """Drops the audit area of an unpublished backfill and marks it discarded."""
     rec = bf.ledger.backfill(bf.id)
     if rec["status"] == BackfillState.PUBLISHED:
-        raise ConflictError(f"backfill {bf.id} is published; discarding it would not undo that "
-                            "(backfill the period again to change it)")
+        raise ConflictError(
+            f"backfill {bf.id} is published; discarding it would not undo that "
+            "(backfill the period again to change it)"
+        )
     if bf.mode != "audit":
-        raise InvalidInputError(f"backfill {bf.id} wrote the published tables directly; there "
-                                "is no audit area to discard")
+        raise InvalidInputError(
+            f"backfill {bf.id} wrote the published tables directly; there "
+            "is no audit area to discard"
+        )
     workers = bf.ledger.live_workers(bf.id)
     if workers:
-        raise ConflictError(f"backfill {bf.id} has tasks running (workers "
-                            f"{', '.join(sorted(workers))}); stop its runners first")
+        raise ConflictError(
+            f"backfill {bf.id} has tasks running (workers "
+            f"{', '.join(sorted(workers))}); stop its runners first"
+        )
     bf.engine.drop_area(bf.id)
     bf.engine.close()
     bf.ledger.set_status(bf.id, BackfillState.DISCARDED, finished=True)

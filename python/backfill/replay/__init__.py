@@ -21,8 +21,11 @@ __all__ = ["check_plan", "landing_models"]
 
 def landing_models(project: Project) -> dict[str, KafkaSettings]:
     """The project's landing models (model -> its Kafka source's settings)."""
-    return {name: m.meta["landing"] for name, m in project.models.items()
-            if isinstance(m.meta.get("landing"), KafkaSettings)}
+    return {
+        name: m.meta["landing"]
+        for name, m in project.models.items()
+        if isinstance(m.meta.get("landing"), KafkaSettings)
+    }
 
 
 def check_plan(project: Project, plan: Plan) -> None:

@@ -21,8 +21,17 @@ from ..model.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BrokerError", "admin", "admin_call", "broker_errors", "consumer", "from_ms",
-           "list_offsets", "partitions", "to_ms"]
+__all__ = [
+    "BrokerError",
+    "admin",
+    "admin_call",
+    "broker_errors",
+    "consumer",
+    "from_ms",
+    "list_offsets",
+    "partitions",
+    "to_ms",
+]
 
 UTC = dt.timezone.utc
 
@@ -39,6 +48,7 @@ def _kafka() -> Any:
     with extra_required("replaying from Kafka", "kafka"):
         # confluent-kafka ships type hints (py.typed) from 2.13 on; before, it is untyped.
         import confluent_kafka  # type: ignore[import-untyped, unused-ignore]
+
         # A submodule is an attribute of its package only once imported; confluent-kafka 2.16
         # no longer imports ``admin`` from its __init__.
         import confluent_kafka.admin  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
@@ -57,8 +67,13 @@ def _base(bootstrap: str, timeout: float, extra: Mapping[str, str]) -> dict[str,
     ms = str(max(1000, int(timeout * 1000)))
     # librdkafka logs every refused connection on stderr at level 3; ours say it once, in the
     # error raised after the timeout.
-    return {"bootstrap.servers": bootstrap, "socket.timeout.ms": ms, "log_level": 2,
-            "socket.connection.setup.timeout.ms": ms, **extra}
+    return {
+        "bootstrap.servers": bootstrap,
+        "socket.timeout.ms": ms,
+        "log_level": 2,
+        "socket.connection.setup.timeout.ms": ms,
+        **extra,
+    }
 
 
 def admin(cfg: KafkaSettings | str, timeout: float = 10.0) -> Any:
@@ -89,10 +104,15 @@ def consumer(cfg: KafkaSettings, **extra: str) -> Any:
     group.id is a throwaway that librdkafka wants set), and an offset out of range is an error
     instead of a silent jump to another offset."""
     k = _kafka()
-    conf = {**_base(cfg.bootstrap, cfg.timeout, cfg.config),
-            "group.id": f"backfill-replay-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "auto.offset.reset": "error",
-            "enable.partition.eof": False, **extra}
+    conf = {
+        **_base(cfg.bootstrap, cfg.timeout, cfg.config),
+        "group.id": f"backfill-replay-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        "enable.partition.eof": False,
+        **extra,
+    }
     return k.Consumer(conf)
 
 
@@ -114,31 +134,42 @@ def partitions(cfg: KafkaSettings, topic: str | None = None) -> list[int]:
     try:
         md = admin(cfg).list_topics(timeout=cfg.timeout)
     except broker_errors() as exc:
-        raise BrokerError(f"Kafka broker {cfg.bootstrap} did not answer within {cfg.timeout:g}s "
-                          f"(source {cfg.source!r}, topic {topic!r}): {exc}") from None
+        raise BrokerError(
+            f"Kafka broker {cfg.bootstrap} did not answer within {cfg.timeout:g}s "
+            f"(source {cfg.source!r}, topic {topic!r}): {exc}"
+        ) from None
     found = md.topics.get(topic)
     if found is None or found.error is not None:
         names = sorted(t for t in md.topics if not t.startswith("__"))
-        raise NotFoundError(f"topic {topic!r} (source {cfg.source!r}) does not exist on "
-                            f"{cfg.bootstrap}; topics there: {', '.join(names) or 'none'}")
+        raise NotFoundError(
+            f"topic {topic!r} (source {cfg.source!r}) does not exist on "
+            f"{cfg.bootstrap}; topics there: {', '.join(names) or 'none'}"
+        )
     return sorted(found.partitions)
 
 
-def list_offsets(cfg: KafkaSettings, topic: str, parts: Iterable[int], spec: str | int,
-                 ) -> dict[int, int]:
+def list_offsets(
+    cfg: KafkaSettings,
+    topic: str,
+    parts: Iterable[int],
+    spec: str | int,
+) -> dict[int, int]:
     """partition -> offset for ``spec``: ``"earliest"`` (the log start: the oldest retained
     offset), ``"latest"`` (the next offset to be written) or a timestamp in ms (the first offset
     whose record timestamp is at or after it; the latest offset when there is none)."""
     k = _kafka()
     ad = admin(cfg)
-    spec_obj = (k.admin.OffsetSpec.earliest() if spec == "earliest" else
-                k.admin.OffsetSpec.latest() if spec == "latest" else
-                k.admin.OffsetSpec.for_timestamp(int(spec)))
+    spec_obj = (
+        k.admin.OffsetSpec.earliest()
+        if spec == "earliest"
+        else k.admin.OffsetSpec.latest()
+        if spec == "latest"
+        else k.admin.OffsetSpec.for_timestamp(int(spec))
+    )
     req = {k.TopicPartition(topic, p): spec_obj for p in parts}
     try:
         futures = ad.list_offsets(req, request_timeout=cfg.timeout)
-        got = {tp.partition: f.result(timeout=cfg.timeout + 1).offset
-               for tp, f in futures.items()}
+        got = {tp.partition: f.result(timeout=cfg.timeout + 1).offset for tp, f in futures.items()}
     except broker_errors() as exc:
         raise _fail(f"listing offsets ({spec}) of topic {topic!r}", cfg.bootstrap, exc) from None
     if isinstance(spec, int) and any(v < 0 for v in got.values()):

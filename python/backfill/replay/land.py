@@ -37,8 +37,7 @@ from .retention import PartitionRange, check_source
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DecodeError", "RetentionError", "arrow_schema", "dead_letter_schema",
-           "read_period"]
+__all__ = ["DecodeError", "RetentionError", "arrow_schema", "dead_letter_schema", "read_period"]
 
 _BATCH = 10_000
 
@@ -55,12 +54,23 @@ def arrow_schema(cfg: KafkaSettings) -> Any:
     """The landing table's columns: the declared fields, then where each row came from."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
-    kinds = {"int": pa.int64(), "float": pa.float64(), "string": pa.string(),
-             "bool": pa.bool_(), "timestamp": pa.timestamp("us"), "date": pa.date32()}
+    kinds = {
+        "int": pa.int64(),
+        "float": pa.float64(),
+        "string": pa.string(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("us"),
+        "date": pa.date32(),
+    }
     fields = [pa.field(n, kinds[k]) for n, k in cfg.columns.items()]
-    return pa.schema([*fields, pa.field("_kafka_partition", pa.int32()),
-                      pa.field("_kafka_offset", pa.int64()),
-                      pa.field("_kafka_timestamp", pa.timestamp("us"))])
+    return pa.schema(
+        [
+            *fields,
+            pa.field("_kafka_partition", pa.int32()),
+            pa.field("_kafka_offset", pa.int64()),
+            pa.field("_kafka_timestamp", pa.timestamp("us")),
+        ]
+    )
 
 
 def _consume(cfg: KafkaSettings, ranges: list[PartitionRange]) -> list[Any]:
@@ -69,8 +79,7 @@ def _consume(cfg: KafkaSettings, ranges: list[PartitionRange]) -> list[Any]:
     todo = {r.partition: r for r in ranges if r.records > 0}
     if not todo:
         return []
-    c = client.consumer(cfg, **{"fetch.max.bytes": "52428800",
-                                "queued.min.messages": "200000"})
+    c = client.consumer(cfg, **{"fetch.max.bytes": "52428800", "queued.min.messages": "200000"})
     out: dict[int, list[Any]] = {p: [] for p in todo}
     try:
         c.assign([k.TopicPartition(cfg.topic, p, r.from_offset) for p, r in todo.items()])
@@ -79,8 +88,9 @@ def _consume(cfg: KafkaSettings, ranges: list[PartitionRange]) -> list[Any]:
             batch = c.consume(num_messages=_BATCH, timeout=0.2)
             for msg in batch:
                 if msg.error() is not None:
-                    raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: reading topic "
-                                             f"{cfg.topic!r}: {msg.error()}")
+                    raise client.BrokerError(
+                        f"Kafka broker {cfg.bootstrap}: reading topic {cfg.topic!r}: {msg.error()}"
+                    )
                 p = msg.partition()
                 r = todo.get(p)
                 if r is None or msg.offset() >= r.to_offset:
@@ -99,7 +109,8 @@ def _consume(cfg: KafkaSettings, ranges: list[PartitionRange]) -> list[Any]:
             if todo and time.monotonic() - idle_since > cfg.timeout:
                 raise client.BrokerError(
                     f"Kafka broker {cfg.bootstrap}: topic {cfg.topic!r} partition(s) "
-                    f"{sorted(todo)} sent nothing for {cfg.timeout:g}s before their range ended")
+                    f"{sorted(todo)} sent nothing for {cfg.timeout:g}s before their range ended"
+                )
     finally:
         c.close()
     return [m for p in sorted(out) for m in out[p]]
@@ -124,8 +135,10 @@ def _decode_avro(cfg: KafkaSettings, msgs: list[Any]) -> list[Mapping[str, Any]]
         # bad UTF-8 or an impossible date (ValueError), a value too large (OverflowError). An
         # AttributeError or TypeError is a bug of ours, not a dead letter.
         except (EOFError, IndexError, ValueError, OverflowError) as exc:
-            raise DecodeError(f"{_where(cfg, msg)}: not an Avro record of the source's schema: "
-                              f"{type(exc).__name__}: {exc}") from None
+            raise DecodeError(
+                f"{_where(cfg, msg)}: not an Avro record of the source's schema: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
     return out
 
 
@@ -138,8 +151,10 @@ def _to_time(value: object, cfg: KafkaSettings, msg: Any, column: str) -> dt.dat
         try:
             t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise DecodeError(f"{_where(cfg, msg)}: {column} {value!r} is not an ISO-8601 time "
-                              "or epoch milliseconds") from None
+            raise DecodeError(
+                f"{_where(cfg, msg)}: {column} {value!r} is not an ISO-8601 time "
+                "or epoch milliseconds"
+            ) from None
     else:
         raise DecodeError(f"{_where(cfg, msg)}: {column} {value!r} is not a time")
     if t is not None and t.tzinfo is not None:
@@ -162,8 +177,9 @@ def _rows_slow(cfg: KafkaSettings, msgs: list[Any]) -> Any:
             except ValueError as exc:
                 raise DecodeError(f"{_where(cfg, msg)}: not JSON: {exc}") from None
             if not isinstance(v, dict):
-                raise DecodeError(f"{_where(cfg, msg)}: expected a JSON object, got "
-                                  f"{type(v).__name__}")
+                raise DecodeError(
+                    f"{_where(cfg, msg)}: expected a JSON object, got {type(v).__name__}"
+                )
             values.append(v)
     cols: dict[str, list[Any]] = {n: [] for n in cfg.columns}
     for msg, v in zip(msgs, values):
@@ -179,11 +195,14 @@ def _rows_slow(cfg: KafkaSettings, msgs: list[Any]) -> Any:
         for msg, v in zip(msgs, values):
             for n in cfg.columns:
                 try:
-                    pa.array([v.get(n) if cfg.columns[n] != "timestamp" else None],
-                             type=schema.field(n).type)
+                    pa.array(
+                        [v.get(n) if cfg.columns[n] != "timestamp" else None],
+                        type=schema.field(n).type,
+                    )
                 except (pa.ArrowInvalid, pa.ArrowTypeError):
-                    raise DecodeError(f"{_where(cfg, msg)}: field {n} {v.get(n)!r} is not a "
-                                      f"{cfg.columns[n]}") from None
+                    raise DecodeError(
+                        f"{_where(cfg, msg)}: field {n} {v.get(n)!r} is not a {cfg.columns[n]}"
+                    ) from None
         raise DecodeError(f"topic {cfg.topic}: {exc}") from None
     return pa.table(arrays, names=list(cfg.columns))
 
@@ -201,8 +220,11 @@ def _rows_fast(cfg: KafkaSettings, msgs: list[Any]) -> Any:
     fields = [f for f in arrow_schema(cfg) if f.name in cfg.columns]
     opts = pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore")
     try:
-        table = pj.read_json(io.BytesIO(b"\n".join(values)), parse_options=opts,
-                             read_options=pj.ReadOptions(block_size=1 << 24))
+        table = pj.read_json(
+            io.BytesIO(b"\n".join(values)),
+            parse_options=opts,
+            read_options=pj.ReadOptions(block_size=1 << 24),
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
     if table.num_rows != len(msgs):
@@ -220,16 +242,19 @@ def decode(cfg: KafkaSettings, msgs: list[Any]) -> Any:
     if cfg.key:  # a record without the key field gets it from the message key
         key = table.column(cfg.key)
         if key.null_count:
-            from_msg = pa.array([None if m.key() is None else m.key().decode("utf-8", "replace")
-                                 for m in msgs]).cast(key.type, safe=False)
+            from_msg = pa.array(
+                [None if m.key() is None else m.key().decode("utf-8", "replace") for m in msgs]
+            ).cast(key.type, safe=False)
             import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-            table = table.set_column(table.schema.get_field_index(cfg.key), cfg.key,
-                                     pc.coalesce(key, from_msg))
-    meta = [pa.array([m.partition() for m in msgs], pa.int32()),
-            pa.array([m.offset() for m in msgs], pa.int64()),
-            pa.array([m.timestamp()[1] * 1000 for m in msgs], pa.int64()).cast(
-                pa.timestamp("us"))]
+            table = table.set_column(
+                table.schema.get_field_index(cfg.key), cfg.key, pc.coalesce(key, from_msg)
+            )
+    meta = [
+        pa.array([m.partition() for m in msgs], pa.int32()),
+        pa.array([m.offset() for m in msgs], pa.int64()),
+        pa.array([m.timestamp()[1] * 1000 for m in msgs], pa.int64()).cast(pa.timestamp("us")),
+    ]
     for name, arr in zip(("_kafka_partition", "_kafka_offset", "_kafka_timestamp"), meta):
         table = table.append_column(name, arr)
     return table.cast(arrow_schema(cfg))
@@ -252,31 +277,45 @@ def _decode_isolating(cfg: KafkaSettings, msgs: list[Any]) -> tuple[Any, list[tu
     return pa.concat_tables([left, right]), bad_left + bad_right
 
 
-def _dead_letters(cfg: KafkaSettings, bad: list[tuple[Any, str]], start: dt.datetime,
-                  end: dt.datetime) -> Any:
+def _dead_letters(
+    cfg: KafkaSettings, bad: list[tuple[Any, str]], start: dt.datetime, end: dt.datetime
+) -> Any:
     """The bad records whose record timestamp falls in [start, end), as dead-letter rows."""
     import pyarrow as pa
 
     lo, hi = client.to_ms(start), client.to_ms(end)
     mine = [(m, e) for m, e in bad if lo <= m.timestamp()[1] < hi]
-    return pa.table([
-        pa.array([cfg.topic] * len(mine), pa.string()),
-        pa.array([m.partition() for m, _ in mine], pa.int32()),
-        pa.array([m.offset() for m, _ in mine], pa.int64()),
-        pa.array([m.timestamp()[1] * 1000 for m, _ in mine], pa.int64()).cast(
-            pa.timestamp("us")),
-        pa.array([m.key() for m, _ in mine], pa.binary()),
-        pa.array([m.value() for m, _ in mine], pa.binary()),
-        pa.array([e for _, e in mine], pa.string())], schema=dead_letter_schema())
+    return pa.table(
+        [
+            pa.array([cfg.topic] * len(mine), pa.string()),
+            pa.array([m.partition() for m, _ in mine], pa.int32()),
+            pa.array([m.offset() for m, _ in mine], pa.int64()),
+            pa.array([m.timestamp()[1] * 1000 for m, _ in mine], pa.int64()).cast(
+                pa.timestamp("us")
+            ),
+            pa.array([m.key() for m, _ in mine], pa.binary()),
+            pa.array([m.value() for m, _ in mine], pa.binary()),
+            pa.array([e for _, e in mine], pa.string()),
+        ],
+        schema=dead_letter_schema(),
+    )
 
 
 def dead_letter_schema() -> Any:  # noqa: N802 - a constant that needs pyarrow imported lazily
     """The dead-letter table's columns."""
     import pyarrow as pa
 
-    return pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-                      ("record_timestamp", pa.timestamp("us")), ("key", pa.binary()),
-                      ("value", pa.binary()), ("error", pa.string())])
+    return pa.schema(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("record_timestamp", pa.timestamp("us")),
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("error", pa.string()),
+        ]
+    )
 
 
 def _keep(cfg: KafkaSettings, table: Any, start: dt.datetime, end: dt.datetime) -> Any:
@@ -288,14 +327,21 @@ def _keep(cfg: KafkaSettings, table: Any, start: dt.datetime, end: dt.datetime) 
 
     et = table.column(cfg.time_column)
     ts = table.column("_kafka_timestamp")
-    mask = pc.and_(pc.and_(pc.greater_equal(et, lit(start)), pc.less(et, lit(end))),
-                   pc.and_(pc.greater_equal(ts, lit(start - cfg.lateness)),
-                           pc.less(ts, lit(end + cfg.lateness))))
+    mask = pc.and_(
+        pc.and_(pc.greater_equal(et, lit(start)), pc.less(et, lit(end))),
+        pc.and_(
+            pc.greater_equal(ts, lit(start - cfg.lateness)), pc.less(ts, lit(end + cfg.lateness))
+        ),
+    )
     return table.filter(pc.fill_null(mask, False))
 
 
-def read_period(cfg: KafkaSettings, model: str, start: dt.datetime, end: dt.datetime,
-                ) -> tuple[Any, dict[str, Any], DeadLetters | None]:
+def read_period(
+    cfg: KafkaSettings,
+    model: str,
+    start: dt.datetime,
+    end: dt.datetime,
+) -> tuple[Any, dict[str, Any], DeadLetters | None]:
     """The landing rows of [start, end), the detail of what was read and, when the source has
     a dead-letter table, the period's dead letters (see module doc). RetentionError when the
     log lost records of the period since it was planned."""
@@ -309,24 +355,41 @@ def read_period(cfg: KafkaSettings, model: str, start: dt.datetime, end: dt.date
     if cfg.dead_letter is None:
         table = decode(cfg, msgs) if msgs else arrow_schema(cfg).empty_table()
     else:  # an empty set of dead letters too: it replaces the period's earlier ones
-        table, bad = _decode_isolating(cfg, msgs) if msgs else (
-            arrow_schema(cfg).empty_table(), [])
+        table, bad = _decode_isolating(cfg, msgs) if msgs else (arrow_schema(cfg).empty_table(), [])
         dead = DeadLetters(cfg.dead_letter, cfg.topic, _dead_letters(cfg, bad, start, end))
     kept = _keep(cfg, table, start, end)
     counts: dict[int, int] = {}
     for p in kept.column("_kafka_partition").to_pylist():
         counts[p] = counts.get(p, 0) + 1
-    detail = {"kafka": {"topic": cfg.topic, "bootstrap": cfg.bootstrap,
-                        "event_time": cfg.event_time, "lateness_s": cfg.lateness.total_seconds(),
-                        "ranges": [{"partition": r.partition, "from": r.from_offset,
-                                    "to": r.to_offset, "read": sum(
-                                        1 for m in msgs if m.partition() == r.partition),
-                                    "kept": counts.get(r.partition, 0)}
-                                   for r in check.ranges]}}
+    detail = {
+        "kafka": {
+            "topic": cfg.topic,
+            "bootstrap": cfg.bootstrap,
+            "event_time": cfg.event_time,
+            "lateness_s": cfg.lateness.total_seconds(),
+            "ranges": [
+                {
+                    "partition": r.partition,
+                    "from": r.from_offset,
+                    "to": r.to_offset,
+                    "read": sum(1 for m in msgs if m.partition() == r.partition),
+                    "kept": counts.get(r.partition, 0),
+                }
+                for r in check.ranges
+            ],
+        }
+    }
     if dead is not None:
         detail["kafka"]["dead_letters"] = dead.rows.num_rows
     if cfg.event_time == RECORD_TIMESTAMP:
         detail["kafka"]["event_time"] = RECORD_TIMESTAMP
-    log.info("replay %s [%s, %s): read %d record(s), kept %d in %.2fs", cfg.topic, start, end,
-             len(msgs), kept.num_rows, time.perf_counter() - began)
+    log.info(
+        "replay %s [%s, %s): read %d record(s), kept %d in %.2fs",
+        cfg.topic,
+        start,
+        end,
+        len(msgs),
+        kept.num_rows,
+        time.perf_counter() - began,
+    )
     return kept, detail, dead

@@ -76,25 +76,46 @@ class SourceCheck:
 
     def __str__(self) -> str:
         s = self.settings
-        head = (f"replay {s.source} (topic {s.topic}) into {self.model}: [{_ts(self.start)}, "
-                f"{_ts(self.end)}) UTC, lateness {s.lateness}; {self.records} record(s) to read")
-        lines = [head, f"  {'partition':>9}  {'log start':>10}  {'oldest retained (UTC)':<21}  "
-                       f"{'latest':>10}  {'from':>10}  {'to':>10}  {'records':>8}"]
+        head = (
+            f"replay {s.source} (topic {s.topic}) into {self.model}: [{_ts(self.start)}, "
+            f"{_ts(self.end)}) UTC, lateness {s.lateness}; {self.records} record(s) to read"
+        )
+        lines = [
+            head,
+            f"  {'partition':>9}  {'log start':>10}  {'oldest retained (UTC)':<21}  "
+            f"{'latest':>10}  {'from':>10}  {'to':>10}  {'records':>8}",
+        ]
         for r in self.ranges:
-            lines.append(f"  {r.partition:>9}  {r.earliest:>10}  {_ts(r.earliest_time):<21}  "
-                         f"{r.latest:>10}  {r.from_offset:>10}  {r.to_offset:>10}  "
-                         f"{r.records:>8}")
+            lines.append(
+                f"  {r.partition:>9}  {r.earliest:>10}  {_ts(r.earliest_time):<21}  "
+                f"{r.latest:>10}  {r.from_offset:>10}  {r.to_offset:>10}  "
+                f"{r.records:>8}"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.settings.source, "topic": self.settings.topic,
-                "model": self.model, "start": self.start.isoformat(),
-                "end": self.end.isoformat(), "cleanup_policy": self.cleanup_policy,
-                "partitions": [{"partition": r.partition, "log_start": r.earliest,
-                                "oldest_retained": None if r.earliest_time is None
-                                else r.earliest_time.isoformat(),
-                                "latest": r.latest, "from": r.from_offset, "to": r.to_offset,
-                                "records": r.records} for r in self.ranges]}
+        return {
+            "source": self.settings.source,
+            "topic": self.settings.topic,
+            "model": self.model,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "cleanup_policy": self.cleanup_policy,
+            "partitions": [
+                {
+                    "partition": r.partition,
+                    "log_start": r.earliest,
+                    "oldest_retained": None
+                    if r.earliest_time is None
+                    else r.earliest_time.isoformat(),
+                    "latest": r.latest,
+                    "from": r.from_offset,
+                    "to": r.to_offset,
+                    "records": r.records,
+                }
+                for r in self.ranges
+            ],
+        }
 
     def to_arrow(self) -> Any:
         import pyarrow as pa  # type: ignore[import-untyped]
@@ -105,8 +126,11 @@ class SourceCheck:
         return self.to_arrow().to_pandas()
 
 
-def first_timestamps(cfg: KafkaSettings, topic: str, offsets: Mapping[int, int],
-                     ) -> dict[int, dt.datetime]:
+def first_timestamps(
+    cfg: KafkaSettings,
+    topic: str,
+    offsets: Mapping[int, int],
+) -> dict[int, dt.datetime]:
     """partition -> the timestamp of the record at ``offsets[partition]`` (the first record at
     or after it: a transaction marker has no record)."""
     if not offsets:
@@ -120,28 +144,39 @@ def first_timestamps(cfg: KafkaSettings, topic: str, offsets: Mapping[int, int],
         while len(found) < len(offsets) and time.monotonic() < deadline:
             for msg in c.consume(num_messages=len(offsets), timeout=0.5):
                 if msg.error() is not None:
-                    raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: reading topic "
-                                             f"{topic!r}: {msg.error()}")
+                    raise client.BrokerError(
+                        f"Kafka broker {cfg.bootstrap}: reading topic {topic!r}: {msg.error()}"
+                    )
                 found.setdefault(msg.partition(), client.from_ms(msg.timestamp()[1]))
     finally:
         c.close()
     missing = sorted(set(offsets) - set(found))
     if missing:
-        raise client.BrokerError(f"Kafka broker {cfg.bootstrap}: no record came back from topic "
-                                 f"{topic!r} partition(s) {missing} within {cfg.timeout:g}s")
+        raise client.BrokerError(
+            f"Kafka broker {cfg.bootstrap}: no record came back from topic "
+            f"{topic!r} partition(s) {missing} within {cfg.timeout:g}s"
+        )
     return found
 
 
-def check_source(cfg: KafkaSettings, model: str, start: dt.datetime, end: dt.datetime, *,
-                 now: dt.datetime | None = None) -> SourceCheck:
+def check_source(
+    cfg: KafkaSettings,
+    model: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    now: dt.datetime | None = None,
+) -> SourceCheck:
     """Offsets and findings for replaying [start, end) of ``cfg``'s topic (see module doc).
     InvalidInputError for a period that starts in the future; NotFoundError for an unknown
     topic; BrokerError when the broker does not answer within the source's timeout."""
     now = now or dt.datetime.now(dt.timezone.utc)
     if start >= now:
-        raise InvalidInputError(f"replay of {cfg.source} (topic {cfg.topic}): the period "
-                                f"[{_ts(start)}, {_ts(end)}) UTC starts in the future (now "
-                                f"{_ts(now)}); nothing to replay yet")
+        raise InvalidInputError(
+            f"replay of {cfg.source} (topic {cfg.topic}): the period "
+            f"[{_ts(start)}, {_ts(end)}) UTC starts in the future (now "
+            f"{_ts(now)}); nothing to replay yet"
+        )
     topic = cfg.topic
     parts = client.partitions(cfg)
     need = start - cfg.lateness
@@ -149,39 +184,64 @@ def check_source(cfg: KafkaSettings, model: str, start: dt.datetime, end: dt.dat
     latest = client.list_offsets(cfg, topic, parts, "latest")
     lo = client.list_offsets(cfg, topic, parts, client.to_ms(need))
     hi = client.list_offsets(cfg, topic, parts, client.to_ms(end + cfg.lateness))
-    oldest = first_timestamps(cfg, topic, {p: earliest[p] for p in parts
-                                           if earliest[p] < latest[p]})
-    ranges = [PartitionRange(topic, p, earliest[p], oldest.get(p), latest[p],
-                             max(lo[p], earliest[p]), max(hi[p], lo[p], earliest[p]))
-              for p in parts]
+    oldest = first_timestamps(
+        cfg, topic, {p: earliest[p] for p in parts if earliest[p] < latest[p]}
+    )
+    ranges = [
+        PartitionRange(
+            topic,
+            p,
+            earliest[p],
+            oldest.get(p),
+            latest[p],
+            max(lo[p], earliest[p]),
+            max(hi[p], lo[p], earliest[p]),
+        )
+        for p in parts
+    ]
     policy = client.cleanup_policy(cfg, topic)
     findings: list[PlanFinding] = []
     for r in ranges:
         if r.earliest == 0:  # nothing was ever removed from this partition
             continue
         if r.earliest_time is None:
-            findings.append(PlanFinding(
-                "RETENTION", "error", model,
-                f"topic {topic} partition {r.partition}: every record up to offset "
-                f"{r.earliest} was removed and none is retained, so whether the replay from "
-                f"{_ts(need)} UTC is complete cannot be known; replay from the raw layer "
-                "or the source instead"))
+            findings.append(
+                PlanFinding(
+                    "RETENTION",
+                    "error",
+                    model,
+                    f"topic {topic} partition {r.partition}: every record up to offset "
+                    f"{r.earliest} was removed and none is retained, so whether the replay from "
+                    f"{_ts(need)} UTC is complete cannot be known; replay from the raw layer "
+                    "or the source instead",
+                )
+            )
         elif r.earliest_time > need:
             gone_to = min(r.earliest_time, end + cfg.lateness)
-            findings.append(PlanFinding(
-                "RETENTION", "error", model,
-                f"topic {topic} partition {r.partition}: the oldest retained record (offset "
-                f"{r.earliest}) is from {_ts(r.earliest_time)} UTC, after the replay's start "
-                f"{_ts(need)} UTC (period start minus lateness {cfg.lateness}); missing span "
-                f"[{_ts(need)}, {_ts(gone_to)}) UTC (offsets 0..{r.earliest - 1} were "
-                "removed); replay from the raw layer or the source instead"))
+            findings.append(
+                PlanFinding(
+                    "RETENTION",
+                    "error",
+                    model,
+                    f"topic {topic} partition {r.partition}: the oldest retained record (offset "
+                    f"{r.earliest}) is from {_ts(r.earliest_time)} UTC, after the replay's start "
+                    f"{_ts(need)} UTC (period start minus lateness {cfg.lateness}); missing span "
+                    f"[{_ts(need)}, {_ts(gone_to)}) UTC (offsets 0..{r.earliest - 1} were "
+                    "removed); replay from the raw layer or the source instead",
+                )
+            )
     if "compact" in policy:
-        findings.append(PlanFinding(
-            "COMPACTED", "warning", model,
-            f"topic {topic} has cleanup.policy={policy}: compaction may have removed records "
-            "of the period; in the compacted part of the log only the latest record of each "
-            "key is kept, so the replay lands at most one row per key there, not every record "
-            "that was produced"))
+        findings.append(
+            PlanFinding(
+                "COMPACTED",
+                "warning",
+                model,
+                f"topic {topic} has cleanup.policy={policy}: compaction may have removed records "
+                "of the period; in the compacted part of the log only the latest record of each "
+                "key is kept, so the replay lands at most one row per key there, not every record "
+                "that was produced",
+            )
+        )
     check = SourceCheck(cfg, model, start, end, ranges, policy, findings)
     log.info("%s", check)
     return check

@@ -5,11 +5,27 @@ from __future__ import annotations
 from .backfill import Backfill, engine_for, who
 from .executor import TaskOutcome, execute_task
 from .history import model_costs
-from .ledger import (BackfillState, LedgerBackend, TaskState, ledger_for, open_ledger, utcnow)
+from .ledger import BackfillState, LedgerBackend, TaskState, ledger_for, open_ledger, utcnow
 from .status import BackfillStatus, ModelStatus, TaskEvent
 from .stop import DEFAULT_GRACE, Stop, on_signals
 
-__all__ = ["Backfill", "BackfillState", "BackfillStatus", "DEFAULT_GRACE", "LedgerBackend",
-           "ModelStatus", "Stop", "TaskEvent", "TaskOutcome", "TaskState", "engine_for",
-           "execute_task", "ledger_for", "model_costs", "on_signals", "open_ledger", "utcnow",
-           "who"]
+__all__ = [
+    "Backfill",
+    "BackfillState",
+    "BackfillStatus",
+    "DEFAULT_GRACE",
+    "LedgerBackend",
+    "ModelStatus",
+    "Stop",
+    "TaskEvent",
+    "TaskOutcome",
+    "TaskState",
+    "engine_for",
+    "execute_task",
+    "ledger_for",
+    "model_costs",
+    "on_signals",
+    "open_ledger",
+    "utcnow",
+    "who",
+]

@@ -33,8 +33,18 @@ from ..engines import Area, Engine, Part, open_engine
 from ..errors import ConflictError, InvalidInputError
 from .executor import TaskOutcome, execute_task
 from ..windows import check_specs, parse_duration
-from .ledger import (BackfillHeldError, BackfillState, Claim, IllegalTransitionError,
-                     LedgerBackend, TaskBusyError, TaskRow, TaskState, ledger_for, new_worker_id)
+from .ledger import (
+    BackfillHeldError,
+    BackfillState,
+    Claim,
+    IllegalTransitionError,
+    LedgerBackend,
+    TaskBusyError,
+    TaskRow,
+    TaskState,
+    ledger_for,
+    new_worker_id,
+)
 from .limits import Clock, RunLimits, SystemClock, spent_seconds
 from .status import BackfillStatus, TaskEvent, backfill_status
 from .stop import DEFAULT_GRACE, Stop, drain, sleep
@@ -75,8 +85,9 @@ class Backfill:
     """A backfill recorded in the ledger. Create with :meth:`Project.backfill`; reopen with
     :meth:`Backfill.resume` (or :meth:`Backfill.open` to only look)."""
 
-    def __init__(self, project: Project, backfill_id: str, *, ledger: LedgerBackend,
-                 engine: Engine) -> None:
+    def __init__(
+        self, project: Project, backfill_id: str, *, ledger: LedgerBackend, engine: Engine
+    ) -> None:
         self.project = project
         self.id = backfill_id
         self.ledger = ledger
@@ -88,12 +99,23 @@ class Backfill:
 
     # -- creation ------------------------------------------------------------------------------
     @classmethod
-    def create(cls: type[_B], project: Project, plan: Plan, *, reason: str, direct: bool = False,
-               engine: Engine | None = None, ledger: LedgerBackend | None = None,
-               lint: bool = True, backfill_id: str | None = None,
-               windows: str | list[str] | None = None, budget: str | float | None = None,
-               costs: Mapping[str, float] | None = None, force: str | None = None,
-               allow_overlap: str | None = None) -> _B:
+    def create(
+        cls: type[_B],
+        project: Project,
+        plan: Plan,
+        *,
+        reason: str,
+        direct: bool = False,
+        engine: Engine | None = None,
+        ledger: LedgerBackend | None = None,
+        lint: bool = True,
+        backfill_id: str | None = None,
+        windows: str | list[str] | None = None,
+        budget: str | float | None = None,
+        costs: Mapping[str, float] | None = None,
+        force: str | None = None,
+        allow_overlap: str | None = None,
+    ) -> _B:
         """Records ``plan`` as a new backfill. ``backfill_id`` (default: a fresh
         ``bf_<time>_<random>``) lets an orchestrator derive a deterministic id from its run, so
         that a retried planning step finds the backfill it already recorded.
@@ -106,32 +128,46 @@ class Backfill:
         A plan writing a (model, partition) that an open backfill of the project writes too (see
         :mod:`.ledger.overlap`) is refused with :class:`~.ledger.OverlapError` naming it, its
         owner and the overlap, unless ``allow_overlap`` says why (recorded in the options)."""
-        if allow_overlap is not None and (not isinstance(allow_overlap, str)
-                                          or not allow_overlap.strip()):
-            raise InvalidInputError(f"allow_overlap {allow_overlap!r}: say why two backfills "
-                                    "may write the same partitions")
+        if allow_overlap is not None and (
+            not isinstance(allow_overlap, str) or not allow_overlap.strip()
+        ):
+            raise InvalidInputError(
+                f"allow_overlap {allow_overlap!r}: say why two backfills "
+                "may write the same partitions"
+            )
         if backfill_id is not None and not _ID_RE.fullmatch(backfill_id):
-            raise InvalidInputError(f"backfill_id {backfill_id!r}: expected 'bf_' followed by "
-                                    "letters, digits or '_' (at most 60 characters)")
+            raise InvalidInputError(
+                f"backfill_id {backfill_id!r}: expected 'bf_' followed by "
+                "letters, digits or '_' (at most 60 characters)"
+            )
         if not isinstance(reason, str) or not reason.strip():
-            raise InvalidInputError("a backfill needs a reason (who reads the changelog will ask "
-                                    "why the past changed), e.g. reason='discount bug fixed'")
+            raise InvalidInputError(
+                "a backfill needs a reason (who reads the changelog will ask "
+                "why the past changed), e.g. reason='discount bug fixed'"
+            )
         errors = [str(f) for f in plan.errors(include_checks=lint)]
         if errors:
-            raise InvalidInputError("the plan has errors; fix them first:\n  " + "\n  ".join(errors))
+            raise InvalidInputError(
+                "the plan has errors; fix them first:\n  " + "\n  ".join(errors)
+            )
         ledger = ledger or ledger_for(project)
         engine = engine or engine_for(project)
         # A landing model has no SQL: its tasks read from Kafka (meta "landing").
-        missing = [m.model for m in plan.models if not project.models[m.model].sql
-                   and "landing" not in project.models[m.model].meta]
+        missing = [
+            m.model
+            for m in plan.models
+            if not project.models[m.model].sql and "landing" not in project.models[m.model].meta
+        ]
         if missing:
             raise InvalidInputError(f"models without SQL cannot run: {', '.join(missing)}")
         tasks = [plan.task(i) for i in range(plan.task_count)]
         options = _options(project, tasks, windows, budget, costs, force)
         if allow_overlap is not None:
             found = ledger.overlaps(project.name, tasks)
-            options["allow_overlap"] = {"reason": allow_overlap.strip(),
-                                        "overlaps": [o.to_dict() for o in found]}
+            options["allow_overlap"] = {
+                "reason": allow_overlap.strip(),
+                "overlaps": [o.to_dict() for o in found],
+            }
         settings = project.settings
         record = {
             "id": backfill_id or _new_id(),
@@ -146,19 +182,31 @@ class Backfill:
             "mode": "direct" if direct else "audit",
             "engine": repr(engine),
             "plan": plan.to_json(tasks=False, indent=None),
-            "models": json.dumps({m.model: sql_hash(project.models[m.model].sql)
-                                  for m in plan.models}),
+            "models": json.dumps(
+                {m.model: sql_hash(project.models[m.model].sql) for m in plan.models}
+            ),
             "created_by": who(),
             "options": json.dumps(options, sort_keys=True) if options else None,
         }
         ledger.create_backfill(record, tasks, check_overlap=allow_overlap is None)
-        log.info("recorded backfill %s: %s, %d tasks (%s)", record["id"], plan.select,
-                 len(tasks), record["mode"])
+        log.info(
+            "recorded backfill %s: %s, %d tasks (%s)",
+            record["id"],
+            plan.select,
+            len(tasks),
+            record["mode"],
+        )
         return cls(project, str(record["id"]), ledger=ledger, engine=engine)
 
     @classmethod
-    def open(cls: type[_B], backfill_id: str | None = None, *, project: Project,
-             engine: Engine | None = None, ledger: LedgerBackend | None = None) -> _B:
+    def open(
+        cls: type[_B],
+        backfill_id: str | None = None,
+        *,
+        project: Project,
+        engine: Engine | None = None,
+        ledger: LedgerBackend | None = None,
+    ) -> _B:
         """The backfill ``backfill_id`` (default: the latest) of ``project``, from ``ledger``
         (default: the project's)."""
         ledger = ledger or ledger_for(project, must_exist=True)
@@ -170,9 +218,15 @@ class Backfill:
         return cls(project, backfill_id, ledger=ledger, engine=engine or engine_for(project))
 
     @classmethod
-    def resume(cls: type[_B], backfill_id: str, *, project: Project,
-               engine: Engine | None = None, ledger: LedgerBackend | None = None,
-               accept_changed_sql: str | None = None) -> _B:
+    def resume(
+        cls: type[_B],
+        backfill_id: str,
+        *,
+        project: Project,
+        engine: Engine | None = None,
+        ledger: LedgerBackend | None = None,
+        accept_changed_sql: str | None = None,
+    ) -> _B:
         """Reopens a backfill to run what is not done: failed tasks get fresh attempts, tasks of a
         dead worker are claimed again when its lease ends. Call ``.run()`` on the result.
         Refuses when a model's SQL changed since the backfill was planned (:meth:`check_sql`),
@@ -191,11 +245,16 @@ class Backfill:
         """Models with tasks left to run whose SQL differs from the SQL the backfill was planned
         with (or last accepted with :meth:`check_sql`)."""
         rec = self.ledger.backfill(self.id)
-        hashes = {**json.loads(rec["models"]),
-                  **json.loads(rec["options"] or "{}").get("accepted_sql", {})}
+        hashes = {
+            **json.loads(rec["models"]),
+            **json.loads(rec["options"] or "{}").get("accepted_sql", {}),
+        }
         left = {t.model for t in self.ledger.tasks(self.id) if t.status != TaskState.DONE}
-        return [m for m, h in hashes.items() if m in left and m in self.project.models
-                and sql_hash(self.project.models[m].sql) != h]
+        return [
+            m
+            for m, h in hashes.items()
+            if m in left and m in self.project.models and sql_hash(self.project.models[m].sql) != h
+        ]
 
     def check_sql(self, accept_changed_sql: str | None = None) -> None:
         """Refuses (:class:`SqlChangedError`, naming the models) to run tasks of a model whose
@@ -211,16 +270,28 @@ class Backfill:
                 "planned, so its partitions would mix two versions. Restore the planned SQL and "
                 f"resume; or discard it (backfill discard {self.id}) and plan a new backfill "
                 "with the current SQL; or, when the change is meant (a fix for a failed task), "
-                "resume with accept_changed_sql='why' (--accept-changed-sql REASON)", changed)
+                "resume with accept_changed_sql='why' (--accept-changed-sql REASON)",
+                changed,
+            )
         opts = json.loads(self.ledger.backfill(self.id)["options"] or "{}")
-        accepted = {**opts.get("accepted_sql", {}),
-                    **{m: sql_hash(self.project.models[m].sql) for m in changed}}
-        reasons = [*opts.get("accepted_sql_reasons", []),
-                   {"models": changed, "reason": str(accept_changed_sql).strip(), "by": who()}]
-        self.ledger.set_options(self.id, {**opts, "accepted_sql": accepted,
-                                          "accepted_sql_reasons": reasons})
-        log.warning("backfill %s: SQL of %s changed since it was planned; the rest runs the "
-                    "current SQL (%s)", self.id, ", ".join(changed), accept_changed_sql)
+        accepted = {
+            **opts.get("accepted_sql", {}),
+            **{m: sql_hash(self.project.models[m].sql) for m in changed},
+        }
+        reasons = [
+            *opts.get("accepted_sql_reasons", []),
+            {"models": changed, "reason": str(accept_changed_sql).strip(), "by": who()},
+        ]
+        self.ledger.set_options(
+            self.id, {**opts, "accepted_sql": accepted, "accepted_sql_reasons": reasons}
+        )
+        log.warning(
+            "backfill %s: SQL of %s changed since it was planned; the rest runs the "
+            "current SQL (%s)",
+            self.id,
+            ", ".join(changed),
+            accept_changed_sql,
+        )
 
     def __repr__(self) -> str:
         return f"<Backfill {self.id} ({self.mode}): {self.reason!r}>"
@@ -235,8 +306,9 @@ class Backfill:
     def status(self, now: dt.datetime | None = None) -> BackfillStatus:
         return backfill_status(self.ledger, self.id, now=now)
 
-    def _claim(self, worker: str, free: int, lease_seconds: float, limits: RunLimits,
-               now: dt.datetime) -> tuple[list[Claim], str | None]:
+    def _claim(
+        self, worker: str, free: int, lease_seconds: float, limits: RunLimits, now: dt.datetime
+    ) -> tuple[list[Claim], str | None]:
         """Claims up to ``free`` tasks that fit ``limits``; also says what held one back."""
         if free <= 0:
             return [], None
@@ -246,7 +318,8 @@ class Backfill:
         attempts = self.ledger.attempts(self.id)
         per = limits.per_partition(attempts, tasks)
         committed = spent_seconds(attempts) + sum(
-            limits.cost(t, per) for t in tasks.values() if t.status == TaskState.RUNNING)
+            limits.cost(t, per) for t in tasks.values() if t.status == TaskState.RUNNING
+        )
         claims: list[Claim] = []
         blocked: str | None = None
         for task in self.ledger.ready(self.id, free):
@@ -279,8 +352,10 @@ class Backfill:
             if t.start is None or t.end is None or m.strategy == "full" or not m.event_time:
                 continue
             if m.grain:
-                parts.extend((p.label, p.start, p.end)
-                             for p in calendar_partitions(m.grain, t.start, t.end, tz=m.tz))
+                parts.extend(
+                    (p.label, p.start, p.end)
+                    for p in calendar_partitions(m.grain, t.start, t.end, tz=m.tz)
+                )
             else:
                 parts.append((t.label, t.start, t.end))
         return {k: sorted(set(v), key=lambda p: p[1]) for k, v in out.items()}
@@ -290,19 +365,31 @@ class Backfill:
         """Where this backfill writes, and the periods it rebuilds per model (those of
         :meth:`partitions`; none for a model rebuilt whole)."""
         if self._area is None:
-            periods = {model: [(s, e) for _, s, e in parts]
-                       for model, parts in self.partitions().items()}
+            periods = {
+                model: [(s, e) for _, s, e in parts] for model, parts in self.partitions().items()
+            }
             self._area = Area(None if self.mode == "direct" else self.id, periods)
         return self._area
 
     # -- running -------------------------------------------------------------------------------
-    def run(self, concurrency: int = 4, *, max_attempts: int = 3, backoff: float = 1.0,
-            lease_seconds: float = 60.0, poll: float = 0.05,
-            on_event: Callable[[TaskEvent], None] | None = None,
-            windows: str | list[str] | None = None, exit_outside_window: bool = False,
-            exit_when_held: bool = False, clock: Clock | None = None, max_wait: float = 60.0,
-            held_poll: float = 5.0, stop: Stop | None = None,
-            grace: float = DEFAULT_GRACE) -> BackfillStatus:
+    def run(
+        self,
+        concurrency: int = 4,
+        *,
+        max_attempts: int = 3,
+        backoff: float = 1.0,
+        lease_seconds: float = 60.0,
+        poll: float = 0.05,
+        on_event: Callable[[TaskEvent], None] | None = None,
+        windows: str | list[str] | None = None,
+        exit_outside_window: bool = False,
+        exit_when_held: bool = False,
+        clock: Clock | None = None,
+        max_wait: float = 60.0,
+        held_poll: float = 5.0,
+        stop: Stop | None = None,
+        grace: float = DEFAULT_GRACE,
+    ) -> BackfillStatus:
         """Runs the backfill's remaining tasks with up to ``concurrency`` threads (times the
         engine's ``capabilities.task_group``, claimed in rounds: dbt runs them together in few
         invocations); returns the final status (``.ok`` false when a task failed).
@@ -327,26 +414,44 @@ class Backfill:
         for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"{name} {value!r} is not a positive integer")
-        if backoff < 0 or lease_seconds <= 0 or poll <= 0 or max_wait <= 0 or held_poll <= 0 \
-                or not grace >= 0:
-            raise InvalidInputError("backoff and grace must be >= 0; lease_seconds, poll, "
-                                    "max_wait and held_poll > 0")
+        if (
+            backoff < 0
+            or lease_seconds <= 0
+            or poll <= 0
+            or max_wait <= 0
+            or held_poll <= 0
+            or not grace >= 0
+        ):
+            raise InvalidInputError(
+                "backoff and grace must be >= 0; lease_seconds, poll, max_wait and held_poll > 0"
+            )
         worker = new_worker_id()
         rec = self.ledger.backfill(self.id)
         if not BackfillState(rec["status"]).runnable:
             raise InvalidInputError(f"backfill {self.id} is {rec['status']}; it cannot run")
         self.check_sql()
         if windows is not None:  # recorded, so status (any process) tells when it runs
-            self.ledger.set_options(self.id, {**json.loads(rec["options"] or "{}"),
-                                              "windows": check_specs(windows, "run")})
+            self.ledger.set_options(
+                self.id,
+                {**json.loads(rec["options"] or "{}"), "windows": check_specs(windows, "run")},
+            )
         clock = clock or SystemClock()
         if rec["paused_at"] is None:
             self.ledger.set_status(self.id, BackfillState.RUNNING)
         log.info("backfill %s: worker %s starts (concurrency %d)", self.id, worker, concurrency)
         execute = functools.partial(
-            execute_task, project=self.project, engine=self.engine, ledger=self.ledger,
-            backfill_id=self.id, area=self.area, worker=worker, lease_seconds=lease_seconds,
-            max_attempts=max_attempts, backoff=backoff, stop=stop)
+            execute_task,
+            project=self.project,
+            engine=self.engine,
+            ledger=self.ledger,
+            backfill_id=self.id,
+            area=self.area,
+            worker=worker,
+            lease_seconds=lease_seconds,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            stop=stop,
+        )
         running: set[Future[TaskOutcome]] = set()
         emit = on_event or (lambda _e: None)
         said: str | None = None  # the last wait logged (said once, not every poll)
@@ -358,12 +463,23 @@ class Backfill:
         try:
             while True:
                 if stop is not None and stop.requested:
-                    log.warning("backfill %s: %s; worker %s claims nothing more%s", self.id,
-                                stop.describe(), worker, f" and lets {len(running)} running "
-                                f"task(s) finish within {grace:g} s" if running else "")
-                    left_running = drain(running, stop, grace, self.engine,
-                                         lambda f: emit(f.result().event()),
-                                         f"backfill {self.id}")
+                    log.warning(
+                        "backfill %s: %s; worker %s claims nothing more%s",
+                        self.id,
+                        stop.describe(),
+                        worker,
+                        f" and lets {len(running)} running task(s) finish within {grace:g} s"
+                        if running
+                        else "",
+                    )
+                    left_running = drain(
+                        running,
+                        stop,
+                        grace,
+                        self.engine,
+                        lambda f: emit(f.result().event()),
+                        f"backfill {self.id}",
+                    )
                     break
                 rec = self.ledger.backfill(self.id)
                 limits = RunLimits.from_options(json.loads(rec["options"] or "{}"))
@@ -374,12 +490,18 @@ class Backfill:
                 if group > 1 and claims:
                     self.engine.expect(len(claims))
                 for claim in claims:
-                    emit(TaskEvent("started", claim.task.model, claim.task.label,
-                                   claim.task.task_id, claim.attempt))
+                    emit(
+                        TaskEvent(
+                            "started",
+                            claim.task.model,
+                            claim.task.label,
+                            claim.task.task_id,
+                            claim.attempt,
+                        )
+                    )
                     running.add(pool.submit(execute, claim))
                 if running:  # a pause or cancel lets them finish; claims stop meanwhile
-                    done, _ = wait(running, timeout=max(poll, 0.5),
-                                   return_when=FIRST_COMPLETED)
+                    done, _ = wait(running, timeout=max(poll, 0.5), return_when=FIRST_COMPLETED)
                     for fut in done:
                         running.discard(fut)
                         emit(fut.result().event())  # re-raises bugs (ledger errors)
@@ -425,22 +547,31 @@ class Backfill:
         log.info("backfill %s: %s", self.id, final)
         return final
 
-    def _interrupted(self, worker: str, stop: Stop, left_running: int,
-                     clock: Clock) -> BackfillStatus:
+    def _interrupted(
+        self, worker: str, stop: Stop, left_running: int, clock: Clock
+    ) -> BackfillStatus:
         """After a stop with tasks left: the backfill becomes ``interrupted`` unless another
         worker still runs it (then it stays running: that worker carries on)."""
         others = self.ledger.live_workers(self.id) - {worker}
         if others:
-            log.info("backfill %s: worker %s stopped; %d other worker(s) carry on", self.id,
-                     worker, len(others))
+            log.info(
+                "backfill %s: worker %s stopped; %d other worker(s) carry on",
+                self.id,
+                worker,
+                len(others),
+            )
         elif self.ledger.backfill(self.id)["status"] == BackfillState.RUNNING:
             try:
                 self.ledger.set_status(self.id, BackfillState.INTERRUPTED)
             except IllegalTransitionError:  # cancelled or finished meanwhile by another process
                 pass
         if left_running:
-            log.warning("backfill %s: %d task(s) could not be interrupted; they hold their "
-                        "leases until they end or this process does", self.id, left_running)
+            log.warning(
+                "backfill %s: %d task(s) could not be interrupted; they hold their "
+                "leases until they end or this process does",
+                self.id,
+                left_running,
+            )
         final = self.status(now=clock.now())
         log.warning("backfill %s: stopped by %s: %s", self.id, stop.describe(), final)
         return final
@@ -458,9 +589,14 @@ def _cheapest(ledger: LedgerBackend, backfill_id: str, limits: RunLimits) -> flo
     return min((limits.cost(t, per) for t in ledger.ready(backfill_id, len(tasks))), default=0.0)
 
 
-def _options(project: Project, tasks: Sequence[Mapping[str, Any]],
-             windows: str | list[str] | None, budget: str | float | None,
-             costs: Mapping[str, float] | None, force: str | None) -> dict[str, Any]:
+def _options(
+    project: Project,
+    tasks: Sequence[Mapping[str, Any]],
+    windows: str | list[str] | None,
+    budget: str | float | None,
+    costs: Mapping[str, float] | None,
+    force: str | None,
+) -> dict[str, Any]:
     """The run options recorded with a backfill (checked; nothing is recorded when bad)."""
     out: dict[str, Any] = {}
     settings = project.settings
@@ -473,8 +609,10 @@ def _options(project: Project, tasks: Sequence[Mapping[str, Any]],
         out["budget_seconds"] = parse_duration(budget)
         unknown = sorted({str(t["model"]) for t in tasks} - set(out.get("costs", {})))
         if unknown:
-            raise InvalidInputError(f"budget {budget!r}: no cost known for {', '.join(unknown)};"
-                                    " estimate the plan first (backfill estimate, or costs=)")
+            raise InvalidInputError(
+                f"budget {budget!r}: no cost known for {', '.join(unknown)};"
+                " estimate the plan first (backfill estimate, or costs=)"
+            )
         limits = RunLimits.from_options(out)
         total = sum(limits.costs[str(t["model"])] * int(t["partitions"]) for t in tasks)
         out["estimate_seconds"] = total
@@ -497,6 +635,8 @@ def who() -> str:
 def engine_for(project: Project) -> Engine:
     """The engine ``project``'s settings name."""
     if project.settings is None:
-        raise InvalidInputError(f"{project!r} has no engine settings: load it from a project "
-                                "directory (Project.load) or pass engine=")
+        raise InvalidInputError(
+            f"{project!r} has no engine settings: load it from a project "
+            "directory (Project.load) or pass engine="
+        )
     return open_engine(project.settings.engine)

@@ -64,33 +64,52 @@ class EstimateReport:
         for s in self.samples:
             unit = s.grain or "run"
             plural = f"{s.partitions} {unit}{'' if s.partitions == 1 else 's'}"
-            lines.append(f"{s.model}: one {unit} ({s.label}) took {format_seconds_fine(s.seconds)}"
-                         f" ({s.rows:,} row{'' if s.rows == 1 else 's'}); {plural} to rebuild")
+            lines.append(
+                f"{s.model}: one {unit} ({s.label}) took {format_seconds_fine(s.seconds)}"
+                f" ({s.rows:,} row{'' if s.rows == 1 else 's'}); {plural} to rebuild"
+            )
         total = sum(s.partitions for s in self.samples)
-        lines.append(f"{total} partitions at {self.concurrency} concurrent ≈ "
-                     f"{format_seconds_fine(self.estimate.makespan)} "
-                     f"({format_seconds_fine(self.estimate.total_work)} of work)")
+        lines.append(
+            f"{total} partitions at {self.concurrency} concurrent ≈ "
+            f"{format_seconds_fine(self.estimate.makespan)} "
+            f"({format_seconds_fine(self.estimate.total_work)} of work)"
+        )
         if self.on_cores is not None:
-            lines.append(f"(the embedded engine shares this machine's {self.cores} cores: "
-                         f"≈ {format_seconds_fine(self.on_cores.makespan)} at "
-                         f"{self.on_cores.concurrency} concurrent)")
+            lines.append(
+                f"(the embedded engine shares this machine's {self.cores} cores: "
+                f"≈ {format_seconds_fine(self.on_cores.makespan)} at "
+                f"{self.on_cores.concurrency} concurrent)"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"samples": [s.__dict__ for s in self.samples], "concurrency": self.concurrency,
-                "makespan_seconds": self.estimate.makespan,
-                "total_work_seconds": self.estimate.total_work,
-                "per_model_seconds": self.estimate.per_model, "cores": self.cores,
-                "makespan_on_cores_seconds": None if self.on_cores is None else
-                self.on_cores.makespan}
+        return {
+            "samples": [s.__dict__ for s in self.samples],
+            "concurrency": self.concurrency,
+            "makespan_seconds": self.estimate.makespan,
+            "total_work_seconds": self.estimate.total_work,
+            "per_model_seconds": self.estimate.per_model,
+            "cores": self.cores,
+            "makespan_on_cores_seconds": None if self.on_cores is None else self.on_cores.makespan,
+        }
 
     def _repr_html_(self) -> str | None:
-        rows = [[s.model, s.label, format_seconds_fine(s.seconds), f"{s.rows:,}",
-                 str(s.partitions), format_seconds_fine(self.estimate.per_model.get(s.model, 0))]
-                for s in self.samples]
-        return (html_table(["model", "sample", "took", "rows", "partitions", "work"], rows)
-                + f"<p>at {self.concurrency} concurrent &asymp; "
-                  f"{html.escape(format_seconds_fine(self.estimate.makespan))}</p>")
+        rows = [
+            [
+                s.model,
+                s.label,
+                format_seconds_fine(s.seconds),
+                f"{s.rows:,}",
+                str(s.partitions),
+                format_seconds_fine(self.estimate.per_model.get(s.model, 0)),
+            ]
+            for s in self.samples
+        ]
+        return (
+            html_table(["model", "sample", "took", "rows", "partitions", "work"], rows)
+            + f"<p>at {self.concurrency} concurrent &asymp; "
+            f"{html.escape(format_seconds_fine(self.estimate.makespan))}</p>"
+        )
 
 
 def format_seconds_fine(seconds: float) -> str:
@@ -100,8 +119,9 @@ def format_seconds_fine(seconds: float) -> str:
     return format_seconds(seconds)
 
 
-def estimate(project: Project, plan: Plan, *, concurrency: int | None = None,
-             engine: Engine | None = None) -> EstimateReport:
+def estimate(
+    project: Project, plan: Plan, *, concurrency: int | None = None, engine: Engine | None = None
+) -> EstimateReport:
     """Runs the first partition of each planned model into a scratch area, timing it, and
     schedules the plan with those costs (seconds per partition) at ``concurrency``."""
     eng = engine or engine_for(project)
@@ -131,8 +151,16 @@ def estimate(project: Project, plan: Plan, *, concurrency: int | None = None,
                 label, s, e = samples[name]
                 result = eng.run_task(project, name, s, e, area)
                 log.info("estimate: %s %s took %.3f s", name, label, result.seconds)
-                runs.append(SampleRun(name, label, project.models[name].grain, result.seconds,
-                                      result.rows_written, counts[name]))
+                runs.append(
+                    SampleRun(
+                        name,
+                        label,
+                        project.models[name].grain,
+                        result.seconds,
+                        result.rows_written,
+                        counts[name],
+                    )
+                )
     finally:
         eng.close()
     _keep(project, runs)
@@ -143,8 +171,7 @@ def estimate(project: Project, plan: Plan, *, concurrency: int | None = None,
     if eng.capabilities.embedded and conc > cores:
         # In-process DuckDB tasks compete for this machine's cores; more threads than cores
         # do not shorten CPU-bound work.
-        return EstimateReport(runs, est, conc, cores, plan.estimate(costs=costs,
-                                                                    concurrency=cores))
+        return EstimateReport(runs, est, conc, cores, plan.estimate(costs=costs, concurrency=cores))
     return EstimateReport(runs, est, conc)
 
 
@@ -156,10 +183,21 @@ def _keep(project: Project, runs: list[SampleRun]) -> None:
     now = utcnow()
     try:
         ledger = ledger_for(project)
-        ledger.record_cost_samples(project.name, [
-            {"model": r.model, "sql_hash": sql_hash(project.models[r.model].sql),
-             "label": r.label, "partitions": 1, "seconds": r.seconds, "rows": r.rows,
-             "created_at": now} for r in runs])
+        ledger.record_cost_samples(
+            project.name,
+            [
+                {
+                    "model": r.model,
+                    "sql_hash": sql_hash(project.models[r.model].sql),
+                    "label": r.label,
+                    "partitions": 1,
+                    "seconds": r.seconds,
+                    "rows": r.rows,
+                    "created_at": now,
+                }
+                for r in runs
+            ],
+        )
         ledger.close()
     except BackfillError as exc:  # the estimate stands; only later plans miss it
         log.warning("estimate: the sample runs were not recorded in the ledger: %s", exc)

@@ -40,8 +40,13 @@ __all__ = ["OutcomeStatus", "TaskOutcome", "execute_task", "is_transient"]
 #: done; pending (a retry is due at ``retry_at``); failed (for good); lost (the lease ran out);
 #: interrupted (a stopping runner interrupted it: nothing committed, the task is pending again)
 OutcomeStatus = Literal["done", "pending", "failed", "lost", "interrupted"]
-_EVENT_KIND: dict[str, str] = {"done": "done", "pending": "retry", "failed": "failed",
-                               "lost": "lost", "interrupted": "interrupted"}
+_EVENT_KIND: dict[str, str] = {
+    "done": "done",
+    "pending": "retry",
+    "failed": "failed",
+    "lost": "lost",
+    "interrupted": "interrupted",
+}
 
 
 @dataclass(frozen=True)
@@ -70,26 +75,43 @@ class TaskOutcome:
         t = self.task
         what = f"backfill {self.backfill_id}: {t.model} {t.label}"
         if self.status == "done":
-            return (f"{what} done in {self.seconds:.2f}s (task {t.task_id}, attempt "
-                    f"{self.attempt}): {self.rows_written} row(s) written, {self.rows_deleted} "
-                    "deleted")
+            return (
+                f"{what} done in {self.seconds:.2f}s (task {t.task_id}, attempt "
+                f"{self.attempt}): {self.rows_written} row(s) written, {self.rows_deleted} "
+                "deleted"
+            )
         head = f"{what} (task {t.task_id}) attempt {self.attempt}"
         if self.status == "interrupted":
-            return (f"{head} was interrupted after {self.seconds:.1f}s ({self.error}); nothing of "
-                    "it was committed, it runs again on resume")
+            return (
+                f"{head} was interrupted after {self.seconds:.1f}s ({self.error}); nothing of "
+                "it was committed, it runs again on resume"
+            )
         if self.status == "lost":
-            return (f"{head} lost its lease while it ran; another worker may take the task "
-                    f"over (raise lease_seconds?){': ' + self.error if self.error else ''}")
+            return (
+                f"{head} lost its lease while it ran; another worker may take the task "
+                f"over (raise lease_seconds?){': ' + self.error if self.error else ''}"
+            )
         kind = "transient" if self.transient else "permanent"
-        then = f"; retry in {max(0.0, (self.retry_at or 0) - time.time()):.1f}s" \
-            if self.status == "pending" else ""
+        then = (
+            f"; retry in {max(0.0, (self.retry_at or 0) - time.time()):.1f}s"
+            if self.status == "pending"
+            else ""
+        )
         return f"{head} failed ({kind}): {self.error}{then}"
 
     def event(self) -> TaskEvent:
         """The progress event of this outcome (kind done, retry, failed or lost)."""
         t = self.task
-        return TaskEvent(_EVENT_KIND[self.status], t.model, t.label, t.task_id, self.attempt,
-                         self.seconds, self.rows_written, None if self.ok else self.error)
+        return TaskEvent(
+            _EVENT_KIND[self.status],
+            t.model,
+            t.label,
+            t.task_id,
+            self.attempt,
+            self.seconds,
+            self.rows_written,
+            None if self.ok else self.error,
+        )
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -120,8 +142,9 @@ class _Renewals:
         with self._cond:
             self._leases[id(lease)] = lease
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, daemon=True,
-                                                name="backfill-lease-renewals")
+                self._thread = threading.Thread(
+                    target=self._loop, daemon=True, name="backfill-lease-renewals"
+                )
                 self._thread.start()
             self._cond.notify()
 
@@ -135,8 +158,7 @@ class _Renewals:
                 now = time.monotonic()
                 due = [lease for lease in self._leases.values() if lease.next_at <= now]
                 if not due:
-                    soonest = min((lease.next_at for lease in self._leases.values()),
-                                  default=None)
+                    soonest = min((lease.next_at for lease in self._leases.values()), default=None)
                     self._cond.wait(None if soonest is None else soonest - now)
                     continue
             for lease in due:  # outside the lock: a slow ledger does not block add/remove
@@ -154,8 +176,14 @@ class _Lease:
     stops renewing and is kept in ``broken``: :func:`execute_task` raises it when the task
     ends, instead of reporting a lost lease."""
 
-    def __init__(self, ledger: LedgerBackend, backfill_id: str, worker: str, task_id: int,
-                 lease_seconds: float) -> None:
+    def __init__(
+        self,
+        ledger: LedgerBackend,
+        backfill_id: str,
+        worker: str,
+        task_id: int,
+        lease_seconds: float,
+    ) -> None:
         self._ledger, self._backfill_id, self._worker = ledger, backfill_id, worker
         self._task_id, self._seconds = task_id, lease_seconds
         # The claim was made just before; its lease runs from then.
@@ -186,13 +214,18 @@ class _Lease:
             asked = time.monotonic()  # the ledger stamps the new lease after this instant
             self.next_at = asked + self._seconds / 3
             try:
-                held = self._ledger.renew(self._backfill_id, self._worker, [self._task_id],
-                                          self._seconds)
+                held = self._ledger.renew(
+                    self._backfill_id, self._worker, [self._task_id], self._seconds
+                )
             except (LedgerError, OSError):
                 # Keep trying: a locked or briefly unreachable ledger may recover. (A backend
                 # reports its storage's failures as LedgerError; OSError is a socket or disk.)
-                log.warning("backfill %s: renewing the lease of task %d failed",
-                            self._backfill_id, self._task_id, exc_info=True)
+                log.warning(
+                    "backfill %s: renewing the lease of task %d failed",
+                    self._backfill_id,
+                    self._task_id,
+                    exc_info=True,
+                )
                 return
             except Exception as exc:  # noqa: BLE001 - not the storage: kept for execute_task
                 # Any other error is a bug of the ledger backend that every renewal would meet:
@@ -200,22 +233,39 @@ class _Lease:
                 # must not end as a lost lease (retried elsewhere) because of it.
                 self.broken = exc
                 _RENEWALS.remove(self)
-                log.error("backfill %s: renewing the lease of task %d failed: %s: %s",
-                          self._backfill_id, self._task_id, type(exc).__name__, exc,
-                          exc_info=True)
+                log.error(
+                    "backfill %s: renewing the lease of task %d failed: %s: %s",
+                    self._backfill_id,
+                    self._task_id,
+                    type(exc).__name__,
+                    exc,
+                    exc_info=True,
+                )
                 return
             if held < 1:  # taken over (it expired and another worker claimed the task)
                 self.lost = True
                 _RENEWALS.remove(self)
-                log.warning("backfill %s: task %d: the lease was taken from worker %s while the "
-                            "task ran; its result will not be recorded", self._backfill_id,
-                            self._task_id, self._worker)
+                log.warning(
+                    "backfill %s: task %d: the lease was taken from worker %s while the "
+                    "task ran; its result will not be recorded",
+                    self._backfill_id,
+                    self._task_id,
+                    self._worker,
+                )
                 return
             self._expires = asked + self._seconds
 
 
-def _land(settings: KafkaSettings, claim: Claim, *, project: Project, engine: Engine,
-          ledger: LedgerBackend, backfill_id: str, area: Area) -> WriteResult:
+def _land(
+    settings: KafkaSettings,
+    claim: Claim,
+    *,
+    project: Project,
+    engine: Engine,
+    ledger: LedgerBackend,
+    backfill_id: str,
+    area: Area,
+) -> WriteResult:
     """A landing task: its period's records from Kafka, written by the engine; the ledger keeps
     the log positions this attempt read before the write (so a failed write still says)."""
     from ..replay.land import read_period
@@ -227,9 +277,20 @@ def _land(settings: KafkaSettings, claim: Claim, *, project: Project, engine: En
     return engine.land(project, t.model, t.start, t.end, area, rows, dead)
 
 
-def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: LedgerBackend,
-                 backfill_id: str, area: Area, worker: str, lease_seconds: float,
-                 max_attempts: int, backoff: float, stop: Stop | None = None) -> TaskOutcome:
+def execute_task(
+    claim: Claim,
+    *,
+    project: Project,
+    engine: Engine,
+    ledger: LedgerBackend,
+    backfill_id: str,
+    area: Area,
+    worker: str,
+    lease_seconds: float,
+    max_attempts: int,
+    backoff: float,
+    stop: Stop | None = None,
+) -> TaskOutcome:
     """Runs the claimed task once through ``engine``, keeping its lease, and records the end of
     the attempt in ``ledger``. ``max_attempts`` bounds the ledger's own retries (an orchestrator
     that retries by itself, such as Airflow, passes 1); a transient failure before that is
@@ -245,18 +306,33 @@ def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: Ledg
         raise InvalidInputError(f"lease_seconds {lease_seconds!r} must be > 0")
     t = claim.task
     base = TaskOutcome(backfill_id, t, claim.attempt, "lost", 0.0)
-    log.info("backfill %s: running %s %s (task %d, attempt %d, worker %s)", backfill_id, t.model,
-             t.label, t.task_id, claim.attempt, worker)
+    log.info(
+        "backfill %s: running %s %s (task %d, attempt %d, worker %s)",
+        backfill_id,
+        t.model,
+        t.label,
+        t.task_id,
+        claim.attempt,
+        worker,
+    )
     began = time.perf_counter()
     result: WriteResult | None = None
     failure: BaseException | None = None
     with _Lease(ledger, backfill_id, worker, t.task_id, lease_seconds) as lease:
         try:
-            landing = project.models[t.model].meta.get("landing") \
-                if t.model in project.models else None
+            landing = (
+                project.models[t.model].meta.get("landing") if t.model in project.models else None
+            )
             if isinstance(landing, KafkaSettings) and t.start is not None and t.end is not None:
-                result = _land(landing, claim, project=project, engine=engine, ledger=ledger,
-                               backfill_id=backfill_id, area=area)
+                result = _land(
+                    landing,
+                    claim,
+                    project=project,
+                    engine=engine,
+                    ledger=ledger,
+                    backfill_id=backfill_id,
+                    area=area,
+                )
             else:
                 result = engine.run_task(project, t.model, t.start, t.end, area)
         except Exception as exc:  # noqa: BLE001 - every failure of a task is an outcome
@@ -271,21 +347,37 @@ def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: Ledg
         # Renewals failed until the lease ran out, or found it taken: another worker may own the
         # task now or soon, so this one records nothing (the ledger would refuse it anyway); the ledger marks the attempt abandoned when it drops the
         # lease, and the task becomes claimable again.
-        out = dataclasses.replace(base, seconds=seconds, transient=True,
-                                  error=None if failure is None else _error_text(failure))
+        out = dataclasses.replace(
+            base,
+            seconds=seconds,
+            transient=True,
+            error=None if failure is None else _error_text(failure),
+        )
         log.warning("%s", out.message)
         return out
     if result is not None:
         # With the partitions' fingerprints when the engine computed them (the audit uses them).
-        status = ledger.finish(claim, backfill_id, worker, ok=True, rows=result.rows_written,
-                               deleted=result.rows_deleted,
-                               fingerprint=result.recorded_fingerprint(),
-                               seconds=result.seconds, error=None, retry_at=None)
-        out = dataclasses.replace(base, seconds=result.seconds, rows_written=result.rows_written,
-                                  rows_deleted=result.rows_deleted,
-                                  fingerprint=str(result.fingerprint),
-                                  status="done" if status == "done" else "lost",
-                                  transient=status != "done")
+        status = ledger.finish(
+            claim,
+            backfill_id,
+            worker,
+            ok=True,
+            rows=result.rows_written,
+            deleted=result.rows_deleted,
+            fingerprint=result.recorded_fingerprint(),
+            seconds=result.seconds,
+            error=None,
+            retry_at=None,
+        )
+        out = dataclasses.replace(
+            base,
+            seconds=result.seconds,
+            rows_written=result.rows_written,
+            rows_deleted=result.rows_deleted,
+            fingerprint=str(result.fingerprint),
+            status="done" if status == "done" else "lost",
+            transient=status != "done",
+        )
         log.log(logging.INFO if out.ok else logging.WARNING, "%s", out.message)
         return out
     assert failure is not None  # the engine either returned or raised
@@ -293,29 +385,70 @@ def execute_task(claim: Claim, *, project: Project, engine: Engine, ledger: Ledg
     if stop is not None and stop.aborted:
         return _interrupted(claim, base, ledger, backfill_id, worker, seconds, error, stop)
     transient = is_transient(failure)
-    retry_at = time.time() + backoff * 2 ** (claim.attempt - 1) \
-        if transient and claim.attempt < max_attempts else None
-    status = ledger.finish(claim, backfill_id, worker, ok=False, rows=None, deleted=None,
-                           fingerprint=None, seconds=seconds, error=error, retry_at=retry_at)
-    ended: OutcomeStatus = "pending" if status == "pending" else \
-        "failed" if status == "failed" else "lost"
-    out = dataclasses.replace(base, status=ended, seconds=seconds, error=error,
-                              transient=transient or ended == "lost",
-                              retry_at=retry_at if ended == "pending" else None)
+    retry_at = (
+        time.time() + backoff * 2 ** (claim.attempt - 1)
+        if transient and claim.attempt < max_attempts
+        else None
+    )
+    status = ledger.finish(
+        claim,
+        backfill_id,
+        worker,
+        ok=False,
+        rows=None,
+        deleted=None,
+        fingerprint=None,
+        seconds=seconds,
+        error=error,
+        retry_at=retry_at,
+    )
+    ended: OutcomeStatus = (
+        "pending" if status == "pending" else "failed" if status == "failed" else "lost"
+    )
+    out = dataclasses.replace(
+        base,
+        status=ended,
+        seconds=seconds,
+        error=error,
+        transient=transient or ended == "lost",
+        retry_at=retry_at if ended == "pending" else None,
+    )
     level = {"pending": logging.INFO, "failed": logging.ERROR}.get(ended, logging.WARNING)
     log.log(level, "%s", out.message)
     return out
 
 
-def _interrupted(claim: Claim, base: TaskOutcome, ledger: LedgerBackend, backfill_id: str,
-                 worker: str, seconds: float, error: str, stop: Stop) -> TaskOutcome:
+def _interrupted(
+    claim: Claim,
+    base: TaskOutcome,
+    ledger: LedgerBackend,
+    backfill_id: str,
+    worker: str,
+    seconds: float,
+    error: str,
+    stop: Stop,
+) -> TaskOutcome:
     """Records an attempt the stopping runner interrupted: failed, with the task pending and
     due now (whatever attempts are left: it did not fail by itself) and its lease released."""
     why = f"interrupted by {stop.describe()}"
-    status = ledger.finish(claim, backfill_id, worker, ok=False, rows=None, deleted=None,
-                           fingerprint=None, seconds=seconds, error=f"{why}: {error}",
-                           retry_at=time.time())
-    out = dataclasses.replace(base, status="interrupted" if status == "pending" else "lost",
-                              seconds=seconds, error=why, transient=True)
+    status = ledger.finish(
+        claim,
+        backfill_id,
+        worker,
+        ok=False,
+        rows=None,
+        deleted=None,
+        fingerprint=None,
+        seconds=seconds,
+        error=f"{why}: {error}",
+        retry_at=time.time(),
+    )
+    out = dataclasses.replace(
+        base,
+        status="interrupted" if status == "pending" else "lost",
+        seconds=seconds,
+        error=why,
+        transient=True,
+    )
     log.warning("%s", out.message)
     return out

@@ -31,9 +31,13 @@ __all__ = ["model_costs"]
 HISTORY_BACKFILLS = 20
 
 
-def model_costs(project: Project, models: Sequence[str], *,
-                ledger: LedgerBackend | None = None,
-                backfills: int = HISTORY_BACKFILLS) -> dict[str, ModelCost]:
+def model_costs(
+    project: Project,
+    models: Sequence[str],
+    *,
+    ledger: LedgerBackend | None = None,
+    backfills: int = HISTORY_BACKFILLS,
+) -> dict[str, ModelCost]:
     """Per model of ``models``: its cost fitted from the ledger's measurements (``"measured"``
     from backfill runs, else ``"sample"`` from ``backfill estimate``), or ``source="none"``.
     A project without a ledger yet has no history (nothing is created)."""
@@ -51,14 +55,19 @@ def model_costs(project: Project, models: Sequence[str], *,
         if seconds is None:
             continue
         was = row["sql_hash"]
-        found.setdefault(row["model"], []).append(Measurement(
-            int(row["partitions"]), float(seconds), row["rows"], str(row["source"]),
-            stale=was is not None and was != current[row["model"]]))
+        found.setdefault(row["model"], []).append(
+            Measurement(
+                int(row["partitions"]),
+                float(seconds),
+                row["rows"],
+                str(row["source"]),
+                stale=was is not None and was != current[row["model"]],
+            )
+        )
     # Models measured at one task size only borrow the fixed cost per task that models measured
     # at several sizes show (it is mostly the engine's and the runner's, not the model's).
     first = {m: fit_cost(m, ms) for m, ms in found.items()}
     hint = overhead_hint(list(first.values()))
-    out = {m: fit_cost(m, found[m], hint) if m in found else ModelCost(m, "none")
-           for m in models}
+    out = {m: fit_cost(m, found[m], hint) if m in found else ModelCost(m, "none") for m in models}
     log.info("costs of %s: %s", project.name, "; ".join(f"{m}: {c}" for m, c in out.items()))
     return out

@@ -62,15 +62,19 @@ class RunLimits:
     def from_options(cls, options: Mapping[str, Any] | None) -> RunLimits:
         o = dict(options or {})
         specs = o.get("windows")
-        return cls(Windows.parse(specs) if specs else None, o.get("budget_seconds"),
-                   {str(k): float(v) for k, v in (o.get("costs") or {}).items()})
+        return cls(
+            Windows.parse(specs) if specs else None,
+            o.get("budget_seconds"),
+            {str(k): float(v) for k, v in (o.get("costs") or {}).items()},
+        )
 
     @property
     def bound(self) -> bool:
         return self.windows is not None or self.budget_seconds is not None
 
-    def per_partition(self, attempts: Sequence[Mapping[str, Any]],
-                      tasks: Mapping[int, TaskRow]) -> dict[str, float]:
+    def per_partition(
+        self, attempts: Sequence[Mapping[str, Any]], tasks: Mapping[int, TaskRow]
+    ) -> dict[str, float]:
         """Seconds per partition by model: observed in this backfill, else recorded."""
         seen: dict[str, list[float]] = {}
         for a in attempts:
@@ -85,8 +89,9 @@ class RunLimits:
     def cost(task: TaskRow, per_partition: Mapping[str, float]) -> float:
         return per_partition.get(task.model, 0.0) * task.partitions
 
-    def check(self, task: TaskRow, per_partition: Mapping[str, float], committed: float,
-              now: dt.datetime) -> Blocked | None:
+    def check(
+        self, task: TaskRow, per_partition: Mapping[str, float], committed: float, now: dt.datetime
+    ) -> Blocked | None:
         """Why ``task`` may not start now (None: it may). ``committed``: engine time spent
         plus the estimates of the tasks running now."""
         cost = self.cost(task, per_partition)
@@ -108,7 +113,8 @@ class RunLimits:
         raise InvalidInputError(
             f"the plan's estimate, {format_duration(estimate)} of engine time, exceeds the "
             f"budget of {format_duration(self.budget_seconds)}; raise the budget, narrow the "
-            "plan, or run anyway with --force REASON")
+            "plan, or run anyway with --force REASON"
+        )
 
     def next_start(self, now: dt.datetime, cost: float = 0.0) -> dt.datetime | None:
         """When a task of ``cost`` seconds may next start inside a window: None when it may
@@ -119,8 +125,9 @@ class RunLimits:
         closes = self.windows.open_at(now)
         if closes is None:
             return self.windows.next_open(now)
-        return None if now + dt.timedelta(seconds=cost) <= closes else \
-            self.windows.next_open(closes)
+        return (
+            None if now + dt.timedelta(seconds=cost) <= closes else self.windows.next_open(closes)
+        )
 
     def waiting_note(self, now: dt.datetime, cost: float = 0.0) -> str | None:
         """``waiting for window, opens 22:00 CET`` while no window has room for a task of

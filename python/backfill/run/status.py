@@ -84,18 +84,35 @@ class BackfillStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "status": self.status, "reason": self.reason,
-            "selection": self.selection, "period": self.period, "mode": self.mode,
+            "id": self.id,
+            "status": self.status,
+            "reason": self.reason,
+            "selection": self.selection,
+            "period": self.period,
+            "mode": self.mode,
             "tasks": {"total": self.total, "done": self.done},
-            "paused": self.paused, "held": self.held, "note": self.note, "budget": self.budget,
+            "paused": self.paused,
+            "held": self.held,
+            "note": self.note,
+            "budget": self.budget,
             "models": [dataclasses.asdict(m) for m in self.models],
-            "failed_tasks": [{"task_id": t.task_id, "model": t.model, "label": t.label,
-                              "attempts": t.attempts, "error": t.error} for t in self.failed_tasks],
+            "failed_tasks": [
+                {
+                    "task_id": t.task_id,
+                    "model": t.model,
+                    "label": t.label,
+                    "attempts": t.attempts,
+                    "error": t.error,
+                }
+                for t in self.failed_tasks
+            ],
         }
 
     def _rows(self) -> list[list[Any]]:
-        return [[m.model, m.total, m.done, m.running, m.failed, m.pending - m.blocked, m.blocked]
-                for m in self.models]
+        return [
+            [m.model, m.total, m.done, m.running, m.failed, m.pending - m.blocked, m.blocked]
+            for m in self.models
+        ]
 
     _COLUMNS = ["model", "tasks", "done", "running", "failed", "pending", "blocked"]
 
@@ -112,22 +129,31 @@ class BackfillStatus:
         return pd.DataFrame(self._rows(), columns=self._COLUMNS)
 
     def __str__(self) -> str:
-        head = (f"backfill {self.id} [{self.status}] {self.selection} {self.period} "
-                f"({self.mode}): {self.done}/{self.total} tasks done")
+        head = (
+            f"backfill {self.id} [{self.status}] {self.selection} {self.period} "
+            f"({self.mode}): {self.done}/{self.total} tasks done"
+        )
         if self.status == "interrupted":
             head += f"; no worker is running it: backfill run --resume {self.id}"
         if self.note:
             head += f"\n  {self.note}"
         if self.budget.get("budget") is not None:
             b, spent = self.budget["budget"] or 0.0, self.budget["spent"] or 0.0
-            head += (f"\n  budget: {format_duration(spent)} of {format_duration(b)} engine "
-                     f"time spent, {format_duration(max(0.0, b - spent))} remaining")
+            head += (
+                f"\n  budget: {format_duration(spent)} of {format_duration(b)} engine "
+                f"time spent, {format_duration(max(0.0, b - spent))} remaining"
+            )
         width = max([5, *(len(m.model) for m in self.models)])
-        lines = [head, f"  {'model':<{width}}  {'done':>6}  {'running':>7}  {'failed':>6}  "
-                       f"{'pending':>7}  {'blocked':>7}"]
+        lines = [
+            head,
+            f"  {'model':<{width}}  {'done':>6}  {'running':>7}  {'failed':>6}  "
+            f"{'pending':>7}  {'blocked':>7}",
+        ]
         for m in self.models:
-            lines.append(f"  {m.model:<{width}}  {m.done:>3}/{m.total:<3}{m.running:>8}  "
-                         f"{m.failed:>6}  {m.pending - m.blocked:>7}  {m.blocked:>7}")
+            lines.append(
+                f"  {m.model:<{width}}  {m.done:>3}/{m.total:<3}{m.running:>8}  "
+                f"{m.failed:>6}  {m.pending - m.blocked:>7}  {m.blocked:>7}"
+            )
         for t in self.failed_tasks[:20]:
             lines.append(f"  FAILED {t.model} {t.label} after {t.attempts} attempt(s): {t.error}")
         if len(self.failed_tasks) > 20:
@@ -142,12 +168,17 @@ class BackfillStatus:
             return None
         e = html.escape
         rows = [[str(v) for v in r] for r in self._rows()]
-        failed = "".join(f"<li><code>{e(t.model)} {e(t.label)}</code>: {e(str(t.error))}</li>"
-                         for t in self.failed_tasks[:50])
-        return (f"<div><p><b>backfill {e(self.id)}</b> [{e(self.status)}] "
-                f"<code>{e(self.selection)}</code> {e(self.period)}: {self.done}/{self.total} "
-                f"tasks done</p>{html_table(self._COLUMNS, rows)}"
-                + (f"<ul>{failed}</ul>" if failed else "") + "</div>")
+        failed = "".join(
+            f"<li><code>{e(t.model)} {e(t.label)}</code>: {e(str(t.error))}</li>"
+            for t in self.failed_tasks[:50]
+        )
+        return (
+            f"<div><p><b>backfill {e(self.id)}</b> [{e(self.status)}] "
+            f"<code>{e(self.selection)}</code> {e(self.period)}: {self.done}/{self.total} "
+            f"tasks done</p>{html_table(self._COLUMNS, rows)}"
+            + (f"<ul>{failed}</ul>" if failed else "")
+            + "</div>"
+        )
 
 
 def _blocked(tasks: list[TaskRow]) -> set[int]:
@@ -155,22 +186,26 @@ def _blocked(tasks: list[TaskRow]) -> set[int]:
     by_id = {t.task_id: t for t in tasks}
     memo: dict[int, bool] = {}
     for t in sorted(tasks, key=lambda t: t.wave):  # dependencies sit in earlier waves
-        memo[t.task_id] = any(by_id[d].status == "failed" or memo.get(d, False)
-                              for d in t.depends_on)
+        memo[t.task_id] = any(
+            by_id[d].status == "failed" or memo.get(d, False) for d in t.depends_on
+        )
     return {t.task_id for t in tasks if t.status == "pending" and memo[t.task_id]}
 
 
-def _costs(options: dict[str, Any], tasks: list[TaskRow], attempts: list[dict[str, Any]],
-           blocked: set[int]) -> tuple[RunLimits, list[float]]:
+def _costs(
+    options: dict[str, Any], tasks: list[TaskRow], attempts: list[dict[str, Any]], blocked: set[int]
+) -> tuple[RunLimits, list[float]]:
     """The run limits and the estimated costs of the pending tasks that may still run."""
     limits = RunLimits.from_options(options)
     per = limits.per_partition(attempts, {t.task_id: t for t in tasks})
-    return limits, [limits.cost(t, per) for t in tasks
-                    if t.status == "pending" and t.task_id not in blocked]
+    return limits, [
+        limits.cost(t, per) for t in tasks if t.status == "pending" and t.task_id not in blocked
+    ]
 
 
-def backfill_status(ledger: LedgerBackend, backfill_id: str,
-                    now: dt.datetime | None = None) -> BackfillStatus:
+def backfill_status(
+    ledger: LedgerBackend, backfill_id: str, now: dt.datetime | None = None
+) -> BackfillStatus:
     rec = ledger.backfill(backfill_id)
     tasks = ledger.tasks(backfill_id)
     blocked = _blocked(tasks)
@@ -179,11 +214,20 @@ def backfill_status(ledger: LedgerBackend, backfill_id: str,
         order.setdefault(t.model, []).append(t)
     models = []
     for name, ts in order.items():
-        count = {s: sum(1 for t in ts if t.status == s) for s in ("done", "running", "failed",
-                                                                   "pending")}
-        models.append(ModelStatus(name, len(ts), count["done"], count["running"],
-                                  count["failed"], count["pending"],
-                                  sum(1 for t in ts if t.task_id in blocked)))
+        count = {
+            s: sum(1 for t in ts if t.status == s) for s in ("done", "running", "failed", "pending")
+        }
+        models.append(
+            ModelStatus(
+                name,
+                len(ts),
+                count["done"],
+                count["running"],
+                count["failed"],
+                count["pending"],
+                sum(1 for t in ts if t.task_id in blocked),
+            )
+        )
     status = rec["status"]
     live = ledger.live_workers(backfill_id)
     options = json.loads(rec.get("options") or "{}")
@@ -197,32 +241,50 @@ def backfill_status(ledger: LedgerBackend, backfill_id: str,
         held = "cancelled"
     elif rec.get("paused_at") and status in ("pending", "running", "interrupted", "failed"):
         status, held = "paused", "paused"
-        note = (f"paused by {rec.get('paused_by')} at {str(rec['paused_at'])[:19]}; running "
-                f"tasks finish, nothing new starts: backfill resume {backfill_id}")
-    elif status in ("pending", "running") and not live and \
-            (options.get("windows") or budget is not None):
+        note = (
+            f"paused by {rec.get('paused_by')} at {str(rec['paused_at'])[:19]}; running "
+            f"tasks finish, nothing new starts: backfill resume {backfill_id}"
+        )
+    elif (
+        status in ("pending", "running")
+        and not live
+        and (options.get("windows") or budget is not None)
+    ):
         limits, costs = _costs(options, tasks, attempts, blocked)
         if costs and budget is not None and status == "running" and min(costs) > budget - spent:
             held = "budget"
-            note = (f"stopped within its budget ({format_duration(spent)} of "
-                    f"{format_duration(budget)} spent): raise it with backfill run --resume "
-                    f"{backfill_id} --budget ...")
+            note = (
+                f"stopped within its budget ({format_duration(spent)} of "
+                f"{format_duration(budget)} spent): raise it with backfill run --resume "
+                f"{backfill_id} --budget ..."
+            )
         elif costs and limits.windows is not None:
             note = limits.waiting_note(now or dt.datetime.now(dt.timezone.utc), min(costs))
             held = "window" if note else None
     elif status == "interrupted":
         held = "interrupted"
-        note = (f"interrupted at {str(rec['updated_at'])[:19]} UTC: its runner was stopped "
-                "(SIGINT/SIGTERM) before the end; finished tasks are kept, interrupted ones "
-                "committed nothing")
+        note = (
+            f"interrupted at {str(rec['updated_at'])[:19]} UTC: its runner was stopped "
+            "(SIGINT/SIGTERM) before the end; finished tasks are kept, interrupted ones "
+            "committed nothing"
+        )
     if status == "running" and not live and note is None:
         status = "interrupted"  # no worker alive (killed): resume it
     return BackfillStatus(
-        id=backfill_id, status=status, reason=rec["reason"], selection=rec["selection"],
-        period=f"{rec['start'][:10]}..{rec['end'][:10]}", mode=rec["mode"], models=models,
-        failed_tasks=[t for t in tasks if t.status == "failed"], note=note,
-        paused=bool(rec.get("paused_at")), held=held,
-        budget={"budget": budget, "spent": spent,
-                "remaining": None if budget is None else max(0.0, budget - spent)})
-
-
+        id=backfill_id,
+        status=status,
+        reason=rec["reason"],
+        selection=rec["selection"],
+        period=f"{rec['start'][:10]}..{rec['end'][:10]}",
+        mode=rec["mode"],
+        models=models,
+        failed_tasks=[t for t in tasks if t.status == "failed"],
+        note=note,
+        paused=bool(rec.get("paused_at")),
+        held=held,
+        budget={
+            "budget": budget,
+            "spent": spent,
+            "remaining": None if budget is None else max(0.0, budget - spent),
+        },
+    )

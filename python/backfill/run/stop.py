@@ -72,8 +72,7 @@ class Stop:
 
     def grace_over(self, grace: float) -> bool:
         """The grace period since the first request has passed (or the run was aborted)."""
-        return self.aborted or (self._since is not None and
-                                time.monotonic() - self._since >= grace)
+        return self.aborted or (self._since is not None and time.monotonic() - self._since >= grace)
 
     @property
     def signal_name(self) -> str | None:
@@ -88,8 +87,9 @@ class Stop:
 
 
 @contextlib.contextmanager
-def on_signals(stop: Stop, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM), *,
-               chain: bool = False) -> Iterator[Stop]:
+def on_signals(
+    stop: Stop, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM), *, chain: bool = False
+) -> Iterator[Stop]:
     """Within the block, ``signals`` request ``stop`` instead of ending the process (the first
     one: stop gracefully; the next: abort). The previous handlers come back after the block;
     with ``chain`` they are called too (an orchestrator's own handler, e.g. Airflow's). Outside
@@ -118,8 +118,14 @@ def on_signals(stop: Stop, signals: tuple[int, ...] = (signal.SIGINT, signal.SIG
 ABANDON_AFTER = 5.0
 
 
-def drain(running: set[Future[Any]], stop: Stop, grace: float, engine: Engine,
-          on_done: Callable[[Future[Any]], None], what: str) -> int:
+def drain(
+    running: set[Future[Any]],
+    stop: Stop,
+    grace: float,
+    engine: Engine,
+    on_done: Callable[[Future[Any]], None],
+    what: str,
+) -> int:
     """Waits for the ``running`` task futures of a stopping runner: until they end, or the
     grace period is over; then interrupts them through ``engine`` (again every poll: a task
     between two statements is not stopped by one call) and waits up to :data:`ABANDON_AFTER`
@@ -131,18 +137,27 @@ def drain(running: set[Future[Any]], stop: Stop, grace: float, engine: Engine,
     while running:
         if stop.grace_over(grace):
             if interrupted_at is None:
-                why = "asked again: aborting at once" if stop.aborted else \
-                    f"the grace period of {grace:g} s is over"
+                why = (
+                    "asked again: aborting at once"
+                    if stop.aborted
+                    else f"the grace period of {grace:g} s is over"
+                )
                 stop.abort()  # the executor records failures from now on as interrupted
                 interrupted_at = time.monotonic()
-                log.warning("%s: %s; interrupting %d running task(s)%s", what, why, len(running),
-                            "" if can else f" (the {engine.name} engine cannot: they are left "
-                            "to finish, or to roll back when the process ends)")
+                log.warning(
+                    "%s: %s; interrupting %d running task(s)%s",
+                    what,
+                    why,
+                    len(running),
+                    ""
+                    if can
+                    else f" (the {engine.name} engine cannot: they are left "
+                    "to finish, or to roll back when the process ends)",
+                )
             if not can or time.monotonic() - interrupted_at > ABANDON_AFTER:
                 return len(running)
             engine.interrupt()
-        done, _ = wait(running, timeout=0.1 if stop.aborted else 0.5,
-                       return_when=FIRST_COMPLETED)
+        done, _ = wait(running, timeout=0.1 if stop.aborted else 0.5, return_when=FIRST_COMPLETED)
         for fut in done:
             running.discard(fut)
             on_done(fut)

@@ -73,8 +73,9 @@ class Case:
         self.engine.close()
         con = self._connect()
         try:
-            con.execute(f"CREATE TABLE raw._reversed AS SELECT * FROM raw.{table} "
-                        "ORDER BY rowid DESC")
+            con.execute(
+                f"CREATE TABLE raw._reversed AS SELECT * FROM raw.{table} ORDER BY rowid DESC"
+            )
             con.execute(f"DROP TABLE raw.{table}")
             con.execute(f"ALTER TABLE raw._reversed RENAME TO {table}")
         finally:
@@ -92,8 +93,10 @@ class Case:
         through the engine's own connection as any other reader of this process would."""
         # Both shop engines keep their tables in a DuckDB warehouse (dbt-duckdb's is .warehouse).
         warehouse = getattr(self.engine, "warehouse", self.engine)
-        parts = [f"(SELECT sum({column}) FROM {warehouse.published(model, self.project)})"
-                 for model, column in relations]
+        parts = [
+            f"(SELECT sum({column}) FROM {warehouse.published(model, self.project)})"
+            for model, column in relations
+        ]
         with warehouse.connect() as cur:
             row = cur.execute("SELECT " + ", ".join(parts)).fetchone()
         assert row is not None
@@ -124,8 +127,10 @@ class PgCase(Case):
 
     def snapshot_sums(self, relations: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
         eng = self._engine()
-        parts = [f"(SELECT sum({quote(column)}) FROM {quote(eng.schema)}.{quote(model)})"
-                 for model, column in relations]
+        parts = [
+            f"(SELECT sum({quote(column)}) FROM {quote(eng.schema)}.{quote(model)})"
+            for model, column in relations
+        ]
         with eng.connect() as conn:  # one statement: one snapshot
             row = conn.execute("SELECT " + ", ".join(parts)).fetchone()
         assert row is not None
@@ -157,8 +162,9 @@ class SparkCase(Case):
         """Iceberg commits one table at a time (``atomic_publish=False``): each sum reads its
         table's current snapshot, in one query."""
         engine: Any = self.engine
-        parts = [f"(SELECT sum({column}) FROM {engine.table(model)})"
-                 for model, column in relations]
+        parts = [
+            f"(SELECT sum({column}) FROM {engine.table(model)})" for model, column in relations
+        ]
         return tuple(self._sql("SELECT " + ", ".join(parts))[0])
 
 
@@ -167,14 +173,23 @@ def _copy_shop(built: Path, dest: Path) -> Path:
     return dest
 
 
-def make_case(name: str, built_shop: Path, built_dbt_shop: Path, tmp: Path,
-              built_pg_shop: PgShop | None = None,
-              built_spark_shop: Path | None = None) -> Case:
+def make_case(
+    name: str,
+    built_shop: Path,
+    built_dbt_shop: Path,
+    tmp: Path,
+    built_pg_shop: PgShop | None = None,
+    built_spark_shop: Path | None = None,
+) -> Case:
     if name == "duckdb":
         return Case(name, _copy_shop(built_shop, tmp / "shop"), backfill.Project.load, shop.fix)
     if name == "dbt-duckdb":
-        return Case(name, _copy_shop(built_dbt_shop, tmp / "dbt_shop"),
-                    backfill.Project.from_dbt, dbt_shop.fix)
+        return Case(
+            name,
+            _copy_shop(built_dbt_shop, tmp / "dbt_shop"),
+            backfill.Project.from_dbt,
+            dbt_shop.fix,
+        )
     if name == "postgres":
         assert built_pg_shop is not None, "the postgres case needs the built_pg_shop fixture"
         root, url = built_pg_shop.copy(tmp / "shop_pg")
@@ -183,6 +198,10 @@ def make_case(name: str, built_shop: Path, built_dbt_shop: Path, tmp: Path,
         import spark_support
 
         assert built_spark_shop is not None
-        return SparkCase(name, spark_support.copy_built(built_spark_shop, tmp / "spark_shop"),
-                         backfill.Project.load, shop.fix)
+        return SparkCase(
+            name,
+            spark_support.copy_built(built_spark_shop, tmp / "spark_shop"),
+            backfill.Project.load,
+            shop.fix,
+        )
     raise ValueError(f"no engine case {name!r}; expected one of {ENGINES}")

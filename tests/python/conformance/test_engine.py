@@ -20,8 +20,13 @@ from typing import Any
 import pytest
 
 import backfill
-from backfill.engines import (PUBLISHED, Area, Capabilities, PartitionFingerprint,
-                              recorded_partitions)
+from backfill.engines import (
+    PUBLISHED,
+    Area,
+    Capabilities,
+    PartitionFingerprint,
+    recorded_partitions,
+)
 from engine_cases import AS_OF, ENGINES, Case, day, make_case
 
 # Days after the fix day (2026-08-01) inside both shops' data: the fix lowers their revenue.
@@ -30,18 +35,19 @@ DAYS = [(f"2026-08-0{d}", day(f"2026-08-0{d}"), day(f"2026-08-0{d + 1}")) for d 
 
 
 @pytest.fixture(params=ENGINES)
-def case(request: pytest.FixtureRequest, built_shop: Path, built_dbt_shop: Path,
-         tmp_path: Path) -> Iterator[Case]:
+def case(
+    request: pytest.FixtureRequest, built_shop: Path, built_dbt_shop: Path, tmp_path: Path
+) -> Iterator[Case]:
     pg = request.getfixturevalue("built_pg_shop") if request.param == "postgres" else None
-    spark_shop = request.getfixturevalue("built_spark_shop") if request.param == "spark" \
-        else None
+    spark_shop = request.getfixturevalue("built_spark_shop") if request.param == "spark" else None
     c = make_case(request.param, built_shop, built_dbt_shop, tmp_path, pg, spark_shop)
     yield c
     c.engine.close()
 
 
-def rows(case: Case, model: str, area: Area,
-         periods: list[tuple[dt.datetime, dt.datetime]] | None = None) -> list[dict[str, Any]]:
+def rows(
+    case: Case, model: str, area: Area, periods: list[tuple[dt.datetime, dt.datetime]] | None = None
+) -> list[dict[str, Any]]:
     """The rows of ``model`` in ``area`` as dicts, read through the engine's Arrow stream."""
     with case.engine.stream(case.project, model, area, periods) as stream:
         return backfill.ArrowTable.from_arrow(stream).to_pylist()
@@ -77,8 +83,9 @@ def test_a_task_written_twice_leaves_the_same_rows(case: Case) -> None:
     assert isinstance(first.fingerprint, PartitionFingerprint) and first.fingerprint.rows == 1
     assert second.rows_written == first.rows_written == 1 and second.rows_deleted == 1
     assert rows(case, "fct_daily_sales", area) == once
-    assert case.engine.fingerprints(case.project, "fct_daily_sales", area, [DAYS[0]]) == \
-        {label: first.fingerprint}
+    assert case.engine.fingerprints(case.project, "fct_daily_sales", area, [DAYS[0]]) == {
+        label: first.fingerprint
+    }
     case.engine.drop_area("bf_conformance_twice")
 
 
@@ -89,16 +96,24 @@ def test_an_audit_area_is_invisible_to_readers_of_the_published_tables(case: Cas
     after = {m: case.engine.fingerprints(case.project, m, PUBLISHED, []) for m in models}
     assert after == before
     # the area holds the backfilled days of the daily model and nothing else
-    area_days = case.engine.fingerprints(case.project, "fct_daily_sales", bf.area, [
-        ("2026-08-02", day("2026-08-02"), day("2026-08-03")), *DAYS,
-        ("2026-08-07", day("2026-08-07"), day("2026-08-08"))])
+    area_days = case.engine.fingerprints(
+        case.project,
+        "fct_daily_sales",
+        bf.area,
+        [
+            ("2026-08-02", day("2026-08-02"), day("2026-08-03")),
+            *DAYS,
+            ("2026-08-07", day("2026-08-07"), day("2026-08-08")),
+        ],
+    )
     assert [fp.rows for fp in area_days.values()] == [0, 1, 1, 1, 1, 0]
     published_days = case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, DAYS)
     assert all(area_days[label] != published_days[label] for label, _, _ in DAYS)  # the fix
 
 
 def test_ref_reads_new_rows_in_the_backfilled_periods_and_published_rows_elsewhere(
-        case: Case) -> None:
+    case: Case,
+) -> None:
     bf = backfill_fix(case)
     new_daily = by_date(rows(case, "fct_daily_sales", bf.area))
     old_daily = by_date(rows(case, "fct_daily_sales", PUBLISHED))
@@ -107,8 +122,11 @@ def test_ref_reads_new_rows_in_the_backfilled_periods_and_published_rows_elsewhe
     rolling = rows(case, "fct_sales_7d", bf.area)
     assert rolling, "the 7-day model was rebuilt"
     for r in rolling:
-        window = [merged[r["sales_date"] - dt.timedelta(days=k)] for k in range(7)
-                  if r["sales_date"] - dt.timedelta(days=k) in merged]
+        window = [
+            merged[r["sales_date"] - dt.timedelta(days=k)]
+            for k in range(7)
+            if r["sales_date"] - dt.timedelta(days=k) in merged
+        ]
         assert r["revenue_7d"] == sum((w["revenue"] for w in window), Decimal(0)), r
         assert r["days_in_window"] == len(window)
     # a rolling day inside the backfill reads new days; one far after it reads published ones
@@ -132,8 +150,10 @@ def test_fingerprints_do_not_depend_on_row_order(case: Case) -> None:
     area2 = Area("bf_conformance_order2", {"clean_orders": [(s, e)]})
     second = case.engine.run_task(case.project, "clean_orders", s, e, area2)
     assert first.fingerprint == second.fingerprint and first.fingerprint.rows > 1
-    fps = [case.engine.fingerprints(case.project, "clean_orders", a, [DAYS[1]])[label]
-           for a in (area1, area2)]
+    fps = [
+        case.engine.fingerprints(case.project, "clean_orders", a, [DAYS[1]])[label]
+        for a in (area1, area2)
+    ]
     assert fps[0] == fps[1] == first.fingerprint
     for a in (area1, area2):
         case.engine.drop_area(str(a.backfill_id))
@@ -149,15 +169,19 @@ def test_a_tasks_partition_fingerprints_and_scoped_answers_equal_the_tables(case
         assert dict(res.partitions) == case.engine.fingerprints(case.project, model, area, DAYS)
         assert PartitionFingerprint.total(res.partitions.values()) == res.fingerprint
     assert recorded_partitions(res.recorded_fingerprint()) == (
-        dict(res.partitions) if res.partitions else None)
+        dict(res.partitions) if res.partitions else None
+    )
     measures = ["revenue", "orders"]
     for a in (PUBLISHED, area):
-        plain = (case.engine.fingerprints(case.project, model, a, DAYS),
-                 case.engine.measure_sums(case.project, model, a, measures, periods))
-        with case.engine.audit_scope(case.project, model, [PUBLISHED, area], DAYS, measures,
-                                     []):
-            scoped = (case.engine.fingerprints(case.project, model, a, DAYS),
-                      case.engine.measure_sums(case.project, model, a, measures, periods))
+        plain = (
+            case.engine.fingerprints(case.project, model, a, DAYS),
+            case.engine.measure_sums(case.project, model, a, measures, periods),
+        )
+        with case.engine.audit_scope(case.project, model, [PUBLISHED, area], DAYS, measures, []):
+            scoped = (
+                case.engine.fingerprints(case.project, model, a, DAYS),
+                case.engine.measure_sums(case.project, model, a, measures, periods),
+            )
         assert scoped == plain and plain[1]["revenue"] is not None
     case.engine.drop_area(str(area.backfill_id))
 
@@ -188,8 +212,11 @@ def test_audit_counts_match_a_brute_force_comparison(case: Case) -> None:
 
 
 def test_publish_is_seen_all_at_once_by_a_concurrent_reader(case: Case) -> None:
-    relations = [("fct_daily_sales", "revenue"), ("fct_monthly_sales", "revenue"),
-                 ("fct_sales_7d", "revenue_7d")]
+    relations = [
+        ("fct_daily_sales", "revenue"),
+        ("fct_monthly_sales", "revenue"),
+        ("fct_sales_7d", "revenue_7d"),
+    ]
     bf = backfill_fix(case)
     assert bf.audit().passed
     old = case.snapshot_sums(relations)
@@ -220,8 +247,12 @@ def test_a_stale_audit_is_refused_and_nothing_is_swapped(case: Case) -> None:
     assert first.audit().passed
     # someone else publishes over an overlapping period after our audit
     plan = case.project.plan("fct_daily_sales+", "2026-08-05", "2026-08-09", as_of=AS_OF)
-    other = case.project.backfill(plan, reason="another fix", engine=case.engine,
-                                  allow_overlap="racing the first backfill's publish")
+    other = case.project.backfill(
+        plan,
+        reason="another fix",
+        engine=case.engine,
+        allow_overlap="racing the first backfill's publish",
+    )
     assert other.run(concurrency=2, backoff=0.0).ok
     other.audit()
     other.publish("their publication")
@@ -239,9 +270,9 @@ def test_a_stale_audit_is_refused_and_nothing_is_swapped(case: Case) -> None:
     t = entries[0]["models"]["fct_daily_sales"]["totals"]["revenue"]
     assert (t["old"], t["new"], t["delta"]) == (old_total, new_total, new_total - old_total)
     assert str(t["delta"]) == str(new_total - old_total)  # at the column's scale
-    assert [m["partition"] for m in entries[0]["models"]["fct_daily_sales"]["top_partitions"]
-            ["revenue"]] == [p.label for p, _ in report["fct_daily_sales"]
-                             .top_partitions("revenue")]
+    assert [
+        m["partition"] for m in entries[0]["models"]["fct_daily_sales"]["top_partitions"]["revenue"]
+    ] == [p.label for p, _ in report["fct_daily_sales"].top_partitions("revenue")]
 
 
 def test_discard_drops_the_area_and_keeps_the_published_tables(case: Case) -> None:
@@ -264,25 +295,50 @@ def test_a_publish_without_models_appends_only_changelog_rows(case: Case) -> Non
     from backfill.publish import forward_change
 
     before = case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, [])
-    change = forward_change(case.project, "fct_daily_sales", "2026-12-01",
-                            "new column meaningful from today", engine=case.engine)
+    change = forward_change(
+        case.project,
+        "fct_daily_sales",
+        "2026-12-01",
+        "new column meaningful from today",
+        engine=case.engine,
+    )
     when = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
-    case.engine.publish(case.project, PublishRequest(change.id, Area(change.id), (), (
-        delivery_row(change.id, None, when, "tester", "webhook", "finance", False,
-                     "to http://x after 3 attempt(s): HTTP 500"),)))
+    case.engine.publish(
+        case.project,
+        PublishRequest(
+            change.id,
+            Area(change.id),
+            (),
+            (
+                delivery_row(
+                    change.id,
+                    None,
+                    when,
+                    "tester",
+                    "webhook",
+                    "finance",
+                    False,
+                    "to http://x after 3 attempt(s): HTTP 500",
+                ),
+            ),
+        ),
+    )
     assert case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, []) == before
     [entry] = [e for e in case.project.changelog().publications() if e["kind"] == "forward"]
     assert entry["publication_id"] == change.id and entry["backfill_id"] is None
     assert list(entry["models"]) == ["fct_daily_sales"]
     assert str(entry["models"]["fct_daily_sales"]["period"][0])[:10] == "2026-12-01"
-    assert [(d["channel"], d["consumer"], d["ok"]) for d in entry["deliveries"]] == \
-        [("webhook", "finance", False)]
+    assert [(d["channel"], d["consumer"], d["ok"]) for d in entry["deliveries"]] == [
+        ("webhook", "finance", False)
+    ]
 
 
 # The changelog table as the first versions created it (measure values as binary floats, no
 # value_type), in the engines that keep such tables: publish upgrades it in place.
-_OLD_CHANGELOG_TYPES = {"duckdb": ("VARCHAR", "TIMESTAMPTZ", "BIGINT", "DOUBLE"),
-                        "postgres": ("text", "timestamptz", "bigint", "double precision")}
+_OLD_CHANGELOG_TYPES = {
+    "duckdb": ("VARCHAR", "TIMESTAMPTZ", "BIGINT", "DOUBLE"),
+    "postgres": ("text", "timestamptz", "bigint", "double precision"),
+}
 
 
 @pytest.mark.parametrize("case", sorted(_OLD_CHANGELOG_TYPES), indirect=True)
@@ -291,25 +347,76 @@ def test_a_changelog_table_of_an_earlier_version_is_upgraded(case: Case) -> None
     from backfill.publish.changelog import delivery_row, forward_row
 
     text, ts, integer, double = _OLD_CHANGELOG_TYPES[case.name]
-    kinds = {ColumnKind.STRING: text, ColumnKind.TIMESTAMP_TZ: ts, ColumnKind.INTEGER: integer,
-             ColumnKind.FLOAT: double, ColumnKind.DECIMAL: double}
+    kinds = {
+        ColumnKind.STRING: text,
+        ColumnKind.TIMESTAMP_TZ: ts,
+        ColumnKind.INTEGER: integer,
+        ColumnKind.FLOAT: double,
+        ColumnKind.DECIMAL: double,
+    }
     old_columns = [(n, k) for n, k in CHANGELOG_COLUMNS if n != "value_type"]
     table = f'"{case.engine.schema}".{CHANGELOG_TABLE}'  # type: ignore[attr-defined]
     when = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
     with case.engine.connect() as cur:  # type: ignore[attr-defined]
-        cur.execute(f"CREATE TABLE {table} (" + ", ".join(
-            f'"{n}" {kinds[k]}' for n, k in old_columns) + ")")
-        cur.execute(f"INSERT INTO {table} VALUES (" + ", ".join(
-            ["'pub_old'", "'bf_old'", "TIMESTAMPTZ '2029-01-01 00:00:00+00'", "'me'", "'r'",
-             "'n'", "NULL", "'fct_daily_sales'", "NULL", "NULL", "NULL", "1", *["NULL"] * 5,
-             "'revenue'", "100.25", "99.5", "-0.75", "-0.748"]) + ")")
+        cur.execute(
+            f"CREATE TABLE {table} (" + ", ".join(f'"{n}" {kinds[k]}' for n, k in old_columns) + ")"
+        )
+        cur.execute(
+            f"INSERT INTO {table} VALUES ("
+            + ", ".join(
+                [
+                    "'pub_old'",
+                    "'bf_old'",
+                    "TIMESTAMPTZ '2029-01-01 00:00:00+00'",
+                    "'me'",
+                    "'r'",
+                    "'n'",
+                    "NULL",
+                    "'fct_daily_sales'",
+                    "NULL",
+                    "NULL",
+                    "NULL",
+                    "1",
+                    *["NULL"] * 5,
+                    "'revenue'",
+                    "100.25",
+                    "99.5",
+                    "-0.75",
+                    "-0.748",
+                ]
+            )
+            + ")"
+        )
     exact = forward_row("fwd_new", when, "tester", "r", "n", "fct_daily_sales", when)
-    exact = exact[:17] + ("revenue", Decimal("1234567890123.45"), Decimal("1234567890123.46"),
-                          Decimal("0.01"), None, "decimal(38,2)")
-    case.engine.publish(case.project, PublishRequest("fwd_new", Area("fwd_new"), (), (
-        exact, delivery_row("fwd_new", None, when, "tester", "webhook", "x", True, "ok"))))
+    exact = exact[:17] + (
+        "revenue",
+        Decimal("1234567890123.45"),
+        Decimal("1234567890123.46"),
+        Decimal("0.01"),
+        None,
+        "decimal(38,2)",
+    )
+    case.engine.publish(
+        case.project,
+        PublishRequest(
+            "fwd_new",
+            Area("fwd_new"),
+            (),
+            (exact, delivery_row("fwd_new", None, when, "tester", "webhook", "x", True, "ok")),
+        ),
+    )
     rows = {r[0]: r for r in case.engine.changelog_rows(case.project, None) if r[17]}
-    assert rows["fwd_new"][18:23] == (Decimal("1234567890123.45"), Decimal("1234567890123.46"),
-                                      Decimal("0.01"), None, "decimal(38,2)")
-    assert rows["pub_old"][18:23] == (Decimal("100.25"), Decimal("99.5"), Decimal("-0.75"),
-                                      pytest.approx(-0.748), None)
+    assert rows["fwd_new"][18:23] == (
+        Decimal("1234567890123.45"),
+        Decimal("1234567890123.46"),
+        Decimal("0.01"),
+        None,
+        "decimal(38,2)",
+    )
+    assert rows["pub_old"][18:23] == (
+        Decimal("100.25"),
+        Decimal("99.5"),
+        Decimal("-0.75"),
+        pytest.approx(-0.748),
+        None,
+    )

@@ -27,10 +27,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from backfill.errors import ConflictError, InvalidInputError, NotFoundError
-from backfill.run.ledger import (SCHEMA_VERSION, BackfillCancelledError, BackfillExistsError,
-                                 BackfillPausedError, BackfillState, Claim,
-                                 IllegalTransitionError, LedgerBackend, LedgerError,
-                                 TaskBusyError, TaskRow, open_ledger)
+from backfill.run.ledger import (
+    SCHEMA_VERSION,
+    BackfillCancelledError,
+    BackfillExistsError,
+    BackfillPausedError,
+    BackfillState,
+    Claim,
+    IllegalTransitionError,
+    LedgerBackend,
+    LedgerError,
+    TaskBusyError,
+    TaskRow,
+    open_ledger,
+)
 from backfill.run.ledger.states import BACKFILL_TRANSITIONS
 
 
@@ -46,8 +56,9 @@ class Backend:
 def _sqlite_make_newer(url: str) -> None:
     # Test-side only: stands in for a newer backfill having written the file.
     with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                   (str(SCHEMA_VERSION + 1),))
+        db.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),)
+        )
     db.close()  # `with` commits; it does not close
     db.close()
 
@@ -61,8 +72,10 @@ def _postgres_make_newer(url: str) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as db:
-        db.execute("UPDATE backfill_ledger.meta SET value = %s WHERE key = 'schema_version'",
-                   (str(SCHEMA_VERSION + 1),))
+        db.execute(
+            "UPDATE backfill_ledger.meta SET value = %s WHERE key = 'schema_version'",
+            (str(SCHEMA_VERSION + 1),),
+        )
 
 
 # Version 1 rows, written by hand as a version-1 backfill wrote them (test-side only).
@@ -70,7 +83,7 @@ V1_ROWS = [
     "INSERT INTO backfills VALUES ('b1', 'p', NULL, 'm+', NULL, '2026-01-01', '2026-02-01', NULL, "
     "'v1', 'audit', 'none', '{}', '{}', 'me', '2026-01-01T00:00:00.000+00:00', 'running', "
     "'2026-01-01T00:00:00.000+00:00', NULL)",
-    "INSERT INTO tasks (backfill_id, task_id, model, start, \"end\", label, partitions, wave, "
+    'INSERT INTO tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '
     "status, attempts) VALUES ('b1', 0, 'm', '2026-01-01T00:00:00+00:00', "
     "'2026-01-02T00:00:00+00:00', 'p0', 1, 0, 'done', 1), ('b1', 1, 'm', NULL, NULL, 'p1', 1, "
     "1, 'pending', 0)",
@@ -78,7 +91,8 @@ V1_ROWS = [
     "INSERT INTO attempts (backfill_id, task_id, attempt, worker, status, started_at, "
     "finished_at) VALUES ('b1', 0, 1, 'old:1:w', 'done', '2026-01-01T00:00:01.000+00:00', "
     "'2026-01-01T00:00:02.000+00:00')",
-    "INSERT INTO meta VALUES ('schema_version', '1')"]
+    "INSERT INTO meta VALUES ('schema_version', '1')",
+]
 
 
 def _sqlite_make_v1(url: str) -> None:
@@ -111,18 +125,26 @@ def _postgres_version(url: str) -> int:
     import psycopg
 
     with psycopg.connect(url) as db:
-        row = db.execute("SELECT value FROM backfill_ledger.meta "
-                         "WHERE key = 'schema_version'").fetchone()
+        row = db.execute(
+            "SELECT value FROM backfill_ledger.meta WHERE key = 'schema_version'"
+        ).fetchone()
     assert row is not None
     return int(row[0])
 
 
 BACKENDS: dict[str, Backend] = {
-    "sqlite": Backend(url=lambda tmp, _: f"sqlite:///{tmp / 'ledger.sqlite'}",
-                      make_newer=_sqlite_make_newer, make_v1=_sqlite_make_v1,
-                      version=_sqlite_version),
-    "postgres": Backend(url=_postgres_url, make_newer=_postgres_make_newer,
-                        make_v1=_postgres_make_v1, version=_postgres_version),
+    "sqlite": Backend(
+        url=lambda tmp, _: f"sqlite:///{tmp / 'ledger.sqlite'}",
+        make_newer=_sqlite_make_newer,
+        make_v1=_sqlite_make_v1,
+        version=_sqlite_version,
+    ),
+    "postgres": Backend(
+        url=_postgres_url,
+        make_newer=_postgres_make_newer,
+        make_v1=_postgres_make_v1,
+        version=_postgres_version,
+    ),
 }
 
 
@@ -149,25 +171,64 @@ OTHER = "otherhost:2:other"
 
 
 def record(bid: str) -> dict[str, Any]:
-    return {"id": bid, "project": "p", "project_root": None, "selection": "m+", "exclude": None,
-            "start": "2026-01-01", "end": "2026-02-01", "as_of": None, "reason": "test",
-            "mode": "audit", "engine": "none", "plan": "{}", "models": "{}", "created_by": "me"}
+    return {
+        "id": bid,
+        "project": "p",
+        "project_root": None,
+        "selection": "m+",
+        "exclude": None,
+        "start": "2026-01-01",
+        "end": "2026-02-01",
+        "as_of": None,
+        "reason": "test",
+        "mode": "audit",
+        "engine": "none",
+        "plan": "{}",
+        "models": "{}",
+        "created_by": "me",
+    }
 
 
-def tasks(n: int, deps: dict[int, list[int]] | None = None,
-          waves: dict[int, int] | None = None) -> list[dict[str, Any]]:
+def tasks(
+    n: int, deps: dict[int, list[int]] | None = None, waves: dict[int, int] | None = None
+) -> list[dict[str, Any]]:
     deps, waves = deps or {}, waves or {}
     day = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    return [{"task_id": i, "model": "m", "start": day + dt.timedelta(days=i),
-             "end": day + dt.timedelta(days=i + 1), "label": f"p{i}", "partitions": 1,
-             "wave": waves.get(i, 0), "depends_on": deps.get(i, [])} for i in range(n)]
+    return [
+        {
+            "task_id": i,
+            "model": "m",
+            "start": day + dt.timedelta(days=i),
+            "end": day + dt.timedelta(days=i + 1),
+            "label": f"p{i}",
+            "partitions": 1,
+            "wave": waves.get(i, 0),
+            "depends_on": deps.get(i, []),
+        }
+        for i in range(n)
+    ]
 
 
-def finish(led: LedgerBackend, claim: Claim, bid: str, worker: str, ok: bool = True,
-           retry_at: float | None = None) -> str:
-    return led.finish(claim, bid, worker, ok=ok, rows=None if not ok else 1, deleted=0,
-                      fingerprint=None if not ok else "1:ab", seconds=0.01,
-                      error=None if ok else "boom", retry_at=retry_at)
+def finish(
+    led: LedgerBackend,
+    claim: Claim,
+    bid: str,
+    worker: str,
+    ok: bool = True,
+    retry_at: float | None = None,
+) -> str:
+    return led.finish(
+        claim,
+        bid,
+        worker,
+        ok=ok,
+        rows=None if not ok else 1,
+        deleted=0,
+        fingerprint=None if not ok else "1:ab",
+        seconds=0.01,
+        error=None if ok else "boom",
+        retry_at=retry_at,
+    )
 
 
 def ids(claims: list[Claim]) -> list[int]:
@@ -184,9 +245,14 @@ def make_done(led: LedgerBackend, bid: str) -> None:
 
 
 def publication(pid: str = "pub_1") -> dict[str, Any]:
-    return {"publication_id": pid, "published_at": "2026-02-02T00:00:00+00:00",
-            "published_by": "me", "note": "fixed", "forced_reason": None,
-            "models": {"m": ["p0"]}}
+    return {
+        "publication_id": pid,
+        "published_at": "2026-02-02T00:00:00+00:00",
+        "published_by": "me",
+        "note": "fixed",
+        "forced_reason": None,
+        "models": {"m": ["p0"]},
+    }
 
 
 def stamp(value: str) -> dt.datetime:
@@ -207,8 +273,10 @@ def test_create_then_read_back_the_record_and_tasks(ledger: LedgerBackend) -> No
     assert rec["status"] == "pending" and rec["finished_at"] is None
     rows = ledger.tasks("b1")
     assert [(t.task_id, t.label, t.wave, t.status, t.attempts, t.depends_on) for t in rows] == [
-        (0, "p0", 0, "pending", 0, ()), (1, "p1", 0, "pending", 0, ()),
-        (2, "p2", 1, "pending", 0, (0, 1))]
+        (0, "p0", 0, "pending", 0, ()),
+        (1, "p1", 0, "pending", 0, ()),
+        (2, "p2", 1, "pending", 0, (0, 1)),
+    ]
     assert rows[1].start == dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
     assert ledger.attempts("b1") == [] and ledger.audits("b1") == []
 
@@ -276,8 +344,7 @@ def test_claim_takes_at_most_limit_in_wave_order(ledger: LedgerBackend) -> None:
     assert ledger.claim("b1", LIVE, 2, 60) == []
 
 
-def test_an_expired_lease_is_taken_over_and_the_late_finish_is_lost(
-        ledger: LedgerBackend) -> None:
+def test_an_expired_lease_is_taken_over_and_the_late_finish_is_lost(ledger: LedgerBackend) -> None:
     ledger.create_backfill(record("b1"), tasks(1))
     (first,) = ledger.claim("b1", LIVE, 1, lease_seconds=0.2)
     assert ledger.claim("b1", OTHER, 1, 60) == []  # held
@@ -425,9 +492,15 @@ def test_processes_run_every_task_exactly_once(ledger: LedgerBackend, url: str) 
     n, stalled = 300, [5, 150]
     deps = {i: [i - 100] + ([i - 99] if i % 7 == 0 else []) for i in range(100, n)}
     ledger.create_backfill(record("b1"), tasks(n, deps, {i: i // 100 for i in range(n)}))
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, url, "b1",
-                               ",".join(map(str, stalled))], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, url, "b1", ",".join(map(str, stalled))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     outcomes: dict[int, list[str]] = {}
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -466,8 +539,9 @@ def _apply(ledger: LedgerBackend, bid: str, target: BackfillState) -> None:
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(list(BackfillState)), max_size=8))
-def test_backfill_transitions_follow_the_table(ledger: LedgerBackend,
-                                               moves: list[BackfillState]) -> None:
+def test_backfill_transitions_follow_the_table(
+    ledger: LedgerBackend, moves: list[BackfillState]
+) -> None:
     # Each example gets its own backfill, so sharing the test's ledger across examples is sound.
     bid = f"b_{uuid.uuid4().hex[:8]}"
     ledger.create_backfill(record(bid), tasks(1))
@@ -475,8 +549,8 @@ def test_backfill_transitions_follow_the_table(ledger: LedgerBackend,
         before = ledger.backfill(bid)
         current = BackfillState(before["status"])
         allowed = target in BACKFILL_TRANSITIONS[current] or (
-            target == current and target not in (BackfillState.PUBLISHED,
-                                                  BackfillState.CANCELLED))
+            target == current and target not in (BackfillState.PUBLISHED, BackfillState.CANCELLED)
+        )
         if allowed:
             _apply(ledger, bid, target)
             assert status(ledger, bid) == target
@@ -510,7 +584,8 @@ def test_published_and_discarded_are_final(ledger: LedgerBackend) -> None:
 
 
 def test_finished_at_is_stamped_kept_by_publication_and_cleared_by_a_rerun(
-        ledger: LedgerBackend) -> None:
+    ledger: LedgerBackend,
+) -> None:
     for bid in ("b1", "b2"):
         ledger.create_backfill(record(bid), tasks(1))
         make_done(ledger, bid)
@@ -550,9 +625,21 @@ def test_an_interrupted_backfill_keeps_its_tasks_and_resumes(ledger: LedgerBacke
     ledger.set_status("b1", "running")
     first, second = ledger.claim("b1", LIVE, 2, 60)
     assert finish(ledger, first, "b1", LIVE) == "done"
-    assert ledger.finish(second, "b1", LIVE, ok=False, rows=None, deleted=None,
-                         fingerprint=None, seconds=0.1, error="interrupted by SIGTERM",
-                         retry_at=time.time()) == "pending"
+    assert (
+        ledger.finish(
+            second,
+            "b1",
+            LIVE,
+            ok=False,
+            rows=None,
+            deleted=None,
+            fingerprint=None,
+            seconds=0.1,
+            error="interrupted by SIGTERM",
+            retry_at=time.time(),
+        )
+        == "pending"
+    )
     ledger.set_status("b1", "interrupted")
     assert status(ledger, "b1") == "interrupted" and not ledger.live_workers("b1")
     ledger.set_paused("b1", True, "ops")  # an interrupted backfill may be held...
@@ -570,9 +657,10 @@ def test_a_finished_backfill_cannot_be_paused(ledger: LedgerBackend) -> None:
     ledger.create_backfill(record("b1"), tasks(1))
     make_done(ledger, "b1")
     before = ledger.backfill("b1")
-    with pytest.raises(IllegalTransitionError, match="b1 is done; only a pending, running, "
-                                                     "interrupted or failed backfill can be "
-                                                     "paused"):
+    with pytest.raises(
+        IllegalTransitionError,
+        match="b1 is done; only a pending, running, interrupted or failed backfill can be paused",
+    ):
         ledger.set_paused("b1", True, "ops")
     assert ledger.backfill("b1") == before
     with pytest.raises(NotFoundError, match="nope"):
@@ -580,7 +668,8 @@ def test_a_finished_backfill_cannot_be_paused(ledger: LedgerBackend) -> None:
 
 
 def test_cancel_stops_claims_keeps_the_record_and_only_discard_follows(
-        ledger: LedgerBackend) -> None:
+    ledger: LedgerBackend,
+) -> None:
     ledger.create_backfill(record("b1"), tasks(2))
     ledger.set_status("b1", BackfillState.RUNNING)
     (running,) = ledger.claim("b1", LIVE, 1, 60)
@@ -592,7 +681,11 @@ def test_cancel_stops_claims_keeps_the_record_and_only_discard_follows(
     ledger.cancel("b1", "wrong period", "ops")
     rec = ledger.backfill("b1")
     assert (rec["status"], rec["cancel_reason"], rec["cancelled_by"], rec["paused_at"]) == (
-        "cancelled", "wrong period", "ops", None)
+        "cancelled",
+        "wrong period",
+        "ops",
+        None,
+    )
     assert ledger.claim("b1", OTHER, 5, 60) == [] and ledger.ready("b1", 5) == []
     with pytest.raises(BackfillCancelledError, match="b1 is cancelled"):
         ledger.claim_task("b1", 1, OTHER, 60)
@@ -613,8 +706,7 @@ def test_a_published_backfill_cannot_be_cancelled(ledger: LedgerBackend) -> None
     make_done(ledger, "b1")
     ledger.record_publication("b1", publication())
     before = ledger.backfill("b1")
-    with pytest.raises(IllegalTransitionError, match="b1 is published; it cannot become "
-                                                     "cancelled"):
+    with pytest.raises(IllegalTransitionError, match="b1 is published; it cannot become cancelled"):
         ledger.cancel("b1", "too late", "ops")
     assert ledger.backfill("b1") == before
 
@@ -634,16 +726,33 @@ def test_options_are_recorded_at_create_and_replaced(ledger: LedgerBackend) -> N
 # -- audits and publications -------------------------------------------------------------------
 def test_audits_roundtrip(ledger: LedgerBackend) -> None:
     ledger.create_backfill(record("b1"), tasks(1))
-    ledger.record_audit("b1", "aud1", "2026-02-01T00:00:00+00:00", "me", [
-        {"model": "m", "passed": True, "published_fingerprints": {"p0": "1:ab"},
-         "result": {"gates": [], "rows": 3, "when": dt.date(2026, 1, 1)}},
-        {"model": "n", "passed": 0, "published_fingerprints": {}, "result": {"gates": ["x"]}}])
+    ledger.record_audit(
+        "b1",
+        "aud1",
+        "2026-02-01T00:00:00+00:00",
+        "me",
+        [
+            {
+                "model": "m",
+                "passed": True,
+                "published_fingerprints": {"p0": "1:ab"},
+                "result": {"gates": [], "rows": 3, "when": dt.date(2026, 1, 1)},
+            },
+            {"model": "n", "passed": 0, "published_fingerprints": {}, "result": {"gates": ["x"]}},
+        ],
+    )
     rows = ledger.audits("b1")
     assert [(r["model"], r["passed"], r["created_by"]) for r in rows] == [
-        ("m", 1, "me"), ("n", 0, "me")]
+        ("m", 1, "me"),
+        ("n", 0, "me"),
+    ]
     assert json.loads(rows[0]["published_fingerprints"]) == {"p0": "1:ab"}
-    assert json.loads(rows[0]["result"]) == {"audit_id": "aud1", "gates": [], "rows": 3,
-                                             "when": "2026-01-01"}
+    assert json.loads(rows[0]["result"]) == {
+        "audit_id": "aud1",
+        "gates": [],
+        "rows": 3,
+        "when": "2026-01-01",
+    }
     with pytest.raises(NotFoundError, match="nope"):
         ledger.record_audit("nope", "aud2", "2026-02-01T00:00:00+00:00", "me", [])
     with pytest.raises(InvalidInputError, match="lacks passed"):
@@ -671,12 +780,23 @@ def test_record_publication_publishes_a_done_backfill_in_one_step(ledger: Ledger
 
 
 # -- replays from Kafka (schema version 3) -------------------------------------------------------
-def offset_reset(rid: str, topic: str = "orders", at: str = "2026-02-01T00:00:00+00:00",
-                 undoes: str | None = None) -> dict[str, Any]:
-    return {"reset_id": rid, "group_id": "etl", "topic": topic, "created_at": at,
-            "created_by": "me", "target": "2026-01-02T00:00:00+00:00",
-            "offsets_old": json.dumps({"0": 10, "1": -1}),
-            "offsets_new": json.dumps({"0": 3, "1": 0}), "undoes": undoes}
+def offset_reset(
+    rid: str,
+    topic: str = "orders",
+    at: str = "2026-02-01T00:00:00+00:00",
+    undoes: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "reset_id": rid,
+        "group_id": "etl",
+        "topic": topic,
+        "created_at": at,
+        "created_by": "me",
+        "target": "2026-01-02T00:00:00+00:00",
+        "offsets_old": json.dumps({"0": 10, "1": -1}),
+        "offsets_new": json.dumps({"0": 3, "1": 0}),
+        "undoes": undoes,
+    }
 
 
 def test_an_attempts_detail_is_kept_with_that_attempt_only(ledger: LedgerBackend) -> None:
@@ -706,9 +826,14 @@ def test_offset_resets_roundtrip_per_group_and_topic_oldest_first(ledger: Ledger
     ledger.record_offset_reset(offset_reset("r2", at="2026-02-02T00:00:00+00:00"))
     ledger.record_offset_reset(offset_reset("r1"))
     ledger.record_offset_reset(offset_reset("r3", topic="payments"))
-    ledger.record_offset_reset({**offset_reset("r4", at="2026-02-03T00:00:00+00:00"),
-                                "undoes": "r2", "offsets_old": json.dumps({"0": 3, "1": 0}),
-                                "offsets_new": json.dumps({"0": 10})})
+    ledger.record_offset_reset(
+        {
+            **offset_reset("r4", at="2026-02-03T00:00:00+00:00"),
+            "undoes": "r2",
+            "offsets_old": json.dumps({"0": 3, "1": 0}),
+            "offsets_new": json.dumps({"0": 10}),
+        }
+    )
     ledger.record_offset_reset({**offset_reset("r9"), "group_id": "other"})
     assert [r["reset_id"] for r in ledger.offset_resets("etl", "orders")] == ["r1", "r2", "r4"]
     assert [r["reset_id"] for r in ledger.offset_resets("etl")] == ["r1", "r3", "r2", "r4"]
@@ -716,15 +841,21 @@ def test_offset_resets_roundtrip_per_group_and_topic_oldest_first(ledger: Ledger
     assert ledger.offset_resets("etl", "nope") == [] and ledger.offset_resets("nope") == []
     (r1, r2, r4) = ledger.offset_resets("etl", "orders")
     assert {k: r1[k] for k in ("group_id", "topic", "created_by", "target", "undoes")} == {
-        "group_id": "etl", "topic": "orders", "created_by": "me",
-        "target": "2026-01-02T00:00:00+00:00", "undoes": None}
+        "group_id": "etl",
+        "topic": "orders",
+        "created_by": "me",
+        "target": "2026-01-02T00:00:00+00:00",
+        "undoes": None,
+    }
     assert json.loads(r1["offsets_old"]) == {"0": 10, "1": -1}
     assert json.loads(r1["offsets_new"]) == {"0": 3, "1": 0}
     assert r4["undoes"] == "r2" and json.loads(r4["offsets_new"]) == {"0": 10}
     # The same reset again (a retried command) changes nothing, even with other values.
     ledger.record_offset_reset({**offset_reset("r1"), "offsets_new": json.dumps({"0": 99})})
-    assert [json.loads(r["offsets_new"]) for r in ledger.offset_resets("etl", "orders")][0] == \
-        {"0": 3, "1": 0}
+    assert [json.loads(r["offsets_new"]) for r in ledger.offset_resets("etl", "orders")][0] == {
+        "0": 3,
+        "1": 0,
+    }
     bad = offset_reset("r5")
     del bad["offsets_old"]
     with pytest.raises(InvalidInputError, match="lacks offsets_old"):
@@ -734,12 +865,20 @@ def test_offset_resets_roundtrip_per_group_and_topic_oldest_first(ledger: Ledger
 
 # -- costs -------------------------------------------------------------------------------------
 def sample(model: str, seconds: float, sql_hash: str | None = "h1") -> dict[str, Any]:
-    return {"model": model, "sql_hash": sql_hash, "label": "2026-01-01", "partitions": 1,
-            "seconds": seconds, "rows": 7, "created_at": "2026-02-01T00:00:00.000+00:00"}
+    return {
+        "model": model,
+        "sql_hash": sql_hash,
+        "label": "2026-01-01",
+        "partitions": 1,
+        "seconds": seconds,
+        "rows": 7,
+        "created_at": "2026-02-01T00:00:00.000+00:00",
+    }
 
 
 def test_cost_history_reads_done_attempts_of_recent_backfills_then_samples(
-        ledger: LedgerBackend) -> None:
+    ledger: LedgerBackend,
+) -> None:
     for n, bid in enumerate(["b1", "b2", "b3"]):
         rec = {**record(bid), "models": json.dumps({"m": f"hash{n}"})}
         ts = tasks(3)
@@ -748,9 +887,21 @@ def test_cost_history_reads_done_attempts_of_recent_backfills_then_samples(
         time.sleep(0.002)  # created_at orders the backfills
         claims = ledger.claim(bid, LIVE, 3, 60)
         for c in claims[:2]:  # task 2 is claimed but never finishes: no measurement
-            assert ledger.finish(c, bid, LIVE, ok=True, rows=5 * (c.task.task_id + 1), deleted=0,
-                                 fingerprint="5:ab", seconds=0.25, error=None,
-                                 retry_at=None) == "done"
+            assert (
+                ledger.finish(
+                    c,
+                    bid,
+                    LIVE,
+                    ok=True,
+                    rows=5 * (c.task.task_id + 1),
+                    deleted=0,
+                    fingerprint="5:ab",
+                    seconds=0.25,
+                    error=None,
+                    retry_at=None,
+                )
+                == "done"
+            )
     ledger.create_backfill({**record("other"), "project": "q"}, tasks(1))
     (c,) = ledger.claim("other", LIVE, 1, 60)
     finish(ledger, c, "other", LIVE)
@@ -760,14 +911,22 @@ def test_cost_history_reads_done_attempts_of_recent_backfills_then_samples(
     runs = [h for h in history if h["source"] == "run"]
     # only the two newest backfills of project p, newest first; only done attempts
     assert [(h["backfill_id"], h["sql_hash"]) for h in runs] == [
-        ("b3", "hash2"), ("b3", "hash2"), ("b2", "hash1"), ("b2", "hash1")]
+        ("b3", "hash2"),
+        ("b3", "hash2"),
+        ("b2", "hash1"),
+        ("b2", "hash1"),
+    ]
     assert sorted(h["rows"] for h in runs) == [5, 5, 10, 10]
-    assert all(h["seconds"] == 0.25 and h["partitions"] == 1 and h["model"] == "m"
-               for h in runs)
+    assert all(h["seconds"] == 0.25 and h["partitions"] == 1 and h["model"] == "m" for h in runs)
     assert all(h["wall_seconds"] is not None and h["wall_seconds"] >= 0 for h in runs)
     (s,) = [h for h in history if h["source"] == "sample"]
     assert (s["model"], s["seconds"], s["sql_hash"], s["rows"], s["backfill_id"]) == (
-        "m", 1.5, "h1", 7, None)
+        "m",
+        1.5,
+        "h1",
+        7,
+        None,
+    )
     assert history[-1] is s  # samples come after the runs
     assert [h["sql_hash"] for h in ledger.cost_history("p", ["n"])] == [None]
     assert ledger.cost_history("p", []) == [] and ledger.cost_history("nope", ["m"]) == []
@@ -785,8 +944,11 @@ def test_a_ledger_of_a_newer_schema_version_is_refused(backend: Backend, url: st
     led.close()
     backend.make_newer(url)
     newer, supported = SCHEMA_VERSION + 1, SCHEMA_VERSION
-    with pytest.raises(LedgerError, match=rf"schema version {newer}, newer than the version "
-                                          rf"{supported} this backfill supports"):
+    with pytest.raises(
+        LedgerError,
+        match=rf"schema version {newer}, newer than the version "
+        rf"{supported} this backfill supports",
+    ):
         open_ledger(url)
 
 
@@ -800,7 +962,9 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
         assert (migrated["paused_at"], migrated["options"]) == (None, None)
         assert [(t.task_id, t.status, t.attempts, t.depends_on) for t in led.tasks("b1")] == [
-            (0, "done", 1, ()), (1, "pending", 0, (0,))]
+            (0, "done", 1, ()),
+            (1, "pending", 0, (0,)),
+        ]
         assert led.tasks("b1")[0].start == dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
         assert [a["worker"] for a in led.attempts("b1")] == ["old:1:w"]
         (claim,) = led.claim("b1", LIVE, 5, 60)  # the migrated tables work for new writes
@@ -826,8 +990,11 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
 def test_sqlite_errors_leave_as_ledger_errors_naming_the_file(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite"
     path.write_bytes(b"not a database, but sixteen bytes and more" * 4)
-    with pytest.raises(LedgerError, match=rf"ledger {re.escape(str(path))}: opening failed: "
-                                          "file is not a database"):
+    with pytest.raises(
+        LedgerError,
+        match=rf"ledger {re.escape(str(path))}: opening failed: "
+        "file is not a database",
+    ):
         open_ledger(path)
     with pytest.raises(LedgerError, match="is a directory"):
         open_ledger(tmp_path)

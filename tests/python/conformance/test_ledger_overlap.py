@@ -12,9 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from backfill.errors import NotFoundError
-from backfill.run.ledger import (BackfillExistsError, BackfillState, LedgerBackend, OverlapError,
-                                 open_ledger)
+from backfill.run.ledger import (
+    BackfillExistsError,
+    BackfillState,
+    LedgerBackend,
+    OverlapError,
+    open_ledger,
+)
 from backfill.run.ledger.overlap import find_overlaps
+
 # the suite's per-backend fixtures (backend, url, ledger): the same ledgers as test_ledger's
 from test_ledger import backend, ledger, make_done, publication, url  # noqa: F401
 
@@ -22,21 +28,44 @@ DAY = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def record(bid: str, project: str = "p", by: str = "ana", mode: str = "audit") -> dict[str, Any]:
-    return {"id": bid, "project": project, "project_root": None, "selection": "m+",
-            "exclude": None, "start": "2026-01-01", "end": "2026-02-01", "as_of": None,
-            "reason": f"reason of {bid}", "mode": mode, "engine": "none", "plan": "{}",
-            "models": "{}", "created_by": by}
+    return {
+        "id": bid,
+        "project": project,
+        "project_root": None,
+        "selection": "m+",
+        "exclude": None,
+        "start": "2026-01-01",
+        "end": "2026-02-01",
+        "as_of": None,
+        "reason": f"reason of {bid}",
+        "mode": mode,
+        "engine": "none",
+        "plan": "{}",
+        "models": "{}",
+        "created_by": by,
+    }
 
 
 def days(first: int, last: int, model: str = "m") -> list[dict[str, Any]]:
     """Tasks of ``model`` for days first..last of January (1-based, inclusive)."""
-    return [{"task_id": i, "model": model, "start": DAY + dt.timedelta(days=d - 1),
-             "end": DAY + dt.timedelta(days=d), "label": f"2026-01-{d:02d}", "partitions": 1,
-             "wave": 0, "depends_on": []} for i, d in enumerate(range(first, last + 1))]
+    return [
+        {
+            "task_id": i,
+            "model": model,
+            "start": DAY + dt.timedelta(days=d - 1),
+            "end": DAY + dt.timedelta(days=d),
+            "label": f"2026-01-{d:02d}",
+            "partitions": 1,
+            "wave": 0,
+            "depends_on": [],
+        }
+        for i, d in enumerate(range(first, last + 1))
+    ]
 
 
 def test_a_second_backfill_over_the_same_partitions_is_refused_naming_the_first(
-        ledger: LedgerBackend) -> None:
+    ledger: LedgerBackend,
+) -> None:
     ledger.create_backfill(record("b1", by="ana"), days(1, 5), check_overlap=True)
     with pytest.raises(OverlapError) as err:
         ledger.create_backfill(record("b2", by="bo"), days(4, 9), check_overlap=True)
@@ -44,8 +73,13 @@ def test_a_second_backfill_over_the_same_partitions_is_refused_naming_the_first(
     assert "b1 (pending, by ana, 'reason of b1') writes m 2026-01-04..2026-01-05 (2 tasks)" in text
     assert "allow_overlap" in text
     (o,) = err.value.overlaps
-    assert (o.backfill_id, o.model, o.first, o.last, o.tasks) == \
-        ("b1", "m", "2026-01-04", "2026-01-05", 2)
+    assert (o.backfill_id, o.model, o.first, o.last, o.tasks) == (
+        "b1",
+        "m",
+        "2026-01-04",
+        "2026-01-05",
+        2,
+    )
     with pytest.raises(NotFoundError):
         ledger.backfill("b2")  # nothing recorded
     assert ledger.overlaps("p", days(4, 9)) == err.value.overlaps
@@ -76,8 +110,10 @@ def test_only_open_backfills_count(ledger: LedgerBackend) -> None:
     ledger.set_status("failed", BackfillState.FAILED)
     ledger.create_backfill(record("done"), days(1, 1))
     make_done(ledger, "done")  # audited or not, it may still publish
-    assert [(o.backfill_id, o.status) for o in ledger.overlaps("p", days(1, 2))] == \
-        [("done", "done"), ("failed", "failed")]
+    assert [(o.backfill_id, o.status) for o in ledger.overlaps("p", days(1, 2))] == [
+        ("done", "done"),
+        ("failed", "failed"),
+    ]
 
 
 def test_a_whole_table_task_overlaps_every_task_of_its_model(ledger: LedgerBackend) -> None:
@@ -112,8 +148,9 @@ def test_of_two_overlapping_creates_at_once_one_is_refused(url: str) -> None:
             led = open_ledger(url)
             try:
                 barrier.wait()
-                led.create_backfill(record(bid, project=f"r{round_}"), days(1, 20),
-                                    check_overlap=True)
+                led.create_backfill(
+                    record(bid, project=f"r{round_}"), days(1, 20), check_overlap=True
+                )
                 outcome[bid] = "recorded"
             except OverlapError:
                 outcome[bid] = "refused"
@@ -128,18 +165,30 @@ def test_of_two_overlapping_creates_at_once_one_is_refused(url: str) -> None:
         assert sorted(outcome.values()) == ["recorded", "refused"], outcome
 
 
-@given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 5)), max_size=8),
-       st.lists(st.tuples(st.integers(0, 30), st.integers(1, 5), st.sampled_from("ab")),
-                max_size=12))
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.integers(1, 5)), max_size=8),
+    st.lists(st.tuples(st.integers(0, 30), st.integers(1, 5), st.sampled_from("ab")), max_size=12),
+)
 def test_find_overlaps_matches_pairwise_comparison(
-        new: list[tuple[int, int]], other: list[tuple[int, int, str]]) -> None:
+    new: list[tuple[int, int]], other: list[tuple[int, int, str]]
+) -> None:
     def at(d: int) -> dt.datetime:
         return DAY + dt.timedelta(days=d)
 
     mine = [{"model": "m", "start": at(s), "end": at(s + n)} for s, n in new]
-    rows = [{"backfill_id": b, "created_by": "x", "status": "pending", "reason": "r",
-             "model": "m", "start": at(s).isoformat(), "end": at(s + n).isoformat(),
-             "label": f"{s:02d}"} for s, n, b in other]
+    rows = [
+        {
+            "backfill_id": b,
+            "created_by": "x",
+            "status": "pending",
+            "reason": "r",
+            "model": "m",
+            "start": at(s).isoformat(),
+            "end": at(s + n).isoformat(),
+            "label": f"{s:02d}",
+        }
+        for s, n, b in other
+    ]
     expected: dict[str, int] = {}
     for s, n, b in other:
         if any(s < s2 + n2 and s2 < s + n for s2, n2 in new):

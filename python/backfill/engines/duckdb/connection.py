@@ -68,11 +68,16 @@ class SharedDatabase:
                             "PID below: a notebook, a BI tool, another runner) or raise "
                             "lock_timeout in backfill.yml's engine settings, then resume the "
                             f"backfill (backfill run --resume ID). DuckDB said: {exc}",
-                            transient=True) from None
+                            transient=True,
+                        ) from None
                     raise
                 if not warned and time.monotonic() > deadline - self.lock_timeout + 2.0:
-                    log.warning("waiting up to %.0f s for %s, held by another process: %s",
-                                self.lock_timeout, self.path, exc)
+                    log.warning(
+                        "waiting up to %.0f s for %s, held by another process: %s",
+                        self.lock_timeout,
+                        self.path,
+                        exc,
+                    )
                     warned = True
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.5)
@@ -98,8 +103,9 @@ class SharedDatabase:
                     # milliseconds; another process waits at most `linger` longer.
                     self._close_at = time.monotonic() + self.linger
                     if self._closer is None:
-                        self._closer = threading.Thread(target=self._close_when_idle,
-                                                        daemon=True, name="duckdb-linger")
+                        self._closer = threading.Thread(
+                            target=self._close_when_idle, daemon=True, name="duckdb-linger"
+                        )
                         self._closer.start()
                     else:
                         self._idle.notify()

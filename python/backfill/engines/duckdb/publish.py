@@ -15,11 +15,27 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ...errors import ConflictError
-from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE, PUBLISHED,
-                   ColumnKind, PartitionFingerprint, PublishModel, PublishRequest,
-                   StalePublishedError)
-from .sql import (fingerprint_parts, fingerprint_where, in_periods, quote, relation_exists,
-                  relation_kind, transaction)
+from ..base import (
+    CHANGELOG_ADDED,
+    CHANGELOG_COLUMNS,
+    CHANGELOG_SCALE,
+    CHANGELOG_TABLE,
+    PUBLISHED,
+    ColumnKind,
+    PartitionFingerprint,
+    PublishModel,
+    PublishRequest,
+    StalePublishedError,
+)
+from .sql import (
+    fingerprint_parts,
+    fingerprint_where,
+    in_periods,
+    quote,
+    relation_exists,
+    relation_kind,
+    transaction,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Project
@@ -27,9 +43,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["changelog_rows", "publish"]
 
-_TYPES = {ColumnKind.STRING: "VARCHAR", ColumnKind.TIMESTAMP_TZ: "TIMESTAMPTZ",
-          ColumnKind.INTEGER: "BIGINT", ColumnKind.FLOAT: "DOUBLE",
-          ColumnKind.DECIMAL: f"DECIMAL(38,{CHANGELOG_SCALE})"}
+_TYPES = {
+    ColumnKind.STRING: "VARCHAR",
+    ColumnKind.TIMESTAMP_TZ: "TIMESTAMPTZ",
+    ColumnKind.INTEGER: "BIGINT",
+    ColumnKind.FLOAT: "DOUBLE",
+    ColumnKind.DECIMAL: f"DECIMAL(38,{CHANGELOG_SCALE})",
+}
 # Counts of partitions are INTEGER in the table's first version; kept for existing warehouses.
 _NARROW = {"partitions": "INTEGER"}
 
@@ -39,8 +59,11 @@ def _changelog_table(engine: DuckDBEngine) -> str:
 
 
 def publish(engine: DuckDBEngine, project: Project, request: PublishRequest) -> None:
-    views = {pm.model: engine.render(project, pm.model, None, None, PUBLISHED)
-             for pm in request.models if project.models[pm.model].strategy == "view"}
+    views = {
+        pm.model: engine.render(project, pm.model, None, None, PUBLISHED)
+        for pm in request.models
+        if project.models[pm.model].strategy == "view"
+    }
     with engine.connect() as cur, transaction(cur):
         # Every check before any swap: a published view reads tables swapped before it.
         for pm in request.models:
@@ -59,16 +82,22 @@ def publish(engine: DuckDBEngine, project: Project, request: PublishRequest) -> 
         if request.changelog:
             names = ", ".join(quote(n) for n, _ in CHANGELOG_COLUMNS)
             marks = ", ".join("?" for _ in CHANGELOG_COLUMNS)
-            cur.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})",
-                            list(request.changelog))
+            cur.executemany(
+                f"INSERT INTO {table} ({names}) VALUES ({marks})", list(request.changelog)
+            )
 
 
 def _upgrade_changelog(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, table: str) -> None:
     """Brings a changelog table of an earlier version up to date, in the publish's transaction:
     adds the columns added since, and makes DOUBLE measure values exact decimals."""
-    have = {r[0]: r[1] for r in cur.execute(
-        "SELECT column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema = ? AND table_name = ?", [engine.schema, CHANGELOG_TABLE]).fetchall()}
+    have = {
+        r[0]: r[1]
+        for r in cur.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = ? AND table_name = ?",
+            [engine.schema, CHANGELOG_TABLE],
+        ).fetchall()
+    }
     for name, kind in CHANGELOG_COLUMNS:
         if name in CHANGELOG_ADDED and name not in have:
             cur.execute(f"ALTER TABLE {table} ADD COLUMN {quote(name)} {_TYPES[kind]}")
@@ -76,8 +105,9 @@ def _upgrade_changelog(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, tab
             cur.execute(f"ALTER TABLE {table} ALTER {quote(name)} TYPE {_TYPES[kind]}")
 
 
-def _stale(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, project: Project,
-           pm: PublishModel) -> list[str]:
+def _stale(
+    cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, project: Project, pm: PublishModel
+) -> list[str]:
     """Partitions whose published fingerprint differs from the one recorded at audit time."""
     pub = engine.published(pm.model, project)
     recorded = pm.published_fingerprints
@@ -89,8 +119,9 @@ def _stale(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, project: Projec
         # against the sum of the recorded fingerprints: equal unless a partition changed (up to
         # a hash collision, as any fingerprint). Only a mismatch pays the per-partition scan,
         # which names the partitions.
-        total = fingerprint_where(cur, pub, in_periods(event_time,
-                                                       [(s, e) for _, s, e in pm.parts]))
+        total = fingerprint_where(
+            cur, pub, in_periods(event_time, [(s, e) for _, s, e in pm.parts])
+        )
         if total == PartitionFingerprint.total(recorded.values()):
             return []
     now = fingerprint_parts(cur, pub, event_time, pm.parts)
@@ -103,8 +134,13 @@ def _replace_view(cur: duckdb.DuckDBPyConnection, relation: str, sql: str) -> No
     cur.execute(f"CREATE OR REPLACE VIEW {relation} AS {sql}")
 
 
-def _swap(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, project: Project,
-          request: PublishRequest, pm: PublishModel) -> None:
+def _swap(
+    cur: duckdb.DuckDBPyConnection,
+    engine: DuckDBEngine,
+    project: Project,
+    request: PublishRequest,
+    pm: PublishModel,
+) -> None:
     m = project.models[pm.model]
     pub = engine.published(pm.model, project)
     new = engine.relation(pm.model, request.area, project)
@@ -116,9 +152,11 @@ def _swap(cur: duckdb.DuckDBPyConnection, engine: DuckDBEngine, project: Project
     old_cols = {r[0] for r in cur.execute(f"DESCRIBE {pub}").fetchall()}
     new_cols = {r[0] for r in cur.execute(f"DESCRIBE {new}").fetchall()}
     if old_cols != new_cols:
-        raise ConflictError(f"{pm.model}: the backfill changes its columns "
-                            f"({sorted(new_cols ^ old_cols)}); publishing some partitions cannot "
-                            "change a table's schema -- rebuild the model with strategy full")
+        raise ConflictError(
+            f"{pm.model}: the backfill changes its columns "
+            f"({sorted(new_cols ^ old_cols)}); publishing some partitions cannot "
+            "change a table's schema -- rebuild the model with strategy full"
+        )
     if m.strategy == "merge" and m.unique_key:
         keys = ", ".join(quote(k) for k in m.unique_key)
         cur.execute(f"DELETE FROM {pub} WHERE ({keys}) IN (SELECT ({keys}) FROM {new})")
@@ -136,8 +174,10 @@ def changelog_rows(engine: DuckDBEngine, backfill_id: str | None) -> list[tuple[
         else:
             where = "WHERE backfill_id = ?" if backfill_id else ""
             names = ", ".join(quote(n) for n, _ in CHANGELOG_COLUMNS)
-            rows = cur.execute(f"SELECT {names} FROM {table} {where} ORDER BY published_at DESC, "
-                               "model, partition NULLS FIRST, measure NULLS FIRST",
-                               [backfill_id] if backfill_id else []).fetchall()
+            rows = cur.execute(
+                f"SELECT {names} FROM {table} {where} ORDER BY published_at DESC, "
+                "model, partition NULLS FIRST, measure NULLS FIRST",
+                [backfill_id] if backfill_id else [],
+            ).fetchall()
     engine.close()
     return rows

@@ -36,26 +36,35 @@ class AuditScope:
     measures: list[str]
     sums: dict[str, dict[str, Number | None]] = field(default_factory=dict)
 
-    def fingerprints(self, cur: duckdb.DuckDBPyConnection, relation: str, event_time: str,
-                     ) -> dict[str, PartitionFingerprint]:
+    def fingerprints(
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        relation: str,
+        event_time: str,
+    ) -> dict[str, PartitionFingerprint]:
         """The partitions' fingerprints of ``relation``, keeping its exact measures' sums."""
         desc = cur.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
         kinds = {str(r[0]): kind_of(str(r[1])) for r in desc}
         exact = [c for c in self.measures if kinds.get(c) in _EXACT]
         if not exact:
             return fingerprint_parts(cur, relation, event_time, self.parts, list(kinds))
-        fps, totals = fingerprint_parts_sums(cur, relation, event_time, self.parts,
-                                             list(kinds), exact)
+        fps, totals = fingerprint_parts_sums(
+            cur, relation, event_time, self.parts, list(kinds), exact
+        )
         self.sums[relation] = dict(zip(exact, totals))
         return fps
 
-    def measure_sums(self, relation: str, measures: Sequence[str],
-                     periods: Sequence[Period] | None) -> dict[str, Number | None] | None:
+    def measure_sums(
+        self, relation: str, measures: Sequence[str], periods: Sequence[Period] | None
+    ) -> dict[str, Number | None] | None:
         """The sums of ``measures`` over ``periods`` when a fingerprint scan found them all."""
         found = self.sums.get(relation)
-        if found is None or periods is None or \
-                list(periods) != [(s, e) for _, s, e in self.parts] or \
-                any(c not in found for c in measures):
+        if (
+            found is None
+            or periods is None
+            or list(periods) != [(s, e) for _, s, e in self.parts]
+            or any(c not in found for c in measures)
+        ):
             return None
         return {c: found[c] for c in measures}
 
@@ -75,7 +84,10 @@ class Scopes:
     def get(self, model: str, parts: Sequence[Part] | None = None) -> AuditScope | None:
         """The open scope of ``model`` (over exactly ``parts``, when given), or None."""
         scope: AuditScope | None = getattr(self._local, "scope", None)
-        if scope is None or scope.model != model or \
-                (parts is not None and list(parts) != scope.parts):
+        if (
+            scope is None
+            or scope.model != model
+            or (parts is not None and list(parts) != scope.parts)
+        ):
             return None
         return scope

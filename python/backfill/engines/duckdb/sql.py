@@ -16,9 +16,20 @@ from ...errors import InvalidInputError
 from ...model.files import sql_literal
 from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
 
-__all__ = ["audit_schema", "fingerprint_parts", "fingerprint_parts_sums", "fingerprint_where",
-           "in_periods", "kind_of", "one", "quote", "relation_exists", "relation_kind",
-           "sql_literal", "transaction"]
+__all__ = [
+    "audit_schema",
+    "fingerprint_parts",
+    "fingerprint_parts_sums",
+    "fingerprint_where",
+    "in_periods",
+    "kind_of",
+    "one",
+    "quote",
+    "relation_exists",
+    "relation_kind",
+    "sql_literal",
+    "transaction",
+]
 
 _U64 = 1 << 64
 
@@ -38,12 +49,14 @@ def relation_kind(cur: duckdb.DuckDBPyConnection, relation: str) -> str | None:
     transaction, where a failed SELECT would abort it)."""
     names = [n.replace('""', '"') for n in re.findall(r'"((?:[^"]|"")*)"', relation)]
     if len(names) != 2:
-        raise InvalidInputError(f"expected a quoted \"schema\".\"table\", got {relation!r}")
+        raise InvalidInputError(f'expected a quoted "schema"."table", got {relation!r}')
     row = cur.execute(
         "SELECT kind FROM (SELECT 'table' AS kind, schema_name, table_name AS name, database_name "
         "FROM duckdb_tables() UNION ALL SELECT 'view', schema_name, view_name, database_name "
         "FROM duckdb_views() WHERE NOT internal) WHERE schema_name = ? AND name = ? "
-        "AND database_name = current_database()", names).fetchone()
+        "AND database_name = current_database()",
+        names,
+    ).fetchone()
     return str(row[0]) if row else None
 
 
@@ -71,19 +84,45 @@ def in_periods(column: str, periods: Sequence[Period]) -> str:
     """A filter on ``column`` for the union of ``periods`` (merged by the C++ PeriodSet);
     ``FALSE`` for none."""
     col = quote(column)
-    terms = [f"({col} >= {sql_literal(s)} AND {col} < {sql_literal(e)})"
-             for s, e in PeriodSet(list(periods)).intervals] if periods else []
+    terms = (
+        [
+            f"({col} >= {sql_literal(s)} AND {col} < {sql_literal(e)})"
+            for s, e in PeriodSet(list(periods)).intervals
+        ]
+        if periods
+        else []
+    )
     return "(" + " OR ".join(terms) + ")" if terms else "FALSE"
 
 
 _KINDS = {
-    **dict.fromkeys(("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
-                     "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"), ColumnKind.INTEGER),
-    "FLOAT": ColumnKind.FLOAT, "DOUBLE": ColumnKind.FLOAT, "DECIMAL": ColumnKind.DECIMAL,
-    "VARCHAR": ColumnKind.STRING, "BOOLEAN": ColumnKind.BOOLEAN, "DATE": ColumnKind.DATE,
-    **dict.fromkeys(("TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "DATETIME"),
-                    ColumnKind.TIMESTAMP),
-    "TIMESTAMP WITH TIME ZONE": ColumnKind.TIMESTAMP_TZ, "TIMESTAMPTZ": ColumnKind.TIMESTAMP_TZ,
+    **dict.fromkeys(
+        (
+            "TINYINT",
+            "SMALLINT",
+            "INTEGER",
+            "BIGINT",
+            "HUGEINT",
+            "UTINYINT",
+            "USMALLINT",
+            "UINTEGER",
+            "UBIGINT",
+            "UHUGEINT",
+        ),
+        ColumnKind.INTEGER,
+    ),
+    "FLOAT": ColumnKind.FLOAT,
+    "DOUBLE": ColumnKind.FLOAT,
+    "DECIMAL": ColumnKind.DECIMAL,
+    "VARCHAR": ColumnKind.STRING,
+    "BOOLEAN": ColumnKind.BOOLEAN,
+    "DATE": ColumnKind.DATE,
+    **dict.fromkeys(
+        ("TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "DATETIME"),
+        ColumnKind.TIMESTAMP,
+    ),
+    "TIMESTAMP WITH TIME ZONE": ColumnKind.TIMESTAMP_TZ,
+    "TIMESTAMPTZ": ColumnKind.TIMESTAMP_TZ,
 }
 
 
@@ -99,8 +138,12 @@ def one(cur: duckdb.DuckDBPyConnection, sql: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _row_hash(cur: duckdb.DuckDBPyConnection, relation: str, alias: str = "",
-              names: Sequence[str] | None = None) -> str:
+def _row_hash(
+    cur: duckdb.DuckDBPyConnection,
+    relation: str,
+    alias: str = "",
+    names: Sequence[str] | None = None,
+) -> str:
     if names is None:
         names = [d[0] for d in cur.execute(f"SELECT * FROM {relation} LIMIT 0").description or []]
     # Sorted names: the digest does not depend on column order.
@@ -108,23 +151,31 @@ def _row_hash(cur: duckdb.DuckDBPyConnection, relation: str, alias: str = "",
     return "hash(" + ", ".join(f"{prefix}{quote(n)}" for n in sorted(names)) + ")"
 
 
-def fingerprint_where(cur: duckdb.DuckDBPyConnection, relation: str,
-                      where: str = "TRUE", names: Sequence[str] | None = None,
-                      ) -> PartitionFingerprint:
+def fingerprint_where(
+    cur: duckdb.DuckDBPyConnection,
+    relation: str,
+    where: str = "TRUE",
+    names: Sequence[str] | None = None,
+) -> PartitionFingerprint:
     """Fingerprint of the rows of ``relation`` (a table or a parenthesized query) matching
     ``where``: row count and the sum of 64-bit row hashes modulo 2^64. ``names``: the
     relation's columns, when the caller knows them (saves a statement)."""
     h = _row_hash(cur, relation, "t", names)
     # sum() of the UBIGINT hashes is a HUGEINT already (a cast per row cost ~5%).
-    row = cur.execute(f"SELECT count(*), coalesce(sum({h}), 0) % {_U64} "
-                      f"FROM {relation} t WHERE {where}").fetchone()
+    row = cur.execute(
+        f"SELECT count(*), coalesce(sum({h}), 0) % {_U64} FROM {relation} t WHERE {where}"
+    ).fetchone()
     assert row is not None
     return PartitionFingerprint.of(row[0], row[1])
 
 
-def fingerprint_parts(cur: duckdb.DuckDBPyConnection, relation: str, event_time: str | None,
-                      parts: Sequence[Part], names: Sequence[str] | None = None,
-                      ) -> dict[str, PartitionFingerprint]:
+def fingerprint_parts(
+    cur: duckdb.DuckDBPyConnection,
+    relation: str,
+    event_time: str | None,
+    parts: Sequence[Part],
+    names: Sequence[str] | None = None,
+) -> dict[str, PartitionFingerprint]:
     """label -> fingerprint per (label, start, end) partition of ``relation`` on ``event_time``
     in one scan; the whole relation under ``"all"`` when there are no partitions.
 
@@ -140,10 +191,14 @@ def fingerprint_parts(cur: duckdb.DuckDBPyConnection, relation: str, event_time:
     return fingerprint_parts_sums(cur, relation, event_time, parts, names)[0]
 
 
-def fingerprint_parts_sums(cur: duckdb.DuckDBPyConnection, relation: str, event_time: str,
-                           parts: Sequence[Part], names: Sequence[str] | None = None,
-                           measures: Sequence[str] = (),
-                           ) -> tuple[dict[str, PartitionFingerprint], list[Number | None]]:
+def fingerprint_parts_sums(
+    cur: duckdb.DuckDBPyConnection,
+    relation: str,
+    event_time: str,
+    parts: Sequence[Part],
+    names: Sequence[str] | None = None,
+    measures: Sequence[str] = (),
+) -> tuple[dict[str, PartitionFingerprint], list[Number | None]]:
     """:func:`fingerprint_parts` of ``parts`` (at least one), plus the sum of each of
     ``measures`` over all of them from the same scan: summed per bucket, then over the buckets,
     which is exact for integers and decimals (DuckDB sums them to HUGEINT and DECIMAL(38, s));
@@ -158,9 +213,10 @@ def fingerprint_parts_sums(cur: duckdb.DuckDBPyConnection, relation: str, event_
     width = _bucket_width([b for p in parts for b in (_epoch(p[1]), _epoch(p[2]))]) * 10**6
     shift = 0 if min(starts) >= 0 else (2**62 // width) * width
     key = f"(epoch_us(t.{et}) + {shift}) // {width}" if shift else f"epoch_us(t.{et}) // {width}"
-    values = ", ".join(f"({i}, {(_epoch(s) * 10**6 + shift) // width}, "
-                       f"{(_epoch(e) * 10**6 + shift) // width})"
-                       for i, (_, s, e) in enumerate(parts))
+    values = ", ".join(
+        f"({i}, {(_epoch(s) * 10**6 + shift) // width}, {(_epoch(e) * 10**6 + shift) // width})"
+        for i, (_, s, e) in enumerate(parts)
+    )
     where = in_periods(event_time, [(s, e) for _, s, e in parts])
     inner = "".join(f", sum(t.{quote(c)}) AS m{k}" for k, c in enumerate(measures))
     outer = "".join(f", sum(g.m{k})" for k in range(len(measures)))
@@ -170,7 +226,8 @@ def fingerprint_parts_sums(cur: duckdb.DuckDBPyConnection, relation: str, event_
         f"sum({h}) AS h{inner} FROM {relation} t WHERE {where} GROUP BY 1) "
         f"SELECT p.i, coalesce(sum(g.n), 0), coalesce(sum(g.h), 0) % {_U64}{outer} "
         f"FROM (VALUES {values}) p(i, s, e) LEFT JOIN g ON g.b >= p.s AND g.b < p.e "
-        f"GROUP BY {'GROUPING SETS ((p.i), ())' if measures else 'p.i'}").fetchall()
+        f"GROUP BY {'GROUPING SETS ((p.i), ())' if measures else 'p.i'}"
+    ).fetchall()
     by_i = {int(r[0]): PartitionFingerprint.of(r[1], r[2]) for r in rows if r[0] is not None}
     total = next((list(r[3:]) for r in rows if r[0] is None), [])
     return {label: by_i[i] for i, (label, _, _) in enumerate(parts)}, total

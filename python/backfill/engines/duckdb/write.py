@@ -52,12 +52,20 @@ def schema_changed(where: str, target: str, new: list[str], old: list[str]) -> T
         f"{where}: the SELECT's columns ({', '.join(new)}) differ from the table's "
         f"({', '.join(old)}) in schema {schema!r}; a partition task cannot change the "
         "schema: rebuild the model (strategy full) or backfill it into an audit area",
-        transient=False)
+        transient=False,
+    )
 
 
-def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_time: str,
-                  start: dt.datetime, end: dt.datetime, where: str, parts: Sequence[Part] = (),
-                  ) -> tuple[int, int, PartitionFingerprint, Mapping[str, PartitionFingerprint]]:
+def write_replace(
+    cur: duckdb.DuckDBPyConnection,
+    target: str,
+    sql: str,
+    event_time: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    where: str,
+    parts: Sequence[Part] = (),
+) -> tuple[int, int, PartitionFingerprint, Mapping[str, PartitionFingerprint]]:
     """Replaces ``target``'s rows in [start, end) with the rows of ``sql``, inside the caller's
     transaction; returns (rows written, rows deleted, fingerprint of the period, fingerprint of
     each of ``parts``: the calendar partitions of the period, or none). Raises
@@ -97,11 +105,15 @@ def write_replace(cur: duckdb.DuckDBPyConnection, target: str, sql: str, event_t
             f"{where}: the SELECT returned {outside} row(s) with {event_time} outside the "
             f"task's period [{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M}) UTC (or NULL); a "
             "task writes exactly its period: filter the inputs with {{ start }} and {{ end }}",
-            transient=False)
+            transient=False,
+        )
     return written, deleted, fp, by_part
 
 
 def _covers(parts: Sequence[Part], start: dt.datetime, end: dt.datetime) -> bool:
     """Whether ``parts`` (in time order) tile [start, end) exactly."""
-    return parts[0][1] == start and parts[-1][2] == end and \
-        all(a[2] == b[1] for a, b in zip(parts, parts[1:]))
+    return (
+        parts[0][1] == start
+        and parts[-1][2] == end
+        and all(a[2] == b[1] for a, b in zip(parts, parts[1:]))
+    )

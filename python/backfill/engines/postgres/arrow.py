@@ -42,8 +42,11 @@ def _decimal(field: pa.Field) -> pa.DataType:
     if typmod < 4:
         return pa.decimal128(38, UNCONSTRAINED_SCALE)
     precision, scale = ((typmod - 4) >> 16) & 0xFFFF, (typmod - 4) & 0xFFFF
-    return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(
-        min(precision, 76), scale)
+    return (
+        pa.decimal128(precision, scale)
+        if precision <= 38
+        else pa.decimal256(min(precision, 76), scale)
+    )
 
 
 def _target(field: pa.Field) -> pa.DataType | None:
@@ -61,8 +64,9 @@ def to_arrow(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
     targets = [_target(f) for f in reader.schema]
     if not any(t is not None for t in targets):
         return reader
-    schema = pa.schema([pa.field(f.name, t or f.type, f.nullable)
-                        for f, t in zip(reader.schema, targets)])
+    schema = pa.schema(
+        [pa.field(f.name, t or f.type, f.nullable) for f, t in zip(reader.schema, targets)]
+    )
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:

@@ -86,36 +86,45 @@ class Database:
         and use and create in ``schema``. Raises :class:`PostgresConnectionError` naming the URL
         (password masked) and what failed; writes nothing."""
         try:
-            with psycopg.connect(self.url, autocommit=True,
-                                 connect_timeout=max(1, int(self.connect_timeout))) as conn:
+            with psycopg.connect(
+                self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+            ) as conn:
                 row = conn.execute(
                     "SELECT current_user, current_database(), "
                     "has_database_privilege(current_database(), 'CREATE'), "
                     "(SELECT oid FROM pg_namespace WHERE nspname = %s), "
-                    "current_setting('server_version_num')::int", [schema]).fetchone()
+                    "current_setting('server_version_num')::int",
+                    [schema],
+                ).fetchone()
                 assert row is not None
                 user, database, can_create, schema_oid, version = row
                 usable = True
                 if schema_oid is not None:
-                    got = conn.execute("SELECT has_schema_privilege(%s, 'USAGE'), "
-                                       "has_schema_privilege(%s, 'CREATE')",
-                                       [schema, schema]).fetchone()
+                    got = conn.execute(
+                        "SELECT has_schema_privilege(%s, 'USAGE'), "
+                        "has_schema_privilege(%s, 'CREATE')",
+                        [schema, schema],
+                    ).fetchone()
                     usable = bool(got and got[0] and got[1])
         except psycopg.Error as exc:
-            raise PostgresConnectionError(f"cannot use the PostgreSQL warehouse {self.masked}: "
-                                          f"{_reason(exc, self.url)}") from None
+            raise PostgresConnectionError(
+                f"cannot use the PostgreSQL warehouse {self.masked}: {_reason(exc, self.url)}"
+            ) from None
         if version < 150000:
             raise PostgresConnectionError(
                 f"{self.masked}: PostgreSQL {version // 10000} is too old; the engine needs 15 "
-                "or newer (MERGE)")
+                "or newer (MERGE)"
+            )
         if not can_create:
             raise PostgresConnectionError(
                 f"{self.masked}: user {user!r} may not create schemas in database {database!r}, "
-                f"which audit areas need (GRANT CREATE ON DATABASE \"{database}\" TO \"{user}\")")
+                f'which audit areas need (GRANT CREATE ON DATABASE "{database}" TO "{user}")'
+            )
         if not usable:
             raise PostgresConnectionError(
                 f"{self.masked}: user {user!r} may not use and create tables in schema "
-                f"{schema!r} (GRANT USAGE, CREATE ON SCHEMA \"{schema}\" TO \"{user}\")")
+                f'{schema!r} (GRANT USAGE, CREATE ON SCHEMA "{schema}" TO "{user}")'
+            )
         self._checked = True
 
     # -- psycopg ----------------------------------------------------------------------------
@@ -127,10 +136,15 @@ class Database:
         with self._lock:
             if self._pool is None:
                 pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-                    self.url, min_size=0, max_size=self.pool_size, open=False,
-                    configure=self._configure, timeout=max(30.0, self.connect_timeout),
+                    self.url,
+                    min_size=0,
+                    max_size=self.pool_size,
+                    open=False,
+                    configure=self._configure,
+                    timeout=max(30.0, self.connect_timeout),
                     kwargs={"connect_timeout": max(1, int(self.connect_timeout))},
-                    name="backfill-postgres")
+                    name="backfill-postgres",
+                )
                 pool.open(wait=False)
                 self._pool = pool
             return self._pool
@@ -152,7 +166,8 @@ class Database:
             except PoolTimeout as exc:
                 raise PostgresConnectionError(
                     f"no connection to {self.masked} within the pool's timeout: "
-                    f"{_reason(exc, self.url)}") from None
+                    f"{_reason(exc, self.url)}"
+                ) from None
         with self._lock:
             self._active.add(conn)
         try:
@@ -189,7 +204,8 @@ class Database:
             except adbc_driver_manager.Error as exc:  # the DB-API base of every ADBC error
                 raise PostgresConnectionError(
                     f"cannot open an Arrow (ADBC) connection to {self.masked}: "
-                    f"{_reason(exc, self.url)}") from None
+                    f"{_reason(exc, self.url)}"
+                ) from None
         cur = conn.cursor()
         ok = False
         try:

@@ -40,13 +40,35 @@ from ..._numbers import Number, to_kind
 from ..._numbers import kind_of as value_kind
 from ...errors import InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
-from ..base import (Area, Capabilities, Column, Engine, Part, PartitionFingerprint, Period,
-                    PublishRequest, TaskFailure, WriteResult, model_location, project_model)
+from ..base import (
+    Area,
+    Capabilities,
+    Column,
+    Engine,
+    Part,
+    PartitionFingerprint,
+    Period,
+    PublishRequest,
+    TaskFailure,
+    WriteResult,
+    model_location,
+    project_model,
+)
 from . import publish as _publish
 from .arrow import select_list, to_arrow
 from .connection import Database, PostgresConnectionError, mask_url, task_failure
-from .sql import (TableColumn, audit_schema, fingerprint_parts, fingerprint_where, in_periods,
-                  one, qualified, quote, relation_kind, table_columns)
+from .sql import (
+    TableColumn,
+    audit_schema,
+    fingerprint_parts,
+    fingerprint_where,
+    in_periods,
+    one,
+    qualified,
+    quote,
+    relation_kind,
+    table_columns,
+)
 from .writes import drop_relation, lock_relation, merge, replace_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,10 +95,17 @@ class PostgresEngine(Engine):
     name = "postgres"
     capabilities = Capabilities(atomic_publish=True, embedded=False, interrupt=True)
 
-    def __init__(self, url: str, *, schema: str = "public", pool_size: int = 8,
-                 connect_timeout: float = 10.0, conflict_retries: int = 5,
-                 check: bool = True,
-                 naming: Callable[[str], tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "public",
+        pool_size: int = 8,
+        connect_timeout: float = 10.0,
+        conflict_retries: int = 5,
+        check: bool = True,
+        naming: Callable[[str], tuple[str, str]] | None = None,
+    ) -> None:
         self.schema = schema
         self._naming = naming
         self.conflict_retries = conflict_retries
@@ -114,11 +143,11 @@ class PostgresEngine(Engine):
 
     def relation(self, model: str, area: Area) -> tuple[str, str]:
         """(schema, name) ``model`` is written to in ``area``."""
-        return self.published(model) if area.direct \
-            else (audit_schema(str(area.backfill_id)), model)
+        return (
+            self.published(model) if area.direct else (audit_schema(str(area.backfill_id)), model)
+        )
 
-    def _ref(self, project: Project, area: Area, conn: psycopg.Connection[Any],
-             name: str) -> str:
+    def _ref(self, project: Project, area: Area, conn: psycopg.Connection[Any], name: str) -> str:
         """What a read of ``name`` sees in ``area``: the backfill's new rows for its periods and
         the published rows elsewhere (the new table alone for full rebuilds)."""
         pub = self.published(name)
@@ -129,8 +158,7 @@ class PostgresEngine(Engine):
         pub_cols = table_columns(conn, *pub)
         new_cols = table_columns(conn, *new)
         if model.strategy in ("full", "view") or not model.event_time:
-            return qualified(*new) if new_cols is not None or pub_cols is None \
-                else qualified(*pub)
+            return qualified(*new) if new_cols is not None or pub_cols is None else qualified(*pub)
         if pub_cols is None:
             return qualified(*new)
         keep = in_periods(model.event_time, area.periods[name])
@@ -145,8 +173,15 @@ class PostgresEngine(Engine):
         right = ", ".join(quote(n) if n in have_pub else f"NULL AS {quote(n)}" for n in names)
         return f"(SELECT {left} FROM {qualified(*new)} UNION ALL SELECT {right} {outside})"
 
-    def _render(self, project: Project, model: str, start: dt.datetime | None,
-                end: dt.datetime | None, area: Area, conn: psycopg.Connection[Any]) -> str:
+    def _render(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+        conn: psycopg.Connection[Any],
+    ) -> str:
         m = project_model(project, model)
 
         def ref(name: str, **_: object) -> str:
@@ -159,21 +194,45 @@ class PostgresEngine(Engine):
 
         def is_incremental() -> bool:
             return relation_kind(conn, *self.published(model)) is not None or (
-                not area.direct and relation_kind(conn, *self.relation(model, area)) is not None)
+                not area.direct and relation_kind(conn, *self.relation(model, area)) is not None
+            )
 
-        this = self._ref(project, area, conn, model) if not area.direct \
+        this = (
+            self._ref(project, area, conn, model)
+            if not area.direct
             else qualified(*self.relation(model, area))
-        return render(m.sql or "", start=start, end=end, ref=ref, source=source, this=this,
-                      is_incremental=is_incremental, where=model_location(project, model))
+        )
+        return render(
+            m.sql or "",
+            start=start,
+            end=end,
+            ref=ref,
+            source=source,
+            this=this,
+            is_incremental=is_incremental,
+            where=model_location(project, model),
+        )
 
-    def render(self, project: Project, model: str, start: dt.datetime | None,
-               end: dt.datetime | None, area: Area) -> str:
+    def render(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> str:
         with self.connect() as conn:
             return self._render(project, model, start, end, area, conn)
 
     # -- writing ------------------------------------------------------------------------------
-    def run_task(self, project: Project, model: str, start: dt.datetime | None,
-                 end: dt.datetime | None, area: Area) -> WriteResult:
+    def run_task(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> WriteResult:
         m = project_model(project, model)
         began = time.perf_counter()
         conflicts = 0
@@ -188,7 +247,9 @@ class PostgresEngine(Engine):
             except TaskFailure:
                 raise
             except PostgresConnectionError as exc:
-                raise TaskFailure(f"{model_location(project, model)}: {exc}", transient=True) from None
+                raise TaskFailure(
+                    f"{model_location(project, model)}: {exc}", transient=True
+                ) from None
             except (psycopg.Error, PoolTimeout) as exc:
                 failure = task_failure(model_location(project, model), exc)
                 state = getattr(exc, "sqlstate", None)
@@ -208,17 +269,26 @@ class PostgresEngine(Engine):
             lock_relation(conn, schema, "")
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
 
-    def _write(self, conn: psycopg.Connection[Any], project: Project, m: Model,
-               start: dt.datetime | None, end: dt.datetime | None,
-               area: Area) -> tuple[int, int, PartitionFingerprint]:
+    def _write(
+        self,
+        conn: psycopg.Connection[Any],
+        project: Project,
+        m: Model,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> tuple[int, int, PartitionFingerprint]:
         schema, name = self.relation(m.name, area)
         target = qualified(schema, name)
         # replace/merge/append write one period; full and view rebuild the whole relation.
-        partitioned = start is not None and end is not None and \
-            m.strategy in ("replace", "merge", "append")
+        partitioned = (
+            start is not None and end is not None and m.strategy in ("replace", "merge", "append")
+        )
         if m.strategy in ("replace", "merge", "append") and m.grain and not partitioned:
-            raise TaskFailure(f"{model_location(project, m.name)}: a {m.strategy} task needs a period",
-                              transient=False)
+            raise TaskFailure(
+                f"{model_location(project, m.name)}: a {m.strategy} task needs a period",
+                transient=False,
+            )
         self._ensure_schema(conn, schema)
         with conn.transaction():
             sql = self._render(project, m.name, start, end, area, conn)
@@ -234,14 +304,17 @@ class PostgresEngine(Engine):
             if partitioned:
                 assert start is not None and end is not None and m.event_time
                 in_period = in_periods(m.event_time, [(start, end)])
-                outside = one(conn, f"SELECT count(*) FROM {_TMP} WHERE NOT coalesce("
-                                    f"{in_period}, FALSE)")
+                outside = one(
+                    conn, f"SELECT count(*) FROM {_TMP} WHERE NOT coalesce({in_period}, FALSE)"
+                )
                 if outside:
                     raise TaskFailure(
                         f"{model_location(project, m.name)}: the SELECT returned {outside} row(s) with "
                         f"{m.event_time} outside the task's period [{start:%Y-%m-%d %H:%M}, "
                         f"{end:%Y-%m-%d %H:%M}) UTC (or NULL); a task writes exactly its period: "
-                        "filter the inputs with {{ start }} and {{ end }}", transient=False)
+                        "filter the inputs with {{ start }} and {{ end }}",
+                        transient=False,
+                    )
             new_types = _tmp_columns(conn)
             new_cols = [n for n, _ in new_types]
             new_rows = one(conn, f"SELECT count(*) FROM {_TMP}")
@@ -279,8 +352,9 @@ class PostgresEngine(Engine):
             conn.execute(f"DROP SCHEMA IF EXISTS {quote(audit_schema(backfill_id))} CASCADE")
 
     # -- inspecting -----------------------------------------------------------------------------
-    def _source(self, conn: psycopg.Connection[Any], project: Project, model: str, area: Area,
-                preview: bool) -> tuple[str, list[TableColumn]] | None:
+    def _source(
+        self, conn: psycopg.Connection[Any], project: Project, model: str, area: Area, preview: bool
+    ) -> tuple[str, list[TableColumn]] | None:
         """The relation (or query) holding ``model``'s rows in ``area`` and its columns; None
         when missing."""
         rel = self.relation(model, area)
@@ -289,8 +363,14 @@ class PostgresEngine(Engine):
             return None
         m = project_model(project, model)
         periods = area.periods.get(model) or []
-        if not (preview and not area.direct and m.strategy == "merge" and m.unique_key
-                and m.event_time and periods):
+        if not (
+            preview
+            and not area.direct
+            and m.strategy == "merge"
+            and m.unique_key
+            and m.event_time
+            and periods
+        ):
             return qualified(*rel), cols
         pub = self.published(model)
         pub_cols = {c.name for c in table_columns(conn, *pub) or []}
@@ -301,17 +381,19 @@ class PostgresEngine(Engine):
         # whose key the new run did not produce stay.
         listed = ", ".join(quote(n) for n in names)
         match = " AND ".join(f"n.{quote(k)} = p.{quote(k)}" for k in m.unique_key)
-        return (f"(SELECT {listed} FROM {qualified(*rel)} UNION ALL SELECT {listed} FROM "
-                f"{qualified(*pub)} p WHERE {in_periods(m.event_time, periods, 'p')} AND NOT "
-                f"EXISTS (SELECT 1 FROM {qualified(*rel)} n WHERE {match}))"), cols
+        return (
+            f"(SELECT {listed} FROM {qualified(*rel)} UNION ALL SELECT {listed} FROM "
+            f"{qualified(*pub)} p WHERE {in_periods(m.event_time, periods, 'p')} AND NOT "
+            f"EXISTS (SELECT 1 FROM {qualified(*rel)} n WHERE {match}))"
+        ), cols
 
     def _missing(self, model: str, area: Area) -> NotFoundError:
         where = "the published schema" if area.direct else "the area"
-        return NotFoundError(f"{model} has no table in {where} "
-                             f"{qualified(*self.relation(model, area))}")
+        return NotFoundError(
+            f"{model} has no table in {where} {qualified(*self.relation(model, area))}"
+        )
 
-    def _where_periods(self, project: Project, model: str,
-                       periods: Sequence[Period] | None) -> str:
+    def _where_periods(self, project: Project, model: str, periods: Sequence[Period] | None) -> str:
         if periods is None:
             return "TRUE"
         m = project_model(project, model)
@@ -324,22 +406,38 @@ class PostgresEngine(Engine):
             cols = table_columns(conn, *self.relation(model, area))
         return None if cols is None else [Column(c.name, c.type, c.kind) for c in cols]
 
-    def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
-                     preview: bool = False) -> dict[str, PartitionFingerprint]:
+    def fingerprints(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        parts: Sequence[Part],
+        *,
+        preview: bool = False,
+    ) -> dict[str, PartitionFingerprint]:
         m = project_model(project, model)
         if parts and not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time to partition by")
         with self.connect() as conn:
             found = self._source(conn, project, model, area, preview)
             if found is None:
-                return {label: PartitionFingerprint.empty()
-                        for label in ([p[0] for p in parts] or ["all"])}
+                return {
+                    label: PartitionFingerprint.empty()
+                    for label in ([p[0] for p in parts] or ["all"])
+                }
             rel, cols = found
             return fingerprint_parts(conn, rel, [c.name for c in cols], m.event_time, parts)
 
-    def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
-                     periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, Number | None]:
+    def measure_sums(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        measures: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> dict[str, Number | None]:
         if not measures:
             return {}
         where = self._where_periods(project, model, periods)
@@ -352,11 +450,21 @@ class PostgresEngine(Engine):
             kinds = {col.name: col.kind.value for col in found[1]}
             sums = ", ".join(f"sum(t.{quote(c)})" for c in measures)
             row = conn.execute(f"SELECT {sums} FROM {found[0]} t WHERE {where}").fetchone()
-        return {c: (None if row is None else to_kind(row[i], kinds.get(c, value_kind(row[i]))))
-                for i, c in enumerate(measures)}
+        return {
+            c: (None if row is None else to_kind(row[i], kinds.get(c, value_kind(row[i]))))
+            for i, c in enumerate(measures)
+        }
 
-    def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
-                  periods: Sequence[Period] | None, *, preview: bool = False) -> bool:
+    def is_unique(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        columns: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> bool:
         where = self._where_periods(project, model, periods)
         cols = ", ".join(f"t.{quote(c)}" for c in columns)
         nonnull = " AND ".join(f"t.{quote(c)} IS NOT NULL" for c in columns)
@@ -364,16 +472,26 @@ class PostgresEngine(Engine):
             found = self._source(conn, project, model, area, preview)
             if found is None:
                 return True
-            row = conn.execute(f"SELECT count(*), count(DISTINCT ROW({cols})), count(*) FILTER "
-                               f"(WHERE {nonnull}) FROM {found[0]} t WHERE {where}").fetchone()
+            row = conn.execute(
+                f"SELECT count(*), count(DISTINCT ROW({cols})), count(*) FILTER "
+                f"(WHERE {nonnull}) FROM {found[0]} t WHERE {where}"
+            ).fetchone()
         return row is not None and row[0] == row[1] == row[2]
 
     @contextlib.contextmanager
-    def stream(self, project: Project, model: str, area: Area,
-               periods: Sequence[Period] | None, *, preview: bool = False,
-               utc_column: str | None = None) -> Iterator[Any]:
-        where = self._where_periods(project, model, periods) if periods is None or periods \
-            else "FALSE"
+    def stream(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+        utc_column: str | None = None,
+    ) -> Iterator[Any]:
+        where = (
+            self._where_periods(project, model, periods) if periods is None or periods else "FALSE"
+        )
         m = project_model(project, model)
         if utc_column and not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time")
@@ -393,21 +511,25 @@ class PostgresEngine(Engine):
     def publish(self, project: Project, request: PublishRequest) -> None:
         _publish.publish(self, project, request)
 
-    def changelog_rows(self, project: Project, backfill_id: str | None = None,
-                       ) -> list[tuple[Any, ...]]:
+    def changelog_rows(
+        self,
+        project: Project,
+        backfill_id: str | None = None,
+    ) -> list[tuple[Any, ...]]:
         return _publish.changelog_rows(self, backfill_id)
 
 
-def _analyze_if_stale(conn: psycopg.Connection[Any], schema: str, name: str,
-                      written: int) -> None:
+def _analyze_if_stale(conn: psycopg.Connection[Any], schema: str, name: str, written: int) -> None:
     """ANALYZE a table a task grew by more than a tenth (or never analyzed), after its commit.
     Without statistics the planner takes a fresh table for empty and joins the next model's
     inputs by nested loops (seconds instead of milliseconds); autovacuum comes too late for a
     backfill's next task. SKIP_LOCKED: a concurrent task already analyzing it is enough."""
     try:
-        row = conn.execute("SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = "
-                           "c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
-                           [schema, name]).fetchone()
+        row = conn.execute(
+            "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = "
+            "c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+            [schema, name],
+        ).fetchone()
         if row is not None and (row[0] < 0 or written * 10 > row[0]):
             conn.execute(f"ANALYZE (SKIP_LOCKED) {qualified(schema, name)}")
     except psycopg.Error as exc:  # statistics are an optimisation: never fail the task
@@ -423,13 +545,13 @@ def _tmp_columns(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:
     return [(str(r[0]), str(r[1])) for r in rows]
 
 
-
-
-def _check_columns(project: Project, model: str, new: Sequence[str], old: Sequence[str],
-                   schema: str) -> None:
+def _check_columns(
+    project: Project, model: str, new: Sequence[str], old: Sequence[str], schema: str
+) -> None:
     if set(new) != set(old):
         raise TaskFailure(
             f"{model_location(project, model)}: the SELECT's columns ({', '.join(new)}) differ from the "
             f"table's ({', '.join(old)}) in schema {schema!r}; a partition task cannot change "
             "the schema: rebuild the model (strategy full) or backfill it into an audit area",
-            transient=False)
+            transient=False,
+        )

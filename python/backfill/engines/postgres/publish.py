@@ -17,8 +17,16 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ...errors import ConflictError
-from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_TABLE, PUBLISHED, ColumnKind,
-                   PublishModel, PublishRequest, StalePublishedError)
+from ..base import (
+    CHANGELOG_ADDED,
+    CHANGELOG_COLUMNS,
+    CHANGELOG_TABLE,
+    PUBLISHED,
+    ColumnKind,
+    PublishModel,
+    PublishRequest,
+    StalePublishedError,
+)
 from .sql import fingerprint_parts, in_periods, qualified, quote, relation_kind, table_columns
 from .writes import lock_relation, merge, replace_table
 
@@ -29,22 +37,33 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["changelog_rows", "publish"]
 
 # numeric without a type modifier keeps every digit of every measure value, at its own scale.
-_TYPES = {ColumnKind.STRING: "text", ColumnKind.TIMESTAMP_TZ: "timestamptz",
-          ColumnKind.INTEGER: "bigint", ColumnKind.FLOAT: "double precision",
-          ColumnKind.DECIMAL: "numeric"}
+_TYPES = {
+    ColumnKind.STRING: "text",
+    ColumnKind.TIMESTAMP_TZ: "timestamptz",
+    ColumnKind.INTEGER: "bigint",
+    ColumnKind.FLOAT: "double precision",
+    ColumnKind.DECIMAL: "numeric",
+}
 
 
 def publish(engine: PostgresEngine, project: Project, request: PublishRequest) -> None:
-    views = {pm.model: engine.render(project, pm.model, None, None, PUBLISHED)
-             for pm in request.models if project.models[pm.model].strategy == "view"}
+    views = {
+        pm.model: engine.render(project, pm.model, None, None, PUBLISHED)
+        for pm in request.models
+        if project.models[pm.model].strategy == "view"
+    }
     schema = engine.schema
     with engine.connect() as conn, conn.transaction():
         lock_relation(conn, schema, "backfill publish")
-        tables = sorted(pm.model for pm in request.models
-                        if relation_kind(conn, schema, pm.model) == "table")
+        tables = sorted(
+            pm.model for pm in request.models if relation_kind(conn, schema, pm.model) == "table"
+        )
         if tables:
-            conn.execute("LOCK TABLE " + ", ".join(qualified(schema, t) for t in tables)
-                         + " IN SHARE ROW EXCLUSIVE MODE")
+            conn.execute(
+                "LOCK TABLE "
+                + ", ".join(qualified(schema, t) for t in tables)
+                + " IN SHARE ROW EXCLUSIVE MODE"
+            )
         # Every check before any swap: a published view reads tables swapped before it.
         for pm in request.models:
             stale = _stale(conn, engine, project, pm)
@@ -63,16 +82,22 @@ def publish(engine: PostgresEngine, project: Project, request: PublishRequest) -
             names = ", ".join(quote(n) for n, _ in CHANGELOG_COLUMNS)
             marks = ", ".join("%s" for _ in CHANGELOG_COLUMNS)
             with conn.cursor() as cur:
-                cur.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})",
-                                [tuple(r) for r in request.changelog])
+                cur.executemany(
+                    f"INSERT INTO {table} ({names}) VALUES ({marks})",
+                    [tuple(r) for r in request.changelog],
+                )
 
 
 def _upgrade_changelog(conn: psycopg.Connection[Any], schema: str, table: str) -> None:
     """Brings a changelog table of an earlier version up to date, in the publish's transaction:
     adds the columns added since, and makes double precision measure values numeric."""
-    have = dict(conn.execute(
-        "SELECT column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema = %s AND table_name = %s", [schema, CHANGELOG_TABLE]).fetchall())
+    have = dict(
+        conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name = %s",
+            [schema, CHANGELOG_TABLE],
+        ).fetchall()
+    )
     for name, kind in CHANGELOG_COLUMNS:
         if name in CHANGELOG_ADDED and name not in have:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {quote(name)} {_TYPES[kind]}")
@@ -80,16 +105,18 @@ def _upgrade_changelog(conn: psycopg.Connection[Any], schema: str, table: str) -
             conn.execute(f"ALTER TABLE {table} ALTER COLUMN {quote(name)} TYPE numeric")
 
 
-def _stale(conn: psycopg.Connection[Any], engine: PostgresEngine, project: Project,
-           pm: PublishModel) -> list[str]:
+def _stale(
+    conn: psycopg.Connection[Any], engine: PostgresEngine, project: Project, pm: PublishModel
+) -> list[str]:
     """Partitions whose published fingerprint differs from the one recorded at audit time."""
     pub = engine.published(pm.model)
     recorded = pm.published_fingerprints
     cols = table_columns(conn, *pub)
     if cols is None:
         return [label for label, fp in recorded.items() if not fp.startswith("0:")]
-    now = fingerprint_parts(conn, qualified(*pub), [c.name for c in cols],
-                            project.models[pm.model].event_time, pm.parts)
+    now = fingerprint_parts(
+        conn, qualified(*pub), [c.name for c in cols], project.models[pm.model].event_time, pm.parts
+    )
     return [label for label in recorded if str(now.get(label)) != recorded[label]]
 
 
@@ -108,8 +135,13 @@ def _replace_view(conn: psycopg.Connection[Any], schema: str, name: str, sql: st
     conn.execute(f"CREATE VIEW {relation} AS {sql}")
 
 
-def _swap(conn: psycopg.Connection[Any], engine: PostgresEngine, project: Project,
-          request: PublishRequest, pm: PublishModel) -> None:
+def _swap(
+    conn: psycopg.Connection[Any],
+    engine: PostgresEngine,
+    project: Project,
+    request: PublishRequest,
+    pm: PublishModel,
+) -> None:
     m = project.models[pm.model]
     schema, name = engine.published(pm.model)
     pub = qualified(schema, name)
@@ -126,10 +158,12 @@ def _swap(conn: psycopg.Connection[Any], engine: PostgresEngine, project: Projec
     old_names = {c.name for c in table_columns(conn, schema, name) or []}
     new_names = [c.name for c in new_cols]
     if old_names != set(new_names):
-        raise ConflictError(f"{pm.model}: the backfill changes its columns "
-                            f"({sorted(old_names ^ set(new_names))}); publishing some partitions "
-                            "cannot change a table's schema -- rebuild the model with strategy "
-                            "full")
+        raise ConflictError(
+            f"{pm.model}: the backfill changes its columns "
+            f"({sorted(old_names ^ set(new_names))}); publishing some partitions "
+            "cannot change a table's schema -- rebuild the model with strategy "
+            "full"
+        )
     if m.strategy == "merge" and m.unique_key:
         merge(conn, pub, new, new_names, m.unique_key)
         return
@@ -146,7 +180,9 @@ def changelog_rows(engine: PostgresEngine, backfill_id: str | None) -> list[tupl
             return []
         names = ", ".join(quote(n) for n, _ in CHANGELOG_COLUMNS)
         where = "WHERE backfill_id = %s" if backfill_id else ""
-        rows = conn.execute(f"SELECT {names} FROM {table} {where} ORDER BY published_at DESC, "
-                            "model, \"partition\" NULLS FIRST, measure NULLS FIRST",
-                            [backfill_id] if backfill_id else []).fetchall()
+        rows = conn.execute(
+            f"SELECT {names} FROM {table} {where} ORDER BY published_at DESC, "
+            'model, "partition" NULLS FIRST, measure NULLS FIRST',
+            [backfill_id] if backfill_id else [],
+        ).fetchall()
     return [tuple(r) for r in rows]

@@ -13,8 +13,19 @@ from ...calendar import PeriodSet
 from ...model.files import sql_literal
 from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
 
-__all__ = ["TableColumn", "audit_schema", "fingerprint_parts", "fingerprint_where", "in_periods",
-           "kind_of", "one", "qualified", "quote", "relation_kind", "table_columns"]
+__all__ = [
+    "TableColumn",
+    "audit_schema",
+    "fingerprint_parts",
+    "fingerprint_where",
+    "in_periods",
+    "kind_of",
+    "one",
+    "qualified",
+    "quote",
+    "relation_kind",
+    "table_columns",
+]
 
 
 def quote(name: str) -> str:
@@ -41,7 +52,8 @@ def relation_kind(conn: psycopg.Connection[Any], schema: str, name: str) -> str 
     row = conn.execute(
         "SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p', 'v', 'm')",
-        [schema, name]).fetchone()
+        [schema, name],
+    ).fetchone()
     if row is None:
         return None
     return "view" if row[0] in ("v", "m") else "table"
@@ -55,19 +67,23 @@ class TableColumn:
     typmod: int
 
 
-def table_columns(conn: psycopg.Connection[Any], schema: str,
-                  name: str) -> list[TableColumn] | None:
+def table_columns(
+    conn: psycopg.Connection[Any], schema: str, name: str
+) -> list[TableColumn] | None:
     """The columns of ``schema.name`` in table order; None when there is no such relation."""
     rows = conn.execute(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typname, t.typcategory, "
         "a.atttypmod FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
         "JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_type t ON t.oid = a.atttypid "
         "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
-        "ORDER BY a.attnum", [schema, name]).fetchall()
+        "ORDER BY a.attnum",
+        [schema, name],
+    ).fetchall()
     if not rows:
         return None if relation_kind(conn, schema, name) is None else []
-    return [TableColumn(str(r[0]), str(r[1]), kind_of(str(r[2]), str(r[3])), int(r[4]))
-            for r in rows]
+    return [
+        TableColumn(str(r[0]), str(r[1]), kind_of(str(r[2]), str(r[3])), int(r[4])) for r in rows
+    ]
 
 
 _KINDS = {
@@ -75,8 +91,10 @@ _KINDS = {
     **dict.fromkeys(("float4", "float8"), ColumnKind.FLOAT),
     "numeric": ColumnKind.DECIMAL,
     **dict.fromkeys(("text", "varchar", "bpchar", "name", "citext"), ColumnKind.STRING),
-    "bool": ColumnKind.BOOLEAN, "date": ColumnKind.DATE,
-    "timestamp": ColumnKind.TIMESTAMP, "timestamptz": ColumnKind.TIMESTAMP_TZ,
+    "bool": ColumnKind.BOOLEAN,
+    "date": ColumnKind.DATE,
+    "timestamp": ColumnKind.TIMESTAMP,
+    "timestamptz": ColumnKind.TIMESTAMP_TZ,
 }
 
 
@@ -91,8 +109,14 @@ def in_periods(column: str, periods: Sequence[Period], alias: str = "") -> str:
     """A filter on ``column`` for the union of ``periods`` (merged by the C++ PeriodSet);
     ``FALSE`` for none. The literals are UTC timestamps; the session's zone is UTC."""
     col = (f"{alias}." if alias else "") + quote(column)
-    terms = [f"({col} >= {sql_literal(s)} AND {col} < {sql_literal(e)})"
-             for s, e in PeriodSet(list(periods)).intervals] if periods else []
+    terms = (
+        [
+            f"({col} >= {sql_literal(s)} AND {col} < {sql_literal(e)})"
+            for s, e in PeriodSet(list(periods)).intervals
+        ]
+        if periods
+        else []
+    )
     return "(" + " OR ".join(terms) + ")" if terms else "FALSE"
 
 
@@ -103,20 +127,26 @@ def _row_hash(columns: Sequence[str], alias: str) -> str:
     return f"hashtextextended(ROW({cols})::text, 0)::numeric"
 
 
-def fingerprint_where(conn: psycopg.Connection[Any], source: str, columns: Sequence[str],
-                      where: str = "TRUE") -> PartitionFingerprint:
+def fingerprint_where(
+    conn: psycopg.Connection[Any], source: str, columns: Sequence[str], where: str = "TRUE"
+) -> PartitionFingerprint:
     """Fingerprint of the rows of ``source`` (a relation or parenthesized query) matching
     ``where``: row count and the sum of the row hashes (modulo 2^64 in PartitionFingerprint)."""
     row = conn.execute(
         f"SELECT count(*), coalesce(sum({_row_hash(columns, 't')}), 0) FROM {source} t "
-        f"WHERE {where}").fetchone()
+        f"WHERE {where}"
+    ).fetchone()
     assert row is not None
     return PartitionFingerprint.of(row[0], int(row[1]))
 
 
-def fingerprint_parts(conn: psycopg.Connection[Any], source: str, columns: Sequence[str],
-                      event_time: str | None, parts: Sequence[Part],
-                      ) -> dict[str, PartitionFingerprint]:
+def fingerprint_parts(
+    conn: psycopg.Connection[Any],
+    source: str,
+    columns: Sequence[str],
+    event_time: str | None,
+    parts: Sequence[Part],
+) -> dict[str, PartitionFingerprint]:
     """label -> fingerprint per (label, start, end) partition of ``source`` on ``event_time``
     in one scan; the whole relation under ``"all"`` when there are no partitions.
 
@@ -129,8 +159,10 @@ def fingerprint_parts(conn: psycopg.Connection[Any], source: str, columns: Seque
     starts = [parts[i][1] for i in ordered]
     ends = [parts[i][2] for i in ordered]
     if any(ends[i] > starts[i + 1] for i in range(len(starts) - 1)):  # overlapping: one by one
-        return {label: fingerprint_where(conn, source, columns, in_periods(event_time, [(s, e)]))
-                for label, s, e in parts}
+        return {
+            label: fingerprint_where(conn, source, columns, in_periods(event_time, [(s, e)]))
+            for label, s, e in parts
+        }
     raw = f"t.{quote(event_time)}"
     et = f"{raw}::timestamp"  # timestamptz as UTC wall time (the session's zone), dates at 0:00
     s_arr = "ARRAY[" + ", ".join(sql_literal(s) for s in starts) + "]::timestamp[]"
@@ -139,7 +171,8 @@ def fingerprint_parts(conn: psycopg.Connection[Any], source: str, columns: Seque
         f"SELECT b, count(*), sum(h) FROM (SELECT width_bucket({et}, {s_arr}) AS b, {et} AS ts, "
         f"{_row_hash(columns, 't')} AS h FROM {source} t WHERE {raw} >= {sql_literal(starts[0])} "
         f"AND {raw} < {sql_literal(max(ends))}) x WHERE b > 0 AND ts < ({e_arr})[b] "
-        "GROUP BY b").fetchall()
+        "GROUP BY b"
+    ).fetchall()
     found = {int(b): PartitionFingerprint.of(n, int(d)) for b, n, d in rows}
     empty = PartitionFingerprint.empty()
     return {parts[i][0]: found.get(pos + 1, empty) for pos, i in enumerate(ordered)}

@@ -47,16 +47,33 @@ from ..._secrets import mask_text
 from ..._extras import extra_required
 from ...errors import PROGRAMMING_ERRORS, InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
-from ..base import (Area, Capabilities, Column, ColumnKind, Engine, Part, PartitionFingerprint,
-                    Period, PublishRequest, TaskFailure, WriteResult, model_location,
-                    project_model)
+from ..base import (
+    Area,
+    Capabilities,
+    Column,
+    ColumnKind,
+    Engine,
+    Part,
+    PartitionFingerprint,
+    Period,
+    PublishRequest,
+    TaskFailure,
+    WriteResult,
+    model_location,
+    project_model,
+)
 from . import publish as _publish
 from .batch import AuditBatching
-from .session import (catalog_name, check_master, find_iceberg_jar, register_catalog,
-                      small_session, spark_session)
+from .session import (
+    catalog_name,
+    check_master,
+    find_iceberg_jar,
+    register_catalog,
+    small_session,
+    spark_session,
+)
 from .tables import IcebergTables, table_properties
-from .sql import (arrow_rows, fingerprint_parts, in_periods, kind_of, quote,
-                  row_hash)
+from .sql import arrow_rows, fingerprint_parts, in_periods, kind_of, quote, row_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -69,8 +86,14 @@ __all__ = ["SparkEngine"]
 
 _OUTSIDE = "backfill: a row is outside the period of the task"
 # Java exceptions that a retry of the same task can get past (a concurrent commit won).
-_TRANSIENT = ("CommitFailedException", "CommitStateUnknownException", "ValidationException",
-              "ConcurrentModification", "Connection refused", "SparkContext was shut down")
+_TRANSIENT = (
+    "CommitFailedException",
+    "CommitStateUnknownException",
+    "ValidationException",
+    "ConcurrentModification",
+    "Connection refused",
+    "SparkContext was shut down",
+)
 
 
 @dataclass(frozen=True)
@@ -95,10 +118,17 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
     name = "spark"
     capabilities = Capabilities(atomic_publish=False)
 
-    def __init__(self, catalog: str | Path | Mapping[str, Any], *, master: str = "local[*]",
-                 schema: str = "main", conf: Mapping[str, Any] | None = None,
-                 jars: str | None = None, pool: str = "backfill",
-                 stream_periods: int = 8) -> None:
+    def __init__(
+        self,
+        catalog: str | Path | Mapping[str, Any],
+        *,
+        master: str = "local[*]",
+        schema: str = "main",
+        conf: Mapping[str, Any] | None = None,
+        jars: str | None = None,
+        pool: str = "backfill",
+        stream_periods: int = 8,
+    ) -> None:
         if isinstance(catalog, Mapping):
             self.catalog_props = {str(k): str(v) for k, v in catalog.items()}
         else:
@@ -166,8 +196,15 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
             return table  # nothing written yet: the published rows
         return self._on_branch(table, branch)
 
-    def _render(self, project: Project, model: str, start: dt.datetime | None,
-                end: dt.datetime | None, area: Area, check: bool = True) -> str:
+    def _render(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+        check: bool = True,
+    ) -> str:
         m = project_model(project, model)
 
         def ref(name: str, **_: object) -> str:
@@ -181,17 +218,36 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         def is_incremental() -> bool:
             return not check or self.exists(self.table(model))
 
-        return render(m.sql or "", start=start, end=end, ref=ref, source=source,
-                      this=self._ref(project, area, model, check), is_incremental=is_incremental,
-                      where=model_location(project, model))
+        return render(
+            m.sql or "",
+            start=start,
+            end=end,
+            ref=ref,
+            source=source,
+            this=self._ref(project, area, model, check),
+            is_incremental=is_incremental,
+            where=model_location(project, model),
+        )
 
-    def render(self, project: Project, model: str, start: dt.datetime | None,
-               end: dt.datetime | None, area: Area) -> str:
+    def render(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> str:
         return self._render(project, model, start, end, area)
 
     # -- writing --------------------------------------------------------------------------------
-    def run_task(self, project: Project, model: str, start: dt.datetime | None,
-                 end: dt.datetime | None, area: Area) -> WriteResult:
+    def run_task(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> WriteResult:
         from py4j.protocol import Py4JError  # type: ignore[import-untyped]
         from pyspark.errors import PySparkException
 
@@ -212,16 +268,26 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
             raise _task_failure(project, model, exc) from None
         return WriteResult(rows, deleted, fp, time.perf_counter() - began)
 
-    def _write(self, project: Project, m: Model, start: dt.datetime | None,
-               end: dt.datetime | None, area: Area) -> tuple[int, int, PartitionFingerprint]:
+    def _write(
+        self,
+        project: Project,
+        m: Model,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> tuple[int, int, PartitionFingerprint]:
         from pyspark.sql import functions as F
 
         where = model_location(project, m.name)
-        partitioned = start is not None and end is not None and \
-            m.strategy in ("replace", "merge", "append")
+        partitioned = (
+            start is not None and end is not None and m.strategy in ("replace", "merge", "append")
+        )
         if m.strategy == "view":
-            raise TaskFailure(f"{where}: strategy view is not supported on Spark (Iceberg's "
-                              "folder catalog keeps no views); use strategy full", transient=False)
+            raise TaskFailure(
+                f"{where}: strategy view is not supported on Spark (Iceberg's "
+                "folder catalog keeps no views); use strategy full",
+                transient=False,
+            )
         if m.strategy in ("replace", "merge", "append") and m.grain and not partitioned:
             raise TaskFailure(f"{where}: a {m.strategy} task needs a period", transient=False)
         label = f"[{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M})" if partitioned else "(all)"
@@ -230,8 +296,11 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
         et_kind = kind_of(types.get(m.event_time or "", ""))
         if m.event_time and m.grain and m.event_time not in types:
-            raise TaskFailure(f"{where}: the SELECT has no column {m.event_time!r} (the model's "
-                              f"event_time); it returned {', '.join(types)}", transient=False)
+            raise TaskFailure(
+                f"{where}: the SELECT has no column {m.event_time!r} (the model's "
+                f"event_time); it returned {', '.join(types)}",
+                transient=False,
+            )
         table = self.table(m.name)
         cond = "TRUE"
         if partitioned:
@@ -240,9 +309,13 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
             # Checked inside the write job itself: the SELECT runs once, and a failing job
             # commits nothing. A projection of the event time, not a filter: Spark may evaluate
             # a filter before the SELECT's own WHERE, never a projection on top of it.
-            df = df.withColumn(m.event_time, F.expr(
-                f"CASE WHEN coalesce({cond}, FALSE) THEN {quote(m.event_time)} "
-                f"ELSE raise_error('{_OUTSIDE}') END"))
+            df = df.withColumn(
+                m.event_time,
+                F.expr(
+                    f"CASE WHEN coalesce({cond}, FALSE) THEN {quote(m.event_time)} "
+                    f"ELSE raise_error('{_OUTSIDE}') END"
+                ),
+            )
         with self._locks[table]:
             if area.direct and not partitioned:  # a rebuild may change the schema
                 return self._rebuild(spark, m, df, table, types, et_kind)
@@ -257,15 +330,19 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
             target = self._on_branch(table, ref)
         token = uuid.uuid4().hex
         observed = None
-        if m.strategy != "merge" and not (m.strategy == "append" and partitioned) and \
-                types == old:
+        if m.strategy != "merge" and not (m.strategy == "append" and partitioned) and types == old:
             # An overwrite leaves exactly the new rows in the period: their fingerprint is
             # taken during the write job itself (no second scan), with the table's own types.
             from pyspark.sql import Observation
 
             observed = Observation(f"backfill_{token}")
-            df = df.observe(observed, F.expr("count(1)").alias("n"), F.expr(
-                f"coalesce(sum(CAST({row_hash(list(types))} AS DECIMAL(38, 0))), 0)").alias("h"))
+            df = df.observe(
+                observed,
+                F.expr("count(1)").alias("n"),
+                F.expr(f"coalesce(sum(CAST({row_hash(list(types))} AS DECIMAL(38, 0))), 0)").alias(
+                    "h"
+                ),
+            )
         if m.strategy == "merge" and partitioned:
             with self._locks[table]:  # _result then reads the newest snapshot: this one
                 self._merge(spark, m, df, target)
@@ -283,16 +360,24 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
             return fp.rows, deleted, fp
         return self._result(table, ref, token, cond)
 
-    def _rebuild(self, spark: SparkSession, m: Model, df: DataFrame, table: str,
-                 types: dict[str, str], et_kind: ColumnKind,
-                 ) -> tuple[int, int, PartitionFingerprint]:
+    def _rebuild(
+        self,
+        spark: SparkSession,
+        m: Model,
+        df: DataFrame,
+        table: str,
+        types: dict[str, str],
+        et_kind: ColumnKind,
+    ) -> tuple[int, int, PartitionFingerprint]:
         """A direct full build: CREATE OR REPLACE (one atomic Iceberg commit, any schema)."""
         view = self._temp_view(df)
         try:
             old = self._count(table) if self.exists(table) else 0
-            spark.sql(f"CREATE OR REPLACE TABLE {table} USING iceberg "
-                      f"{self._partitioned_by(m, et_kind)} {table_properties()} "
-                      f"AS SELECT * FROM {view}")
+            spark.sql(
+                f"CREATE OR REPLACE TABLE {table} USING iceberg "
+                f"{self._partitioned_by(m, et_kind)} {table_properties()} "
+                f"AS SELECT * FROM {view}"
+            )
         finally:
             spark.catalog.dropTempView(view)
         self._checked.discard(table)
@@ -306,20 +391,22 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         view = self._temp_view(df)
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in m.unique_key)
         try:
-            spark.sql(f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED THEN "
-                      "UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+            spark.sql(
+                f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED THEN "
+                "UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+            )
         finally:
             spark.catalog.dropTempView(view)
 
-    def _result(self, table: str, ref: str, token: str,
-                cond: str) -> tuple[int, int, PartitionFingerprint]:
+    def _result(
+        self, table: str, ref: str, token: str, cond: str
+    ) -> tuple[int, int, PartitionFingerprint]:
         """Rows written and deleted by the commit carrying ``token`` (the newest commit of
         ``ref`` for ``token=""``), and the fingerprint of the written period as that commit left
         it (later commits of other tasks do not count)."""
         snap, _, deleted = self._commit_of(table, ref, token)
         rel = f"(SELECT * FROM {table} VERSION AS OF {snap} WHERE {cond})"
-        fp = self.fingerprints_of(rel, self.table_types(table), None, ColumnKind.OTHER,
-                                  [])["all"]
+        fp = self.fingerprints_of(rel, self.table_types(table), None, ColumnKind.OTHER, [])["all"]
         return fp.rows, deleted, fp
 
     # -- inspecting -----------------------------------------------------------------------------
@@ -354,29 +441,51 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
             return None
         return [Column(n, t, kind_of(t)) for n, t in rel.types.items()]
 
-    def fingerprints_of(self, relation: str, types: Mapping[str, str], event_time: str | None,
-                        kind: ColumnKind, parts: Sequence[Part]) -> dict[str, PartitionFingerprint]:
+    def fingerprints_of(
+        self,
+        relation: str,
+        types: Mapping[str, str],
+        event_time: str | None,
+        kind: ColumnKind,
+        parts: Sequence[Part],
+    ) -> dict[str, PartitionFingerprint]:
         return fingerprint_parts(self.small, relation, list(types), event_time, kind, parts)
 
-    def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
-                     preview: bool = False) -> dict[str, PartitionFingerprint]:
+    def fingerprints(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        parts: Sequence[Part],
+        *,
+        preview: bool = False,
+    ) -> dict[str, PartitionFingerprint]:
         m = project_model(project, model)
         if parts and not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time to partition by")
         self._job(f"backfill: fingerprints of {model}")
         rel = self.source(project, model, area)
         if rel is None:
-            return {label: PartitionFingerprint.empty()
-                    for label in ([p[0] for p in parts] or ["all"])}
+            return {
+                label: PartitionFingerprint.empty() for label in ([p[0] for p in parts] or ["all"])
+            }
         known = self._answer("fp", rel.sql, tuple(parts))
         if known is not None:
             return dict(known)
-        return self.fingerprints_of(rel.sql, rel.types, m.event_time,
-                                    rel.kind(m.event_time or ""), parts)
+        return self.fingerprints_of(
+            rel.sql, rel.types, m.event_time, rel.kind(m.event_time or ""), parts
+        )
 
-    def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
-                     periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, Number | None]:
+    def measure_sums(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        measures: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> dict[str, Number | None]:
         if not measures:
             return {}
         self._job(f"backfill: measure sums of {model}")
@@ -393,8 +502,16 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         row = arrow_rows(self.small, f"SELECT {sums} FROM {rel.sql} WHERE {where}")[0]
         return {c: cast("Number | None", row[i]) for i, c in enumerate(measures)}
 
-    def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
-                  periods: Sequence[Period] | None, *, preview: bool = False) -> bool:
+    def is_unique(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        columns: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> bool:
         self._job(f"backfill: is {columns} a key of {model}")
         rel = self.source(project, model, area)
         if rel is None:
@@ -406,23 +523,34 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         cols = ", ".join(quote(c) for c in columns)
         nonnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
         n, distinct, full = arrow_rows(
-            self.small, f"SELECT count(*), count(DISTINCT {cols}), count_if({nonnull}) "
-                        f"FROM {rel.sql} WHERE {where}")[0]
+            self.small,
+            f"SELECT count(*), count(DISTINCT {cols}), count_if({nonnull}) "
+            f"FROM {rel.sql} WHERE {where}",
+        )[0]
         return n == distinct == full
 
     @contextlib.contextmanager
-    def stream(self, project: Project, model: str, area: Area,
-               periods: Sequence[Period] | None, *, preview: bool = False,
-               utc_column: str | None = None) -> Iterator[Any]:
+    def stream(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+        utc_column: str | None = None,
+    ) -> Iterator[Any]:
         import pyarrow as pa  # type: ignore[import-untyped]
         from pyspark.sql.pandas.types import to_arrow_schema
 
         m = project_model(project, model)
         rel = self.source(project, model, area)
         if rel is None:
-            raise NotFoundError(f"{model} has no table in "
-                                f"{'the published tables' if area.direct else 'the area'} "
-                                f"({self.table(model)})")
+            raise NotFoundError(
+                f"{model} has no table in "
+                f"{'the published tables' if area.direct else 'the area'} "
+                f"({self.table(model)})"
+            )
         select = "*"
         if utc_column:
             if not m.event_time:
@@ -434,8 +562,11 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         # A few periods at a time: the driver holds at most `stream_periods` partitions' rows,
         # never the whole selection (and a long list costs one Spark job per chunk, not each).
         step = self.stream_periods
-        chunks: list[list[Period] | None] = [None] if periods is None else \
-            [list(periods[i:i + step]) for i in range(0, len(periods), step)]
+        chunks: list[list[Period] | None] = (
+            [None]
+            if periods is None
+            else [list(periods[i : i + step]) for i in range(0, len(periods), step)]
+        )
 
         def batches() -> Iterator[Any]:
             for chunk in chunks:
@@ -449,10 +580,12 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
     def publish(self, project: Project, request: PublishRequest) -> None:
         _publish.publish(self, project, request)
 
-    def changelog_rows(self, project: Project, backfill_id: str | None = None,
-                       ) -> list[tuple[Any, ...]]:
+    def changelog_rows(
+        self,
+        project: Project,
+        backfill_id: str | None = None,
+    ) -> list[tuple[Any, ...]]:
         return _publish.changelog_rows(self, backfill_id)
-
 
 
 def _check_columns(where: str, new: Mapping[str, str], old: Mapping[str, str], area: Area) -> None:
@@ -461,7 +594,8 @@ def _check_columns(where: str, new: Mapping[str, str], old: Mapping[str, str], a
             f"{where}: the SELECT's columns ({', '.join(new)}) differ from the table's "
             f"({', '.join(old)}){'' if area.direct else ' (its audit branch)'}; a partition "
             "task cannot change the schema: rebuild the model (strategy full) directly",
-            transient=False)
+            transient=False,
+        )
 
 
 def _task_failure(project: Project, model: str, exc: Exception) -> TaskFailure:
@@ -470,9 +604,12 @@ def _task_failure(project: Project, model: str, exc: Exception) -> TaskFailure:
     text = str(exc)
     where = model_location(project, model)
     if f"[USER_RAISED_EXCEPTION] {_OUTSIDE}" in text:  # not the plan's text of another error
-        return TaskFailure(f"{where}: the SELECT returned row(s) with the event_time outside the "
-                           "task's period (or NULL); a task writes exactly its period: filter "
-                           "the inputs with {{ start }} and {{ end }}", transient=False)
+        return TaskFailure(
+            f"{where}: the SELECT returned row(s) with the event_time outside the "
+            "task's period (or NULL); a task writes exactly its period: filter "
+            "the inputs with {{ start }} and {{ end }}",
+            transient=False,
+        )
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     if any(t in text for t in _TRANSIENT):
         return TaskFailure(f"{where}: {first}", transient=True)

@@ -34,8 +34,16 @@ from decimal import Context, Decimal
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConflictError
-from ..base import (CHANGELOG_ADDED, CHANGELOG_COLUMNS, CHANGELOG_SCALE, CHANGELOG_TABLE,
-                    ColumnKind, PublishModel, PublishRequest, StalePublishedError)
+from ..base import (
+    CHANGELOG_ADDED,
+    CHANGELOG_COLUMNS,
+    CHANGELOG_SCALE,
+    CHANGELOG_TABLE,
+    ColumnKind,
+    PublishModel,
+    PublishRequest,
+    StalePublishedError,
+)
 from .sql import arrow_rows, in_periods, kind_of, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,9 +54,13 @@ log = logging.getLogger(__name__)
 
 __all__ = ["changelog_rows", "publish"]
 
-_TYPES = {ColumnKind.STRING: "string", ColumnKind.TIMESTAMP_TZ: "timestamp",
-          ColumnKind.INTEGER: "bigint", ColumnKind.FLOAT: "double",
-          ColumnKind.DECIMAL: f"decimal(38,{CHANGELOG_SCALE})"}
+_TYPES = {
+    ColumnKind.STRING: "string",
+    ColumnKind.TIMESTAMP_TZ: "timestamp",
+    ColumnKind.INTEGER: "bigint",
+    ColumnKind.FLOAT: "double",
+    ColumnKind.DECIMAL: f"decimal(38,{CHANGELOG_SCALE})",
+}
 _EXACT = Context(prec=80)
 _publishing = threading.Lock()  # one publish at a time per process
 
@@ -93,17 +105,24 @@ def _restore(engine: SparkEngine, table: str, snapshot: int | None) -> None:
             if snapshot is None:  # the table had no snapshot: empty it again
                 engine.spark.sql(f"DELETE FROM {table}")
             else:
-                engine.spark.sql(f"CALL {quote(engine.catalog)}.system.set_current_snapshot("
-                                 f"'{ident}', {snapshot})")
+                engine.spark.sql(
+                    f"CALL {quote(engine.catalog)}.system.set_current_snapshot("
+                    f"'{ident}', {snapshot})"
+                )
         log.warning("publish failed: %s set back to snapshot %s", table, snapshot)
     except Exception:  # noqa: BLE001 - logged with its type and traceback, then the next table
         # Broad on purpose: this runs while another error propagates, and every table still to
         # set back must be tried whatever failed here (a Spark error or a bug); the log names
         # what failed (type, message, traceback) and how to finish by hand, and the publish
         # still raises its original error.
-        log.exception("publish failed and %s could NOT be set back to snapshot %s; set it "
-                      "back by hand: CALL system.set_current_snapshot('%s', %s)", table,
-                      snapshot, ident, snapshot)
+        log.exception(
+            "publish failed and %s could NOT be set back to snapshot %s; set it "
+            "back by hand: CALL system.set_current_snapshot('%s', %s)",
+            table,
+            snapshot,
+            ident,
+            snapshot,
+        )
 
 
 def _ident(engine: SparkEngine, table: str) -> str:
@@ -119,44 +138,48 @@ def _stale(engine: SparkEngine, project: Project, pm: PublishModel) -> list[str]
         return [label for label, fp in recorded.items() if not fp.startswith("0:")]
     m = project.models[pm.model]
     types = engine._types(table)
-    now = engine.fingerprints_of(table, types, m.event_time, kind_of(types.get(m.event_time or "",
-                                                                                "")), pm.parts)
+    now = engine.fingerprints_of(
+        table, types, m.event_time, kind_of(types.get(m.event_time or "", "")), pm.parts
+    )
     return [label for label in recorded if str(now.get(label)) != recorded[label]]
 
 
-def _move(engine: SparkEngine, project: Project, pm: PublishModel, table: str,
-          branch: str) -> None:
+def _move(engine: SparkEngine, project: Project, pm: PublishModel, table: str, branch: str) -> None:
     spark = engine.spark
     main = engine.snapshot_of(table)
     head = engine.snapshot_of(table, branch)
     cat = quote(engine.catalog)
     if main is None or (head is not None and engine.is_ancestor(table, main, head)):
-        spark.sql(f"CALL {cat}.system.fast_forward('{_ident(engine, table)}', 'main', "
-                  f"'{branch}')")
+        spark.sql(f"CALL {cat}.system.fast_forward('{_ident(engine, table)}', 'main', '{branch}')")
         return
     m = project.models[pm.model]
     source = f"{table}.{quote('branch_' + branch)}"
     old = engine._types(table)
     new = engine._types(source)
     if old != new:
-        raise ConflictError(f"{pm.model}: the backfill changes its columns "
-                            f"({sorted(set(old) ^ set(new))}); publishing some partitions "
-                            "cannot change a table's schema -- rebuild the model directly")
+        raise ConflictError(
+            f"{pm.model}: the backfill changes its columns "
+            f"({sorted(set(old) ^ set(new))}); publishing some partitions "
+            "cannot change a table's schema -- rebuild the model directly"
+        )
     from pyspark.sql import functions as F
 
     if m.strategy == "full" or not pm.parts or not m.event_time:
         spark.table(source).writeTo(table).overwrite(F.lit(True))
         return
-    cond = in_periods(m.event_time, [(s, e) for _, s, e in pm.parts],
-                      kind_of(old.get(m.event_time, "")))
+    cond = in_periods(
+        m.event_time, [(s, e) for _, s, e in pm.parts], kind_of(old.get(m.event_time, ""))
+    )
     rows = spark.table(source).where(F.expr(cond))
     if m.strategy == "merge" and m.unique_key:
         view = f"__backfill_publish_{branch}"
         rows.createOrReplaceTempView(view)
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in m.unique_key)
         try:
-            spark.sql(f"MERGE INTO {table} t USING {view} s ON {on} WHEN MATCHED THEN UPDATE "
-                      "SET * WHEN NOT MATCHED THEN INSERT *")
+            spark.sql(
+                f"MERGE INTO {table} t USING {view} s ON {on} WHEN MATCHED THEN UPDATE "
+                "SET * WHEN NOT MATCHED THEN INSERT *"
+            )
         finally:
             spark.catalog.dropTempView(view)
         return
@@ -170,8 +193,10 @@ def _append_changelog(engine: SparkEngine, request: PublishRequest) -> None:
     table = _changelog_table(engine)
     cols = ", ".join(f"{quote(n)} {_TYPES[k]}" for n, k in CHANGELOG_COLUMNS)
     with engine.lock(table):
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
-                  "TBLPROPERTIES ('format-version' = '2')")
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
+            "TBLPROPERTIES ('format-version' = '2')"
+        )
         # A table of an earlier version: add the new columns; its double measure values stay
         # double (Iceberg cannot retype double to decimal), written as floats.
         have = {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
@@ -182,8 +207,9 @@ def _append_changelog(engine: SparkEngine, request: PublishRequest) -> None:
     if not request.changelog:
         return
     types = [have.get(n, _TYPES[k]) for n, k in CHANGELOG_COLUMNS]
-    schema = _parse_datatype_string(", ".join(
-        f"{n}: {t}" for (n, _), t in zip(CHANGELOG_COLUMNS, types)))
+    schema = _parse_datatype_string(
+        ", ".join(f"{n}: {t}" for (n, _), t in zip(CHANGELOG_COLUMNS, types))
+    )
     assert isinstance(schema, StructType)
     rows = [tuple(_value(v, t) for v, t in zip(row, types)) for row in request.changelog]
     spark.createDataFrame(rows, schema).writeTo(table).append()
@@ -208,7 +234,11 @@ def changelog_rows(engine: SparkEngine, backfill_id: str | None) -> list[tuple[A
     engine._job("backfill: changelog")
     if not engine.exists(table):
         return []
-    where = f"WHERE backfill_id = '{backfill_id.replace(chr(39), chr(39) * 2)}'" \
-        if backfill_id else ""
-    return arrow_rows(engine.spark, f"SELECT * FROM {table} {where} ORDER BY published_at DESC, "
-                                    "model, `partition` NULLS FIRST, measure NULLS FIRST")
+    where = (
+        f"WHERE backfill_id = '{backfill_id.replace(chr(39), chr(39) * 2)}'" if backfill_id else ""
+    )
+    return arrow_rows(
+        engine.spark,
+        f"SELECT * FROM {table} {where} ORDER BY published_at DESC, "
+        "model, `partition` NULLS FIRST, measure NULLS FIRST",
+    )

@@ -30,15 +30,26 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ICEBERG_ARTIFACT", "SparkSetupError", "catalog_name", "check_java", "check_master",
-           "find_iceberg_jar", "register_catalog", "small_session", "spark_session"]
+__all__ = [
+    "ICEBERG_ARTIFACT",
+    "SparkSetupError",
+    "catalog_name",
+    "check_java",
+    "check_master",
+    "find_iceberg_jar",
+    "register_catalog",
+    "small_session",
+    "spark_session",
+]
 
 #: the Maven artifact of the Iceberg runtime for the pinned PySpark (4.1.x, Scala 2.13)
 ICEBERG_ARTIFACT = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
 _JAR_GLOB = "iceberg-spark-runtime-4.1_2.13-*.jar"
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-_HOW = ("run `make setup` in the backfill repository (it installs the spark extra and fetches "
-        f"{ICEBERG_ARTIFACT} into build/jars with mvn)")
+_HOW = (
+    "run `make setup` in the backfill repository (it installs the spark extra and fetches "
+    f"{ICEBERG_ARTIFACT} into build/jars with mvn)"
+)
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -54,9 +65,11 @@ def check_java() -> str:
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not java or not Path(java).exists():
-        raise SparkSetupError("Spark needs Java 17 or later and none was found (no `java` on "
-                              "PATH, JAVA_HOME unset); install it, e.g. `apt-get install "
-                              f"openjdk-17-jre-headless`, or {_HOW}")
+        raise SparkSetupError(
+            "Spark needs Java 17 or later and none was found (no `java` on "
+            "PATH, JAVA_HOME unset); install it, e.g. `apt-get install "
+            f"openjdk-17-jre-headless`, or {_HOW}"
+        )
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -68,9 +81,11 @@ def check_java() -> str:
         major = int(m.group(2))
     if major < 17:
         found = text.splitlines()[0] if text else "unknown"
-        raise SparkSetupError(f"Spark 4 needs Java 17 or later; {java} is {found}; install "
-                              "openjdk-17-jre-headless and put it first on PATH (or set "
-                              "JAVA_HOME)")
+        raise SparkSetupError(
+            f"Spark 4 needs Java 17 or later; {java} is {found}; install "
+            "openjdk-17-jre-headless and put it first on PATH (or set "
+            "JAVA_HOME)"
+        )
     return text.splitlines()[0]
 
 
@@ -98,9 +113,11 @@ def find_iceberg_jar(configured: str | None = None) -> Path:
             if found:
                 return found[-1]
     where = ", ".join(str(c) for c in candidates)
-    raise SparkSetupError(f"the Iceberg Spark runtime jar ({ICEBERG_ARTIFACT}) is missing: "
-                          f"looked in {where}; {_HOW}, or set engine.jars in backfill.yml "
-                          "(or $BACKFILL_SPARK_JARS) to the jar")
+    raise SparkSetupError(
+        f"the Iceberg Spark runtime jar ({ICEBERG_ARTIFACT}) is missing: "
+        f"looked in {where}; {_HOW}, or set engine.jars in backfill.yml "
+        "(or $BACKFILL_SPARK_JARS) to the jar"
+    )
 
 
 def check_master(master: str, timeout: float = 5.0) -> None:
@@ -108,17 +125,19 @@ def check_master(master: str, timeout: float = 5.0) -> None:
     minute before giving up); ``local[...]`` and other masters are not probed."""
     if not master.startswith("spark://"):
         return
-    for hostport in master[len("spark://"):].split(","):
+    for hostport in master[len("spark://") :].split(","):
         host, _, port = hostport.rpartition(":")
         try:
             with socket.create_connection((host, int(port)), timeout=timeout):
                 return
         except (OSError, ValueError):
             continue
-    raise SparkSetupError(f"the Spark master {master} is unreachable (no connection within "
-                          f"{timeout:.0f} s); start it (`spark-class "
-                          "org.apache.spark.deploy.master.Master`) or set engine.master in "
-                          "backfill.yml, e.g. local[*]")
+    raise SparkSetupError(
+        f"the Spark master {master} is unreachable (no connection within "
+        f"{timeout:.0f} s); start it (`spark-class "
+        "org.apache.spark.deploy.master.Master`) or set engine.master in "
+        "backfill.yml, e.g. local[*]"
+    )
 
 
 def spark_session(master: str, jar: Path, conf: Mapping[str, Any]) -> SparkSession:
@@ -126,8 +145,9 @@ def spark_session(master: str, jar: Path, conf: Mapping[str, Any]) -> SparkSessi
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise SparkSetupError(f"PySpark is not installed; {_HOW}, or "
-                              "`pip install 'backfill[spark]'`") from None
+        raise SparkSetupError(
+            f"PySpark is not installed; {_HOW}, or `pip install 'backfill[spark]'`"
+        ) from None
     global _session
     with _lock:
         if _session is not None:
@@ -158,7 +178,8 @@ def spark_session(master: str, jar: Path, conf: Mapping[str, Any]) -> SparkSessi
                 raise SparkSetupError(
                     "a SparkSession is already running in this process without the Iceberg "
                     f"SQL extensions ({_EXTENSIONS}); stop it first (spark.stop()) or create it "
-                    "with them")
+                    "with them"
+                )
             session = SparkSession.builder.getOrCreate()
         _session = session
         return session
@@ -197,8 +218,9 @@ def small_session(spark: SparkSession, name: str, props: Mapping[str, str]) -> S
     """
     small = spark.newSession()
     small.conf.set("spark.sql.adaptive.enabled", "false")
-    small.conf.set("spark.sql.shuffle.partitions",
-                   str(max(1, spark.sparkContext.defaultParallelism)))
+    small.conf.set(
+        "spark.sql.shuffle.partitions", str(max(1, spark.sparkContext.defaultParallelism))
+    )
     small.conf.set("spark.sql.session.timeZone", "UTC")
     _set_catalog(small, name, {**props, "cache-enabled": "false"})
     return small

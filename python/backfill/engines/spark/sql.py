@@ -15,8 +15,16 @@ from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["arrow_rows", "fingerprint_parts", "in_periods", "kind_of", "part_index",
-           "partition_transform", "quote", "row_hash"]
+__all__ = [
+    "arrow_rows",
+    "fingerprint_parts",
+    "in_periods",
+    "kind_of",
+    "part_index",
+    "partition_transform",
+    "quote",
+    "row_hash",
+]
 
 _UTC = dt.timezone.utc
 
@@ -49,19 +57,35 @@ def in_periods(column: str, periods: Sequence[Period], kind: ColumnKind) -> str:
     type so that Iceberg can push it down to partitions (an overwrite needs that: a filter on
     ``CAST(d AS TIMESTAMP)`` cannot delete files); ``FALSE`` for none."""
     col = quote(column)
-    terms = [f"({col} >= {_literal(s, kind)} AND {col} < {_literal(e, kind)})"
-             for s, e in PeriodSet(list(periods)).intervals] if periods else []
+    terms = (
+        [
+            f"({col} >= {_literal(s, kind)} AND {col} < {_literal(e, kind)})"
+            for s, e in PeriodSet(list(periods)).intervals
+        ]
+        if periods
+        else []
+    )
     return "(" + " OR ".join(terms) + ")" if terms else "FALSE"
 
 
 _KINDS = {
-    **dict.fromkeys(("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"),
-                    ColumnKind.INTEGER),
-    "float": ColumnKind.FLOAT, "double": ColumnKind.FLOAT, "real": ColumnKind.FLOAT,
-    "decimal": ColumnKind.DECIMAL, "string": ColumnKind.STRING, "varchar": ColumnKind.STRING,
-    "char": ColumnKind.STRING, "boolean": ColumnKind.BOOLEAN, "date": ColumnKind.DATE,
-    "timestamp": ColumnKind.TIMESTAMP_TZ, "timestamp_ltz": ColumnKind.TIMESTAMP_TZ,
-    "timestamp_ntz": ColumnKind.TIMESTAMP, "array": ColumnKind.LIST,
+    **dict.fromkeys(
+        ("tinyint", "smallint", "int", "integer", "bigint", "byte", "short", "long"),
+        ColumnKind.INTEGER,
+    ),
+    "float": ColumnKind.FLOAT,
+    "double": ColumnKind.FLOAT,
+    "real": ColumnKind.FLOAT,
+    "decimal": ColumnKind.DECIMAL,
+    "string": ColumnKind.STRING,
+    "varchar": ColumnKind.STRING,
+    "char": ColumnKind.STRING,
+    "boolean": ColumnKind.BOOLEAN,
+    "date": ColumnKind.DATE,
+    "timestamp": ColumnKind.TIMESTAMP_TZ,
+    "timestamp_ltz": ColumnKind.TIMESTAMP_TZ,
+    "timestamp_ntz": ColumnKind.TIMESTAMP,
+    "array": ColumnKind.LIST,
 }
 
 
@@ -74,8 +98,14 @@ def kind_of(type_name: str) -> ColumnKind:
 #: grain -> Iceberg partition transform on the event time. A week or quarter is a union of
 #: days: partitioning by day keeps every period overwrite file-aligned without adding a
 #: computed column to the model's table (which the audit would see as a schema change).
-_TRANSFORMS = {"hour": "hours", "day": "days", "week": "days", "month": "months",
-               "quarter": "months", "year": "years"}
+_TRANSFORMS = {
+    "hour": "hours",
+    "day": "days",
+    "week": "days",
+    "month": "months",
+    "quarter": "months",
+    "year": "years",
+}
 
 
 def partition_transform(grain: str | None, event_time: str | None, kind: ColumnKind) -> str | None:
@@ -108,9 +138,14 @@ def row_hash(names: Sequence[str], alias: str = "") -> str:
     return "xxhash64(" + ", ".join(parts) + ")"
 
 
-def fingerprint_parts(spark: SparkSession, relation: str, names: Sequence[str],
-                      event_time: str | None, kind: ColumnKind, parts: Sequence[Part],
-                      ) -> dict[str, PartitionFingerprint]:
+def fingerprint_parts(
+    spark: SparkSession,
+    relation: str,
+    names: Sequence[str],
+    event_time: str | None,
+    kind: ColumnKind,
+    parts: Sequence[Part],
+) -> dict[str, PartitionFingerprint]:
     """label -> fingerprint per (label, start, end) partition of ``relation`` (columns
     ``names``) on ``event_time``, in one Spark aggregate: row count and the sum of 64-bit row
     hashes modulo 2^64 (an order-independent digest). The whole relation under ``"all"`` when
@@ -126,10 +161,12 @@ def fingerprint_parts(spark: SparkSession, relation: str, names: Sequence[str],
     rows = arrow_rows(
         spark,
         f"SELECT {index}, count(*), CAST({total} AS STRING) FROM (SELECT * FROM {relation} "
-        f"WHERE {where}) t{join} GROUP BY 1")
+        f"WHERE {where}) t{join} GROUP BY 1",
+    )
     by_i = {int(str(i)): PartitionFingerprint.of(int(str(n)), int(str(d))) for i, n, d in rows}
-    return {label: by_i.get(i, PartitionFingerprint.empty())
-            for i, (label, _, _) in enumerate(parts)}
+    return {
+        label: by_i.get(i, PartitionFingerprint.empty()) for i, (label, _, _) in enumerate(parts)
+    }
 
 
 #: up to this many partitions are told apart by a CASE expression (no join, no broadcast); more
@@ -137,17 +174,21 @@ def fingerprint_parts(spark: SparkSession, relation: str, names: Sequence[str],
 _CASE_PARTS = 100
 
 
-def part_index(event_time: str | None, kind: ColumnKind, parts: Sequence[Part],
-               alias: str = "t") -> tuple[str, str]:
+def part_index(
+    event_time: str | None, kind: ColumnKind, parts: Sequence[Part], alias: str = "t"
+) -> tuple[str, str]:
     """(join clause, expression): the index in ``parts`` of a row of ``alias`` (rows must be
     inside one of them); ``("", "0")`` without partitions."""
     if not parts or not event_time:
         return "", "0"
     et = f"{alias}.{quote(event_time)}"
     if len(parts) <= _CASE_PARTS:
-        whens = " ".join(f"WHEN {et} >= {_literal(s, kind)} AND {et} < {_literal(e, kind)} "
-                         f"THEN {i}" for i, (_, s, e) in enumerate(parts))
+        whens = " ".join(
+            f"WHEN {et} >= {_literal(s, kind)} AND {et} < {_literal(e, kind)} THEN {i}"
+            for i, (_, s, e) in enumerate(parts)
+        )
         return "", f"CASE {whens} END"
-    values = ", ".join(f"({i}, {_literal(s, kind)}, {_literal(e, kind)})"
-                       for i, (_, s, e) in enumerate(parts))
+    values = ", ".join(
+        f"({i}, {_literal(s, kind)}, {_literal(e, kind)})" for i, (_, s, e) in enumerate(parts)
+    )
     return (f" JOIN (VALUES {values}) AS p(i, s, e) ON {et} >= p.s AND {et} < p.e", "p.i")

@@ -19,8 +19,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["IcebergTables", "table_properties"]
 
-_TABLE_PROPS = {"format-version": "2", "commit.retry.num-retries": "20",
-                "commit.retry.min-wait-ms": "50"}
+_TABLE_PROPS = {
+    "format-version": "2",
+    "commit.retry.num-retries": "20",
+    "commit.retry.min-wait-ms": "50",
+}
 
 
 class IcebergTables:
@@ -76,7 +79,8 @@ class IcebergTables:
         snapshots) go to it directly instead of costing a Spark job each."""
         spark: Any = self.spark
         t = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            spark._jsparkSession, table.replace("`", ""))
+            spark._jsparkSession, table.replace("`", "")
+        )
         t.refresh()
         return t
 
@@ -111,12 +115,18 @@ class IcebergTables:
         while snap is not None:
             summary = snap.summary()
             if summary.get("backfill.write") == token or token == "":
-                return (int(snap.snapshotId()), int(summary.get("added-records") or 0),
-                        int(summary.get("deleted-records") or 0))
+                return (
+                    int(snap.snapshotId()),
+                    int(summary.get("added-records") or 0),
+                    int(summary.get("deleted-records") or 0),
+                )
             parent = snap.parentId()
             snap = t.snapshot(parent) if parent is not None else None
-        raise TaskFailure(f"{table}: the commit of this task is not on {ref} (a concurrent "
-                          "publish or drop moved it)", transient=True)
+        raise TaskFailure(
+            f"{table}: the commit of this task is not on {ref} (a concurrent "
+            "publish or drop moved it)",
+            transient=True,
+        )
 
     def _types(self, sql_or_table: str) -> dict[str, str]:
         schema = self.spark.sql(f"SELECT * FROM {sql_or_table} LIMIT 0").schema
@@ -142,8 +152,9 @@ class IcebergTables:
         transform = partition_transform(m.grain, m.event_time, et_kind)
         return f"PARTITIONED BY ({transform})" if transform else ""
 
-    def _ensure_table(self, m: Model, table: str, types: Mapping[str, str],
-                      et_kind: ColumnKind) -> None:
+    def _ensure_table(
+        self, m: Model, table: str, types: Mapping[str, str], et_kind: ColumnKind
+    ) -> None:
         """Creates the model's (empty) table in main when missing; checks an existing one is
         partitioned as the model's grain says (once per table and process)."""
         if table in self._checked:
@@ -151,20 +162,27 @@ class IcebergTables:
         expected = partition_transform(m.grain, m.event_time, et_kind)
         if not self.exists(table):
             cols = ", ".join(f"{quote(c)} {t}" for c, t in types.items())
-            self.spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
-                           f"{self._partitioned_by(m, et_kind)} {table_properties()}")
+            self.spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
+                f"{self._partitioned_by(m, et_kind)} {table_properties()}"
+            )
             self._checked.add(table)
         if table in self._checked:
             return
-        found = [str(r[1]) for r in arrow_rows(self.spark, f"DESCRIBE TABLE {table}")
-                 if str(r[0]).startswith("Part ")]
+        found = [
+            str(r[1])
+            for r in arrow_rows(self.spark, f"DESCRIBE TABLE {table}")
+            if str(r[0]).startswith("Part ")
+        ]
         want = [expected.replace("`", "")] if expected else []
         if [f.replace("`", "") for f in found] != want:
-            raise TaskFailure(f"table {table} is partitioned by {found or 'nothing'}; model "
-                              f"{m.name!r} (grain {m.grain}, event_time {m.event_time}) expects "
-                              f"{want or 'no partitioning'}: recreate it, or fix its partition "
-                              "spec with ALTER TABLE ... ADD/DROP PARTITION FIELD",
-                              transient=False)
+            raise TaskFailure(
+                f"table {table} is partitioned by {found or 'nothing'}; model "
+                f"{m.name!r} (grain {m.grain}, event_time {m.event_time}) expects "
+                f"{want or 'no partitioning'}: recreate it, or fix its partition "
+                "spec with ALTER TABLE ... ADD/DROP PARTITION FIELD",
+                transient=False,
+            )
         self._checked.add(table)
 
     def _ensure_branch(self, table: str, backfill_id: str) -> str:
@@ -185,39 +203,49 @@ class IcebergTables:
             with self._locks[table]:
                 spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {quote(branch)}")
 
-
     def lock(self, table: str) -> threading.Lock:
         """The in-process lock serializing metadata changes of ``table``."""
         return self._locks[table]
 
-    def load_table(self, name: str, data: Any, *, schema: str = "raw",
-                   event_time: str | None = None, grain: str | None = "day") -> int:
+    def load_table(
+        self,
+        name: str,
+        data: Any,
+        *,
+        schema: str = "raw",
+        event_time: str | None = None,
+        grain: str | None = "day",
+    ) -> int:
         """Replaces the table ``<schema>.<name>`` with ``data`` (an Arrow table), partitioned by
         ``grain`` on ``event_time``; naive timestamps are read as UTC. Returns its rows."""
         import pyarrow as pa  # type: ignore[import-untyped]
 
-        fields = [pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type)
-                  else f for f in data.schema]
+        fields = [
+            pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+            for f in data.schema
+        ]
         data = data.cast(pa.schema(fields))
         spark = self._job(f"backfill: load {schema}.{name}")
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns(schema)}")
         df = spark.createDataFrame(data)
-        kind = kind_of(dict((f.name, f.dataType.simpleString()) for f in df.schema.fields)
-                       .get(event_time or "", ""))
+        kind = kind_of(
+            dict((f.name, f.dataType.simpleString()) for f in df.schema.fields).get(
+                event_time or "", ""
+            )
+        )
         transform = partition_transform(grain, event_time, kind)
         view = self._temp_view(df)
         try:
-            spark.sql(f"CREATE OR REPLACE TABLE {self.table(name, schema)} USING iceberg "
-                      f"{f'PARTITIONED BY ({transform})' if transform else ''} "
-                      f"{table_properties()} "
-                      f"AS SELECT * FROM {view}")
+            spark.sql(
+                f"CREATE OR REPLACE TABLE {self.table(name, schema)} USING iceberg "
+                f"{f'PARTITIONED BY ({transform})' if transform else ''} "
+                f"{table_properties()} "
+                f"AS SELECT * FROM {view}"
+            )
         finally:
             spark.catalog.dropTempView(view)
         return int(data.num_rows)
 
 
-
 def table_properties() -> str:
     return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in _TABLE_PROPS.items()) + ")"
-
-

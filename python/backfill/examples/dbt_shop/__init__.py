@@ -31,8 +31,14 @@ _FILES = ("dbt_project.yml", "profiles.yml")
 _DIRS = ("models", "seeds", "fixes")
 
 
-def create(directory: str | Path, *, data: bool = True, orders_per_day: int = 240,
-           first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> Path:
+def create(
+    directory: str | Path,
+    *,
+    data: bool = True,
+    orders_per_day: int = 240,
+    first: dt.date = FIRST_DAY,
+    last: dt.date = LAST_DAY,
+) -> Path:
     """Copies the dbt shop project (with the bug) into ``directory`` and, with ``data``, writes
     the raw tables (``raw.orders``, ``raw.order_items``) into ``directory/warehouse.duckdb``
     with the shop's generator. Returns the project directory."""
@@ -43,8 +49,12 @@ def create(directory: str | Path, *, data: bool = True, orders_per_day: int = 24
     for name in _FILES:
         shutil.copy2(PROJECT_DIR / name, dest / name)
     for sub in _DIRS:
-        shutil.copytree(PROJECT_DIR / sub, dest / sub, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            PROJECT_DIR / sub,
+            dest / sub,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
     if data:
         generate(dest / WAREHOUSE, orders_per_day=orders_per_day, first=first, last=last)
     return dest

@@ -19,8 +19,16 @@ import datetime as dt
 import shutil
 from pathlib import Path
 
-__all__ = ["FIRST_DAY", "FIX_DAY", "LAST_DAY", "PROJECT_DIR", "create", "fix", "generate",
-           "use_spark"]
+__all__ = [
+    "FIRST_DAY",
+    "FIX_DAY",
+    "LAST_DAY",
+    "PROJECT_DIR",
+    "create",
+    "fix",
+    "generate",
+    "use_spark",
+]
 
 PROJECT_DIR = Path(__file__).resolve().parent
 FIRST_DAY = dt.date(2026, 1, 1)
@@ -83,24 +91,38 @@ ORDER BY order_id, line_no;
 """
 
 
-def generate(database: str | Path, *, orders_per_day: int = 240,
-             first: dt.date = FIRST_DAY, last: dt.date = LAST_DAY) -> dict[str, int]:
+def generate(
+    database: str | Path,
+    *,
+    orders_per_day: int = 240,
+    first: dt.date = FIRST_DAY,
+    last: dt.date = LAST_DAY,
+) -> dict[str, int]:
     """Writes ``raw.orders`` and ``raw.order_items`` into the DuckDB file ``database``
     (replacing them); returns their row counts. Same arguments, same rows, everywhere."""
     import duckdb
 
-    if isinstance(orders_per_day, bool) or not isinstance(orders_per_day, int) \
-            or not 3 <= orders_per_day <= 4000:
+    if (
+        isinstance(orders_per_day, bool)
+        or not isinstance(orders_per_day, int)
+        or not 3 <= orders_per_day <= 4000
+    ):
         raise ValueError(f"orders_per_day {orders_per_day!r}: expected an integer in 3..4000")
     if last < first:
         raise ValueError(f"last day {last} is before first day {first}")
-    sql = _GENERATE.format(first=first.isoformat(), days=(last - first).days + 1,
-                           per_day=orders_per_day, fix=FIX_DAY.isoformat())
+    sql = _GENERATE.format(
+        first=first.isoformat(),
+        days=(last - first).days + 1,
+        per_day=orders_per_day,
+        fix=FIX_DAY.isoformat(),
+    )
     con = duckdb.connect(str(database))
     try:
         con.execute(sql)
-        counts = {t: int(con.execute(f"SELECT count(*) FROM raw.{t}").fetchone()[0])  # type: ignore[index]
-                  for t in ("orders", "order_items")}
+        counts = {
+            t: int(con.execute(f"SELECT count(*) FROM raw.{t}").fetchone()[0])  # type: ignore[index]
+            for t in ("orders", "order_items")
+        }
     finally:
         con.close()
     return counts
@@ -128,8 +150,9 @@ def fix(directory: str | Path) -> Path:
     return target
 
 
-def use_spark(directory: str | Path, *, master: str = "local[*]",
-              conf: dict[str, str] | None = None) -> Path:
+def use_spark(
+    directory: str | Path, *, master: str = "local[*]", conf: dict[str, str] | None = None
+) -> Path:
     """Moves a created shop onto Spark + Iceberg: ``backfill.yml`` names the Spark engine (an
     Iceberg catalog in ``directory/iceberg``) and the raw tables generated into DuckDB are loaded
     into Iceberg as Arrow. Returns the project directory."""
@@ -143,18 +166,26 @@ def use_spark(directory: str | Path, *, master: str = "local[*]",
     root = Path(directory)
     settings = ", ".join(f"{k}: '{v}'" for k, v in (conf or {}).items())
     yml = root / "backfill.yml"
-    yml.write_text(re.sub(r"engine:\n(?:  .*\n)+",
-                          f"engine:\n  type: spark\n  master: '{master}'\n  catalog: iceberg\n"
-                          f"  conf: {{{settings}}}\n", yml.read_text(encoding="utf-8")),
-                   encoding="utf-8")
+    yml.write_text(
+        re.sub(
+            r"engine:\n(?:  .*\n)+",
+            f"engine:\n  type: spark\n  master: '{master}'\n  catalog: iceberg\n"
+            f"  conf: {{{settings}}}\n",
+            yml.read_text(encoding="utf-8"),
+        ),
+        encoding="utf-8",
+    )
     project = load_project(root)
     assert project.settings is not None
     engine = SparkEngine.from_settings(project.settings.engine)
     con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
     try:
         for table in ("orders", "order_items"):
-            engine.load_table(table, con.sql(f"SELECT * FROM raw.{table} ORDER BY order_id")
-                              .to_arrow_table(), event_time="ordered_at")
+            engine.load_table(
+                table,
+                con.sql(f"SELECT * FROM raw.{table} ORDER BY order_id").to_arrow_table(),
+                event_time="ordered_at",
+            )
     finally:
         con.close()
     return root

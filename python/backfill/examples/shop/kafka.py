@@ -40,8 +40,14 @@ FROM raw.orders ORDER BY arrived_at, order_id
 """
 
 
-def produce_orders(database: str | Path, bootstrap: str, *, topic: str = TOPIC,
-                   partitions: int = 3, timeout: float = 30.0) -> int:
+def produce_orders(
+    database: str | Path,
+    bootstrap: str,
+    *,
+    topic: str = TOPIC,
+    partitions: int = 3,
+    timeout: float = 30.0,
+) -> int:
     """Creates ``topic`` (when missing) and produces every row of ``raw.orders`` of the DuckDB
     file ``database`` to it; returns how many. Needs confluent-kafka (``backfill[kafka]``)."""
     import importlib
@@ -60,8 +66,14 @@ def produce_orders(database: str | Path, bootstrap: str, *, topic: str = TOPIC,
         rows = con.execute(_DELAYS).fetchall()
     finally:
         con.close()
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "log_level": 2,
-                            "queue.buffering.max.messages": max(100_000, 2 * len(rows))})
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "log_level": 2,
+            "queue.buffering.max.messages": max(100_000, 2 * len(rows)),
+        }
+    )
     failed: list[Any] = []
 
     def done(err: Any, _msg: Any) -> None:
@@ -70,17 +82,27 @@ def produce_orders(database: str | Path, bootstrap: str, *, topic: str = TOPIC,
 
     utc = dt.timezone.utc
     for order_id, customer_id, ordered_at, country, status, arrived_at in rows:
-        value = {"order_id": order_id, "customer_id": customer_id,
-                 "ordered_at": ordered_at.isoformat() + "Z", "country": country,
-                 "status": status}
-        producer.produce(topic, key=str(order_id).encode(), value=json.dumps(value).encode(),
-                         timestamp=int(arrived_at.replace(tzinfo=utc).timestamp() * 1000),
-                         on_delivery=done)
+        value = {
+            "order_id": order_id,
+            "customer_id": customer_id,
+            "ordered_at": ordered_at.isoformat() + "Z",
+            "country": country,
+            "status": status,
+        }
+        producer.produce(
+            topic,
+            key=str(order_id).encode(),
+            value=json.dumps(value).encode(),
+            timestamp=int(arrived_at.replace(tzinfo=utc).timestamp() * 1000),
+            on_delivery=done,
+        )
         producer.poll(0)
     left = producer.flush(timeout)
     if left or failed:
-        raise RuntimeError(f"producing to {topic} on {bootstrap}: {left} record(s) not "
-                           f"delivered, {len(failed)} failed ({failed[:1]})")
+        raise RuntimeError(
+            f"producing to {topic} on {bootstrap}: {left} record(s) not "
+            f"delivered, {len(failed)} failed ({failed[:1]})"
+        )
     return len(rows)
 
 
@@ -94,6 +116,8 @@ def use_kafka(directory: str | Path, bootstrap: str, *, topic: str = TOPIC) -> P
     text = re.sub(r"(?m)^(\s+topic:) orders$", rf"\1 {topic}", text)
     (root / "backfill.yml").write_text(text, encoding="utf-8")
     model = root / "models" / "clean_orders.sql"
-    model.write_text(model.read_text(encoding="utf-8").replace(
-        'source("raw", "orders")', 'ref("raw_orders")'), encoding="utf-8")
+    model.write_text(
+        model.read_text(encoding="utf-8").replace('source("raw", "orders")', 'ref("raw_orders")'),
+        encoding="utf-8",
+    )
     return root

@@ -35,9 +35,17 @@ def pg_type(arrow_type: Any) -> str:
         return f"numeric({t.precision}, {t.scale})"
     if pa.types.is_timestamp(t):
         return "timestamptz" if t.tz else "timestamp"
-    simple = {pa.int64(): "bigint", pa.int32(): "integer", pa.int16(): "smallint",
-              pa.float64(): "double precision", pa.float32(): "real", pa.bool_(): "boolean",
-              pa.string(): "text", pa.large_string(): "text", pa.date32(): "date"}
+    simple = {
+        pa.int64(): "bigint",
+        pa.int32(): "integer",
+        pa.int16(): "smallint",
+        pa.float64(): "double precision",
+        pa.float32(): "real",
+        pa.bool_(): "boolean",
+        pa.string(): "text",
+        pa.large_string(): "text",
+        pa.date32(): "date",
+    }
     if t in simple:
         return simple[t]
     raise ValueError(f"no Postgres type for Arrow type {t}")
@@ -68,8 +76,9 @@ def load_raw(duckdb_file: str | Path, url: str, *, schema: str = "raw") -> dict[
                 pg.execute(f"DROP TABLE IF EXISTS {target}")
                 pg.execute(f"CREATE TABLE {target} ({cols})")
                 with conn.cursor() as cur:
-                    counts[table] = int(cur.adbc_ingest(table, reader, mode="append",
-                                                        db_schema_name=schema))
+                    counts[table] = int(
+                        cur.adbc_ingest(table, reader, mode="append", db_schema_name=schema)
+                    )
                 conn.commit()
                 pg.execute(f"ANALYZE {target}")
     finally:
@@ -80,16 +89,19 @@ def load_raw(duckdb_file: str | Path, url: str, *, schema: str = "raw") -> dict[
 _ENGINE_BLOCK = re.compile(r"^engine:\n(?:  .*\n)+", re.M)
 
 
-def create(directory: str | Path, url: str, *, schema: str = "public",
-           orders_per_day: int = 240) -> Path:
+def create(
+    directory: str | Path, url: str, *, schema: str = "public", orders_per_day: int = 240
+) -> Path:
     """Copies the shop project (with the bug) into ``directory`` with ``engine: postgres`` at
     ``url`` (published models in ``schema``) and loads its raw data into the server's ``raw``
     schema. Returns the project directory."""
     root = create_duckdb(directory, data=False)
     yml = root / "backfill.yml"
     text = yml.read_text(encoding="utf-8")
-    block = (f"engine:\n  type: postgres\n  url: {json.dumps(url)}\n"
-             f"  schema: {schema}               # published models\n")
+    block = (
+        f"engine:\n  type: postgres\n  url: {json.dumps(url)}\n"
+        f"  schema: {schema}               # published models\n"
+    )
     yml.write_text(_ENGINE_BLOCK.sub(block, text, count=1), encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="shop-raw-") as tmp:
         # not raw.duckdb: a catalog named raw would shadow the raw schema

@@ -8,8 +8,25 @@ retried by Airflow, audited and published by downstream tasks.
 from __future__ import annotations
 
 from .dag import backfill_dag
-from .tasks import (GateFailedError, audit, backfill_id_for, plan_backfill, publish, run_task,
-                    task_ids, task_label)
+from .tasks import (
+    GateFailedError,
+    audit,
+    backfill_id_for,
+    plan_backfill,
+    publish,
+    run_task,
+    task_ids,
+    task_label,
+)
 
-__all__ = ["GateFailedError", "audit", "backfill_dag", "backfill_id_for", "plan_backfill",
-           "publish", "run_task", "task_ids", "task_label"]
+__all__ = [
+    "GateFailedError",
+    "audit",
+    "backfill_dag",
+    "backfill_id_for",
+    "plan_backfill",
+    "publish",
+    "run_task",
+    "task_ids",
+    "task_label",
+]

@@ -60,8 +60,11 @@ def _fail(exc: BaseException, recheck: dt.timedelta = dt.timedelta(minutes=1)) -
     backfill's task is rescheduled (``recheck`` from now; it frees its worker slot meanwhile and
     uses no retry); a cancelled backfill's task is skipped with the reason."""
     # Airflow is optional (extra backfill[airflow]): imported only where a DAG needs it.
-    from airflow.sdk.exceptions import (AirflowFailException, AirflowRescheduleException,
-                                        AirflowSkipException)
+    from airflow.sdk.exceptions import (
+        AirflowFailException,
+        AirflowRescheduleException,
+        AirflowSkipException,
+    )
 
     if isinstance(exc, TaskFailure) and exc.transient:
         return exc
@@ -77,17 +80,32 @@ def _fail(exc: BaseException, recheck: dt.timedelta = dt.timedelta(minutes=1)) -
     return airflow_exc
 
 
-def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date | dt.datetime | str,
-                 end: dt.date | dt.datetime | str, *, concurrency: int, reason: str,
-                 note: str | None = None, approval: bool | Mapping[str, Any] = False,
-                 exclude: str | None = None, as_of: dt.date | dt.datetime | str | None = None,
-                 tz: str | None = None, propagate: Literal["impact", "clip"] = "impact",
-                 partitions_per_run: int = 1, allow_append: bool = False,
-                 gates: Mapping[str, Any] | None = None, ledger: str | None = None,
-                 retries: int = 2, retry_delay: dt.timedelta = dt.timedelta(seconds=30),
-                 lease_seconds: float = 60.0, tags: Sequence[str] = ("backfill",),
-                 paused_recheck: dt.timedelta = dt.timedelta(minutes=1),
-                 **dag_kwargs: Any) -> DAG:
+def backfill_dag(
+    dag_id: str,
+    project: str | Path,
+    select: str,
+    start: dt.date | dt.datetime | str,
+    end: dt.date | dt.datetime | str,
+    *,
+    concurrency: int,
+    reason: str,
+    note: str | None = None,
+    approval: bool | Mapping[str, Any] = False,
+    exclude: str | None = None,
+    as_of: dt.date | dt.datetime | str | None = None,
+    tz: str | None = None,
+    propagate: Literal["impact", "clip"] = "impact",
+    partitions_per_run: int = 1,
+    allow_append: bool = False,
+    gates: Mapping[str, Any] | None = None,
+    ledger: str | None = None,
+    retries: int = 2,
+    retry_delay: dt.timedelta = dt.timedelta(seconds=30),
+    lease_seconds: float = 60.0,
+    tags: Sequence[str] = ("backfill",),
+    paused_recheck: dt.timedelta = dt.timedelta(minutes=1),
+    **dag_kwargs: Any,
+) -> DAG:
     """The DAG that plans, runs, audits and publishes one backfill of ``project`` (a project
     directory every worker can read).
 
@@ -112,8 +130,9 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInputError("a backfill needs a reason, e.g. reason='discount bug fixed'")
     if not isinstance(approval, (bool, Mapping)):
-        raise InvalidInputError(f"approval {approval!r}: expected True/False or a dict of "
-                                "ApprovalOperator arguments")
+        raise InvalidInputError(
+            f"approval {approval!r}: expected True/False or a dict of ApprovalOperator arguments"
+        )
     root = str(Path(project).resolve())
     proj = Project.load(root)
     models = [m for m in proj.select(select, exclude) if m in proj.models]
@@ -127,24 +146,42 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
     dag_kwargs.setdefault("schedule", None)
     dag_kwargs.setdefault("catchup", False)
     dag_kwargs.setdefault("max_active_runs", 1)
-    dag_kwargs.setdefault("doc_md", f"Backfill of `{select}` in `{root}` for "
-                                    f"{start}..{end}: {reason}")
-    default_args = {"retries": retries, "retry_delay": retry_delay,
-                    **dag_kwargs.pop("default_args", {})}
-    with DAG(dag_id, max_active_tasks=concurrency, default_args=default_args,
-             tags=list(tags), **dag_kwargs) as dag:
+    dag_kwargs.setdefault(
+        "doc_md", f"Backfill of `{select}` in `{root}` for {start}..{end}: {reason}"
+    )
+    default_args = {
+        "retries": retries,
+        "retry_delay": retry_delay,
+        **dag_kwargs.pop("default_args", {}),
+    }
+    with DAG(
+        dag_id,
+        max_active_tasks=concurrency,
+        default_args=default_args,
+        tags=list(tags),
+        **dag_kwargs,
+    ) as dag:
 
         @task(task_id="plan")
         def plan() -> str:
             ctx = get_current_context()
             key = f"{ctx['dag'].dag_id}/{ctx['run_id']}"
             try:
-                return bfa.plan_backfill(root, select, start, end, reason=reason,
-                                         exclude=exclude, as_of=as_of, tz=tz,
-                                         propagate=propagate,
-                                         partitions_per_run=partitions_per_run,
-                                         allow_append=allow_append, idempotency_key=key,
-                                         ledger=ledger)
+                return bfa.plan_backfill(
+                    root,
+                    select,
+                    start,
+                    end,
+                    reason=reason,
+                    exclude=exclude,
+                    as_of=as_of,
+                    tz=tz,
+                    propagate=propagate,
+                    partitions_per_run=partitions_per_run,
+                    allow_append=allow_append,
+                    idempotency_key=key,
+                    ledger=ledger,
+                )
             except BackfillError as exc:
                 raise _fail(exc) from exc
 
@@ -153,24 +190,36 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
             ids = bfa.task_ids(backfill_id, model=model, **where)
             limit = _max_map_length()
             if len(ids) > limit:
-                raise _fail(InvalidInputError(
-                    f"{model} has {len(ids)} tasks, more than Airflow maps in one task "
-                    f"([core] max_map_length = {limit}): raise partitions_per_run or "
-                    "max_map_length"))
+                raise _fail(
+                    InvalidInputError(
+                        f"{model} has {len(ids)} tasks, more than Airflow maps in one task "
+                        f"([core] max_map_length = {limit}): raise partitions_per_run or "
+                        "max_map_length"
+                    )
+                )
             log.info("backfill %s: %s has %d task(s) to run", backfill_id, model, len(ids))
             return ids
 
-        @task(map_index_template="{{ " + LABEL_KEY + " }}",
-              max_active_tis_per_dagrun=concurrency, trigger_rule="none_failed")
+        @task(
+            map_index_template="{{ " + LABEL_KEY + " }}",
+            max_active_tis_per_dagrun=concurrency,
+            trigger_rule="none_failed",
+        )
         def run(backfill_id: str, backfill_task: int) -> dict[str, Any]:
             ctx = get_current_context()
             try:
                 loaded = Project.load(root)
                 # The map index label in the UI: "<model> <partition>" instead of 0, 1, 2...
                 ctx[LABEL_KEY] = bfa.task_label(
-                    backfill_id, backfill_task, project=loaded, ledger=ledger)
-                return bfa.run_task(backfill_id, backfill_task, project=loaded, ledger=ledger,
-                                    lease_seconds=lease_seconds)
+                    backfill_id, backfill_task, project=loaded, ledger=ledger
+                )
+                return bfa.run_task(
+                    backfill_id,
+                    backfill_task,
+                    project=loaded,
+                    ledger=ledger,
+                    lease_seconds=lease_seconds,
+                )
             except BackfillError as exc:
                 raise _fail(exc, paused_recheck) from exc
 
@@ -193,8 +242,9 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
         for m in models:  # topological order: parents first
             with TaskGroup(group_id=_group_id(m)):
                 ids = tasks(bid, m)
-                runs[m] = run.override(task_id="run").partial(backfill_id=bid).expand(
-                    backfill_task=ids)
+                runs[m] = (
+                    run.override(task_id="run").partial(backfill_id=bid).expand(backfill_task=ids)
+                )
             for parent in proj.models[m].parents:
                 if parent in runs:
                     runs[parent] >> runs[m]
@@ -203,8 +253,14 @@ def backfill_dag(dag_id: str, project: str | Path, select: str, start: dt.date |
             runs[m] >> audited
         published = publish(bid)
         if approval:
-            approve = _approve_task(dag_id, select, start, end, reason,
-                                    approval if isinstance(approval, Mapping) else {})
+            approve = _approve_task(
+                dag_id,
+                select,
+                start,
+                end,
+                reason,
+                approval if isinstance(approval, Mapping) else {},
+            )
             audited >> approve >> published
         else:
             audited >> published
@@ -219,26 +275,32 @@ def _caller_file() -> str:
     package = Path(__file__).resolve().parents[1]
     frame = sys._getframe(1)
     while frame.f_back is not None and Path(frame.f_code.co_filename).resolve().is_relative_to(
-            package):
+        package
+    ):
         frame = frame.f_back
     return frame.f_code.co_filename
 
 
-def _approve_task(dag_id: str, select: str, start: object, end: object, reason: str,
-                  options: Mapping[str, Any]) -> Any:
+def _approve_task(
+    dag_id: str, select: str, start: object, end: object, reason: str, options: Mapping[str, Any]
+) -> Any:
     try:  # optional twice over: Airflow itself, and the HITL operator of Airflow 3.1+
         from airflow.providers.standard.operators.hitl import ApprovalOperator
     except ImportError as exc:  # pragma: no cover - the provider ships with Airflow 3.1+
-        raise InvalidInputError("approval=True needs Airflow's human-in-the-loop "
-                                "ApprovalOperator (apache-airflow-providers-standard with "
-                                f"Airflow 3.1+): {exc}") from exc
+        raise InvalidInputError(
+            "approval=True needs Airflow's human-in-the-loop "
+            "ApprovalOperator (apache-airflow-providers-standard with "
+            f"Airflow 3.1+): {exc}"
+        ) from exc
     kwargs: dict[str, Any] = {
         "task_id": "approve",
         "subject": f"Publish backfill of {select} ({start}..{end})?",
-        "body": (f"**Reason:** {reason}\n\n**Audit** (backfill "
-                 "`{{ ti.xcom_pull(task_ids='audit')['backfill_id'] }}`):\n\n"
-                 "```\n{{ ti.xcom_pull(task_ids='audit') | tojson(indent=2) }}\n```\n\n"
-                 "Approve to publish; reject to leave the published tables as they are."),
+        "body": (
+            f"**Reason:** {reason}\n\n**Audit** (backfill "
+            "`{{ ti.xcom_pull(task_ids='audit')['backfill_id'] }}`):\n\n"
+            "```\n{{ ti.xcom_pull(task_ids='audit') | tojson(indent=2) }}\n```\n\n"
+            "Approve to publish; reject to leave the published tables as they are."
+        ),
         **options,
     }
     return ApprovalOperator(**kwargs)

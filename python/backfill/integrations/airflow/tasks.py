@@ -43,9 +43,19 @@ from ...engines import TaskFailure
 from ...errors import ConflictError, InvalidInputError
 from ...publish import latest_audit, recorded_publication
 from ...run import Stop, TaskOutcome, engine_for, execute_task, ledger_for, on_signals
-from ...run.ledger import (BackfillCancelledError, BackfillExistsError, BackfillPausedError,
-                           BackfillState, Claim, LedgerBackend, TaskBusyError, TaskRow, TaskState,
-                           new_worker_id, open_ledger)
+from ...run.ledger import (
+    BackfillCancelledError,
+    BackfillExistsError,
+    BackfillPausedError,
+    BackfillState,
+    Claim,
+    LedgerBackend,
+    TaskBusyError,
+    TaskRow,
+    TaskState,
+    new_worker_id,
+    open_ledger,
+)
 from ...run.stop import drain
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,8 +66,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GateFailedError", "audit", "backfill_id_for", "plan_backfill", "publish", "run_task",
-           "task_ids", "task_label"]
+__all__ = [
+    "GateFailedError",
+    "audit",
+    "backfill_id_for",
+    "plan_backfill",
+    "publish",
+    "run_task",
+    "task_ids",
+    "task_label",
+]
 
 
 class GateFailedError(ConflictError):
@@ -67,8 +85,10 @@ class GateFailedError(ConflictError):
 def backfill_id_for(idempotency_key: str) -> str:
     """The backfill id recorded for ``idempotency_key`` (e.g. ``"<dag_id>/<run_id>"``)."""
     if not isinstance(idempotency_key, str) or not idempotency_key.strip():
-        raise InvalidInputError(f"idempotency_key {idempotency_key!r}: expected a non-empty "
-                                "string such as '<dag_id>/<run_id>'")
+        raise InvalidInputError(
+            f"idempotency_key {idempotency_key!r}: expected a non-empty "
+            "string such as '<dag_id>/<run_id>'"
+        )
     return "bf_run_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:16]
 
 
@@ -78,8 +98,11 @@ def _ledger(proj: Project, ledger: LedgerBackend | str | Path | None) -> LedgerB
     return ledger if ledger is not None else ledger_for(proj)
 
 
-def _open(backfill_id: str, project: Project | str | Path | None,
-          ledger: LedgerBackend | str | Path | None) -> Backfill:
+def _open(
+    backfill_id: str,
+    project: Project | str | Path | None,
+    ledger: LedgerBackend | str | Path | None,
+) -> Backfill:
     proj = _load(project)
     led = _ledger(proj, ledger)
     led.backfill(backfill_id)  # NotFoundError naming recent ids
@@ -87,14 +110,24 @@ def _open(backfill_id: str, project: Project | str | Path | None,
 
 
 # -- plan ------------------------------------------------------------------------------------
-def plan_backfill(project: Project | str | Path, select: str, start: dt.datetime | dt.date | str,
-                  end: dt.datetime | dt.date | str, *, reason: str, exclude: str | None = None,
-                  as_of: dt.datetime | dt.date | str | None = None, tz: str | None = None,
-                  propagate: Literal["impact", "clip"] = "impact", partitions_per_run: int = 1,
-                  allow_append: bool = False, lint: bool = True,
-                  idempotency_key: str | None = None,
-                  ledger: LedgerBackend | str | Path | None = None,
-                  allow_overlap: str | None = None) -> str:
+def plan_backfill(
+    project: Project | str | Path,
+    select: str,
+    start: dt.datetime | dt.date | str,
+    end: dt.datetime | dt.date | str,
+    *,
+    reason: str,
+    exclude: str | None = None,
+    as_of: dt.datetime | dt.date | str | None = None,
+    tz: str | None = None,
+    propagate: Literal["impact", "clip"] = "impact",
+    partitions_per_run: int = 1,
+    allow_append: bool = False,
+    lint: bool = True,
+    idempotency_key: str | None = None,
+    ledger: LedgerBackend | str | Path | None = None,
+    allow_overlap: str | None = None,
+) -> str:
     """Plans the backfill and records it in the ledger (audit mode); returns its id. Refused
     (``OverlapError``) when an open backfill writes the same partitions, unless
     ``allow_overlap`` says why.
@@ -105,20 +138,36 @@ def plan_backfill(project: Project | str | Path, select: str, start: dt.datetime
     ``ConflictError``)."""
     proj = _load(project)
     led = _ledger(proj, ledger)
-    plan = proj.plan(select, start, end, exclude=exclude, as_of=as_of, tz=tz,
-                     propagate=propagate, partitions_per_run=partitions_per_run,
-                     allow_append=allow_append)
+    plan = proj.plan(
+        select,
+        start,
+        end,
+        exclude=exclude,
+        as_of=as_of,
+        tz=tz,
+        propagate=propagate,
+        partitions_per_run=partitions_per_run,
+        allow_append=allow_append,
+    )
     if idempotency_key is None:
-        bf = Backfill.create(proj, plan, reason=reason, ledger=led, lint=lint,
-                             allow_overlap=allow_overlap)
+        bf = Backfill.create(
+            proj, plan, reason=reason, ledger=led, lint=lint, allow_overlap=allow_overlap
+        )
         return bf.id
     bid = backfill_id_for(idempotency_key)
     existing = _existing(led, bid, plan)
     if existing is not None:
         return existing
     try:
-        Backfill.create(proj, plan, reason=reason, ledger=led, lint=lint, backfill_id=bid,
-                        allow_overlap=allow_overlap)
+        Backfill.create(
+            proj,
+            plan,
+            reason=reason,
+            ledger=led,
+            lint=lint,
+            backfill_id=bid,
+            allow_overlap=allow_overlap,
+        )
     except BackfillExistsError:  # another attempt of the same run recorded it just now
         found = _existing(led, bid, plan)
         if found is None:  # pragma: no cover - the insert failed for another reason
@@ -132,22 +181,34 @@ def _existing(led: LedgerBackend, bid: str, plan: Plan) -> str | None:
         rec = led.backfill(bid)
     except KeyError:
         return None
-    asked = {"selection": plan.select, "exclude": plan.exclude,
-             "start": plan.start.isoformat(), "end": plan.end.isoformat()}
+    asked = {
+        "selection": plan.select,
+        "exclude": plan.exclude,
+        "start": plan.start.isoformat(),
+        "end": plan.end.isoformat(),
+    }
     differs = {k: (rec[k], v) for k, v in asked.items() if rec[k] != v}
     if differs:
         shown = ", ".join(f"{k} {old!r} (now {new!r})" for k, (old, new) in differs.items())
-        raise ConflictError(f"backfill {bid} was recorded for this run with {shown}; a run "
-                            "keeps its backfill: trigger a new DAG run for a different one")
-    log.info("backfill %s already planned for this run (%s); not planning again", bid,
-             rec["status"])
+        raise ConflictError(
+            f"backfill {bid} was recorded for this run with {shown}; a run "
+            "keeps its backfill: trigger a new DAG run for a different one"
+        )
+    log.info(
+        "backfill %s already planned for this run (%s); not planning again", bid, rec["status"]
+    )
     return bid
 
 
 # -- tasks -----------------------------------------------------------------------------------
-def task_ids(backfill_id: str, wave: int | None = None, *, model: str | None = None,
-             project: Project | str | Path | None = None,
-             ledger: LedgerBackend | str | Path | None = None) -> list[int]:
+def task_ids(
+    backfill_id: str,
+    wave: int | None = None,
+    *,
+    model: str | None = None,
+    project: Project | str | Path | None = None,
+    ledger: LedgerBackend | str | Path | None = None,
+) -> list[int]:
     """The backfill's task ids (all, or those of one ``wave`` and/or one ``model``), in order."""
     if wave is not None and (isinstance(wave, bool) or not isinstance(wave, int) or wave < 0):
         raise InvalidInputError(f"wave {wave!r} is not a non-negative integer")
@@ -156,15 +217,22 @@ def task_ids(backfill_id: str, wave: int | None = None, *, model: str | None = N
     tasks = led.tasks(backfill_id)
     if not tasks:
         led.backfill(backfill_id)  # NotFoundError for an unknown id
-    if model is not None and model not in {t.model for t in tasks} \
-            and model not in proj.models:
+    if model is not None and model not in {t.model for t in tasks} and model not in proj.models:
         raise InvalidInputError(f"model {model!r} is not in project {proj.name!r}")
-    return [t.task_id for t in tasks
-            if (wave is None or t.wave == wave) and (model is None or t.model == model)]
+    return [
+        t.task_id
+        for t in tasks
+        if (wave is None or t.wave == wave) and (model is None or t.model == model)
+    ]
 
 
-def task_label(backfill_id: str, task_id: int, *, project: Project | str | Path | None = None,
-               ledger: LedgerBackend | str | Path | None = None) -> str:
+def task_label(
+    backfill_id: str,
+    task_id: int,
+    *,
+    project: Project | str | Path | None = None,
+    ledger: LedgerBackend | str | Path | None = None,
+) -> str:
     """``"<model> <partition label>"`` of a task (the Airflow map index label)."""
     led = _ledger(_load(project), ledger)
     for t in led.tasks(backfill_id):
@@ -173,9 +241,14 @@ def task_label(backfill_id: str, task_id: int, *, project: Project | str | Path 
     raise InvalidInputError(f"backfill {backfill_id} has no task {task_id!r}")
 
 
-def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | None = None,
-             ledger: LedgerBackend | str | Path | None = None,
-             lease_seconds: float = 60.0) -> dict[str, Any]:
+def run_task(
+    backfill_id: str,
+    task_id: int,
+    *,
+    project: Project | str | Path | None = None,
+    ledger: LedgerBackend | str | Path | None = None,
+    lease_seconds: float = 60.0,
+) -> dict[str, Any]:
     """Runs task ``task_id`` of the backfill once, through a ledger lease; returns what it did.
 
     A done task is a no-op (``"skipped": True``). Raises :class:`TaskFailure` with
@@ -198,13 +271,14 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
         if rec["status"] == BackfillState.DISCARDED:
             raise InvalidInputError(f"backfill {bf.id} is discarded; it cannot run")
         if rec["status"] == BackfillState.PUBLISHED:  # its audit area is gone: only no-ops
-            finished = {t.task_id: t for t in bf.ledger.tasks(bf.id)
-                        if t.status == TaskState.DONE}
+            finished = {t.task_id: t for t in bf.ledger.tasks(bf.id) if t.status == TaskState.DONE}
             if task_id not in finished:
-                raise InvalidInputError(f"backfill {bf.id} is published; task {task_id} cannot "
-                                        "run any more")
-            log.info("backfill %s is published: task %d is already done; nothing to do", bf.id,
-                     task_id)
+                raise InvalidInputError(
+                    f"backfill {bf.id} is published; task {task_id} cannot run any more"
+                )
+            log.info(
+                "backfill %s is published: task %d is already done; nothing to do", bf.id, task_id
+            )
             return _result(bf.id, finished[task_id], skipped=True)
         bf.check_sql()  # a model edited since the plan task: refuse, naming it
         worker = new_worker_id()
@@ -213,14 +287,22 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
         except TaskBusyError as exc:  # a live worker runs it: Airflow retries later
             raise TaskFailure(str(exc), transient=True) from exc
         except BackfillPausedError:  # the DAG reschedules the task; a done one needs nothing
-            already = [t for t in bf.ledger.tasks(bf.id)
-                       if t.task_id == task_id and t.status == TaskState.DONE]
+            already = [
+                t
+                for t in bf.ledger.tasks(bf.id)
+                if t.task_id == task_id and t.status == TaskState.DONE
+            ]
             if not already:
                 raise
             return _result(bf.id, already[0], skipped=True)
         if isinstance(claim, TaskRow):
-            log.info("backfill %s: %s %s (task %d) is already done; nothing to do", bf.id,
-                     claim.model, claim.label, task_id)
+            log.info(
+                "backfill %s: %s %s (task %d) is already done; nothing to do",
+                bf.id,
+                claim.model,
+                claim.label,
+                task_id,
+            )
             return _result(bf.id, claim, skipped=True)
         if rec["status"] != BackfillState.RUNNING:
             bf.ledger.set_status(bf.id, BackfillState.RUNNING)
@@ -230,23 +312,39 @@ def run_task(backfill_id: str, task_id: int, *, project: Project | str | Path | 
             raise TaskFailure(outcome.message, transient=outcome.transient)
         _finish_if_complete(bf)
         done = bf.ledger.tasks(bf.id)[task_id]
-        return {**_result(bf.id, done, skipped=False), "attempt": outcome.attempt,
-                "seconds": round(outcome.seconds, 3), "rows_deleted": outcome.rows_deleted}
+        return {
+            **_result(bf.id, done, skipped=False),
+            "attempt": outcome.attempt,
+            "seconds": round(outcome.seconds, 3),
+            "rows_deleted": outcome.rows_deleted,
+        }
     finally:
         bf.engine.close()  # other worker processes take the warehouse file in turn
 
 
-def _execute_stoppable(claim: Claim, bf: Backfill, worker: str,
-                       lease_seconds: float) -> TaskOutcome:
+def _execute_stoppable(
+    claim: Claim, bf: Backfill, worker: str, lease_seconds: float
+) -> TaskOutcome:
     """Runs the claimed task on a helper thread while this (main) thread watches for SIGTERM,
     which Airflow sends when it kills a task (then SIGKILL a few seconds later): the engine's
     statement is interrupted at once (nothing commits), the attempt is recorded as interrupted
     and the task pending again with its lease released, so Airflow's retry or a resume runs it
     without waiting for a lease to expire. Airflow's own SIGTERM handler still runs."""
     stop = Stop()
-    run = functools.partial(execute_task, claim, project=bf.project, engine=bf.engine,
-                            ledger=bf.ledger, backfill_id=bf.id, area=bf.area, worker=worker,
-                            lease_seconds=lease_seconds, max_attempts=1, backoff=0.0, stop=stop)
+    run = functools.partial(
+        execute_task,
+        claim,
+        project=bf.project,
+        engine=bf.engine,
+        ledger=bf.ledger,
+        backfill_id=bf.id,
+        area=bf.area,
+        worker=worker,
+        lease_seconds=lease_seconds,
+        max_attempts=1,
+        backoff=0.0,
+        stop=stop,
+    )
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"backfill-{bf.id}")
     left = 0
     try:
@@ -257,10 +355,13 @@ def _execute_stoppable(claim: Claim, bf: Backfill, worker: str,
             if stop.requested:
                 left = drain({fut}, stop, 0.0, bf.engine, lambda _f: None, f"backfill {bf.id}")
                 if left:  # the engine cannot interrupt: its lease ends with this process
-                    raise TaskFailure(f"backfill {bf.id}: {claim.task.model} "
-                                      f"{claim.task.label} (task {claim.task.task_id}) was "
-                                      f"stopped by {stop.describe()} while it ran; it runs "
-                                      "again once its lease ends", transient=True)
+                    raise TaskFailure(
+                        f"backfill {bf.id}: {claim.task.model} "
+                        f"{claim.task.label} (task {claim.task.task_id}) was "
+                        f"stopped by {stop.describe()} while it ran; it runs "
+                        "again once its lease ends",
+                        transient=True,
+                    )
         return fut.result()
     finally:
         pool.shutdown(wait=not left)
@@ -268,24 +369,38 @@ def _execute_stoppable(claim: Claim, bf: Backfill, worker: str,
 
 def _finish_if_complete(bf: Backfill) -> None:
     tasks = bf.ledger.tasks(bf.id)
-    if all(t.status == TaskState.DONE for t in tasks) and \
-            bf.ledger.backfill(bf.id)["status"] in (BackfillState.PENDING, BackfillState.RUNNING,
-                                                    BackfillState.INTERRUPTED,
-                                                    BackfillState.FAILED):
+    if all(t.status == TaskState.DONE for t in tasks) and bf.ledger.backfill(bf.id)["status"] in (
+        BackfillState.PENDING,
+        BackfillState.RUNNING,
+        BackfillState.INTERRUPTED,
+        BackfillState.FAILED,
+    ):
         bf.ledger.set_status(bf.id, BackfillState.DONE, finished=True)
         log.info("backfill %s: all %d task(s) done", bf.id, len(tasks))
 
 
 def _result(backfill_id: str, t: TaskRow, *, skipped: bool) -> dict[str, Any]:
-    return {"backfill_id": backfill_id, "task_id": t.task_id, "model": t.model,
-            "label": t.label, "status": t.status, "skipped": skipped, "attempts": t.attempts,
-            "rows_written": t.rows_written, "fingerprint": t.fingerprint}
+    return {
+        "backfill_id": backfill_id,
+        "task_id": t.task_id,
+        "model": t.model,
+        "label": t.label,
+        "status": t.status,
+        "skipped": skipped,
+        "attempts": t.attempts,
+        "rows_written": t.rows_written,
+        "fingerprint": t.fingerprint,
+    }
 
 
 # -- audit and publish -----------------------------------------------------------------------
-def audit(backfill_id: str, *, gates: Mapping[str, Any] | None = None,
-          project: Project | str | Path | None = None,
-          ledger: LedgerBackend | str | Path | None = None) -> dict[str, Any]:
+def audit(
+    backfill_id: str,
+    *,
+    gates: Mapping[str, Any] | None = None,
+    project: Project | str | Path | None = None,
+    ledger: LedgerBackend | str | Path | None = None,
+) -> dict[str, Any]:
     """Audits the backfill (once every task is done) and returns a JSON-able summary; raises
     :class:`GateFailedError` (with the report) when a gate fails. Of a published backfill it
     returns the summary of the audit it was published on, without auditing again."""
@@ -293,21 +408,23 @@ def audit(backfill_id: str, *, gates: Mapping[str, Any] | None = None,
     try:
         rec = bf.ledger.backfill(backfill_id)
         if rec["status"] == BackfillState.PUBLISHED:
-            log.info("backfill %s is already published; returning its recorded audit",
-                     backfill_id)
+            log.info("backfill %s is already published; returning its recorded audit", backfill_id)
             return _audit_summary(bf, published=True)
         if rec["status"] == BackfillState.CANCELLED:  # nothing of it is to be published
             raise BackfillCancelledError(
                 f"backfill {backfill_id} was cancelled by {rec.get('cancelled_by')} "
                 f"({rec.get('cancel_reason')!r}); not auditing it (its audit area stays until "
-                f"backfill discard {backfill_id})")
+                f"backfill discard {backfill_id})"
+            )
         _finish_if_complete(bf)
         report = bf.audit(gates)
         log.info("%s", report)
         summary = _audit_summary(bf, published=False)
         if not report.passed:
-            raise GateFailedError(f"{report}\nfix the backfill, or publish it by hand with "
-                                  f"force_reason: backfill publish {backfill_id} --force REASON")
+            raise GateFailedError(
+                f"{report}\nfix the backfill, or publish it by hand with "
+                f"force_reason: backfill publish {backfill_id} --force REASON"
+            )
         return summary
     finally:
         bf.engine.close()
@@ -319,20 +436,33 @@ def _audit_summary(bf: Backfill, *, published: bool) -> dict[str, Any]:
     for r in rows:
         res = r["result"]
         models[r["model"]] = {
-            "partitions": res["partitions_total"], "differing": res["partitions_differing"],
-            "rows_changed": res["rows_changed"], "rows_added": res["rows_added"],
-            "rows_removed": res["rows_removed"], "changed_columns": res["changed_columns"],
+            "partitions": res["partitions_total"],
+            "differing": res["partitions_differing"],
+            "rows_changed": res["rows_changed"],
+            "rows_added": res["rows_added"],
+            "rows_removed": res["rows_removed"],
+            "changed_columns": res["changed_columns"],
             "passed": bool(r["passed"]),
         }
     gates = [g for r in rows for g in r["result"]["gates"]]
-    return {"backfill_id": bf.id, "audit_id": rows[0]["result"]["audit_id"],
-            "passed": all(g["passed"] for g in gates), "published": published,
-            "models": models, "failed_gates": [g for g in gates if not g["passed"]]}
+    return {
+        "backfill_id": bf.id,
+        "audit_id": rows[0]["result"]["audit_id"],
+        "passed": all(g["passed"] for g in gates),
+        "published": published,
+        "models": models,
+        "failed_gates": [g for g in gates if not g["passed"]],
+    }
 
 
-def publish(backfill_id: str, note: str, *, force_reason: str | None = None,
-            project: Project | str | Path | None = None,
-            ledger: LedgerBackend | str | Path | None = None) -> dict[str, Any]:
+def publish(
+    backfill_id: str,
+    note: str,
+    *,
+    force_reason: str | None = None,
+    project: Project | str | Path | None = None,
+    ledger: LedgerBackend | str | Path | None = None,
+) -> dict[str, Any]:
     """Publishes the audited backfill; returns the publication as a dict. Publishing an already
     published backfill is a no-op returning the recorded publication."""
     bf = _open(backfill_id, project, ledger)

@@ -24,8 +24,13 @@ from .profile import read_profile
 __all__ = ["SUPPORTED_VERSIONS", "DbtError", "DbtProject", "load_dbt_project"]
 
 
-def load_dbt_project(path: str | Path, *, profiles_dir: str | Path | None = None,
-                     target: str | None = None, parse: bool = True) -> DbtProject:
+def load_dbt_project(
+    path: str | Path,
+    *,
+    profiles_dir: str | Path | None = None,
+    target: str | None = None,
+    parse: bool = True,
+) -> DbtProject:
     """A dbt project directory (``dbt parse`` first when its manifest is missing or stale) or a
     ``manifest.json``, as a project. From a directory it can run: its settings name the dbt
     engine, the ledger (``<project>/.backfill``) and the audit gates found in the models'
@@ -38,8 +43,11 @@ def load_dbt_project(path: str | Path, *, profiles_dir: str | Path | None = None
     if project_dir is None:
         return project
     profile = read_profile(project_dir, profiles_dir, target)
-    options: dict[str, Any] = {"project_dir": str(project_dir), "target": target,
-                               "profiles_dir": str(profiles_dir) if profiles_dir else None}
+    options: dict[str, Any] = {
+        "project_dir": str(project_dir),
+        "target": target,
+        "profiles_dir": str(profiles_dir) if profiles_dir else None,
+    }
     audits = {}
     for name, m in project.models.items():
         gates = (m.meta.get("dbt", {}).get("meta") or {}).get("backfill", {}).get("audits")
@@ -50,7 +58,14 @@ def load_dbt_project(path: str | Path, *, profiles_dir: str | Path | None = None
         root=project_dir,
         # a dbt-postgres warehouse has no file: its URL comes from the profile again
         engine=EngineSettings("dbt", profile.path or Path(), profile.schema, options),
-        state_dir=project_dir / ".backfill", audits=audits,
-        files={name: project_dir / info.path for name, info in project.dbt.items()
-               if name in project.models}, notify=notify, lineage=lineage)
+        state_dir=project_dir / ".backfill",
+        audits=audits,
+        files={
+            name: project_dir / info.path
+            for name, info in project.dbt.items()
+            if name in project.models
+        },
+        notify=notify,
+        lineage=lineage,
+    )
     return project

@@ -20,22 +20,32 @@ from ...engines.duckdb.sql import fingerprint_parts, in_periods, quote, sql_lite
 __all__ = ["copy_periods"]
 
 
-def _counts(cur: duckdb.DuckDBPyConnection, relation: str, event_time: str,
-            periods: Sequence[Period]) -> list[int]:
+def _counts(
+    cur: duckdb.DuckDBPyConnection, relation: str, event_time: str, periods: Sequence[Period]
+) -> list[int]:
     """Rows of ``relation`` in each period, from one aggregate."""
     et = quote(event_time)
-    values = ", ".join(f"({i}, {sql_literal(s)}, {sql_literal(e)})"
-                       for i, (s, e) in enumerate(periods))
-    rows = cur.execute(f"SELECT p.i, count(t.{et}) FROM (VALUES {values}) p(i, s, e) "
-                       f"LEFT JOIN {relation} t ON t.{et} >= p.s AND t.{et} < p.e "
-                       "GROUP BY p.i").fetchall()
+    values = ", ".join(
+        f"({i}, {sql_literal(s)}, {sql_literal(e)})" for i, (s, e) in enumerate(periods)
+    )
+    rows = cur.execute(
+        f"SELECT p.i, count(t.{et}) FROM (VALUES {values}) p(i, s, e) "
+        f"LEFT JOIN {relation} t ON t.{et} >= p.s AND t.{et} < p.e "
+        "GROUP BY p.i"
+    ).fetchall()
     by_i = {int(i): int(n) for i, n in rows}
     return [by_i[i] for i in range(len(periods))]
 
 
-def copy_periods(cur: duckdb.DuckDBPyConnection, target: str, work: str, event_time: str,
-                 periods: Sequence[Period], *, direct: bool,
-                 ) -> list[tuple[int, PartitionFingerprint]]:
+def copy_periods(
+    cur: duckdb.DuckDBPyConnection,
+    target: str,
+    work: str,
+    event_time: str,
+    periods: Sequence[Period],
+    *,
+    direct: bool,
+) -> list[tuple[int, PartitionFingerprint]]:
     """Replaces ``target``'s rows in ``periods`` with ``work``'s in one transaction (``direct``:
     dbt wrote ``target`` itself, nothing to copy); (rows replaced, fingerprint) per period."""
     deleted = [0] * len(periods)

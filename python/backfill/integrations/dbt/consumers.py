@@ -17,8 +17,14 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
-from ...model.consumers import (Consumer, LineageSettings, NotifySettings, read_consumers,
-                                read_lineage, read_notify)
+from ...model.consumers import (
+    Consumer,
+    LineageSettings,
+    NotifySettings,
+    read_consumers,
+    read_lineage,
+    read_notify,
+)
 from ...model.engine_settings import ProjectError
 from .manifest import DbtManifest
 from .mapping import DbtProject
@@ -36,39 +42,69 @@ def _vars(project_dir: Path | None) -> dict[str, Any]:
         raise ProjectError(f"{path}: not valid YAML: {exc}") from None
     found = ((doc.get("vars") or {}) if isinstance(doc, Mapping) else {}).get("backfill") or {}
     if not isinstance(found, Mapping):
-        raise ProjectError(f"{path}: vars.backfill {found!r} must be a mapping with notify: "
-                           "and/or lineage:")
+        raise ProjectError(
+            f"{path}: vars.backfill {found!r} must be a mapping with notify: and/or lineage:"
+        )
     return dict(found)
 
 
-def dbt_consumers(project: DbtProject, manifest: DbtManifest,
-                  project_dir: Path | None) -> tuple[NotifySettings, LineageSettings | None]:
+def dbt_consumers(
+    project: DbtProject, manifest: DbtManifest, project_dir: Path | None
+) -> tuple[NotifySettings, LineageSettings | None]:
     """The project's notify settings (consumers by model) and lineage settings."""
     cfg = _vars(project_dir)
-    where = str((project_dir or manifest.path) / "dbt_project.yml") if project_dir else \
-        str(manifest.path)
+    where = (
+        str((project_dir or manifest.path) / "dbt_project.yml")
+        if project_dir
+        else str(manifest.path)
+    )
     unknown = set(cfg) - {"notify", "lineage"}
     if unknown:
-        raise ProjectError(f"{where}: vars.backfill: unknown key(s) {sorted(unknown)}; expected "
-                           "notify, lineage")
+        raise ProjectError(
+            f"{where}: vars.backfill: unknown key(s) {sorted(unknown)}; expected notify, lineage"
+        )
     notify = read_notify(cfg.get("notify"), f"{where} (vars.backfill)")
     by_model: dict[str, list[Consumer]] = {}
     for name, m in project.models.items():
-        meta = ((m.meta.get("dbt", {}).get("meta") or {}).get("backfill") or {})
+        meta = (m.meta.get("dbt", {}).get("meta") or {}).get("backfill") or {}
         for role in ("owner", "consumer"):
             if meta.get(f"{role}s") is not None:
-                by_model.setdefault(name, []).extend(read_consumers(
-                    meta[f"{role}s"], role, notify.consumers, f"model {name} (meta.backfill)"))
+                by_model.setdefault(name, []).extend(
+                    read_consumers(
+                        meta[f"{role}s"], role, notify.consumers, f"model {name} (meta.backfill)"
+                    )
+                )
     names = {n.unique_id: n.name for n in manifest}
     for exp in manifest.exposures:
         if not exp.owner_email:
             continue
-        owner = Consumer(exp.owner_name or exp.owner_email, None, (exp.owner_email,),
-                         f"owner of exposure {exp.name}")
+        owner = Consumer(
+            exp.owner_name or exp.owner_email,
+            None,
+            (exp.owner_email,),
+            f"owner of exposure {exp.name}",
+        )
         for uid in exp.depends_on:
             if names.get(uid) in project.models:
                 by_model.setdefault(names[uid], []).append(owner)
-    lineage = read_lineage(cfg["lineage"], project.name, project_dir or manifest.path.parent,
-                           f"{where} (vars.backfill)") if cfg.get("lineage") else None
-    return (NotifySettings(notify.consumers, {m: tuple(c) for m, c in by_model.items()},
-                           notify.smtp, notify.retries, notify.backoff, notify.timeout), lineage)
+    lineage = (
+        read_lineage(
+            cfg["lineage"],
+            project.name,
+            project_dir or manifest.path.parent,
+            f"{where} (vars.backfill)",
+        )
+        if cfg.get("lineage")
+        else None
+    )
+    return (
+        NotifySettings(
+            notify.consumers,
+            {m: tuple(c) for m, c in by_model.items()},
+            notify.smtp,
+            notify.retries,
+            notify.backoff,
+            notify.timeout,
+        ),
+        lineage,
+    )

@@ -42,11 +42,27 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from ...engines import (Area, Column, Engine, Number, Part, PartitionFingerprint, Period,
-                        PublishRequest, TaskFailure, WriteResult)
+from ...engines import (
+    Area,
+    Column,
+    Engine,
+    Number,
+    Part,
+    PartitionFingerprint,
+    Period,
+    PublishRequest,
+    TaskFailure,
+    WriteResult,
+)
 from ...engines.duckdb import DuckDBEngine
-from ...engines.duckdb.sql import (audit_schema, fingerprint_where, in_periods, quote,
-                                   relation_exists, transaction)
+from ...engines.duckdb.sql import (
+    audit_schema,
+    fingerprint_where,
+    in_periods,
+    quote,
+    relation_exists,
+    transaction,
+)
 from ...errors import InvalidInputError, NotFoundError
 from ...model import EngineSettings
 from .audit_copy import copy_periods
@@ -62,6 +78,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 __all__ = ["DbtEngine", "work_schema"]
+
 
 def work_schema(backfill_id: str) -> str:
     """The schema dbt writes a backfill into (refs resolve there)."""
@@ -88,9 +105,16 @@ class DbtEngine(Engine):
     # a runner hands over up to 64 claimed tasks at once: few invocations (see Grouping)
     capabilities = replace(DuckDBEngine.capabilities, multi_partition_tasks=False, task_group=64)
 
-    def __init__(self, project_dir: str | Path, *, profiles_dir: str | Path | None = None,
-                 target: str | None = None, state_dir: str | Path | None = None,
-                 gather: float = 0.03, **options: Any) -> None:
+    def __init__(
+        self,
+        project_dir: str | Path,
+        *,
+        profiles_dir: str | Path | None = None,
+        target: str | None = None,
+        state_dir: str | Path | None = None,
+        gather: float = 0.03,
+        **options: Any,
+    ) -> None:
         self.project_dir = Path(project_dir).resolve()
         self.profile: DbtProfile = read_profile(self.project_dir, profiles_dir, target)
         self._project: Project | None = None  # the dbt project last seen (names relations)
@@ -99,12 +123,14 @@ class DbtEngine(Engine):
         if self.profile.url is not None:
             from ...engines.postgres import PostgresEngine
 
-            self.warehouse = PostgresEngine(self.profile.url, schema=self.profile.schema,
-                                            naming=self._pg_published, **options)
+            self.warehouse = PostgresEngine(
+                self.profile.url, schema=self.profile.schema, naming=self._pg_published, **options
+            )
         else:
             assert self.profile.path is not None
-            self.warehouse = DuckDBEngine(self.profile.path, schema=self.profile.schema,
-                                          naming=self.published, **options)
+            self.warehouse = DuckDBEngine(
+                self.profile.path, schema=self.profile.schema, naming=self.published, **options
+            )
         self.state_dir = Path(state_dir) if state_dir else self.project_dir / ".backfill"
         self.gather = gather
         self._concurrent = False  # tasks have waited together: gather siblings before invoking
@@ -128,8 +154,10 @@ class DbtEngine(Engine):
         return self.profile.url is not None
 
     def __repr__(self) -> str:
-        return (f"DbtEngine({str(self.project_dir)!r}, target={self.profile.target!r}, "
-                f"warehouse={self.warehouse!r})")
+        return (
+            f"DbtEngine({str(self.project_dir)!r}, target={self.profile.target!r}, "
+            f"warehouse={self.warehouse!r})"
+        )
 
     def _wh(self, project: Project) -> Engine:
         """The warehouse, knowing ``project`` (its manifest names the published relations)."""
@@ -171,11 +199,12 @@ class DbtEngine(Engine):
             return base
         assert node_schema is not None
         if node_schema.startswith(published + "_"):
-            return base + node_schema[len(published):]
+            return base + node_schema[len(published) :]
         raise InvalidInputError(
             f"schema {node_schema!r} is not the target schema {published!r} nor "
             f"{published}_<custom>: a generate_schema_name override is not supported by the "
-            "dbt engine")
+            "dbt engine"
+        )
 
     def published(self, project: Project | None, model: str) -> str:
         """The quoted published relation of ``model``: dbt's schema and alias from the
@@ -208,10 +237,15 @@ class DbtEngine(Engine):
             if not self.on_postgres:
                 self.close()  # DuckDB: dbt needs the file; our handle is reopened after
             # results come back as objects: writing them as JSON was 13% of an invocation
-            res = invoke([*args, "--no-write-json"], project_dir=self.project_dir,
-                         profiles_dir=profiles,
-                         target=GENERATED_TARGET, target_path=target_path, check=False,
-                         manifest=self.manifests.get(profiles, target_path))
+            res = invoke(
+                [*args, "--no-write-json"],
+                project_dir=self.project_dir,
+                profiles_dir=profiles,
+                target=GENERATED_TARGET,
+                target_path=target_path,
+                check=False,
+                manifest=self.manifests.get(profiles, target_path),
+            )
             self.invocations += 1
         self.dbt_seconds += time.perf_counter() - began
         return res
@@ -246,9 +280,12 @@ class DbtEngine(Engine):
         out = []
         for parent in sorted(reads - set(area.periods)):
             info = getattr(project, "dbt", {}).get(parent)
-            if info is None or info.resource_type == "source" or \
-                    project.models.get(parent) is not None and \
-                    project.models[parent].meta.get("dbt", {}).get("materialized") == "ephemeral":
+            if (
+                info is None
+                or info.resource_type == "source"
+                or project.models.get(parent) is not None
+                and project.models[parent].meta.get("dbt", {}).get("materialized") == "ephemeral"
+            ):
                 continue
             out.append(parent)
         return out
@@ -256,18 +293,35 @@ class DbtEngine(Engine):
     def _prepare_postgres(self, project: Project, area: Area) -> None:
         from .postgres import seed_work
 
-        backfilled = [(self.work_relation(project, m, area), self.published(project, m),
-                       bool(project.models[m].grain)) for m in area.periods]
-        seed_work(self._pg, backfilled, [(self.work_relation(project, m, area),
-                                          self.published(project, m))
-                                         for m in self._parents_read(project, area)])
+        backfilled = [
+            (
+                self.work_relation(project, m, area),
+                self.published(project, m),
+                bool(project.models[m].grain),
+            )
+            for m in area.periods
+        ]
+        seed_work(
+            self._pg,
+            backfilled,
+            [
+                (self.work_relation(project, m, area), self.published(project, m))
+                for m in self._parents_read(project, area)
+            ],
+        )
         self._prepared.add(str(area.backfill_id))
 
     def expect(self, tasks: int) -> None:
         self._waiting.expect(tasks)
 
-    def run_task(self, project: Project, model: str, start: dt.datetime | None,
-                 end: dt.datetime | None, area: Area) -> WriteResult:
+    def run_task(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> WriteResult:
         _require_dbt(project)
         self._project = project
         m = project.models[model]
@@ -311,9 +365,14 @@ class DbtEngine(Engine):
             interrupted = not isinstance(exc, Exception)  # Ctrl-C, SystemExit
             for r in group:
                 if r.result is None and r.error is None:
-                    r.error = exc if isinstance(exc, TaskFailure) else \
-                        TaskFailure(f"model {r.model!r}: {type(exc).__name__}: {exc}",
-                                    transient=interrupted or _transient(exc))
+                    r.error = (
+                        exc
+                        if isinstance(exc, TaskFailure)
+                        else TaskFailure(
+                            f"model {r.model!r}: {type(exc).__name__}: {exc}",
+                            transient=interrupted or _transient(exc),
+                        )
+                    )
             if interrupted:
                 raise  # goes on in this thread as it is (not this task's failure)
         finally:
@@ -335,18 +394,28 @@ class DbtEngine(Engine):
         seconds = (time.perf_counter() - began) / len(group)
         failed: list[Request] = []
         for model in models:
-            node = next((r for r in (getattr(res.result, "results", None) or [])
-                         if getattr(r.node, "name", None) == model), None)
+            node = next(
+                (
+                    r
+                    for r in (getattr(res.result, "results", None) or [])
+                    if getattr(r.node, "name", None) == model
+                ),
+                None,
+            )
             failed_batches, message = outcome(res, node, model)
             ok = []
             for r in group:
                 if r.model != model:
                     continue
-                bad = [b for b in failed_batches
-                       if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))]  # type: ignore[arg-type]
+                bad = [
+                    b
+                    for b in failed_batches
+                    if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))
+                ]  # type: ignore[arg-type]
                 if message is not None and (r.start is None or bad or not failed_batches):
-                    r.error = TaskFailure(message, transient=not any(p in message
-                                                                      for p in PERMANENT))
+                    r.error = TaskFailure(
+                        message, transient=not any(p in message for p in PERMANENT)
+                    )
                     failed.append(r)
                 else:
                     ok.append(r)
@@ -358,19 +427,26 @@ class DbtEngine(Engine):
                     r.result = self._publish_to_audit(project, r, seconds)
         return failed
 
-    def _copy_group(self, project: Project, ok: list[Request], event_time: str,
-                    seconds: float) -> None:
+    def _copy_group(
+        self, project: Project, ok: list[Request], event_time: str, seconds: float
+    ) -> None:
         """The audit copies of several batches of one invocation, in one transaction."""
         area = ok[0].area
         work = self.work_relation(project, ok[0].model, area)
         with self._duck.connect() as cur:
             target = work if area.direct else self._duck.relation(ok[0].model, area, project)
             if not area.direct:
-                cur.execute(f"CREATE SCHEMA IF NOT EXISTS "
-                            f"{quote(audit_schema(str(area.backfill_id)))}")
-            copied = copy_periods(cur, target, work, event_time,
-                                  [(r.start, r.end) for r in ok],  # type: ignore[misc]
-                                  direct=area.direct)
+                cur.execute(
+                    f"CREATE SCHEMA IF NOT EXISTS {quote(audit_schema(str(area.backfill_id)))}"
+                )
+            copied = copy_periods(
+                cur,
+                target,
+                work,
+                event_time,
+                [(r.start, r.end) for r in ok],  # type: ignore[misc]
+                direct=area.direct,
+            )
         for r, (deleted, fp) in zip(ok, copied, strict=True):
             r.result = WriteResult(fp.rows, deleted, fp, seconds)
 
@@ -381,15 +457,17 @@ class DbtEngine(Engine):
         if self.on_postgres:
             from .postgres import copy_to_audit
 
-            return copy_to_audit(self._pg, r.model, r.area, work, m.event_time, r.start,
-                                 r.end, seconds)
+            return copy_to_audit(
+                self._pg, r.model, r.area, work, m.event_time, r.start, r.end, seconds
+            )
         with self._duck.connect() as cur:
             if r.area.direct:
                 target = work
             else:
                 target = self._duck.relation(r.model, r.area, project)
-                cur.execute(f"CREATE SCHEMA IF NOT EXISTS "
-                            f"{quote(audit_schema(str(r.area.backfill_id)))}")
+                cur.execute(
+                    f"CREATE SCHEMA IF NOT EXISTS {quote(audit_schema(str(r.area.backfill_id)))}"
+                )
             if r.start is None or r.end is None or not m.event_time:
                 if not r.area.direct:
                     cur.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM {work}")
@@ -399,8 +477,9 @@ class DbtEngine(Engine):
             deleted = 0
             if not r.area.direct:
                 with transaction(cur):
-                    cur.execute(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {work} "
-                                "LIMIT 0")
+                    cur.execute(
+                        f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {work} LIMIT 0"
+                    )
                     row = cur.execute(f"SELECT count(*) FROM {target} WHERE {where}").fetchone()
                     deleted = int(row[0]) if row else 0
                     cur.execute(f"DELETE FROM {target} WHERE {where}")
@@ -409,16 +488,23 @@ class DbtEngine(Engine):
         return WriteResult(fp.rows, deleted, fp, seconds)
 
     # -- dbt's SQL; everything else on the warehouse ---------------------------------------------
-    def render(self, project: Project, model: str, start: dt.datetime | None,
-               end: dt.datetime | None, area: Area) -> str:
+    def render(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> str:
         """The model's SQL compiled by dbt for ``area``'s target (``dbt compile``)."""
         _require_dbt(project)
         res = self._invoke(["compile", "--select", model], area)
         for r in getattr(res.result, "results", None) or []:
             if getattr(r.node, "name", None) == model:
                 return str(r.node.compiled_code)
-        raise TaskFailure(f"model {model!r}: dbt compile returned no SQL: {res.exception}",
-                          transient=False)
+        raise TaskFailure(
+            f"model {model!r}: dbt compile returned no SQL: {res.exception}", transient=False
+        )
 
     def drop_area(self, backfill_id: str) -> None:
         """Drops the audit schema and dbt's work schemas of the backfill."""
@@ -430,11 +516,15 @@ class DbtEngine(Engine):
             self._prepared.discard(backfill_id)
             return
         with self._duck.connect() as cur:
-            schemas = [r[0] for r in cur.execute(
-                "SELECT schema_name FROM duckdb_schemas() WHERE database_name = "
-                "current_database() AND (schema_name = ? OR schema_name = ? OR "
-                "starts_with(schema_name, ?))",
-                [audit_schema(backfill_id), prefix, prefix + "_"]).fetchall()]
+            schemas = [
+                r[0]
+                for r in cur.execute(
+                    "SELECT schema_name FROM duckdb_schemas() WHERE database_name = "
+                    "current_database() AND (schema_name = ? OR schema_name = ? OR "
+                    "starts_with(schema_name, ?))",
+                    [audit_schema(backfill_id), prefix, prefix + "_"],
+                ).fetchall()
+            ]
             for schema in schemas:
                 cur.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
         self._prepared.discard(backfill_id)
@@ -442,43 +532,80 @@ class DbtEngine(Engine):
     def columns(self, project: Project, model: str, area: Area) -> list[Column] | None:
         return self._wh(project).columns(project, model, area)
 
-    def fingerprints(self, project: Project, model: str, area: Area, parts: Sequence[Part], *,
-                     preview: bool = False) -> dict[str, PartitionFingerprint]:
+    def fingerprints(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        parts: Sequence[Part],
+        *,
+        preview: bool = False,
+    ) -> dict[str, PartitionFingerprint]:
         return self._wh(project).fingerprints(project, model, area, parts, preview=preview)
 
-    def measure_sums(self, project: Project, model: str, area: Area, measures: Sequence[str],
-                     periods: Sequence[Period] | None, *, preview: bool = False,
-                     ) -> dict[str, Number | None]:
-        return self._wh(project).measure_sums(project, model, area, measures, periods,
-                                           preview=preview)
+    def measure_sums(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        measures: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> dict[str, Number | None]:
+        return self._wh(project).measure_sums(
+            project, model, area, measures, periods, preview=preview
+        )
 
-    def is_unique(self, project: Project, model: str, area: Area, columns: Sequence[str],
-                  periods: Sequence[Period] | None, *, preview: bool = False) -> bool:
+    def is_unique(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        columns: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> bool:
         return self._wh(project).is_unique(project, model, area, columns, periods, preview=preview)
 
-    def stream(self, project: Project, model: str, area: Area,
-               periods: Sequence[Period] | None, *, preview: bool = False,
-               utc_column: str | None = None) -> contextlib.AbstractContextManager[Any]:
-        return self._wh(project).stream(project, model, area, periods, preview=preview,
-                                     utc_column=utc_column)
+    def stream(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+        utc_column: str | None = None,
+    ) -> contextlib.AbstractContextManager[Any]:
+        return self._wh(project).stream(
+            project, model, area, periods, preview=preview, utc_column=utc_column
+        )
 
     def publish(self, project: Project, request: PublishRequest) -> None:
         _require_dbt(project)
         self._wh(project).publish(project, request)
 
-    def changelog_rows(self, project: Project, backfill_id: str | None = None,
-                       ) -> list[tuple[Any, ...]]:
+    def changelog_rows(
+        self,
+        project: Project,
+        backfill_id: str | None = None,
+    ) -> list[tuple[Any, ...]]:
         return self._wh(project).changelog_rows(project, backfill_id)
 
 
 def _transient(exc: BaseException) -> bool:
     """A warehouse error worth a retry: DuckDB's, or a lost Postgres connection."""
     psycopg = sys.modules.get("psycopg")  # loaded when the warehouse is Postgres
-    return isinstance(exc, duckdb.Error) or (psycopg is not None
-                                             and isinstance(exc, psycopg.OperationalError))
+    return isinstance(exc, duckdb.Error) or (
+        psycopg is not None and isinstance(exc, psycopg.OperationalError)
+    )
 
 
 def _require_dbt(project: Project) -> None:
     if getattr(project, "manifest", None) is None:
-        raise InvalidInputError(f"the dbt engine runs dbt projects; {project!r} is not one "
-                                "(load it with Project.from_dbt)")
+        raise InvalidInputError(
+            f"the dbt engine runs dbt projects; {project!r} is not one "
+            "(load it with Project.from_dbt)"
+        )

@@ -79,7 +79,7 @@ def _run_of(same: list[Request], req: Request) -> list[Request]:
         lo -= 1
     while hi + 1 < len(same) and same[hi].end == same[hi + 1].start:
         hi += 1
-    return same[lo:hi + 1]
+    return same[lo : hi + 1]
 
 
 def _span(run: list[Request]) -> tuple[dt.datetime, dt.datetime] | None:
@@ -126,9 +126,13 @@ class Pending:
                 self._cond.wait_for(lambda: not self._expected, timeout=announced)
                 if not self._expected:
                     return
-                log.warning("dbt: %d announced task(s) did not arrive within %g s; invoking "
-                            "dbt for the %d waiting", self._expected, announced,
-                            len(self._waiting))
+                log.warning(
+                    "dbt: %d announced task(s) did not arrive within %g s; invoking "
+                    "dbt for the %d waiting",
+                    self._expected,
+                    announced,
+                    len(self._waiting),
+                )
                 self._expected = 0
                 return
         until = time.monotonic() + most
@@ -154,8 +158,9 @@ class Pending:
         if req.start is None:
             group = [req]
         else:
-            same = sorted((r for r in by_model[req.model] if r.start is not None),
-                          key=lambda r: r.start)  # type: ignore[arg-type,return-value]
+            same = sorted(
+                (r for r in by_model[req.model] if r.start is not None), key=lambda r: r.start
+            )  # type: ignore[arg-type,return-value]
             group = _run_of(same, req)
         if full_refresh(project, req.model):
             return group
@@ -163,9 +168,14 @@ class Pending:
         memo: dict[str, set[str]] = {}
         models = {req.model}
         for model, waiting in by_model.items():
-            if model in models or full_refresh(project, model) or any(
+            if (
+                model in models
+                or full_refresh(project, model)
+                or any(
                     model in _ancestors(project, m, memo) or m in _ancestors(project, model, memo)
-                    for m in models):
+                    for m in models
+                )
+            ):
                 continue
             run = self._joinable(waiting, span)
             if run:
@@ -175,8 +185,10 @@ class Pending:
         return group
 
     @staticmethod
-    def _joinable(waiting: Iterable[Request], span: tuple[dt.datetime, dt.datetime] | None,
-                  ) -> list[Request]:
+    def _joinable(
+        waiting: Iterable[Request],
+        span: tuple[dt.datetime, dt.datetime] | None,
+    ) -> list[Request]:
         """The tasks of one other model that can share an invocation whose microbatch range is
         ``span`` (None: no range yet): a table's one task, or a run tiling exactly ``span``."""
         whole = [r for r in waiting if r.start is None]

@@ -49,9 +49,11 @@ def _isolated() -> Iterator[None]:
     """Restores the logging configuration and warning filters dbt may change."""
     root = logging.getLogger()
     saved = (list(root.handlers), root.level, logging.root.manager.disable)
-    loggers = {name: (list(lg.handlers), lg.level, lg.propagate)
-               for name, lg in logging.root.manager.loggerDict.items()
-               if isinstance(lg, logging.Logger)}
+    loggers = {
+        name: (list(lg.handlers), lg.level, lg.propagate)
+        for name, lg in logging.root.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # dbt's and its dependencies' deprecation notices
         try:
@@ -64,24 +66,45 @@ def _isolated() -> Iterator[None]:
                 if not isinstance(lg, logging.Logger):
                     continue
                 if name in loggers:
-                    lg.handlers[:], level, lg.propagate = loggers[name][0], loggers[name][1], \
-                        loggers[name][2]
+                    lg.handlers[:], level, lg.propagate = (
+                        loggers[name][0],
+                        loggers[name][1],
+                        loggers[name][2],
+                    )
                     lg.setLevel(level)
 
 
-def invoke(args: Sequence[str], *, project_dir: str | Path, profiles_dir: str | Path | None = None,
-           target: str | None = None, target_path: str | Path | None = None,
-           check: bool = True, manifest: Any = None) -> Invocation:
+def invoke(
+    args: Sequence[str],
+    *,
+    project_dir: str | Path,
+    profiles_dir: str | Path | None = None,
+    target: str | None = None,
+    target_path: str | Path | None = None,
+    check: bool = True,
+    manifest: Any = None,
+) -> Invocation:
     """Runs ``dbt <args>`` for ``project_dir`` in this process, quietly; returns dbt's result.
     ``check`` raises :class:`DbtInvocationError` when dbt could not run the command at all.
     ``manifest``: a dbt ``Manifest`` (the result of a ``parse`` with the same profile and
     target) that dbt runs on instead of parsing the project again."""
     project = Path(project_dir)
     logs = Path(target_path or project / "target") / "logs"
-    full = [*args, "--project-dir", str(project),
-            "--profiles-dir", str(Path(profiles_dir) if profiles_dir else project),
-            "--log-level", "none", "--log-level-file", "error", "--log-format-file", "text",
-            "--log-path", str(logs)]
+    full = [
+        *args,
+        "--project-dir",
+        str(project),
+        "--profiles-dir",
+        str(Path(profiles_dir) if profiles_dir else project),
+        "--log-level",
+        "none",
+        "--log-level-file",
+        "error",
+        "--log-format-file",
+        "text",
+        "--log-path",
+        str(logs),
+    ]
     if target:
         full += ["--target", target]
     if target_path:
@@ -103,12 +126,15 @@ def invoke(args: Sequence[str], *, project_dir: str | Path, profiles_dir: str | 
                 errors = f.read().decode("utf-8", "replace")
     log.debug("dbt %s: success=%s in %.2f s", " ".join(args), res.success, seconds)
     if res.exception is not None and check:
-        raise DbtInvocationError(f"dbt {' '.join(args)} failed in {project}: "
-                                 f"{type(res.exception).__name__}: {res.exception}")
+        raise DbtInvocationError(
+            f"dbt {' '.join(args)} failed in {project}: "
+            f"{type(res.exception).__name__}: {res.exception}"
+        )
     if check and not res.success and args and args[0] == "parse":
         raise DbtInvocationError(f"dbt parse failed in {project}")
-    return Invocation(tuple(full), bool(res.success), res.result, res.exception, seconds,
-                      _error_text(errors))
+    return Invocation(
+        tuple(full), bool(res.success), res.result, res.exception, seconds, _error_text(errors)
+    )
 
 
 def _error_text(log_text: str) -> str:

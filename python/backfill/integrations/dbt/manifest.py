@@ -24,8 +24,14 @@ from .invoke import invoke
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SUPPORTED_VERSIONS", "DbtExposure", "DbtManifest", "DbtNode", "load_manifest",
-           "manifest_is_stale"]
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "DbtExposure",
+    "DbtManifest",
+    "DbtNode",
+    "load_manifest",
+    "manifest_is_stale",
+]
 
 SUPPORTED_VERSIONS = (10, 11, 12)
 _VERSION = re.compile(r"/manifest/v(\d+)\.json$")
@@ -104,14 +110,18 @@ def manifest_version(doc: Mapping[str, Any], where: str) -> int:
     meta = doc.get("metadata")
     url = meta.get("dbt_schema_version") if isinstance(meta, Mapping) else None
     if not isinstance(url, str) or not (m := _VERSION.search(url)):
-        raise DbtError(f"{where}: not a dbt manifest (metadata.dbt_schema_version is {url!r}); "
-                       f"expected e.g. https://schemas.getdbt.com/dbt/manifest/v12.json")
+        raise DbtError(
+            f"{where}: not a dbt manifest (metadata.dbt_schema_version is {url!r}); "
+            f"expected e.g. https://schemas.getdbt.com/dbt/manifest/v12.json"
+        )
     version = int(m.group(1))
     if version not in SUPPORTED_VERSIONS:
         newer = " (newer than this backfill knows)" if version > max(SUPPORTED_VERSIONS) else ""
-        raise DbtError(f"{where}: manifest schema version v{version}{newer} is not supported; "
-                       f"supported: {', '.join(f'v{v}' for v in SUPPORTED_VERSIONS)} "
-                       "(dbt-core 1.6 to 1.10)")
+        raise DbtError(
+            f"{where}: manifest schema version v{version}{newer} is not supported; "
+            f"supported: {', '.join(f'v{v}' for v in SUPPORTED_VERSIONS)} "
+            "(dbt-core 1.6 to 1.10)"
+        )
     return version
 
 
@@ -131,29 +141,50 @@ def parse_manifest(doc: Mapping[str, Any], path: Path) -> DbtManifest:
         name = f"{raw['source_name']}.{raw['name']}" if kind == "source" else str(raw["name"])
         deps = raw.get("depends_on", {}).get("nodes", []) if kind != "source" else []
         nodes[uid] = DbtNode(
-            unique_id=uid, resource_type=kind, name=name, package=str(raw.get("package_name", "")),
+            unique_id=uid,
+            resource_type=kind,
+            name=name,
+            package=str(raw.get("package_name", "")),
             path=str(raw.get("original_file_path") or raw.get("path") or ""),
-            fqn=tuple(raw.get("fqn", ())), config=config,
+            fqn=tuple(raw.get("fqn", ())),
+            config=config,
             tags=tuple(raw.get("tags") or config.get("tags") or ()),
-            depends_on=tuple(deps), raw_code=raw.get("raw_code", raw.get("raw_sql")),
-            relation=raw.get("relation_name"), schema=raw.get("schema"),
-            alias=raw.get("alias") or raw.get("identifier") or raw.get("name"), raw=raw)
+            depends_on=tuple(deps),
+            raw_code=raw.get("raw_code", raw.get("raw_sql")),
+            relation=raw.get("relation_name"),
+            schema=raw.get("schema"),
+            alias=raw.get("alias") or raw.get("identifier") or raw.get("name"),
+            raw=raw,
+        )
     by_name: dict[str, DbtNode] = {}
     for node in nodes.values():
         other = by_name.get(node.name)
         if other is not None:
-            raise DbtError(f"{where}: {node.resource_type} {node.name!r} ({node.unique_id}) has "
-                           f"the name of {other.unique_id}; backfill needs unique model, seed, "
-                           "snapshot and source names")
+            raise DbtError(
+                f"{where}: {node.resource_type} {node.name!r} ({node.unique_id}) has "
+                f"the name of {other.unique_id}; backfill needs unique model, seed, "
+                "snapshot and source names"
+            )
         by_name[node.name] = node
     exposures = tuple(
-        DbtExposure(uid, str(raw.get("name", uid)), (raw.get("owner") or {}).get("name"),
-                    (raw.get("owner") or {}).get("email"),
-                    tuple((raw.get("depends_on") or {}).get("nodes") or ()))
-        for uid, raw in (doc.get("exposures") or {}).items())
-    return DbtManifest(path, version, str(meta.get("dbt_version", "?")),
-                       str(meta.get("project_name") or _project_name(nodes)), nodes, by_name,
-                       exposures)
+        DbtExposure(
+            uid,
+            str(raw.get("name", uid)),
+            (raw.get("owner") or {}).get("name"),
+            (raw.get("owner") or {}).get("email"),
+            tuple((raw.get("depends_on") or {}).get("nodes") or ()),
+        )
+        for uid, raw in (doc.get("exposures") or {}).items()
+    )
+    return DbtManifest(
+        path,
+        version,
+        str(meta.get("dbt_version", "?")),
+        str(meta.get("project_name") or _project_name(nodes)),
+        nodes,
+        by_name,
+        exposures,
+    )
 
 
 def _project_name(nodes: Mapping[str, DbtNode]) -> str:
@@ -191,8 +222,13 @@ def manifest_is_stale(project_dir: Path, manifest: Path) -> bool:
     return any(f.stat().st_mtime > built for f in project_files(project_dir))
 
 
-def load_manifest(path: str | Path, *, profiles_dir: str | Path | None = None,
-                  target: str | None = None, parse: bool = True) -> DbtManifest:
+def load_manifest(
+    path: str | Path,
+    *,
+    profiles_dir: str | Path | None = None,
+    target: str | None = None,
+    parse: bool = True,
+) -> DbtManifest:
     """The manifest of a dbt project directory (``dbt parse`` first when it is missing or stale
     and ``parse``) or of a ``manifest.json`` file."""
     p = Path(path)

@@ -47,9 +47,22 @@ __all__ = ["DbtProject", "INCREMENTAL_STRATEGIES", "project_from_manifest"]
 INCREMENTAL_STRATEGIES = ("microbatch", "append", "merge", "delete+insert", "insert_overwrite")
 BATCH_SIZES = ("hour", "day", "month", "year")
 # The dbt config keys kept in meta["dbt"] (the issue's list, plus what the engine needs).
-CONFIG_KEYS = ("materialized", "incremental_strategy", "event_time", "batch_size", "begin",
-               "lookback", "concurrent_batches", "unique_key", "full_refresh", "on_schema_change",
-               "schema", "alias", "database", "meta")
+CONFIG_KEYS = (
+    "materialized",
+    "incremental_strategy",
+    "event_time",
+    "batch_size",
+    "begin",
+    "lookback",
+    "concurrent_batches",
+    "unique_key",
+    "full_refresh",
+    "on_schema_change",
+    "schema",
+    "alias",
+    "database",
+    "meta",
+)
 FULL_SCAN_INPUT = "FULL_SCAN_INPUT"
 FULL_REFRESH_DISABLED = "FULL_REFRESH_DISABLED"
 
@@ -81,16 +94,21 @@ class DbtProject(Project):
         self.dbt: dict[str, DbtInfo] = {}
 
     def __repr__(self) -> str:
-        return (f"DbtProject({self.name!r}: {len(self.sources)} sources, {len(self.models)} "
-                f"models; manifest v{self.manifest.version}, dbt {self.manifest.dbt_version})")
+        return (
+            f"DbtProject({self.name!r}: {len(self.sources)} sources, {len(self.models)} "
+            f"models; manifest v{self.manifest.version}, dbt {self.manifest.dbt_version})"
+        )
 
     def dbt_strategy(self, model: str) -> str:
         """The model's dbt write strategy: an incremental strategy, ``table``, ``view``..."""
         meta = self.models[model].meta.get("dbt", {})
         if meta.get("materialized") == "incremental":
             return str(meta.get("incremental_strategy") or "append")
-        return "view" if meta.get("materialized") == "ephemeral" else \
-            str(meta.get("materialized") or "table")
+        return (
+            "view"
+            if meta.get("materialized") == "ephemeral"
+            else str(meta.get("materialized") or "table")
+        )
 
     def is_microbatch(self, model: str) -> bool:
         return self.dbt_strategy(model) == "microbatch"
@@ -111,31 +129,48 @@ class DbtProject(Project):
         micro = strategy == "microbatch"
         parents = [d.parent for d in m.depends_on]
         result = check_model(
-            sql=m.sql or "", strategy=strategy if strategy in _LINT_STRATEGIES else None,
-            dialect=dialect, microbatch=micro,
+            sql=m.sql or "",
+            strategy=strategy if strategy in _LINT_STRATEGIES else None,
+            dialect=dialect,
+            microbatch=micro,
             # Full rebuilds read their inputs whole by design; microbatch parents are filtered.
             partitioned_inputs=sorted({*parents, *(p.split(".")[-1] for p in parents)})
-            if micro else None,
-            path=self._file(info))
+            if micro
+            else None,
+            path=self._file(info),
+        )
         extra: list[Finding] = []
         meta = m.meta.get("dbt", {})
-        if not micro and meta.get("materialized") == "incremental" and \
-                meta.get("full_refresh") is False:
-            extra.append(Finding(
-                code=FULL_REFRESH_DISABLED, severity="error", line=1, column=1,
-                text="full_refresh=false",
-                message=(f"{model} is an incremental model ({strategy}) that a backfill rebuilds "
-                         "with --full-refresh, but its config full_refresh=false makes dbt "
-                         "ignore that: its past would not be rebuilt"),
-                hint="make it a microbatch model, or leave it out of the backfill (--exclude)",
-                path=result.path))
+        if (
+            not micro
+            and meta.get("materialized") == "incremental"
+            and meta.get("full_refresh") is False
+        ):
+            extra.append(
+                Finding(
+                    code=FULL_REFRESH_DISABLED,
+                    severity="error",
+                    line=1,
+                    column=1,
+                    text="full_refresh=false",
+                    message=(
+                        f"{model} is an incremental model ({strategy}) that a backfill rebuilds "
+                        "with --full-refresh, but its config full_refresh=false makes dbt "
+                        "ignore that: its past would not be rebuilt"
+                    ),
+                    hint="make it a microbatch model, or leave it out of the backfill (--exclude)",
+                    path=result.path,
+                )
+            )
         if micro:
-            extra += [self._full_scan(model, d.parent, result) for d in m.depends_on
-                      if d.mapping == "all"]
+            extra += [
+                self._full_scan(model, d.parent, result) for d in m.depends_on if d.mapping == "all"
+            ]
         if not extra:
             return result
-        return LintResult([*result.all, *extra], inputs=result.inputs, config=result.config,
-                          path=result.path)
+        return LintResult(
+            [*result.all, *extra], inputs=result.inputs, config=result.config, path=result.path
+        )
 
     def _file(self, info: DbtInfo) -> str:
         return str(self.project_dir / info.path) if self.project_dir else info.path
@@ -143,22 +178,39 @@ class DbtProject(Project):
     def _full_scan(self, model: str, parent: str, result: LintResult) -> Finding:
         line, column = 1, 1
         for read in result.inputs:
-            if read.name in (parent, parent.split(".", 1)[-1]) or \
-                    read.name.replace(".", "") == parent.replace(".", ""):
+            if read.name in (parent, parent.split(".", 1)[-1]) or read.name.replace(
+                ".", ""
+            ) == parent.replace(".", ""):
                 line, column = read.line, read.column
                 break
         kind = self.dbt[parent].resource_type if parent in self.dbt else "input"
         return Finding(
-            code=FULL_SCAN_INPUT, severity="warning", line=line, column=column, text=parent,
-            message=(f"{model} is a microbatch model but its {kind} {parent} has no event_time, "
-                     f"so dbt cannot filter it to the batch: every batch reads all of {parent}"),
-            hint=(f"set event_time on {parent} (config(event_time=...) or its yml config) if it "
-                  "has a time column; a small dimension may be fine read whole"),
-            path=result.path)
+            code=FULL_SCAN_INPUT,
+            severity="warning",
+            line=line,
+            column=column,
+            text=parent,
+            message=(
+                f"{model} is a microbatch model but its {kind} {parent} has no event_time, "
+                f"so dbt cannot filter it to the batch: every batch reads all of {parent}"
+            ),
+            hint=(
+                f"set event_time on {parent} (config(event_time=...) or its yml config) if it "
+                "has a time column; a small dimension may be fine read whole"
+            ),
+            path=result.path,
+        )
 
 
-_LINT_STRATEGIES = ("append", "merge", "delete+insert", "insert_overwrite", "microbatch",
-                    "table", "view")
+_LINT_STRATEGIES = (
+    "append",
+    "merge",
+    "delete+insert",
+    "insert_overwrite",
+    "microbatch",
+    "table",
+    "view",
+)
 
 
 def _begin(value: object, where: str) -> dt.datetime | None:
@@ -177,8 +229,13 @@ def _begin(value: object, where: str) -> dt.datetime | None:
 def _dbt_meta(node: DbtNode) -> dict[str, Any]:
     cfg = node.config
     meta: dict[str, Any] = {k: cfg.get(k) for k in CONFIG_KEYS if cfg.get(k) is not None}
-    meta.update(unique_id=node.unique_id, resource_type=node.resource_type, path=node.path,
-                relation=node.relation, tags=list(node.tags))
+    meta.update(
+        unique_id=node.unique_id,
+        resource_type=node.resource_type,
+        path=node.path,
+        relation=node.relation,
+        tags=list(node.tags),
+    )
     if node.resource_type == "source":
         for key in ("loaded_at_field", "freshness", "source_name", "identifier"):
             if node.raw.get(key) is not None:
@@ -193,8 +250,9 @@ def project_from_manifest(manifest: DbtManifest, project_dir: Path | None = None
     inputs = [n for n in manifest if n.resource_type != "model"]
     for node in inputs:
         kind = "raw" if node.resource_type == "source" else "external"
-        project.source(node.name, event_time=node.event_time, kind=kind,
-                       meta={"dbt": _dbt_meta(node)})
+        project.source(
+            node.name, event_time=node.event_time, kind=kind, meta={"dbt": _dbt_meta(node)}
+        )
         project.dbt[node.name] = _info(node)
     models = [n for n in manifest if n.resource_type == "model"]
     for node in models:
@@ -214,22 +272,30 @@ def project_from_manifest(manifest: DbtManifest, project_dir: Path | None = None
 
 
 def _info(node: DbtNode) -> DbtInfo:
-    return DbtInfo(node.unique_id, node.resource_type, node.path, node.relation, node.schema,
-                   node.alias)
+    return DbtInfo(
+        node.unique_id, node.resource_type, node.path, node.relation, node.schema, node.alias
+    )
 
 
-def _add_model(project: DbtProject, manifest: DbtManifest, node: DbtNode,
-               names: Mapping[str, str], where: str) -> None:
+def _add_model(
+    project: DbtProject, manifest: DbtManifest, node: DbtNode, names: Mapping[str, str], where: str
+) -> None:
     cfg = node.config
     materialized = node.materialized or "view"
     strategy_name = cfg.get("incremental_strategy")
     if materialized == "incremental" and not strategy_name:
         # dbt-duckdb's default: delete+insert with a unique_key, append without one.
         strategy_name = "delete+insert" if cfg.get("unique_key") else "append"
-    if strategy_name is not None and strategy_name not in INCREMENTAL_STRATEGIES \
-            and materialized == "incremental":
-        log.warning("%s: incremental_strategy %r is not one backfill knows; treated as a full "
-                    "rebuild", where, strategy_name)
+    if (
+        strategy_name is not None
+        and strategy_name not in INCREMENTAL_STRATEGIES
+        and materialized == "incremental"
+    ):
+        log.warning(
+            "%s: incremental_strategy %r is not one backfill knows; treated as a full rebuild",
+            where,
+            strategy_name,
+        )
     meta = _dbt_meta(node)
     if materialized == "incremental":
         meta["incremental_strategy"] = strategy_name
@@ -247,21 +313,38 @@ def _add_model(project: DbtProject, manifest: DbtManifest, node: DbtNode,
     if micro:
         batch = cfg.get("batch_size")
         if batch not in BATCH_SIZES:
-            raise DbtError(f"{where}: microbatch batch_size {batch!r}; expected one of "
-                           f"{', '.join(BATCH_SIZES)}")
+            raise DbtError(
+                f"{where}: microbatch batch_size {batch!r}; expected one of "
+                f"{', '.join(BATCH_SIZES)}"
+            )
         if not node.event_time:
             raise DbtError(f"{where}: a microbatch model needs event_time (dbt refuses it too)")
         begin = _begin(cfg.get("begin"), where)
         if begin is not None:
             meta["begin"] = begin.isoformat()
-        project.model(node.name, depends_on=deps, grain=str(batch), tz="UTC",
-                      strategy="replace", event_time=node.event_time, tags=node.tags,
-                      sql=node.raw_code, meta={"dbt": meta})
+        project.model(
+            node.name,
+            depends_on=deps,
+            grain=str(batch),
+            tz="UTC",
+            strategy="replace",
+            event_time=node.event_time,
+            tags=node.tags,
+            sql=node.raw_code,
+            meta={"dbt": meta},
+        )
     else:
         strategy = {"view": "view", "ephemeral": "view"}.get(materialized, "full")
         if materialized == "incremental" and strategy_name == "append":
             strategy = "append"
-        project.model(node.name, depends_on=deps, strategy=strategy, event_time=node.event_time,
-                      unique_key=unique_key or None, tags=node.tags, sql=node.raw_code,
-                      meta={"dbt": meta})
+        project.model(
+            node.name,
+            depends_on=deps,
+            strategy=strategy,
+            event_time=node.event_time,
+            unique_key=unique_key or None,
+            tags=node.tags,
+            sql=node.raw_code,
+            meta={"dbt": meta},
+        )
     project.dbt[node.name] = _info(node)

@@ -11,13 +11,23 @@ from ...engines import Period
 __all__ = ["PERMANENT", "PROGRESS", "outcome", "utc"]
 
 # dbt error messages of failures that repeat identically on a retry.
-PERMANENT = ("Parser Error", "Binder Error", "Catalog Error", "Conversion Error",
-             "Compilation Error", "Syntax error", "does not exist", "not found")
+PERMANENT = (
+    "Parser Error",
+    "Binder Error",
+    "Catalog Error",
+    "Conversion Error",
+    "Compilation Error",
+    "Syntax error",
+    "does not exist",
+    "not found",
+)
 
 
 # dbt's progress and summary lines in its error log (the messages are the other lines).
-PROGRESS = re.compile(r"^(Batch \d+ of \d+|\d+ of \d+ |Failure in |ERROR$|Unhandled error|"
-                      r"Exception on worker|Done\.|Completed with)")
+PROGRESS = re.compile(
+    r"^(Batch \d+ of \d+|\d+ of \d+ |Failure in |ERROR$|Unhandled error|"
+    r"Exception on worker|Done\.|Completed with)"
+)
 
 
 def utc(t: dt.datetime) -> dt.datetime:
@@ -28,8 +38,7 @@ def utc(t: dt.datetime) -> dt.datetime:
 def outcome(res: Any, node: Any, model: str) -> tuple[list[Period], str | None]:
     """(failed batches, error message or None) of an invocation for ``model``."""
     if res.exception is not None:
-        return [], f"model {model!r}: dbt failed: {type(res.exception).__name__}: " \
-                   f"{res.exception}"
+        return [], f"model {model!r}: dbt failed: {type(res.exception).__name__}: {res.exception}"
     if node is None:
         return [], f"model {model!r}: dbt ran nothing for it (is it enabled and selected?)"
     status = str(getattr(node.status, "value", node.status))
@@ -42,6 +51,5 @@ def outcome(res: Any, node: Any, model: str) -> tuple[list[Period], str | None]:
     if text:  # dbt's own error messages (the database's error text)
         detail = " ".join(text[:4])
     if failed:
-        detail = (f"{len(failed)} batch(es) failed, first "
-                  f"{failed[0][0]:%Y-%m-%d %H:%M}: {detail}")
+        detail = f"{len(failed)} batch(es) failed, first {failed[0][0]:%Y-%m-%d %H:%M}: {detail}"
     return failed, f"model {model!r}: dbt run {status}: {detail}"

@@ -16,8 +16,14 @@ import psycopg
 
 from ...engines import WriteResult
 from ...engines.postgres import PostgresEngine
-from ...engines.postgres.sql import (audit_schema, fingerprint_where, in_periods, qualified,
-                                     quote, table_columns)
+from ...engines.postgres.sql import (
+    audit_schema,
+    fingerprint_where,
+    in_periods,
+    qualified,
+    quote,
+    table_columns,
+)
 
 __all__ = ["copy_to_audit", "drop_work", "exists", "seed_table", "seed_view", "seed_work"]
 
@@ -31,8 +37,9 @@ def _schema_of(relation: str) -> str:
     return relation.split(".")[0]
 
 
-def seed_work(engine: PostgresEngine, backfilled: list[tuple[str, str, bool]],
-              read: list[tuple[str, str]]) -> None:
+def seed_work(
+    engine: PostgresEngine, backfilled: list[tuple[str, str, bool]], read: list[tuple[str, str]]
+) -> None:
     """Seeds the work schema: for each backfilled (work, published, microbatch) a copy of the
     published table if it is a microbatch model (else only its schema); for each read
     (work, published) a view."""
@@ -60,8 +67,16 @@ def seed_view(conn: psycopg.Connection[Any], work: str, published: str) -> None:
         conn.execute(f"CREATE OR REPLACE VIEW {work} AS SELECT * FROM {published}")
 
 
-def copy_to_audit(engine: PostgresEngine, model: str, area: Any, work: str,
-                  event_time: str | None, start: Any, end: Any, seconds: float) -> WriteResult:
+def copy_to_audit(
+    engine: PostgresEngine,
+    model: str,
+    area: Any,
+    work: str,
+    event_time: str | None,
+    start: Any,
+    end: Any,
+    seconds: float,
+) -> WriteResult:
     """Copies what dbt wrote into ``work`` for one task into the audit area (or fingerprints
     it in place for a direct run): the task's period, or the whole table; one transaction."""
     schema, name = engine.relation(model, area)
@@ -79,16 +94,19 @@ def copy_to_audit(engine: PostgresEngine, model: str, area: Any, work: str,
         where = in_periods(event_time, [(start, end)])
         deleted = 0
         if not area.direct:
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {work} "
-                         "WITH NO DATA")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {work} WITH NO DATA"
+            )
             deleted = conn.execute(f"DELETE FROM {target} WHERE {where}").rowcount
-            conn.execute(f"INSERT INTO {target} ({listed}) SELECT {listed} FROM {work} "
-                         f"WHERE {where}")
+            conn.execute(
+                f"INSERT INTO {target} ({listed}) SELECT {listed} FROM {work} WHERE {where}"
+            )
         return WriteResult(*_counted(conn, target, columns, where, deleted), seconds)
 
 
-def _counted(conn: psycopg.Connection[Any], target: str, columns: list[str], where: str,
-             deleted: int) -> tuple[int, int, Any]:
+def _counted(
+    conn: psycopg.Connection[Any], target: str, columns: list[str], where: str, deleted: int
+) -> tuple[int, int, Any]:
     fp = fingerprint_where(conn, target, columns, where)
     return fp.rows, deleted, fp
 
@@ -102,8 +120,13 @@ def _split(relation: str) -> tuple[str, str]:
 def drop_work(engine: PostgresEngine, backfill_id: str, prefix: str) -> None:
     """Drops the audit schema and dbt's work schemas (``prefix``, ``prefix_*``)."""
     with engine.connect() as conn:
-        schemas = [r[0] for r in conn.execute(
-            "SELECT nspname FROM pg_namespace WHERE nspname = %s OR nspname = %s OR "
-            "starts_with(nspname, %s)", [audit_schema(backfill_id), prefix, prefix + "_"])]
+        schemas = [
+            r[0]
+            for r in conn.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname = %s OR nspname = %s OR "
+                "starts_with(nspname, %s)",
+                [audit_schema(backfill_id), prefix, prefix + "_"],
+            )
+        ]
         for schema in schemas:
             conn.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")

@@ -43,6 +43,7 @@ class DbtProfile:
 
 def _render(value: str) -> str:
     """Renders dbt's ``env_var()`` in a profile value (the only Jinja a path usually holds)."""
+
     def env_var(name: str, default: str | None = None) -> str:
         if name in os.environ:
             return os.environ[name]
@@ -50,8 +51,11 @@ def _render(value: str) -> str:
             raise DbtError(f"profiles.yml reads env_var({name!r}), which is not set")
         return default
 
-    return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(value).render(
-        env_var=env_var)
+    return (
+        jinja2.Environment(undefined=jinja2.StrictUndefined)
+        .from_string(value)
+        .render(env_var=env_var)
+    )
 
 
 def _yaml(path: Path) -> dict[str, Any]:
@@ -73,8 +77,9 @@ def profiles_dir_of(project_dir: Path, profiles_dir: str | Path | None) -> Path:
     return project_dir if (project_dir / "profiles.yml").is_file() else Path.home() / ".dbt"
 
 
-def read_profile(project_dir: Path, profiles_dir: str | Path | None = None,
-                 target: str | None = None) -> DbtProfile:
+def read_profile(
+    project_dir: Path, profiles_dir: str | Path | None = None, target: str | None = None
+) -> DbtProfile:
     """The project's dbt-duckdb target (``target`` or the profile's default)."""
     name = _yaml(project_dir / "dbt_project.yml").get("profile")
     if not isinstance(name, str):
@@ -83,25 +88,40 @@ def read_profile(project_dir: Path, profiles_dir: str | Path | None = None,
     profiles = _yaml(file)
     profile = profiles.get(name)
     if not isinstance(profile, dict) or not isinstance(profile.get("outputs"), dict):
-        raise DbtError(f"{file}: no profile {name!r} with outputs (profiles: "
-                       f"{', '.join(k for k in profiles if k != 'config') or 'none'})")
+        raise DbtError(
+            f"{file}: no profile {name!r} with outputs (profiles: "
+            f"{', '.join(k for k in profiles if k != 'config') or 'none'})"
+        )
     chosen = target or _render(str(profile.get("target", "dev")))
     output = profile["outputs"].get(chosen)
     if not isinstance(output, dict):
-        raise DbtError(f"{file}: profile {name!r} has no target {chosen!r}; targets: "
-                       f"{', '.join(profile['outputs'])}")
+        raise DbtError(
+            f"{file}: profile {name!r} has no target {chosen!r}; targets: "
+            f"{', '.join(profile['outputs'])}"
+        )
     kind = _render(str(output.get("type", "")))
     if kind == "postgres":
-        return DbtProfile(name, chosen, output, None, _render(str(output.get("schema", "public"))),
-                          "postgres", _postgres_url(output, f"{file}: target {chosen!r}"))
+        return DbtProfile(
+            name,
+            chosen,
+            output,
+            None,
+            _render(str(output.get("schema", "public"))),
+            "postgres",
+            _postgres_url(output, f"{file}: target {chosen!r}"),
+        )
     if kind != "duckdb":
-        raise DbtError(f"{file}: target {chosen!r} of profile {name!r} has type "
-                       f"{output.get('type')!r}; backfill runs dbt projects on dbt-duckdb or "
-                       "dbt-postgres")
+        raise DbtError(
+            f"{file}: target {chosen!r} of profile {name!r} has type "
+            f"{output.get('type')!r}; backfill runs dbt projects on dbt-duckdb or "
+            "dbt-postgres"
+        )
     raw_path = _render(str(output.get("path", ":memory:")))
     if raw_path.startswith(":memory:") or raw_path.startswith("md:"):
-        raise DbtError(f"{file}: target {chosen!r} uses path {raw_path!r}; backfill needs a "
-                       "DuckDB database file")
+        raise DbtError(
+            f"{file}: target {chosen!r} uses path {raw_path!r}; backfill needs a "
+            "DuckDB database file"
+        )
     db = Path(raw_path).expanduser()
     db = db if db.is_absolute() else (project_dir / db).resolve()
     return DbtProfile(name, chosen, output, db, _render(str(output.get("schema", "main"))))
@@ -109,18 +129,24 @@ def read_profile(project_dir: Path, profiles_dir: str | Path | None = None,
 
 def _postgres_url(output: Mapping[str, Any], where: str) -> str:
     """The URL of a dbt-postgres target (its host, port, user, password, dbname)."""
-    values = {k: _render(str(output[k])) for k in ("host", "port", "user", "password", "dbname")
-              if output.get(k) is not None}
-    dbname = values.get("dbname") or (_render(str(output["database"]))
-                                      if output.get("database") is not None else None)
+    values = {
+        k: _render(str(output[k]))
+        for k in ("host", "port", "user", "password", "dbname")
+        if output.get(k) is not None
+    }
+    dbname = values.get("dbname") or (
+        _render(str(output["database"])) if output.get("database") is not None else None
+    )
     missing = [k for k in ("host", "user") if not values.get(k)] + ([] if dbname else ["dbname"])
     if missing:
         raise DbtError(f"{where}: a postgres target needs {', '.join(missing)}")
     auth = quote(values["user"], safe="")
     if values.get("password"):
         auth += ":" + quote(values["password"], safe="")
-    return (f"postgresql://{auth}@{values['host']}:{values.get('port', '5432')}/"
-            f"{quote(str(dbname), safe='')}")
+    return (
+        f"postgresql://{auth}@{values['host']}:{values.get('port', '5432')}/"
+        f"{quote(str(dbname), safe='')}"
+    )
 
 
 def write_profile(profile: DbtProfile, directory: Path, *, schema: str) -> Path:

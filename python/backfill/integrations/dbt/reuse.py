@@ -72,8 +72,14 @@ class ManifestCache:
             hit = self._parsed.get(key)
             if hit is not None and hit.signature == signature:
                 return hit.manifest
-            res = invoke(["parse", "--no-write-json"], project_dir=self.project_dir, profiles_dir=profiles_dir,
-                         target=self.target, target_path=target_path, check=False)
+            res = invoke(
+                ["parse", "--no-write-json"],
+                project_dir=self.project_dir,
+                profiles_dir=profiles_dir,
+                target=self.target,
+                target_path=target_path,
+                check=False,
+            )
             self.parses += 1
             if not res.success or res.result is None:
                 log.debug("dbt parse failed in %s: %s", self.project_dir, res.errors)

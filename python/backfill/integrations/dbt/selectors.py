@@ -24,8 +24,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["select_models"]
 
-_ATOM = re.compile(r"\A(?P<at>@)?(?:(?P<pdepth>\d*)\+)?(?:(?P<method>[\w.]+):)?(?P<value>.*?)"
-                   r"(?:\+(?P<cdepth>\d*))?\Z")
+_ATOM = re.compile(
+    r"\A(?P<at>@)?(?:(?P<pdepth>\d*)\+)?(?:(?P<method>[\w.]+):)?(?P<value>.*?)"
+    r"(?:\+(?P<cdepth>\d*))?\Z"
+)
 METHODS = ("fqn", "tag", "path", "file", "config", "package", "source", "resource_type")
 
 
@@ -48,10 +50,16 @@ def _fqn_match(fqn: list[str], selector: str) -> bool:
 def _config_match(value: Any, selector: str) -> bool:
     truth = selector.lower()
     if isinstance(value, list):
-        return selector in value or (truth == "true" and True in value) or \
-            (truth == "false" and False in value)
-    return value == selector or (truth == "true" and value is True) or \
-        (truth == "false" and value is False)
+        return (
+            selector in value
+            or (truth == "true" and True in value)
+            or (truth == "false" and False in value)
+        )
+    return (
+        value == selector
+        or (truth == "true" and value is True)
+        or (truth == "false" and value is False)
+    )
 
 
 def _descend(config: Any, keys: list[str]) -> tuple[bool, Any]:
@@ -73,23 +81,29 @@ class _Selector:
         nodes = self.nodes
         match: Callable[[DbtNode], bool]
         if name == "fqn":
+
             def match(n: DbtNode) -> bool:
                 fqn = list(n.fqn)
-                return n.resource_type != "source" and (_fqn_match(fqn, value)
-                                                         or _fqn_match(fqn[1:], value))
+                return n.resource_type != "source" and (
+                    _fqn_match(fqn, value) or _fqn_match(fqn[1:], value)
+                )
         elif name == "tag":
+
             def match(n: DbtNode) -> bool:
                 return any(fnmatch(t, value) for t in n.tags)
         elif name == "path":
             return self._path(value)
         elif name == "file":
+
             def match(n: DbtNode) -> bool:
                 p = Path(n.path)
                 return fnmatch(p.name, value) or fnmatch(p.stem, value)
         elif name == "config":
             if not args:
-                raise InvalidInputError(f"selector config:{value}: expected config.<key>:<value>, "
-                                        "e.g. config.materialized:incremental")
+                raise InvalidInputError(
+                    f"selector config:{value}: expected config.<key>:<value>, "
+                    "e.g. config.materialized:incremental"
+                )
 
             def match(n: DbtNode) -> bool:
                 found, got = _descend(dict(n.config), args)
@@ -102,23 +116,33 @@ class _Selector:
         elif name == "source":
             parts = value.split(".")
             if not 1 <= len(parts) <= 3:
-                raise InvalidInputError(f"source selector {value!r}: expected source, "
-                                        "source.table or package.source.table")
-            pkg, src, table = (["*"] * (3 - len(parts)) + parts) if len(parts) == 3 else \
-                ("*", parts[0], parts[1] if len(parts) == 2 else "*")
+                raise InvalidInputError(
+                    f"source selector {value!r}: expected source, "
+                    "source.table or package.source.table"
+                )
+            pkg, src, table = (
+                (["*"] * (3 - len(parts)) + parts)
+                if len(parts) == 3
+                else ("*", parts[0], parts[1] if len(parts) == 2 else "*")
+            )
 
             def match(n: DbtNode) -> bool:
                 if n.resource_type != "source":
                     return False
                 source_name, _, table_name = n.name.partition(".")
-                return fnmatch(n.package, pkg) and fnmatch(source_name, src) and \
-                    fnmatch(table_name, table)
+                return (
+                    fnmatch(n.package, pkg)
+                    and fnmatch(source_name, src)
+                    and fnmatch(table_name, table)
+                )
         elif name == "resource_type":
+
             def match(n: DbtNode) -> bool:
                 return n.resource_type == value
         else:
-            raise InvalidInputError(f"selector method {name!r} is not supported; supported: "
-                                    f"{', '.join(METHODS)}")
+            raise InvalidInputError(
+                f"selector method {name!r} is not supported; supported: {', '.join(METHODS)}"
+            )
         return {n.name for n in nodes if match(n)}
 
     def _path(self, value: str) -> set[str]:
@@ -130,24 +154,37 @@ class _Selector:
         for n in self.nodes:
             ofp = Path(n.path)
             patch = n.raw.get("patch_path")
-            if ofp in paths or any(parent in paths for parent in ofp.parents) or (
-                    isinstance(patch, str) and "://" in patch
-                    and Path(patch.split("://", 1)[1]) in paths):
+            if (
+                ofp in paths
+                or any(parent in paths for parent in ofp.parents)
+                or (
+                    isinstance(patch, str)
+                    and "://" in patch
+                    and Path(patch.split("://", 1)[1]) in paths
+                )
+            ):
                 out.add(n.name)
         return out
 
     def atom(self, text: str) -> set[str]:
         m = _ATOM.match(text)
         if m is None or not m.group("value"):
-            raise InvalidInputError(f"selector {text!r} is not a dbt selector; expected e.g. "
-                                    "'fct_daily_sales+', '+x', '@x', 'tag:daily', 'path:models/x'")
+            raise InvalidInputError(
+                f"selector {text!r} is not a dbt selector; expected e.g. "
+                "'fct_daily_sales+', '+x', '@x', 'tag:daily', 'path:models/x'"
+            )
         if m.group("at") and m.group("pdepth") is not None:
             raise InvalidInputError(f"selector {text!r}: '@' and a leading '+' cannot be combined")
         value = m.group("value")
         method = m.group("method")
         if method is None:
-            name = "path" if "/" in value else "file" if value.lower().endswith(
-                (".sql", ".py", ".csv")) else "fqn"
+            name = (
+                "path"
+                if "/" in value
+                else "file"
+                if value.lower().endswith((".sql", ".py", ".csv"))
+                else "fqn"
+            )
             args: list[str] = []
         else:
             name, *args = method.split(".")
@@ -184,8 +221,10 @@ def select_models(project: DbtProject, select: str, exclude: str | None = None) 
     sel = _Selector(project)
     chosen = sel.expression(select)
     if not chosen:
-        raise NotFoundError(f"selector {select!r} matches no model, seed, snapshot or source of "
-                            f"dbt project {project.name!r} (dbt would select nothing too)")
+        raise NotFoundError(
+            f"selector {select!r} matches no model, seed, snapshot or source of "
+            f"dbt project {project.name!r} (dbt would select nothing too)"
+        )
     if exclude:
         chosen -= sel.expression(exclude)
     return [m for m in project.topological_order() if m in chosen]

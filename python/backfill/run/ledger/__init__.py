@@ -30,9 +30,18 @@ from ..._secrets import mask_url
 from ...errors import InvalidInputError
 from .backend import FinishOutcome, LedgerBackend
 from .overlap import Overlap, OverlapError
-from .records import (BackfillCancelledError, BackfillExistsError, BackfillHeldError,
-                      BackfillPausedError, Claim, LedgerError, TaskBusyError, TaskRow,
-                      new_worker_id, utcnow)
+from .records import (
+    BackfillCancelledError,
+    BackfillExistsError,
+    BackfillHeldError,
+    BackfillPausedError,
+    Claim,
+    LedgerError,
+    TaskBusyError,
+    TaskRow,
+    new_worker_id,
+    utcnow,
+)
 from .sqlite import Ledger
 from .sqlite_schema import SCHEMA_VERSION
 from .states import AttemptState, BackfillState, IllegalTransitionError, TaskState
@@ -43,12 +52,30 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _SHARED_SCHEMES = ("postgresql", "postgres")
 
-__all__ = ["AttemptState", "BackfillCancelledError", "BackfillExistsError", "BackfillHeldError",
-           "BackfillPausedError", "BackfillState", "Claim", "FinishOutcome",
-           "IllegalTransitionError", "Ledger", "LedgerBackend", "LedgerError", "Overlap",
-           "OverlapError", "SCHEMA_VERSION",
-           "TaskBusyError", "TaskRow", "TaskState", "ledger_for", "new_worker_id", "open_ledger",
-           "utcnow"]
+__all__ = [
+    "AttemptState",
+    "BackfillCancelledError",
+    "BackfillExistsError",
+    "BackfillHeldError",
+    "BackfillPausedError",
+    "BackfillState",
+    "Claim",
+    "FinishOutcome",
+    "IllegalTransitionError",
+    "Ledger",
+    "LedgerBackend",
+    "LedgerError",
+    "Overlap",
+    "OverlapError",
+    "SCHEMA_VERSION",
+    "TaskBusyError",
+    "TaskRow",
+    "TaskState",
+    "ledger_for",
+    "new_worker_id",
+    "open_ledger",
+    "utcnow",
+]
 
 
 def _conforms(ledger: Ledger, shared: PostgresLedger) -> tuple[LedgerBackend, LedgerBackend]:
@@ -59,14 +86,17 @@ def ledger_for(project: Project, *, must_exist: bool = False) -> LedgerBackend:
     """The ledger of ``project`` (in its state directory). ``must_exist``: refuse to create one
     (looking up backfills of a project that never recorded any)."""
     if project.settings is None:
-        raise InvalidInputError(f"{project!r} has no state directory: load it from a project "
-                                "directory (Project.load) or pass ledger=")
+        raise InvalidInputError(
+            f"{project!r} has no state directory: load it from a project "
+            "directory (Project.load) or pass ledger="
+        )
     if project.settings.ledger_url is not None:  # backfill.yml: state: postgresql://...
         return open_ledger(project.settings.ledger_url)
     path = Ledger.for_project_path(project.settings.state_dir)
     if must_exist and not path.exists():
-        raise InvalidInputError(f"no backfills recorded for project {project.name!r} "
-                                f"(no ledger at {path})")
+        raise InvalidInputError(
+            f"no backfills recorded for project {project.name!r} (no ledger at {path})"
+        )
     return Ledger(path)
 
 
@@ -78,8 +108,10 @@ def open_ledger(url: str | Path) -> LedgerBackend:
     if isinstance(url, Path):
         return Ledger(url)
     if not isinstance(url, str) or not url.strip():
-        raise InvalidInputError(f"ledger URL {url!r}: expected 'sqlite:///path', "
-                                "'postgresql://user@host:port/db' or a file path")
+        raise InvalidInputError(
+            f"ledger URL {url!r}: expected 'sqlite:///path', "
+            "'postgresql://user@host:port/db' or a file path"
+        )
     scheme, sep, rest = url.partition("://")
     if not sep:
         return Ledger(Path(url))
@@ -87,15 +119,21 @@ def open_ledger(url: str | Path) -> LedgerBackend:
         try:
             from .postgres import PostgresLedger
         except ImportError as exc:  # psycopg is the 'postgres' extra
-            raise InvalidInputError(f"ledger URL {scheme}://...: the Postgres ledger needs "
-                                    f"psycopg and psycopg-pool ({exc}); install "
-                                    "backfill[postgres]") from exc
+            raise InvalidInputError(
+                f"ledger URL {scheme}://...: the Postgres ledger needs "
+                f"psycopg and psycopg-pool ({exc}); install "
+                "backfill[postgres]"
+            ) from exc
         return PostgresLedger(url)
     if scheme != "sqlite":
-        raise InvalidInputError(f"ledger URL {mask_url(url)!r}: unknown scheme {scheme!r}; "
-                                "expected sqlite:///path or postgresql://user@host:port/db")
+        raise InvalidInputError(
+            f"ledger URL {mask_url(url)!r}: unknown scheme {scheme!r}; "
+            "expected sqlite:///path or postgresql://user@host:port/db"
+        )
     if not rest.startswith("/") or rest == "/":
-        raise InvalidInputError(f"ledger URL {mask_url(url)!r}: expected "
-                                "sqlite:///relative/path or sqlite:////absolute/path (three "
-                                "slashes, then the path)")
+        raise InvalidInputError(
+            f"ledger URL {mask_url(url)!r}: expected "
+            "sqlite:///relative/path or sqlite:////absolute/path (three "
+            "slashes, then the path)"
+        )
     return Ledger(Path(rest[1:]))

@@ -46,8 +46,13 @@ class LedgerBackend(Protocol):
     """
 
     # -- backfills ------------------------------------------------------------------------------
-    def create_backfill(self, record: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]], *,
-                        check_overlap: bool = False) -> None:
+    def create_backfill(
+        self,
+        record: Mapping[str, Any],
+        tasks: Sequence[Mapping[str, Any]],
+        *,
+        check_overlap: bool = False,
+    ) -> None:
         """Records a backfill (``record``: the ``backfills`` columns, status ``pending``) and its
         tasks (``task_id``, ``model``, ``start``, ``end``, ``label``, ``partitions``, ``wave``,
         ``depends_on``), all pending, in one step. :class:`~.records.BackfillExistsError` when
@@ -70,8 +75,9 @@ class LedgerBackend(Protocol):
     def latest(self) -> str | None:
         """The id of the most recently created backfill, or None."""
 
-    def set_status(self, backfill_id: str, status: BackfillState | str, *,
-                   finished: bool = False) -> None:
+    def set_status(
+        self, backfill_id: str, status: BackfillState | str, *, finished: bool = False
+    ) -> None:
         """Moves the backfill to ``status`` (stamping ``finished_at`` when ``finished``) if the
         lifecycle allows it from its current state, else raises IllegalTransitionError and
         changes nothing. Publishing is :meth:`record_publication`'s alone."""
@@ -105,30 +111,42 @@ class LedgerBackend(Protocol):
     def attempts(self, backfill_id: str) -> list[dict[str, Any]]:
         """Every attempt of the backfill's tasks, in the order they started."""
 
-    def claim(self, backfill_id: str, worker: str, limit: int,
-              lease_seconds: float) -> list[Claim]:
+    def claim(self, backfill_id: str, worker: str, limit: int, lease_seconds: float) -> list[Claim]:
         """Leases up to ``limit`` ready tasks (pending, past their retry time, every dependency
         done) to ``worker`` for ``lease_seconds``, in wave then task order; each gets a new
         running attempt. Drops dead leases first (see the class doc). Claims nothing while the
         backfill is paused or cancelled."""
 
-    def claim_task(self, backfill_id: str, task_id: int, worker: str,
-                   lease_seconds: float) -> Claim | TaskRow:
+    def claim_task(
+        self, backfill_id: str, task_id: int, worker: str, lease_seconds: float
+    ) -> Claim | TaskRow:
         """Leases exactly task ``task_id`` (pending or failed) to ``worker``; returns its row
         instead when it is done. :class:`~.records.TaskBusyError` while a live worker holds it,
         :class:`~backfill.errors.ConflictError` when a dependency is not done,
         :class:`~backfill.errors.NotFoundError` for an unknown task."""
 
-    def renew(self, backfill_id: str, worker: str, task_ids: Sequence[int],
-              lease_seconds: float) -> int:
+    def renew(
+        self, backfill_id: str, worker: str, task_ids: Sequence[int], lease_seconds: float
+    ) -> int:
         """Extends ``worker``'s leases on ``task_ids`` to ``lease_seconds`` from now and returns
         how many it extended. Leases the worker no longer holds are left alone (renewing never
         takes a task back): fewer than ``len(task_ids)`` tells the worker it lost a task, so it
         must not record that task's result."""
 
-    def finish(self, claim: Claim, backfill_id: str, worker: str, *, ok: bool, rows: int | None,
-               deleted: int | None, fingerprint: str | None, seconds: float, error: str | None,
-               retry_at: float | None) -> FinishOutcome:
+    def finish(
+        self,
+        claim: Claim,
+        backfill_id: str,
+        worker: str,
+        *,
+        ok: bool,
+        rows: int | None,
+        deleted: int | None,
+        fingerprint: str | None,
+        seconds: float,
+        error: str | None,
+        retry_at: float | None,
+    ) -> FinishOutcome:
         """Ends ``claim``'s attempt and releases its lease: the task becomes ``done`` (ok),
         ``pending`` until ``retry_at`` (a failure to retry) or ``failed``; returns that state.
         When the attempt lost its lease meanwhile it changes no task (the attempt stays
@@ -143,8 +161,14 @@ class LedgerBackend(Protocol):
         of this host known dead)."""
 
     # -- audits and publications ----------------------------------------------------------------
-    def record_audit(self, backfill_id: str, audit_id: str, created_at: str, created_by: str,
-                     models: Sequence[Mapping[str, Any]]) -> None:
+    def record_audit(
+        self,
+        backfill_id: str,
+        audit_id: str,
+        created_at: str,
+        created_by: str,
+        models: Sequence[Mapping[str, Any]],
+    ) -> None:
         """Records one audit, a row per model (``model``, ``passed``,
         ``published_fingerprints``, ``result``: JSON-able), in one step."""
 
@@ -174,8 +198,9 @@ class LedgerBackend(Protocol):
         """The group's offset resets (of one topic, or all), oldest first."""
 
     # -- costs (schema version 6; see .cost_records) --------------------------------------------
-    def cost_history(self, project: str, models: Sequence[str],
-                     backfills: int = 20) -> list[dict[str, Any]]:
+    def cost_history(
+        self, project: str, models: Sequence[str], backfills: int = 20
+    ) -> list[dict[str, Any]]:
         """What ``models`` of ``project`` measured (keys ``HISTORY_KEYS`` of
         :mod:`.cost_records`): every done attempt of their tasks in the project's ``backfills``
         most recent backfills (newest backfill first; ``sql_hash`` as that backfill recorded

@@ -19,8 +19,7 @@ from typing import Any
 from ...errors import InvalidInputError
 from .records import LedgerError, require_keys
 
-__all__ = ["COST_SAMPLE_KEYS", "HISTORY_KEYS", "PostgresCostRecords", "SqliteCostRecords",
-           "V6_SQL"]
+__all__ = ["COST_SAMPLE_KEYS", "HISTORY_KEYS", "PostgresCostRecords", "SqliteCostRecords", "V6_SQL"]
 
 #: One sample run of ``backfill estimate``: the model, the hash of its SQL then, the sampled
 #: partition's label, how many partitions it covered, its seconds and rows, when.
@@ -30,8 +29,17 @@ COST_SAMPLE_KEYS = ("model", "sql_hash", "label", "partitions", "seconds", "rows
 #: a backfill's task) or ``"sample"``; ``sql_hash`` the model's SQL hash when it was measured
 #: (None when the backfill did not record one); ``wall_seconds`` the attempt's duration from its
 #: stamps (None for samples); ``backfill_id`` None for samples.
-HISTORY_KEYS = ("source", "model", "partitions", "seconds", "wall_seconds", "rows", "sql_hash",
-                "backfill_id", "finished_at")
+HISTORY_KEYS = (
+    "source",
+    "model",
+    "partitions",
+    "seconds",
+    "wall_seconds",
+    "rows",
+    "sql_hash",
+    "backfill_id",
+    "finished_at",
+)
 
 V6_SQL = """
 CREATE TABLE IF NOT EXISTS cost_samples (
@@ -47,8 +55,10 @@ CREATE TABLE IF NOT EXISTS cost_samples (
 CREATE INDEX IF NOT EXISTS cost_samples_model ON cost_samples (project, model, created_at)
 """
 
-_INSERT = ("INSERT INTO cost_samples (project, model, sql_hash, label, partitions, seconds, "
-           "rows_written, created_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})")
+_INSERT = (
+    "INSERT INTO cost_samples (project, model, sql_hash, label, partitions, seconds, "
+    "rows_written, created_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"
+)
 # The project's most recent backfills first (primary keys lead from them to their tasks and
 # attempts), so reading history costs what a few backfills hold, however long the ledger is.
 _RUNS = """
@@ -71,8 +81,9 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
     if not start or not end:
         return None
     try:
-        return max(0.0, (dt.datetime.fromisoformat(end) -
-                         dt.datetime.fromisoformat(start)).total_seconds())
+        return max(
+            0.0, (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
+        )
     except ValueError:
         return None
 
@@ -102,15 +113,28 @@ class _CostRecords:
             require_keys(s, COST_SAMPLE_KEYS, f"cost sample of {s.get('model')!r}")
             seconds = float(s["seconds"])
             if not seconds >= 0 or int(s["partitions"]) < 1:
-                raise InvalidInputError(f"cost sample of {s['model']!r}: seconds {seconds!r} and "
-                                        f"partitions {s['partitions']!r}; expected >= 0 and >= 1")
-            rows.append((project, s["model"], s["sql_hash"], s["label"], int(s["partitions"]),
-                         seconds, s["rows"], s["created_at"]))
+                raise InvalidInputError(
+                    f"cost sample of {s['model']!r}: seconds {seconds!r} and "
+                    f"partitions {s['partitions']!r}; expected >= 0 and >= 1"
+                )
+            rows.append(
+                (
+                    project,
+                    s["model"],
+                    s["sql_hash"],
+                    s["label"],
+                    int(s["partitions"]),
+                    seconds,
+                    s["rows"],
+                    s["created_at"],
+                )
+            )
         if rows:
             self._write_many(_INSERT.format(p=self._placeholder), rows, "recording cost samples")
 
-    def cost_history(self, project: str, models: Sequence[str],
-                     backfills: int = 20) -> list[dict[str, Any]]:
+    def cost_history(
+        self, project: str, models: Sequence[str], backfills: int = 20
+    ) -> list[dict[str, Any]]:
         """The measurements (:data:`HISTORY_KEYS`) of ``models``: the done attempts of their
         tasks in ``project``'s ``backfills`` most recent backfills (newest backfill first),
         then the sample runs of ``backfill estimate`` (newest first)."""
@@ -120,18 +144,39 @@ class _CostRecords:
         marks = ", ".join([p] * len(models))
         out: list[dict[str, Any]] = []
         for model, parts, secs, started, finished, rows, bf, hashes in self._select(
-                _RUNS.format(p=p, models=marks), (project, int(backfills), *models),
-                "reading cost history"):
-            out.append({"source": "run", "model": model, "partitions": int(parts),
-                        "seconds": None if secs is None else float(secs),
-                        "wall_seconds": _seconds_between(started, finished), "rows": rows,
-                        "sql_hash": _hash_of(hashes, model), "backfill_id": bf,
-                        "finished_at": finished})
+            _RUNS.format(p=p, models=marks),
+            (project, int(backfills), *models),
+            "reading cost history",
+        ):
+            out.append(
+                {
+                    "source": "run",
+                    "model": model,
+                    "partitions": int(parts),
+                    "seconds": None if secs is None else float(secs),
+                    "wall_seconds": _seconds_between(started, finished),
+                    "rows": rows,
+                    "sql_hash": _hash_of(hashes, model),
+                    "backfill_id": bf,
+                    "finished_at": finished,
+                }
+            )
         for model, parts, secs, rows, sql_hash, created in self._select(
-                _SAMPLES.format(p=p, models=marks), (project, *models), "reading cost samples"):
-            out.append({"source": "sample", "model": model, "partitions": int(parts),
-                        "seconds": float(secs), "wall_seconds": None, "rows": rows,
-                        "sql_hash": sql_hash, "backfill_id": None, "finished_at": created})
+            _SAMPLES.format(p=p, models=marks), (project, *models), "reading cost samples"
+        ):
+            out.append(
+                {
+                    "source": "sample",
+                    "model": model,
+                    "partitions": int(parts),
+                    "seconds": float(secs),
+                    "wall_seconds": None,
+                    "rows": rows,
+                    "sql_hash": sql_hash,
+                    "backfill_id": None,
+                    "finished_at": created,
+                }
+            )
         return out
 
 
@@ -164,10 +209,12 @@ class PostgresCostRecords(_CostRecords):
             # read from them do not change.
             with db.transaction(), db.cursor() as cur:
                 cur.executemany(sql.encode(), rows)
+
         self._do(what, run)
 
     def _select(self, sql: str, params: tuple[Any, ...], what: str) -> list[tuple[Any, ...]]:
         def run(db: Any, _: bool) -> list[tuple[Any, ...]]:
             return list(db.execute(sql.encode(), params).fetchall())
+
         result: list[tuple[Any, ...]] = self._do(what, run)
         return result

@@ -26,12 +26,23 @@ from ...errors import ConflictError
 from .records import iso_utc
 from .states import BackfillState
 
-__all__ = ["OPEN_ROWS_SQL", "OPEN_STATES", "Overlap", "OverlapError", "find_overlaps",
-           "overlap_error", "overlap_lock_key"]
+__all__ = [
+    "OPEN_ROWS_SQL",
+    "OPEN_STATES",
+    "Overlap",
+    "OverlapError",
+    "find_overlaps",
+    "overlap_error",
+    "overlap_lock_key",
+]
 
 #: The states of a backfill that may still publish (or has written a direct backfill's tables).
-OPEN_STATES = (BackfillState.PENDING, BackfillState.RUNNING, BackfillState.FAILED,
-               BackfillState.DONE)
+OPEN_STATES = (
+    BackfillState.PENDING,
+    BackfillState.RUNNING,
+    BackfillState.FAILED,
+    BackfillState.DONE,
+)
 
 # The tasks of a project's open backfills, in the SQL both backends speak (``?`` becomes ``%s``
 # for Postgres); the join reads tasks through their (backfill_id, ...) index.
@@ -41,7 +52,8 @@ OPEN_ROWS_SQL = (
     'SELECT b.id AS backfill_id, b.created_by, b.status, b.reason, t.model, t.start, t."end", '
     "t.label FROM backfills b JOIN tasks t ON t.backfill_id = b.id WHERE b.project = ? AND "
     "b.status IN (" + ", ".join(f"'{s.value}'" for s in OPEN_STATES) + ") AND NOT "
-    f"(b.status = '{BackfillState.DONE.value}' AND b.mode = 'direct')")
+    f"(b.status = '{BackfillState.DONE.value}' AND b.mode = 'direct')"
+)
 
 
 @dataclass(frozen=True)
@@ -60,8 +72,10 @@ class Overlap:
     def __str__(self) -> str:
         period = self.first if self.first == self.last else f"{self.first}..{self.last}"
         noun = "task" if self.tasks == 1 else "tasks"
-        return (f"{self.backfill_id} ({self.status}, by {self.created_by}, {self.reason!r}) "
-                f"writes {self.model} {period} ({self.tasks} {noun})")
+        return (
+            f"{self.backfill_id} ({self.status}, by {self.created_by}, {self.reason!r}) "
+            f"writes {self.model} {period} ({self.tasks} {noun})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -76,8 +90,9 @@ class OverlapError(ConflictError):
         self.overlaps = list(overlaps)
 
 
-def find_overlaps(tasks: Sequence[Mapping[str, Any]],
-                  open_rows: Iterable[Mapping[str, Any]]) -> list[Overlap]:
+def find_overlaps(
+    tasks: Sequence[Mapping[str, Any]], open_rows: Iterable[Mapping[str, Any]]
+) -> list[Overlap]:
     """The overlaps of the new backfill's ``tasks`` (``model``, ``start``, ``end``: datetimes or
     None) with ``open_rows`` (``backfill_id``, ``created_by``, ``status``, ``reason``,
     ``model``, ``start``, ``end``: stored text, ``label``), by backfill then model.
@@ -106,15 +121,29 @@ def find_overlaps(tasks: Sequence[Mapping[str, Any]],
         model = row["model"]
         if model not in whole and model not in merged:
             continue
-        if model in whole or row["start"] is None or row["end"] is None or \
-                _hits(merged[model], row["start"], row["end"]):
+        if (
+            model in whole
+            or row["start"] is None
+            or row["end"] is None
+            or _hits(merged[model], row["start"], row["end"])
+        ):
             found.setdefault((row["backfill_id"], model), []).append(row)
     out = []
     for (bid, model), rows in sorted(found.items()):
         rows = sorted(rows, key=lambda r: (r["start"] or "", r["label"]))
         r0 = rows[0]
-        out.append(Overlap(bid, str(r0["created_by"]), str(r0["status"]), str(r0["reason"]),
-                           model, str(r0["label"]), str(rows[-1]["label"]), len(rows)))
+        out.append(
+            Overlap(
+                bid,
+                str(r0["created_by"]),
+                str(r0["status"]),
+                str(r0["reason"]),
+                model,
+                str(r0["label"]),
+                str(rows[-1]["label"]),
+                len(rows),
+            )
+        )
     return out
 
 
@@ -135,7 +164,9 @@ def overlap_error(backfill_id: str, overlaps: Sequence[Overlap]) -> OverlapError
         f"{', '.join(others)} write too; both would publish, the later silently replacing the "
         f"earlier:\n  {lines}\nPublish, discard or cancel the other first, narrow the "
         "selection or period, or record this one anyway with allow_overlap='why' "
-        "(--allow-overlap REASON)", overlaps)
+        "(--allow-overlap REASON)",
+        overlaps,
+    )
 
 
 def overlap_lock_key(project: str) -> int:

@@ -46,7 +46,8 @@ def _check(conn: psycopg.Connection[Any], res: pq.abc.PGresult) -> None:
         return
     if conn.pgconn.status != pq.ConnStatus.OK:
         raise psycopg.OperationalError(
-            conn.pgconn.get_error_message().strip() or "the connection was lost")
+            conn.pgconn.get_error_message().strip() or "the connection was lost"
+        )
     raise error_from_result(res, encoding=conn.info.encoding)
 
 
@@ -55,9 +56,13 @@ def _check(conn: psycopg.Connection[Any], res: pq.abc.PGresult) -> None:
 TEXT, INT8, FLOAT8 = 25, 20, 701
 
 
-def execute_prepared(conn: psycopg.Connection[Any], name: bytes, sql: bytes,
-                     params: Sequence[object], types: Sequence[int]
-                     ) -> list[tuple[bytes | None, ...]]:
+def execute_prepared(
+    conn: psycopg.Connection[Any],
+    name: bytes,
+    sql: bytes,
+    params: Sequence[object],
+    types: Sequence[int],
+) -> list[tuple[bytes | None, ...]]:
     """Runs ``sql`` (``$n`` placeholders of the type oids ``types``) as the prepared statement
     ``name`` of ``conn`` with ``params`` (None -> NULL, else their ``str``); returns the rows
     as text bytes."""

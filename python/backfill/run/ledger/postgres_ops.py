@@ -21,8 +21,16 @@ from .overlap import OPEN_ROWS_SQL, Overlap, find_overlaps
 from .postgres_schema import NOW
 from .records import TaskRow, task_row
 from .sqlite_ops import held_error, held_message
-from .states import (BACKFILL_TRANSITIONS, PAUSABLE, BackfillState, IllegalTransitionError,
-                     TaskState, check_backfill_transition, check_pausable, sources)
+from .states import (
+    BACKFILL_TRANSITIONS,
+    PAUSABLE,
+    BackfillState,
+    IllegalTransitionError,
+    TaskState,
+    check_backfill_transition,
+    check_pausable,
+    sources,
+)
 
 __all__ = ["PostgresOps"]
 
@@ -50,10 +58,14 @@ class PostgresOps:
     def _not_found(self, db: Conn, backfill_id: str) -> NotFoundError:
         raise NotImplementedError  # pragma: no cover - PostgresLedger's is used
 
-    def _hold(self, db: Conn, backfill_id: str, lock: bool = False) -> tuple[str, str | None,
-                                                                            str | None]:
-        row = db.execute("SELECT status, paused_at, paused_by FROM backfills WHERE id = %s"
-                         + (" FOR SHARE" if lock else ""), (backfill_id,)).fetchone()
+    def _hold(
+        self, db: Conn, backfill_id: str, lock: bool = False
+    ) -> tuple[str, str | None, str | None]:
+        row = db.execute(
+            "SELECT status, paused_at, paused_by FROM backfills WHERE id = %s"
+            + (" FOR SHARE" if lock else ""),
+            (backfill_id,),
+        ).fetchone()
         if row is None:
             raise self._not_found(db, backfill_id)
         return str(row[0]), row[1], row[2]
@@ -67,27 +79,34 @@ class PostgresOps:
 
     def set_paused(self, backfill_id: str, paused: bool, by: str) -> None:
         states = [s.value for s in PAUSABLE]
-        sql = (f"UPDATE backfills SET paused_at = {NOW}, paused_by = %s, updated_at = {NOW} "
-               "WHERE id = %s AND paused_at IS NULL AND status = ANY(%s)" if paused else
-               f"UPDATE backfills SET paused_at = NULL, paused_by = NULL, updated_at = {NOW} "
-               "WHERE id = %s AND paused_at IS NOT NULL")
+        sql = (
+            f"UPDATE backfills SET paused_at = {NOW}, paused_by = %s, updated_at = {NOW} "
+            "WHERE id = %s AND paused_at IS NULL AND status = ANY(%s)"
+            if paused
+            else f"UPDATE backfills SET paused_at = NULL, paused_by = NULL, updated_at = {NOW} "
+            "WHERE id = %s AND paused_at IS NOT NULL"
+        )
 
         def run(db: Conn, retried: bool) -> None:
             with db.transaction():
-                cur = db.execute(sql.encode(), (by, backfill_id, states) if paused else
-                                 (backfill_id,))
+                cur = db.execute(
+                    sql.encode(), (by, backfill_id, states) if paused else (backfill_id,)
+                )
                 if cur.rowcount == 1:
                     return
                 status, paused_at, _ = self._hold(db, backfill_id)
                 if retried and (paused_at is not None) == paused:
                     return  # the earlier try committed
                 check_pausable(backfill_id, status, paused_at is not None, paused)
+
         self._do("pausing or resuming a backfill", run)
 
     def cancel(self, backfill_id: str, reason: str, by: str) -> None:
         if not isinstance(reason, str) or not reason.strip():
-            raise InvalidInputError(f"cancelling backfill {backfill_id} needs a reason (who "
-                                    "reads its record will ask), e.g. reason='wrong period'")
+            raise InvalidInputError(
+                f"cancelling backfill {backfill_id} needs a reason (who "
+                "reads its record will ask), e.g. reason='wrong period'"
+            )
         froms = [s.value for s in sources(BACKFILL_TRANSITIONS, BackfillState.CANCELLED)]
 
         def run(db: Conn, retried: bool) -> None:
@@ -96,7 +115,8 @@ class PostgresOps:
                     f"UPDATE backfills SET status = %s, cancel_reason = %s, cancelled_by = %s, "
                     f"paused_at = NULL, paused_by = NULL, updated_at = {NOW}, "
                     f"finished_at = {NOW} WHERE id = %s AND status = ANY(%s)".encode(),
-                    (BackfillState.CANCELLED.value, reason.strip(), by, backfill_id, froms))
+                    (BackfillState.CANCELLED.value, reason.strip(), by, backfill_id, froms),
+                )
                 if cur.rowcount == 1:
                     return
                 status = self._hold(db, backfill_id)[0]
@@ -105,16 +125,20 @@ class PostgresOps:
                         return  # the earlier try committed
                     raise IllegalTransitionError(f"backfill {backfill_id} is cancelled already")
                 check_backfill_transition(backfill_id, status, BackfillState.CANCELLED.value)
+
         self._do("cancelling a backfill", run)
 
     def set_options(self, backfill_id: str, options: Mapping[str, Any]) -> None:
         text = json.dumps(dict(options), sort_keys=True)
 
         def run(db: Conn, _: bool) -> None:
-            cur = db.execute(f"UPDATE backfills SET options = %s, updated_at = {NOW} "
-                             "WHERE id = %s".encode(), (text, backfill_id))
+            cur = db.execute(
+                f"UPDATE backfills SET options = %s, updated_at = {NOW} WHERE id = %s".encode(),
+                (text, backfill_id),
+            )
             if cur.rowcount != 1:
                 raise self._not_found(db, backfill_id)
+
         self._do("recording run options", run)
 
     def ready(self, backfill_id: str, limit: int) -> list[TaskRow]:
@@ -125,6 +149,7 @@ class PostgresOps:
             if held_message(backfill_id, *self._hold(db, backfill_id)):
                 return []
             return [task_row(r) for r in db.execute(_READY, {"b": backfill_id, "n": limit})]
+
         return self._do("listing ready tasks", run)
 
     @staticmethod
@@ -135,5 +160,7 @@ class PostgresOps:
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def overlaps(self, project: str, tasks: Sequence[Mapping[str, Any]]) -> list[Overlap]:
-        return self._do("finding overlapping backfills",
-                        lambda db, _: find_overlaps(tasks, self._open_rows(db, project)))
+        return self._do(
+            "finding overlapping backfills",
+            lambda db, _: find_overlaps(tasks, self._open_rows(db, project)),
+        )

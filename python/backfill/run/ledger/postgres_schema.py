@@ -19,17 +19,15 @@ import psycopg
 
 from .records import LedgerError
 from .sqlite_schema import SCHEMA_VERSION, V3_COLUMNS
-from .states import (V1_BACKFILL_STATES, V3_BACKFILL_STATES, AttemptState, BackfillState,
-                     TaskState)
+from .states import V1_BACKFILL_STATES, V3_BACKFILL_STATES, AttemptState, BackfillState, TaskState
 
 __all__ = ["MIGRATIONS", "NOW", "SCHEMA_VERSION", "V1_TABLES", "prepare"]
 
 #: The database's clock as the ledger's stamps (ISO 8601 UTC with milliseconds, like utcnow()).
-NOW = ("to_char(clock_timestamp() AT TIME ZONE 'UTC', "
-       "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"+00:00\"')")
+NOW = "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"+00:00\"')"
 
 # Any 64-bit key; it only has to be the same for every backfill process.
-_LOCK_KEY = 0x6266_6c65_6467  # "bfledg"
+_LOCK_KEY = 0x6266_6C65_6467  # "bfledg"
 
 
 def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
@@ -57,7 +55,7 @@ CREATE TABLE backfills (
     models TEXT NOT NULL,
     created_by TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ({', '.join(f"'{v}'" for v in V1_BACKFILL_STATES)})),
+    status TEXT NOT NULL CHECK (status IN ({", ".join(f"'{v}'" for v in V1_BACKFILL_STATES)})),
     updated_at TEXT NOT NULL,
     finished_at TEXT
 );
@@ -159,11 +157,14 @@ def _v2(db: psycopg.Connection[tuple[object, ...]]) -> None:
 def _v3(db: psycopg.Connection[tuple[object, ...]]) -> None:
     """Version 3: backfills may be ``cancelled`` (the status CHECK gains it), paused
     (``paused_at``/``paused_by``) and carry run ``options`` (JSON: windows, budget, costs)."""
-    _run(db, f"""
+    _run(
+        db,
+        f"""
 ALTER TABLE backfills DROP CONSTRAINT backfills_status_check;
 ALTER TABLE backfills ADD CONSTRAINT backfills_status_check
-    CHECK (status IN ({', '.join(f"'{v}'" for v in V3_BACKFILL_STATES)}));
-ALTER TABLE backfills {", ".join(f"ADD COLUMN {c}" for c in V3_COLUMNS)}""")
+    CHECK (status IN ({", ".join(f"'{v}'" for v in V3_BACKFILL_STATES)}));
+ALTER TABLE backfills {", ".join(f"ADD COLUMN {c}" for c in V3_COLUMNS)}""",
+    )
 
 
 #: version -> the function moving a ledger of ``version - 1`` to ``version`` (inside the opening
@@ -178,10 +179,13 @@ def _v4(db: psycopg.Connection[tuple[object, ...]]) -> None:
 def _v5(db: psycopg.Connection[tuple[object, ...]]) -> None:
     """Version 5: backfills may be ``interrupted`` (a runner stopped by SIGINT or SIGTERM
     before the end): the status CHECK gains it."""
-    _run(db, f"""
+    _run(
+        db,
+        f"""
 ALTER TABLE backfills DROP CONSTRAINT backfills_status_check;
 ALTER TABLE backfills ADD CONSTRAINT backfills_status_check
-    CHECK (status IN ({_values(BackfillState)}))""")
+    CHECK (status IN ({_values(BackfillState)}))""",
+    )
 
 
 def _v6(db: psycopg.Connection[tuple[object, ...]]) -> None:
@@ -192,14 +196,21 @@ def _v6(db: psycopg.Connection[tuple[object, ...]]) -> None:
 
 
 MIGRATIONS: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
-    2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
+    2: _v2,
+    3: _v3,
+    4: _v4,
+    5: _v5,
+    6: _v6,
+}
 
 
-def stored_version(db: psycopg.Connection[tuple[object, ...]], schema: str,
-                   where: str) -> int | None:
+def stored_version(
+    db: psycopg.Connection[tuple[object, ...]], schema: str, where: str
+) -> int | None:
     """The ledger's schema version; None when the schema has no ledger yet."""
-    found = db.execute("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'meta'",
-                       (schema,)).fetchone()
+    found = db.execute(
+        "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'meta'", (schema,)
+    ).fetchone()
     if found is None:
         return None
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -207,8 +218,10 @@ def stored_version(db: psycopg.Connection[tuple[object, ...]], schema: str,
         return None
     text = str(row[0])
     if not text.isdigit():
-        raise LedgerError(f"ledger {where}: schema_version {text!r} is not a version number; "
-                          f"is schema {schema!r} a backfill ledger?")
+        raise LedgerError(
+            f"ledger {where}: schema_version {text!r} is not a version number; "
+            f"is schema {schema!r} a backfill ledger?"
+        )
     return int(text)
 
 
@@ -220,10 +233,12 @@ def prepare(db: psycopg.Connection[tuple[object, ...]], schema: str, where: str)
     db.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'.encode())
     version = stored_version(db, schema, where)
     if version is not None and version > SCHEMA_VERSION:
-        raise LedgerError(f"ledger {where} has schema version {version}, newer than the version "
-                          f"{SCHEMA_VERSION} this backfill supports: a newer backfill wrote it. "
-                          "Upgrade backfill (pip install -U backfill) to use it; it was left "
-                          "unchanged")
+        raise LedgerError(
+            f"ledger {where} has schema version {version}, newer than the version "
+            f"{SCHEMA_VERSION} this backfill supports: a newer backfill wrote it. "
+            "Upgrade backfill (pip install -U backfill) to use it; it was left "
+            "unchanged"
+        )
     if version is None:
         _run(db, V1_TABLES)
         db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
@@ -231,7 +246,9 @@ def prepare(db: psycopg.Connection[tuple[object, ...]], schema: str, where: str)
     for target in range(version + 1, SCHEMA_VERSION + 1):
         migrate = MIGRATIONS.get(target)
         if migrate is None:
-            raise LedgerError(f"ledger {where} has schema version {version}; no migration to "
-                              f"version {target} exists (supported: {SCHEMA_VERSION})")
+            raise LedgerError(
+                f"ledger {where} has schema version {version}; no migration to "
+                f"version {target} exists (supported: {SCHEMA_VERSION})"
+            )
         migrate(db)
         db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(target),))

@@ -15,13 +15,36 @@ from typing import TypeVar
 
 from .postgres_fast import FLOAT8, INT8, TEXT, positional
 from .postgres_schema import NOW
-from .states import (ATTEMPT_TRANSITIONS, TASK_TRANSITIONS, AttemptState, BackfillState,
-                     TaskState, sources)
+from .states import (
+    ATTEMPT_TRANSITIONS,
+    TASK_TRANSITIONS,
+    AttemptState,
+    BackfillState,
+    TaskState,
+    sources,
+)
 
-__all__ = ["AUDIT_RECORDED", "CLAIM", "CLAIMED_BY_TOKEN", "CLAIM_ONE", "COPY_DEPS", "COPY_TASKS",
-           "DROP_DEAD", "FINISH_PARAMS", "FINISH_TYPES", "INSERT_AUDIT", "INSERT_BACKFILL", "INSERT_PUBLICATION",
-           "PUBLICATION_RECORDED", "RENEW", "RESET_FAILED", "TASK_COLUMNS", "WAITING_DEPS",
-           "finish", "move_backfill"]
+__all__ = [
+    "AUDIT_RECORDED",
+    "CLAIM",
+    "CLAIMED_BY_TOKEN",
+    "CLAIM_ONE",
+    "COPY_DEPS",
+    "COPY_TASKS",
+    "DROP_DEAD",
+    "FINISH_PARAMS",
+    "FINISH_TYPES",
+    "INSERT_AUDIT",
+    "INSERT_BACKFILL",
+    "INSERT_PUBLICATION",
+    "PUBLICATION_RECORDED",
+    "RENEW",
+    "RESET_FAILED",
+    "TASK_COLUMNS",
+    "WAITING_DEPS",
+    "finish",
+    "move_backfill",
+]
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -33,8 +56,10 @@ def _in(states: Iterable[E]) -> str:
 
 
 T, A = TaskState, AttemptState
-TASK_COLUMNS = ('task_id, model, start, "end", label, partitions, wave, status, attempts, '
-                "rows_written, fingerprint, error")
+TASK_COLUMNS = (
+    'task_id, model, start, "end", label, partitions, wave, status, attempts, '
+    "rows_written, fingerprint, error"
+)
 
 INSERT_BACKFILL = f"""
 INSERT INTO backfills (id, project, project_root, selection, exclude, start, "end", as_of, reason,
@@ -44,8 +69,10 @@ VALUES (%(id)s, %(project)s, %(project_root)s, %(selection)s, %(exclude)s, %(sta
     %(status)s, {NOW}, %(options)s)
 ON CONFLICT (id) DO NOTHING RETURNING id""".encode()
 
-COPY_TASKS = ('COPY tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '
-              "status) FROM STDIN").encode()
+COPY_TASKS = (
+    'COPY tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '
+    "status) FROM STDIN"
+).encode()
 COPY_DEPS = b"COPY task_deps (backfill_id, task_id, dep_id) FROM STDIN"
 
 
@@ -53,8 +80,10 @@ def move_backfill(finished: str) -> bytes:
     """Moves a backfill (params: target, id, the states it may move from); ``finished``:
     :func:`~.states.finished_stamp`."""
     stamp = {"now": NOW, "clear": "NULL", "keep": "finished_at"}[finished]
-    return (f"UPDATE backfills SET status = %s, updated_at = {NOW}, finished_at = {stamp} "
-            "WHERE id = %s AND status = ANY(%s)").encode()
+    return (
+        f"UPDATE backfills SET status = %s, updated_at = {NOW}, finished_at = {stamp} "
+        "WHERE id = %s AND status = ANY(%s)"
+    ).encode()
 
 
 # Leases of gone workers: expired by the database's clock, or held by dead processes of this host
@@ -132,19 +161,51 @@ SELECT p.task_id, p.model, p.label, p.status FROM task_deps d JOIN tasks p
 WHERE d.backfill_id = %s AND d.task_id = %s AND p.status <> '{T.DONE.value}'
 ORDER BY p.task_id""".encode()
 
-RENEW = (b"UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
-         b"WHERE backfill_id = %s AND worker = %s AND task_id = ANY(%s)")
+RENEW = (
+    b"UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+    b"WHERE backfill_id = %s AND worker = %s AND task_id = ANY(%s)"
+)
 
-RESET_FAILED = (f"UPDATE tasks SET status = '{T.PENDING.value}', attempts = 0, not_before = 0 "
-                f"WHERE backfill_id = %s AND status IN "
-                f"{_in(sources(TASK_TRANSITIONS, T.PENDING, among=[T.FAILED]))}").encode()
+RESET_FAILED = (
+    f"UPDATE tasks SET status = '{T.PENDING.value}', attempts = 0, not_before = 0 "
+    f"WHERE backfill_id = %s AND status IN "
+    f"{_in(sources(TASK_TRANSITIONS, T.PENDING, among=[T.FAILED]))}"
+).encode()
 
 
 #: the parameters of :func:`finish`'s statement, in the order of its ``$n`` placeholders
-FINISH_PARAMS = ("b", "t", "w", "a", "ended", "secs", "rows", "del", "fp", "err", "retry",
-                 "target", "late", "bug")
-FINISH_TYPES = (TEXT, INT8, TEXT, INT8, TEXT, FLOAT8, INT8, INT8, TEXT, TEXT, FLOAT8, TEXT, TEXT,
-                TEXT)
+FINISH_PARAMS = (
+    "b",
+    "t",
+    "w",
+    "a",
+    "ended",
+    "secs",
+    "rows",
+    "del",
+    "fp",
+    "err",
+    "retry",
+    "target",
+    "late",
+    "bug",
+)
+FINISH_TYPES = (
+    TEXT,
+    INT8,
+    TEXT,
+    INT8,
+    TEXT,
+    FLOAT8,
+    INT8,
+    INT8,
+    TEXT,
+    TEXT,
+    FLOAT8,
+    TEXT,
+    TEXT,
+    TEXT,
+)
 
 
 @functools.cache
@@ -153,10 +214,11 @@ def finish(target: TaskState) -> tuple[bytes, bytes]:
     :data:`FINISH_PARAMS`, as ``$n``). Lands only if the attempt still holds the task's lease;
     otherwise only notes the late report on the abandoned attempt. Returns one row: 1 when it
     held the lease, else 0. Built once per target: it runs once per task."""
-    sets = {T.DONE: f"rows_written = %(rows)s, fingerprint = %(fp)s, finished_at = {NOW}, "
-                    "error = NULL",
-            T.PENDING: "not_before = %(retry)s, error = %(err)s",
-            T.FAILED: f"error = %(err)s, finished_at = {NOW}"}[target]
+    sets = {
+        T.DONE: f"rows_written = %(rows)s, fingerprint = %(fp)s, finished_at = {NOW}, error = NULL",
+        T.PENDING: "not_before = %(retry)s, error = %(err)s",
+        T.FAILED: f"error = %(err)s, finished_at = {NOW}",
+    }[target]
     ended = sources(ATTEMPT_TRANSITIONS, A.DONE)  # the same sources for DONE and FAILED
     sql = f"""
 WITH held AS (
@@ -181,11 +243,18 @@ SELECT CASE WHEN (SELECT count(*) FROM held) = 0 THEN 0
     return f"backfill_finish_{target.value}".encode(), positional(sql.encode(), FINISH_PARAMS)
 
 
-INSERT_AUDIT = (b"INSERT INTO audits (backfill_id, model, created_at, created_by, passed, "
-                b"published_fingerprints, result) VALUES (%s, %s, %s, %s, %s, %s, %s)")
-AUDIT_RECORDED = (b"SELECT 1 FROM audits WHERE backfill_id = %s AND "
-                  b"result::jsonb ->> 'audit_id' = %s LIMIT 1")
-INSERT_PUBLICATION = (b"INSERT INTO publications (backfill_id, published_at, published_by, note, "
-                      b"forced_reason, models) VALUES (%s, %s, %s, %s, %s, %s)")
-PUBLICATION_RECORDED = (b"SELECT 1 FROM publications WHERE backfill_id = %s AND "
-                        b"models::jsonb ->> 'publication_id' = %s LIMIT 1")
+INSERT_AUDIT = (
+    b"INSERT INTO audits (backfill_id, model, created_at, created_by, passed, "
+    b"published_fingerprints, result) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
+AUDIT_RECORDED = (
+    b"SELECT 1 FROM audits WHERE backfill_id = %s AND result::jsonb ->> 'audit_id' = %s LIMIT 1"
+)
+INSERT_PUBLICATION = (
+    b"INSERT INTO publications (backfill_id, published_at, published_by, note, "
+    b"forced_reason, models) VALUES (%s, %s, %s, %s, %s, %s)"
+)
+PUBLICATION_RECORDED = (
+    b"SELECT 1 FROM publications WHERE backfill_id = %s AND "
+    b"models::jsonb ->> 'publication_id' = %s LIMIT 1"
+)

@@ -18,20 +18,57 @@ from typing import Any
 
 from ...errors import BackfillError, ConflictError, InvalidInputError
 
-__all__ = ["AUDIT_KEYS", "BACKFILL_KEYS", "BackfillCancelledError", "BackfillExistsError",
-           "BackfillHeldError", "BackfillPausedError", "Claim", "LedgerError",
-           "PUBLICATION_KEYS", "TASK_KEYS", "TaskBusyError", "TaskRow", "check_backfill_input",
-           "iso_utc", "new_worker_id", "require_keys", "task_row", "utcnow", "worker_dead"]
+__all__ = [
+    "AUDIT_KEYS",
+    "BACKFILL_KEYS",
+    "BackfillCancelledError",
+    "BackfillExistsError",
+    "BackfillHeldError",
+    "BackfillPausedError",
+    "Claim",
+    "LedgerError",
+    "PUBLICATION_KEYS",
+    "TASK_KEYS",
+    "TaskBusyError",
+    "TaskRow",
+    "check_backfill_input",
+    "iso_utc",
+    "new_worker_id",
+    "require_keys",
+    "task_row",
+    "utcnow",
+    "worker_dead",
+]
 
 # What the protocol's mappings carry (see LedgerBackend); every backend checks them alike.
-BACKFILL_KEYS = ("id", "project", "project_root", "selection", "exclude", "start", "end",
-                 "as_of", "reason", "mode", "engine", "plan", "models", "created_by")
+BACKFILL_KEYS = (
+    "id",
+    "project",
+    "project_root",
+    "selection",
+    "exclude",
+    "start",
+    "end",
+    "as_of",
+    "reason",
+    "mode",
+    "engine",
+    "plan",
+    "models",
+    "created_by",
+)
 #: optional in a backfill record: run options (JSON text: windows, budget, costs) or None
 OPTIONAL_BACKFILL_KEYS = ("options",)
 TASK_KEYS = ("task_id", "model", "start", "end", "label", "partitions", "wave", "depends_on")
 AUDIT_KEYS = ("model", "passed", "published_fingerprints", "result")
-PUBLICATION_KEYS = ("publication_id", "published_at", "published_by", "note", "forced_reason",
-                    "models")
+PUBLICATION_KEYS = (
+    "publication_id",
+    "published_at",
+    "published_by",
+    "note",
+    "forced_reason",
+    "models",
+)
 
 
 class LedgerError(BackfillError):
@@ -93,10 +130,25 @@ def task_row(r: Sequence[Any], deps: Sequence[int] = ()) -> TaskRow:
     """A :class:`TaskRow` from the stored columns ``task_id, model, start, end, label,
     partitions, wave, status, attempts, rows_written, fingerprint, error`` (bounds as ISO
     text), in that order."""
+
     def ts(value: str | None) -> dt.datetime | None:
         return None if value is None else dt.datetime.fromisoformat(value)
-    return TaskRow(r[0], r[1], ts(r[2]), ts(r[3]), r[4], r[5], r[6], r[7], r[8], r[9], r[10],
-                   r[11], tuple(sorted(deps)))
+
+    return TaskRow(
+        r[0],
+        r[1],
+        ts(r[2]),
+        ts(r[3]),
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+        r[11],
+        tuple(sorted(deps)),
+    )
 
 
 def utcnow() -> str:
@@ -130,8 +182,9 @@ def require_keys(mapping: Mapping[str, Any], keys: Sequence[str], what: str) -> 
     than as a database binding error)."""
     missing = [k for k in keys if k not in mapping]
     if missing:
-        raise InvalidInputError(f"{what} lacks {', '.join(missing)} (expected keys: "
-                                f"{', '.join(keys)})")
+        raise InvalidInputError(
+            f"{what} lacks {', '.join(missing)} (expected keys: {', '.join(keys)})"
+        )
 
 
 def check_backfill_input(record: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]]) -> None:
@@ -142,13 +195,17 @@ def check_backfill_input(record: Mapping[str, Any], tasks: Sequence[Mapping[str,
     for t in tasks:
         require_keys(t, TASK_KEYS, f"task {t.get('task_id')!r} of backfill {record['id']}")
         if t["task_id"] in ids:
-            raise InvalidInputError(f"backfill {record['id']}: task id {t['task_id']!r} appears "
-                                    "twice; expected unique task ids")
+            raise InvalidInputError(
+                f"backfill {record['id']}: task id {t['task_id']!r} appears "
+                "twice; expected unique task ids"
+            )
         ids.add(t["task_id"])
     unknown = sorted({d for t in tasks for d in t["depends_on"] if d not in ids})
     if unknown:
-        raise InvalidInputError(f"backfill {record['id']}: tasks depend on task ids {unknown} "
-                                "that are not among its tasks")
+        raise InvalidInputError(
+            f"backfill {record['id']}: tasks depend on task ids {unknown} "
+            "that are not among its tasks"
+        )
 
 
 def iso_utc(value: object) -> str | None:

@@ -21,8 +21,17 @@ __all__ = ["OFFSET_RESET_KEYS", "PostgresReplayRecords", "SqliteReplayRecords", 
 
 #: The columns of one offset reset (``offsets_old``/``offsets_new``: JSON partition -> offset;
 #: ``undoes``: the reset_id this one restored, or None).
-OFFSET_RESET_KEYS = ("reset_id", "group_id", "topic", "created_at", "created_by", "target",
-                     "offsets_old", "offsets_new", "undoes")
+OFFSET_RESET_KEYS = (
+    "reset_id",
+    "group_id",
+    "topic",
+    "created_at",
+    "created_by",
+    "target",
+    "offsets_old",
+    "offsets_new",
+    "undoes",
+)
 
 V4_SQL = """
 ALTER TABLE attempts ADD COLUMN detail TEXT;
@@ -41,11 +50,15 @@ CREATE INDEX IF NOT EXISTS offset_resets_group ON offset_resets (group_id, topic
 """
 
 _DETAIL = "UPDATE attempts SET detail = {p} WHERE backfill_id = {p} AND id = {p}"
-_INSERT = (f"INSERT INTO offset_resets ({', '.join(OFFSET_RESET_KEYS)}) VALUES "
-           f"({', '.join(['{p}'] * len(OFFSET_RESET_KEYS))}) ON CONFLICT (reset_id) DO NOTHING")
+_INSERT = (
+    f"INSERT INTO offset_resets ({', '.join(OFFSET_RESET_KEYS)}) VALUES "
+    f"({', '.join(['{p}'] * len(OFFSET_RESET_KEYS))}) ON CONFLICT (reset_id) DO NOTHING"
+)
 # The cast types the parameter: Postgres cannot infer the type of a bare ``$2 IS NULL``.
-_SELECT = ("SELECT * FROM offset_resets WHERE group_id = {p} AND "
-           "(CAST({p} AS TEXT) IS NULL OR topic = {p}) ORDER BY created_at, reset_id")
+_SELECT = (
+    "SELECT * FROM offset_resets WHERE group_id = {p} AND "
+    "(CAST({p} AS TEXT) IS NULL OR topic = {p}) ORDER BY created_at, reset_id"
+)
 
 
 class _ReplayRecords:
@@ -61,8 +74,11 @@ class _ReplayRecords:
     def record_attempt_detail(self, backfill_id: str, attempt_id: int, detail: str) -> None:
         """Keeps ``detail`` (JSON text: what a landing attempt read) with the attempt (a later
         call replaces it); NotFoundError when the backfill has no such attempt."""
-        changed = self._write(_DETAIL.format(p=self._placeholder),
-                              (detail, backfill_id, attempt_id), "recording an attempt's detail")
+        changed = self._write(
+            _DETAIL.format(p=self._placeholder),
+            (detail, backfill_id, attempt_id),
+            "recording an attempt's detail",
+        )
         if not changed:
             raise NotFoundError(f"backfill {backfill_id!r} has no attempt {attempt_id}")
 
@@ -70,13 +86,17 @@ class _ReplayRecords:
         """Records one consumer group offset reset (:data:`OFFSET_RESET_KEYS`); recording the
         same ``reset_id`` again changes nothing."""
         require_keys(record, OFFSET_RESET_KEYS, "offset reset")
-        self._write(_INSERT.format(p=self._placeholder),
-                    tuple(record[k] for k in OFFSET_RESET_KEYS), "recording an offset reset")
+        self._write(
+            _INSERT.format(p=self._placeholder),
+            tuple(record[k] for k in OFFSET_RESET_KEYS),
+            "recording an offset reset",
+        )
 
     def offset_resets(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
         """The group's offset resets (of one topic, or all), oldest first."""
-        return self._read(_SELECT.format(p=self._placeholder), (group, topic, topic),
-                          "reading offset resets")
+        return self._read(
+            _SELECT.format(p=self._placeholder), (group, topic, topic), "reading offset resets"
+        )
 
 
 class SqliteReplayRecords(_ReplayRecords):
@@ -109,6 +129,7 @@ class PostgresReplayRecords(_ReplayRecords):
         def run(db: Any, _: bool) -> int:  # both statements are safe to run again
             with db.transaction():
                 return int(db.execute(sql.encode(), params).rowcount)
+
         return int(self._do(what, run))
 
     def _read(self, sql: str, params: tuple[Any, ...], what: str) -> list[dict[str, Any]]:

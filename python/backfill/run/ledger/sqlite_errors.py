@@ -24,10 +24,12 @@ class _HasPath(Protocol):
 S = TypeVar("S", bound=_HasPath)
 
 
-def storage_errors(what: str) -> Callable[[Callable[Concatenate[S, P], R]],
-                                          Callable[Concatenate[S, P], R]]:
+def storage_errors(
+    what: str,
+) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
     """Turns ``sqlite3`` errors of the decorated method into :class:`LedgerError` saying which
     ledger and what failed (callers handle the project's errors, not a driver's)."""
+
     def wrap(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
         def guarded(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
             try:
@@ -40,12 +42,18 @@ def storage_errors(what: str) -> Callable[[Callable[Concatenate[S, P], R]],
                         "in its ledger, so it must be writable (SQLite also writes "
                         f"{self.path.name}-wal and -shm beside it). Make it writable (or pass "
                         "--ledger to another), then run the command again; nothing was changed "
-                        f"(SQLite said: {exc})") from exc
-                hint = (" (another process held the ledger longer than the busy timeout)"
-                        if "locked" in str(exc) or "busy" in str(exc) else "")
+                        f"(SQLite said: {exc})"
+                    ) from exc
+                hint = (
+                    " (another process held the ledger longer than the busy timeout)"
+                    if "locked" in str(exc) or "busy" in str(exc)
+                    else ""
+                )
                 raise LedgerError(f"ledger {self.path}: {what} failed: {exc}{hint}") from exc
+
         functools.update_wrapper(guarded, fn)
         return guarded
+
     return wrap
 
 

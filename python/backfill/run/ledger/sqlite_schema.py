@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .records import LedgerError
-from .states import (V1_BACKFILL_STATES, V3_BACKFILL_STATES, AttemptState, BackfillState,
-                     TaskState)
+from .states import V1_BACKFILL_STATES, V3_BACKFILL_STATES, AttemptState, BackfillState, TaskState
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "V1_TABLES", "V3_COLUMNS", "prepare", "stored_version"]
 
@@ -26,14 +25,21 @@ SCHEMA_VERSION = 6
 def _v2(db: sqlite3.Connection) -> None:
     """Version 2: a partial index of the ready tasks (a claim scans only pending tasks, not the
     done ones of a long backfill) and one of lease expiries (dropping dead leases)."""
-    db.execute("CREATE INDEX IF NOT EXISTS tasks_ready ON tasks (backfill_id, wave, task_id) "
-               "WHERE status = 'pending'")
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS tasks_ready ON tasks (backfill_id, wave, task_id) "
+        "WHERE status = 'pending'"
+    )
     db.execute("CREATE INDEX IF NOT EXISTS leases_expiry ON leases (backfill_id, expires_at)")
 
 
 #: What version 3 adds to ``backfills``: the pause hold, the cancellation, the run options.
-V3_COLUMNS = ("paused_at TEXT", "paused_by TEXT", "cancelled_by TEXT", "cancel_reason TEXT",
-              "options TEXT")
+V3_COLUMNS = (
+    "paused_at TEXT",
+    "paused_by TEXT",
+    "cancelled_by TEXT",
+    "cancel_reason TEXT",
+    "options TEXT",
+)
 
 
 def _v3(db: sqlite3.Connection) -> None:
@@ -70,8 +76,9 @@ def _v5(db: sqlite3.Connection) -> None:
     """Version 5: backfills may be ``interrupted`` (a runner stopped by SIGINT or SIGTERM
     before the end; a new state in the status CHECK). The table is rebuilt as in :func:`_v3`,
     from its stored definition with only the CHECK's list of states changed."""
-    (ddl,) = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND "
-                        "name = 'backfills'").fetchone()
+    (ddl,) = db.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'backfills'"
+    ).fetchone()
     old_check, new_check = _values_text(V3_BACKFILL_STATES), _values(BackfillState)
     if old_check not in ddl:  # pragma: no cover - every v4 file has it
         raise LedgerError("the backfills table lacks the version 4 status CHECK; cannot migrate")
@@ -92,7 +99,13 @@ def _v6(db: sqlite3.Connection) -> None:
 #: version -> the function that moves a ledger of ``version - 1`` to ``version`` (inside the
 #: opening transaction). A new file is version 1's tables plus every migration, so a new and a
 #: migrated ledger cannot differ.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    2: _v2,
+    3: _v3,
+    4: _v4,
+    5: _v5,
+    6: _v6,
+}
 
 
 def _values(states: Iterable[BackfillState | TaskState | AttemptState]) -> str:
@@ -201,16 +214,20 @@ CREATE TABLE IF NOT EXISTS publications (
 
 def stored_version(db: sqlite3.Connection, path: Path) -> int | None:
     """The file's schema version; None for a new (empty) file."""
-    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-                  ).fetchone() is None:
+    if (
+        db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+        is None
+    ):
         return None
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     if row is None:
         return None
     text = str(row[0])
     if not text.isdigit():
-        raise LedgerError(f"ledger {path}: schema_version {text!r} is not a version number; "
-                          "is this a backfill ledger?")
+        raise LedgerError(
+            f"ledger {path}: schema_version {text!r} is not a version number; "
+            "is this a backfill ledger?"
+        )
     return int(text)
 
 
@@ -219,10 +236,12 @@ def prepare(db: sqlite3.Connection, path: Path) -> None:
     transaction so that concurrent openers do it once."""
     version = stored_version(db, path)
     if version is not None and version > SCHEMA_VERSION:
-        raise LedgerError(f"ledger {path} has schema version {version}, newer than the version "
-                          f"{SCHEMA_VERSION} this backfill supports: a newer backfill wrote it. "
-                          "Upgrade backfill (pip install -U backfill) to use it; it was left "
-                          "unchanged")
+        raise LedgerError(
+            f"ledger {path} has schema version {version}, newer than the version "
+            f"{SCHEMA_VERSION} this backfill supports: a newer backfill wrote it. "
+            "Upgrade backfill (pip install -U backfill) to use it; it was left "
+            "unchanged"
+        )
     if version is None:
         for statement in V1_TABLES.split(";"):  # no ';' inside a statement
             db.execute(statement)
@@ -231,7 +250,9 @@ def prepare(db: sqlite3.Connection, path: Path) -> None:
     for target in range(version + 1, SCHEMA_VERSION + 1):
         migrate = MIGRATIONS.get(target)
         if migrate is None:
-            raise LedgerError(f"ledger {path} has schema version {version}; no migration to "
-                              f"version {target} exists (supported: {SCHEMA_VERSION})")
+            raise LedgerError(
+                f"ledger {path} has schema version {version}; no migration to "
+                f"version {target} exists (supported: {SCHEMA_VERSION})"
+            )
         migrate(db)
         db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(target),))

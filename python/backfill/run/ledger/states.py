@@ -48,11 +48,26 @@ from typing import TypeVar
 
 from ...errors import ConflictError, InvalidInputError
 
-__all__ = ["ATTEMPT_TRANSITIONS", "AttemptState", "BACKFILL_TRANSITIONS", "BackfillState",
-           "IllegalTransitionError", "PAUSABLE", "TASK_TRANSITIONS", "TaskState",
-           "V1_BACKFILL_STATES", "V3_BACKFILL_STATES", "allowed_from",
-           "check_backfill_transition", "check_pausable", "check_settable", "finished_stamp", "refused_backfill_move", "set_status_target",
-           "sources"]
+__all__ = [
+    "ATTEMPT_TRANSITIONS",
+    "AttemptState",
+    "BACKFILL_TRANSITIONS",
+    "BackfillState",
+    "IllegalTransitionError",
+    "PAUSABLE",
+    "TASK_TRANSITIONS",
+    "TaskState",
+    "V1_BACKFILL_STATES",
+    "V3_BACKFILL_STATES",
+    "allowed_from",
+    "check_backfill_transition",
+    "check_pausable",
+    "check_settable",
+    "finished_stamp",
+    "refused_backfill_move",
+    "set_status_target",
+    "sources",
+]
 
 S = TypeVar("S", bound=enum.Enum)
 
@@ -142,8 +157,9 @@ class IllegalTransitionError(ConflictError):
     """A state change the lifecycle does not allow (e.g. running a published backfill)."""
 
 
-def sources(table: Mapping[S, frozenset[S]], target: S,
-            among: Iterable[S] | None = None) -> list[S]:
+def sources(
+    table: Mapping[S, frozenset[S]], target: S, among: Iterable[S] | None = None
+) -> list[S]:
     """The states that may move to ``target`` in ``table`` (not ``target`` itself), restricted
     to ``among`` when given: what a guarded ``UPDATE ... WHERE status IN (...)`` lists.
 
@@ -152,8 +168,10 @@ def sources(table: Mapping[S, frozenset[S]], target: S,
     wanted = None if among is None else set(among)
     found = [s for s, nxt in table.items() if target in nxt and (wanted is None or s in wanted)]
     if not found:
-        raise ValueError(f"no transition to {target.value!r} from "
-                         f"{sorted(s.value for s in wanted) if wanted else 'any state'}")
+        raise ValueError(
+            f"no transition to {target.value!r} from "
+            f"{sorted(s.value for s in wanted) if wanted else 'any state'}"
+        )
     return found
 
 
@@ -171,13 +189,16 @@ def check_pausable(backfill_id: str, current: str, paused: bool, pause: bool) ->
     if pause and cur not in PAUSABLE:
         raise IllegalTransitionError(
             f"backfill {backfill_id} is {cur}; only a pending, running, interrupted or failed "
-            "backfill can be paused (nothing of it would run anyway)")
+            "backfill can be paused (nothing of it would run anyway)"
+        )
     if pause and paused:
         raise IllegalTransitionError(f"backfill {backfill_id} is paused already")
     if not pause and not paused:
-        raise IllegalTransitionError(f"backfill {backfill_id} is {cur}, not paused; nothing to "
-                                     "resume (to run what is left: backfill run --resume "
-                                     f"{backfill_id})")
+        raise IllegalTransitionError(
+            f"backfill {backfill_id} is {cur}, not paused; nothing to "
+            "resume (to run what is left: backfill run --resume "
+            f"{backfill_id})"
+        )
 
 
 def check_backfill_transition(backfill_id: str, current: str, target: str) -> None:
@@ -186,20 +207,24 @@ def check_backfill_transition(backfill_id: str, current: str, target: str) -> No
     if cur != new and new not in BACKFILL_TRANSITIONS[cur]:
         raise IllegalTransitionError(
             f"backfill {backfill_id} is {cur}; it cannot become {new} (from {cur} it may "
-            f"become {', '.join(sorted(s.value for s in BACKFILL_TRANSITIONS[cur])) or 'nothing'})")
+            f"become {', '.join(sorted(s.value for s in BACKFILL_TRANSITIONS[cur])) or 'nothing'})"
+        )
 
 
 def check_settable(backfill_id: str, target: BackfillState) -> None:
     """Publishing and cancelling record more than a status: their own methods do them."""
     if target in (BackfillState.PUBLISHED, BackfillState.CANCELLED):
         how = "record_publication" if target is BackfillState.PUBLISHED else "cancel"
-        raise InvalidInputError(f"backfill {backfill_id}: {target.value} only through {how} "
-                                f"(it records the {'publication' if how != 'cancel' else 'reason'}"
-                                " with the status)")
+        raise InvalidInputError(
+            f"backfill {backfill_id}: {target.value} only through {how} "
+            f"(it records the {'publication' if how != 'cancel' else 'reason'}"
+            " with the status)"
+        )
 
 
 # What ``set_status`` and ``record_publication`` decide before and after their guarded UPDATE,
 # shared by every backend so they cannot drift apart: the backend only runs the UPDATE.
+
 
 def set_status_target(backfill_id: str, status: BackfillState | str) -> BackfillState:
     """The state ``set_status(backfill_id, status)`` moves to; InvalidInputError for an unknown
@@ -209,8 +234,10 @@ def set_status_target(backfill_id: str, status: BackfillState | str) -> Backfill
     try:
         target = BackfillState(status)
     except ValueError:
-        raise InvalidInputError(f"backfill status {status!r}: expected one of "
-                                f"{', '.join(s.value for s in BackfillState)}") from None
+        raise InvalidInputError(
+            f"backfill status {status!r}: expected one of "
+            f"{', '.join(s.value for s in BackfillState)}"
+        ) from None
     check_settable(backfill_id, target)
     return target
 
@@ -224,8 +251,9 @@ def finished_stamp(target: BackfillState, finished: bool) -> str:
     return "clear" if target in (BackfillState.PENDING, BackfillState.RUNNING) else "keep"
 
 
-def refused_backfill_move(backfill_id: str, current: str, target: BackfillState,
-                          stay_ok: bool) -> None:
+def refused_backfill_move(
+    backfill_id: str, current: str, target: BackfillState, stay_ok: bool
+) -> None:
     """Called when the guarded UPDATE to ``target`` changed no row while the backfill is
     ``current``: returns when that is a no-op (staying in a final state, ``stay_ok``), else
     raises :class:`IllegalTransitionError` naming the move."""
