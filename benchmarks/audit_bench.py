@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import scale_fact  # noqa: E402
+import scale_fact
 
 TARGET_RATIO = 5.0
 TARGET_RSS_MB = 2048.0

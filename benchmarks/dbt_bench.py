@@ -33,9 +33,9 @@ from pathlib import Path
 import duckdb
 
 import backfill
+from backfill.examples import dbt_shop
 from backfill.integrations.dbt.invoke import invoke
 from backfill.integrations.dbt.profile import GENERATED_TARGET, read_profile, write_profile
-from backfill.examples import dbt_shop
 
 SELECT = "fct_daily_sales+"
 

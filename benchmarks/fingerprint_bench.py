@@ -22,7 +22,7 @@ import pyarrow as pa
 import backfill
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from diff_bench import make_tables, table_bytes  # noqa: E402
+from diff_bench import make_tables, table_bytes
 
 
 def median_time(fn: Callable[[], object], repeat: int) -> float:

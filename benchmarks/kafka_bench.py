@@ -44,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import backfill
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from kafka_support import KafkaBroker  # noqa: E402
+from kafka_support import KafkaBroker
 
 UTC = dt.timezone.utc
 DAY = dt.datetime(2026, 11, 2, tzinfo=UTC)

@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import backfill  # noqa: E402
-from plan_reference import plan_reference  # noqa: E402
+import backfill
+from plan_reference import plan_reference
 
 UTC = dt.timezone.utc
 START = dt.datetime(2023, 1, 1, tzinfo=UTC)

@@ -35,8 +35,8 @@ from backfill.examples import shop
 from backfill.examples.shop import postgres as shop_pg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from pg_engine_support import ensure_entry_point  # noqa: E402
-from pg_support import PgServer  # noqa: E402
+from pg_engine_support import ensure_entry_point
+from pg_support import PgServer
 
 AS_OF = "2026-12-01"
 SELECT, START, END = "fct_daily_sales+", "2026-08-01", "2026-10-29"

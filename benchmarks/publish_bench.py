@@ -48,11 +48,10 @@ import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import run_bench  # noqa: E402
-import scale_fact  # noqa: E402
-
-import backfill  # noqa: E402
-from backfill.engines.duckdb.engine import DuckDBEngine  # noqa: E402
+import backfill
+import run_bench
+import scale_fact
+from backfill.engines.duckdb.engine import DuckDBEngine
 
 TARGET = 1.5
 PUB = f'main."{scale_fact.MODEL}"'

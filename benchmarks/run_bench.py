@@ -50,10 +50,9 @@ import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import scale_fact  # noqa: E402
-
-import backfill  # noqa: E402
-from backfill.engines import PUBLISHED  # noqa: E402
+import backfill
+import scale_fact
+from backfill.engines import PUBLISHED
 
 RATIO_TARGET, OVERHEAD_TARGET_MS = 1.3, 10.0
 EMPTY_START, EMPTY_END = "2026-01-01", "2026-04-01"  # 90 days after the raw data ends

@@ -42,8 +42,9 @@ from .run.ledger import Ledger, LedgerBackend, open_ledger
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
-    "AuditReport",
+    "GRAINS",
     "ArrowTable",
+    "AuditReport",
     "Backfill",
     "BackfillError",
     "BackfillStatus",
@@ -59,7 +60,6 @@ __all__ = [
     "EstimateReport",
     "Finding",
     "Fingerprint",
-    "GRAINS",
     "GateResult",
     "InvalidInputError",
     "Ledger",

@@ -157,7 +157,7 @@ def typed(value: Any, label: str | None) -> Number | None:
         return None
     if label == INTEGER:
         return int(value)
-    if label == FLOAT or label is None and isinstance(value, float):
+    if label == FLOAT or (label is None and isinstance(value, float)):
         return float(value)
     d = value if isinstance(value, Decimal) else Decimal(str(value))
     if label and label.startswith("decimal(") and "," in label:

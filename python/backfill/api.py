@@ -14,10 +14,10 @@ Project formats besides ``backfill.yml`` are plugins: entry points of the group
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ._extras import extra_required
 from .audit import AuditReport, audit_backfill

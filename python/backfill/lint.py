@@ -83,7 +83,7 @@ RULES: Mapping[str, str] = {
 }
 _HTML_MAX_ROWS = 500
 
-IgnoreSpec = Union[Mapping[str, str], Iterable[Union[str, tuple[str, str]]], str, None]
+IgnoreSpec = Union[Mapping[str, str], Iterable[str | tuple[str, str]], str, None]
 
 
 @dataclass(frozen=True)

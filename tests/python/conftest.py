@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hypothesis import HealthCheck, settings
+
 from notify_support import Mailbox, Receiver, http_receiver, smtp_receiver
 
 # CI runs are reproducible (derandomized); local runs explore new examples each time.

@@ -36,7 +36,7 @@ def http_receiver() -> Iterator[Receiver]:
     rec = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             with rec.lock:
                 rec.posts.append((self.path, json.loads(body)))
@@ -79,7 +79,7 @@ def smtp_receiver() -> Iterator[Mailbox]:
     box = Mailbox(port=free_port())
 
     class Handler:
-        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
             box.messages.append(
                 (
                     envelope.mail_from,

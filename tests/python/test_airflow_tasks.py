@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 
 import backfill
-from backfill.run.ledger import OverlapError
 from backfill.engines import TaskFailure
 from backfill.errors import ConflictError, InvalidInputError, NotFoundError
 from backfill.examples import shop
 from backfill.integrations import airflow as bfa
-from backfill.run.ledger import Ledger
-from backfill.run.ledger import LedgerBackend, open_ledger
+from backfill.run.ledger import Ledger, LedgerBackend, OverlapError, open_ledger
 from shop_support import AS_OF, copy_built, query
 
 SELECT, START, END = "fct_daily_sales+", "2026-07-30", "2026-08-03"

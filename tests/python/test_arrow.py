@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import datetime as dt
 import decimal
+import importlib
 import zoneinfo
 
 import pyarrow as pa

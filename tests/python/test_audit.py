@@ -16,13 +16,12 @@ import duckdb
 import pytest
 
 import backfill
-from backfill.audit import AuditReport, Version, choose_key
-from backfill.engines import PUBLISHED
 from backfill import estimate
-from backfill.audit import check_run_twice
+from backfill.audit import AuditReport, Version, check_run_twice, choose_key
+from backfill.audit.gates import ModelFacts, evaluate, parse_gates
+from backfill.engines import PUBLISHED
 from backfill.engines.duckdb import audit_schema
 from backfill.examples import shop
-from backfill.audit.gates import ModelFacts, evaluate, parse_gates
 from shop_support import AS_OF, cli, copy_built, query
 
 D = dt.date

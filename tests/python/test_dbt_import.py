@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import backfill
+from backfill.errors import NotFoundError
+from backfill.examples import dbt_shop
 from backfill.integrations.dbt import DbtError
 from backfill.integrations.dbt.manifest import manifest_is_stale, parse_manifest
 from backfill.integrations.dbt.mapping import project_from_manifest
-from backfill.errors import NotFoundError
-from backfill.examples import dbt_shop
 from dbt_support import AS_OF
 
 

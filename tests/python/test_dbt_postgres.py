@@ -171,7 +171,7 @@ def test_a_backfill_through_dbt_postgres_publishes_what_dbt_builds(
     pub = bf.publish("revenue from 1 August about 2% lower")
     assert sorted(pub.models) == sorted(BACKFILLED)
     # every table equals dbt's build of the fixed project; audit and work schemas are gone
-    assert _differs(url, "main", "oracle") == {m: 0 for m in MODELS}
+    assert _differs(url, "main", "oracle") == dict.fromkeys(MODELS, 0)
     assert _schemas(url) == []
     assert p.changelog().publications()[0]["backfill_id"] == bf.id
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import datetime as dt
+import importlib
 import math
 import zoneinfo
 from typing import Any

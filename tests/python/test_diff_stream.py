@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import backfill
-from backfill.engines import PUBLISHED
 from backfill.audit.diff import DiffResult, DiffStream, diff_pairs
+from backfill.engines import PUBLISHED
 from diff_oracles import same_float, table_pairs
 
 

@@ -327,9 +327,8 @@ def test_postgres_arrow_connection_errors_vs_a_bug(
         PostgresConnectionError,
         match=r"cannot open an Arrow \(ADBC\) "
         r"connection to .*:\*\*\*@.*refused",
-    ):
-        with refused.arrow_cursor():
-            pass
+    ), refused.arrow_cursor():
+        pass
     missing = Database(pg_server.url("no_such_database"))
     with pytest.raises(PostgresConnectionError, match="no_such_database"):
         with missing.arrow_cursor():

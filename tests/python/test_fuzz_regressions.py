@@ -8,7 +8,6 @@ import pyarrow as pa
 import pytest
 
 from backfill._arrow import ArrowTable
-
 from backfill.errors import InvalidInputError
 from backfill.model.kafka import parse_duration as kafka_duration
 from backfill.windows import parse_duration

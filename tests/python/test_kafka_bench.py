@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import pytest
+
 from plan_helpers import ROOT
 
 pytest.importorskip("confluent_kafka")

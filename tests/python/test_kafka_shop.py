@@ -13,11 +13,11 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-import duckdb  # noqa: E402
+import duckdb
 
-import backfill  # noqa: E402
-from backfill.examples import shop  # noqa: E402
-from backfill.examples.shop import kafka as shop_kafka  # noqa: E402
+import backfill
+from backfill.examples import shop
+from backfill.examples.shop import kafka as shop_kafka
 
 START, END = dt.date(2026, 8, 2), dt.date(2026, 8, 5)
 

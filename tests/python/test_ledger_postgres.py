@@ -15,7 +15,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_support import _as_owner, free_port, pg_bindir
 
 import backfill
 import backfill.errors
@@ -23,6 +22,7 @@ from backfill.errors import InvalidInputError
 from backfill.run.ledger import LedgerError, ledger_for, open_ledger
 from backfill.run.ledger.postgres import PostgresLedger, mask_url
 from backfill.run.ledger.sqlite_schema import SCHEMA_VERSION
+from pg_support import _as_owner, free_port, pg_bindir
 
 LIVE, OTHER = "otherhost:1:live", "otherhost:2:other"
 
@@ -266,7 +266,7 @@ def test_many_first_opens_at_once_create_the_ledger_once(pg_server: Any) -> None
     def opener() -> None:
         try:
             open_ledger(url).close()
-        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=opener) for _ in range(8)]

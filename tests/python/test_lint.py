@@ -6,8 +6,8 @@ arbitrary text and bytes against an independent line/column oracle.
 
 from __future__ import annotations
 
-import importlib
 import bisect
+import importlib
 import json
 from pathlib import Path
 

@@ -10,8 +10,6 @@ network namespaces cannot be made (not root, no iproute2, a kernel without them)
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys

@@ -325,7 +325,7 @@ def test_changelog_formats(published: SimpleNamespace) -> None:
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     cells = Cells()
     cells.feed(page)
-    assert ["fct_daily_sales"] == [r[0] for r in cells.rows if r and r[3:5] == ["revenue", old]]
+    assert [r[0] for r in cells.rows if r and r[3:5] == ["revenue", old]] == ["fct_daily_sales"]
     [entry] = json.loads(out["json"].stdout)
     assert entry["kind"] == "publication" and entry["note"] == NOTE
     revenue = entry["models"]["fct_daily_sales"]["totals"]["revenue"]
@@ -408,7 +408,7 @@ def test_forward_records_the_decision_beside_the_cost_of_the_backfill(
     entry = log.publications()[0]
     assert entry["kind"] == "forward" and entry["note"] == note
     assert str(entry["models"]["fct_monthly_sales"]["period"][0])[:10] == "2026-12-01"
-    assert f"forward-only change of fct_monthly_sales by" in str(log)
+    assert "forward-only change of fct_monthly_sales by" in str(log)
     # consumers are told why history did not change, and so is OpenLineage
     [told] = web.bodies("/finance")[finance_before:]
     assert told["text"].startswith(

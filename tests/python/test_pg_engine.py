@@ -9,13 +9,13 @@ import re
 import subprocess
 import sys
 import threading
-import tomllib
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import tomllib
 
 import backfill
 from backfill.engines import PUBLISHED, Area, ColumnKind, TaskFailure
@@ -261,7 +261,7 @@ def test_concurrent_first_tasks_of_one_model_all_land(
     def task(d: int) -> None:
         try:
             engine.run_task(project, "ev_daily", day(d), day(d + 1), area)
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=task, args=(d,)) for d in (1, 2, 3, 4) * 2]

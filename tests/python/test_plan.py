@@ -6,8 +6,8 @@ oracle for random graphs; small plans are checked literally.
 
 from __future__ import annotations
 
-import importlib
 import datetime as dt
+import importlib
 import json
 from typing import Any
 

@@ -36,12 +36,12 @@ from urllib.parse import quote
 import psycopg
 import pytest
 import yaml  # type: ignore[import-untyped]
-from notify_support import Receiver, free_port, http_receiver
-from pg_engine_support import ensure_entry_point, subprocess_env
-from shop_support import AS_OF, cli
 
 import backfill
 from backfill.examples import shop
+from notify_support import Receiver, free_port, http_receiver
+from pg_engine_support import ensure_entry_point, subprocess_env
+from shop_support import AS_OF, cli
 
 PG_USER = "secret_user"
 PG_PW = "S3cr3t-pw-7f3a"
@@ -129,7 +129,7 @@ def mail() -> Iterator[AuthMailbox]:
         return AuthResult(success=ok)
 
     class Handler:
-        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
             if not session.authenticated:
                 return "530 5.7.0 Authentication required"
             with box.lock:

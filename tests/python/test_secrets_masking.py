@@ -14,6 +14,9 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
 from backfill._secrets import (
     MASK,
     is_secret_name,
@@ -22,8 +25,6 @@ from backfill._secrets import (
     mask_webhook,
     masked_repr,
 )
-from hypothesis import assume, given
-from hypothesis import strategies as st
 
 # Passwords: printable ASCII (what a password manager makes), long enough to be found only where
 # it was put; distinctive, so the URL around it cannot contain it by chance.

@@ -10,16 +10,15 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-import backfill  # noqa: E402
-from backfill.audit.keys import measures_of, natural_candidates  # noqa: E402
-from backfill.engines import PUBLISHED  # noqa: E402
-import plan_helpers  # noqa: E402, F401 - puts benchmarks/ on sys.path
+import backfill
+import plan_helpers  # noqa: F401 - puts benchmarks/ on sys.path
+from backfill.audit.keys import measures_of, natural_candidates
+from backfill.engines import PUBLISHED
 
 
 def test_spark_bench_quick_on_the_sessions_shop(built_spark_shop: Path, tmp_path: Path) -> None:
-    import spark_support
-
     import spark_bench as bench
+    import spark_support
 
     root = spark_support.copy_built(built_spark_shop, tmp_path / "shop")
     project = backfill.Project.load(root)

@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from backfill.cli.demo import run_demo  # noqa: E402
-from backfill.cli.exit_codes import EXIT_OK  # noqa: E402
+from backfill.cli.demo import run_demo
+from backfill.cli.exit_codes import EXIT_OK
 
 SPAN = ("2026-08-01", "2026-08-04")  # 3 days: 3 daily, 1 monthly, 9 rolling-window tasks
 BUILD = ("2026-07-01", "2026-09-01")  # what those tasks read

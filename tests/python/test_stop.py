@@ -90,7 +90,7 @@ def test_sigint_lets_running_tasks_finish_then_exits_130_and_resume_completes(
     assert 0 < bf.status().done < DAYS and not bf.ledger.live_workers(bf.id)
     assert bf.ledger.backfill(bf.id)["status"] == "interrupted"
     text = _status_text(root, bf, capsys)
-    assert f"[interrupted]" in text and f"backfill run --resume {bf.id}" in text
+    assert "[interrupted]" in text and f"backfill run --resume {bf.id}" in text
     _resume_and_check(root, bf, capsys)
 
 

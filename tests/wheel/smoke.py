@@ -121,7 +121,7 @@ def _missing_extra_message() -> str:
         return "backfill[postgres] (installed)"
     try:
         open_engine(EngineSettings(type="postgres", options={"url": "postgresql://x@127.0.0.1/x"}))
-    except Exception as exc:  # noqa: BLE001 - the message is the point
+    except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return "no error"
 

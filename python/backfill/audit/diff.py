@@ -21,9 +21,9 @@ from decimal import Decimal
 from typing import Any, Literal, Union
 
 from .. import _core
+from .._arrow import ArrowTable, html_table
 from .._numbers import fmt
 from ..errors import InvalidInputError
-from .._arrow import ArrowTable, html_table
 
 __all__ = ["DiffResult", "DiffStream", "DiffSummary", "diff", "diff_pairs"]
 

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Union
+from typing import Any
 
 from .._arrow import html_table
 from .._numbers import FLOAT, Number, delta, fmt, jsonable, pct
@@ -23,7 +23,7 @@ __all__ = ["TOP_PARTITIONS", "AuditReport", "MeasureValues", "ModelAudit", "Part
 #: a measure in one partition: (old, new, delta, pct_delta); exact (int, Decimal) for integer and
 #: decimal columns, float for float columns (see backfill._numbers)
 MeasureValues = tuple[
-    Union[Number, None], Union[Number, None], Union[Number, None], Union[float, None]
+    Number | None, Number | None, Number | None, float | None
 ]
 #: how many partitions "moved most" lists per measure (text, HTML, changelog)
 TOP_PARTITIONS = 5
@@ -429,7 +429,7 @@ class AuditReport:
 
 def _magnitude(value: Number | None) -> Decimal:
     """|value| as a Decimal (exact for floats too), so that any kind sorts; NaN as 0."""
-    if value is None or isinstance(value, float) and not math.isfinite(value):
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return Decimal(0)
     return abs(Decimal(value))
 

@@ -15,8 +15,15 @@ import argparse
 
 from ..audit.check import check_run_twice
 from ..run.estimate import estimate
-from .common import add_period_options, add_project_options, busy, dump, open_project
-from .common import plan_from_args, write
+from .common import (
+    add_period_options,
+    add_project_options,
+    busy,
+    dump,
+    open_project,
+    plan_from_args,
+    write,
+)
 from .exit_codes import EXIT_FAILED, EXIT_OK
 from .helptext import add_command
 

@@ -197,7 +197,7 @@ def run_demo(
     bf = project.backfill(plan, reason=REASON)
     say(f"backfill {bf.id}: {bf.reason}")
     began = time.perf_counter()
-    if sys.stdout.isatty() and w is sys.stdout or force_progress():
+    if (sys.stdout.isatty() and w is sys.stdout) or force_progress():
         status = run_with_progress(bf, {"concurrency": concurrency})
     else:
         status = bf.run(concurrency=concurrency)

@@ -15,9 +15,8 @@ orchestrators expect of a process a signal ended (128 + the signal's number). Th
 
 from __future__ import annotations
 
-from typing import Final
-
 import signal
+from typing import Final
 
 __all__ = [
     "EXIT_FAILED",

@@ -41,7 +41,6 @@ from .base import (
 )
 
 __all__ = [
-    "engine_capabilities",
     "CHANGELOG_ADDED",
     "CHANGELOG_COLUMNS",
     "CHANGELOG_SCALE",
@@ -63,6 +62,7 @@ __all__ = [
     "StalePublishedError",
     "TaskFailure",
     "WriteResult",
+    "engine_capabilities",
     "engine_types",
     "open_engine",
     "recorded_partitions",

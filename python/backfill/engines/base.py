@@ -66,7 +66,6 @@ __all__ = [
     "CHANGELOG_COLUMNS",
     "CHANGELOG_SCALE",
     "CHANGELOG_TABLE",
-    "Number",
     "WHOLE",
     "Area",
     "Capabilities",
@@ -74,8 +73,7 @@ __all__ = [
     "ColumnKind",
     "DeadLetters",
     "Engine",
-    "model_location",
-    "project_model",
+    "Number",
     "Part",
     "PartitionFingerprint",
     "Period",
@@ -84,6 +82,8 @@ __all__ = [
     "StalePublishedError",
     "TaskFailure",
     "WriteResult",
+    "model_location",
+    "project_model",
     "recorded_partitions",
 ]
 

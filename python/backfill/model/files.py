@@ -188,7 +188,7 @@ def _discover(template: str, where: str) -> _Discovered:
         found.config.update(kwargs)
         return ""
 
-    def ref(name: object, *, window: object = None, all: object = False) -> str:  # noqa: A002
+    def ref(name: object, *, window: object = None, all: object = False) -> str:
         if not isinstance(name, str):
             raise InvalidInputError(f"ref({name!r}): expected a model name string")
         found.refs.append(_mapping(name, window, all))

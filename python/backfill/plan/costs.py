@@ -26,16 +26,16 @@ from typing import Any, Literal, NamedTuple
 __all__ = [
     "DEFAULT_MIN_TASK_SECONDS",
     "MAX_FIXED_SHARE",
+    "UNCOSTED_MAX_PARTITIONS",
     "Measurement",
     "ModelCost",
-    "UNCOSTED_MAX_PARTITIONS",
     "auto_partitions_per_run",
     "cost_summary",
-    "slot_cap",
     "fit_cost",
     "format_duration",
     "format_seconds",
     "overhead_hint",
+    "slot_cap",
 ]
 
 #: ``partitions_per_run="auto"``: each task carries at least this many seconds of measured work

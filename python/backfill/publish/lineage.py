@@ -168,15 +168,15 @@ def _facet_class(base: type[Any]) -> type[Any]:
         @attr.define
         class BackfillChangeDatasetFacet(base):  # type: ignore[misc]
             kind: str
-            publicationId: str  # noqa: N815 - OpenLineage's camelCase
-            backfillId: str | None  # noqa: N815
+            publicationId: str
+            backfillId: str | None
             reason: str
             note: str
-            publishedBy: str  # noqa: N815
-            publishedAt: str | None  # noqa: N815
-            forcedReason: str | None  # noqa: N815
-            changedPartitions: list[str]  # noqa: N815
-            effectiveFrom: str | None  # noqa: N815
+            publishedBy: str
+            publishedAt: str | None
+            forcedReason: str | None
+            changedPartitions: list[str]
+            effectiveFrom: str | None
             totals: dict[str, dict[str, float | None]]
 
             @staticmethod

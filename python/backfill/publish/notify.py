@@ -149,7 +149,7 @@ def send_webhook(url: str, text: str, entry: Mapping[str, Any], timeout: float) 
     req = urllib.request.Request(
         url, data=body, method="POST", headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) only
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         if not 200 <= resp.status < 300:
             raise urllib.error.HTTPError(
                 mask_webhook(url), resp.status, resp.reason, resp.headers, None

@@ -30,11 +30,17 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..engines import Part, PartitionFingerprint, PublishModel, PublishRequest, StalePublishedError
+from .._tables import RowTable
+from ..engines import (
+    CHANGELOG_COLUMNS,
+    Part,
+    PartitionFingerprint,
+    PublishModel,
+    PublishRequest,
+    StalePublishedError,
+)
 from ..errors import ConflictError, InvalidInputError
 from ..run import BackfillState, LedgerBackend, who
-from .._tables import RowTable
-from ..engines import CHANGELOG_COLUMNS
 from ..run.ledger import BackfillCancelledError
 from .announce import announce, check_announce
 from .changelog import Changelog, changelog_rows

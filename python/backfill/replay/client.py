@@ -51,7 +51,7 @@ def _kafka() -> Any:
 
         # A submodule is an attribute of its package only once imported; confluent-kafka 2.16
         # no longer imports ``admin`` from its __init__.
-        import confluent_kafka.admin  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
+        import confluent_kafka.admin  # type: ignore[import-untyped, unused-ignore]
     return confluent_kafka
 
 

@@ -301,7 +301,7 @@ def _dead_letters(
     )
 
 
-def dead_letter_schema() -> Any:  # noqa: N802 - a constant that needs pyarrow imported lazily
+def dead_letter_schema() -> Any:
     """The dead-letter table's columns."""
     import pyarrow as pa
 

@@ -10,10 +10,10 @@ from .status import BackfillStatus, ModelStatus, TaskEvent
 from .stop import DEFAULT_GRACE, Stop, on_signals
 
 __all__ = [
+    "DEFAULT_GRACE",
     "Backfill",
     "BackfillState",
     "BackfillStatus",
-    "DEFAULT_GRACE",
     "LedgerBackend",
     "ModelStatus",
     "Stop",

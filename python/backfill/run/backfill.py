@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..calendar import partitions as calendar_partitions
 from ..engines import Area, Engine, Part, open_engine
 from ..errors import ConflictError, InvalidInputError
-from .executor import TaskOutcome, execute_task
 from ..windows import check_specs, parse_duration
+from .executor import TaskOutcome, execute_task
 from .ledger import (
     BackfillHeldError,
     BackfillState,

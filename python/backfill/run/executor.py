@@ -227,7 +227,7 @@ class _Lease:
                     exc_info=True,
                 )
                 return
-            except Exception as exc:  # noqa: BLE001 - not the storage: kept for execute_task
+            except Exception as exc:
                 # Any other error is a bug of the ledger backend that every renewal would meet:
                 # the renewal thread (shared by every task) must not die of it, and the task
                 # must not end as a lost lease (retried elsewhere) because of it.
@@ -335,7 +335,7 @@ def execute_task(
                 )
             else:
                 result = engine.run_task(project, t.model, t.start, t.end, area)
-        except Exception as exc:  # noqa: BLE001 - every failure of a task is an outcome
+        except Exception as exc:
             # Broad on purpose: whatever a task raises is recorded (a foreign error with its type,
             # see _error_text) and the other tasks go on; is_transient decides on a retry, and a
             # programming error is never transient.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_cases import AS_OF, ENGINES, Case, day, make_case
 
 import backfill
 from backfill.engines import (
@@ -27,7 +28,6 @@ from backfill.engines import (
     PartitionFingerprint,
     recorded_partitions,
 )
-from engine_cases import AS_OF, ENGINES, Case, day, make_case
 
 # Days after the fix day (2026-08-01) inside both shops' data: the fix lowers their revenue.
 START, END = "2026-08-03", "2026-08-07"
@@ -290,9 +290,9 @@ def test_discard_drops_the_area_and_keeps_the_published_tables(case: Case) -> No
 
 def test_a_publish_without_models_appends_only_changelog_rows(case: Case) -> None:
     # Forward-only changes and delivery records are such publishes (backfill.publish.forward).
-    from backfill.publish.changelog import delivery_row
     from backfill.engines import PublishRequest
     from backfill.publish import forward_change
+    from backfill.publish.changelog import delivery_row
 
     before = case.engine.fingerprints(case.project, "fct_daily_sales", PUBLISHED, [])
     change = forward_change(

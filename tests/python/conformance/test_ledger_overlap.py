@@ -11,6 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+# the suite's per-backend fixtures (backend, url, ledger): the same ledgers as test_ledger's
+from test_ledger import backend, ledger, make_done, publication, url  # noqa: F401
+
 from backfill.errors import NotFoundError
 from backfill.run.ledger import (
     BackfillExistsError,
@@ -20,9 +23,6 @@ from backfill.run.ledger import (
     open_ledger,
 )
 from backfill.run.ledger.overlap import find_overlaps
-
-# the suite's per-backend fixtures (backend, url, ledger): the same ledgers as test_ledger's
-from test_ledger import backend, ledger, make_done, publication, url  # noqa: F401
 
 DAY = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

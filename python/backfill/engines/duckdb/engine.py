@@ -55,7 +55,6 @@ from ..base import (
 from . import publish as _publish
 from .connection import SharedDatabase
 from .scope import Scopes
-from .write import schema_changed, write_replace
 from .sql import (
     audit_schema,
     fingerprint_parts,
@@ -67,6 +66,7 @@ from .sql import (
     relation_exists,
     transaction,
 )
+from .write import schema_changed, write_replace
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Model, Project

@@ -24,10 +24,9 @@ the general path (a merge deletes by the new rows' keys, so it needs them first)
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
 
 import duckdb
-
-from collections.abc import Mapping, Sequence
 
 from ..base import Part, PartitionFingerprint, TaskFailure
 from .sql import fingerprint_parts, fingerprint_where, in_periods, one

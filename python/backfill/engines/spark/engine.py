@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ..._extras import extra_required
 from ..._numbers import Number
 from ..._secrets import mask_text
-from ..._extras import extra_required
 from ...errors import PROGRAMMING_ERRORS, InvalidInputError, NotFoundError
 from ...model.files import EngineSettings, render
 from ..base import (
@@ -72,8 +72,8 @@ from .session import (
     small_session,
     spark_session,
 )
-from .tables import IcebergTables, table_properties
 from .sql import arrow_rows, fingerprint_parts, in_periods, kind_of, quote, row_hash
+from .tables import IcebergTables, table_properties
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

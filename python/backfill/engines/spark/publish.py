@@ -110,7 +110,7 @@ def _restore(engine: SparkEngine, table: str, snapshot: int | None) -> None:
                     f"'{ident}', {snapshot})"
                 )
         log.warning("publish failed: %s set back to snapshot %s", table, snapshot)
-    except Exception:  # noqa: BLE001 - logged with its type and traceback, then the next table
+    except Exception:
         # Broad on purpose: this runs while another error propagates, and every table still to
         # set back must be tried whatever failed here (a Spark error or a bug); the log names
         # what failed (type, message, traceback) and how to finish by hand, and the publish

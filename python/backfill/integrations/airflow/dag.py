@@ -33,9 +33,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..._extras import extra_required
 from ...api import Project
 from ...engines import TaskFailure
-from ..._extras import extra_required
 from ...errors import BackfillError, InvalidInputError
 from ...run.ledger import BackfillCancelledError, BackfillPausedError
 from . import tasks as bfa

@@ -32,8 +32,8 @@ import functools
 import hashlib
 import logging
 import signal
-from concurrent.futures import ThreadPoolExecutor, wait
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -61,8 +61,8 @@ from ...run.stop import drain
 if TYPE_CHECKING:  # pragma: no cover
     import datetime as dt
 
-    from ...plan.plan import Plan
     from ...model.project import Project
+    from ...plan.plan import Plan
 
 log = logging.getLogger(__name__)
 

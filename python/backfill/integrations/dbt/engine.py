@@ -68,7 +68,8 @@ from ...model import EngineSettings
 from .audit_copy import copy_periods
 from .group import Pending, Request, full_refresh
 from .invoke import invoke, invoke_lock
-from .outcome import PERMANENT, outcome, utc as _utc
+from .outcome import PERMANENT, outcome
+from .outcome import utc as _utc
 from .profile import GENERATED_TARGET, DbtProfile, read_profile, write_profile
 from .reuse import ManifestCache
 
@@ -283,8 +284,8 @@ class DbtEngine(Engine):
             if (
                 info is None
                 or info.resource_type == "source"
-                or project.models.get(parent) is not None
-                and project.models[parent].meta.get("dbt", {}).get("materialized") == "ephemeral"
+                or (project.models.get(parent) is not None
+                and project.models[parent].meta.get("dbt", {}).get("materialized") == "ephemeral")
             ):
                 continue
             out.append(parent)
@@ -358,7 +359,7 @@ class DbtEngine(Engine):
                 for r in failed:
                     r.error = None
                     self._run_once(project, [r], time.perf_counter())
-        except BaseException as exc:  # noqa: BLE001 - handed to every waiting task
+        except BaseException as exc:
             # Broad on purpose: the one invocation ran for every task of the group, so each
             # waiting task must get its failure, whatever it was. A bug keeps its type and
             # message and is permanent (_transient retries only a warehouse's errors).

@@ -42,7 +42,7 @@ from .selectors import select_models
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DbtProject", "INCREMENTAL_STRATEGIES", "project_from_manifest"]
+__all__ = ["INCREMENTAL_STRATEGIES", "DbtProject", "project_from_manifest"]
 
 INCREMENTAL_STRATEGIES = ("microbatch", "append", "merge", "delete+insert", "insert_overwrite")
 BATCH_SIZES = ("hour", "day", "month", "year")

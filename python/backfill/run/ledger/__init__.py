@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _SHARED_SCHEMES = ("postgresql", "postgres")
 
 __all__ = [
+    "SCHEMA_VERSION",
     "AttemptState",
     "BackfillCancelledError",
     "BackfillExistsError",
@@ -67,7 +68,6 @@ __all__ = [
     "LedgerError",
     "Overlap",
     "OverlapError",
-    "SCHEMA_VERSION",
     "TaskBusyError",
     "TaskRow",
     "TaskState",

@@ -19,7 +19,7 @@ from typing import Any
 from ...errors import InvalidInputError
 from .records import LedgerError, require_keys
 
-__all__ = ["COST_SAMPLE_KEYS", "HISTORY_KEYS", "PostgresCostRecords", "SqliteCostRecords", "V6_SQL"]
+__all__ = ["COST_SAMPLE_KEYS", "HISTORY_KEYS", "V6_SQL", "PostgresCostRecords", "SqliteCostRecords"]
 
 #: One sample run of ``backfill estimate``: the model, the hash of its SQL then, the sampled
 #: partition's label, how many partitions it covered, its seconds and rows, when.

@@ -43,12 +43,11 @@ from ..._secrets import mask_text, mask_url
 from ...errors import ConflictError, InvalidInputError, NotFoundError
 from . import postgres_sql as q
 from .backend import FinishOutcome
+from .cost_records import PostgresCostRecords
 from .overlap import find_overlaps, overlap_error, overlap_lock_key
 from .postgres_fast import execute_prepared
 from .postgres_ops import PostgresOps
 from .postgres_schema import prepare
-from .cost_records import PostgresCostRecords
-from .replay_records import PostgresReplayRecords
 from .records import (
     AUDIT_KEYS,
     BACKFILL_KEYS,
@@ -65,6 +64,7 @@ from .records import (
     task_row,
     worker_dead,
 )
+from .replay_records import PostgresReplayRecords
 from .states import (
     BACKFILL_TRANSITIONS,
     BackfillState,

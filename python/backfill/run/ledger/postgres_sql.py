@@ -70,9 +70,9 @@ VALUES (%(id)s, %(project)s, %(project_root)s, %(selection)s, %(exclude)s, %(sta
 ON CONFLICT (id) DO NOTHING RETURNING id""".encode()
 
 COPY_TASKS = (
-    'COPY tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '
-    "status) FROM STDIN"
-).encode()
+    b'COPY tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '
+    b"status) FROM STDIN"
+)
 COPY_DEPS = b"COPY task_deps (backfill_id, task_id, dep_id) FROM STDIN"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from ...errors import NotFoundError
 from .records import LedgerError, require_keys
 
-__all__ = ["OFFSET_RESET_KEYS", "PostgresReplayRecords", "SqliteReplayRecords", "V4_SQL"]
+__all__ = ["OFFSET_RESET_KEYS", "V4_SQL", "PostgresReplayRecords", "SqliteReplayRecords"]
 
 #: The columns of one offset reset (``offsets_old``/``offsets_new``: JSON partition -> offset;
 #: ``undoes``: the reset_id this one restored, or None).

@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 from ...errors import ConflictError, NotFoundError
 from .backend import FinishOutcome
+from .cost_records import SqliteCostRecords
+from .overlap import OPEN_ROWS_SQL, Overlap, find_overlaps, overlap_error
 from .records import (
     AUDIT_KEYS,
     BACKFILL_KEYS,
@@ -46,18 +48,16 @@ from .records import (
     utcnow,
     worker_dead,
 )
-from .overlap import OPEN_ROWS_SQL, Overlap, find_overlaps, overlap_error
-from .cost_records import SqliteCostRecords
 from .replay_records import SqliteReplayRecords
 from .sqlite_errors import storage_errors as _storage
 from .sqlite_ops import SqliteOps
 from .sqlite_schema import prepare
 from .states import (
     ATTEMPT_TRANSITIONS,
+    BACKFILL_TRANSITIONS,
     TASK_TRANSITIONS,
     AttemptState,
     BackfillState,
-    BACKFILL_TRANSITIONS,
     IllegalTransitionError,
     TaskState,
     allowed_from,
