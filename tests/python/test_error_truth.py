@@ -323,11 +323,14 @@ def test_postgres_arrow_connection_errors_vs_a_bug(
     from backfill.engines.postgres.connection import Database, PostgresConnectionError
 
     refused = Database(f"postgresql://backfill:s3cret@127.0.0.1:{_closed_port()}/nowhere")
-    with pytest.raises(
-        PostgresConnectionError,
-        match=r"cannot open an Arrow \(ADBC\) "
-        r"connection to .*:\*\*\*@.*refused",
-    ), refused.arrow_cursor():
+    with (
+        pytest.raises(
+            PostgresConnectionError,
+            match=r"cannot open an Arrow \(ADBC\) "
+            r"connection to .*:\*\*\*@.*refused",
+        ),
+        refused.arrow_cursor(),
+    ):
         pass
     missing = Database(pg_server.url("no_such_database"))
     with pytest.raises(PostgresConnectionError, match="no_such_database"):

@@ -22,9 +22,7 @@ __all__ = ["TOP_PARTITIONS", "AuditReport", "MeasureValues", "ModelAudit", "Part
 
 #: a measure in one partition: (old, new, delta, pct_delta); exact (int, Decimal) for integer and
 #: decimal columns, float for float columns (see backfill._numbers)
-MeasureValues = tuple[
-    Number | None, Number | None, Number | None, float | None
-]
+MeasureValues = tuple[Number | None, Number | None, Number | None, float | None]
 #: how many partitions "moved most" lists per measure (text, HTML, changelog)
 TOP_PARTITIONS = 5
 

@@ -25,7 +25,6 @@ from ..plan.costs import DEFAULT_MIN_TASK_SECONDS, ModelCost, auto_partitions_pe
 from ..plan.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
-
     from ..lint import LintResult
     from .files import ProjectSettings
 

@@ -284,8 +284,11 @@ class DbtEngine(Engine):
             if (
                 info is None
                 or info.resource_type == "source"
-                or (project.models.get(parent) is not None
-                and project.models[parent].meta.get("dbt", {}).get("materialized") == "ephemeral")
+                or (
+                    project.models.get(parent) is not None
+                    and project.models[parent].meta.get("dbt", {}).get("materialized")
+                    == "ephemeral"
+                )
             ):
                 continue
             out.append(parent)
@@ -411,8 +414,8 @@ class DbtEngine(Engine):
                 bad = [
                     b
                     for b in failed_batches
-                    if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))
-                ]  # type: ignore[arg-type]
+                    if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))  # type: ignore[arg-type]
+                ]
                 if message is not None and (r.start is None or bad or not failed_batches):
                     r.error = TaskFailure(
                         message, transient=not any(p in message for p in PERMANENT)
