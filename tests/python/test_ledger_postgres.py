@@ -21,7 +21,7 @@ import backfill.errors
 from backfill.errors import InvalidInputError
 from backfill.run.ledger import LedgerError, ledger_for, open_ledger
 from backfill.run.ledger.postgres import PostgresLedger, mask_url
-from backfill.run.ledger.sqlite_schema import SCHEMA_VERSION
+from backfill.run.ledger.schema import SCHEMA_VERSION
 from pg_support import _as_owner, free_port, pg_bindir
 
 LIVE, OTHER = "otherhost:1:live", "otherhost:2:other"
