@@ -23,7 +23,7 @@ import backfill
 from backfill.engines import Area, TaskFailure, open_engine
 from backfill.engines.duckdb import DuckDBEngine, audit_schema
 from backfill.examples import shop
-from backfill.run.ledger import SqliteLedger
+from backfill.run.ledger import SqliteLedger, TaskEnd
 from shop_support import AS_OF, cli, copy_built, query
 
 UTC = dt.timezone.utc
@@ -558,13 +558,7 @@ def test_claims_respect_dependencies_and_expired_leases(tmp_path: Path) -> None:
                 c,
                 "b1",
                 "otherhost:2:b",
-                ok=True,
-                rows=1,
-                deleted=0,
-                fingerprint="1:0",
-                seconds=0.0,
-                error=None,
-                retry_at=None,
+                TaskEnd.success(0.0, 1, 0, "1:0"),
             )
             == "done"
         )
@@ -574,13 +568,7 @@ def test_claims_respect_dependencies_and_expired_leases(tmp_path: Path) -> None:
             first[0],
             "b1",
             "otherhost:1:a",
-            ok=True,
-            rows=1,
-            deleted=0,
-            fingerprint="1:0",
-            seconds=0.0,
-            error=None,
-            retry_at=None,
+            TaskEnd.success(0.0, 1, 0, "1:0"),
         )
         == "lost"
     )

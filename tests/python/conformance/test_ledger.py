@@ -38,6 +38,7 @@ from backfill.run.ledger import (
     LedgerBackend,
     LedgerError,
     TaskBusyError,
+    TaskEnd,
     TaskRow,
     open_ledger,
 )
@@ -217,18 +218,8 @@ def finish(
     ok: bool = True,
     retry_at: float | None = None,
 ) -> str:
-    return led.finish(
-        claim,
-        bid,
-        worker,
-        ok=ok,
-        rows=None if not ok else 1,
-        deleted=0,
-        fingerprint=None if not ok else "1:ab",
-        seconds=0.01,
-        error=None if ok else "boom",
-        retry_at=retry_at,
-    )
+    end = TaskEnd.success(0.01, 1, 0, "1:ab") if ok else TaskEnd.failure(0.01, "boom", retry_at)
+    return led.finish(claim, bid, worker, end)
 
 
 def ids(claims: list[Claim]) -> list[int]:
@@ -458,7 +449,7 @@ def test_a_failure_without_retry_fails_until_reset(ledger: LedgerBackend) -> Non
 # -- exactly once, across processes ------------------------------------------------------------
 WORKER = r"""
 import json, sys, time
-from backfill.run.ledger import new_worker_id, open_ledger
+from backfill.run.ledger import TaskEnd, new_worker_id, open_ledger
 
 url, bid, stall = sys.argv[1], sys.argv[2], {int(s) for s in sys.argv[3].split(",")}
 ledger, me, out = open_ledger(url), new_worker_id(), []
@@ -481,8 +472,7 @@ while True:
                 time.sleep(0.05)
         elif c.task.task_id in stall:
             time.sleep(0.4)  # the takeover is still running when the stalled worker reports
-        outcome = ledger.finish(c, bid, me, ok=True, rows=1, deleted=0, fingerprint="1:x",
-                                seconds=0.0, error=None, retry_at=None)
+        outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 1, 0, "1:x"))
         out.append([c.task.task_id, outcome])
 print(json.dumps(out))
 """
@@ -627,16 +617,7 @@ def test_an_interrupted_backfill_keeps_its_tasks_and_resumes(ledger: LedgerBacke
     assert finish(ledger, first, "b1", LIVE) == "done"
     assert (
         ledger.finish(
-            second,
-            "b1",
-            LIVE,
-            ok=False,
-            rows=None,
-            deleted=None,
-            fingerprint=None,
-            seconds=0.1,
-            error="interrupted by SIGTERM",
-            retry_at=time.time(),
+            second, "b1", LIVE, TaskEnd.failure(0.1, "interrupted by SIGTERM", time.time())
         )
         == "pending"
     )
@@ -887,16 +868,7 @@ def test_cost_history_reads_done_attempts_of_recent_backfills_then_samples(
         for c in claims[:2]:  # task 2 is claimed but never finishes: no measurement
             assert (
                 ledger.finish(
-                    c,
-                    bid,
-                    LIVE,
-                    ok=True,
-                    rows=5 * (c.task.task_id + 1),
-                    deleted=0,
-                    fingerprint="5:ab",
-                    seconds=0.25,
-                    error=None,
-                    retry_at=None,
+                    c, bid, LIVE, TaskEnd.success(0.25, 5 * (c.task.task_id + 1), 0, "5:ab")
                 )
                 == "done"
             )

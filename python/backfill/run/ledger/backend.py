@@ -25,6 +25,7 @@ from .records import (
     CostMeasure,
     OffsetReset,
     PublicationRecord,
+    TaskEnd,
     TaskRow,
 )
 from .states import BackfillState
@@ -148,17 +149,11 @@ class LedgerBackend(Protocol):
         claim: Claim,
         backfill_id: str,
         worker: str,
-        *,
-        ok: bool,
-        rows: int | None,
-        deleted: int | None,
-        fingerprint: str | None,
-        seconds: float,
-        error: str | None,
-        retry_at: float | None,
+        end: TaskEnd,
     ) -> FinishOutcome:
-        """Ends ``claim``'s attempt and releases its lease: the task becomes ``done`` (ok),
-        ``pending`` until ``retry_at`` (a failure to retry) or ``failed``; returns that state.
+        """Ends ``claim``'s attempt as ``end`` says and releases its lease: the task becomes
+        ``done`` (ok), ``pending`` until ``end.retry_at`` (a failure to retry) or ``failed``;
+        returns that state.
         When the attempt lost its lease meanwhile it changes no task (the attempt stays
         ``abandoned``) and returns ``"lost"``."""
 

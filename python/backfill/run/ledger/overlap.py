@@ -28,7 +28,6 @@ from .states import OPEN, BackfillState
 
 __all__ = [
     "OPEN_ROWS_SQL",
-    "OPEN_STATES",
     "Overlap",
     "OverlapError",
     "find_overlaps",
@@ -36,8 +35,6 @@ __all__ = [
     "overlap_lock_key",
 ]
 
-#: The states of a backfill that may still publish (or has written a direct backfill's tables).
-OPEN_STATES = OPEN
 
 # The tasks of a project's open backfills (param: project); the join reads tasks through their
 # (backfill_id, ...) index.
@@ -46,7 +43,7 @@ OPEN_STATES = OPEN
 OPEN_ROWS_SQL = (
     'SELECT b.id AS backfill_id, b.created_by, b.status, b.reason, t.model, t.start, t."end", '
     "t.label FROM backfills b JOIN tasks t ON t.backfill_id = b.id WHERE b.project = :project AND "
-    "b.status IN (" + ", ".join(f"'{s.value}'" for s in OPEN_STATES) + ") AND NOT "
+    "b.status IN (" + ", ".join(f"'{s.value}'" for s in OPEN) + ") AND NOT "
     f"(b.status = '{BackfillState.DONE.value}' AND b.mode = 'direct')"
 )
 

@@ -42,9 +42,9 @@ from . import postgres_sql as q
 from .backend import FinishOutcome
 from .overlap import overlap_lock_key
 from .postgres_fast import execute_prepared
-from .records import Claim, LedgerError, task_row, worker_dead
+from .records import Claim, LedgerError, TaskEnd, task_row, worker_dead
 from .schema import POSTGRES, AllowValues, values_text
-from .sql import Db, SqlLedger, late_report, log_lost
+from .sql import Db, SqlLedger, WriteMode, late_report, log_lost
 from .states import ENDED_ATTEMPTS, IllegalTransitionError, TaskState, finish_target
 
 __all__ = ["PostgresLedger", "mask_url"]
@@ -180,17 +180,10 @@ class PostgresLedger(SqlLedger):
     def _read(self, what: str, fn: Callable[[Db], R]) -> R:
         return self._do(what, lambda db, _: fn(db))
 
-    def _write(
-        self,
-        what: str,
-        fn: Callable[[Db, bool], R],
-        *,
-        durable: bool = False,
-        one_statement: bool = False,
-    ) -> R:
+    def _run_write(self, what: str, fn: Callable[[Db, bool], R], mode: WriteMode) -> R:
         # Every commit is durable here (the server's synchronous_commit decides).
         def run(db: Conn, retried: bool) -> R:
-            if one_statement:  # autocommit: one round trip, no BEGIN/COMMIT
+            if mode.one_statement:  # autocommit: one round trip, no BEGIN/COMMIT
                 return fn(db, retried)
             with db.transaction():
                 return fn(db, retried)
@@ -242,15 +235,8 @@ class PostgresLedger(SqlLedger):
                 for d in t["depends_on"]:
                     copy.write_row((bid, t["task_id"], d))
 
-    def create_backfill(
-        self,
-        record: Mapping[str, Any],
-        tasks: Sequence[Mapping[str, Any]],
-        *,
-        check_overlap: bool = False,
-    ) -> None:
-        super().create_backfill(record, tasks, check_overlap=check_overlap)
-        if len(tasks) >= 1000:
+    def _created(self, tasks: int) -> None:
+        if tasks >= 1000:
             # Fresh statistics before the first claims: planned with an empty table's
             # estimates, a claim would scan every pending task instead of a few.
             self._do("recording a backfill", lambda db, _: db.execute("ANALYZE tasks, task_deps"))
@@ -318,18 +304,11 @@ class PostgresLedger(SqlLedger):
         claim: Claim,
         backfill_id: str,
         worker: str,
-        *,
-        ok: bool,
-        rows: int | None,
-        deleted: int | None,
-        fingerprint: str | None,
-        seconds: float,
-        error: str | None,
-        retry_at: float | None,
+        end: TaskEnd,
     ) -> FinishOutcome:
         """Ends the attempt in one statement that lands only while it holds the lease."""
         tid = claim.task.task_id
-        target = finish_target(ok, retry_at)
+        target = finish_target(end.ok, end.retry_at)
         outcome: FinishOutcome = target.value  # type: ignore[assignment]  # done/pending/failed
         bug = f"task {tid} of {backfill_id} is not running; it cannot become {target}"
         params = (
@@ -337,15 +316,15 @@ class PostgresLedger(SqlLedger):
             tid,
             worker,
             claim.attempt_id,
-            "done" if ok else "failed",
-            repr(float(seconds)),
-            rows,
-            deleted,
-            fingerprint,
-            error,
-            None if retry_at is None else repr(float(retry_at)),
+            "done" if end.ok else "failed",
+            repr(float(end.seconds)),
+            end.rows,
+            end.deleted,
+            end.fingerprint,
+            end.error,
+            None if end.retry_at is None else repr(float(end.retry_at)),
             target.value,
-            late_report(ok, seconds),
+            late_report(end.ok, end.seconds),
             bug,
         )  # q.FINISH_PARAMS
         name, sql = q.finish(target)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from .postgres_fast import FLOAT8, INT8, TEXT, positional
 from .records import iso_utc
+from .sql import TASK_COLUMNS
 from .states import (
     ATTEMPT_TRANSITIONS,
     TASK_TRANSITIONS,
@@ -53,10 +54,6 @@ def _in(states: Iterable[E]) -> str:
 
 
 T, A = TaskState, AttemptState
-TASK_COLUMNS = (
-    'task_id, model, start, "end", label, partitions, wave, status, attempts, '
-    "rows_written, fingerprint, error"
-)
 
 COPY_TASKS = (
     b'COPY tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '

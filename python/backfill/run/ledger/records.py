@@ -45,6 +45,7 @@ __all__ = [
     "PublicationRecord",
     "RecordFields",
     "TaskBusyError",
+    "TaskEnd",
     "TaskRow",
     "check_backfill_input",
     "held_error",
@@ -137,6 +138,31 @@ class TaskRow:
         (``"rows:digest label=rows:digest ..."``, parsed where it is written:
         :mod:`backfill.engines.base`); None when it lists none (an audit then scans)."""
         return recorded_partitions(self.fingerprint)
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    """How an attempt ended, as ``finish`` records it: ``ok`` with the rows it wrote and deleted
+    and the task's fingerprint (``WriteResult.recorded_fingerprint``), or a failure with its
+    ``error``, to retry from ``retry_at`` (epoch seconds; None: the task fails)."""
+
+    ok: bool
+    seconds: float
+    rows: int | None = None
+    deleted: int | None = None
+    fingerprint: str | None = None
+    error: str | None = None
+    retry_at: float | None = None
+
+    @classmethod
+    def success(
+        cls, seconds: float, rows: int | None, deleted: int | None, fingerprint: str | None
+    ) -> TaskEnd:
+        return cls(True, seconds, rows, deleted, fingerprint)
+
+    @classmethod
+    def failure(cls, seconds: float, error: str | None, retry_at: float | None = None) -> TaskEnd:
+        return cls(False, seconds, error=error, retry_at=retry_at)
 
 
 @dataclass(frozen=True)

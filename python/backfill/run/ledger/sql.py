@@ -27,7 +27,9 @@ import enum
 import json
 import logging
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from ...errors import ConflictError, InvalidInputError, NotFoundError
@@ -49,6 +51,7 @@ from .records import (
     OffsetReset,
     PublicationRecord,
     TaskBusyError,
+    TaskEnd,
     TaskRow,
     check_backfill_input,
     held_error,
@@ -79,7 +82,7 @@ from .states import (
     sources,
 )
 
-__all__ = ["TASK_COLUMNS", "SqlLedger", "in_states"]
+__all__ = ["TASK_COLUMNS", "SqlLedger", "WriteMode", "in_states", "late_report", "log_lost"]
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +175,17 @@ _FINISH_SETS = {
 }
 
 
-class SqlLedger:
+@dataclass(frozen=True)
+class WriteMode:
+    """How :meth:`SqlLedger._write` runs: ``durable`` (synced commit), ``one_statement``."""
+
+    durable: bool = False
+    one_statement: bool = False
+
+
+class SqlLedger(ABC):
     """The ledger operations over a DB-API connection; a backend supplies the connections and
-    transactions (:meth:`_read`, :meth:`_write`) and overrides what differs."""
+    transactions (:meth:`_read`, :meth:`_run_write`) and overrides what differs."""
 
     dialect: ClassVar[Dialect]
     #: a row lock the statement reading a backfill's hold takes inside ``claim_task`` (Postgres:
@@ -187,9 +198,13 @@ class SqlLedger:
     where: str
 
     # -- what a backend supplies -------------------------------------------------------------
+    @abstractmethod
     def _read(self, what: str, fn: Callable[[Db], R]) -> R:
         """Runs ``fn(connection)`` outside a write transaction."""
-        raise NotImplementedError
+
+    @abstractmethod
+    def _run_write(self, what: str, fn: Callable[[Db, bool], R], mode: WriteMode) -> R:
+        """Runs ``fn(connection, retried)`` as :meth:`_write` says."""
 
     def _write(
         self,
@@ -203,7 +218,7 @@ class SqlLedger:
         runs a single statement, atomic by itself). ``retried`` tells ``fn`` that an earlier try
         may have committed before its connection was lost, so a write checks first whether it
         landed. ``durable``: the commit is synced (records nothing re-creates)."""
-        raise NotImplementedError
+        return self._run_write(what, fn, WriteMode(durable, one_statement))
 
     def _render(self, sql: str) -> Any:
         """``sql`` (``:name`` parameters, the clock words) as the driver takes it."""
@@ -213,17 +228,24 @@ class SqlLedger:
         """The parameters the clock words bind (none where the database supplies them)."""
         return {}
 
-    def _has_table(self, db: Db, name: str) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def _has_table(self, db: Db, name: str) -> bool: ...
 
+    @abstractmethod
     def _allow_values(self, db: Db, step: AllowValues) -> None:
-        raise NotImplementedError
+        """Changes a CHECK's list of values (see :class:`~.schema.AllowValues`)."""
 
     def _lock_schema(self, db: Db) -> None:
         """Called first when the tables are created or migrated (concurrent openers wait)."""
+        return  # by default the write transaction alone (SQLite: BEGIN IMMEDIATE locks the file)
 
     def _lock_project(self, db: Db, project: str) -> None:
         """Creates of one project take turns (an overlap check sees the other's tasks)."""
+        return  # by default the write transaction alone (SQLite: BEGIN IMMEDIATE locks the file)
+
+    def _created(self, tasks: int) -> None:
+        """Called after a backfill of ``tasks`` tasks was recorded."""
+        return  # nothing to do by default
 
     # -- helpers -------------------------------------------------------------------------------
     def _x(self, db: Db, sql: str, params: Mapping[str, Any] | None = None) -> Any:
@@ -345,6 +367,7 @@ class SqlLedger:
             self._insert_tasks(db, bid, tasks)
 
         self._write("recording a backfill", run, durable=True)
+        self._created(len(tasks))
 
     def _insert_tasks(self, db: Db, bid: str, tasks: Sequence[Mapping[str, Any]]) -> None:
         self._many(
@@ -763,19 +786,12 @@ class SqlLedger:
         claim: Claim,
         backfill_id: str,
         worker: str,
-        *,
-        ok: bool,
-        rows: int | None,
-        deleted: int | None,
-        fingerprint: str | None,
-        seconds: float,
-        error: str | None,
-        retry_at: float | None,
+        end: TaskEnd,
     ) -> FinishOutcome:
         """Records an attempt's end. Returns the task's new status (pending when retried), or
         ``"lost"`` when the attempt no longer held the task's lease."""
         tid = claim.task.task_id
-        target = finish_target(ok, retry_at)
+        target = finish_target(end.ok, end.retry_at)
         key = {"b": backfill_id, "t": tid, "w": worker, "a": claim.attempt_id}
 
         def run(db: Db, _: bool) -> FinishOutcome:
@@ -786,11 +802,11 @@ class SqlLedger:
                 key,
             ).fetchone()
             if held is None:
-                self._note_late(db, claim, ok, seconds)
+                self._note_late(db, claim, end.ok, end.seconds)
                 log_lost(backfill_id, claim, worker)
                 return "lost"
             self._x(db, "DELETE FROM leases WHERE backfill_id = :b AND task_id = :t", key)
-            ended = AttemptState.DONE if ok else AttemptState.FAILED
+            ended = AttemptState.DONE if end.ok else AttemptState.FAILED
             self._x(
                 db,
                 "UPDATE attempts SET status = :ended, finished_at = :now, seconds = :secs, "
@@ -799,11 +815,11 @@ class SqlLedger:
                 {
                     **key,
                     "ended": ended.value,
-                    "secs": seconds,
-                    "rows": rows,
-                    "del": deleted,
-                    "fp": fingerprint,
-                    "err": error,
+                    "secs": end.seconds,
+                    "rows": end.rows,
+                    "del": end.deleted,
+                    "fp": end.fingerprint,
+                    "err": end.error,
                 },
             )
             sets = _FINISH_SETS[target]
@@ -815,10 +831,10 @@ class SqlLedger:
                 {
                     **key,
                     "target": target.value,
-                    "rows": rows,
-                    "fp": fingerprint,
-                    "err": error,
-                    "retry": retry_at,
+                    "rows": end.rows,
+                    "fp": end.fingerprint,
+                    "err": end.error,
+                    "retry": end.retry_at,
                 },
             )
             if cur.rowcount != 1:  # a held lease means a running task: a bug if reached

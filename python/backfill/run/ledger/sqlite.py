@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from .records import LedgerError, utcnow
 from .schema import SQLITE, AllowValues, values_text
-from .sql import Db, SqlLedger
+from .sql import Db, SqlLedger, WriteMode
 
 __all__ = ["Ledger", "SqliteLedger", "read_only"]
 
@@ -152,17 +152,10 @@ class SqliteLedger(SqlLedger):
         except sqlite3.Error as exc:
             raise self._storage_error(what, exc) from exc
 
-    def _write(
-        self,
-        what: str,
-        fn: Callable[[Db, bool], R],
-        *,
-        durable: bool = False,
-        one_statement: bool = False,
-    ) -> R:
+    def _run_write(self, what: str, fn: Callable[[Db, bool], R], mode: WriteMode) -> R:
         # BEGIN IMMEDIATE even for one statement: writers queue on the busy timeout up front
         try:
-            with self._tx(durable=durable) as db:
+            with self._tx(durable=mode.durable) as db:
                 return fn(db, False)  # a failed write is never retried here
         except sqlite3.Error as exc:
             raise self._storage_error(what, exc) from exc
