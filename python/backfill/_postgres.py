@@ -26,6 +26,7 @@ __all__ = [
     "acquire_pool",
     "is_connection_lost",
     "is_transient",
+    "open_pool",
     "reason",
     "release_pool",
 ]
@@ -65,6 +66,32 @@ def reason(exc: BaseException, url: str = "", *, lines: int | None = None) -> st
     return mask_text(text, urls=(url,) if url else ()) or type(exc).__name__
 
 
+def open_pool(
+    conninfo: str,
+    *,
+    name: str,
+    max_size: int,
+    kwargs: Mapping[str, Any],
+    min_size: int = 1,
+    timeout: float = 10.0,
+    configure: Callable[[psycopg.Connection[Any]], None] | None = None,
+) -> Pool:
+    """A new pool of ``conninfo``, its connections made in the background (the caller closes
+    it; :func:`acquire_pool` for one shared by the handles of a process)."""
+    pool: Pool = ConnectionPool(
+        conninfo,
+        kwargs=dict(kwargs),
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        configure=configure,
+        timeout=timeout,
+        name=f"{name}-{os.getpid()}",
+    )
+    pool.open(wait=False)
+    return pool
+
+
 # One pool per (process, database, settings), shared by the handles open on it and closed when
 # the last one releases it (or at exit). A handle that is never closed keeps its pool referenced
 # here: a pool collected as garbage would close itself from whichever thread the collector ran
@@ -90,17 +117,15 @@ def acquire_pool(
     with _POOLS_LOCK:
         pool, users = _POOLS.get(key, (None, 0))
         if pool is None or pool.closed:
-            pool = ConnectionPool(
+            pool = open_pool(
                 conninfo,
-                kwargs=dict(kwargs),
-                min_size=min_size,
+                name=name,
                 max_size=max_size,
-                open=False,
-                configure=configure,
+                kwargs=kwargs,
+                min_size=min_size,
                 timeout=timeout,
-                name=f"{name}-{os.getpid()}",
+                configure=configure,
             )
-            pool.open(wait=False)
             users = 0
         _POOLS[key] = (pool, users + 1)
         return pool

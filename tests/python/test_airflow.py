@@ -158,7 +158,8 @@ def test_dag_publishes_what_the_cli_publishes_and_a_rerun_changes_nothing(
     attempts = ledger.attempts(bid)
     assert len(attempts) == len(tasks)  # one attempt per task over both runs
     assert len(ledger.publications(bid)) == 1
-    assert len({a["result"] for a in ledger.audits(bid)}) == len(ledger.audits(bid)) == 3
+    assert len({a.audit_id for a in ledger.audits(bid)}) == 1  # audited once, not again
+    assert len({a.model for a in ledger.audits(bid)}) == len(ledger.audits(bid)) == 3
     assert "already planned for this run" in output
     assert output.count("is already done; nothing to do") == len(tasks)
     assert "is already published; nothing to do" in output

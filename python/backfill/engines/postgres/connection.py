@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from ..._postgres import Pool, acquire_pool, is_transient, reason, release_pool
+from ..._postgres import Pool, is_transient, open_pool, reason
 from ..._secrets import mask_text, mask_url
 from ...errors import InvalidInputError
 from ..base import TaskFailure
@@ -120,7 +120,7 @@ class Database:
     def _get_pool(self) -> Pool:
         with self._lock:
             if self._pool is None:
-                self._pool = acquire_pool(
+                self._pool = open_pool(
                     self.url,
                     name="backfill-postgres",
                     min_size=0,
@@ -210,7 +210,7 @@ class Database:
             pool, self._pool = self._pool, None
             adbc, self._adbc = self._adbc, []
         if pool is not None:
-            release_pool(pool)
+            pool.close()
         if adbc:
             import adbc_driver_manager  # loaded already: it made these connections
 
