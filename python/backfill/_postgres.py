@@ -13,6 +13,7 @@ import atexit
 import os
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -23,6 +24,7 @@ from ._secrets import mask_text
 __all__ = [
     "TRANSIENT_STATES",
     "Pool",
+    "PoolSpec",
     "acquire_pool",
     "is_connection_lost",
     "is_transient",
@@ -66,27 +68,45 @@ def reason(exc: BaseException, url: str = "", *, lines: int | None = None) -> st
     return mask_text(text, urls=(url,) if url else ()) or type(exc).__name__
 
 
-def open_pool(
-    conninfo: str,
-    *,
-    name: str,
-    max_size: int,
-    kwargs: Mapping[str, Any],
-    min_size: int = 1,
-    timeout: float = 10.0,
-    configure: Callable[[psycopg.Connection[Any]], None] | None = None,
-) -> Pool:
-    """A new pool of ``conninfo``, its connections made in the background (the caller closes
-    it; :func:`acquire_pool` for one shared by the handles of a process)."""
+@dataclass(frozen=True)
+class PoolSpec:
+    """What a pool connects to and how: ``kwargs`` go to every connection (``options``,
+    ``connect_timeout``...), ``configure`` runs on each new one."""
+
+    conninfo: str
+    name: str
+    max_size: int
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    min_size: int = 1
+    timeout: float = 10.0
+    configure: Callable[[psycopg.Connection[Any]], None] | None = None
+
+    def key(self) -> tuple[Any, ...]:
+        """Equal for equal settings, in this process (a forked child gets its own pools)."""
+        return (
+            os.getpid(),
+            self.conninfo,
+            self.name,
+            self.max_size,
+            self.min_size,
+            self.timeout,
+            self.configure,
+            repr(sorted(self.kwargs.items())),
+        )
+
+
+def open_pool(spec: PoolSpec) -> Pool:
+    """A new pool of ``spec``, its connections made in the background (the caller closes it;
+    :func:`acquire_pool` for one shared by the handles of a process)."""
     pool: Pool = ConnectionPool(
-        conninfo,
-        kwargs=dict(kwargs),
-        min_size=min_size,
-        max_size=max_size,
+        spec.conninfo,
+        kwargs=dict(spec.kwargs),
+        min_size=spec.min_size,
+        max_size=spec.max_size,
         open=False,
-        configure=configure,
-        timeout=timeout,
-        name=f"{name}-{os.getpid()}",
+        configure=spec.configure,
+        timeout=spec.timeout,
+        name=f"{spec.name}-{os.getpid()}",
     )
     pool.open(wait=False)
     return pool
@@ -101,32 +121,14 @@ _POOLS: dict[tuple[Any, ...], tuple[Pool, int]] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def acquire_pool(
-    conninfo: str,
-    *,
-    name: str,
-    max_size: int,
-    kwargs: Mapping[str, Any],
-    min_size: int = 1,
-    timeout: float = 10.0,
-    configure: Callable[[psycopg.Connection[Any]], None] | None = None,
-) -> Pool:
-    """The shared pool of ``conninfo`` with these settings (opened on first use, its connections
-    made in the background); release it with :func:`release_pool`."""
-    key = (os.getpid(), conninfo, name, max_size, min_size, timeout, configure, repr(kwargs))
+def acquire_pool(spec: PoolSpec) -> Pool:
+    """The pool of ``spec`` shared by this process's handles (opened on first use); release
+    it with :func:`release_pool`."""
+    key = spec.key()
     with _POOLS_LOCK:
         pool, users = _POOLS.get(key, (None, 0))
         if pool is None or pool.closed:
-            pool = open_pool(
-                conninfo,
-                name=name,
-                max_size=max_size,
-                kwargs=kwargs,
-                min_size=min_size,
-                timeout=timeout,
-                configure=configure,
-            )
-            users = 0
+            pool, users = open_pool(spec), 0
         _POOLS[key] = (pool, users + 1)
         return pool
 

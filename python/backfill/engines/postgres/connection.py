@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from ..._postgres import Pool, is_transient, open_pool, reason
+from ..._postgres import Pool, PoolSpec, is_transient, open_pool, reason
 from ..._secrets import mask_text, mask_url
 from ...errors import InvalidInputError
 from ..base import TaskFailure
@@ -121,13 +121,15 @@ class Database:
         with self._lock:
             if self._pool is None:
                 self._pool = open_pool(
-                    self.url,
-                    name="backfill-postgres",
-                    min_size=0,
-                    max_size=self.pool_size,
-                    configure=_configure,
-                    timeout=max(30.0, self.connect_timeout),
-                    kwargs={"connect_timeout": max(1, int(self.connect_timeout))},
+                    PoolSpec(
+                        self.url,
+                        name="backfill-postgres",
+                        min_size=0,
+                        max_size=self.pool_size,
+                        configure=_configure,
+                        timeout=max(30.0, self.connect_timeout),
+                        kwargs={"connect_timeout": max(1, int(self.connect_timeout))},
+                    )
                 )
             return self._pool
 

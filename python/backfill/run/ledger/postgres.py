@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
-from ..._postgres import Pool, acquire_pool, is_connection_lost, reason, release_pool
+from ..._postgres import Pool, PoolSpec, acquire_pool, is_connection_lost, reason, release_pool
 from ..._secrets import mask_url
 from ...errors import InvalidInputError
 from . import postgres_sql as q
@@ -135,9 +135,8 @@ class PostgresLedger(SqlLedger):
         if self._pool is None or self._pid != os.getpid():
             # A forked child must not share the parent's sockets: it gets its own pool.
             self._pid = os.getpid()
-            self._pool = acquire_pool(
-                self._conninfo, name="backfill-ledger", max_size=self.pool_size, kwargs=self._kwargs
-            )
+            spec = PoolSpec(self._conninfo, "backfill-ledger", self.pool_size, self._kwargs)
+            self._pool = acquire_pool(spec)
         return self._pool
 
     def _do(self, what: str, fn: Callable[[Conn, bool], R]) -> R:
