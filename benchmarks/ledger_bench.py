@@ -44,7 +44,7 @@ def _pg_support() -> Any:
 
 def worker(url: str, bid: str, batch: int) -> None:
     """One worker process: connect, say ready, wait for go, claim and finish until done."""
-    from backfill.run.ledger import new_worker_id, open_ledger
+    from backfill.run.ledger import TaskEnd, new_worker_id, open_ledger
 
     ledger, me = open_ledger(url), new_worker_id()
     ledger.backfills(1)  # a connection of the pool is open before the clock starts
@@ -57,18 +57,7 @@ def worker(url: str, bid: str, batch: int) -> None:
         if not claims:
             break  # no deps, no retries: nothing left to claim means every task is claimed
         for c in claims:
-            outcome = ledger.finish(
-                c,
-                bid,
-                me,
-                ok=True,
-                rows=0,
-                deleted=0,
-                fingerprint="0:0",
-                seconds=0.0,
-                error=None,
-                retry_at=None,
-            )
+            outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 0, 0, "0:0"))
             done += outcome == "done"
             lost += outcome != "done"
     print(

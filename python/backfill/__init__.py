@@ -37,7 +37,9 @@ from .plan import Estimate, ModelSummary, Plan, PlanFinding
 from .publish import Changelog, Publication
 from .run import BackfillStatus
 from .run.estimate import EstimateReport, estimate
-from .run.ledger import Ledger, LedgerBackend, open_ledger
+
+# Ledger is SqliteLedger's former name, kept: it has been public API since the first release.
+from .run.ledger import Ledger, LedgerBackend, SqliteLedger, open_ledger
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -77,6 +79,7 @@ __all__ = [
     "ProjectError",
     "Publication",
     "Source",
+    "SqliteLedger",
     "all_of",
     "check_model",
     "diff",

@@ -16,7 +16,7 @@ import pytest
 import backfill
 from airflow_support import env, migrate, run_dag
 from backfill.examples import shop
-from backfill.run.ledger import Ledger
+from backfill.run.ledger import SqliteLedger
 from shop_support import AS_OF, cli, copy_built, query
 
 SELECT, START, END = "fct_daily_sales+", "2026-07-30", "2026-08-03"
@@ -111,8 +111,8 @@ def cli_backfill(root: Path, select: str = SELECT, start: str = START, end: str 
     return str(bid)
 
 
-def ledger_of(root: Path) -> tuple[Ledger, str]:
-    ledger = Ledger.for_project(root / ".backfill")
+def ledger_of(root: Path) -> tuple[SqliteLedger, str]:
+    ledger = SqliteLedger.for_project(root / ".backfill")
     ids = [b["id"] for b in ledger.backfills()]
     assert len(ids) == 1, ids  # Airflow's retries and re-runs never planned a second backfill
     return ledger, ids[0]
@@ -158,7 +158,8 @@ def test_dag_publishes_what_the_cli_publishes_and_a_rerun_changes_nothing(
     attempts = ledger.attempts(bid)
     assert len(attempts) == len(tasks)  # one attempt per task over both runs
     assert len(ledger.publications(bid)) == 1
-    assert len({a["result"] for a in ledger.audits(bid)}) == len(ledger.audits(bid)) == 3
+    assert len({a.audit_id for a in ledger.audits(bid)}) == 1  # audited once, not again
+    assert len({a.model for a in ledger.audits(bid)}) == len(ledger.audits(bid)) == 3
     assert "already planned for this run" in output
     assert output.count("is already done; nothing to do") == len(tasks)
     assert "is already published; nothing to do" in output

@@ -16,7 +16,7 @@ from backfill.engines import TaskFailure
 from backfill.errors import ConflictError, InvalidInputError, NotFoundError
 from backfill.examples import shop
 from backfill.integrations import airflow as bfa
-from backfill.run.ledger import Ledger, LedgerBackend, OverlapError, open_ledger
+from backfill.run.ledger import LedgerBackend, OverlapError, SqliteLedger, open_ledger
 from shop_support import AS_OF, copy_built, query
 
 SELECT, START, END = "fct_daily_sales+", "2026-07-30", "2026-08-03"
@@ -34,8 +34,8 @@ def plan(root: Path, key: str | None = "dag/run_1", **kw: object) -> str:
     return bfa.plan_backfill(root, SELECT, START, END, **args)  # type: ignore[arg-type]
 
 
-def ledger(root: Path) -> Ledger:
-    return Ledger.for_project(root / ".backfill")
+def ledger(root: Path) -> SqliteLedger:
+    return SqliteLedger.for_project(root / ".backfill")
 
 
 def run_all(root: Path, bid: str) -> None:

@@ -132,7 +132,7 @@ def test_audit_finds_exactly_the_changes_of_the_fix(shop_dir: Path) -> None:
     # Recorded in the ledger, one row per model with the published fingerprints.
     rows = bf.ledger.audits(bf.id)
     assert {r["model"] for r in rows} == set(report.models)
-    assert all(json.loads(r["result"])["audit_id"] == report.audit_id for r in rows)
+    assert all(r.audit_id == report.audit_id for r in rows)
     # Displays and tables
     text = str(report)
     assert "fct_daily_sales" in text and "PASS" in text and "revenue" in text

@@ -21,7 +21,7 @@ from backfill.engines import Area, TaskFailure, WriteResult
 from backfill.errors import PROGRAMMING_ERRORS, InvalidInputError
 from backfill.run import TaskOutcome, execute_task
 from backfill.run.executor import is_transient
-from backfill.run.ledger import Claim, Ledger, LedgerError
+from backfill.run.ledger import Claim, LedgerError, SqliteLedger
 from fake_engines import WriteOnlyEngine
 
 WORKER = "thishost:0:me"
@@ -206,7 +206,7 @@ class _Raising(WriteOnlyEngine):
         return WriteResult(1, 0, PartitionFingerprint(1, "00000000000000ab"), self.seconds)
 
 
-def _backfill(tmp_path: Path, engine: Any, ledger: Ledger | None = None) -> backfill.Backfill:
+def _backfill(tmp_path: Path, engine: Any, ledger: SqliteLedger | None = None) -> backfill.Backfill:
     p = backfill.Project("truth")
     p.source("raw.t", grain="day", event_time="t")
     p.model("m", depends_on=["raw.t"], grain="day", event_time="t", sql="select 1")
@@ -216,7 +216,7 @@ def _backfill(tmp_path: Path, engine: Any, ledger: Ledger | None = None) -> back
         plan,
         reason="errors tell the truth",
         engine=engine,
-        ledger=ledger or Ledger(tmp_path / "ledger.sqlite"),
+        ledger=ledger or SqliteLedger(tmp_path / "ledger.sqlite"),
     )
 
 
@@ -279,14 +279,14 @@ def test_what_is_transient() -> None:
     assert not is_transient(InvalidInputError("bad period"))
 
 
-class _BuggyRenewLedger(Ledger):
+class _BuggyRenewLedger(SqliteLedger):
     """A ledger backend whose renew has a bug (not a storage failure)."""
 
     def renew(self, backfill_id: str, worker: str, task_ids: Any, lease_seconds: float) -> int:
         raise _bug()
 
 
-class _UnreachableRenewLedger(Ledger):
+class _UnreachableRenewLedger(SqliteLedger):
     def renew(self, backfill_id: str, worker: str, task_ids: Any, lease_seconds: float) -> int:
         raise LedgerError("ledger /x: renewing leases failed: database is locked")
 

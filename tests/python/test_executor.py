@@ -18,7 +18,7 @@ import backfill
 from backfill.engines import Area, Engine, PartitionFingerprint, TaskFailure, WriteResult
 from backfill.errors import InvalidInputError
 from backfill.run import TaskOutcome, execute_task
-from backfill.run.ledger import Claim, Ledger
+from backfill.run.ledger import Claim, SqliteLedger
 from fake_engines import WriteOnlyEngine
 
 FINGERPRINT = PartitionFingerprint(3, "00000000000000ab")
@@ -44,7 +44,7 @@ class ScriptedEngine(WriteOnlyEngine):
         return WriteResult(3, 1, FINGERPRINT, step)
 
 
-class SilentRenewLedger(Ledger):
+class SilentRenewLedger(SqliteLedger):
     """Renewals that do nothing (a ledger that accepts but loses them)."""
 
     def renew(
@@ -53,7 +53,7 @@ class SilentRenewLedger(Ledger):
         return len(task_ids)
 
 
-class FailingRenewLedger(Ledger):
+class FailingRenewLedger(SqliteLedger):
     """Renewals that fail (the ledger unreachable while the task runs)."""
 
     def renew(
@@ -65,7 +65,9 @@ class FailingRenewLedger(Ledger):
 WORKER = "thishost:0:me"
 
 
-def make(tmp_path: Path, engine: Engine, ledger_type: type[Ledger] = Ledger) -> backfill.Backfill:
+def make(
+    tmp_path: Path, engine: Engine, ledger_type: type[SqliteLedger] = SqliteLedger
+) -> backfill.Backfill:
     p = backfill.Project("exec")
     p.source("raw.t", grain="day", event_time="t")
     p.model("m", depends_on=["raw.t"], grain="day", event_time="t", sql="select 1")
@@ -203,7 +205,7 @@ def test_a_task_longer_than_its_lease_keeps_it(tmp_path: Path) -> None:
     outcomes: list[TaskOutcome] = []
     runner = threading.Thread(target=lambda: outcomes.append(execute(bf, c, lease_seconds=0.5)))
     runner.start()
-    other = Ledger(tmp_path / "ledger.sqlite")  # another worker's connection
+    other = SqliteLedger(tmp_path / "ledger.sqlite")  # another worker's connection
     stolen = []
     for _ in range(5):  # well past the first lease's end
         time.sleep(0.25)
@@ -228,7 +230,7 @@ def test_a_lease_that_cannot_be_renewed_ends_as_lost_and_records_nothing(
     assert task.status != "done" and task.rows_written is None
     assert [a["status"] for a in bf.attempts()] == ["running"]  # its end is not ours to write
     # The ledger drops the expired lease: another worker runs the task afresh.
-    (again,) = Ledger(tmp_path / "ledger.sqlite").claim(bf.id, OTHER, 1, 60)
+    (again,) = SqliteLedger(tmp_path / "ledger.sqlite").claim(bf.id, OTHER, 1, 60)
     assert again.attempt == 2
     assert [a["status"] for a in bf.attempts()] == ["abandoned", "running"]
 
@@ -240,7 +242,7 @@ def test_a_lease_taken_over_while_running_is_lost_not_done(tmp_path: Path) -> No
     runner = threading.Thread(target=lambda: outcomes.append(execute(bf, c, lease_seconds=0.2)))
     runner.start()
     time.sleep(0.35)  # the lease has run out in the ledger: another worker takes the task
-    (taken,) = Ledger(tmp_path / "ledger.sqlite").claim(bf.id, OTHER, 1, 60)
+    (taken,) = SqliteLedger(tmp_path / "ledger.sqlite").claim(bf.id, OTHER, 1, 60)
     runner.join()
     (out,) = outcomes
     assert (out.status, out.transient, taken.attempt) == ("lost", True, 2)
@@ -265,7 +267,7 @@ def test_a_renewal_that_finds_its_lease_taken_stops_the_result_from_landing(
         with sqlite3.connect(tmp_path / "ledger.sqlite") as db:
             db.execute("UPDATE leases SET expires_at = 0")
         db.close()
-        (taken,) = Ledger(tmp_path / "ledger.sqlite").claim(bf.id, OTHER, 1, 60)
+        (taken,) = SqliteLedger(tmp_path / "ledger.sqlite").claim(bf.id, OTHER, 1, 60)
         runner.join()
     (out,) = outcomes
     assert (out.status, out.transient, taken.attempt) == ("lost", True, 2)

@@ -174,7 +174,7 @@ def test_an_overlapping_backfill_is_refused_until_a_reason_is_given(shop_dir: Pa
     )
     assert [b["id"] for b in first.ledger.backfills()] == [first.id]  # nothing recorded
     allowed = p.backfill(second, reason="second", allow_overlap="the race test")
-    opts = json.loads(allowed.ledger.backfill(allowed.id)["options"])
+    opts = allowed.ledger.backfill(allowed.id).options
     assert opts["allow_overlap"]["reason"] == "the race test"
     assert [o["backfill_id"] for o in opts["allow_overlap"]["overlaps"]] == [first.id]
     # the CLI refuses the same way (exit 2, nothing recorded), and records it with a reason
@@ -258,7 +258,7 @@ def test_an_accepted_sql_change_is_recorded_and_runs_the_rest(shop_dir: Path) ->
         "comment only",
     )
     assert out.returncode == 0, out.stderr
-    opts = json.loads(bf.ledger.backfill(bf.id)["options"])
+    opts = bf.ledger.backfill(bf.id).options
     assert opts["accepted_sql_reasons"][0]["models"] == ["fct_monthly_sales"]
     assert opts["accepted_sql_reasons"][0]["reason"] == "comment only"
     assert backfill.Backfill.resume(bf.id, project=shop_dir).changed_sql() == []

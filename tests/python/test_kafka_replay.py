@@ -176,7 +176,7 @@ def test_replay_lands_exactly_the_oracles_rows_idempotently(stream: Any, tmp_pat
         assert {(p, o) for p, o, _ in got} == expected
         assert len(got) == len(expected) and all(k is not None for _, _, k in got)
         assert daily is not None and daily[0] == len(expected)
-        details = [json.loads(a["detail"]) for a in bf.ledger.attempts(bf.id) if a["detail"]]
+        details = [a.detail for a in bf.ledger.attempts(bf.id) if a.detail]
         assert len(details) == 2  # one landing task per day, each recorded its ranges
         assert sum(r["kept"] for d in details for r in d["kafka"]["ranges"]) == len(expected)
 
@@ -257,7 +257,7 @@ def test_undecodable_records_go_to_the_dead_letter_table_when_configured(
             "amount" in errors[where[101]] and "expected a JSON object" in errors[where[b"[1, 2]"]]
         )
         assert all(f"partition {p} offset {o}" in e for (p, o), e in errors.items())
-        (detail,) = [json.loads(a["detail"]) for a in bf.ledger.attempts(bf.id) if a["detail"]]
+        (detail,) = [a.detail for a in bf.ledger.attempts(bf.id) if a.detail]
         assert detail["kafka"]["dead_letters"] == 3
 
 
@@ -363,7 +363,7 @@ def test_reset_group_refuses_active_members_then_moves_and_undoes(
     from backfill.run import ledger_for
 
     (reset,) = ledger_for(project).offset_resets("etl", "orders")
-    assert json.loads(reset["offsets_old"]) == {str(p): o for p, o in before.items()}
+    assert reset.offsets_old == dict(before)
     assert len(project.changelog(reset["reset_id"]).to_pandas()) == 3
 
     reader = ck.Consumer(

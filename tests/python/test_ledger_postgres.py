@@ -21,7 +21,7 @@ import backfill.errors
 from backfill.errors import InvalidInputError
 from backfill.run.ledger import LedgerError, ledger_for, open_ledger
 from backfill.run.ledger.postgres import PostgresLedger, mask_url
-from backfill.run.ledger.sqlite_schema import SCHEMA_VERSION
+from backfill.run.ledger.schema import SCHEMA_VERSION
 from pg_support import _as_owner, free_port, pg_bindir
 
 LIVE, OTHER = "otherhost:1:live", "otherhost:2:other"
@@ -65,7 +65,7 @@ def tasks(n: int, deps: dict[int, list[int]] | None = None) -> list[dict[str, An
 
 WORKER = r"""
 import json, logging, sys, time
-from backfill.run.ledger import new_worker_id, open_ledger
+from backfill.run.ledger import TaskEnd, new_worker_id, open_ledger
 
 logging.basicConfig(level=logging.WARNING)  # the retries' warnings, on stderr
 
@@ -80,8 +80,7 @@ while True:
         continue
     for c in claims:
         time.sleep(0.01)  # the task's work
-        outcome = ledger.finish(c, bid, me, ok=True, rows=1, deleted=0, fingerprint="1:x",
-                                seconds=0.0, error=None, retry_at=None)
+        outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 1, 0, "1:x"))
         out.append([c.task.task_id, outcome])
 print(json.dumps(out))
 """

@@ -23,7 +23,7 @@ import backfill
 from backfill.engines import Area, TaskFailure, open_engine
 from backfill.engines.duckdb import DuckDBEngine, audit_schema
 from backfill.examples import shop
-from backfill.run.ledger import Ledger
+from backfill.run.ledger import SqliteLedger, TaskEnd
 from shop_support import AS_OF, cli, copy_built, query
 
 UTC = dt.timezone.utc
@@ -431,7 +431,7 @@ def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(shop
     # A lone process can finish every task before the second one has imported backfill, so the
     # test holds the ledger's write lock until both have the ledger open (they then wait on the
     # lock, busy_timeout 60 s) and releases it: both start claiming together.
-    ledger_path = Ledger.for_project_path(p.settings.state_dir).resolve()
+    ledger_path = SqliteLedger.for_project_path(p.settings.state_dir).resolve()
     lock = sqlite3.connect(ledger_path, isolation_level=None)
     lock.execute("BEGIN IMMEDIATE")
     procs = [
@@ -523,13 +523,13 @@ def _record(bid: str) -> dict[str, Any]:
 
 
 def test_concurrent_claims_never_hand_out_a_task_twice(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger = SqliteLedger(tmp_path / "ledger.sqlite")
     ledger.create_backfill(_record("b1"), _tasks(200))
     got: list[int] = []
     lock = threading.Lock()
 
     def worker(name: str) -> None:
-        own = Ledger(tmp_path / "ledger.sqlite")
+        own = SqliteLedger(tmp_path / "ledger.sqlite")
         while claims := own.claim("b1", name, 3, 60):
             with lock:
                 got.extend(c.task.task_id for c in claims)
@@ -543,7 +543,7 @@ def test_concurrent_claims_never_hand_out_a_task_twice(tmp_path: Path) -> None:
 
 
 def test_claims_respect_dependencies_and_expired_leases(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger = SqliteLedger(tmp_path / "ledger.sqlite")
     ledger.create_backfill(_record("b1"), _tasks(3, {2: [0, 1]}))
     first = ledger.claim("b1", "otherhost:1:a", 10, lease_seconds=0.2)
     assert sorted(c.task.task_id for c in first) == [0, 1]  # 2 waits for both
@@ -558,13 +558,7 @@ def test_claims_respect_dependencies_and_expired_leases(tmp_path: Path) -> None:
                 c,
                 "b1",
                 "otherhost:2:b",
-                ok=True,
-                rows=1,
-                deleted=0,
-                fingerprint="1:0",
-                seconds=0.0,
-                error=None,
-                retry_at=None,
+                TaskEnd.success(0.0, 1, 0, "1:0"),
             )
             == "done"
         )
@@ -574,13 +568,7 @@ def test_claims_respect_dependencies_and_expired_leases(tmp_path: Path) -> None:
             first[0],
             "b1",
             "otherhost:1:a",
-            ok=True,
-            rows=1,
-            deleted=0,
-            fingerprint="1:0",
-            seconds=0.0,
-            error=None,
-            retry_at=None,
+            TaskEnd.success(0.0, 1, 0, "1:0"),
         )
         == "lost"
     )

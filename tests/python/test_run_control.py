@@ -20,7 +20,7 @@ import pytest
 import backfill
 from backfill.engines import Area, PartitionFingerprint, WriteResult
 from backfill.engines.duckdb import DuckDBEngine, audit_schema
-from backfill.run.ledger import BackfillCancelledError, BackfillPausedError, Ledger
+from backfill.run.ledger import BackfillCancelledError, BackfillPausedError, SqliteLedger
 from fake_engines import WriteOnlyEngine
 from shop_support import AS_OF, cli, copy_built, query
 
@@ -104,7 +104,7 @@ def make(tmp_path: Path, engine: Any, days: int = 6, **create: Any) -> backfill.
         plan,
         reason="ops test",
         engine=engine,
-        ledger=Ledger(tmp_path / "ledger.sqlite"),
+        ledger=SqliteLedger(tmp_path / "ledger.sqlite"),
         **create,
     )
 
@@ -244,7 +244,7 @@ def test_the_budget_stops_a_run_midway_and_a_raised_budget_resumes_it(tmp_path: 
         "stopped within its budget (5m 00s of 5m 50s spent)"
     )
     assert "budget: 5m 00s of 5m 50s engine time spent, 50.0 s remaining" in str(st)
-    opts = json.loads(bf.ledger.backfill(bf.id)["options"])
+    opts = bf.ledger.backfill(bf.id).options
     bf.ledger.set_options(bf.id, {**opts, "budget_seconds": 600.0})
     assert bf.run(concurrency=2, clock=clock, poll=0.01).ok
     assert len(engine.started) == 6
@@ -330,7 +330,7 @@ def test_the_airflow_task_of_a_held_backfill_raises_paused_or_cancelled(shop_dir
         shop_dir, "fct_monthly_sales", "2026-03-01", "2026-05-01", reason="held", as_of=AS_OF
     )
     bfa.run_task(bid, 0, project=shop_dir)
-    led = Ledger.for_project(shop_dir / ".backfill")
+    led = SqliteLedger.for_project(shop_dir / ".backfill")
     led.set_paused(bid, True, "ops")
     with pytest.raises(BackfillPausedError, match="resume it with: backfill resume"):
         bfa.run_task(bid, 1, project=shop_dir)

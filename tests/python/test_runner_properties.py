@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import backfill
 from backfill.engines import Area, PartitionFingerprint, TaskFailure, WriteResult
-from backfill.run.ledger import Ledger
+from backfill.run.ledger import SqliteLedger
 from fake_engines import WriteOnlyEngine
 
 
@@ -95,7 +95,7 @@ def test_runner_respects_dependencies_retries_and_failures(
     )
     engine = MemoryEngine(failing)
     with tempfile.TemporaryDirectory() as tmp:
-        ledger = Ledger(Path(tmp) / "ledger.sqlite")
+        ledger = SqliteLedger(Path(tmp) / "ledger.sqlite")
         bf = backfill.Backfill.create(
             project, plan, reason="property", engine=engine, ledger=ledger
         )
@@ -149,10 +149,10 @@ def test_leases_are_renewed_while_long_tasks_run(tmp_path: Path) -> None:
     # renews it in time (renewals every lease/3).
     engine = MemoryEngine({}, delay=1.2)
     first = backfill.Backfill.create(
-        p, plan, reason="slow", engine=engine, ledger=Ledger(tmp_path / "ledger.sqlite")
+        p, plan, reason="slow", engine=engine, ledger=SqliteLedger(tmp_path / "ledger.sqlite")
     )
     second = backfill.Backfill(
-        p, first.id, ledger=Ledger(tmp_path / "ledger.sqlite"), engine=engine
+        p, first.id, ledger=SqliteLedger(tmp_path / "ledger.sqlite"), engine=engine
     )
     results: list[backfill.BackfillStatus] = []
     workers = [

@@ -39,10 +39,9 @@ from ..engines import (
     Engine,
     Part,
     PartitionFingerprint,
-    recorded_partitions,
 )
 from ..errors import InvalidInputError
-from ..run import BackfillState, utcnow, who
+from ..run import utcnow, who
 from ..run.ledger import TaskRow
 from .diff import DiffResult, DiffStream, diff
 from .gates import ModelFacts, evaluate, parse_gates
@@ -448,7 +447,7 @@ def _run_fingerprints(tasks: list[TaskRow]) -> dict[str, dict[str, PartitionFing
     out: dict[str, dict[str, PartitionFingerprint]] = {}
     without: set[str] = set()
     for t in tasks:
-        fps = recorded_partitions(t.fingerprint)
+        fps = t.partition_fingerprints
         mine = out.setdefault(t.model, {})
         if fps is None or set(fps) & set(mine):
             without.add(t.model)
@@ -486,8 +485,8 @@ def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> Audi
             f"backfill {bf.id} wrote the published tables directly "
             "(--direct); there is no audit area to audit"
         )
-    if rec["status"] in (BackfillState.PUBLISHED, BackfillState.DISCARDED):
-        raise InvalidInputError(f"backfill {bf.id} is {rec['status']}; nothing to audit")
+    if rec.status.final:
+        raise InvalidInputError(f"backfill {bf.id} is {rec.status}; nothing to audit")
     status = bf.status()
     if status.done != status.total:
         raise InvalidInputError(

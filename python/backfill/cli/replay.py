@@ -158,19 +158,19 @@ def cmd_reset_group(args: argparse.Namespace) -> int:
     ledger = ledger_from_args(args) or ledger_for(project)
     if args.undo:
         done = ledger.offset_resets(args.group, args.topic)
-        undone = {r["undoes"] for r in done if r["undoes"]}
-        todo = [r for r in done if not r["undoes"] and r["reset_id"] not in undone]
+        undone = {r.undoes for r in done if r.undoes}
+        todo = [r for r in done if not r.undoes and r.reset_id not in undone]
         if not todo:
             raise NotFoundError(
                 f"no reset of group {args.group!r} on topic {args.topic!r} is "
                 "recorded that is not undone already"
             )
         last = todo[-1]
-        old = {int(p): int(o) for p, o in json.loads(last["offsets_old"]).items()}
-        reset = plan_reset(cfg, args.group, args.topic, dt.datetime.fromisoformat(last["target"]))
+        old = last.offsets_old
+        reset = plan_reset(cfg, args.group, args.topic, dt.datetime.fromisoformat(last.target))
         target = {p: o for p, o in old.items() if o >= 0}
         reset = GroupReset(reset.group, reset.topic, reset.to, reset.current, target, reset.members)
-        undoes: str | None = str(last["reset_id"])
+        undoes: str | None = last.reset_id
     else:
         reset = plan_reset(cfg, args.group, args.topic, _when(args.to))
         undoes = None

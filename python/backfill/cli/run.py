@@ -223,7 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             accept_changed_sql=args.accept_changed_sql,
         )
         if args.budget:  # a new budget for what is left; spent engine time counts against it
-            opts = json.loads(bf.ledger.backfill(bf.id)["options"] or "{}")
+            opts = bf.ledger.backfill(bf.id).options
             bf.ledger.set_options(bf.id, {**opts, "budget_seconds": parse_duration(args.budget)})
     else:
         missing = [f"--{n}" for n in ("select", "start", "end", "reason") if not getattr(args, n)]
@@ -368,13 +368,15 @@ def _list(args: argparse.Namespace) -> int:
         "created_at",
     )
     if args.json:
-        sys.stdout.write(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps([{k: getattr(r, k) for k in keys} for r in rows], indent=2) + "\n"
+        )
         return EXIT_OK
     for r in rows:
         sys.stdout.write(
-            f"{r['id']}  {r['status']:<9} {r['mode']:<6} {r['selection']} "
-            f"{r['start'][:10]}..{r['end'][:10]}  {r['reason']!r} "
-            f"({r['created_by']}, {r['created_at'][:19]})\n"
+            f"{r.id}  {r.status.value:<9} {r.mode:<6} {r.selection} "
+            f"{r.start[:10]}..{r.end[:10]}  {r.reason!r} "
+            f"({r.created_by}, {r.created_at[:19]})\n"
         )
     if not rows:
         sys.stdout.write("no backfills recorded\n")

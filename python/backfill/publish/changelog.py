@@ -26,6 +26,7 @@ from .changelog_format import html_fragment, render
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
+    from ..run.ledger import AuditRecord
 
 __all__ = [
     "FORWARD_PREFIX",
@@ -54,11 +55,11 @@ def changelog_rows(
     who: str,
     note: str,
     forced: str | None,
-    audit: dict[str, Any],
+    audit: AuditRecord,
     parts: Sequence[Part],
 ) -> list[tuple[Any, ...]]:
     """The changelog rows of one model of a publication, from its recorded audit."""
-    res = audit["result"]
+    res = audit.result
     head = (pub_id, backfill_id, when, who, reason, note, forced, res["model"])
     rows: list[tuple[Any, ...]] = []
     first = parts[0][1] if parts else None

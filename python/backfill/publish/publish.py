@@ -24,7 +24,6 @@ It refuses (``ConflictError``) when:
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from ..engines import (
 )
 from ..errors import ConflictError, InvalidInputError
 from ..run import BackfillState, LedgerBackend, who
-from ..run.ledger import BackfillCancelledError
+from ..run.ledger import AuditRecord, BackfillCancelledError, BackfillRecord
 from .announce import announce, check_announce
 from .changelog import Changelog, changelog_rows
 from .notify import Delivery, message
@@ -92,46 +91,34 @@ class Publication:
         return {**self.__dict__, "deliveries": [d.__dict__ for d in self.deliveries]}
 
 
-def latest_audit(ledger: LedgerBackend, backfill_id: str) -> list[dict[str, Any]]:
-    """The per-model rows of the backfill's latest audit, with ``result`` and
-    ``published_fingerprints`` decoded. ConflictError when it was never audited."""
+def latest_audit(ledger: LedgerBackend, backfill_id: str) -> list[AuditRecord]:
+    """The per-model rows of the backfill's latest audit. ConflictError when it was never
+    audited."""
     rows = ledger.audits(backfill_id)
     if not rows:
         raise ConflictError(
             f"backfill {backfill_id} has not been audited; run `backfill audit "
             f"{backfill_id}` (bf.audit()) before publishing"
         )
-    latest = json.loads(rows[-1]["result"])["audit_id"]
-    out = []
-    for r in rows:
-        result = json.loads(r["result"])
-        if result["audit_id"] == latest:
-            out.append(
-                {
-                    **r,
-                    "result": result,
-                    "published_fingerprints": json.loads(r["published_fingerprints"]),
-                }
-            )
-    return out
+    latest = rows[-1].audit_id
+    return [r for r in rows if r.audit_id == latest]
 
 
 def recorded_publication(ledger: LedgerBackend, backfill_id: str) -> dict[str, Any] | None:
     """The publication recorded for a published backfill (as ``Publication.to_dict()`` minus the
     changelog row count), or None."""
     pubs = ledger.publications(backfill_id)
-    if not pubs or ledger.backfill(backfill_id)["status"] != BackfillState.PUBLISHED:
+    if not pubs or ledger.backfill(backfill_id).status is not BackfillState.PUBLISHED:
         return None
     row = pubs[-1]
-    recorded = json.loads(row["models"])
     return {
-        "id": recorded["publication_id"],
-        "backfill_id": row["backfill_id"],
-        "published_at": row["published_at"],
-        "published_by": row["published_by"],
-        "note": row["note"],
-        "forced_reason": row["forced_reason"],
-        "models": recorded["models"],
+        "id": row.publication_id,
+        "backfill_id": row.backfill_id,
+        "published_at": row.published_at,
+        "published_by": row.published_by,
+        "note": row.note,
+        "forced_reason": row.forced_reason,
+        "models": row.models,
     }
 
 
@@ -152,10 +139,9 @@ def publish_backfill(bf: Backfill, note: str, force_reason: str | None = None) -
             f"backfill {bf.id} wrote the published tables directly; there is nothing to publish"
         )
     _refuse_cancelled(bf.id, rec)
-    if rec["status"] != BackfillState.DONE:
+    if rec.status is not BackfillState.DONE:
         raise InvalidInputError(
-            f"backfill {bf.id} is {rec['status']}; only a finished "
-            "('done') backfill can be published"
+            f"backfill {bf.id} is {rec.status}; only a finished ('done') backfill can be published"
         )
     check_announce(bf.project)
     try:
@@ -164,9 +150,9 @@ def publish_backfill(bf: Backfill, note: str, force_reason: str | None = None) -
         bf.engine.close()  # let other processes (readers, runners) open the warehouse
 
 
-def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -> Publication:
+def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -> Publication:
     project, engine = bf.project, bf.engine
-    audits = {a["model"]: a for a in latest_audit(bf.ledger, bf.id)}
+    audits = {a.model: a for a in latest_audit(bf.ledger, bf.id)}
     parts = bf.partitions()
     missing = [m for m in parts if m not in audits]
     if missing:
@@ -174,7 +160,7 @@ def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -
             f"the latest audit of {bf.id} did not cover {', '.join(missing)}; "
             f"re-audit first: backfill audit {bf.id}"
         )
-    failed = [g for a in audits.values() for g in a["result"]["gates"] if not g["passed"]]
+    failed = [g for a in audits.values() for g in a.result["gates"] if not g["passed"]]
     if failed and forced is None:
         lines = "\n  ".join(f"{g['model']}: {g['gate']} -- {g['reason']}" for g in failed)
         raise ConflictError(
@@ -182,9 +168,7 @@ def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -
             f"with force_reason='why this is right' (--force REASON):\n  {lines}"
         )
     for model, model_parts in parts.items():
-        if not _area_unchanged(
-            bf, model, model_parts, audits[model]["result"]["audit_fingerprints"]
-        ):
+        if not _area_unchanged(bf, model, model_parts, audits[model].result["audit_fingerprints"]):
             raise ConflictError(
                 f"the audit area of {model} changed since the audit (a task ran "
                 f"again); re-audit first: backfill audit {bf.id}"
@@ -197,13 +181,13 @@ def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -
         row
         for m in order
         for row in changelog_rows(
-            pub_id, bf.id, rec["reason"], when, by, note, forced, audits[m], parts[m]
+            pub_id, bf.id, rec.reason, when, by, note, forced, audits[m], parts[m]
         )
     ]
     request = PublishRequest(
         bf.id,
         bf.area,
-        tuple(PublishModel(m, tuple(parts[m]), audits[m]["published_fingerprints"]) for m in order),
+        tuple(PublishModel(m, tuple(parts[m]), audits[m].published_fingerprints) for m in order),
         tuple(rows),
     )
     _refuse_cancelled(bf.id, bf.ledger.backfill(bf.id))  # cancelled while we checked?
@@ -217,7 +201,7 @@ def _publish(bf: Backfill, rec: dict[str, Any], note: str, forced: str | None) -
             f"first: backfill audit {bf.id}"
         ) from exc
     changed = {
-        a["model"]: [p["label"] for p in a["result"]["partitions"] if not p["identical"]]
+        a.model: [p["label"] for p in a.result["partitions"] if not p["identical"]]
         for a in audits.values()
     }
     published_at = when.isoformat(timespec="seconds")
@@ -266,11 +250,11 @@ def _area_unchanged(bf: Backfill, model: str, parts: list[Part], recorded: dict[
     return {k: str(v) for k, v in now.items()} == recorded
 
 
-def _refuse_cancelled(backfill_id: str, rec: dict[str, Any]) -> None:
-    if rec["status"] == BackfillState.CANCELLED:
+def _refuse_cancelled(backfill_id: str, rec: BackfillRecord) -> None:
+    if rec.status is BackfillState.CANCELLED:
         raise BackfillCancelledError(
-            f"backfill {backfill_id} was cancelled by {rec.get('cancelled_by')} "
-            f"({rec.get('cancel_reason')!r}); a cancelled backfill is never published. Its "
+            f"backfill {backfill_id} was cancelled by {rec.cancelled_by} "
+            f"({rec.cancel_reason!r}); a cancelled backfill is never published. Its "
             f"audit area stays until: backfill discard {backfill_id}"
         )
 
@@ -278,7 +262,7 @@ def _refuse_cancelled(backfill_id: str, rec: dict[str, Any]) -> None:
 def discard_backfill(bf: Backfill) -> None:
     """Drops the audit area of an unpublished backfill and marks it discarded."""
     rec = bf.ledger.backfill(bf.id)
-    if rec["status"] == BackfillState.PUBLISHED:
+    if rec.status is BackfillState.PUBLISHED:
         raise ConflictError(
             f"backfill {bf.id} is published; discarding it would not undo that "
             "(backfill the period again to change it)"

@@ -34,6 +34,7 @@ from ..errors import ConflictError, InvalidInputError
 from ..windows import check_specs, parse_duration
 from .executor import TaskOutcome, execute_task
 from .ledger import (
+    AttemptRecord,
     BackfillHeldError,
     BackfillState,
     Claim,
@@ -93,8 +94,8 @@ class Backfill:
         self.ledger = ledger
         self.engine = engine
         rec = ledger.backfill(backfill_id)
-        self.mode: str = rec["mode"]
-        self.reason: str = rec["reason"]
+        self.mode: str = rec.mode
+        self.reason: str = rec.reason
         self._area: Area | None = None
 
     # -- creation ------------------------------------------------------------------------------
@@ -233,8 +234,8 @@ class Backfill:
         unless ``accept_changed_sql`` says why running the rest with the new SQL is right."""
         bf = cls.open(backfill_id, project=project, engine=engine, ledger=ledger)
         rec = bf.ledger.backfill(backfill_id)
-        if not BackfillState(rec["status"]).runnable:
-            raise InvalidInputError(f"backfill {backfill_id} is {rec['status']}; nothing to resume")
+        if not rec.status.runnable:
+            raise InvalidInputError(f"backfill {backfill_id} is {rec.status}; nothing to resume")
         bf.check_sql(accept_changed_sql)  # before anything changes: a refused resume is a no-op
         reset = bf.ledger.reset_failed(backfill_id)
         if reset:
@@ -246,8 +247,8 @@ class Backfill:
         with (or last accepted with :meth:`check_sql`)."""
         rec = self.ledger.backfill(self.id)
         hashes = {
-            **json.loads(rec["models"]),
-            **json.loads(rec["options"] or "{}").get("accepted_sql", {}),
+            **rec.models,
+            **rec.options.get("accepted_sql", {}),
         }
         left = {t.model for t in self.ledger.tasks(self.id) if t.status != TaskState.DONE}
         return [
@@ -273,7 +274,7 @@ class Backfill:
                 "resume with accept_changed_sql='why' (--accept-changed-sql REASON)",
                 changed,
             )
-        opts = json.loads(self.ledger.backfill(self.id)["options"] or "{}")
+        opts = self.ledger.backfill(self.id).options
         accepted = {
             **opts.get("accepted_sql", {}),
             **{m: sql_hash(self.project.models[m].sql) for m in changed},
@@ -339,7 +340,7 @@ class Backfill:
     def tasks(self) -> list[TaskRow]:
         return self.ledger.tasks(self.id)
 
-    def attempts(self) -> list[dict[str, Any]]:
+    def attempts(self) -> list[AttemptRecord]:
         return self.ledger.attempts(self.id)
 
     def partitions(self) -> dict[str, list[Part]]:
@@ -427,16 +428,16 @@ class Backfill:
             )
         worker = new_worker_id()
         rec = self.ledger.backfill(self.id)
-        if not BackfillState(rec["status"]).runnable:
-            raise InvalidInputError(f"backfill {self.id} is {rec['status']}; it cannot run")
+        if not rec.status.runnable:
+            raise InvalidInputError(f"backfill {self.id} is {rec.status}; it cannot run")
         self.check_sql()
         if windows is not None:  # recorded, so status (any process) tells when it runs
             self.ledger.set_options(
                 self.id,
-                {**json.loads(rec["options"] or "{}"), "windows": check_specs(windows, "run")},
+                {**rec.options, "windows": check_specs(windows, "run")},
             )
         clock = clock or SystemClock()
-        if rec["paused_at"] is None:
+        if rec.paused_at is None:
             self.ledger.set_status(self.id, BackfillState.RUNNING)
         log.info("backfill %s: worker %s starts (concurrency %d)", self.id, worker, concurrency)
         execute = functools.partial(
@@ -482,7 +483,7 @@ class Backfill:
                     )
                     break
                 rec = self.ledger.backfill(self.id)
-                limits = RunLimits.from_options(json.loads(rec["options"] or "{}"))
+                limits = RunLimits.from_options(rec.options)
                 # ... in rounds: what becomes ready during one (the next model's batches, as
                 # their inputs finish one by one) is handed over together after it
                 free = 0 if group > 1 and running else slots - len(running)
@@ -506,13 +507,13 @@ class Backfill:
                         running.discard(fut)
                         emit(fut.result().event())  # re-raises bugs (ledger errors)
                     continue
-                if rec["status"] == BackfillState.CANCELLED:
+                if rec.status is BackfillState.CANCELLED:
                     log.info("backfill %s: cancelled; worker %s stops", self.id, worker)
                     break
                 snap = self.status(now=clock.now())
                 if snap.finished:
                     break
-                if rec["paused_at"] is not None:
+                if rec.paused_at is not None:
                     if exit_when_held:
                         break
                     said = self._say(said, f"paused; waiting for: backfill resume {self.id}")
@@ -538,7 +539,7 @@ class Backfill:
         if stop is not None and stop.requested and not final.finished:
             return self._interrupted(worker, stop, left_running, clock)
         status = BackfillState.FAILED if final.failed_tasks else BackfillState.DONE
-        if final.finished and BackfillState(self.ledger.backfill(self.id)["status"]).runnable:
+        if final.finished and self.ledger.backfill(self.id).status.runnable:
             try:
                 self.ledger.set_status(self.id, status, finished=True)
             except IllegalTransitionError:  # cancelled meanwhile by another process
@@ -560,7 +561,7 @@ class Backfill:
                 worker,
                 len(others),
             )
-        elif self.ledger.backfill(self.id)["status"] == BackfillState.RUNNING:
+        elif self.ledger.backfill(self.id).status is BackfillState.RUNNING:
             try:
                 self.ledger.set_status(self.id, BackfillState.INTERRUPTED)
             except IllegalTransitionError:  # cancelled or finished meanwhile by another process

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from ..engines import Area, Engine, TaskFailure, WriteResult
 from ..errors import PROGRAMMING_ERRORS, BackfillError, InvalidInputError
 from ..model.kafka import KafkaSettings
-from .ledger import Claim, LedgerBackend, LedgerError, TaskRow
+from .ledger import Claim, LedgerBackend, LedgerError, TaskEnd, TaskRow
 from .status import TaskEvent
 from .stop import Stop
 
@@ -361,13 +361,12 @@ def execute_task(
             claim,
             backfill_id,
             worker,
-            ok=True,
-            rows=result.rows_written,
-            deleted=result.rows_deleted,
-            fingerprint=result.recorded_fingerprint(),
-            seconds=result.seconds,
-            error=None,
-            retry_at=None,
+            TaskEnd.success(
+                result.seconds,
+                result.rows_written,
+                result.rows_deleted,
+                result.recorded_fingerprint(),
+            ),
         )
         out = dataclasses.replace(
             base,
@@ -394,13 +393,7 @@ def execute_task(
         claim,
         backfill_id,
         worker,
-        ok=False,
-        rows=None,
-        deleted=None,
-        fingerprint=None,
-        seconds=seconds,
-        error=error,
-        retry_at=retry_at,
+        TaskEnd.failure(seconds, error, retry_at),
     )
     ended: OutcomeStatus = (
         "pending" if status == "pending" else "failed" if status == "failed" else "lost"
@@ -435,13 +428,7 @@ def _interrupted(
         claim,
         backfill_id,
         worker,
-        ok=False,
-        rows=None,
-        deleted=None,
-        fingerprint=None,
-        seconds=seconds,
-        error=f"{why}: {error}",
-        retry_at=time.time(),
+        TaskEnd.failure(seconds, f"{why}: {error}", time.time()),
     )
     out = dataclasses.replace(
         base,

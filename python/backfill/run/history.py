@@ -51,17 +51,17 @@ def model_costs(
     current = {m: sql_hash(project.models[m].sql) for m in names}
     found: dict[str, list[Measurement]] = {}
     for row in ledger.cost_history(project.name, names, backfills):
-        seconds = row["wall_seconds"] if row["wall_seconds"] is not None else row["seconds"]
+        seconds = row.wall_seconds if row.wall_seconds is not None else row.seconds
         if seconds is None:
             continue
-        was = row["sql_hash"]
-        found.setdefault(row["model"], []).append(
+        was = row.sql_hash
+        found.setdefault(row.model, []).append(
             Measurement(
-                int(row["partitions"]),
+                row.partitions,
                 float(seconds),
-                row["rows"],
-                str(row["source"]),
-                stale=was is not None and was != current[row["model"]],
+                row.rows,
+                row.source,
+                stale=was is not None and was != current[row.model],
             )
         )
     # Models measured at one task size only borrow the fixed cost per task that models measured

@@ -24,7 +24,8 @@ from typing import Any, Literal, Protocol
 
 from ..errors import InvalidInputError
 from ..windows import Windows, format_duration
-from .ledger import TaskRow
+from .ledger import AttemptRecord, AttemptState, TaskRow
+from .ledger.states import ENDED_ATTEMPTS
 
 __all__ = ["Clock", "RunLimits", "SystemClock", "spent_seconds"]
 
@@ -47,9 +48,9 @@ class SystemClock:
         time.sleep(seconds)
 
 
-def spent_seconds(attempts: Sequence[Mapping[str, Any]]) -> float:
+def spent_seconds(attempts: Sequence[AttemptRecord]) -> float:
     """Engine time the backfill's finished attempts used (what the ledger recorded)."""
-    return float(sum(a["seconds"] or 0.0 for a in attempts if a["status"] in ("done", "failed")))
+    return float(sum(a.seconds or 0.0 for a in attempts if a.status in ENDED_ATTEMPTS))
 
 
 @dataclass(frozen=True)
@@ -73,14 +74,14 @@ class RunLimits:
         return self.windows is not None or self.budget_seconds is not None
 
     def per_partition(
-        self, attempts: Sequence[Mapping[str, Any]], tasks: Mapping[int, TaskRow]
+        self, attempts: Sequence[AttemptRecord], tasks: Mapping[int, TaskRow]
     ) -> dict[str, float]:
         """Seconds per partition by model: observed in this backfill, else recorded."""
         seen: dict[str, list[float]] = {}
         for a in attempts:
-            t = tasks.get(int(a["task_id"]))
-            if a["status"] == "done" and a["seconds"] is not None and t is not None:
-                seen.setdefault(t.model, []).append(float(a["seconds"]) / max(1, t.partitions))
+            t = tasks.get(a.task_id)
+            if a.status is AttemptState.DONE and a.seconds is not None and t is not None:
+                seen.setdefault(t.model, []).append(float(a.seconds) / max(1, t.partitions))
         out = dict(self.costs)
         out.update({m: sum(v) / len(v) for m, v in seen.items()})
         return out

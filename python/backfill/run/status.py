@@ -6,14 +6,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import html
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._arrow import html_table
 from ..windows import format_duration
-from .ledger import LedgerBackend, TaskRow
-from .limits import RunLimits
+from .ledger import AttemptRecord, BackfillState, LedgerBackend, TaskRow, TaskState
+from .ledger.states import PAUSABLE
+from .limits import RunLimits, spent_seconds
 
 __all__ = ["BackfillStatus", "ModelStatus", "TaskEvent", "backfill_status"]
 
@@ -75,7 +75,7 @@ class BackfillStatus:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("done", "published")
+        return self.status in (BackfillState.DONE, BackfillState.PUBLISHED)
 
     @property
     def finished(self) -> bool:
@@ -187,19 +187,21 @@ def _blocked(tasks: list[TaskRow]) -> set[int]:
     memo: dict[int, bool] = {}
     for t in sorted(tasks, key=lambda t: t.wave):  # dependencies sit in earlier waves
         memo[t.task_id] = any(
-            by_id[d].status == "failed" or memo.get(d, False) for d in t.depends_on
+            by_id[d].status is TaskState.FAILED or memo.get(d, False) for d in t.depends_on
         )
-    return {t.task_id for t in tasks if t.status == "pending" and memo[t.task_id]}
+    return {t.task_id for t in tasks if t.status is TaskState.PENDING and memo[t.task_id]}
 
 
 def _costs(
-    options: dict[str, Any], tasks: list[TaskRow], attempts: list[dict[str, Any]], blocked: set[int]
+    options: dict[str, Any], tasks: list[TaskRow], attempts: list[AttemptRecord], blocked: set[int]
 ) -> tuple[RunLimits, list[float]]:
     """The run limits and the estimated costs of the pending tasks that may still run."""
     limits = RunLimits.from_options(options)
     per = limits.per_partition(attempts, {t.task_id: t for t in tasks})
     return limits, [
-        limits.cost(t, per) for t in tasks if t.status == "pending" and t.task_id not in blocked
+        limits.cost(t, per)
+        for t in tasks
+        if t.status is TaskState.PENDING and t.task_id not in blocked
     ]
 
 
@@ -214,9 +216,7 @@ def backfill_status(
         order.setdefault(t.model, []).append(t)
     models = []
     for name, ts in order.items():
-        count = {
-            s: sum(1 for t in ts if t.status == s) for s in ("done", "running", "failed", "pending")
-        }
+        count = {s.value: sum(1 for t in ts if t.status is s) for s in TaskState}
         models.append(
             ModelStatus(
                 name,
@@ -228,30 +228,35 @@ def backfill_status(
                 sum(1 for t in ts if t.task_id in blocked),
             )
         )
-    status = rec["status"]
+    status = rec.status.value  # or what holds it: paused, budget, window, interrupted
     live = ledger.live_workers(backfill_id)
-    options = json.loads(rec.get("options") or "{}")
+    options = rec.options
     attempts = ledger.attempts(backfill_id)
-    spent = float(sum(a["seconds"] or 0.0 for a in attempts if a["status"] in ("done", "failed")))
+    spent = spent_seconds(attempts)
     budget = options.get("budget_seconds")
     note: str | None = None
     held: str | None = None
-    if status == "cancelled":
-        note = f"cancelled by {rec.get('cancelled_by')}: {rec.get('cancel_reason')}"
+    if rec.status is BackfillState.CANCELLED:
+        note = f"cancelled by {rec.cancelled_by}: {rec.cancel_reason}"
         held = "cancelled"
-    elif rec.get("paused_at") and status in ("pending", "running", "interrupted", "failed"):
+    elif rec.paused and rec.status in PAUSABLE:
         status, held = "paused", "paused"
         note = (
-            f"paused by {rec.get('paused_by')} at {str(rec['paused_at'])[:19]}; running "
+            f"paused by {rec.paused_by} at {str(rec.paused_at)[:19]}; running "
             f"tasks finish, nothing new starts: backfill resume {backfill_id}"
         )
     elif (
-        status in ("pending", "running")
+        rec.status in (BackfillState.PENDING, BackfillState.RUNNING)
         and not live
         and (options.get("windows") or budget is not None)
     ):
         limits, costs = _costs(options, tasks, attempts, blocked)
-        if costs and budget is not None and status == "running" and min(costs) > budget - spent:
+        if (
+            costs
+            and budget is not None
+            and rec.status is BackfillState.RUNNING
+            and min(costs) > budget - spent
+        ):
             held = "budget"
             note = (
                 f"stopped within its budget ({format_duration(spent)} of "
@@ -261,26 +266,26 @@ def backfill_status(
         elif costs and limits.windows is not None:
             note = limits.waiting_note(now or dt.datetime.now(dt.timezone.utc), min(costs))
             held = "window" if note else None
-    elif status == "interrupted":
+    elif rec.status is BackfillState.INTERRUPTED:
         held = "interrupted"
         note = (
-            f"interrupted at {str(rec['updated_at'])[:19]} UTC: its runner was stopped "
+            f"interrupted at {str(rec.updated_at)[:19]} UTC: its runner was stopped "
             "(SIGINT/SIGTERM) before the end; finished tasks are kept, interrupted ones "
             "committed nothing"
         )
-    if status == "running" and not live and note is None:
+    if rec.status is BackfillState.RUNNING and not live and note is None:
         status = "interrupted"  # no worker alive (killed): resume it
     return BackfillStatus(
         id=backfill_id,
         status=status,
-        reason=rec["reason"],
-        selection=rec["selection"],
-        period=f"{rec['start'][:10]}..{rec['end'][:10]}",
-        mode=rec["mode"],
+        reason=rec.reason,
+        selection=rec.selection,
+        period=f"{rec.start[:10]}..{rec.end[:10]}",
+        mode=rec.mode,
         models=models,
-        failed_tasks=[t for t in tasks if t.status == "failed"],
+        failed_tasks=[t for t in tasks if t.status is TaskState.FAILED],
         note=note,
-        paused=bool(rec.get("paused_at")),
+        paused=rec.paused,
         held=held,
         budget={
             "budget": budget,

@@ -38,6 +38,7 @@ from backfill.run.ledger import (
     LedgerBackend,
     LedgerError,
     TaskBusyError,
+    TaskEnd,
     TaskRow,
     open_ledger,
 )
@@ -96,10 +97,10 @@ V1_ROWS = [
 
 
 def _sqlite_make_v1(url: str) -> None:
-    from backfill.run.ledger.sqlite_schema import V1_TABLES
+    from backfill.run.ledger.schema import SQLITE, v1_statements
 
     with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-        db.executescript(V1_TABLES + ";" + ";".join(V1_ROWS))
+        db.executescript(";".join([*v1_statements(SQLITE), *V1_ROWS]))
     db.close()
 
 
@@ -113,11 +114,11 @@ def _sqlite_version(url: str) -> int:
 def _postgres_make_v1(url: str) -> None:
     import psycopg
 
-    from backfill.run.ledger.postgres_schema import V1_TABLES
+    from backfill.run.ledger.schema import POSTGRES, v1_statements
 
     with psycopg.connect(url, autocommit=True) as db, db.transaction():
         db.execute("CREATE SCHEMA backfill_ledger; SET search_path = backfill_ledger")
-        for statement in [*V1_TABLES.split(";\n"), *V1_ROWS]:
+        for statement in [*v1_statements(POSTGRES), *V1_ROWS]:
             db.execute(statement.encode())
 
 
@@ -217,18 +218,8 @@ def finish(
     ok: bool = True,
     retry_at: float | None = None,
 ) -> str:
-    return led.finish(
-        claim,
-        bid,
-        worker,
-        ok=ok,
-        rows=None if not ok else 1,
-        deleted=0,
-        fingerprint=None if not ok else "1:ab",
-        seconds=0.01,
-        error=None if ok else "boom",
-        retry_at=retry_at,
-    )
+    end = TaskEnd.success(0.01, 1, 0, "1:ab") if ok else TaskEnd.failure(0.01, "boom", retry_at)
+    return led.finish(claim, bid, worker, end)
 
 
 def ids(claims: list[Claim]) -> list[int]:
@@ -269,8 +260,8 @@ def exited_pid() -> int:
 def test_create_then_read_back_the_record_and_tasks(ledger: LedgerBackend) -> None:
     ledger.create_backfill(record("b1"), tasks(3, {2: [0, 1]}, {2: 1}))
     rec = ledger.backfill("b1")
-    assert {k: rec[k] for k in record("b1")} == record("b1")
-    assert rec["status"] == "pending" and rec["finished_at"] is None
+    assert {k: rec[k] for k in record("b1")} == {**record("b1"), "models": {}}  # decoded
+    assert rec.status is BackfillState.PENDING and rec.finished_at is None
     rows = ledger.tasks("b1")
     assert [(t.task_id, t.label, t.wave, t.status, t.attempts, t.depends_on) for t in rows] == [
         (0, "p0", 0, "pending", 0, ()),
@@ -458,7 +449,7 @@ def test_a_failure_without_retry_fails_until_reset(ledger: LedgerBackend) -> Non
 # -- exactly once, across processes ------------------------------------------------------------
 WORKER = r"""
 import json, sys, time
-from backfill.run.ledger import new_worker_id, open_ledger
+from backfill.run.ledger import TaskEnd, new_worker_id, open_ledger
 
 url, bid, stall = sys.argv[1], sys.argv[2], {int(s) for s in sys.argv[3].split(",")}
 ledger, me, out = open_ledger(url), new_worker_id(), []
@@ -481,8 +472,7 @@ while True:
                 time.sleep(0.05)
         elif c.task.task_id in stall:
             time.sleep(0.4)  # the takeover is still running when the stalled worker reports
-        outcome = ledger.finish(c, bid, me, ok=True, rows=1, deleted=0, fingerprint="1:x",
-                                seconds=0.0, error=None, retry_at=None)
+        outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 1, 0, "1:x"))
         out.append([c.task.task_id, outcome])
 print(json.dumps(out))
 """
@@ -627,16 +617,7 @@ def test_an_interrupted_backfill_keeps_its_tasks_and_resumes(ledger: LedgerBacke
     assert finish(ledger, first, "b1", LIVE) == "done"
     assert (
         ledger.finish(
-            second,
-            "b1",
-            LIVE,
-            ok=False,
-            rows=None,
-            deleted=None,
-            fingerprint=None,
-            seconds=0.1,
-            error="interrupted by SIGTERM",
-            retry_at=time.time(),
+            second, "b1", LIVE, TaskEnd.failure(0.1, "interrupted by SIGTERM", time.time())
         )
         == "pending"
     )
@@ -715,10 +696,10 @@ def test_options_are_recorded_at_create_and_replaced(ledger: LedgerBackend) -> N
     opts = {"windows": ["22:00-06:00 Europe/Berlin"], "budget_seconds": 10800.0}
     ledger.create_backfill({**record("b1"), "options": json.dumps(opts)}, tasks(1))
     ledger.create_backfill(record("b2"), tasks(1))  # options are optional
-    assert json.loads(ledger.backfill("b1")["options"]) == opts
-    assert ledger.backfill("b2")["options"] is None
+    assert ledger.backfill("b1").options == opts  # decoded once, when read
+    assert ledger.backfill("b2").options == {}
     ledger.set_options("b2", {"budget_seconds": 60.0})
-    assert json.loads(ledger.backfill("b2")["options"]) == {"budget_seconds": 60.0}
+    assert ledger.backfill("b2").options == {"budget_seconds": 60.0}
     with pytest.raises(NotFoundError, match="nope"):
         ledger.set_options("nope", {})
 
@@ -742,12 +723,13 @@ def test_audits_roundtrip(ledger: LedgerBackend) -> None:
         ],
     )
     rows = ledger.audits("b1")
-    assert [(r["model"], r["passed"], r["created_by"]) for r in rows] == [
-        ("m", 1, "me"),
-        ("n", 0, "me"),
+    assert [(r.model, r.passed, r.created_by) for r in rows] == [
+        ("m", True, "me"),
+        ("n", False, "me"),
     ]
-    assert json.loads(rows[0]["published_fingerprints"]) == {"p0": "1:ab"}
-    assert json.loads(rows[0]["result"]) == {
+    assert rows[0].published_fingerprints == {"p0": "1:ab"}
+    assert rows[0].audit_id == "aud1"
+    assert rows[0].result == {
         "audit_id": "aud1",
         "gates": [],
         "rows": 3,
@@ -771,7 +753,7 @@ def test_record_publication_publishes_a_done_backfill_in_one_step(ledger: Ledger
     assert status(ledger, "b1") == "published"
     (row,) = ledger.publications("b1")
     assert (row["backfill_id"], row["published_by"], row["note"]) == ("b1", "me", "fixed")
-    assert json.loads(row["models"]) == {"publication_id": "pub_1", "models": {"m": ["p0"]}}
+    assert (row.publication_id, row.models) == ("pub_1", {"m": ["p0"]})
     with pytest.raises(IllegalTransitionError, match="b1 is published"):
         ledger.record_publication("b1", publication("pub_2"))  # never published twice
     make_done(ledger, "b2")
@@ -805,15 +787,15 @@ def test_an_attempts_detail_is_kept_with_that_attempt_only(ledger: LedgerBackend
     first, second = ledger.claim("b1", LIVE, 2, 60)
     detail = {"kafka": {"topic": "orders", "ranges": [{"partition": 0, "from": 5, "to": 9}]}}
     ledger.record_attempt_detail("b1", first.attempt_id, json.dumps(detail))
-    by_id = {a["id"]: a for a in ledger.attempts("b1")}
-    assert json.loads(by_id[first.attempt_id]["detail"]) == detail
-    assert by_id[second.attempt_id]["detail"] is None
+    by_id = {a.id: a for a in ledger.attempts("b1")}
+    assert by_id[first.attempt_id].detail == detail
+    assert by_id[second.attempt_id].detail is None
     assert finish(ledger, first, "b1", LIVE) == "done"  # finishing keeps it
     ledger.record_attempt_detail("b1", second.attempt_id, "{}")
     ledger.record_attempt_detail("b1", second.attempt_id, '{"again": 1}')  # the last one stays
-    by_id = {a["id"]: a for a in ledger.attempts("b1")}
-    assert json.loads(by_id[first.attempt_id]["detail"]) == detail
-    assert json.loads(by_id[second.attempt_id]["detail"]) == {"again": 1}
+    by_id = {a.id: a for a in ledger.attempts("b1")}
+    assert by_id[first.attempt_id].detail == detail
+    assert by_id[second.attempt_id].detail == {"again": 1}
     with pytest.raises(NotFoundError, match="no attempt"):  # another backfill's attempt
         ledger.record_attempt_detail("b2", first.attempt_id, "{}")
     with pytest.raises(NotFoundError, match="no attempt"):
@@ -847,15 +829,12 @@ def test_offset_resets_roundtrip_per_group_and_topic_oldest_first(ledger: Ledger
         "target": "2026-01-02T00:00:00+00:00",
         "undoes": None,
     }
-    assert json.loads(r1["offsets_old"]) == {"0": 10, "1": -1}
-    assert json.loads(r1["offsets_new"]) == {"0": 3, "1": 0}
-    assert r4["undoes"] == "r2" and json.loads(r4["offsets_new"]) == {"0": 10}
+    assert r1.offsets_old == {0: 10, 1: -1}  # decoded: partition -> offset
+    assert r1.offsets_new == {0: 3, 1: 0}
+    assert r4.undoes == "r2" and r4.offsets_new == {0: 10}
     # The same reset again (a retried command) changes nothing, even with other values.
     ledger.record_offset_reset({**offset_reset("r1"), "offsets_new": json.dumps({"0": 99})})
-    assert [json.loads(r["offsets_new"]) for r in ledger.offset_resets("etl", "orders")][0] == {
-        "0": 3,
-        "1": 0,
-    }
+    assert [r.offsets_new for r in ledger.offset_resets("etl", "orders")][0] == {0: 3, 1: 0}
     bad = offset_reset("r5")
     del bad["offsets_old"]
     with pytest.raises(InvalidInputError, match="lacks offsets_old"):
@@ -889,16 +868,7 @@ def test_cost_history_reads_done_attempts_of_recent_backfills_then_samples(
         for c in claims[:2]:  # task 2 is claimed but never finishes: no measurement
             assert (
                 ledger.finish(
-                    c,
-                    bid,
-                    LIVE,
-                    ok=True,
-                    rows=5 * (c.task.task_id + 1),
-                    deleted=0,
-                    fingerprint="5:ab",
-                    seconds=0.25,
-                    error=None,
-                    retry_at=None,
+                    c, bid, LIVE, TaskEnd.success(0.25, 5 * (c.task.task_id + 1), 0, "5:ab")
                 )
                 == "done"
             )
@@ -960,7 +930,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         assert backend.version(url) == SCHEMA_VERSION == 6
         migrated = led.backfill("b1")
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
-        assert (migrated["paused_at"], migrated["options"]) == (None, None)
+        assert (migrated.paused_at, migrated.options) == (None, {})
         assert [(t.task_id, t.status, t.attempts, t.depends_on) for t in led.tasks("b1")] == [
             (0, "done", 1, ()),
             (1, "pending", 0, (0,)),
@@ -971,7 +941,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         assert (claim.task.task_id, claim.attempt) == (1, 1)
         assert finish(led, claim, "b1", LIVE) == "done"
         led.record_attempt_detail("b1", claim.attempt_id, "{}")  # and the version 4 records
-        assert [a["detail"] for a in led.attempts("b1")] == [None, "{}"]
+        assert [a.detail for a in led.attempts("b1")] == [None, {}]
         led.record_offset_reset(offset_reset("r1"))
         assert [r["reset_id"] for r in led.offset_resets("etl")] == ["r1"]
         led.set_status("b1", "interrupted")  # the version 5 state

@@ -1,5 +1,6 @@
-"""Connections to a PostgreSQL warehouse: a psycopg pool for SQL, a few ADBC connections for
-Arrow streams, the URL with its password masked, and which errors are worth a retry.
+"""Connections to a PostgreSQL warehouse: a psycopg pool for SQL (the pools, masked driver
+errors and which errors are worth a retry are :mod:`backfill._postgres`'s, shared with the
+Postgres ledger) and a few ADBC connections for Arrow streams.
 
 Every connection runs with ``TimeZone=UTC`` and ``DateStyle=ISO`` (the period filters are UTC
 timestamp literals, and fingerprints hash the rows' text form, which must not depend on the
@@ -16,8 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import PoolClosed, PoolTimeout
 
+from ..._postgres import Pool, PoolSpec, is_transient, open_pool, reason
 from ..._secrets import mask_text, mask_url
 from ...errors import InvalidInputError
 from ..base import TaskFailure
@@ -33,22 +35,6 @@ class PostgresConnectionError(InvalidInputError):
     """The warehouse named by a URL cannot be used (unreachable, refused, no permission)."""
 
 
-# SQLSTATE classes and codes of failures that may pass on a retry: serialization failures and
-# deadlocks (40), lock timeouts (55P03), a server shutting down or not yet accepting connections
-# (57P0x), connection exceptions (08), too many connections (53300).
-_TRANSIENT_STATES = ("40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300", "53400")
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether ``exc`` (from psycopg or the pool) may pass on a retry."""
-    if isinstance(exc, PoolTimeout):
-        return True
-    state = getattr(exc, "sqlstate", None)
-    if state is None:  # no server answer: the connection was lost or never made
-        return isinstance(exc, psycopg.OperationalError)
-    return state in _TRANSIENT_STATES or state.startswith(("08", "57P"))
-
-
 def task_failure(where: str, exc: BaseException) -> TaskFailure:
     """The :class:`TaskFailure` of a database error in a task of ``where``."""
     transient = is_transient(exc)
@@ -59,10 +45,13 @@ def task_failure(where: str, exc: BaseException) -> TaskFailure:
 
 
 def _reason(exc: BaseException, url: str = "") -> str:
-    """The first lines of ``exc``'s text, with the secrets of ``url`` (and any other) masked: a
-    driver may quote the connection string it could not use."""
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return mask_text("; ".join(lines[:2]), urls=(url,)) or type(exc).__name__
+    """The first lines of ``exc``'s text, with the secrets of ``url`` (and any other) masked."""
+    return reason(exc, url, lines=2)
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    conn.autocommit = True
+    conn.execute(_SESSION)
 
 
 class Database:
@@ -75,7 +64,7 @@ class Database:
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self._lock = threading.Lock()
-        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._pool: Pool | None = None
         self._adbc: list[Any] = []
         self._checked = False
         self._active: set[psycopg.Connection[Any]] = set()  # checked out now (interrupt them)
@@ -128,25 +117,20 @@ class Database:
         self._checked = True
 
     # -- psycopg ----------------------------------------------------------------------------
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        conn.autocommit = True
-        conn.execute(_SESSION)
-
-    def _get_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+    def _get_pool(self) -> Pool:
         with self._lock:
             if self._pool is None:
-                pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-                    self.url,
-                    min_size=0,
-                    max_size=self.pool_size,
-                    open=False,
-                    configure=self._configure,
-                    timeout=max(30.0, self.connect_timeout),
-                    kwargs={"connect_timeout": max(1, int(self.connect_timeout))},
-                    name="backfill-postgres",
+                self._pool = open_pool(
+                    PoolSpec(
+                        self.url,
+                        name="backfill-postgres",
+                        min_size=0,
+                        max_size=self.pool_size,
+                        configure=_configure,
+                        timeout=max(30.0, self.connect_timeout),
+                        kwargs={"connect_timeout": max(1, int(self.connect_timeout))},
+                    )
                 )
-                pool.open(wait=False)
-                self._pool = pool
             return self._pool
 
     @contextlib.contextmanager

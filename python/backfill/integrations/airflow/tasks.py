@@ -56,6 +56,7 @@ from ...run.ledger import (
     new_worker_id,
     open_ledger,
 )
+from ...run.ledger.states import BACKFILL_TRANSITIONS, sources
 from ...run.stop import drain
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -187,16 +188,14 @@ def _existing(led: LedgerBackend, bid: str, plan: Plan) -> str | None:
         "start": plan.start.isoformat(),
         "end": plan.end.isoformat(),
     }
-    differs = {k: (rec[k], v) for k, v in asked.items() if rec[k] != v}
+    differs = {k: (getattr(rec, k), v) for k, v in asked.items() if getattr(rec, k) != v}
     if differs:
         shown = ", ".join(f"{k} {old!r} (now {new!r})" for k, (old, new) in differs.items())
         raise ConflictError(
             f"backfill {bid} was recorded for this run with {shown}; a run "
             "keeps its backfill: trigger a new DAG run for a different one"
         )
-    log.info(
-        "backfill %s already planned for this run (%s); not planning again", bid, rec["status"]
-    )
+    log.info("backfill %s already planned for this run (%s); not planning again", bid, rec.status)
     return bid
 
 
@@ -268,9 +267,9 @@ def run_task(
     bf = _open(backfill_id, project, ledger)
     try:
         rec = bf.ledger.backfill(bf.id)
-        if rec["status"] == BackfillState.DISCARDED:
+        if rec.status is BackfillState.DISCARDED:
             raise InvalidInputError(f"backfill {bf.id} is discarded; it cannot run")
-        if rec["status"] == BackfillState.PUBLISHED:  # its audit area is gone: only no-ops
+        if rec.status is BackfillState.PUBLISHED:  # its audit area is gone: only no-ops
             finished = {t.task_id: t for t in bf.ledger.tasks(bf.id) if t.status == TaskState.DONE}
             if task_id not in finished:
                 raise InvalidInputError(
@@ -304,7 +303,7 @@ def run_task(
                 task_id,
             )
             return _result(bf.id, claim, skipped=True)
-        if rec["status"] != BackfillState.RUNNING:
+        if rec.status is not BackfillState.RUNNING:
             bf.ledger.set_status(bf.id, BackfillState.RUNNING)
         # Airflow retries the task itself (its retries and retry_delay): one attempt per try.
         outcome = _execute_stoppable(claim, bf, worker, lease_seconds)
@@ -369,12 +368,9 @@ def _execute_stoppable(
 
 def _finish_if_complete(bf: Backfill) -> None:
     tasks = bf.ledger.tasks(bf.id)
-    if all(t.status == TaskState.DONE for t in tasks) and bf.ledger.backfill(bf.id)["status"] in (
-        BackfillState.PENDING,
-        BackfillState.RUNNING,
-        BackfillState.INTERRUPTED,
-        BackfillState.FAILED,
-    ):
+    may_finish = sources(BACKFILL_TRANSITIONS, BackfillState.DONE)
+    status = bf.ledger.backfill(bf.id).status
+    if all(t.status == TaskState.DONE for t in tasks) and status in may_finish:
         bf.ledger.set_status(bf.id, BackfillState.DONE, finished=True)
         log.info("backfill %s: all %d task(s) done", bf.id, len(tasks))
 
@@ -407,13 +403,13 @@ def audit(
     bf = _open(backfill_id, project, ledger)
     try:
         rec = bf.ledger.backfill(backfill_id)
-        if rec["status"] == BackfillState.PUBLISHED:
+        if rec.status is BackfillState.PUBLISHED:
             log.info("backfill %s is already published; returning its recorded audit", backfill_id)
             return _audit_summary(bf, published=True)
-        if rec["status"] == BackfillState.CANCELLED:  # nothing of it is to be published
+        if rec.status is BackfillState.CANCELLED:  # nothing of it is to be published
             raise BackfillCancelledError(
-                f"backfill {backfill_id} was cancelled by {rec.get('cancelled_by')} "
-                f"({rec.get('cancel_reason')!r}); not auditing it (its audit area stays until "
+                f"backfill {backfill_id} was cancelled by {rec.cancelled_by} "
+                f"({rec.cancel_reason!r}); not auditing it (its audit area stays until "
                 f"backfill discard {backfill_id})"
             )
         _finish_if_complete(bf)
@@ -434,20 +430,20 @@ def _audit_summary(bf: Backfill, *, published: bool) -> dict[str, Any]:
     rows = latest_audit(bf.ledger, bf.id)
     models = {}
     for r in rows:
-        res = r["result"]
-        models[r["model"]] = {
+        res = r.result
+        models[r.model] = {
             "partitions": res["partitions_total"],
             "differing": res["partitions_differing"],
             "rows_changed": res["rows_changed"],
             "rows_added": res["rows_added"],
             "rows_removed": res["rows_removed"],
             "changed_columns": res["changed_columns"],
-            "passed": bool(r["passed"]),
+            "passed": r.passed,
         }
-    gates = [g for r in rows for g in r["result"]["gates"]]
+    gates = [g for r in rows for g in r.result["gates"]]
     return {
         "backfill_id": bf.id,
-        "audit_id": rows[0]["result"]["audit_id"],
+        "audit_id": rows[0].audit_id,
         "passed": all(g["passed"] for g in gates),
         "published": published,
         "models": models,

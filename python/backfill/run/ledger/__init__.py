@@ -5,16 +5,22 @@ What is where:
 
 * :mod:`.states` -- the states of backfills, tasks and attempts (str enums) and the allowed
   transitions; :class:`IllegalTransitionError` for any other.
-* :mod:`.records` -- what any backend hands out and raises: :class:`TaskRow`, :class:`Claim`,
-  :class:`LedgerError`, :class:`TaskBusyError`, :class:`BackfillExistsError`, worker ids and
-  stamps, the checks of what callers pass in.
+* :mod:`.records` -- what any backend hands out and raises: typed records
+  (:class:`BackfillRecord`, :class:`TaskRow`, :class:`Claim`, :class:`AttemptRecord`,
+  :class:`AuditRecord`, :class:`PublicationRecord`...), :class:`LedgerError`,
+  :class:`TaskBusyError`, :class:`BackfillExistsError`, worker ids and stamps, the checks of
+  what callers pass in.
 * :mod:`.backend` -- :class:`LedgerBackend`, the protocol everything else calls, with the
   guarantees (atomic methods, leases, exactly-once) every backend gives.
-* :mod:`.sqlite` -- :class:`Ledger`, the SQLite backend (one file, one machine);
-  :mod:`.sqlite_schema` -- its tables, schema version and migrations.
+* :mod:`.schema` -- the tables and the one list of migrations, as data rendered per backend.
+* :mod:`.sql` -- :class:`~.sql.SqlLedger`, every operation written once in SQL.
+* :mod:`.sqlite` -- :class:`SqliteLedger`, the SQLite backend (one file, one machine): its
+  connections, ``BEGIN IMMEDIATE``, this process's clock. ``Ledger`` is its former name, kept
+  as an alias because ``backfill.Ledger`` is public API.
 * :mod:`.postgres` -- :class:`~.postgres.PostgresLedger`, the Postgres backend (one database,
-  workers on many hosts); :mod:`.postgres_sql` its statements, :mod:`.postgres_schema` its
-  tables, schema version and migrations. Imported on first use (psycopg is an optional extra).
+  workers on many hosts): ``SKIP LOCKED`` claims, database-clock leases, commit-landed
+  detection; :mod:`.postgres_sql` its own statements, :mod:`.postgres_fast` the prepared finish.
+  Imported on first use (psycopg is an optional extra).
 * here -- :func:`open_ledger` opens a ledger by URL, :func:`ledger_for` the one of a project.
 
 Nothing outside this package touches ledger SQL or ``sqlite3``. A new backend implements
@@ -31,19 +37,26 @@ from ...errors import InvalidInputError
 from .backend import FinishOutcome, LedgerBackend
 from .overlap import Overlap, OverlapError
 from .records import (
+    AttemptRecord,
+    AuditRecord,
     BackfillCancelledError,
     BackfillExistsError,
     BackfillHeldError,
     BackfillPausedError,
+    BackfillRecord,
     Claim,
+    CostMeasure,
     LedgerError,
+    OffsetReset,
+    PublicationRecord,
     TaskBusyError,
+    TaskEnd,
     TaskRow,
     new_worker_id,
     utcnow,
 )
-from .sqlite import Ledger
-from .sqlite_schema import SCHEMA_VERSION
+from .schema import SCHEMA_VERSION
+from .sqlite import Ledger, SqliteLedger
 from .states import AttemptState, BackfillState, IllegalTransitionError, TaskState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,21 +67,29 @@ _SHARED_SCHEMES = ("postgresql", "postgres")
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AttemptRecord",
     "AttemptState",
+    "AuditRecord",
     "BackfillCancelledError",
     "BackfillExistsError",
     "BackfillHeldError",
     "BackfillPausedError",
+    "BackfillRecord",
     "BackfillState",
     "Claim",
+    "CostMeasure",
     "FinishOutcome",
     "IllegalTransitionError",
     "Ledger",
     "LedgerBackend",
     "LedgerError",
+    "OffsetReset",
     "Overlap",
     "OverlapError",
+    "PublicationRecord",
+    "SqliteLedger",
     "TaskBusyError",
+    "TaskEnd",
     "TaskRow",
     "TaskState",
     "ledger_for",
@@ -78,7 +99,7 @@ __all__ = [
 ]
 
 
-def _conforms(ledger: Ledger, shared: PostgresLedger) -> tuple[LedgerBackend, LedgerBackend]:
+def _conforms(ledger: SqliteLedger, shared: PostgresLedger) -> tuple[LedgerBackend, LedgerBackend]:
     return ledger, shared  # mypy checks here that both backends implement the whole protocol
 
 
@@ -92,12 +113,12 @@ def ledger_for(project: Project, *, must_exist: bool = False) -> LedgerBackend:
         )
     if project.settings.ledger_url is not None:  # backfill.yml: state: postgresql://...
         return open_ledger(project.settings.ledger_url)
-    path = Ledger.for_project_path(project.settings.state_dir)
+    path = SqliteLedger.for_project_path(project.settings.state_dir)
     if must_exist and not path.exists():
         raise InvalidInputError(
             f"no backfills recorded for project {project.name!r} (no ledger at {path})"
         )
-    return Ledger(path)
+    return SqliteLedger(path)
 
 
 def open_ledger(url: str | Path) -> LedgerBackend:
@@ -106,7 +127,7 @@ def open_ledger(url: str | Path) -> LedgerBackend:
     (also ``postgres://``; ``?schema=name`` for the ledger's schema, default
     ``backfill_ledger``) for a ledger that workers on many hosts share."""
     if isinstance(url, Path):
-        return Ledger(url)
+        return SqliteLedger(url)
     if not isinstance(url, str) or not url.strip():
         raise InvalidInputError(
             f"ledger URL {url!r}: expected 'sqlite:///path', "
@@ -114,7 +135,7 @@ def open_ledger(url: str | Path) -> LedgerBackend:
         )
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return Ledger(Path(url))
+        return SqliteLedger(Path(url))
     if scheme in _SHARED_SCHEMES:
         try:
             from .postgres import PostgresLedger
@@ -136,4 +157,4 @@ def open_ledger(url: str | Path) -> LedgerBackend:
             "sqlite:///relative/path or sqlite:////absolute/path (three "
             "slashes, then the path)"
         )
-    return Ledger(Path(rest[1:]))
+    return SqliteLedger(Path(rest[1:]))

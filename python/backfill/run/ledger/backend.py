@@ -2,7 +2,8 @@
 
 >>> ledger = open_ledger("sqlite:////shared/backfill/ledger.sqlite")   # doctest: +SKIP
 
-Two backends: SQLite (:class:`~backfill.run.ledger.sqlite.Ledger`), one file that every worker
+Two backends over one SQL base (:class:`~backfill.run.ledger.sql.SqlLedger`): SQLite
+(:class:`~backfill.run.ledger.sqlite.SqliteLedger`), one file that every worker
 on ONE machine opens (SQLite's locking is not safe over NFS or other network file systems), and
 Postgres (:class:`~backfill.run.ledger.postgres.PostgresLedger`, ``postgresql://`` URLs), one
 database that workers on many hosts (Airflow's Celery or Kubernetes executors) share.
@@ -16,7 +17,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .overlap import Overlap
-from .records import Claim, TaskRow
+from .records import (
+    AttemptRecord,
+    AuditRecord,
+    BackfillRecord,
+    Claim,
+    CostMeasure,
+    OffsetReset,
+    PublicationRecord,
+    TaskEnd,
+    TaskRow,
+)
 from .states import BackfillState
 
 __all__ = ["FinishOutcome", "LedgerBackend"]
@@ -65,11 +76,11 @@ class LedgerBackend(Protocol):
         """The open backfills of ``project`` (pending, running, failed or done) writing a
         partition of a model that ``tasks`` write too, per backfill and model."""
 
-    def backfill(self, backfill_id: str) -> dict[str, Any]:
+    def backfill(self, backfill_id: str) -> BackfillRecord:
         """The backfill's record. :class:`~backfill.errors.NotFoundError` naming recent ids when
         there is none."""
 
-    def backfills(self, limit: int = 50) -> list[dict[str, Any]]:
+    def backfills(self, limit: int = 50) -> list[BackfillRecord]:
         """The ``limit`` most recently created backfills, newest first."""
 
     def latest(self) -> str | None:
@@ -96,8 +107,8 @@ class LedgerBackend(Protocol):
         InvalidInputError for an empty reason."""
 
     def set_options(self, backfill_id: str, options: Mapping[str, Any]) -> None:
-        """Replaces the backfill's run options (``options`` of its record, JSON text): windows,
-        budget, costs. A create may give them as the record's optional ``options`` key."""
+        """Replaces the backfill's run options (``options`` of its record): windows, budget,
+        costs. A create may give them as the record's optional ``options`` key (JSON text)."""
 
     def ready(self, backfill_id: str, limit: int) -> list[TaskRow]:
         """Up to ``limit`` tasks ``claim`` could take now (pending, due, dependencies done), in
@@ -108,7 +119,7 @@ class LedgerBackend(Protocol):
     def tasks(self, backfill_id: str) -> list[TaskRow]:
         """The backfill's tasks by ``task_id``, with their dependencies."""
 
-    def attempts(self, backfill_id: str) -> list[dict[str, Any]]:
+    def attempts(self, backfill_id: str) -> list[AttemptRecord]:
         """Every attempt of the backfill's tasks, in the order they started."""
 
     def claim(self, backfill_id: str, worker: str, limit: int, lease_seconds: float) -> list[Claim]:
@@ -138,17 +149,11 @@ class LedgerBackend(Protocol):
         claim: Claim,
         backfill_id: str,
         worker: str,
-        *,
-        ok: bool,
-        rows: int | None,
-        deleted: int | None,
-        fingerprint: str | None,
-        seconds: float,
-        error: str | None,
-        retry_at: float | None,
+        end: TaskEnd,
     ) -> FinishOutcome:
-        """Ends ``claim``'s attempt and releases its lease: the task becomes ``done`` (ok),
-        ``pending`` until ``retry_at`` (a failure to retry) or ``failed``; returns that state.
+        """Ends ``claim``'s attempt as ``end`` says and releases its lease: the task becomes
+        ``done`` (ok), ``pending`` until ``end.retry_at`` (a failure to retry) or ``failed``;
+        returns that state.
         When the attempt lost its lease meanwhile it changes no task (the attempt stays
         ``abandoned``) and returns ``"lost"``."""
 
@@ -172,19 +177,18 @@ class LedgerBackend(Protocol):
         """Records one audit, a row per model (``model``, ``passed``,
         ``published_fingerprints``, ``result``: JSON-able), in one step."""
 
-    def audits(self, backfill_id: str) -> list[dict[str, Any]]:
-        """The backfill's audit rows, oldest first (``result`` and ``published_fingerprints``
-        as JSON text)."""
+    def audits(self, backfill_id: str) -> list[AuditRecord]:
+        """The backfill's audit rows, oldest first."""
 
     def record_publication(self, backfill_id: str, publication: Mapping[str, Any]) -> None:
         """Records a publication (``publication_id``, ``published_at``, ``published_by``,
         ``note``, ``forced_reason``, ``models``) and moves the backfill from done to published
         in one step; IllegalTransitionError (nothing recorded) unless it is done."""
 
-    def publications(self, backfill_id: str | None = None) -> list[dict[str, Any]]:
-        """Publications (of one backfill, or all), oldest first (``models`` as JSON text)."""
+    def publications(self, backfill_id: str | None = None) -> list[PublicationRecord]:
+        """Publications (of one backfill, or all), oldest first."""
 
-    # -- replays from Kafka (schema version 3; see .replay_records) ------------------------------
+    # -- replays from Kafka (schema version 4; see .replay_records) ------------------------------
     def record_attempt_detail(self, backfill_id: str, attempt_id: int, detail: str) -> None:
         """Keeps ``detail`` (JSON text: the log positions a landing attempt read) with the
         attempt; ``attempts()`` returns it as ``detail``."""
@@ -194,17 +198,17 @@ class LedgerBackend(Protocol):
         ``created_at``, ``created_by``, ``target``, ``offsets_old``, ``offsets_new``: JSON,
         ``undoes``); the same ``reset_id`` again changes nothing."""
 
-    def offset_resets(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
+    def offset_resets(self, group: str, topic: str | None = None) -> list[OffsetReset]:
         """The group's offset resets (of one topic, or all), oldest first."""
 
     # -- costs (schema version 6; see .cost_records) --------------------------------------------
     def cost_history(
         self, project: str, models: Sequence[str], backfills: int = 20
-    ) -> list[dict[str, Any]]:
-        """What ``models`` of ``project`` measured (keys ``HISTORY_KEYS`` of
-        :mod:`.cost_records`): every done attempt of their tasks in the project's ``backfills``
-        most recent backfills (newest backfill first; ``sql_hash`` as that backfill recorded
-        it), then the sample runs of ``backfill estimate``, newest first."""
+    ) -> list[CostMeasure]:
+        """What ``models`` of ``project`` measured: every done attempt of their tasks in the
+        project's ``backfills`` most recent backfills (newest backfill first; ``sql_hash`` as
+        that backfill recorded it), then the sample runs of ``backfill estimate``, newest
+        first."""
 
     def record_cost_samples(self, project: str, samples: Sequence[Mapping[str, Any]]) -> None:
         """Keeps the sample runs (``COST_SAMPLE_KEYS`` of :mod:`.cost_records`) of one

@@ -8,10 +8,10 @@ backfills recorded at the same time the second sees the first:
 >>> find_overlaps(new_tasks, open_rows)      # doctest: +SKIP
 [Overlap('bf_20260801_...', 'ana', 'running', 'fx rates', 'fct_daily_sales', ...)]
 
-``open_rows`` are the tasks of the project's open backfills (:data:`OPEN_STATES`: pending, running,
-failed or done -- all may still publish -- but not a direct backfill that is done). Task bounds are ISO 8601 UTC text as stored
-(:func:`~.records.iso_utc`), which compare as instants; an unpartitioned task (no bounds) is the
-whole table, overlapping every task of its model.
+``open_rows`` are the tasks of the project's open backfills (:data:`~.states.OPEN`: pending,
+running, failed or done -- all may still publish -- but not a direct backfill that is done). Task
+bounds are ISO 8601 UTC text as stored (:func:`~.records.iso_utc`), which compare as instants;
+an unpartitioned task (no bounds) is the whole table, overlapping every task of its model.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from typing import Any
 
 from ...errors import ConflictError
 from .records import iso_utc
-from .states import BackfillState
+from .states import OPEN, BackfillState
 
 __all__ = [
     "OPEN_ROWS_SQL",
-    "OPEN_STATES",
     "Overlap",
     "OverlapError",
     "find_overlaps",
@@ -36,22 +35,15 @@ __all__ = [
     "overlap_lock_key",
 ]
 
-#: The states of a backfill that may still publish (or has written a direct backfill's tables).
-OPEN_STATES = (
-    BackfillState.PENDING,
-    BackfillState.RUNNING,
-    BackfillState.FAILED,
-    BackfillState.DONE,
-)
 
-# The tasks of a project's open backfills, in the SQL both backends speak (``?`` becomes ``%s``
-# for Postgres); the join reads tasks through their (backfill_id, ...) index.
+# The tasks of a project's open backfills (param: project); the join reads tasks through their
+# (backfill_id, ...) index.
 # A direct backfill that is done wrote the published tables already: nothing of it is left to
 # publish, so it no longer overlaps anything.
 OPEN_ROWS_SQL = (
     'SELECT b.id AS backfill_id, b.created_by, b.status, b.reason, t.model, t.start, t."end", '
-    "t.label FROM backfills b JOIN tasks t ON t.backfill_id = b.id WHERE b.project = ? AND "
-    "b.status IN (" + ", ".join(f"'{s.value}'" for s in OPEN_STATES) + ") AND NOT "
+    "t.label FROM backfills b JOIN tasks t ON t.backfill_id = b.id WHERE b.project = :project AND "
+    "b.status IN (" + ", ".join(f"'{s.value}'" for s in OPEN) + ") AND NOT "
     f"(b.status = '{BackfillState.DONE.value}' AND b.mode = 'direct')"
 )
 

@@ -3,18 +3,20 @@
 Every status write lists the states it may start from, derived from :mod:`.states`
 (``status IN (...)``), so check and change are one step in the database. Each write that must
 land whole is ONE statement (data-modifying CTEs), which is one transaction and one round trip;
-``ledger_fail`` (:mod:`.postgres_schema`) aborts a statement whose own check fails.
+``ledger_fail`` (a function of the ledger's schema, :mod:`.schema`) aborts a statement whose
+own check fails. The statements both backends share are :mod:`.sql`'s.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Iterable
-from typing import TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from .postgres_fast import FLOAT8, INT8, TEXT, positional
-from .postgres_schema import NOW
+from .records import iso_utc
+from .sql import TASK_COLUMNS
 from .states import (
     ATTEMPT_TRANSITIONS,
     TASK_TRANSITIONS,
@@ -25,7 +27,6 @@ from .states import (
 )
 
 __all__ = [
-    "AUDIT_RECORDED",
     "CLAIM",
     "CLAIMED_BY_TOKEN",
     "CLAIM_ONE",
@@ -34,19 +35,16 @@ __all__ = [
     "DROP_DEAD",
     "FINISH_PARAMS",
     "FINISH_TYPES",
-    "INSERT_AUDIT",
-    "INSERT_BACKFILL",
-    "INSERT_PUBLICATION",
-    "PUBLICATION_RECORDED",
-    "RENEW",
-    "RESET_FAILED",
+    "NOW",
     "TASK_COLUMNS",
-    "WAITING_DEPS",
     "finish",
-    "move_backfill",
+    "task_copy_row",
 ]
 
 E = TypeVar("E", bound=enum.Enum)
+
+#: The database's clock as the ledger's stamps (ISO 8601 UTC with milliseconds, like utcnow()).
+NOW = "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"+00:00\"')"
 
 
 def _in(states: Iterable[E]) -> str:
@@ -56,34 +54,12 @@ def _in(states: Iterable[E]) -> str:
 
 
 T, A = TaskState, AttemptState
-TASK_COLUMNS = (
-    'task_id, model, start, "end", label, partitions, wave, status, attempts, '
-    "rows_written, fingerprint, error"
-)
-
-INSERT_BACKFILL = f"""
-INSERT INTO backfills (id, project, project_root, selection, exclude, start, "end", as_of, reason,
-    mode, engine, plan, models, created_by, created_at, status, updated_at, options)
-VALUES (%(id)s, %(project)s, %(project_root)s, %(selection)s, %(exclude)s, %(start)s, %(end)s,
-    %(as_of)s, %(reason)s, %(mode)s, %(engine)s, %(plan)s, %(models)s, %(created_by)s, {NOW},
-    %(status)s, {NOW}, %(options)s)
-ON CONFLICT (id) DO NOTHING RETURNING id""".encode()
 
 COPY_TASKS = (
     b'COPY tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '
     b"status) FROM STDIN"
 )
 COPY_DEPS = b"COPY task_deps (backfill_id, task_id, dep_id) FROM STDIN"
-
-
-def move_backfill(finished: str) -> bytes:
-    """Moves a backfill (params: target, id, the states it may move from); ``finished``:
-    :func:`~.states.finished_stamp`."""
-    stamp = {"now": NOW, "clear": "NULL", "keep": "finished_at"}[finished]
-    return (
-        f"UPDATE backfills SET status = %s, updated_at = {NOW}, finished_at = {stamp} "
-        "WHERE id = %s AND status = ANY(%s)"
-    ).encode()
 
 
 # Leases of gone workers: expired by the database's clock, or held by dead processes of this host
@@ -155,24 +131,6 @@ SELECT {", ".join(f"t.{c.strip()}" for c in TASK_COLUMNS.split(","))}, l.attempt
 FROM leases l JOIN tasks t ON t.backfill_id = l.backfill_id AND t.task_id = l.task_id
 WHERE l.claim_token = %(tok)s ORDER BY t.wave, t.task_id""".encode()
 
-WAITING_DEPS = f"""
-SELECT p.task_id, p.model, p.label, p.status FROM task_deps d JOIN tasks p
-    ON p.backfill_id = d.backfill_id AND p.task_id = d.dep_id
-WHERE d.backfill_id = %s AND d.task_id = %s AND p.status <> '{T.DONE.value}'
-ORDER BY p.task_id""".encode()
-
-RENEW = (
-    b"UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
-    b"WHERE backfill_id = %s AND worker = %s AND task_id = ANY(%s)"
-)
-
-RESET_FAILED = (
-    f"UPDATE tasks SET status = '{T.PENDING.value}', attempts = 0, not_before = 0 "
-    f"WHERE backfill_id = %s AND status IN "
-    f"{_in(sources(TASK_TRANSITIONS, T.PENDING, among=[T.FAILED]))}"
-).encode()
-
-
 #: the parameters of :func:`finish`'s statement, in the order of its ``$n`` placeholders
 FINISH_PARAMS = (
     "b",
@@ -243,18 +201,16 @@ SELECT CASE WHEN (SELECT count(*) FROM held) = 0 THEN 0
     return f"backfill_finish_{target.value}".encode(), positional(sql.encode(), FINISH_PARAMS)
 
 
-INSERT_AUDIT = (
-    b"INSERT INTO audits (backfill_id, model, created_at, created_by, passed, "
-    b"published_fingerprints, result) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-)
-AUDIT_RECORDED = (
-    b"SELECT 1 FROM audits WHERE backfill_id = %s AND result::jsonb ->> 'audit_id' = %s LIMIT 1"
-)
-INSERT_PUBLICATION = (
-    b"INSERT INTO publications (backfill_id, published_at, published_by, note, "
-    b"forced_reason, models) VALUES (%s, %s, %s, %s, %s, %s)"
-)
-PUBLICATION_RECORDED = (
-    b"SELECT 1 FROM publications WHERE backfill_id = %s AND "
-    b"models::jsonb ->> 'publication_id' = %s LIMIT 1"
-)
+def task_copy_row(bid: str, t: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A task of a new backfill as :data:`COPY_TASKS` takes it."""
+    return (
+        bid,
+        t["task_id"],
+        t["model"],
+        iso_utc(t["start"]),
+        iso_utc(t["end"]),
+        t["label"],
+        t["partitions"],
+        t["wave"],
+        TaskState.PENDING.value,
+    )

@@ -1,6 +1,11 @@
 """What every ledger backend hands out and raises, independent of how it stores them.
 
-:class:`TaskRow` and :class:`Claim` are the records callers get; :func:`utcnow` and
+The records callers get are frozen dataclasses, their JSON columns decoded once, here, when a
+row is read: :class:`BackfillRecord` (its run ``options`` and ``models`` as dicts),
+:class:`TaskRow`, :class:`Claim`, :class:`AttemptRecord`, :class:`AuditRecord`,
+:class:`PublicationRecord`, :class:`OffsetReset` and :class:`CostMeasure`. Statuses are the enums
+of :mod:`.states`; stamps (``created_at``, ``finished_at``...) are ISO 8601 UTC text on every
+backend, as stored (Postgres stamps them from its own clock in the same form). :func:`utcnow` and
 :func:`new_worker_id` make the stamps and worker ids every backend stores; :func:`worker_dead`
 tells a dead worker on this host from its id. The errors are the project's own
 (:mod:`backfill.errors`), so callers never see a driver's exception.
@@ -9,30 +14,43 @@ tells a dead worker on this host from its id. The errors are the project's own
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
+from ...engines.base import PartitionFingerprint, recorded_partitions
 from ...errors import BackfillError, ConflictError, InvalidInputError
+from .states import AttemptState, BackfillState, TaskState
 
 __all__ = [
     "AUDIT_KEYS",
     "BACKFILL_KEYS",
     "PUBLICATION_KEYS",
     "TASK_KEYS",
+    "AttemptRecord",
+    "AuditRecord",
     "BackfillCancelledError",
     "BackfillExistsError",
     "BackfillHeldError",
     "BackfillPausedError",
+    "BackfillRecord",
     "Claim",
+    "CostMeasure",
     "LedgerError",
+    "OffsetReset",
+    "PublicationRecord",
+    "RecordFields",
     "TaskBusyError",
+    "TaskEnd",
     "TaskRow",
     "check_backfill_input",
+    "held_error",
     "iso_utc",
+    "lease_end_text",
     "new_worker_id",
     "require_keys",
     "task_row",
@@ -98,8 +116,7 @@ class BackfillExistsError(ConflictError):
 
 @dataclass(frozen=True)
 class TaskRow:
-    """One task of a backfill as the ledger holds it (``status`` is a
-    :class:`~backfill.run.ledger.states.TaskState` value)."""
+    """One task of a backfill as the ledger holds it."""
 
     task_id: int
     model: str
@@ -108,12 +125,44 @@ class TaskRow:
     label: str
     partitions: int
     wave: int
-    status: str
+    status: TaskState
     attempts: int
     rows_written: int | None
     fingerprint: str | None
     error: str | None
     depends_on: tuple[int, ...] = ()
+
+    @property
+    def partition_fingerprints(self) -> dict[str, PartitionFingerprint] | None:
+        """label -> fingerprint of the partitions the task's recorded ``fingerprint`` lists
+        (``"rows:digest label=rows:digest ..."``, parsed where it is written:
+        :mod:`backfill.engines.base`); None when it lists none (an audit then scans)."""
+        return recorded_partitions(self.fingerprint)
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    """How an attempt ended, as ``finish`` records it: ``ok`` with the rows it wrote and deleted
+    and the task's fingerprint (``WriteResult.recorded_fingerprint``), or a failure with its
+    ``error``, to retry from ``retry_at`` (epoch seconds; None: the task fails)."""
+
+    ok: bool
+    seconds: float
+    rows: int | None = None
+    deleted: int | None = None
+    fingerprint: str | None = None
+    error: str | None = None
+    retry_at: float | None = None
+
+    @classmethod
+    def success(
+        cls, seconds: float, rows: int | None, deleted: int | None, fingerprint: str | None
+    ) -> TaskEnd:
+        return cls(True, seconds, rows, deleted, fingerprint)
+
+    @classmethod
+    def failure(cls, seconds: float, error: str | None, retry_at: float | None = None) -> TaskEnd:
+        return cls(False, seconds, error=error, retry_at=retry_at)
 
 
 @dataclass(frozen=True)
@@ -142,7 +191,7 @@ def task_row(r: Sequence[Any], deps: Sequence[int] = ()) -> TaskRow:
         r[4],
         r[5],
         r[6],
-        r[7],
+        TaskState(r[7]),
         r[8],
         r[9],
         r[10],
@@ -215,3 +264,228 @@ def iso_utc(value: object) -> str | None:
     if isinstance(value, dt.datetime):
         return value.astimezone(dt.timezone.utc).isoformat()
     raise InvalidInputError(f"task bound {value!r}: expected a datetime or None")
+
+
+class RecordFields:
+    """Read access by field name, ``rec["status"]`` as ``rec.status``: the records were dicts
+    before they were typed, and code written against them (``bf.attempts()``,
+    ``ledger.backfill(id)``) keeps working. JSON fields read decoded either way."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self.keys():
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self, name) if name in self.keys() else default
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self)]  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.keys()}
+
+
+def _json(text: str | None, default: Any) -> Any:
+    return default if text is None or text == "" else json.loads(text)
+
+
+Rec = TypeVar("Rec")
+
+
+def _known_columns(cls: type[Rec], row: Mapping[str, Any]) -> dict[str, Any]:
+    """The columns of ``row`` that ``cls`` has (a ledger of an older version lacks some)."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return {k: v for k, v in row.items() if k in names}
+
+
+@dataclass(frozen=True)
+class BackfillRecord(RecordFields):
+    """A backfill as the ledger holds it; ``options`` (run options: windows, budget, costs,
+    accepted SQL) and ``models`` (model -> SQL hash when recorded) decoded."""
+
+    id: str
+    project: str
+    project_root: str | None
+    selection: str
+    exclude: str | None
+    start: str
+    end: str
+    as_of: str | None
+    reason: str
+    mode: str
+    engine: str
+    plan: str  # the plan's JSON, as recorded
+    models: dict[str, Any]
+    created_by: str
+    created_at: str
+    status: BackfillState
+    updated_at: str
+    finished_at: str | None = None
+    paused_at: str | None = None
+    paused_by: str | None = None
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> BackfillRecord:
+        values = _known_columns(cls, row)
+        values["status"] = BackfillState(row["status"])
+        values["models"] = _json(row["models"], {})
+        values["options"] = _json(row.get("options"), {})
+        return cls(**values)
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None
+
+
+@dataclass(frozen=True)
+class AttemptRecord(RecordFields):
+    """One attempt of a task; ``detail`` is what a landing attempt read (decoded), or None."""
+
+    id: int
+    backfill_id: str
+    task_id: int
+    attempt: int
+    worker: str
+    status: AttemptState
+    started_at: str
+    finished_at: str | None
+    seconds: float | None
+    rows_written: int | None
+    rows_deleted: int | None
+    fingerprint: str | None
+    error: str | None
+    detail: dict[str, Any] | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AttemptRecord:
+        values = _known_columns(cls, row)
+        values["status"] = AttemptState(row["status"])
+        values["detail"] = _json(row.get("detail"), None)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class AuditRecord(RecordFields):
+    """One model's row of an audit: ``result`` (the audit of the model, with its
+    ``audit_id``) and ``published_fingerprints`` (label -> "rows:digest") decoded."""
+
+    id: int
+    backfill_id: str
+    model: str
+    created_at: str
+    created_by: str
+    passed: bool
+    published_fingerprints: dict[str, str]
+    result: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AuditRecord:
+        values = _known_columns(cls, row)
+        values["passed"] = bool(row["passed"])
+        values["published_fingerprints"] = _json(row["published_fingerprints"], {})
+        values["result"] = _json(row["result"], {})
+        return cls(**values)
+
+    @property
+    def audit_id(self) -> str | None:
+        found = self.result.get("audit_id")
+        return None if found is None else str(found)
+
+
+@dataclass(frozen=True)
+class PublicationRecord(RecordFields):
+    """A publication: ``models`` maps each published model to its changed partition labels."""
+
+    id: int
+    backfill_id: str
+    published_at: str
+    published_by: str
+    note: str | None
+    forced_reason: str | None
+    publication_id: str | None
+    models: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> PublicationRecord:
+        recorded = _json(row["models"], {})
+        return cls(
+            id=row["id"],
+            backfill_id=row["backfill_id"],
+            published_at=row["published_at"],
+            published_by=row["published_by"],
+            note=row["note"],
+            forced_reason=row["forced_reason"],
+            publication_id=recorded.get("publication_id"),
+            models=recorded.get("models", {}),
+        )
+
+
+@dataclass(frozen=True)
+class OffsetReset(RecordFields):
+    """A consumer group offset reset; ``offsets_old``/``offsets_new``: partition -> offset."""
+
+    reset_id: str
+    group_id: str
+    topic: str
+    created_at: str
+    created_by: str
+    target: str
+    offsets_old: dict[int, int]
+    offsets_new: dict[int, int]
+    undoes: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> OffsetReset:
+        values = _known_columns(cls, row)
+        for key in ("offsets_old", "offsets_new"):
+            values[key] = {int(p): int(o) for p, o in _json(row[key], {}).items()}
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class CostMeasure(RecordFields):
+    """What a model measured once: ``source`` is ``"run"`` (a done attempt of a backfill's
+    task) or ``"sample"`` (``backfill estimate``); ``sql_hash`` the model's SQL hash then (None
+    when not recorded); ``wall_seconds`` the attempt's duration from its stamps (None for
+    samples); ``backfill_id`` None for samples."""
+
+    source: str
+    model: str
+    partitions: int
+    seconds: float | None
+    wall_seconds: float | None
+    rows: int | None
+    sql_hash: str | None
+    backfill_id: str | None
+    finished_at: str | None
+
+
+def held_error(
+    backfill_id: str, status: str, paused_at: object | None, paused_by: str | None
+) -> BackfillHeldError | None:
+    """The error saying why nothing of the backfill may be claimed now, or None. Its class tells
+    a caller whether to wait (paused) or give up (cancelled)."""
+    if status == BackfillState.CANCELLED:
+        return BackfillCancelledError(
+            f"backfill {backfill_id} is cancelled; nothing more of it runs"
+        )
+    if paused_at is not None:
+        return BackfillPausedError(
+            f"backfill {backfill_id} is paused (by {paused_by} at "
+            f"{str(paused_at)[:19]}); resume it with: backfill resume "
+            f"{backfill_id}"
+        )
+    return None
+
+
+def lease_end_text(expires: object) -> str:
+    """A lease's expiry as ``HH:MM:SS`` UTC: epoch seconds (SQLite) or a datetime (Postgres)."""
+    if isinstance(expires, dt.datetime):
+        when = expires.astimezone(dt.timezone.utc)
+    else:
+        when = dt.datetime.fromtimestamp(float(str(expires)), dt.timezone.utc)
+    return f"{when:%H:%M:%S}"

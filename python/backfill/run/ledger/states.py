@@ -51,6 +51,8 @@ from ...errors import ConflictError, InvalidInputError
 __all__ = [
     "ATTEMPT_TRANSITIONS",
     "BACKFILL_TRANSITIONS",
+    "ENDED_ATTEMPTS",
+    "OPEN",
     "PAUSABLE",
     "TASK_TRANSITIONS",
     "V1_BACKFILL_STATES",
@@ -63,6 +65,7 @@ __all__ = [
     "check_backfill_transition",
     "check_pausable",
     "check_settable",
+    "finish_target",
     "finished_stamp",
     "refused_backfill_move",
     "set_status_target",
@@ -131,6 +134,10 @@ BACKFILL_TRANSITIONS: dict[BackfillState, frozenset[BackfillState]] = {
 #: the states a backfill may be paused in (a finished one has nothing left to hold back)
 PAUSABLE: frozenset[BackfillState] = frozenset({B.PENDING, B.RUNNING, B.INTERRUPTED, B.FAILED})
 
+#: the states of a backfill that may still publish (or, a direct one, has written the published
+#: tables): another backfill writing the same partitions overlaps it
+OPEN: tuple[BackfillState, ...] = (B.PENDING, B.RUNNING, B.FAILED, B.DONE)
+
 #: the states of a backfill as version 1 and 2 ledgers stored them (their CHECK constraints)
 V1_BACKFILL_STATES = ("pending", "running", "done", "failed", "published", "discarded")
 #: ... and as version 3 and 4 ledgers stored them (version 5 adds ``interrupted``)
@@ -151,6 +158,18 @@ ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
     A.FAILED: frozenset(),
     A.ABANDONED: frozenset(),
 }
+
+
+#: the states of an attempt that ran to its end (its seconds count as spent)
+ENDED_ATTEMPTS: tuple[AttemptState, ...] = (A.DONE, A.FAILED)
+
+
+def finish_target(ok: bool, retry_at: float | None) -> TaskState:
+    """The state a task's attempt moves it to: done (``ok``), pending until ``retry_at`` (a
+    failure to retry) or failed."""
+    if ok:
+        return TaskState.DONE
+    return TaskState.PENDING if retry_at is not None else TaskState.FAILED
 
 
 class IllegalTransitionError(ConflictError):
