@@ -24,6 +24,7 @@ the general path (a merge deletes by the new rows' keys, so it needs them first)
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Mapping, Sequence
 
 import duckdb
@@ -114,5 +115,5 @@ def _covers(parts: Sequence[Part], start: dt.datetime, end: dt.datetime) -> bool
     return (
         parts[0][1] == start
         and parts[-1][2] == end
-        and all(a[2] == b[1] for a, b in zip(parts, parts[1:]))
+        and all(a[2] == b[1] for a, b in itertools.pairwise(parts))
     )

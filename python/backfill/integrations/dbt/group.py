@@ -159,8 +159,9 @@ class Pending:
             group = [req]
         else:
             same = sorted(
-                (r for r in by_model[req.model] if r.start is not None), key=lambda r: r.start
-            )  # type: ignore[arg-type,return-value]
+                (r for r in by_model[req.model] if r.start is not None),
+                key=lambda r: r.start,  # type: ignore[arg-type,return-value]
+            )
             group = _run_of(same, req)
         if full_refresh(project, req.model):
             return group
