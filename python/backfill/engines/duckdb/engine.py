@@ -16,16 +16,16 @@ file open (a notebook, a BI tool) blocks writers the same way: the task waits up
 leaves an uncommitted transaction that DuckDB discards on next open. Write-write conflicts
 between this process's transactions are retried inside the task (``conflict_retries``).
 
-Everything else is the engine core's (:mod:`backfill.engines.sql.core`); DuckDB adds a faster
-``replace`` write (:mod:`.write`) and fingerprint scans that sum the audit's exact measures in the
-same pass (:mod:`.sql`). Publish is one DuckDB transaction for every model and the changelog rows
-(``atomic_publish``): readers use snapshot isolation and see all old or all new.
+Everything else is the engine core's (:mod:`backfill.engines.sql.core`); DuckDB binds a SELECT
+without running it (the core's direct ``replace`` write) and scans fingerprints in integer
+buckets, summing the audit's exact measures in the same pass (:mod:`.sql`). Publish is one
+DuckDB transaction for every model and the changelog rows (``atomic_publish``): readers use
+snapshot isolation and see all old or all new.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,10 +34,9 @@ import duckdb
 
 from ...model.files import EngineSettings
 from ..base import Capabilities, Column, ColumnKind, Part, PartitionFingerprint, TaskFailure
-from ..sql import AuditScope, Rel, SqlEngine, Written, task_parts
+from ..sql import AuditScope, Rel, SqlEngine
 from .connection import SharedDatabase
 from .sql import DIALECT, fingerprint_parts, fingerprint_parts_sums, one, transaction
-from .write import write_replace
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Model, Project
@@ -194,29 +193,9 @@ class DuckDBEngine(SqlEngine):
         listed = ", ".join(DIALECT.quote(n) for n in names)
         cur.executemany(f"INSERT INTO {table} ({listed}) VALUES ({marks})", list(rows))
 
-    def _write_replace(
-        self,
-        cur: Any,
-        project: Project,
-        m: Model,
-        rel: Rel,
-        sql: str,
-        window: tuple[dt.datetime, dt.datetime],
-    ) -> Written:
-        from ..base import model_location
-
-        assert m.event_time
-        start, end = window
-        return write_replace(
-            cur,
-            DIALECT.qualified(rel),
-            sql,
-            m.event_time,
-            start,
-            end,
-            model_location(project, m.name),
-            task_parts(m, start, end),
-        )
+    def _bind(self, cur: Any, sql: str) -> list[str] | None:
+        # Bound as a relation, never run: a statement that failed would abort the transaction.
+        return [str(c) for c in cur.sql(f"SELECT * FROM (\n{sql}\n)").columns]
 
     def _scoped_fingerprints(
         self, cur: Any, scope: AuditScope, rel: str, cols: list[Column], m: Model

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import re
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 import duckdb
 
 from ..._numbers import Number
-from ...errors import InvalidInputError
 from ...model.files import sql_literal
 from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
 from ..sql.core import audit_schema
@@ -29,8 +27,6 @@ __all__ = [
     "kind_of",
     "one",
     "quote",
-    "relation_exists",
-    "relation_kind",
     "sql_literal",
     "transaction",
 ]
@@ -90,26 +86,6 @@ kind_of = DIALECT.kind_of
 def in_periods(column: str, periods: Sequence[Period]) -> str:
     """A filter on ``column`` for the union of ``periods``; ``FALSE`` for none."""
     return DIALECT.in_periods(column, periods)
-
-
-def relation_kind(cur: duckdb.DuckDBPyConnection, relation: str) -> str | None:
-    """``"table"``, ``"view"`` or None for ``"schema"."name"`` (a catalog lookup: safe inside a
-    transaction, where a failed SELECT would abort it)."""
-    names = [n.replace('""', '"') for n in re.findall(r'"((?:[^"]|"")*)"', relation)]
-    if len(names) != 2:
-        raise InvalidInputError(f'expected a quoted "schema"."table", got {relation!r}')
-    row = cur.execute(
-        "SELECT kind FROM (SELECT 'table' AS kind, schema_name, table_name AS name, database_name "
-        "FROM duckdb_tables() UNION ALL SELECT 'view', schema_name, view_name, database_name "
-        "FROM duckdb_views() WHERE NOT internal) WHERE schema_name = ? AND name = ? "
-        "AND database_name = current_database()",
-        names,
-    ).fetchone()
-    return str(row[0]) if row else None
-
-
-def relation_exists(cur: duckdb.DuckDBPyConnection, relation: str) -> bool:
-    return relation_kind(cur, relation) is not None
 
 
 @contextlib.contextmanager

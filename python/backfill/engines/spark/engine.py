@@ -172,13 +172,14 @@ class SparkEngine(IcebergTables, SqlEngine):
 
     # -- the core's hooks ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def connect(self) -> Iterator[SparkSession]:
-        """The session for the audit's small queries, this thread's jobs in the engine's pool."""
-        self._job("backfill: audit")
-        yield self.small
+    def connect(self) -> Iterator[None]:
+        """Nothing to hold: each query goes to the session when it runs (a task whose write
+        is Spark's own starts no session here)."""
+        yield None
 
     def _rows(self, cur: Any, sql: str) -> list[tuple[Any, ...]]:
-        return arrow_rows(cur, sql)
+        self._job("backfill: audit")  # this thread's jobs in the engine's pool
+        return arrow_rows(self.small, sql)
 
     def _columns(self, cur: Any, rel: Rel) -> list[Column] | None:
         table = self.dialect.qualified(rel)
@@ -191,8 +192,7 @@ class SparkEngine(IcebergTables, SqlEngine):
 
     @contextlib.contextmanager
     def _arrow(self, sql: str) -> Iterator[Any]:
-        with self.connect() as spark:
-            yield spark.sql(sql).toArrow()
+        yield self.small.sql(sql).toArrow()
 
     def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext(cur)  # one Iceberg commit a write (see _write)

@@ -70,7 +70,7 @@ def publish(engine: SparkEngine, project: Project, request: PublishRequest) -> N
     branch = engine.branch(request.backfill_id)
     with _publishing:
         for pm in request.models:
-            stale = engine._stale(engine.small, project, pm)
+            stale = engine._stale(None, project, pm)
             if stale:
                 raise StalePublishedError(pm.model, stale)
         done: list[tuple[str, int | None]] = []  # (table, main's snapshot before) moved so far

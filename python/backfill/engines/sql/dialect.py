@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, cast
 
 from ..._numbers import Number
-from ...errors import InvalidInputError
 from ...calendar import PeriodSet
+from ...errors import InvalidInputError
 from ...model.files import sql_literal
 from ..base import CHANGELOG_SCALE, Column, ColumnKind, Part, Period
 
