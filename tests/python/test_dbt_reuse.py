@@ -4,6 +4,7 @@ again when a project file changes), and the audit copy of a group of batches in 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import random
 import shutil
@@ -13,8 +14,8 @@ import duckdb
 import pytest
 
 import backfill
+from backfill.engines.duckdb import DuckDBEngine
 from backfill.examples import dbt_shop
-from backfill.integrations.dbt.audit_copy import copy_periods
 from backfill.integrations.dbt.profile import GENERATED_TARGET, read_profile, write_profile
 from backfill.integrations.dbt.reuse import ManifestCache
 from dbt_support import AS_OF
@@ -63,7 +64,7 @@ def _table(
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_a_group_copy_equals_copying_each_batch_alone(seed: int) -> None:
+def test_a_group_copy_equals_copying_each_batch_alone(seed: int, tmp_path: Path) -> None:
     rnd = random.Random(seed)
     first = dt.date(2026, 8, 1)
 
@@ -72,7 +73,9 @@ def test_a_group_copy_equals_copying_each_batch_alone(seed: int) -> None:
             (first + rnd.randrange(12) * DAY, rnd.randrange(5), rnd.choice("abc")) for _ in range(n)
         ]
 
-    con = duckdb.connect()
+    warehouse = DuckDBEngine(tmp_path / "w.duckdb", keep_open=True)
+    held = contextlib.ExitStack()  # the test's own cursor on the engine's file
+    con = held.enter_context(warehouse.connect())
     _table(con, "work", rows(rnd.randrange(0, 60)))
     old = rows(rnd.randrange(0, 40))
     _table(con, "grouped", old)
@@ -83,10 +86,12 @@ def test_a_group_copy_equals_copying_each_batch_alone(seed: int) -> None:
         (dt.datetime.combine(start + i * DAY, utc), dt.datetime.combine(start + (i + 1) * DAY, utc))
         for i in range(rnd.randrange(2, 7))
     ]
-    grouped = copy_periods(con, "grouped", "work", "d", periods, direct=False)
-    alone = [copy_periods(con, "alone", "work", "d", [p], direct=False)[0] for p in periods]
+    grouped = warehouse.copy_periods(("main", "grouped"), ("main", "work"), "d", periods)
+    alone = [
+        warehouse.copy_periods(("main", "alone"), ("main", "work"), "d", [p])[0] for p in periods
+    ]
     assert grouped == alone
-    in_place = copy_periods(con, "grouped", "grouped", "d", periods, direct=True)
+    in_place = warehouse.copy_periods(("main", "grouped"), ("main", "grouped"), "d", periods)
     assert [fp for _, fp in in_place] == [fp for _, fp in grouped]
     table = "SELECT * FROM {} ORDER BY ALL"
     assert (

@@ -451,18 +451,27 @@ def test_check_names_an_unreadable_partition() -> None:
     assert _partition(p, "m", "2026-02-03")[0] == "2026-02-03"
 
 
-def test_diff_names_a_missing_table_but_not_a_bug(monkeypatch: pytest.MonkeyPatch) -> None:
-    import duckdb
+def test_diff_names_a_missing_table_but_not_a_bug(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # `backfill diff schema.table` reads the table through the engine (Engine.table_rows)
+    from backfill.engines.duckdb import DuckDBEngine
 
-    from backfill.cli.audit import _read
+    engine = DuckDBEngine(tmp_path / "w.duckdb")
+    with engine.connect() as cur:
+        cur.execute("CREATE SCHEMA s; CREATE TABLE s.t AS SELECT 1 AS x")
+    with engine.table_rows("s", "t") as rows:
+        assert backfill.ArrowTable.from_arrow(rows).to_pylist() == [{"x": 1}]
+    with pytest.raises(InvalidInputError, match="s.nope: no such table"):
+        engine.table_rows("s", "nope").__enter__()
 
-    con = duckdb.connect()
-    con.execute("CREATE SCHEMA s; CREATE TABLE s.t AS SELECT 1 AS x")
-    assert _read(con, "s.t").fetchall() == [(1,)]
-    with pytest.raises(InvalidInputError, match="'s.nope': .*nope"):
-        _read(con, "s.nope")
+    def broken(*args: Any) -> Any:
+        raise _bug()
+
+    monkeypatch.setattr(engine, "_columns", broken)
     with pytest.raises(AttributeError):
-        _read(None, "s.t")  # type: ignore[arg-type]
+        engine.table_rows("s", "t").__enter__()
+    engine.close()
 
 
 def test_who_is_a_name() -> None:

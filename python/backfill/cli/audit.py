@@ -3,6 +3,9 @@
     backfill audit [ID] [--gates '{fct_daily_sales: [{removed_rows: 0}]}']
     backfill diff OLD NEW --key K [--partition-by C --grain day --tz UTC]
 
+A table ``schema.table`` is read through the project's engine (any engine: DuckDB, Postgres,
+Spark), as an Arrow stream; a file through an in-memory DuckDB.
+
 Both take ``--project DIR`` and ``--json``. Exit 1 when a gate failed (``audit``) or the tables
 differ (``diff``); 2 for usage or input errors.
 """
@@ -10,6 +13,7 @@ differ (``diff``); 2 for usage or input errors.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,7 @@ import duckdb
 import yaml  # type: ignore[import-untyped]
 
 from ..audit.diff import diff
-from ..engines.duckdb import quote
+from ..engines import Engine, open_engine
 from ..errors import InvalidInputError
 from .common import (
     add_ledger_option,
@@ -107,60 +111,59 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_OK if report.passed else EXIT_FAILED
 
 
+def _is_file(spec: str) -> bool:
+    return Path(spec).suffix.lower() in _FILE_SUFFIXES
+
+
 def _read(con: duckdb.DuckDBPyConnection, spec: str) -> Any:
-    """A relation of ``spec``: a file, or ``schema.table`` of the connected warehouse."""
+    """The rows of the file ``spec``."""
     path = Path(spec)
-    if path.suffix.lower() in _FILE_SUFFIXES:
-        if not path.exists():
-            raise InvalidInputError(f"{spec}: no such file")
-        literal = "'" + str(path).replace("'", "''") + "'"
-        return con.sql(f"SELECT * FROM {literal}")
+    if not path.exists():
+        raise InvalidInputError(f"{spec}: no such file")
+    literal = "'" + str(path).replace("'", "''") + "'"
+    return con.sql(f"SELECT * FROM {literal}")
+
+
+def _table(spec: str) -> tuple[str, str]:
     if "." not in spec:
         raise InvalidInputError(
             f"{spec!r}: expected a .parquet/.csv/.json file or "
             "schema.table in the project's warehouse"
         )
     schema, _, table = spec.partition(".")
-    try:
-        return con.sql(f"SELECT * FROM {quote(schema)}.{quote(table)}")
-    except duckdb.Error as exc:  # no such schema or table, or one DuckDB cannot read
-        raise InvalidInputError(f"{spec!r}: {exc}") from None
+    return schema, table
+
+
+def _warehouse(args: argparse.Namespace) -> Engine:
+    settings = open_project(args).settings
+    if settings is None:  # only a project built in Python has none; Project.load sets them
+        raise InvalidInputError(f"project {args.project}: no warehouse to read tables from")
+    return open_engine(settings.engine)
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    files = all(Path(s).suffix.lower() in _FILE_SUFFIXES for s in (args.old, args.new))
-    if files:
-        con = duckdb.connect()
-    else:
-        settings = open_project(args).settings
-        if settings is None:  # only a project built in Python has none; Project.load sets them
-            raise InvalidInputError(f"project {args.project}: no warehouse to read tables from")
-        engine = settings.engine  # a DuckDB file: engine duckdb, or dbt on dbt-duckdb
-        if engine.type not in ("duckdb", "dbt") or not engine.path.is_file():
-            what = (
-                f"its DuckDB file {engine.path} does not exist"
-                if engine.type == "duckdb"
-                else f"its warehouse ({engine.type}) is not a DuckDB file"
-            )
-            raise InvalidInputError(
-                f"project {args.project}: diff reads schema.table from a "
-                f"DuckDB warehouse and {what}; diff .parquet or .csv "
-                "exports of the two tables instead"
-            )
-        con = duckdb.connect(str(engine.path), read_only=True)
+    """Diffs two files, or tables of the project's warehouse read through its engine."""
+    for spec in (args.old, args.new):
+        if not _is_file(spec):
+            _table(spec)
+    engine = None if all(_is_file(s) for s in (args.old, args.new)) else _warehouse(args)
+    con = duckdb.connect()
     try:
-        options: dict[str, Any] = {}
-        if args.partition_by:
-            options = dict(partition_by=args.partition_by, grain=args.grain, tz=args.tz)
-        result = diff(
-            _read(con, args.old),
-            _read(con, args.new),
-            key=args.key,
-            on_duplicate="report",
-            **options,
-        )
+        with contextlib.ExitStack() as stack:
+            sides = [
+                _read(con, spec)
+                if _is_file(spec)
+                else stack.enter_context(engine.table_rows(*_table(spec)))  # type: ignore[union-attr]
+                for spec in (args.old, args.new)
+            ]
+            options: dict[str, Any] = {}
+            if args.partition_by:
+                options = {"partition_by": args.partition_by, "grain": args.grain, "tz": args.tz}
+            result = diff(sides[0], sides[1], key=args.key, on_duplicate="report", **options)
     finally:
         con.close()
+        if engine is not None:
+            engine.close()
     if args.json:
         dump(
             {

@@ -373,7 +373,7 @@ class Engine(ABC):
         raise TaskFailure(
             f"model {model!r} lands records from Kafka, which the {self.name} "
             "engine cannot write (it does not declare the landing capability); "
-            "use the duckdb engine for landing models",
+            "use an engine built on the SQL core (duckdb, postgres, spark) for landing models",
             transient=False,
         )
 
@@ -474,6 +474,15 @@ class Engine(ABC):
         event_time as a UTC instant under that name (for partitioning naive timestamps as the
         engine's UTC period filters read them). Raises NotFoundError when the model has no
         relation in ``area``; ``periods=[]`` gives the relation's columns and no rows."""
+
+    def table_rows(self, schema: str, table: str) -> contextlib.AbstractContextManager[Any]:
+        """A context manager yielding every row of the warehouse's table (or view)
+        ``schema.table`` as an Arrow stream, in batches (``backfill diff schema.table``);
+        InvalidInputError when there is no such table."""
+        raise InvalidInputError(
+            f"the {self.name} engine cannot read tables of its warehouse: diff .parquet or .csv "
+            f"exports of {schema}.{table} instead"
+        )
 
     # -- publishing -----------------------------------------------------------------------------
     @abstractmethod

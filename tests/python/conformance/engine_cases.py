@@ -24,7 +24,7 @@ import duckdb
 import psycopg
 
 import backfill
-from backfill.engines import Engine
+from backfill.engines import PUBLISHED, Engine
 from backfill.engines.postgres import PostgresEngine, quote
 from backfill.examples import dbt_shop, shop
 from pg_engine_support import PgShop
@@ -94,7 +94,7 @@ class Case:
         # Both shop engines keep their tables in a DuckDB warehouse (dbt-duckdb's is .warehouse).
         warehouse = getattr(self.engine, "warehouse", self.engine)
         parts = [
-            f"(SELECT sum({column}) FROM {warehouse.published(model, self.project)})"
+            f"(SELECT sum({column}) FROM {warehouse.relation(model, PUBLISHED, self.project)})"
             for model, column in relations
         ]
         with warehouse.connect() as cur:

@@ -117,10 +117,8 @@ class SharedDatabase:
         with self._mutex:
             active = list(self._active)
         for cur in active:
-            try:
+            with contextlib.suppress(duckdb.Error):  # closed meanwhile: nothing left to stop
                 cur.interrupt()
-            except duckdb.Error:  # closed meanwhile: nothing left to stop
-                pass
 
     def _close_when_idle(self) -> None:
         """Closes the file once it has been idle for ``linger`` seconds since the last release;

@@ -11,29 +11,15 @@ fixed scale, so the SELECT rounds it to :data:`UNCONSTRAINED_SCALE` decimals and
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-from ..base import ColumnKind
-from .sql import TableColumn, quote
+from .sql import UNCONSTRAINED_SCALE
 
-__all__ = ["UNCONSTRAINED_SCALE", "select_list", "to_arrow"]
-
-UNCONSTRAINED_SCALE = 10
-
-
-def select_list(columns: Sequence[TableColumn], alias: str) -> str:
-    """The SELECT list streaming ``columns`` (unconstrained numerics rounded, see above)."""
-    out = []
-    for c in columns:
-        col = f"{alias}.{quote(c.name)}"
-        if c.kind == ColumnKind.DECIMAL and c.typmod < 0:
-            col = f"round({col}, {UNCONSTRAINED_SCALE}) AS {quote(c.name)}"
-        out.append(col)
-    return ", ".join(out)
+__all__ = ["to_arrow"]
 
 
 def _decimal(field: pa.Field) -> pa.DataType:
@@ -65,13 +51,16 @@ def to_arrow(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
     if not any(t is not None for t in targets):
         return reader
     schema = pa.schema(
-        [pa.field(f.name, t or f.type, f.nullable) for f, t in zip(reader.schema, targets)]
+        [
+            pa.field(f.name, t or f.type, f.nullable)
+            for f, t in zip(reader.schema, targets, strict=True)
+        ]
     )
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
             arrays: list[Any] = []
-            for col, t in zip(batch.columns, targets):
+            for col, t in zip(batch.columns, targets, strict=True):
                 if t is None:
                     arrays.append(col)
                 else:

@@ -35,35 +35,31 @@ import contextlib
 import datetime as dt
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..._extras import extra_required
-from ..._numbers import Number
 from ..._secrets import mask_text
 from ...errors import PROGRAMMING_ERRORS, InvalidInputError, NotFoundError
-from ...model.files import EngineSettings, render
+from ...model.files import EngineSettings
 from ..base import (
     Area,
     Capabilities,
     Column,
     ColumnKind,
-    Engine,
-    Part,
+    DeadLetters,
     PartitionFingerprint,
     Period,
     PublishRequest,
     TaskFailure,
-    WriteResult,
     model_location,
     project_model,
 )
-from . import publish as _publish
-from .batch import AuditBatching
+from ..sql import AuditScope, Rel, SqlEngine, Written
+from .publish import append_changelog, publish
+from .scope import answer_up_front
 from .session import (
     catalog_name,
     check_master,
@@ -72,8 +68,8 @@ from .session import (
     small_session,
     spark_session,
 )
-from .sql import arrow_rows, fingerprint_parts, in_periods, kind_of, quote, row_hash
-from .tables import IcebergTables, table_properties
+from .sql import SparkDialect, arrow_rows, kind_of, quote
+from .tables import IcebergTables, table_properties, utc_timestamps
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -96,18 +92,7 @@ _TRANSIENT = (
 )
 
 
-@dataclass(frozen=True)
-class Relation:
-    """Rows of a model as Spark SQL (a table, a branch, or a filtered query), with its columns."""
-
-    sql: str
-    types: dict[str, str]  # column -> Spark type name, in table order
-
-    def kind(self, column: str) -> ColumnKind:
-        return kind_of(self.types.get(column, ""))
-
-
-class SparkEngine(AuditBatching, IcebergTables, Engine):
+class SparkEngine(IcebergTables, SqlEngine):
     """Spark (``master``) on an Iceberg ``catalog``: a folder (a hadoop catalog, default
     ``.backfill/iceberg`` in the project) or catalog properties passed to Spark as they are
     (``{type: rest, uri: ...}``). Published models live in namespace ``schema``. ``conf`` is
@@ -116,7 +101,7 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
     partitions per Arrow chunk the audit's diff pulls to the driver."""
 
     name = "spark"
-    capabilities = Capabilities(atomic_publish=False)
+    capabilities = Capabilities(atomic_publish=False, landing=True)
 
     def __init__(
         self,
@@ -129,6 +114,7 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         pool: str = "backfill",
         stream_periods: int = 8,
     ) -> None:
+        super().__init__()
         if isinstance(catalog, Mapping):
             self.catalog_props = {str(k): str(v) for k, v in catalog.items()}
         else:
@@ -151,8 +137,8 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         self._checked: set[str] = set()
         self._branches: set[tuple[str, str]] = set()
         self._table_types: dict[str, dict[str, str]] = {}
-        self._tmp = 0
-        self._scope = threading.local()  # audit_scope's answers, per thread
+        self._views = 0
+        self.dialect = SparkDialect(self.catalog)
 
     @classmethod
     def from_settings(cls, settings: EngineSettings) -> SparkEngine:
@@ -184,115 +170,103 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
                 self._small = small_session(spark, self.catalog, self.catalog_props)
             return self._small
 
-    # -- rendering ------------------------------------------------------------------------------
-    def _ref(self, project: Project, area: Area, name: str, check: bool) -> str:
+    # -- the core's hooks ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[None]:
+        """Nothing to hold: each query goes to the session when it runs (a task whose write
+        is Spark's own starts no session here)."""
+        yield None
+
+    def _rows(self, cur: Any, sql: str) -> list[tuple[Any, ...]]:
+        self._job("backfill: audit")  # this thread's jobs in the engine's pool
+        return arrow_rows(self.small, sql)
+
+    def _columns(self, cur: Any, rel: Rel) -> list[Column] | None:
+        table = self.dialect.qualified(rel)
+        if not self.exists(table):
+            return None
+        return [Column(n, t, kind_of(t)) for n, t in self._types(table).items()]
+
+    def _kind(self, cur: Any, rel: Rel) -> str | None:
+        return "table" if self.exists(self.dialect.qualified(rel)) else None
+
+    @contextlib.contextmanager
+    def _arrow(self, sql: str) -> Iterator[Any]:
+        yield self.small.sql(sql).toArrow()
+
+    def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext(cur)  # one Iceberg commit a write (see _write)
+
+    def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
+        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+        from pyspark.errors import PySparkException
+
+        if isinstance(exc, PROGRAMMING_ERRORS):
+            # As they are: a bug is never "a Spark error" (pyspark's own PySparkTypeError and
+            # PySparkAttributeError, a wrong call from Python, are TypeError/AttributeError).
+            return None
+        if isinstance(exc, (PySparkException, Py4JError, InvalidInputError, NotFoundError)):
+            # Spark's failures (a JVM exception captured by pyspark, or py4j's Py4JJavaError
+            # and Py4JNetworkError) carry the Java exception as text; InvalidInputError and
+            # NotFoundError (a ref() to no model) are a model our rendering refused.
+            return _task_failure(where, exc), False
+        return None
+
+    def _ref(self, project: Project, area: Area, cur: Any, name: str) -> str:
         """What a read of ``name`` sees in ``area``: the backfill's branch (new rows for the
         backfilled periods, published rows elsewhere) for a model it rebuilds."""
         table = self.table(name)
         if area.direct or name not in area.periods:
             return table
         branch = self.branch(str(area.backfill_id))
-        if check and not self.has_branch(table, branch):
+        if not self.has_branch(table, branch):
             return table  # nothing written yet: the published rows
         return self._on_branch(table, branch)
 
-    def _render(
-        self,
-        project: Project,
-        model: str,
-        start: dt.datetime | None,
-        end: dt.datetime | None,
-        area: Area,
-        check: bool = True,
-    ) -> str:
-        m = project_model(project, model)
-
-        def ref(name: str, **_: object) -> str:
-            if name not in project.models:
-                raise NotFoundError(f"ref({name!r}) names no model")
-            return self._ref(project, area, name, check)
-
-        def source(schema: str, table: str) -> str:
-            return self.table(table, schema)
-
-        def is_incremental() -> bool:
-            return not check or self.exists(self.table(model))
-
-        return render(
-            m.sql or "",
-            start=start,
-            end=end,
-            ref=ref,
-            source=source,
-            this=self._ref(project, area, model, check),
-            is_incremental=is_incremental,
-            where=model_location(project, model),
-        )
-
-    def render(
-        self,
-        project: Project,
-        model: str,
-        start: dt.datetime | None,
-        end: dt.datetime | None,
-        area: Area,
-    ) -> str:
-        return self._render(project, model, start, end, area)
-
     # -- writing --------------------------------------------------------------------------------
-    def run_task(
-        self,
-        project: Project,
-        model: str,
-        start: dt.datetime | None,
-        end: dt.datetime | None,
-        area: Area,
-    ) -> WriteResult:
-        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
-        from pyspark.errors import PySparkException
-
-        m = project_model(project, model)
-        began = time.perf_counter()
-        try:
-            rows, deleted, fp = self._write(project, m, start, end, area)
-        except TaskFailure:
-            raise
-        except PROGRAMMING_ERRORS:
-            # As they are: a bug is never "a Spark error" (pyspark's own PySparkTypeError and
-            # PySparkAttributeError, a wrong call from Python, are TypeError/AttributeError).
-            raise
-        except (PySparkException, Py4JError, InvalidInputError, NotFoundError) as exc:
-            # Spark's failures (a JVM exception captured by pyspark, or py4j's Py4JJavaError
-            # and Py4JNetworkError) carry the Java exception as text; InvalidInputError and
-            # NotFoundError (a ref() to no model) are a model our rendering refused.
-            raise _task_failure(project, model, exc) from None
-        return WriteResult(rows, deleted, fp, time.perf_counter() - began)
-
     def _write(
         self,
+        cur: Any,
         project: Project,
         m: Model,
-        start: dt.datetime | None,
-        end: dt.datetime | None,
+        window: tuple[dt.datetime | None, dt.datetime | None],
         area: Area,
-    ) -> tuple[int, int, PartitionFingerprint]:
-        from pyspark.sql import functions as F
-
+        rows: Any,
+        dead_letters: DeadLetters | None,
+    ) -> Written:
         where = model_location(project, m.name)
-        partitioned = (
-            start is not None and end is not None and m.strategy in ("replace", "merge", "append")
-        )
         if m.strategy == "view":
             raise TaskFailure(
                 f"{where}: strategy view is not supported on Spark (Iceberg's "
                 "folder catalog keeps no views); use strategy full",
                 transient=False,
             )
-        if m.strategy in ("replace", "merge", "append") and m.grain and not partitioned:
+        if m.strategy in ("replace", "merge", "append") and m.grain and not _partitioned(m, window):
             raise TaskFailure(f"{where}: a {m.strategy} task needs a period", transient=False)
+        written, deleted, fp = self._write_table_of(project, m, window, area, rows)
+        if dead_letters is not None and window[0] is not None and window[1] is not None:
+            self._dead_letters_of(project, dead_letters, (window[0], window[1]))
+        return written, deleted, fp, {}
+
+    def _write_table_of(
+        self,
+        project: Project,
+        m: Model,
+        window: tuple[dt.datetime | None, dt.datetime | None],
+        area: Area,
+        rows: Any,
+    ) -> tuple[int, int, PartitionFingerprint]:
+        from pyspark.sql import functions as F
+
+        start, end = window
+        where = model_location(project, m.name)
+        partitioned = _partitioned(m, window)
         label = f"[{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M})" if partitioned else "(all)"
         spark = self._job(f"backfill {area.backfill_id or 'direct'}: {m.name} {label}")
-        df = spark.sql(self._render(project, m.name, start, end, area))
+        if rows is None:
+            df = spark.sql(self.render(project, m.name, start, end, area))
+        else:
+            df = spark.createDataFrame(utc_timestamps(rows))
         types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
         et_kind = kind_of(types.get(m.event_time or "", ""))
         if m.event_time and m.grain and m.event_time not in types:
@@ -305,7 +279,7 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         cond = "TRUE"
         if partitioned:
             assert start is not None and end is not None and m.event_time
-            cond = in_periods(m.event_time, [(start, end)], et_kind)
+            cond = self.dialect.in_periods(m.event_time, [(start, end)], et_kind)
             # Checked inside the write job itself: the SELECT runs once, and a failing job
             # commits nothing. A projection of the event time, not a filter: Spark may evaluate
             # a filter before the SELECT's own WHERE, never a projection on top of it.
@@ -336,16 +310,15 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
             from pyspark.sql import Observation
 
             observed = Observation(f"backfill_{token}")
+            h = self.dialect.row_hash(list(types), "")
             df = df.observe(
                 observed,
                 F.expr("count(1)").alias("n"),
-                F.expr(f"coalesce(sum(CAST({row_hash(list(types))} AS DECIMAL(38, 0))), 0)").alias(
-                    "h"
-                ),
+                F.expr(f"coalesce(sum(CAST({h} AS DECIMAL(38, 0))), 0)").alias("h"),
             )
         if m.strategy == "merge" and partitioned:
             with self._locks[table]:  # _result then reads the newest snapshot: this one
-                self._merge(spark, m, df, target)
+                self._merge_df(spark, m, df, target)
                 return self._result(table, ref, "", cond)
         else:
             writer = df.writeTo(target).option("snapshot-property.backfill.write", token)
@@ -372,7 +345,7 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         """A direct full build: CREATE OR REPLACE (one atomic Iceberg commit, any schema)."""
         view = self._temp_view(df)
         try:
-            old = self._count(table) if self.exists(table) else 0
+            old = self._rows_in(table) if self.exists(table) else 0
             spark.sql(
                 f"CREATE OR REPLACE TABLE {table} USING iceberg "
                 f"{self._partitioned_by(m, et_kind)} {table_properties()} "
@@ -382,10 +355,10 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
             spark.catalog.dropTempView(view)
         self._checked.discard(table)
         self._table_types.pop(table, None)
-        fp = self.fingerprints_of(f"{table}", types, None, et_kind, [])["all"]
+        fp = self._fingerprint_where(self.small, table, list(types))
         return fp.rows, old, fp
 
-    def _merge(self, spark: SparkSession, m: Model, df: DataFrame, target: str) -> None:
+    def _merge_df(self, spark: SparkSession, m: Model, df: DataFrame, target: str) -> None:
         if not m.unique_key:
             raise InvalidInputError(f"model {m.name!r}: strategy merge needs a unique_key")
         view = self._temp_view(df)
@@ -406,128 +379,41 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         it (later commits of other tasks do not count)."""
         snap, _, deleted = self._commit_of(table, ref, token)
         rel = f"(SELECT * FROM {table} VERSION AS OF {snap} WHERE {cond})"
-        fp = self.fingerprints_of(rel, self.table_types(table), None, ColumnKind.OTHER, [])["all"]
+        fp = self._fingerprint_where(self.small, rel, list(self.table_types(table)))
         return fp.rows, deleted, fp
 
     # -- inspecting -----------------------------------------------------------------------------
-    def source(self, project: Project, model: str, area: Area) -> Relation | None:
+    def _source(
+        self, cur: Any, project: Project, model: str, area: Area, preview: bool
+    ) -> tuple[str, list[Column]] | None:
         """The rows of ``model`` in ``area`` (its branch, restricted to the area's periods of a
-        partitioned model); None when it has no table (or branch) there."""
+        partitioned model) and its columns; None when it has no table (or branch) there."""
         m = project_model(project, model)
         table = self.table(model)
         if area.direct:
-            return Relation(table, self._types(table)) if self.exists(table) else None
+            return (
+                (table, self._columns(cur, self.published(project, model)) or [])
+                if self.exists(table)
+                else None
+            )
         branch = self.branch(str(area.backfill_id))
         if not self.has_branch(table, branch):
             return None
         rel = self._on_branch(table, branch)
-        types = self._types(rel)
+        cols = [Column(n, t, kind_of(t)) for n, t in self._types(rel).items()]
         periods = area.periods.get(model)
         if periods and m.event_time and m.strategy in ("replace", "merge", "append"):
-            where = in_periods(m.event_time, periods, kind_of(types.get(m.event_time, "")))
+            kind = next((c.kind for c in cols if c.name == m.event_time), None)
+            where = self.dialect.in_periods(m.event_time, periods, kind)
             rel = f"(SELECT * FROM {rel} WHERE {where})"
-        return Relation(rel, types)
+        return rel, cols
 
-    def _where_periods(self, m: Model, rel: Relation, periods: Sequence[Period] | None) -> str:
-        if periods is None:
-            return "TRUE"
-        if not m.event_time:
-            raise InvalidInputError(f"model {m.name!r} has no event_time to select periods by")
-        return in_periods(m.event_time, periods, rel.kind(m.event_time))
-
-    def columns(self, project: Project, model: str, area: Area) -> list[Column] | None:
-        rel = self.source(project, model, area)
-        if rel is None:
-            return None
-        return [Column(n, t, kind_of(t)) for n, t in rel.types.items()]
-
-    def fingerprints_of(
-        self,
-        relation: str,
-        types: Mapping[str, str],
-        event_time: str | None,
-        kind: ColumnKind,
-        parts: Sequence[Part],
-    ) -> dict[str, PartitionFingerprint]:
-        return fingerprint_parts(self.small, relation, list(types), event_time, kind, parts)
-
-    def fingerprints(
-        self,
-        project: Project,
-        model: str,
-        area: Area,
-        parts: Sequence[Part],
-        *,
-        preview: bool = False,
-    ) -> dict[str, PartitionFingerprint]:
-        m = project_model(project, model)
-        if parts and not m.event_time:
-            raise InvalidInputError(f"model {model!r} has no event_time to partition by")
-        self._job(f"backfill: fingerprints of {model}")
-        rel = self.source(project, model, area)
-        if rel is None:
-            return {
-                label: PartitionFingerprint.empty() for label in ([p[0] for p in parts] or ["all"])
-            }
-        known = self._answer("fp", rel.sql, tuple(parts))
-        if known is not None:
-            return dict(known)
-        return self.fingerprints_of(
-            rel.sql, rel.types, m.event_time, rel.kind(m.event_time or ""), parts
+    def _answer_up_front(self, project: Project, scope: AuditScope, areas: Sequence[Area]) -> None:
+        with self.connect() as cur:
+            sides = [self._source(cur, project, scope.model, a, False) for a in areas]
+        answer_up_front(
+            self.small, project_model(project, scope.model), scope, [s for s in sides if s]
         )
-
-    def measure_sums(
-        self,
-        project: Project,
-        model: str,
-        area: Area,
-        measures: Sequence[str],
-        periods: Sequence[Period] | None,
-        *,
-        preview: bool = False,
-    ) -> dict[str, Number | None]:
-        if not measures:
-            return {}
-        self._job(f"backfill: measure sums of {model}")
-        rel = self.source(project, model, area)
-        if rel is None:
-            return dict.fromkeys(measures)
-        where = self._where_periods(project_model(project, model), rel, periods)
-        known = [self._answer("sum", rel.sql, where, c) for c in measures]
-        if all(k is not None for k in known):
-            return {c: k[0] for c, k in zip(measures, known)}
-        # Spark sums decimal(p, s) to decimal(min(38, p + 10), s) and integers to bigint:
-        # Decimal and int through Arrow, exactly; floats stay double.
-        sums = ", ".join(f"sum({quote(c)})" for c in measures)
-        row = arrow_rows(self.small, f"SELECT {sums} FROM {rel.sql} WHERE {where}")[0]
-        return {c: cast("Number | None", row[i]) for i, c in enumerate(measures)}
-
-    def is_unique(
-        self,
-        project: Project,
-        model: str,
-        area: Area,
-        columns: Sequence[str],
-        periods: Sequence[Period] | None,
-        *,
-        preview: bool = False,
-    ) -> bool:
-        self._job(f"backfill: is {columns} a key of {model}")
-        rel = self.source(project, model, area)
-        if rel is None:
-            return True
-        where = self._where_periods(project_model(project, model), rel, periods)
-        known = self._answer("unique", rel.sql, where, tuple(columns))
-        if known is not None:
-            return bool(known)
-        cols = ", ".join(quote(c) for c in columns)
-        nonnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in columns)
-        n, distinct, full = arrow_rows(
-            self.small,
-            f"SELECT count(*), count(DISTINCT {cols}), count_if({nonnull}) "
-            f"FROM {rel.sql} WHERE {where}",
-        )[0]
-        return n == distinct == full
 
     @contextlib.contextmanager
     def stream(
@@ -544,8 +430,9 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         m = project_model(project, model)
-        rel = self.source(project, model, area)
-        if rel is None:
+        with self.connect() as cur:
+            found = self._source(cur, project, model, area, preview)
+        if found is None:
             raise NotFoundError(
                 f"{model} has no table in "
                 f"{'the published tables' if area.direct else 'the area'} "
@@ -555,10 +442,11 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
         if utc_column:
             if not m.event_time:
                 raise InvalidInputError(f"model {model!r} has no event_time")
-            select = f"*, CAST({quote(m.event_time)} AS TIMESTAMP) AS {quote(utc_column)}"
+            select = f"t.*, CAST(t.{quote(m.event_time)} AS TIMESTAMP) AS {quote(utc_column)}"
         self._job(f"backfill: rows of {model}")
         spark = self.small
-        schema = to_arrow_schema(spark.sql(f"SELECT {select} FROM {rel.sql} LIMIT 0").schema)
+        rel, cols = found
+        schema = to_arrow_schema(spark.sql(f"SELECT {select} FROM {rel} t LIMIT 0").schema)
         # A few periods at a time: the driver holds at most `stream_periods` partitions' rows,
         # never the whole selection (and a long list costs one Spark job per chunk, not each).
         step = self.stream_periods
@@ -570,22 +458,44 @@ class SparkEngine(AuditBatching, IcebergTables, Engine):
 
         def batches() -> Iterator[Any]:
             for chunk in chunks:
-                where = self._where_periods(m, rel, chunk)
-                table = spark.sql(f"SELECT {select} FROM {rel.sql} WHERE {where}").toArrow()
+                where = self._where_periods(project, model, chunk, cols)
+                table = spark.sql(f"SELECT {select} FROM {rel} t WHERE {where}").toArrow()
                 yield from table.cast(schema).to_batches()
 
         yield pa.RecordBatchReader.from_batches(schema, batches())
 
+    def _dead_letters_of(
+        self, project: Project, dl: DeadLetters, window: tuple[dt.datetime, dt.datetime]
+    ) -> None:
+        """Replaces the period's dead letters of the topic in their (published) table."""
+        table = self.table(dl.table)
+        df = self.spark.createDataFrame(utc_timestamps(dl.rows))
+        with self._locks[table]:
+            if not self.exists(table):
+                cols = ", ".join(
+                    f"{quote(f.name)} {f.dataType.simpleString()}" for f in df.schema.fields
+                )
+                self.spark.sql(
+                    f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
+                    + table_properties()
+                )
+            period = self.dialect.in_periods("record_timestamp", [window])
+            self.spark.sql(
+                f"DELETE FROM {table} WHERE topic = {self.dialect.string(dl.topic)} AND {period}"
+            )
+            df.writeTo(table).append()
+
     # -- publishing -----------------------------------------------------------------------------
     def publish(self, project: Project, request: PublishRequest) -> None:
-        _publish.publish(self, project, request)
+        publish(self, project, request)
 
-    def changelog_rows(
-        self,
-        project: Project,
-        backfill_id: str | None = None,
-    ) -> list[tuple[Any, ...]]:
-        return _publish.changelog_rows(self, backfill_id)
+    def _append_changelog(self, cur: Any, request: PublishRequest) -> None:
+        append_changelog(self, request)
+
+
+def _partitioned(m: Model, window: tuple[dt.datetime | None, dt.datetime | None]) -> bool:
+    """Whether a task of ``m`` writes one period (else it rebuilds the whole table)."""
+    return None not in window and m.strategy in ("replace", "merge", "append")
 
 
 def _check_columns(where: str, new: Mapping[str, str], old: Mapping[str, str], area: Area) -> None:
@@ -598,11 +508,10 @@ def _check_columns(where: str, new: Mapping[str, str], old: Mapping[str, str], a
         )
 
 
-def _task_failure(project: Project, model: str, exc: Exception) -> TaskFailure:
+def _task_failure(where: str, exc: Exception) -> TaskFailure:
     from pyspark.errors import AnalysisException
 
     text = str(exc)
-    where = model_location(project, model)
     if f"[USER_RAISED_EXCEPTION] {_OUTSIDE}" in text:  # not the plan's text of another error
         return TaskFailure(
             f"{where}: the SELECT returned row(s) with the event_time outside the "

@@ -44,7 +44,7 @@ from ..base import (
     PublishRequest,
     StalePublishedError,
 )
-from .sql import arrow_rows, in_periods, kind_of, quote
+from .sql import in_periods, kind_of, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Project
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["changelog_rows", "publish"]
+__all__ = ["append_changelog", "publish"]
 
 _TYPES = {
     ColumnKind.STRING: "string",
@@ -65,16 +65,12 @@ _EXACT = Context(prec=80)
 _publishing = threading.Lock()  # one publish at a time per process
 
 
-def _changelog_table(engine: SparkEngine) -> str:
-    return engine.table(CHANGELOG_TABLE)
-
-
 def publish(engine: SparkEngine, project: Project, request: PublishRequest) -> None:
     engine._job(f"backfill: publish {request.backfill_id}")  # names this thread's Spark jobs
     branch = engine.branch(request.backfill_id)
     with _publishing:
         for pm in request.models:
-            stale = _stale(engine, project, pm)
+            stale = engine._stale(None, project, pm)
             if stale:
                 raise StalePublishedError(pm.model, stale)
         done: list[tuple[str, int | None]] = []  # (table, main's snapshot before) moved so far
@@ -88,7 +84,7 @@ def publish(engine: SparkEngine, project: Project, request: PublishRequest) -> N
                     _move(engine, project, pm, table, branch)
                     done.append((table, before))
                 log.info("published %s (was snapshot %s)", pm.model, before)
-            _append_changelog(engine, request)
+            append_changelog(engine, request)
         except BaseException:
             # Whatever stopped the publish (a Spark error, a bug, Ctrl-C), the tables moved so
             # far go back first, then the same error goes on: nothing is caught. Not a finally:
@@ -128,20 +124,6 @@ def _restore(engine: SparkEngine, table: str, snapshot: int | None) -> None:
 def _ident(engine: SparkEngine, table: str) -> str:
     """``schema.table`` as Iceberg procedures take it."""
     return table.split(".", 1)[1].replace("`", "")
-
-
-def _stale(engine: SparkEngine, project: Project, pm: PublishModel) -> list[str]:
-    """Partitions whose published fingerprint differs from the one recorded at audit time."""
-    table = engine.table(pm.model)
-    recorded = pm.published_fingerprints
-    if not engine.exists(table):
-        return [label for label, fp in recorded.items() if not fp.startswith("0:")]
-    m = project.models[pm.model]
-    types = engine._types(table)
-    now = engine.fingerprints_of(
-        table, types, m.event_time, kind_of(types.get(m.event_time or "", "")), pm.parts
-    )
-    return [label for label in recorded if str(now.get(label)) != recorded[label]]
 
 
 def _move(engine: SparkEngine, project: Project, pm: PublishModel, table: str, branch: str) -> None:
@@ -186,11 +168,11 @@ def _move(engine: SparkEngine, project: Project, pm: PublishModel, table: str, b
     rows.writeTo(table).overwrite(F.expr(cond))
 
 
-def _append_changelog(engine: SparkEngine, request: PublishRequest) -> None:
+def append_changelog(engine: SparkEngine, request: PublishRequest) -> None:
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     spark = engine.spark
-    table = _changelog_table(engine)
+    table = engine.table(CHANGELOG_TABLE)
     cols = ", ".join(f"{quote(n)} {_TYPES[k]}" for n, k in CHANGELOG_COLUMNS)
     with engine.lock(table):
         spark.sql(
@@ -208,10 +190,12 @@ def _append_changelog(engine: SparkEngine, request: PublishRequest) -> None:
         return
     types = [have.get(n, _TYPES[k]) for n, k in CHANGELOG_COLUMNS]
     schema = _parse_datatype_string(
-        ", ".join(f"{n}: {t}" for (n, _), t in zip(CHANGELOG_COLUMNS, types))
+        ", ".join(f"{n}: {t}" for (n, _), t in zip(CHANGELOG_COLUMNS, types, strict=True))
     )
     assert isinstance(schema, StructType)
-    rows = [tuple(_value(v, t) for v, t in zip(row, types)) for row in request.changelog]
+    rows = [
+        tuple(_value(v, t) for v, t in zip(row, types, strict=True)) for row in request.changelog
+    ]
     spark.createDataFrame(rows, schema).writeTo(table).append()
 
 
@@ -227,18 +211,3 @@ def _value(value: Any, spark_type: str) -> Any:
     if spark_type == "string":
         return str(value)
     return value
-
-
-def changelog_rows(engine: SparkEngine, backfill_id: str | None) -> list[tuple[Any, ...]]:
-    table = _changelog_table(engine)
-    engine._job("backfill: changelog")
-    if not engine.exists(table):
-        return []
-    where = (
-        f"WHERE backfill_id = '{backfill_id.replace(chr(39), chr(39) * 2)}'" if backfill_id else ""
-    )
-    return arrow_rows(
-        engine.spark,
-        f"SELECT * FROM {table} {where} ORDER BY published_at DESC, "
-        "model, `partition` NULLS FIRST, measure NULLS FIRST",
-    )

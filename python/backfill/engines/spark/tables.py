@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ...model.project import Model
 
-__all__ = ["IcebergTables", "table_properties"]
+__all__ = ["IcebergTables", "table_properties", "utc_timestamps"]
 
 _TABLE_PROPS = {
     "format-version": "2",
@@ -35,7 +35,7 @@ class IcebergTables:
     _mutex: threading.Lock
     _locks: dict[str, threading.Lock]
     _checked: set[str]
-    _tmp: int
+    _views: int
     # Per engine caches of what a task would otherwise ask Iceberg (a table load each) before
     # every write: (table, branch) pairs known to exist (branches are only dropped by
     # drop_area, which forgets them), and each table's column types (changed only by a
@@ -140,12 +140,12 @@ class IcebergTables:
 
     def _temp_view(self, df: DataFrame) -> str:
         with self._mutex:
-            self._tmp += 1
-            name = f"__backfill_new_{self._tmp}_{uuid.uuid4().hex[:6]}"
+            self._views += 1
+            name = f"__backfill_new_{self._views}_{uuid.uuid4().hex[:6]}"
         df.createOrReplaceTempView(name)
         return name
 
-    def _count(self, table: str) -> int:
+    def _rows_in(self, table: str) -> int:
         return int(str(arrow_rows(self.spark, f"SELECT count(*) FROM {table}")[0][0]))
 
     def _partitioned_by(self, m: Model, et_kind: ColumnKind) -> str:
@@ -218,20 +218,12 @@ class IcebergTables:
     ) -> int:
         """Replaces the table ``<schema>.<name>`` with ``data`` (an Arrow table), partitioned by
         ``grain`` on ``event_time``; naive timestamps are read as UTC. Returns its rows."""
-        import pyarrow as pa  # type: ignore[import-untyped]
-
-        fields = [
-            pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
-            for f in data.schema
-        ]
-        data = data.cast(pa.schema(fields))
+        data = utc_timestamps(data)
         spark = self._job(f"backfill: load {schema}.{name}")
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns(schema)}")
         df = spark.createDataFrame(data)
         kind = kind_of(
-            dict((f.name, f.dataType.simpleString()) for f in df.schema.fields).get(
-                event_time or "", ""
-            )
+            {f.name: f.dataType.simpleString() for f in df.schema.fields}.get(event_time or "", "")
         )
         transform = partition_transform(grain, event_time, kind)
         view = self._temp_view(df)
@@ -245,6 +237,18 @@ class IcebergTables:
         finally:
             spark.catalog.dropTempView(view)
         return int(data.num_rows)
+
+
+def utc_timestamps(data: Any) -> Any:
+    """The Arrow table ``data`` with its naive timestamps read as UTC instants (Spark's
+    ``timestamp``)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    fields = [
+        pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+        for f in data.schema
+    ]
+    return data.cast(pa.schema(fields))
 
 
 def table_properties() -> str:

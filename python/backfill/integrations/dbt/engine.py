@@ -14,7 +14,13 @@ sees the new rows in the backfilled periods and the published rows elsewhere: a 
 over a half-rebuilt month, or a table over all days, reads exactly what it would after publish.
 After each batch (or table build) the engine copies the rebuilt rows into ``audit_<id>``, which
 then holds only the backfilled periods: audit and publish go to the DuckDB (or Postgres)
-warehouse the engine holds, unchanged. A direct backfill (initial build) runs dbt with the user's target.
+warehouse the engine holds, unchanged. A direct backfill (initial build) runs dbt with the
+user's target.
+
+Writer and warehouse. This engine only *writes* (through dbt); what the warehouse *keeps* is a
+:class:`~backfill.engines.sql.SqlEngine` (DuckDB or Postgres, after the profile's target type):
+seeding the work schema, copying batches into the audit area, fingerprints, audit, publish and
+the changelog are that engine's public operations, whatever its dialect.
 
 Grouping. dbt's runner is process-wide state, so invocations are serialized (one at a time per
 process). The project is parsed once per backfill (:mod:`.reuse`); an invocation still costs
@@ -33,14 +39,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any, cast
 
 from ...engines import (
     Area,
@@ -55,17 +58,9 @@ from ...engines import (
     WriteResult,
 )
 from ...engines.duckdb import DuckDBEngine
-from ...engines.duckdb.sql import (
-    audit_schema,
-    fingerprint_where,
-    in_periods,
-    quote,
-    relation_exists,
-    transaction,
-)
+from ...engines.sql import Rel, SqlEngine, audit_schema
 from ...errors import InvalidInputError, NotFoundError
 from ...model import EngineSettings
-from .audit_copy import copy_periods
 from .group import Pending, Request, full_refresh
 from .invoke import invoke, invoke_lock
 from .outcome import PERMANENT, outcome
@@ -120,12 +115,12 @@ class DbtEngine(Engine):
         self.profile: DbtProfile = read_profile(self.project_dir, profiles_dir, target)
         self._project: Project | None = None  # the dbt project last seen (names relations)
         #: the warehouse dbt writes: audit, publish and the changelog run on it unchanged
-        self.warehouse: Engine
+        self.warehouse: SqlEngine
         if self.profile.url is not None:
             from ...engines.postgres import PostgresEngine
 
             self.warehouse = PostgresEngine(
-                self.profile.url, schema=self.profile.schema, naming=self._pg_published, **options
+                self.profile.url, schema=self.profile.schema, naming=self.published, **options
             )
         else:
             assert self.profile.path is not None
@@ -165,22 +160,6 @@ class DbtEngine(Engine):
         self._project = project
         return self.warehouse
 
-    @property
-    def _duck(self) -> DuckDBEngine:
-        assert isinstance(self.warehouse, DuckDBEngine)
-        return self.warehouse
-
-    @property
-    def _pg(self) -> Any:  # PostgresEngine (psycopg is optional: imported on use)
-        return self.warehouse
-
-    def _pg_published(self, model: str) -> tuple[str, str]:
-        """(schema, name) of ``model``'s published relation in Postgres (the manifest's)."""
-        info = getattr(self._project, "dbt", {}).get(model)
-        if info is None:
-            return self.schema, model
-        return info.schema or self.schema, info.alias or model
-
     def close(self) -> None:
         self.warehouse.close()
 
@@ -207,21 +186,21 @@ class DbtEngine(Engine):
             "dbt engine"
         )
 
-    def published(self, project: Project | None, model: str) -> str:
-        """The quoted published relation of ``model``: dbt's schema and alias from the
+    def published(self, project: Project | None, model: str) -> Rel:
+        """The published (schema, name) of ``model``: dbt's schema and alias from the
         manifest (the warehouse's naming)."""
-        info = getattr(project, "dbt", {}).get(model)
+        info = getattr(project if project is not None else self._project, "dbt", {}).get(model)
         if info is None:
-            return f"{quote(self.schema)}.{quote(model)}"
-        return f"{quote(info.schema or self.schema)}.{quote(info.alias or model)}"
+            return (self.schema, model)
+        return (info.schema or self.schema, info.alias or model)
 
-    def work_relation(self, project: Project, model: str, area: Area) -> str:
+    def work_relation(self, project: Project, model: str, area: Area) -> Rel:
         """Where dbt writes ``model`` in ``area`` (its target relation)."""
         info = self._node(project, model)
         if area.direct:
             return self.published(project, model)
         schema = self._schema_in(info.schema, work_schema(str(area.backfill_id)))
-        return f"{quote(schema)}.{quote(info.alias or model)}"
+        return (schema, info.alias or model)
 
     # -- dbt invocations ----------------------------------------------------------------------
     def _profiles(self, area: Area) -> tuple[Path, Path]:
@@ -235,8 +214,8 @@ class DbtEngine(Engine):
         profiles, target_path = self._profiles(area)
         began = time.perf_counter()
         with invoke_lock:
-            if not self.on_postgres:
-                self.close()  # DuckDB: dbt needs the file; our handle is reopened after
+            if self.warehouse.capabilities.embedded:
+                self.close()  # a file (DuckDB): dbt needs it; our handle is reopened after
             # results come back as objects: writing them as JSON was 13% of an invocation
             res = invoke(
                 [*args, "--no-write-json"],
@@ -255,23 +234,15 @@ class DbtEngine(Engine):
         """Seeds the work schema: copies of backfilled microbatch tables, views on the rest."""
         if area.direct or str(area.backfill_id) in self._prepared:
             return
-        if self.on_postgres:
-            return self._prepare_postgres(project, area)
-        with self._duck.connect() as cur:
-            for model in area.periods:
-                m = project.models[model]
-                work = self.work_relation(project, model, area)
-                schema = work.split(".")[0]
-                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-                pub = self.published(project, model)
-                if m.grain and relation_exists(cur, pub) and not relation_exists(cur, work):
-                    cur.execute(f"CREATE TABLE {work} AS SELECT * FROM {pub}")
-            for parent in self._parents_read(project, area):
-                work = self.work_relation(project, parent, area)
-                pub = self.published(project, parent)
-                if work != pub and relation_exists(cur, pub):
-                    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {work.split('.')[0]}")
-                    cur.execute(f"CREATE OR REPLACE VIEW {work} AS SELECT * FROM {pub}")
+        for model in area.periods:
+            how = "table" if project.models[model].grain else "schema"
+            self.warehouse.seed(
+                self.work_relation(project, model, area), self.published(project, model), how
+            )
+        for parent in self._parents_read(project, area):
+            self.warehouse.seed(
+                self.work_relation(project, parent, area), self.published(project, parent), "view"
+            )
         self._prepared.add(str(area.backfill_id))
 
     def _parents_read(self, project: Project, area: Area) -> list[str]:
@@ -293,27 +264,6 @@ class DbtEngine(Engine):
                 continue
             out.append(parent)
         return out
-
-    def _prepare_postgres(self, project: Project, area: Area) -> None:
-        from .postgres import seed_work
-
-        backfilled = [
-            (
-                self.work_relation(project, m, area),
-                self.published(project, m),
-                bool(project.models[m].grain),
-            )
-            for m in area.periods
-        ]
-        seed_work(
-            self._pg,
-            backfilled,
-            [
-                (self.work_relation(project, m, area), self.published(project, m))
-                for m in self._parents_read(project, area)
-            ],
-        )
-        self._prepared.add(str(area.backfill_id))
 
     def expect(self, tasks: int) -> None:
         self._waiting.expect(tasks)
@@ -374,7 +324,7 @@ class DbtEngine(Engine):
                         if isinstance(exc, TaskFailure)
                         else TaskFailure(
                             f"model {r.model!r}: {type(exc).__name__}: {exc}",
-                            transient=interrupted or _transient(exc),
+                            transient=interrupted or self._transient(exc),
                         )
                     )
             if interrupted:
@@ -414,7 +364,9 @@ class DbtEngine(Engine):
                 bad = [
                     b
                     for b in failed_batches
-                    if r.start is None or (b[0] < _utc(r.end) and b[1] > _utc(r.start))  # type: ignore[arg-type]
+                    if r.start is None
+                    or r.end is None
+                    or (b[0] < _utc(r.end) and b[1] > _utc(r.start))
                 ]
                 if message is not None and (r.start is None or bad or not failed_batches):
                     r.error = TaskFailure(
@@ -423,73 +375,32 @@ class DbtEngine(Engine):
                     failed.append(r)
                 else:
                     ok.append(r)
-            event_time = project.models[model].event_time
-            if len(ok) > 1 and not self.on_postgres and event_time:
-                self._copy_group(project, ok, event_time, seconds)
-            for r in ok:
-                if r.result is None:
-                    r.result = self._publish_to_audit(project, r, seconds)
+            if ok:
+                self._copy_to_audit(project, ok, seconds)
         return failed
 
-    def _copy_group(
-        self, project: Project, ok: list[Request], event_time: str, seconds: float
-    ) -> None:
-        """The audit copies of several batches of one invocation, in one transaction."""
+    def _copy_to_audit(self, project: Project, ok: list[Request], seconds: float) -> None:
+        """Copies what dbt wrote for the requests of one model into the audit area
+        (``audit_<id>``) in one transaction, and fingerprints each request's period (a direct
+        run: fingerprints what dbt wrote in place)."""
+        m = project.models[ok[0].model]
         area = ok[0].area
-        work = self.work_relation(project, ok[0].model, area)
-        with self._duck.connect() as cur:
-            target = work if area.direct else self._duck.relation(ok[0].model, area, project)
-            if not area.direct:
-                cur.execute(
-                    f"CREATE SCHEMA IF NOT EXISTS {quote(audit_schema(str(area.backfill_id)))}"
-                )
-            copied = copy_periods(
-                cur,
-                target,
-                work,
-                event_time,
-                [(r.start, r.end) for r in ok],  # type: ignore[misc]
-                direct=area.direct,
-            )
+        work = self.work_relation(project, m.name, area)
+        target = work if area.direct else self.warehouse.location(project, m.name, area)
+        windows = [(r.start, r.end) for r in ok]
+        periods = None
+        if m.event_time and all(s is not None and e is not None for s, e in windows):
+            periods = cast("list[Period]", windows)
+        copied = self.warehouse.copy_periods(target, work, m.event_time, periods)
+        if periods is None:
+            copied = copied * len(ok)
         for r, (deleted, fp) in zip(ok, copied, strict=True):
             r.result = WriteResult(fp.rows, deleted, fp, seconds)
 
-    def _publish_to_audit(self, project: Project, r: Request, seconds: float) -> WriteResult:
-        """Copies what dbt wrote for ``r`` into the audit area (``audit_<id>``); fingerprints."""
-        m = project.models[r.model]
-        work = self.work_relation(project, r.model, r.area)
-        if self.on_postgres:
-            from .postgres import copy_to_audit
-
-            return copy_to_audit(
-                self._pg, r.model, r.area, work, m.event_time, r.start, r.end, seconds
-            )
-        with self._duck.connect() as cur:
-            if r.area.direct:
-                target = work
-            else:
-                target = self._duck.relation(r.model, r.area, project)
-                cur.execute(
-                    f"CREATE SCHEMA IF NOT EXISTS {quote(audit_schema(str(r.area.backfill_id)))}"
-                )
-            if r.start is None or r.end is None or not m.event_time:
-                if not r.area.direct:
-                    cur.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM {work}")
-                fp = fingerprint_where(cur, target)
-                return WriteResult(fp.rows, 0, fp, seconds)
-            where = in_periods(m.event_time, [(r.start, r.end)])
-            deleted = 0
-            if not r.area.direct:
-                with transaction(cur):
-                    cur.execute(
-                        f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {work} LIMIT 0"
-                    )
-                    row = cur.execute(f"SELECT count(*) FROM {target} WHERE {where}").fetchone()
-                    deleted = int(row[0]) if row else 0
-                    cur.execute(f"DELETE FROM {target} WHERE {where}")
-                    cur.execute(f"INSERT INTO {target} BY NAME SELECT * FROM {work} WHERE {where}")
-            fp = fingerprint_where(cur, target, where)
-        return WriteResult(fp.rows, deleted, fp, seconds)
+    def _transient(self, exc: BaseException) -> bool:
+        """A warehouse error worth a retry (a lost connection, a lock): never a bug."""
+        found = self.warehouse.task_failure("", exc) if isinstance(exc, Exception) else None
+        return found is not None and found.transient
 
     # -- dbt's SQL; everything else on the warehouse ---------------------------------------------
     def render(
@@ -513,24 +424,7 @@ class DbtEngine(Engine):
     def drop_area(self, backfill_id: str) -> None:
         """Drops the audit schema and dbt's work schemas of the backfill."""
         prefix = work_schema(backfill_id)
-        if self.on_postgres:
-            from .postgres import drop_work
-
-            drop_work(self._pg, backfill_id, prefix)
-            self._prepared.discard(backfill_id)
-            return
-        with self._duck.connect() as cur:
-            schemas = [
-                r[0]
-                for r in cur.execute(
-                    "SELECT schema_name FROM duckdb_schemas() WHERE database_name = "
-                    "current_database() AND (schema_name = ? OR schema_name = ? OR "
-                    "starts_with(schema_name, ?))",
-                    [audit_schema(backfill_id), prefix, prefix + "_"],
-                ).fetchall()
-            ]
-            for schema in schemas:
-                cur.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
+        self.warehouse.drop_schemas([audit_schema(backfill_id), prefix], prefix + "_")
         self._prepared.discard(backfill_id)
 
     def columns(self, project: Project, model: str, area: Area) -> list[Column] | None:
@@ -587,6 +481,9 @@ class DbtEngine(Engine):
             project, model, area, periods, preview=preview, utc_column=utc_column
         )
 
+    def table_rows(self, schema: str, table: str) -> contextlib.AbstractContextManager[Any]:
+        return self.warehouse.table_rows(schema, table)
+
     def publish(self, project: Project, request: PublishRequest) -> None:
         _require_dbt(project)
         self._wh(project).publish(project, request)
@@ -597,14 +494,6 @@ class DbtEngine(Engine):
         backfill_id: str | None = None,
     ) -> list[tuple[Any, ...]]:
         return self._wh(project).changelog_rows(project, backfill_id)
-
-
-def _transient(exc: BaseException) -> bool:
-    """A warehouse error worth a retry: DuckDB's, or a lost Postgres connection."""
-    psycopg = sys.modules.get("psycopg")  # loaded when the warehouse is Postgres
-    return isinstance(exc, duckdb.Error) or (
-        psycopg is not None and isinstance(exc, psycopg.OperationalError)
-    )
 
 
 def _require_dbt(project: Project) -> None:

@@ -1,4 +1,4 @@
-"""An audit's questions about one model answered in one Spark job.
+"""The Spark engine's audit scope: an audit's questions about one model answered in one job.
 
 An audit asks, for the published version and the audit branch of a model: per-partition
 fingerprints, measure totals over the backfilled periods, and whether a candidate key is unique
@@ -13,22 +13,21 @@ the same column types), so the answers are equal to theirs.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from ..._numbers import Number
-from ..base import WHOLE, Area, ColumnKind, Part, PartitionFingerprint, Period, project_model
-from .sql import arrow_rows, kind_of, part_index, quote, row_hash
+from ..base import WHOLE, Column, ColumnKind, Part, PartitionFingerprint
+from ..sql import AuditScope
+from .sql import DIALECT, arrow_rows, kind_of, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-    from ...model.project import Model, Project
+    from ...model.project import Model
 
-__all__ = ["AuditBatching", "Side", "SideFacts", "audit_facts"]
+__all__ = ["Side", "SideFacts", "answer_up_front", "audit_facts"]
 
 
 @dataclass(frozen=True)
@@ -52,18 +51,22 @@ def audit_facts(
     spark: SparkSession,
     sides: Sequence[Side],
     where: str,
-    event_time: str | None,
-    kind: ColumnKind,
+    event_time: tuple[str | None, ColumnKind],
     parts: Sequence[Part],
     measures: Sequence[str],
     keys: Sequence[Sequence[str]],
 ) -> list[SideFacts]:
     """The facts of every side over ``where`` (the parts' periods) in one Spark job.
     ``measures`` and ``keys`` must have the same type on every side (a UNION would widen it)."""
-    join, index = part_index(event_time, kind, parts)
+    et, kind = event_time
+    join, index = DIALECT.part_index(et, kind, parts) if parts and et else ("", "0")
     selects = []
     for i, side in enumerate(sides):
-        cols = [f"{i} AS __side", f"{index} AS __part", f"{row_hash(list(side.types), 't')} AS __h"]
+        cols = [
+            f"{i} AS __side",
+            f"{index} AS __part",
+            f"{DIALECT.row_hash(list(side.types), 't')} AS __h",
+        ]
         cols += [f"t.{quote(c)} AS __m{j}" for j, c in enumerate(measures)]
         cols += [
             f"t.{quote(c)} AS __k{j}_{n}" for j, key in enumerate(keys) for n, c in enumerate(key)
@@ -83,7 +86,7 @@ def audit_facts(
         f"FROM ({' UNION ALL '.join(selects)}) "
         "GROUP BY GROUPING SETS ((__side, __part), (__side))",
     )
-    labels = [p[0] for p in parts] if parts and event_time else [WHOLE]
+    labels = [p[0] for p in parts] if parts and et else [WHOLE]
     facts = [
         SideFacts(
             {label: PartitionFingerprint.empty() for label in labels},
@@ -115,73 +118,31 @@ def audit_facts(
     return facts
 
 
-class AuditBatching:
-    """:meth:`audit_scope` of :class:`~.engine.SparkEngine` (which provides the rest): the
-    answers of one audit_facts job, per thread, served until the scope ends."""
+def answer_up_front(
+    spark: SparkSession, m: Model, scope: AuditScope, sides: Sequence[tuple[str, list[Column]]]
+) -> None:
+    """Fills ``scope`` with the answers of one :func:`audit_facts` job over ``sides`` (each
+    version's relation and columns), keyed as the engine core asks them."""
+    et = m.event_time
+    rels = [Side(rel, {c.name: c.type for c in cols}) for rel, cols in sides]
+    kinds = {kind_of(r.types.get(et or "", "")) for r in rels}
+    if not rels or len(kinds) != 1 or (scope.parts and not et):
+        return  # nothing to batch (or versions the single questions must tell apart)
 
-    _scope: threading.local
+    # Only columns of one type on every side: a UNION would widen the others' sums.
+    def same(c: str) -> bool:
+        return len({r.types.get(c) for r in rels}) == 1 and c in rels[0].types
 
-    if TYPE_CHECKING:  # pragma: no cover
-
-        @property
-        def small(self) -> SparkSession: ...
-        def _job(self, description: str) -> SparkSession: ...
-        def source(self, project: Project, model: str, area: Area) -> Any: ...
-        def _where_periods(self, m: Model, rel: Any, periods: Sequence[Period] | None) -> str: ...
-
-    def _answer(self, *question: object) -> Any:
-        """The scope's answer to ``question``, or None (ask the tables)."""
-        answers: dict[tuple[object, ...], Any] | None = getattr(self._scope, "answers", None)
-        return None if answers is None else answers.get(question)
-
-    @contextlib.contextmanager
-    def audit_scope(
-        self,
-        project: Project,
-        model: str,
-        areas: Sequence[Area],
-        parts: Sequence[Part],
-        measures: Sequence[str],
-        keys: Sequence[Sequence[str]],
-    ) -> Iterator[None]:
-        m = project_model(project, model)
-        rels = [r for r in (self.source(project, model, a) for a in areas) if r is not None]
-        et = m.event_time
-        kinds = {kind_of(r.types.get(et or "", "")) for r in rels}
-        if not rels or len(kinds) != 1 or (parts and not et):
-            yield  # nothing to batch (or versions the single questions must tell apart)
-            return
-        # Only columns of one type on every side: a UNION would widen the others' sums.
-        same = [
-            c for c in measures if len({r.types.get(c) for r in rels}) == 1 and c in rels[0].types
-        ]
-        ok_keys = [
-            list(k)
-            for k in keys
-            if all(len({r.types.get(c) for r in rels}) == 1 and c in rels[0].types for c in k)
-        ]
-        periods = [(s, e) for _, s, e in parts] if parts and et else None
-        where = self._where_periods(m, rels[0], periods)
-        self._job(f"backfill: audit facts of {model}")
-        facts = audit_facts(
-            self.small,
-            [Side(r.sql, r.types) for r in rels],
-            where,
-            et,
-            kinds.pop(),
-            parts,
-            same,
-            ok_keys,
-        )
-        answers: dict[tuple[object, ...], Any] = {}
-        for rel, got in zip(rels, facts):
-            answers[("fp", rel.sql, tuple(parts))] = got.fingerprints
-            for c, total in got.sums.items():
-                answers[("sum", rel.sql, where, c)] = (total,)
-            for k, unique in got.unique.items():
-                answers[("unique", rel.sql, where, k)] = unique
-        self._scope.answers = answers
-        try:
-            yield
-        finally:
-            self._scope.answers = None
+    measures = [c for c in scope.measures if same(c)]
+    keys = [list(k) for k in scope.keys if all(same(c) for c in k)]
+    kind = kinds.pop()
+    periods = [(s, e) for _, s, e in scope.parts] if scope.parts and et else None
+    where = "TRUE" if periods is None or not et else DIALECT.in_periods(et, periods, kind)
+    asked = "TRUE" if periods is None or not et else DIALECT.in_periods(et, periods, kind, "t")
+    facts = audit_facts(spark, rels, where, (et, kind), scope.parts, measures, keys)
+    for rel, got in zip(rels, facts, strict=True):
+        scope.answers[("fp", rel.sql, tuple(scope.parts))] = got.fingerprints
+        for c, total in got.sums.items():
+            scope.answers[("sum", rel.sql, asked, c)] = (total,)
+        for k, unique in got.unique.items():
+            scope.answers[("unique", rel.sql, asked, k)] = unique

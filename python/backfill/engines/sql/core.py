@@ -1,0 +1,1125 @@
+"""The engine core: the whole :class:`~backfill.engines.base.Engine` interface, written once for
+every SQL warehouse (DuckDB, PostgreSQL, Spark on Iceberg, and the next one).
+
+An engine built on :class:`SqlEngine` supplies a :class:`~.dialect.Dialect` (how its SQL is
+spelled) and its connection, through a handful of hooks: ``connect`` (a cursor-like object whose
+``execute(sql)`` returns rows with ``fetchall``/``fetchone``), ``_columns`` and ``_kind`` (the
+catalog), ``_transaction``, ``_failure`` (which errors are whose, and which are worth a retry),
+``_arrow`` (a result as an Arrow stream) and the few statements whose *shape* differs between
+warehouses (``_stage``, ``_stage_rows``, ``_replace_table``, ``_merge``, ``_replace_view``).
+What an engine guarantees beyond that is declared in ``capabilities`` and read here, never
+guessed from the engine's class.
+
+The core holds, once:
+
+* **areas and the ref() overlay** -- a backfill writes into the schema ``audit_<id>``; inside it
+  ``ref("m")`` to a model the backfill rebuilds reads the new rows for the backfilled periods
+  and the published rows elsewhere (:meth:`SqlEngine._ref`; the union is the dialect's);
+* **rendering** of model templates with ref/source/this/is_incremental;
+* **task writes per strategy** (replace, merge, full, view, and landed Arrow rows) in one
+  transaction, rows outside the period failing the task, retries of write conflicts and the
+  classification of every other error as transient or permanent;
+* **inspection** -- fingerprints (row count and a sum of 64-bit row hashes, computed where the
+  data lives), exact measure sums, key uniqueness, the rows of periods streamed as Arrow, and the
+  audit scope that answers an audit's questions from one scan where an engine can;
+* **publish** -- the stale check under the publish's lock, the swap per strategy, and the
+  changelog in the same transaction; reading the changelog; and reading any table of the
+  warehouse for ``backfill diff``.
+
+Decision: statements are built as text through the dialect object, not as SQLGlot expressions.
+SQLGlot is not a dependency; user model SQL is passed through unparsed and must never be
+re-rendered (a transpiler would normalise what the user wrote, and its dialects lag the
+engines'); and what the core generates is a dozen statement shapes whose quoting and literals
+are covered by the conformance suite against each real engine. A dialect method per construct
+that differs keeps each difference in one named place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import itertools
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..._numbers import Number
+from ...calendar import partitions as calendar_partitions
+from ...errors import ConflictError, InvalidInputError, NotFoundError
+from ...model.files import render
+from ..base import (
+    CHANGELOG_ADDED,
+    CHANGELOG_COLUMNS,
+    CHANGELOG_TABLE,
+    PUBLISHED,
+    WHOLE,
+    Area,
+    Column,
+    ColumnKind,
+    DeadLetters,
+    Engine,
+    Part,
+    PartitionFingerprint,
+    Period,
+    PublishModel,
+    PublishRequest,
+    StalePublishedError,
+    TaskFailure,
+    WriteResult,
+    model_location,
+    project_model,
+)
+from .dialect import Dialect, Rel
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...model.project import Model, Project
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "AuditScope",
+    "SqlEngine",
+    "Written",
+    "audit_schema",
+    "fingerprint_parts",
+    "fingerprint_where",
+    "outside_failure",
+    "schema_changed",
+    "task_parts",
+]
+
+#: (rows written, rows deleted, fingerprint of the period, fingerprint per partition)
+Written = tuple[int, int, PartitionFingerprint, Mapping[str, PartitionFingerprint]]
+_STRATEGIES_WITH_PERIODS = ("replace", "merge", "append")
+
+
+def audit_schema(backfill_id: str) -> str:
+    """The schema (Spark: the branch) of a backfill's (or scratch) audit area."""
+    return f"audit_{backfill_id}"
+
+
+def task_parts(m: Model, start: dt.datetime, end: dt.datetime) -> list[Part]:
+    """The calendar partitions of a task's period (as the backfill lists them); none when the
+    model has no grain or the period is not on its boundaries (a hand-run task)."""
+    if not m.grain:
+        return []
+    try:
+        return [
+            (p.label, p.start, p.end) for p in calendar_partitions(m.grain, start, end, tz=m.tz)
+        ]
+    except InvalidInputError:
+        return []
+
+
+def outside_failure(
+    where: str, m: Model, outside: int, start: dt.datetime, end: dt.datetime
+) -> TaskFailure:
+    return TaskFailure(
+        f"{where}: the SELECT returned {outside} row(s) with {m.event_time} outside the "
+        f"task's period [{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M}) UTC (or NULL); a task "
+        "writes exactly its period: filter the inputs with {{ start }} and {{ end }}",
+        transient=False,
+    )
+
+
+def schema_changed(where: str, schema: str, new: Sequence[str], old: Sequence[str]) -> TaskFailure:
+    """The permanent failure of a task whose SELECT's columns differ from its table's."""
+    return TaskFailure(
+        f"{where}: the SELECT's columns ({', '.join(new)}) differ from the table's "
+        f"({', '.join(old)}) in schema {schema!r}; a partition task cannot change the "
+        "schema: rebuild the model (strategy full) or backfill it into an audit area",
+        transient=False,
+    )
+
+
+@dataclass
+class AuditScope:
+    """One ``audit_scope`` block (see :meth:`Engine.audit_scope`): the model, its partitions
+    and announced measures and keys, and the answers found so far, keyed by question:
+    ``("fp", relation, parts)``, ``("sum", relation, where, column)``, ``("unique", relation,
+    where, columns)``. An engine fills it up front (one job for every question) or as it goes
+    (a fingerprint scan that sums the measures too); the core serves questions from it."""
+
+    model: str
+    parts: tuple[Part, ...]
+    measures: tuple[str, ...]
+    keys: tuple[tuple[str, ...], ...]
+    answers: dict[tuple[object, ...], Any]
+
+
+class SqlEngine(Engine):
+    """The Engine interface over a :class:`~.dialect.Dialect` and a connection (see the module
+    docstring for the hooks a concrete engine supplies)."""
+
+    dialect: Dialect = Dialect()
+    #: retries of write-write conflicts within a task
+    conflict_retries: int = 5
+    schema: str
+    #: (project, model) -> the published (schema, name) of a model; None: (schema, model)
+    naming: Callable[[Project | None, str], Rel] | None = None
+
+    def __init__(self) -> None:
+        self._scopes = threading.local()
+        self._tmp_counter = 0
+        self._tmp_lock = threading.Lock()
+
+    # -- hooks: the connection -------------------------------------------------------------------
+    def connect(self) -> contextlib.AbstractContextManager[Any]:
+        """A cursor-like connection: ``execute(sql)`` returns an object with ``fetchall``."""
+        raise NotImplementedError
+
+    def _columns(self, cur: Any, rel: Rel) -> list[Column] | None:
+        """The columns of ``rel`` in table order; None when there is no such relation."""
+        raise NotImplementedError
+
+    def _kind(self, cur: Any, rel: Rel) -> str | None:
+        """``"table"``, ``"view"`` or None (a catalog lookup: safe inside a transaction)."""
+        raise NotImplementedError
+
+    def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _arrow(self, sql: str) -> contextlib.AbstractContextManager[Any]:
+        """The result of ``sql`` as an Arrow stream, valid until the block ends."""
+        raise NotImplementedError
+
+    def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
+        """The TaskFailure of a warehouse error in a task of ``where``, and whether it is a
+        write conflict worth retrying inside the task; None: not the warehouse's error (a bug
+        goes on as it is)."""
+        return None
+
+    # -- hooks: statements whose shape differs ---------------------------------------------------
+    def _rows(self, cur: Any, sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in cur.execute(sql).fetchall()]
+
+    def _count(self, cur: Any, sql: str) -> int:
+        """Runs a DELETE (or UPDATE) and returns the rows it changed."""
+        raise NotImplementedError
+
+    def _ensure_schema(self, cur: Any, schema: str) -> None:
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.dialect.quote(schema)}")
+
+    def _lock(self, cur: Any, rel: Rel, key: str = "") -> None:
+        """A lock on ``rel`` (or one period of it, ``key``) until the transaction ends; engines
+        whose transactions conflict optimistically need none."""
+
+    def _tmp(self, suffix: str = "") -> str:
+        with self._tmp_lock:
+            self._tmp_counter += 1
+            return f"__backfill_new_{self._tmp_counter}{suffix}"
+
+    def _stage(self, cur: Any, sql: str) -> tuple[str, list[Column]]:
+        """A temporary table holding the rows of ``sql`` inside the transaction: (its quoted
+        name, its columns)."""
+        raise NotImplementedError
+
+    def _unstage(self, cur: Any, staged: str) -> None:
+        """Drops what :meth:`_stage` or :meth:`_stage_rows` made (when the commit does not)."""
+
+    def _stage_rows(self, cur: Any, rows: Any) -> str:
+        """A relation (quoted) holding the Arrow table ``rows`` inside the transaction."""
+        raise NotImplementedError
+
+    def _replace_table(self, cur: Any, rel: Rel, source: str, columns: Sequence[Column]) -> int:
+        """Replaces the table ``rel`` with the rows of ``source`` (any columns); rows removed."""
+        raise NotImplementedError
+
+    def _merge(
+        self, cur: Any, target: str, source: str, columns: Sequence[str], keys: Sequence[str]
+    ) -> int:
+        """Upserts ``source`` into ``target`` on ``keys``; returns the rows replaced."""
+        q = self.dialect.quote
+        cols = ", ".join(q(k) for k in keys)
+        match = f"({cols}) IN (SELECT ({cols}) FROM {source})"
+        deleted = self._count(cur, f"DELETE FROM {target} WHERE {match}")
+        cur.execute(self.dialect.insert(target, source, columns))
+        return deleted
+
+    def _replace_view(self, cur: Any, rel: Rel, sql: str) -> None:
+        target = self.dialect.qualified(rel)
+        if self._kind(cur, rel) == "table":  # the model was a table, is now a view
+            cur.execute(f"DROP TABLE {target}")
+        cur.execute(f"CREATE OR REPLACE VIEW {target} AS {sql}")
+
+    def _after_write(self, cur: Any, rel: Rel, written: int) -> None:
+        """Runs after a task's commit (statistics for the next task's planner)."""
+
+    def _lock_publish(self, cur: Any, rels: Sequence[Rel]) -> None:
+        """Locks out other publishes and writers of ``rels`` until the publish commits."""
+
+    def _insert_rows(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[Any]) -> None:
+        raise NotImplementedError
+
+    # -- naming ----------------------------------------------------------------------------------
+    def published(self, project: Project | None, model: str) -> Rel:
+        """The published (schema, name) of ``model``."""
+        if self.naming is not None:
+            return self.naming(project, model)
+        return (self.schema, model)
+
+    def location(self, project: Project | None, model: str, area: Area) -> Rel:
+        """The (schema, name) ``model`` is written to in ``area``."""
+        if area.direct:
+            return self.published(project, model)
+        return (audit_schema(str(area.backfill_id)), model)
+
+    def relation(self, model: str, area: Area, project: Project | None = None) -> str:
+        """The quoted relation ``model`` is written to in ``area``."""
+        return self.dialect.qualified(self.location(project, model, area))
+
+    # -- rendering -------------------------------------------------------------------------------
+    def _ref(self, project: Project, area: Area, cur: Any, name: str) -> str:
+        """What a read of ``name`` sees in ``area``: the backfill's new rows for its periods and
+        the published rows elsewhere (the new table alone for full rebuilds)."""
+        d = self.dialect
+        pub = self.published(project, name)
+        if area.direct or name not in area.periods:
+            return d.qualified(pub)
+        model = project.models[name]
+        new = self.location(project, name, area)
+        pub_cols = self._columns(cur, pub)
+        new_cols = self._columns(cur, new)
+        if model.strategy in ("full", "view") or not model.event_time:
+            return d.qualified(new if new_cols is not None or pub_cols is None else pub)
+        if pub_cols is None:
+            return d.qualified(new)
+        keep = d.in_periods(model.event_time, area.periods[name])
+        outside = f"FROM {d.qualified(pub)} WHERE NOT coalesce({keep}, FALSE)"
+        if new_cols is None:  # no new rows written yet
+            return f"(SELECT * {outside})"
+        return self._union(d.qualified(new), [c.name for c in new_cols], outside, pub_cols)
+
+    def _union(self, new: str, new_cols: list[str], outside: str, pub_cols: list[Column]) -> str:
+        """``new``'s rows and the published rows ``outside`` (a FROM ... WHERE ...) by name;
+        a column only one side has is NULL on the other."""
+        q = self.dialect.quote
+        names = new_cols + [c.name for c in pub_cols if c.name not in new_cols]
+        have_pub = {c.name for c in pub_cols}
+        left = ", ".join(q(n) if n in new_cols else f"NULL AS {q(n)}" for n in names)
+        right = ", ".join(q(n) if n in have_pub else f"NULL AS {q(n)}" for n in names)
+        return f"(SELECT {left} FROM {new} UNION ALL SELECT {right} {outside})"
+
+    def _source_of(self, schema: str, table: str) -> str:
+        return self.dialect.qualified((schema, table))
+
+    def _render(
+        self,
+        project: Project,
+        model: str,
+        window: tuple[dt.datetime | None, dt.datetime | None],
+        area: Area,
+        cur: Any,
+    ) -> str:
+        m = project_model(project, model)
+
+        def ref(name: str, **_: object) -> str:
+            if name not in project.models:
+                raise NotFoundError(f"ref({name!r}) names no model")
+            return self._ref(project, area, cur, name)
+
+        def is_incremental() -> bool:
+            return self._kind(cur, self.published(project, model)) is not None or (
+                not area.direct and self._kind(cur, self.location(project, model, area)) is not None
+            )
+
+        # Only a template naming `this` needs it (resolving it costs catalog queries a task).
+        this = (
+            ""
+            if "this" not in (m.sql or "")
+            else self._ref(project, area, cur, model)
+            if not area.direct
+            else self.relation(model, area, project)
+        )
+        return render(
+            m.sql or "",
+            start=window[0],
+            end=window[1],
+            ref=ref,
+            source=self._source_of,
+            this=this,
+            is_incremental=is_incremental,
+            where=model_location(project, model),
+        )
+
+    def render(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> str:
+        with self.connect() as cur:
+            return self._render(project, model, (start, end), area, cur)
+
+    # -- writing ---------------------------------------------------------------------------------
+    def run_task(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        area: Area,
+    ) -> WriteResult:
+        return self._run(project, model, (start, end), area, None, None)
+
+    def land(
+        self,
+        project: Project,
+        model: str,
+        start: dt.datetime,
+        end: dt.datetime,
+        area: Area,
+        rows: Any,
+        dead_letters: DeadLetters | None = None,
+    ) -> WriteResult:
+        return self._run(project, model, (start, end), area, rows, dead_letters)
+
+    def _run(
+        self,
+        project: Project,
+        model: str,
+        window: tuple[dt.datetime | None, dt.datetime | None],
+        area: Area,
+        rows: Any,
+        dead_letters: DeadLetters | None,
+    ) -> WriteResult:
+        m = project_model(project, model)
+        where = model_location(project, model)
+        began = time.perf_counter()
+        conflicts = 0
+        delay = 0.005
+        while True:
+            try:
+                with self.connect() as cur:
+                    written, deleted, fp, parts = self._write(
+                        cur, project, m, window, area, rows, dead_letters
+                    )
+                    if m.strategy != "view":
+                        self._after_write(cur, self.location(project, model, area), written)
+                return WriteResult(
+                    written, deleted, fp, time.perf_counter() - began, conflicts, parts or None
+                )
+            except TaskFailure:
+                raise
+            except Exception as exc:
+                found = self._failure(where, exc)
+                if found is None:
+                    raise
+                failure, conflict = found
+                if not conflict:
+                    raise failure from None
+                if conflicts >= self.conflict_retries:
+                    raise TaskFailure(
+                        f"{where}: gave up after {conflicts + 1} write conflicts: {exc}",
+                        transient=True,
+                    ) from None
+                conflicts += 1
+                log.debug("%s: write conflict, retrying: %s", model, exc)
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.25)
+
+    def _bind(self, cur: Any, sql: str) -> list[str] | None:
+        """The columns of the SELECT ``sql`` found without running it (and without aborting
+        the transaction when it fails to bind); None: the engine cannot, stage it instead."""
+        return None
+
+    def _write_replace(
+        self,
+        cur: Any,
+        project: Project,
+        m: Model,
+        rel: Rel,
+        sql: str,
+        window: tuple[dt.datetime, dt.datetime],
+    ) -> Written | None:
+        """One ``replace`` period written straight from the model's SELECT, inside the
+        transaction, when the engine can bind a SELECT without running it: a task's fixed
+        cost is mostly per statement, so no temporary table, its copy and its counts.
+
+            DELETE the period; INSERT the SELECT        -> rows deleted, rows written
+            fingerprint the period                      -> per calendar partition (the audit
+                                                           takes them instead of scanning)
+
+        The SELECT's rows outside the period (or with a NULL event time) are the rows written
+        minus the rows now in the period (the DELETE emptied it). None: the general path."""
+        new = self._bind(cur, sql)
+        if new is None or not m.event_time:
+            return None
+        d = self.dialect
+        where, target = model_location(project, m.name), d.qualified(rel)
+        source = f"(\n{sql}\n) q"  # newlines: a trailing -- comment stays closed
+        old = [c.name for c in self._columns(cur, rel) or []]
+        if not old:
+            cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {source} LIMIT 0")
+            old = new
+        elif set(new) != set(old):
+            raise schema_changed(where, rel[0], new, old)
+        in_period = d.in_periods(m.event_time, [window])
+        deleted = self._count(cur, f"DELETE FROM {target} WHERE {in_period}")
+        written = self._count(cur, d.insert(target, source, new))
+        parts = task_parts(m, *window)
+        covered = bool(parts) and _tiles(parts, window)
+        by_part: Mapping[str, PartitionFingerprint] = {}
+        if not written:  # the period is empty (deleted above, in this transaction): no scan
+            fp = PartitionFingerprint.empty()
+            by_part = dict.fromkeys([p[0] for p in parts], fp) if covered else {}
+        elif covered:
+            cols = [Column(n, "", ColumnKind.OTHER) for n in old]
+            by_part = self._fingerprint_parts(cur, target, cols, m.event_time, parts)
+            fp = PartitionFingerprint.total(by_part.values())
+        else:
+            fp = self._fingerprint_where(cur, target, old, in_period)
+        if written - fp.rows:
+            raise outside_failure(where, m, written - fp.rows, *window)
+        return written, deleted, fp, by_part
+
+    def _write(
+        self,
+        cur: Any,
+        project: Project,
+        m: Model,
+        window: tuple[dt.datetime | None, dt.datetime | None],
+        area: Area,
+        rows: Any,
+        dead_letters: DeadLetters | None,
+    ) -> Written:
+        """Writes the task's period: the model's rendered SELECT, or ``rows`` (Arrow) landed."""
+        start, end = window
+        rel = self.location(project, m.name, area)
+        # replace/merge/append write one period; full and view rebuild the whole relation.
+        partitioned = (
+            start is not None and end is not None and m.strategy in _STRATEGIES_WITH_PERIODS
+        )
+        if m.strategy in _STRATEGIES_WITH_PERIODS and m.grain and not partitioned:
+            raise TaskFailure(
+                f"{model_location(project, m.name)}: a {m.strategy} task needs a period",
+                transient=False,
+            )
+        self._ensure_schema(cur, rel[0])
+        with self._transaction(cur):
+            if rows is None:
+                sql = self._render(project, m.name, window, area, cur)
+                if partitioned and m.strategy == "replace" and m.event_time and not dead_letters:
+                    assert start is not None and end is not None
+                    fast = self._write_replace(cur, project, m, rel, sql, (start, end))
+                    if fast is not None:
+                        return fast
+                landed = None
+            else:
+                landed = sql = self._stage_rows(cur, rows)
+                sql = f"SELECT * FROM {landed}"
+            if m.strategy == "view":
+                self._lock(cur, rel)
+                self._replace_view(cur, rel, sql)
+                fp = self._fingerprint_where(cur, self.relation(m.name, area, project), rel)
+                return fp.rows, 0, fp, {}
+            written, deleted, fp = self._write_table(
+                cur, project, m, rel, sql, window if partitioned else None
+            )
+            if landed is not None:
+                self._unstage(cur, landed)
+            if dead_letters is not None and start is not None and end is not None:
+                self._dead_letters(cur, project, dead_letters, (start, end))
+        return written, deleted, fp, {}
+
+    def _write_table(
+        self,
+        cur: Any,
+        project: Project,
+        m: Model,
+        rel: Rel,
+        sql: str,
+        window: tuple[dt.datetime | None, dt.datetime | None] | None,
+    ) -> tuple[int, int, PartitionFingerprint]:
+        """The general write of a task into the table ``rel``: staged, checked, swapped in."""
+        d = self.dialect
+        target = d.qualified(rel)
+        where = model_location(project, m.name)
+        tmp, new_cols = self._stage(cur, sql)
+        names = [c.name for c in new_cols]
+        in_period = ""
+        if window is not None:
+            start, end = window
+            assert start is not None and end is not None and m.event_time
+            in_period = d.in_periods(m.event_time, [(start, end)])
+            outside = self._one(
+                cur, f"SELECT count(*) FROM {tmp} WHERE NOT coalesce({in_period}, FALSE)"
+            )
+            if outside:
+                raise outside_failure(where, m, outside, start, end)
+        new_rows = self._one(cur, f"SELECT count(*) FROM {tmp}")
+        if window is None or m.strategy == "full":
+            self._lock(cur, rel)
+            deleted = self._replace_table(cur, rel, tmp, new_cols)
+        else:
+            # Two runs of one task at once (a worker that lost its lease and the one that took
+            # it over) would both delete nothing and both insert: they take turns.
+            self._lock(cur, rel, f"{window[0]}/{window[1]}")
+            if self._kind(cur, rel) is None:
+                # The first tasks of a model race to create its table: one creates it, the
+                # others wait here and find it when it commits.
+                self._lock(cur, rel)
+                if self._kind(cur, rel) is None:
+                    cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {tmp} LIMIT 0")
+            old = [c.name for c in self._columns(cur, rel) or []]
+            if set(names) != set(old):
+                raise schema_changed(where, rel[0], names, old)
+            if m.strategy == "merge" and m.unique_key:
+                self._lock(cur, rel)  # keys may cross periods: one at a time
+                deleted = self._merge(cur, target, tmp, names, m.unique_key)
+            else:
+                deleted = 0
+                if m.strategy == "replace":
+                    deleted = self._count(cur, f"DELETE FROM {target} WHERE {in_period}")
+                # append deletes nothing: running it twice doubles the period (the planner
+                # refuses append models unless allow_append).
+                cur.execute(d.insert(target, tmp, names))
+        fp = self._fingerprint_where(cur, target, names, in_period or "TRUE")
+        self._unstage(cur, tmp)
+        return new_rows, max(deleted, 0), fp
+
+    def _dead_letters(
+        self, cur: Any, project: Project, dl: DeadLetters, window: tuple[dt.datetime, dt.datetime]
+    ) -> None:
+        """Replaces the period's dead letters of the topic (see :meth:`Engine.land`)."""
+        d = self.dialect
+        rel = self.published(project, dl.table)
+        target = d.qualified(rel)
+        staged = self._stage_rows(cur, dl.rows)
+        self._ensure_schema(cur, rel[0])
+        if self._kind(cur, rel) is None:
+            cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {staged} LIMIT 0")
+        cur.execute(
+            f"DELETE FROM {target} WHERE {d.quote('topic')} = {d.string(dl.topic)} AND "
+            f"{d.in_periods('record_timestamp', [window])}"
+        )
+        names = [c.name for c in self._columns(cur, rel) or []]
+        cur.execute(d.insert(target, staged, names))
+        self._unstage(cur, staged)
+
+    def drop_area(self, backfill_id: str) -> None:
+        with self.connect() as cur:
+            cur.execute(
+                f"DROP SCHEMA IF EXISTS {self.dialect.quote(audit_schema(backfill_id))} CASCADE"
+            )
+
+    # -- inspecting ------------------------------------------------------------------------------
+    def _one(self, cur: Any, sql: str) -> int:
+        rows = self._rows(cur, sql)
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+    def _source(
+        self, cur: Any, project: Project, model: str, area: Area, preview: bool
+    ) -> tuple[str, list[Column]] | None:
+        """The relation (or query) holding ``model``'s rows in ``area`` and its columns; None
+        when missing."""
+        d = self.dialect
+        rel = self.location(project, model, area)
+        cols = self._columns(cur, rel)
+        if cols is None:
+            return None
+        m = project_model(project, model)
+        periods = area.periods.get(model) or []
+        if not (
+            preview
+            and not area.direct
+            and m.strategy == "merge"
+            and m.unique_key
+            and m.event_time
+            and periods
+        ):
+            return d.qualified(rel), cols
+        pub = self.published(project, model)
+        pub_cols = {c.name for c in self._columns(cur, pub) or []}
+        names = [c.name for c in cols]
+        if not pub_cols or not set(names) <= pub_cols:
+            return d.qualified(rel), cols
+        # What publish leaves: a merge upserts on the key, so published rows of the periods
+        # whose key the new run did not produce stay.
+        listed = ", ".join(d.quote(n) for n in names)
+        match = " AND ".join(f"n.{d.quote(k)} = p.{d.quote(k)}" for k in m.unique_key)
+        return (
+            f"(SELECT {listed} FROM {d.qualified(rel)} UNION ALL SELECT {listed} FROM "
+            f"{d.qualified(pub)} p WHERE {d.in_periods(m.event_time, periods, alias='p')} AND NOT "
+            f"EXISTS (SELECT 1 FROM {d.qualified(rel)} n WHERE {match}))"
+        ), cols
+
+    def _missing(self, project: Project, model: str, area: Area) -> NotFoundError:
+        where = "the published schema" if area.direct else "the area"
+        return NotFoundError(
+            f"{model} has no table in {where} {self.relation(model, area, project)}"
+        )
+
+    def _where_periods(
+        self, project: Project, model: str, periods: Sequence[Period] | None, cols: Sequence[Column]
+    ) -> str:
+        if periods is None:
+            return "TRUE"
+        m = project_model(project, model)
+        if not m.event_time:
+            raise InvalidInputError(f"model {model!r} has no event_time to select periods by")
+        return self.dialect.in_periods(m.event_time, periods, _kind_in(cols, m.event_time), "t")
+
+    def columns(self, project: Project, model: str, area: Area) -> list[Column] | None:
+        with self.connect() as cur:
+            found = self._source(cur, project, model, area, False)
+        return None if found is None else found[1]
+
+    def _fingerprint_where(
+        self, cur: Any, source: str, names: Sequence[str] | Rel, where: str = "TRUE"
+    ) -> PartitionFingerprint:
+        """:func:`fingerprint_where` on ``cur``; ``names``: the columns, or the relation to
+        read them from."""
+        if isinstance(names, tuple):
+            names = [c.name for c in self._columns(cur, names) or []]
+        return fingerprint_where(self.dialect, self._reader(cur), source, names, where)
+
+    def _fingerprint_parts(
+        self,
+        cur: Any,
+        source: str,
+        cols: Sequence[Column],
+        event_time: str | None,
+        parts: Sequence[Part],
+    ) -> dict[str, PartitionFingerprint]:
+        names = [c.name for c in cols]
+        kind = _kind_in(cols, event_time or "")
+        return fingerprint_parts(
+            self.dialect, self._reader(cur), source, names, (event_time, kind), parts
+        )
+
+    def _reader(self, cur: Any) -> Callable[[str], list[tuple[Any, ...]]]:
+        return lambda sql: self._rows(cur, sql)
+
+    def fingerprints(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        parts: Sequence[Part],
+        *,
+        preview: bool = False,
+    ) -> dict[str, PartitionFingerprint]:
+        m = project_model(project, model)
+        if parts and not m.event_time:
+            raise InvalidInputError(f"model {model!r} has no event_time to partition by")
+        with self.connect() as cur:
+            found = self._source(cur, project, model, area, preview)
+            if found is None:
+                return {
+                    label: PartitionFingerprint.empty()
+                    for label in ([p[0] for p in parts] or [WHOLE])
+                }
+            rel, cols = found
+            known = self._answer("fp", rel, tuple(parts))
+            if known is not None:
+                return dict(known)
+            scope = self.scope(model)
+            if scope is not None and parts and tuple(parts) == scope.parts:
+                return self._scoped_fingerprints(cur, scope, rel, cols, m)
+            return self._fingerprint_parts(cur, rel, cols, m.event_time, parts)
+
+    def _scoped_fingerprints(
+        self, cur: Any, scope: AuditScope, rel: str, cols: list[Column], m: Model
+    ) -> dict[str, PartitionFingerprint]:
+        """Fingerprints of the scope's partitions, answering more of its questions from the
+        same scan where the engine can (DuckDB: the exact measures' sums)."""
+        return self._fingerprint_parts(cur, rel, cols, m.event_time, scope.parts)
+
+    def measure_sums(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        measures: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> dict[str, Number | None]:
+        if not measures:
+            return {}
+        with self.connect() as cur:
+            found = self._source(cur, project, model, area, preview)
+            if found is None:
+                return dict.fromkeys(measures)
+            rel, cols = found
+            where = self._where_periods(project, model, periods, cols)
+            known = [self._answer("sum", rel, where, c) for c in measures]
+            if all(k is not None for k in known):
+                return {c: k[0] for c, k in zip(measures, known, strict=True)}
+            q = self.dialect.quote
+            sums = ", ".join(f"sum(t.{q(c)})" for c in measures)
+            row = self._rows(cur, f"SELECT {sums} FROM {rel} t WHERE {where}")[0]
+        kinds = {c.name: c.kind for c in cols}
+        return {c: self.dialect.sum_value(row[i], kinds.get(c)) for i, c in enumerate(measures)}
+
+    def is_unique(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        columns: Sequence[str],
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+    ) -> bool:
+        d = self.dialect
+        with self.connect() as cur:
+            found = self._source(cur, project, model, area, preview)
+            if found is None:
+                return True
+            rel, cols = found
+            where = self._where_periods(project, model, periods, cols)
+            known = self._answer("unique", rel, where, tuple(columns))
+            if known is not None:
+                return bool(known)
+            listed = [f"t.{d.quote(c)}" for c in columns]
+            nonnull = " AND ".join(f"{c} IS NOT NULL" for c in listed)
+            n, distinct, full = self._rows(
+                cur,
+                f"SELECT count(*), {d.count_distinct(listed)}, {d.count_if(nonnull)} "
+                f"FROM {rel} t WHERE {where}",
+            )[0]
+        return int(str(n)) == int(str(distinct)) == int(str(full))
+
+    @contextlib.contextmanager
+    def stream(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        periods: Sequence[Period] | None,
+        *,
+        preview: bool = False,
+        utc_column: str | None = None,
+    ) -> Iterator[Any]:
+        m = project_model(project, model)
+        if utc_column and not m.event_time:
+            raise InvalidInputError(f"model {model!r} has no event_time")
+        with self.connect() as cur:  # the catalog only; the rows travel as Arrow
+            found = self._source(cur, project, model, area, preview)
+        if found is None:
+            raise self._missing(project, model, area)
+        rel, cols = found
+        where = self._where_periods(project, model, periods, cols) if periods != [] else "FALSE"
+        select = self._select_list(cols)
+        if utc_column and m.event_time:
+            instant = self.dialect.as_instant(f"t.{self.dialect.quote(m.event_time)}")
+            select += f", {instant} AS {self.dialect.quote(utc_column)}"
+        with self._arrow(f"SELECT {select} FROM {rel} t WHERE {where}") as rows:
+            yield rows
+
+    def _select_list(self, cols: Sequence[Column]) -> str:
+        return ", ".join(self.dialect.stream_column(c, "t") for c in cols)
+
+    @contextlib.contextmanager
+    def table_rows(self, schema: str, table: str) -> Iterator[Any]:
+        """Every row of the warehouse's table ``schema.table`` as an Arrow stream (``backfill
+        diff schema.table``); InvalidInputError when there is no such table."""
+        with self.connect() as cur:
+            cols = self._columns(cur, (schema, table))
+        if cols is None:
+            raise InvalidInputError(
+                f"{schema}.{table}: no such table in the warehouse ({self!r}); expected "
+                "schema.table of a table or view there"
+            )
+        rel = self.dialect.qualified((schema, table))
+        with self._arrow(f"SELECT {self._select_list(cols)} FROM {rel} t") as rows:
+            yield rows
+
+    # -- the warehouse for writers that are not this engine (dbt) ------------------------------
+    def task_failure(self, where: str, exc: Exception) -> TaskFailure | None:
+        """The TaskFailure of ``exc`` when it is this warehouse's error; None otherwise."""
+        found = self._failure(where, exc)
+        return None if found is None else found[0]
+
+    def seed(self, work: Rel, published: Rel, how: str) -> None:
+        """Prepares ``work`` for another writer: ``"table"``, a copy of the published table
+        (when there is one and ``work`` is missing); ``"view"``, a view on it; ``"schema"``,
+        only ``work``'s schema."""
+        d = self.dialect
+        with self.connect() as cur:
+            exists = self._kind(cur, published) is not None
+            if how == "view" and (work == published or not exists):
+                return
+            self._ensure_schema(cur, work[0])
+            if how == "table" and exists and self._kind(cur, work) is None:
+                cur.execute(
+                    f"CREATE TABLE {d.qualified(work)} AS SELECT * FROM {d.qualified(published)}"
+                )
+            elif how == "view":
+                cur.execute(
+                    f"CREATE OR REPLACE VIEW {d.qualified(work)} AS "
+                    f"SELECT * FROM {d.qualified(published)}"
+                )
+
+    def copy_periods(
+        self,
+        target: Rel,
+        source: Rel,
+        event_time: str | None,
+        periods: Sequence[Period] | None,
+    ) -> list[tuple[int, PartitionFingerprint]]:
+        """Replaces ``target``'s rows in each of ``periods`` (None: the whole table) with
+        ``source``'s, in one transaction (``target == source``: another writer wrote it in
+        place, nothing to copy); (rows replaced, fingerprint) per period, from one scan."""
+        d = self.dialect
+        t, src = d.qualified(target), d.qualified(source)
+        parts = [(str(i), s, e) for i, (s, e) in enumerate(periods or [])]
+        with self.connect() as cur:
+            if target != source:
+                self._ensure_schema(cur, target[0])
+            with self._transaction(cur):
+                deleted = [0] * max(len(parts), 1)
+                names = [c.name for c in self._columns(cur, source) or []]
+                if target != source and (not parts or not event_time):
+                    self._replace_table(cur, target, src, self._columns(cur, source) or [])
+                elif target != source:
+                    assert event_time
+                    where = d.in_periods(event_time, periods or [])
+                    if self._kind(cur, target) is None:
+                        cur.execute(f"CREATE TABLE {t} AS SELECT * FROM {src} LIMIT 0")
+                    cols = self._columns(cur, target) or []
+                    before = self._fingerprint_parts(cur, t, cols, event_time, parts)
+                    deleted = [before[label].rows for label, _, _ in parts]
+                    cur.execute(f"DELETE FROM {t} WHERE {where}")
+                    cur.execute(f"{d.insert(t, src, names)} WHERE {where}")
+                cols = self._columns(cur, target) or []
+                fps = self._fingerprint_parts(cur, t, cols, event_time if parts else None, parts)
+        if not parts:
+            return [(0, fps[WHOLE])]
+        return [(deleted[i], fps[str(i)]) for i in range(len(parts))]
+
+    def drop_schemas(self, names: Sequence[str], prefix: str) -> None:
+        """Drops the schemas ``names`` and those starting with ``prefix``, with their tables."""
+        d = self.dialect
+        listed = ", ".join(d.string(n) for n in names)
+        with self.connect() as cur:
+            found = self._rows(
+                cur,
+                "SELECT schema_name FROM information_schema.schemata WHERE catalog_name = "
+                f"current_database() AND (schema_name IN ({listed}) OR starts_with(schema_name, "
+                f"{d.string(prefix)}))",
+            )
+            for (schema,) in found:
+                cur.execute(f"DROP SCHEMA IF EXISTS {d.quote(str(schema))} CASCADE")
+
+    # -- the audit scope -------------------------------------------------------------------------
+    def scope(self, model: str) -> AuditScope | None:
+        """The open audit scope of ``model`` in this thread, or None."""
+        scope: AuditScope | None = getattr(self._scopes, "scope", None)
+        return scope if scope is not None and scope.model == model else None
+
+    def _answer(self, *question: object) -> Any:
+        """The open scope's answer to ``question``, or None (ask the tables)."""
+        scope: AuditScope | None = getattr(self._scopes, "scope", None)
+        return None if scope is None else scope.answers.get(question)
+
+    @contextlib.contextmanager
+    def audit_scope(
+        self,
+        project: Project,
+        model: str,
+        areas: Sequence[Area],
+        parts: Sequence[Part],
+        measures: Sequence[str],
+        keys: Sequence[Sequence[str]],
+    ) -> Iterator[None]:
+        scope = AuditScope(model, tuple(parts), tuple(measures), tuple(tuple(k) for k in keys), {})
+        self._scopes.scope = scope if parts else None
+        try:
+            if parts:
+                self._answer_up_front(project, scope, areas)
+            yield
+        finally:
+            self._scopes.scope = None
+
+    def _answer_up_front(self, project: Project, scope: AuditScope, areas: Sequence[Area]) -> None:
+        """Answers the scope's questions in as few jobs as the engine can, before they are
+        asked (Spark: one job for every question of every area); default: as they come."""
+
+    # -- publishing ------------------------------------------------------------------------------
+    def publish(self, project: Project, request: PublishRequest) -> None:
+        views = {
+            pm.model: self.render(project, pm.model, None, None, PUBLISHED)
+            for pm in request.models
+            if project.models[pm.model].strategy == "view"
+        }
+        with self.connect() as cur, self._transaction(cur):
+            self._lock_publish(cur, [self.published(project, pm.model) for pm in request.models])
+            # Every check before any swap: a published view reads tables swapped before it.
+            for pm in request.models:
+                stale = self._stale(cur, project, pm)
+                if stale:
+                    raise StalePublishedError(pm.model, stale)
+            for pm in request.models:
+                if pm.model in views:
+                    self._replace_view(cur, self.published(project, pm.model), views[pm.model])
+                else:
+                    self._swap(cur, project, request, pm)
+            self._append_changelog(cur, request)
+
+    def _stale(self, cur: Any, project: Project, pm: PublishModel) -> list[str]:
+        """Partitions whose published fingerprint differs from the one recorded at audit time."""
+        pub = self.published(project, pm.model)
+        recorded = pm.published_fingerprints
+        cols = self._columns(cur, pub)
+        if cols is None:
+            return [label for label, fp in recorded.items() if not fp.startswith("0:")]
+        event_time = project.models[pm.model].event_time
+        source = self.dialect.qualified(pub)
+        if event_time and len(pm.parts) > 1 and set(recorded) == {p[0] for p in pm.parts}:
+            # One filtered scan of the backfilled periods against the sum of the recorded
+            # fingerprints: equal unless a partition changed (up to a hash collision, as any
+            # fingerprint). Only a mismatch pays the per-partition scan, which names them.
+            periods = [(s, e) for _, s, e in pm.parts]
+            where = self.dialect.in_periods(event_time, periods, _kind_in(cols, event_time), "t")
+            total = self._fingerprint_where(cur, source, [c.name for c in cols], where)
+            if total == PartitionFingerprint.total(recorded.values()):
+                return []
+        now = self._fingerprint_parts(cur, source, cols, event_time, pm.parts)
+        return [label for label in recorded if str(now.get(label)) != recorded[label]]
+
+    def _swap(self, cur: Any, project: Project, request: PublishRequest, pm: PublishModel) -> None:
+        d = self.dialect
+        m = project.models[pm.model]
+        rel = self.published(project, pm.model)
+        pub = d.qualified(rel)
+        new_rel = self.location(project, pm.model, request.area)
+        new = d.qualified(new_rel)
+        new_cols = self._columns(cur, new_rel) or []
+        kind = self._kind(cur, rel)
+        if kind == "view":  # the model was a view, is now a table
+            cur.execute(f"DROP VIEW {pub}")
+            kind = None
+        if kind is None or m.strategy == "full" or not pm.parts or not m.event_time:
+            self._replace_table(cur, rel, new, new_cols)
+            return
+        old_names = {c.name for c in self._columns(cur, rel) or []}
+        new_names = [c.name for c in new_cols]
+        if old_names != set(new_names):
+            raise ConflictError(
+                f"{pm.model}: the backfill changes its columns "
+                f"({sorted(old_names ^ set(new_names))}); publishing some partitions "
+                "cannot change a table's schema -- rebuild the model with strategy full"
+            )
+        if m.strategy == "merge" and m.unique_key:
+            self._merge(cur, pub, new, new_names, m.unique_key)
+            return
+        periods = [(s, e) for _, s, e in pm.parts]
+        cur.execute(f"DELETE FROM {pub} WHERE {d.in_periods(m.event_time, periods)}")
+        cur.execute(d.insert(pub, new, new_names))
+
+    def _changelog(self) -> Rel:
+        return (self.schema, CHANGELOG_TABLE)
+
+    def _append_changelog(self, cur: Any, request: PublishRequest) -> None:
+        """Creates (or upgrades) the changelog table and appends the request's rows, in the
+        publish's transaction."""
+        d = self.dialect
+        rel = self._changelog()
+        table = d.qualified(rel)
+        cols = ", ".join(f"{d.quote(n)} {d.changelog_type(k, n)}" for n, k in CHANGELOG_COLUMNS)
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+        # A table of an earlier version: add the columns added since, and make approximate
+        # measure values exact decimals.
+        have = {c.name: c.kind for c in self._columns(cur, rel) or []}
+        for name, kind in CHANGELOG_COLUMNS:
+            if name in CHANGELOG_ADDED and name not in have:
+                cur.execute(
+                    f"ALTER TABLE {table} ADD COLUMN {d.quote(name)} {d.changelog_type(kind)}"
+                )
+            elif kind == ColumnKind.DECIMAL and have.get(name) == ColumnKind.FLOAT:
+                cur.execute(
+                    f"ALTER TABLE {table} ALTER COLUMN {d.quote(name)} "
+                    f"TYPE {d.changelog_type(kind)}"
+                )
+        if request.changelog:
+            self._insert_rows(cur, table, [n for n, _ in CHANGELOG_COLUMNS], request.changelog)
+
+    def changelog_rows(
+        self,
+        project: Project,
+        backfill_id: str | None = None,
+    ) -> list[tuple[Any, ...]]:
+        d = self.dialect
+        rel = self._changelog()
+        with self.connect() as cur:
+            if self._kind(cur, rel) is None:
+                return []
+            names = ", ".join(d.quote(n) for n, _ in CHANGELOG_COLUMNS)
+            where = f"WHERE backfill_id = {d.string(backfill_id)}" if backfill_id else ""
+            return self._rows(
+                cur,
+                f"SELECT {names} FROM {d.qualified(rel)} {where} ORDER BY published_at DESC, "
+                f"model, {d.quote('partition')} NULLS FIRST, measure NULLS FIRST",
+            )
+
+
+def fingerprint_where(
+    dialect: Dialect,
+    run: Callable[[str], list[tuple[Any, ...]]],
+    source: str,
+    names: Sequence[str],
+    where: str = "TRUE",
+) -> PartitionFingerprint:
+    """Fingerprint of the rows of ``source`` (a relation or parenthesized query) matching
+    ``where`` (on alias ``t``): row count and the sum of the row hashes modulo 2^64. ``run``
+    runs a query and returns its rows."""
+    h = dialect.digest(dialect.row_hash(names, "t"))
+    n, digest = run(f"SELECT count(*), {h} FROM {source} t WHERE {where}")[0]
+    return PartitionFingerprint.of(int(str(n)), int(str(digest)))
+
+
+def fingerprint_parts(
+    dialect: Dialect,
+    run: Callable[[str], list[tuple[Any, ...]]],
+    source: str,
+    names: Sequence[str],
+    event_time: tuple[str | None, ColumnKind | None],
+    parts: Sequence[Part],
+) -> dict[str, PartitionFingerprint]:
+    """label -> fingerprint per (label, start, end) partition of ``source`` on the column
+    ``event_time`` (its name and kind) in one scan, each row finding its partition by the
+    dialect's partition index (no join of every row against every partition); the whole
+    relation under ``"all"`` when there are no partitions."""
+    column, kind = event_time
+    if not parts or not column:
+        return {WHOLE: fingerprint_where(dialect, run, source, names)}
+    ordered = sorted(parts, key=lambda p: p[1])
+    if any(a[2] > b[1] for a, b in itertools.pairwise(ordered)):  # overlapping: one by one
+        return {
+            label: fingerprint_where(
+                dialect, run, source, names, dialect.in_periods(column, [(s, e)], kind, "t")
+            )
+            for label, s, e in parts
+        }
+    join, index = dialect.part_index(column, kind, parts)
+    where = dialect.in_periods(column, [(s, e) for _, s, e in parts], kind)
+    h = dialect.digest(dialect.row_hash(names, "t"))
+    rows = run(
+        f"SELECT {index}, count(*), {h} FROM (SELECT * FROM {source} t0 WHERE {where}) t"
+        f"{join} GROUP BY 1"
+    )
+    found = {int(str(i)): PartitionFingerprint.of(int(str(n)), int(str(d))) for i, n, d in rows}
+    empty = PartitionFingerprint.empty()
+    return {label: found.get(i, empty) for i, (label, _, _) in enumerate(parts)}
+
+
+def _tiles(parts: Sequence[Part], window: tuple[dt.datetime, dt.datetime]) -> bool:
+    """Whether ``parts`` (in time order) tile ``window`` exactly."""
+    return (
+        parts[0][1] == window[0]
+        and parts[-1][2] == window[1]
+        and all(a[2] == b[1] for a, b in itertools.pairwise(parts))
+    )
+
+
+def _kind_in(cols: Sequence[Column], name: str | None) -> ColumnKind | None:
+    return next((c.kind for c in cols if c.name == name), None)

@@ -1,0 +1,154 @@
+"""What one SQL engine's SQL looks like: a :class:`Dialect` is everything the engine core
+(:mod:`.core`) needs to write a statement for that engine, and nothing else.
+
+A dialect is a small stateless object: quoting, literals, the period filter, the row-hash and
+digest expressions of a fingerprint, the partition-index expression, the few aggregate spellings
+that differ (distinct tuples, filtered counts), the type names of the changelog and of landed
+Arrow columns, and which type names mean which :class:`~backfill.engines.base.ColumnKind`.
+Everything here returns SQL text; nothing connects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, cast
+
+from ..._numbers import Number
+from ...calendar import PeriodSet
+from ...errors import InvalidInputError
+from ...model.files import sql_literal
+from ..base import CHANGELOG_SCALE, Column, ColumnKind, Part, Period
+
+__all__ = ["Dialect", "Rel"]
+
+#: a relation of the warehouse: (schema, name)
+Rel = tuple[str, str]
+
+
+class Dialect:
+    """The SQL of one engine; subclasses override what their engine spells differently."""
+
+    name: ClassVar[str] = "sql"
+    quote_char: ClassVar[str] = '"'
+    #: base type name (lower case, without arguments) -> kind
+    kinds: ClassVar[Mapping[str, ColumnKind]] = {}
+    #: the changelog's column types (see backfill.engines.base.CHANGELOG_COLUMNS)
+    changelog_types: ClassVar[Mapping[ColumnKind, str]] = {}
+    #: Arrow type (its ``str()``) -> column type, for tables created from landed rows
+    arrow_types: ClassVar[Mapping[str, str]] = {}
+    #: up to this many partitions are told apart by a CASE expression (no join); more by a
+    #: join with a VALUES list of their bounds (a CASE of thousands of branches compiles badly)
+    case_parts: ClassVar[int] = 100
+
+    # -- names and literals ---------------------------------------------------------------------
+    def quote(self, name: str) -> str:
+        q = self.quote_char
+        return q + name.replace(q, q + q) + q
+
+    def qualified(self, rel: Rel) -> str:
+        return f"{self.quote(rel[0])}.{self.quote(rel[1])}"
+
+    def string(self, text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    def literal(self, value: dt.datetime, kind: ColumnKind | None = None) -> str:
+        """A period bound compared with a column of ``kind`` (a UTC instant)."""
+        return sql_literal(value)
+
+    def in_periods(
+        self,
+        column: str,
+        periods: Sequence[Period],
+        kind: ColumnKind | None = None,
+        alias: str = "",
+    ) -> str:
+        """A filter on ``column`` for the union of ``periods`` (merged by the C++ PeriodSet);
+        ``FALSE`` for none."""
+        col = (f"{alias}." if alias else "") + self.quote(column)
+        terms = (
+            [
+                f"({col} >= {self.literal(s, kind)} AND {col} < {self.literal(e, kind)})"
+                for s, e in PeriodSet(list(periods)).intervals
+            ]
+            if periods
+            else []
+        )
+        return "(" + " OR ".join(terms) + ")" if terms else "FALSE"
+
+    def kind_of(self, type_name: str) -> ColumnKind:
+        """The :class:`ColumnKind` of a type name such as ``DECIMAL(18,2)``."""
+        text = type_name.strip().lower()
+        if text.endswith("]") or text.startswith(("array", "_")):
+            return ColumnKind.LIST
+        return self.kinds.get(text.split("(")[0].split("<")[0].strip(), ColumnKind.OTHER)
+
+    # -- fingerprints ---------------------------------------------------------------------------
+    def row_hash(self, names: Sequence[str], alias: str) -> str:
+        """A 64-bit hash of a row; sorted names: independent of column order."""
+        raise NotImplementedError
+
+    def digest(self, row_hash: str) -> str:
+        """The aggregate of row hashes that :meth:`PartitionFingerprint.of` reduces modulo 2^64
+        (an integer, or its text)."""
+        return f"coalesce(sum({row_hash}), 0)"
+
+    def part_index(
+        self, event_time: str, kind: ColumnKind | None, parts: Sequence[Part], alias: str = "t"
+    ) -> tuple[str, str]:
+        """(join clause, expression): the index in ``parts`` of a row of ``alias`` (rows are
+        inside one of them)."""
+        et = f"{alias}.{self.quote(event_time)}"
+        if len(parts) <= self.case_parts:
+            whens = " ".join(
+                f"WHEN {et} >= {self.literal(s, kind)} AND {et} < {self.literal(e, kind)} THEN {i}"
+                for i, (_, s, e) in enumerate(parts)
+            )
+            return "", f"CASE {whens} END"
+        values = ", ".join(
+            f"({i}, {self.literal(s, kind)}, {self.literal(e, kind)})"
+            for i, (_, s, e) in enumerate(parts)
+        )
+        return (f" JOIN (VALUES {values}) AS p(i, s, e) ON {et} >= p.s AND {et} < p.e", "p.i")
+
+    # -- aggregates that engines spell differently -----------------------------------------------
+    def count_distinct(self, columns: Sequence[str]) -> str:
+        return f"count(DISTINCT ({', '.join(columns)}))"
+
+    def count_if(self, condition: str) -> str:
+        return f"count(*) FILTER (WHERE {condition})"
+
+    def as_instant(self, column: str) -> str:
+        """``column`` (a date or timestamp read as UTC) as a UTC instant."""
+        return f"CAST({column} AS TIMESTAMPTZ)"
+
+    # -- statements ----------------------------------------------------------------------------
+    def insert(self, target: str, source: str, columns: Sequence[str]) -> str:
+        cols = ", ".join(self.quote(c) for c in columns)
+        return f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {source}"
+
+    def arrow_type(self, field: Any) -> str:
+        """The column type of a table created for the Arrow field ``field`` (landed rows)."""
+        name = str(field.type)
+        if name.startswith("decimal"):  # decimal128(18, 2)
+            return "DECIMAL" + name[name.index("(") :].replace(" ", "")
+        if name not in self.arrow_types:
+            raise InvalidInputError(
+                f"landed column {field.name!r} of Arrow type {name}: expected one of "
+                f"{', '.join(sorted(self.arrow_types))} or a decimal ({self.name} engine)"
+            )
+        return self.arrow_types[name]
+
+    def changelog_type(self, kind: ColumnKind, column: str = "") -> str:
+        """The type of a changelog column of ``kind`` (``column``: its name)."""
+        return self.changelog_types.get(kind) or f"DECIMAL(38,{CHANGELOG_SCALE})"
+
+    # -- values ---------------------------------------------------------------------------------
+    def sum_value(self, value: Any, kind: ColumnKind | None) -> Number | None:
+        """A measure's sum as the driver returned it, as the exact Python number of the
+        column's kind (an int, a Decimal, a float)."""
+        return cast("Number | None", value)
+
+    def stream_column(self, column: Column, alias: str) -> str:
+        """The SELECT list item streaming ``column`` to the diff as Arrow."""
+        return f"{alias}.{self.quote(column.name)}"
