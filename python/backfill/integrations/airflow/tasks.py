@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...api import Backfill
+from ...api import Backfill, plan_with_history
 from ...api import load as _load
 from ...engines import TaskFailure
 from ...errors import ConflictError, InvalidInputError
@@ -138,10 +138,12 @@ def plan_backfill(
     ``ConflictError``)."""
     proj = _load(project)
     led = _ledger(proj, ledger)
-    plan = proj.plan(
+    plan = plan_with_history(
+        proj,
         select,
         start,
         end,
+        history=True,
         exclude=exclude,
         as_of=as_of,
         tz=tz,
