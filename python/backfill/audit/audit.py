@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._numbers import sum_kind, to_kind
+from .._stamps import utcnow, who
 from ..engines import (
     PUBLISHED,
     WHOLE,
@@ -42,7 +43,7 @@ from ..engines import (
     recorded_partitions,
 )
 from ..errors import InvalidInputError
-from ..run import BackfillState, utcnow, who
+from ..run import BackfillState
 from ..run.ledger import TaskRow
 from .diff import DiffResult, DiffStream, diff
 from .gates import ModelFacts, evaluate, parse_gates

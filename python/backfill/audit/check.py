@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from ..calendar import partition_of
 from ..checks import check_model
 from ..engines import Area, Engine, scratch_area
+from ..engines.registry import engine_for
 from ..errors import InvalidInputError, NotFoundError
 from ..lint import LintResult
-from ..run import engine_for
 from .diff import DiffResult, diff
 from .fingerprint import fingerprint
 from .keys import Version, choose_key

@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .._stamps import who
 from ..api import Project
 from ..errors import BackfillError
-from ..run import ledger_for, who
+from ..run import ledger_for
 from .common import add_ledger_option, ledger_from_args
 from .exit_codes import EXIT_OK, EXIT_USAGE
 from .helptext import add_command

@@ -20,10 +20,11 @@ import zoneinfo
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._stamps import who
 from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS, Area, Engine, PublishRequest
+from ..engines.registry import engine_for
 from ..errors import InvalidInputError, NotFoundError
-from ..run import engine_for, who
 from .announce import announce, check_announce
 from .changelog import FORWARD_PREFIX, Changelog, forward_row
 from .notify import Delivery, message

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import getpass
 import hashlib
 import json
 import logging
@@ -28,8 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._stamps import who
 from ..calendar import partitions as calendar_partitions
-from ..engines import Area, Engine, Part, open_engine
+from ..engines import Area, Engine, Part
+from ..engines.registry import engine_for
 from ..errors import ConflictError, InvalidInputError
 from ..windows import check_specs, parse_duration
 from .executor import TaskOutcome, execute_task
@@ -620,23 +621,3 @@ def _options(
         if force and total > out["budget_seconds"]:
             out["forced_reason"] = force.strip()
     return out
-
-
-def who() -> str:
-    """Who is acting (the OS user), recorded with backfills, audits and publications."""
-    try:
-        return getpass.getuser()
-    # No login name in the environment and no user database entry (some containers): KeyError
-    # from pwd before Python 3.13, OSError since; ImportError where there is no pwd module.
-    except (OSError, KeyError, ImportError):  # pragma: no cover
-        return "unknown"
-
-
-def engine_for(project: Project) -> Engine:
-    """The engine ``project``'s settings name."""
-    if project.settings is None:
-        raise InvalidInputError(
-            f"{project!r} has no engine settings: load it from a project "
-            "directory (Project.load) or pass engine="
-        )
-    return open_engine(project.settings.engine)

@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from ...api import Backfill, plan_with_history
 from ...api import load as _load
 from ...engines import TaskFailure
+from ...engines.registry import engine_for
 from ...errors import ConflictError, InvalidInputError
 from ...publish import latest_audit, recorded_publication
-from ...run import Stop, TaskOutcome, engine_for, execute_task, ledger_for, on_signals
+from ...run import Stop, TaskOutcome, execute_task, ledger_for, on_signals
 from ...run.ledger import (
     BackfillCancelledError,
     BackfillExistsError,

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._stamps import utcnow
 from ...errors import BackfillError, ConflictError, InvalidInputError
 
 __all__ = [
@@ -149,11 +150,6 @@ def task_row(r: Sequence[Any], deps: Sequence[int] = ()) -> TaskRow:
         r[11],
         tuple(sorted(deps)),
     )
-
-
-def utcnow() -> str:
-    """Now, in UTC, as ISO 8601 with milliseconds (how the ledger stamps rows)."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def new_worker_id() -> str:
