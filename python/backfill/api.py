@@ -15,6 +15,7 @@ Project formats besides ``backfill.yml`` are plugins: entry points of the group
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -24,6 +25,7 @@ from ._extras import extra_required
 from .audit import AuditReport, audit_backfill
 from .engines import Engine, engine_capabilities
 from .errors import BackfillError, InvalidInputError
+from .lint import LintResult
 from .model import PROJECT_FILE, load_project
 from .model import Project as _ModelProject
 from .plan import Plan
@@ -43,7 +45,7 @@ from .run import Backfill as _RunBackfill
 from .run import LedgerBackend, model_costs
 from .run.estimate import EstimateReport, estimate
 
-__all__ = ["Backfill", "Project", "plan_with_history", "project_format"]
+__all__ = ["Backfill", "BackfillDraft", "Project", "plan_with_history", "project_format"]
 
 PROJECTS_GROUP = "backfill.projects"
 
@@ -209,6 +211,51 @@ class Project(_ModelProject):
             return plan, estimate(self, plan, concurrency=concurrency), None
         except BackfillError as exc:  # e.g. nothing published yet to sample from
             return plan, None, str(exc)
+
+
+class BackfillDraft:
+    """A plan on its way to being recorded, checked step by step so that each step can be shown
+    before the next one runs (``backfill run`` prints the lint, then the estimate):
+    :attr:`lint` (every planned model's static checks), :meth:`estimate` (one timed sample
+    partition per model; its costs then go with the backfill, for a budget), :meth:`record`.
+
+    >>> draft = BackfillDraft(project, project.plan("fct_daily_sales+", "2026-08-01",
+    ...                                             "2026-10-29"))    # doctest: +SKIP
+    >>> draft.lint_errors, draft.estimate(concurrency=4)             # doctest: +SKIP
+    >>> bf = draft.record(reason="discount bug fixed", budget="3h")   # doctest: +SKIP
+    """
+
+    def __init__(self, project: _ModelProject, plan: Plan) -> None:
+        self.project = project
+        self.plan = plan
+        self.costs: dict[str, float] | None = None  # seconds per partition, once estimated
+
+    @functools.cached_property
+    def lint(self) -> list[LintResult]:
+        """The static checks (lint) of every model the plan gives tasks
+        (:meth:`backfill.Project.check`)."""
+        return [self.project.check(m.model) for m in self.plan.models if m.tasks]
+
+    @property
+    def lint_errors(self) -> int:
+        """How many of :attr:`lint`'s findings are errors."""
+        return sum(f.severity == "error" for result in self.lint for f in result.findings)
+
+    def estimate(self, *, concurrency: int) -> EstimateReport:
+        """Times one sample partition per model (into scratch schemas) and keeps the measured
+        costs for :meth:`record`."""
+        report = estimate(self.project, self.plan, concurrency=concurrency)
+        self.costs = {s.model: s.seconds for s in report.samples}
+        return report
+
+    def record(
+        self, *, engine: Engine | None = None, ledger: LedgerBackend | None = None, **options: Any
+    ) -> Backfill:
+        """Records the plan as a backfill; ``options`` are those of
+        :class:`backfill.run.CreateOptions`, ``costs`` defaulting to the estimate's."""
+        if self.costs is not None:
+            options.setdefault("costs", self.costs)
+        return Backfill.create(self.project, self.plan, engine=engine, ledger=ledger, **options)
 
 
 def load(project: _ModelProject | str | Path | None) -> _ModelProject:
