@@ -61,8 +61,8 @@ class PlanOptions:
         """Whether each model's batch is decided from its cost."""
         return self.partitions_per_run == "auto"
 
-    def check(self) -> None:
-        """Refuses options no plan can be made with, naming the value and what was expected."""
+    def __post_init__(self) -> None:
+        # Options no plan can be made with are refused when made, naming the value.
         for name, value in (
             ("partitions_per_run", 1 if self.auto else self.partitions_per_run),
             ("concurrency", self.concurrency),
@@ -108,7 +108,6 @@ class _Planner:
     then (under ``"auto"``) a second core plan with each model's batch."""
 
     def __init__(self, project: Project, options: PlanOptions) -> None:
-        options.check()
         self.project = project
         self.options = options
         self.cost_of = model_costs_given(options.costs)
