@@ -14,6 +14,8 @@ Project formats besides ``backfill.yml`` are plugins: entry points of the group
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -22,10 +24,12 @@ from typing import Any
 from ._extras import extra_required
 from .audit import AuditReport, audit_backfill
 from .engines import Engine, engine_capabilities
-from .errors import InvalidInputError
+from .errors import BackfillError, InvalidInputError
+from .lint import LintResult
 from .model import PROJECT_FILE, load_project
 from .model import Project as _ModelProject
 from .plan import Plan
+from .plan.planner import PlanOptions, plan_project
 from .publish import (
     Changelog,
     ForwardChange,
@@ -33,13 +37,15 @@ from .publish import (
     changelog,
     discard_backfill,
     forward_change,
+    parse_from,
     publish_backfill,
 )
 from .replay import check_plan, landing_models
 from .run import Backfill as _RunBackfill
 from .run import LedgerBackend, model_costs
+from .run.estimate import EstimateReport, estimate
 
-__all__ = ["Backfill", "Project", "project_format"]
+__all__ = ["Backfill", "BackfillDraft", "Project", "plan_with_history", "project_format"]
 
 PROJECTS_GROUP = "backfill.projects"
 
@@ -55,6 +61,24 @@ def project_format(name: str) -> Callable[..., Project]:
     with extra_required(f"project format {name!r}"):
         loader: Callable[..., Project] = found[name].load()
     return loader
+
+
+def plan_with_history(
+    project: _ModelProject, select: str, start: Any, end: Any, *, history: bool, **options: Any
+) -> Plan:
+    """:meth:`Project.plan` of any project: the plan stage's planner, given the costs measured
+    by past backfills (``history``) and the engine's batching capability, then the retention
+    check of the Kafka sources whose landing models it rebuilds."""
+    if history and project.settings is not None:
+        names = project.select(select, options.get("exclude"))
+        options["costs"] = {**model_costs(project, names), **(options.get("costs") or {})}
+        caps = engine_capabilities(project.settings.engine)
+        if caps is not None and not caps.multi_partition_tasks:
+            options["unbatched"] = set(names) | set(options.get("unbatched") or ())
+    plan = plan_project(project, select, start, end, PlanOptions(**options))
+    if landing_models(project):
+        check_plan(project, plan)
+    return plan
 
 
 class Project(_ModelProject):
@@ -90,24 +114,41 @@ class Project(_ModelProject):
     def plan(
         self, select: str, start: Any, end: Any, *, history: bool = True, **options: Any
     ) -> Plan:
-        """:meth:`backfill.model.Project.plan`, plus the retention check of every Kafka source
-        whose landing model the plan rebuilds (``plan.replay``; RETENTION findings).
+        """Plans rebuilding the selected models for [start, end) (end exclusive).
 
-        With ``history`` (default) the selected models' costs come from the project's ledger
+        Each model rebuilds the whole partitions of its grain overlapping the period, clipped
+        to its ``begin`` and to partitions ended by ``as_of`` (default: now, read once here).
+        ``propagate="impact"`` spreads the change to selected downstream models through their
+        mappings; ``"clip"`` keeps only the period and reports what stays stale. Dates and naive
+        values are read in ``tz`` (default UTC). ``exclude`` is a selector of models to leave
+        out; ``concurrency`` (default 4): tasks at once, for the schedule and batching;
+        ``allow_append`` makes an ``append`` model (whose re-runs double data) a warning, not an
+        error.
+
+        ``costs``: seconds per partition by model, or a :class:`~backfill.plan.costs.ModelCost`
+        (measured, with its provenance); models without one are shown as having no cost data
+        (``default_cost`` only orders their tasks in the schedule). With ``history`` (default)
+        the selected models' costs come from the project's ledger
         (:func:`backfill.run.history.model_costs`: measured by past backfills, else by
-        ``backfill estimate``); ``costs=`` given for a model win. Automatic batching leaves
-        one partition per task when the project's engine cannot write several partitions in
-        one transaction."""
-        if history and self.settings is not None:
-            names = self.select(select, options.get("exclude"))
-            options["costs"] = {**model_costs(self, names), **(options.get("costs") or {})}
-            caps = engine_capabilities(self.settings.engine)
-            if caps is not None and not caps.multi_partition_tasks:
-                options["unbatched"] = set(names) | set(options.get("unbatched") or ())
-        plan = super().plan(select, start, end, **options)
-        if landing_models(self):
-            check_plan(self, plan)
-        return plan
+        ``backfill estimate``); ``costs=`` given for a model win.
+
+        ``partitions_per_run``: how many consecutive partitions one task rebuilds; ``"auto"``
+        decides per model from its cost so that a task carries at least ``min_task_seconds``
+        (default: backfill.yml ``batching: {min_task: ...}``, else 2 s) with never fewer tasks
+        than ``concurrency`` (:func:`~backfill.plan.costs.auto_partitions_per_run`). Models in
+        ``unbatched`` (and landing models, whose tasks record the log positions each read) keep
+        one partition per task under ``"auto"``, and so does every model when the project's
+        engine cannot write several partitions in one transaction.
+
+        A partition in progress at ``as_of`` (this year of a yearly model) has been published by
+        the regular runs so far; leaving it out leaves it stale (a ``STALE_DOWNSTREAM`` warning),
+        ``include_in_progress=True`` rebuilds it with the data so far. The default is the
+        project's :attr:`runs_in_progress` (a dbt project: dbt runs those batches).
+
+        Every Kafka source whose landing model the plan rebuilds has its retention checked
+        (``plan.replay``; RETENTION findings). The keywords are those of
+        :class:`~backfill.plan.planner.PlanOptions`."""
+        return plan_with_history(self, select, start, end, history=history, **options)
 
     def backfill(
         self,
@@ -148,6 +189,73 @@ class Project(_ModelProject):
         (changelog, OpenLineage, the model's consumers), so consumers know why history did not
         change."""
         return forward_change(self, model, start, note, reason=reason)
+
+    def avoided_backfill(
+        self, model: str, start: Any, *, concurrency: int = 4, sample: bool = True
+    ) -> tuple[Plan, EstimateReport | None, str | None]:
+        """The backfill a forward-only change (:meth:`forward`) avoids: ``model+`` from the
+        model's ``begin`` (a year back without one) up to ``start``; with ``sample``, its estimate
+        from one sample partition per model (:func:`backfill.run.estimate.estimate`). Returns
+        (plan, estimate or None, why there is no estimate)."""
+        until = parse_from(self, model, start)
+        begin = self.models[model].begin or until - dt.timedelta(days=365)
+        if begin >= until:
+            raise InvalidInputError(
+                f"from {start!r} is not after {model}'s begin ({begin.date()}): "
+                "there is no history to leave unchanged"
+            )
+        plan = self.plan(f"{model}+", begin, until, as_of=until, concurrency=concurrency)
+        if not sample:
+            return plan, None, "not sampled"
+        try:
+            return plan, estimate(self, plan, concurrency=concurrency), None
+        except BackfillError as exc:  # e.g. nothing published yet to sample from
+            return plan, None, str(exc)
+
+
+class BackfillDraft:
+    """A plan on its way to being recorded, checked step by step so that each step can be shown
+    before the next one runs (``backfill run`` prints the lint, then the estimate):
+    :attr:`lint` (every planned model's static checks), :meth:`estimate` (one timed sample
+    partition per model; its costs then go with the backfill, for a budget), :meth:`record`.
+
+    >>> draft = BackfillDraft(project, project.plan("fct_daily_sales+", "2026-08-01",
+    ...                                             "2026-10-29"))    # doctest: +SKIP
+    >>> draft.lint_errors, draft.estimate(concurrency=4)             # doctest: +SKIP
+    >>> bf = draft.record(reason="discount bug fixed", budget="3h")   # doctest: +SKIP
+    """
+
+    def __init__(self, project: _ModelProject, plan: Plan) -> None:
+        self.project = project
+        self.plan = plan
+        self.costs: dict[str, float] | None = None  # seconds per partition, once estimated
+
+    @functools.cached_property
+    def lint(self) -> list[LintResult]:
+        """The static checks (lint) of every model the plan gives tasks
+        (:meth:`backfill.Project.check`)."""
+        return [self.project.check(m.model) for m in self.plan.models if m.tasks]
+
+    @property
+    def lint_errors(self) -> int:
+        """How many of :attr:`lint`'s findings are errors."""
+        return sum(f.severity == "error" for result in self.lint for f in result.findings)
+
+    def estimate(self, *, concurrency: int) -> EstimateReport:
+        """Times one sample partition per model (into scratch schemas) and keeps the measured
+        costs for :meth:`record`."""
+        report = estimate(self.project, self.plan, concurrency=concurrency)
+        self.costs = {s.model: s.seconds for s in report.samples}
+        return report
+
+    def record(
+        self, *, engine: Engine | None = None, ledger: LedgerBackend | None = None, **options: Any
+    ) -> Backfill:
+        """Records the plan as a backfill; ``options`` are those of
+        :class:`backfill.run.CreateOptions`, ``costs`` defaulting to the estimate's."""
+        if self.costs is not None:
+            options.setdefault("costs", self.costs)
+        return Backfill.create(self.project, self.plan, engine=engine, ledger=ledger, **options)
 
 
 def load(project: _ModelProject | str | Path | None) -> _ModelProject:

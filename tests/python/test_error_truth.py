@@ -437,7 +437,7 @@ def test_dbt_hands_a_bug_to_its_waiters_as_a_permanent_failure_naming_it(
 
 
 def test_check_names_an_unreadable_partition() -> None:
-    from backfill.audit.check import _partition
+    from backfill.audit.run_twice import _partition
 
     p = backfill.Project("truth")
     p.source("raw.t", grain="day", event_time="t")

@@ -13,7 +13,7 @@ import pytest
 
 import backfill
 from backfill.examples import shop
-from backfill.model.files import render, sql_literal
+from backfill.model.rendering import render, sql_literal
 
 REPO = Path(__file__).resolve().parents[2]
 SHOP = REPO / "examples" / "shop"

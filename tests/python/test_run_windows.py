@@ -44,7 +44,7 @@ def test_claims_fit_only_inside_the_window_across_the_october_change() -> None:
     per = {"m": 3 * 3600.0}  # 3 h a partition
     starts, now = [], at("2026-10-24T12:00")
     while len(starts) < 6:
-        if limits.check(task(), per, 0.0, now) is None:
+        if limits.held_back(task(), per, 0.0, now) is None:
             starts.append(now)
             now += dt.timedelta(hours=3)
         else:
@@ -70,8 +70,8 @@ def test_waiting_note_names_the_opening_in_the_zone() -> None:
 def test_budget_stops_a_task_that_would_exceed_it_and_refuses_a_plan_over_it() -> None:
     limits = RunLimits.from_options({"budget_seconds": parse_duration("3h")})
     per = {"m": 3600.0}
-    assert limits.check(task(), per, 2 * 3600.0, at("2026-01-01T00:00")) is None
-    assert limits.check(task(), per, 2 * 3600.0 + 1, at("2026-01-01T00:00")) == "budget"
+    assert limits.held_back(task(), per, 2 * 3600.0, at("2026-01-01T00:00")) is None
+    assert limits.held_back(task(), per, 2 * 3600.0 + 1, at("2026-01-01T00:00")) == "budget"
     with pytest.raises(
         InvalidInputError, match="4h 00m of engine time, exceeds the budget of 3h 00m"
     ):

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._numbers import sum_kind, to_kind
+from .._stamps import utcnow, who
 from ..engines import (
     PUBLISHED,
     WHOLE,
@@ -41,7 +42,6 @@ from ..engines import (
     PartitionFingerprint,
 )
 from ..errors import InvalidInputError
-from ..run import utcnow, who
 from ..run.ledger import TaskRow
 from .diff import DiffResult, DiffStream, diff
 from .gates import ModelFacts, evaluate, parse_gates

@@ -1,6 +1,7 @@
 """``backfill estimate`` and ``backfill check``: run models into scratch schemas before a backfill.
 
-    backfill estimate --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 --concurrency 10
+    backfill estimate --select "fct_daily_sales+" --start 2026-08-01 --end 2026-10-29 \\
+        --concurrency 10
     backfill check MODEL --partition 2026-08-03
 
 ``estimate`` times one sample partition per model and schedules the plan with those costs;
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..audit.check import check_run_twice
+from ..audit import check_run_twice
 from ..run.estimate import estimate
 from .common import (
     add_period_options,

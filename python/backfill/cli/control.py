@@ -17,7 +17,8 @@ import sys
 
 from ..api import Project
 from ..errors import BackfillError
-from ..run import ledger_for, who
+from ..run import ledger_for
+from ..run.control import cancel_backfill, pause_backfill, unpause_backfill
 from .common import add_ledger_option, ledger_from_args
 from .exit_codes import EXIT_OK, EXIT_USAGE
 from .helptext import add_command
@@ -64,12 +65,11 @@ runners are busy; exit 2 when the backfill's state does not allow it (nothing ch
 def cmd_control(args: argparse.Namespace) -> int:
     try:
         ledger = ledger_from_args(args) or ledger_for(Project.load(args.project), must_exist=True)
-        ledger.backfill(args.id)  # NotFoundError naming recent ids
         if args.action == "cancel":
-            ledger.cancel(args.id, args.reason, who())
+            cancel_backfill(ledger, args.id, args.reason)
             after = "nothing more runs; its audit area stays until: backfill discard " + args.id
         else:
-            ledger.set_paused(args.id, args.action == "pause", who())
+            (pause_backfill if args.action == "pause" else unpause_backfill)(ledger, args.id)
             after = (
                 "running tasks finish, nothing new starts; runners wait for: backfill "
                 f"resume {args.id}"

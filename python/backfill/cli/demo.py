@@ -16,18 +16,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..api import Project
 from ..errors import InvalidInputError
 from ..examples import shop
+from ..run import RunOptions
 from ..run.estimate import estimate, format_seconds_fine
 from .exit_codes import EXIT_FAILED, EXIT_OK
 from .helptext import add_command
 from .progress import force_progress, run_with_progress
 
-__all__ = ["add_parser", "run_demo"]
+__all__ = ["DemoOptions", "add_parser", "run_demo"]
 
 AS_OF = "2026-12-01"
 SELECT = "fct_daily_sales+"
@@ -98,14 +100,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
 
 
-def _create(
-    root: Path,
-    engine: str,
-    url: str | None,
-    schema: str,
-    orders_per_day: int,
-    say: Callable[[str], None],
-) -> None:
+def _create(root: Path, opts: DemoOptions, say: Callable[[str], None]) -> None:
+    engine, url, schema, orders_per_day = opts.engine, opts.url, opts.schema, opts.orders_per_day
     """The shop's files and raw data (with the bug) in ``root`` and its warehouse."""
     if engine in ("duckdb", "spark"):
         if url is not None:
@@ -131,22 +127,30 @@ def _create(
     shop_pg.create(root, url, schema=schema, orders_per_day=orders_per_day)
 
 
+@dataclass(frozen=True)
+class DemoOptions:
+    """The demo's warehouse and story: ``engine`` (``duckdb``, ``spark``, or ``postgres`` at
+    ``url`` with the published tables in ``schema``), the shop's size, the concurrency, and
+    ``span`` (the backfill's days) and ``build`` (the initial build's), which a test may
+    shorten."""
+
+    orders_per_day: int = 240
+    concurrency: int = 8
+    engine: str = "duckdb"
+    url: str | None = None
+    schema: str = "shop"
+    span: tuple[str, str] = (START, END)
+    build: tuple[str, str] = ("2026-01-01", "2026-12-01")
+
+
 def run_demo(
-    directory: str | Path | None = None,
-    *,
-    orders_per_day: int = 240,
-    concurrency: int = 8,
-    out: TextIO | None = None,
-    engine: str = "duckdb",
-    url: str | None = None,
-    schema: str = "shop",
-    span: tuple[str, str] = (START, END),
-    build: tuple[str, str] = ("2026-01-01", "2026-12-01"),
+    directory: str | Path | None = None, *, out: TextIO | None = None, **options: Any
 ) -> int:
-    """Runs the demo in ``directory`` (default: a new temporary directory) on ``engine``
-    (``duckdb``, ``spark``, or ``postgres`` at ``url`` with the published tables in ``schema``); returns
-    an exit code (EXIT_OK when every step succeeded). ``span`` (the backfill's days) and
-    ``build`` (the initial build's) are the story's; a test may shorten them."""
+    """Runs the demo in ``directory`` (default: a new temporary directory), writing its story to
+    ``out`` (default stdout); ``options`` are those of :class:`DemoOptions`. Returns an exit
+    code (EXIT_OK when every step succeeded)."""
+    opts = DemoOptions(**options)
+    concurrency, span = opts.concurrency, opts.span
     w = out or sys.stdout
 
     def say(text: str = "") -> None:
@@ -162,9 +166,9 @@ def run_demo(
 
     step(1, "build the shop, with the discount bug, straight into the published tables")
     began = time.perf_counter()
-    _create(root, engine, url, schema, orders_per_day, say)
+    _create(root, opts, say)
     project = Project.load(root)
-    initial = project.plan("*", build[0], build[1], as_of=AS_OF, partitions_per_run=31)
+    initial = project.plan("*", *opts.build, as_of=AS_OF, partitions_per_run=31)
     status = project.backfill(initial, reason="initial build", direct=True).run(
         concurrency=concurrency
     )
@@ -198,7 +202,7 @@ def run_demo(
     say(f"backfill {bf.id}: {bf.reason}")
     began = time.perf_counter()
     if (sys.stdout.isatty() and w is sys.stdout) or force_progress():
-        status = run_with_progress(bf, {"concurrency": concurrency})
+        status = run_with_progress(bf, RunOptions(concurrency))
     else:
         status = bf.run(concurrency=concurrency)
     say(str(status))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 
 from ..errors import InvalidInputError
-from ..publish import avoided_backfill
 from ..run.estimate import format_seconds_fine
 from .common import add_project_options, busy, dump, open_project, write
 from .exit_codes import EXIT_OK
@@ -64,8 +63,7 @@ def cmd_forward(args: argparse.Namespace) -> int:
     if not args.note.strip():  # before the estimate: it takes a while
         raise InvalidInputError(f"--note {args.note!r}: say why history is not rebuilt")
     with busy("estimating the backfill a forward-only change avoids..."):
-        plan, est, why = avoided_backfill(
-            project,
+        plan, est, why = project.avoided_backfill(
             args.model,
             args.start,
             concurrency=args.concurrency,

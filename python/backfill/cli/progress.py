@@ -8,10 +8,9 @@ import os
 import sys
 import threading
 import time
-from typing import Any
 
 from ..api import Backfill
-from ..run import BackfillStatus, TaskEvent
+from ..run import BackfillStatus, RunOptions, TaskEvent
 
 __all__ = ["force_progress", "run_with_log_lines", "run_with_progress"]
 
@@ -21,8 +20,8 @@ def force_progress() -> bool:
     return os.environ.get("BACKFILL_PROGRESS") == "1"
 
 
-def run_with_progress(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
-    """Runs ``bf`` with ``options`` (of :meth:`Backfill.run`) under a bar per model."""
+def run_with_progress(bf: Backfill, options: RunOptions) -> BackfillStatus:
+    """Runs ``bf`` with ``options`` under a bar per model."""
     # rich.progress is imported here, not at the top: only a terminal run needs it, and it is
     # the slowest import of the command line.
     from rich.console import Console
@@ -66,10 +65,10 @@ def run_with_progress(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
                 elif e.kind == "retry":
                     progress.update(bars[e.model], note=f"[yellow]retrying {e.label}")
 
-        return bf.run(**options, on_event=on_event)
+        return bf.run(options, on_event=on_event)
 
 
-def run_with_log_lines(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
+def run_with_log_lines(bf: Backfill, options: RunOptions) -> BackfillStatus:
     """Runs ``bf`` with ``options``, writing failures and a line per 10% of the tasks done."""
     start = bf.status()
     total, done = start.total, start.done
@@ -90,4 +89,4 @@ def run_with_log_lines(bf: Backfill, options: dict[str, Any]) -> BackfillStatus:
                 sys.stdout.write(f"  {done}/{total} tasks done, {elapsed:.1f} s\n")
                 sys.stdout.flush()
 
-    return bf.run(**options, on_event=on_event)
+    return bf.run(options, on_event=on_event)

@@ -20,13 +20,15 @@ import json
 import uuid
 from typing import Any
 
+from .._stamps import utcnow, who
 from ..api import Project
 from ..engines.base import PUBLISHED, PublishRequest
+from ..engines.registry import engine_for
 from ..errors import ConflictError, InvalidInputError, NotFoundError
 from ..model.kafka import KafkaSettings, kafka_settings
 from ..replay import landing_models
 from ..replay.groups import GroupReset, apply_offsets, plan_reset
-from ..run import engine_for, ledger_for, utcnow, who
+from ..run import ledger_for
 from .common import add_ledger_option, dump, ledger_from_args, write
 from .exit_codes import EXIT_FAILED, EXIT_OK
 from .helptext import add_command

@@ -22,13 +22,10 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
-from ..api import Backfill, Project
+from ..api import Backfill, BackfillDraft, Project
 from ..errors import InvalidInputError
-from ..lint import LintResult
-from ..run import DEFAULT_GRACE, BackfillStatus, Stop, ledger_for, on_signals
-from ..run.estimate import estimate
+from ..run import DEFAULT_GRACE, BackfillStatus, RunOptions, Stop, ledger_for, on_signals
 from ..windows import parse_duration
 from .common import add_batching, add_ledger_option, ledger_from_args
 from .exit_codes import EXIT_FAILED, EXIT_LATER, EXIT_OK, EXIT_STOPPED, EXIT_USAGE, exit_for_signal
@@ -209,78 +206,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     grace = _grace(args.grace)  # a bad value is refused before anything is recorded
     if args.resume and args.id and args.resume != args.id:
         return _usage(f"two backfill ids given: {args.id} and --resume {args.resume}")
-    if resume:
-        given = [f"--{n}" for n in ("select", "start", "end", "reason") if getattr(args, n)]
-        if given:
-            return _usage(
-                f"{', '.join(given)} cannot change a recorded backfill; "
-                f"resume with only --resume {resume}"
-            )
-        bf = Backfill.resume(
-            resume,
-            project=Path(args.project),
-            ledger=ledger_from_args(args),
-            accept_changed_sql=args.accept_changed_sql,
+    fields = ("select", "start", "end", "reason")
+    if resume and (given := [f"--{n}" for n in fields if getattr(args, n)]):
+        return _usage(
+            f"{', '.join(given)} cannot change a recorded backfill; "
+            f"resume with only --resume {resume}"
         )
-        if args.budget:  # a new budget for what is left; spent engine time counts against it
-            opts = bf.ledger.backfill(bf.id).options
-            bf.ledger.set_options(bf.id, {**opts, "budget_seconds": parse_duration(args.budget)})
-    else:
-        missing = [f"--{n}" for n in ("select", "start", "end", "reason") if not getattr(args, n)]
-        if missing:
-            return _usage(f"missing {', '.join(missing)} (or --resume ID to resume a backfill)")
-        project = Project.load(args.project)
-        plan = project.plan(
-            args.select,
-            args.start,
-            args.end,
-            exclude=args.exclude,
-            tz=args.tz,
-            as_of=args.as_of,
-            partitions_per_run=args.partitions_per_run,
-            concurrency=args.concurrency,
-            min_task_seconds=args.min_task,
-            include_in_progress=args.include_in_progress,
-        )
-        if not args.json:
-            sys.stdout.write(f"plan: {plan}\n")
-            for finding in plan.findings:
-                sys.stdout.write(f"  {finding}\n")
-        lint_errors = 0
-        for result in lint_models(project, [m.model for m in plan.models if m.tasks]):
-            for lint_finding in result.findings:
-                lint_errors += lint_finding.severity == "error"
-                sys.stderr.write(f"{lint_finding}\n")
-        if lint_errors and not args.no_lint:
-            return _usage(
-                f"the lint found {lint_errors} error(s) in planned models (above): a "
-                "backfill of them would not be reproducible; fix them, suppress a "
-                "finding in the SQL with a reason, or pass --no-lint"
-            )
-        costs = None
-        if args.budget:
-            parse_duration(args.budget)  # a bad budget is refused before the sample run
-            report = estimate(project, plan, concurrency=args.concurrency)
-            costs = {s.model: s.seconds for s in report.samples}
-            if not args.json:
-                sys.stdout.write(f"estimate: {report}\n")
-        bf = Backfill.create(
-            project,
-            plan,
-            reason=args.reason,
-            direct=args.direct,
-            lint=not args.no_lint,
-            ledger=ledger_from_args(args),
-            windows=args.window,
-            budget=args.budget,
-            costs=costs,
-            force=args.force,
-            allow_overlap=args.allow_overlap,
-        )
+    if not resume and (missing := [f"--{n}" for n in fields if not getattr(args, n)]):
+        return _usage(f"missing {', '.join(missing)} (or --resume ID to resume a backfill)")
+    bf = _resume(args, resume) if resume else _plan_and_record(args)
+    if isinstance(bf, int):  # refused before anything was recorded
+        return bf
     if not args.json:
         target = "published tables" if bf.mode == "direct" else f"audit area of {bf.id}"
         sys.stdout.write(f"backfill {bf.id}: {bf.reason!r} -> {target}\n")
-    options: dict[str, Any] = dict(
+    stop = Stop()
+    options = RunOptions(
         concurrency=args.concurrency,
         max_attempts=args.max_attempts,
         backoff=args.backoff,
@@ -288,24 +229,89 @@ def cmd_run(args: argparse.Namespace) -> int:
         windows=args.window if resume else None,
         exit_outside_window=args.exit_outside_window,
         exit_when_held=args.exit_when_held,
+        stop=stop,
+        grace=grace,
     )
-    stop = Stop()
-    options.update(stop=stop, grace=grace)
     with on_signals(stop):  # SIGINT/SIGTERM: stop claiming, let tasks finish, then interrupt
         if args.json or args.no_progress:
-            final = bf.run(**options)
+            final = bf.run(options)
         elif not sys.stdout.isatty() and not force_progress():
             final = run_with_log_lines(bf, options)  # CI and scheduler logs: a line per 10%
         else:
             final = run_with_progress(bf, options)
     _print_status(final, args.json)
+    return _exit_code(final, stop, bf.id)
+
+
+def _resume(args: argparse.Namespace, backfill_id: str) -> Backfill:
+    bf = Backfill.resume(
+        backfill_id,
+        project=Path(args.project),
+        ledger=ledger_from_args(args),
+        accept_changed_sql=args.accept_changed_sql,
+    )
+    if args.budget:  # a new budget for what is left; spent engine time counts against it
+        bf.set_budget(args.budget)
+    return bf
+
+
+def _plan_and_record(args: argparse.Namespace) -> Backfill | int:
+    """Plans, lints and (with --budget) estimates, printing each, then records the backfill;
+    an exit code when the lint refuses it."""
+    project = Project.load(args.project)
+    plan = project.plan(
+        args.select,
+        args.start,
+        args.end,
+        exclude=args.exclude,
+        tz=args.tz,
+        as_of=args.as_of,
+        partitions_per_run=args.partitions_per_run,
+        concurrency=args.concurrency,
+        min_task_seconds=args.min_task,
+        include_in_progress=args.include_in_progress,
+    )
+    if not args.json:
+        sys.stdout.write(f"plan: {plan}\n")
+        for finding in plan.findings:
+            sys.stdout.write(f"  {finding}\n")
+    draft = BackfillDraft(project, plan)
+    for result in draft.lint:
+        for lint_finding in result.findings:
+            sys.stderr.write(f"{lint_finding}\n")
+    if draft.lint_errors and not args.no_lint:
+        return _usage(
+            f"the lint found {draft.lint_errors} error(s) in planned models (above): a "
+            "backfill of them would not be reproducible; fix them, suppress a "
+            "finding in the SQL with a reason, or pass --no-lint"
+        )
+    if args.budget:
+        parse_duration(args.budget)  # a bad budget is refused before the sample run
+        report = draft.estimate(concurrency=args.concurrency)
+        if not args.json:
+            sys.stdout.write(f"estimate: {report}\n")
+    return draft.record(
+        reason=args.reason,
+        direct=args.direct,
+        lint=not args.no_lint,
+        ledger=ledger_from_args(args),
+        windows=args.window,
+        budget=args.budget,
+        force=args.force,
+        allow_overlap=args.allow_overlap,
+    )
+
+
+def _exit_code(final: BackfillStatus, stop: Stop, backfill_id: str) -> int:
+    """The exit code of a run that ended as ``final`` (see the module doc), saying on stderr
+    what to do next when it did not finish."""
     if stop.requested and not final.finished:
         sys.stderr.write(
             f"backfill run: stopped by {stop.describe()}; finished tasks are "
             "recorded, interrupted ones committed nothing. Resume with: backfill "
-            f"run --resume {bf.id}\n"
+            f"run --resume {backfill_id}\n"
         )
-        _exit_now_if_tasks_linger(bf.id, exit_for_signal(stop.signal))
+        _exit_now_if_tasks_linger(backfill_id, exit_for_signal(stop.signal))
         return exit_for_signal(stop.signal)
     if final.ok:
         return EXIT_OK
@@ -381,8 +387,3 @@ def _list(args: argparse.Namespace) -> int:
     if not rows:
         sys.stdout.write("no backfills recorded\n")
     return EXIT_OK
-
-
-def lint_models(project: Project, models: list[str]) -> list[LintResult]:
-    """Lint results of ``models`` (see :meth:`backfill.Project.check`)."""
-    return [project.check(name) for name in models]

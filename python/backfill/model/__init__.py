@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from .files import (
-    PROJECT_FILE,
-    EngineSettings,
-    ProjectError,
-    ProjectSettings,
-    load_project,
-    render,
-    sql_literal,
-)
+from .files import PROJECT_FILE, EngineSettings, ProjectError, ProjectSettings, load_project
 from .project import Dependency, Model, Project, Source, all_of, overlap, window
+from .rendering import render, sql_literal
 
 __all__ = [
     "PROJECT_FILE",

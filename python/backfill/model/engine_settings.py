@@ -137,19 +137,8 @@ def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettin
                 f"{where}: unknown spark engine setting {key!r}; expected type, "
                 f"schema, {', '.join(SPARK_OPTIONS)}"
             )
-    catalog = cfg.pop("catalog", ".backfill/iceberg")
     options: dict[str, Any] = {}
-    if isinstance(catalog, Mapping):
-        options["catalog"] = {str(k): str(v) for k, v in catalog.items()}
-        path = root / ".backfill" / "iceberg"
-    elif isinstance(catalog, str) and catalog:
-        path = Path(catalog) if Path(catalog).is_absolute() else root / catalog
-    else:
-        raise ProjectError(
-            f"{where}: engine catalog {mask_text(repr(catalog))} must be a folder "
-            "or a mapping "
-            "of Iceberg catalog properties"
-        )
+    path = _spark_catalog(cfg.pop("catalog", ".backfill/iceberg"), options, root, where)
     master = cfg.pop("master", "local[*]")
     if not isinstance(master, str) or not re.match(
         r"(local(\[[0-9*]+(,\d+)?\])?|spark://|"
@@ -165,6 +154,28 @@ def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettin
     if not isinstance(conf, Mapping):
         raise ProjectError(f"{where}: engine conf must be a mapping of Spark settings")
     options["conf"] = {str(k): str(v) for k, v in conf.items()}
+    options.update(_spark_extras(cfg, root, where))
+    return EngineSettings("spark", path, schema, options)
+
+
+def _spark_catalog(catalog: object, options: dict[str, Any], root: Path, where: str) -> Path:
+    """The Iceberg catalog's folder; a mapping of catalog properties goes into ``options``."""
+    if isinstance(catalog, Mapping):
+        options["catalog"] = {str(k): str(v) for k, v in catalog.items()}
+        return root / ".backfill" / "iceberg"
+    if isinstance(catalog, str) and catalog:
+        return Path(catalog) if Path(catalog).is_absolute() else root / catalog
+    raise ProjectError(
+        f"{where}: engine catalog {mask_text(repr(catalog))} must be a folder "
+        "or a mapping "
+        "of Iceberg catalog properties"
+    )
+
+
+def _spark_extras(cfg: dict[str, Any], root: Path, where: str) -> dict[str, Any]:
+    """The optional settings: ``stream_periods``, ``jars`` (relative to the project) and
+    ``pool``."""
+    options: dict[str, Any] = {}
     if "stream_periods" in cfg:
         value = cfg.pop("stream_periods")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -178,7 +189,7 @@ def _spark_settings(cfg: dict[str, Any], root: Path, where: str) -> EngineSettin
             options[key] = (
                 str(root / value) if key == "jars" and not Path(value).is_absolute() else value
             )
-    return EngineSettings("spark", path, schema, options)
+    return options
 
 
 #: engine type -> the reader of its ``engine:`` settings in backfill.yml (cfg without ``type``)

@@ -28,11 +28,12 @@ and ``conflict_retries`` (default 5).
 A model file is a Jinja2 SELECT. ``{{ this }}`` reads the model's own rows (in an audit area:
 the new ones for the backfilled periods, published ones elsewhere); ``{% if is_incremental() %}``
 guards such reads on the first run, when there is no table yet, as in dbt.
-``{{ start }}`` and ``{{ end }}`` are UTC timestamp literals;
-naive TIMESTAMP columns are read as UTC (the engine sets the session time zone to UTC). Its config may open the file, dbt-style:
+``{{ start }}`` and ``{{ end }}`` are UTC timestamp literals (:mod:`.rendering`); naive
+TIMESTAMP columns are read as UTC (the engine sets the session time zone to UTC). Its config may
+open the file, dbt-style:
 ``{{ config(grain="day", strategy="replace", event_time="sales_date") }}``. Dependencies are the
-``ref()`` and ``source()`` calls found by rendering it once; ``ref("m", window=[-6, 0])`` declares a
-rolling read (child partition c reads m over c-6..c) and ``ref("m", all=True)`` a full read.
+``ref()`` and ``source()`` calls found by rendering it once; ``ref("m", window=[-6, 0])`` declares
+a rolling read (child partition c reads m over c-6..c) and ``ref("m", all=True)`` a full read.
 Precedence: file config over per-model yml config over yml defaults.
 
 Loading checks everything it can without touching data (unknown keys and refs, bad values, cycles,
@@ -44,15 +45,13 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import functools
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import yaml  # type: ignore[import-untyped]
 
 from .._secrets import mask_text, masked_repr
@@ -62,10 +61,16 @@ from .consumers import LineageSettings, NotifySettings, read_consumers, read_lin
 from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
 from .kafka import kafka_settings
 from .project import STRATEGIES, Dependency, Project, all_of, window
+from .rendering import render
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EngineSettings", "ProjectError", "ProjectSettings", "load_project", "sql_literal"]
+__all__ = [
+    "EngineSettings",
+    "ProjectError",
+    "ProjectSettings",
+    "load_project",
+]
 
 PROJECT_FILE = "backfill.yml"
 TOP_KEYS = (
@@ -113,65 +118,6 @@ class ProjectSettings:
 
     def __repr__(self) -> str:  # the ledger URL and the engine's may hold passwords
         return masked_repr(self)
-
-
-def sql_literal(value: dt.datetime) -> str:
-    """A UTC instant as a SQL timestamp literal (``TIMESTAMP '2026-08-01 00:00:00'``)."""
-    utc = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    return f"TIMESTAMP '{utc.isoformat(sep=' ', timespec='seconds')}'"
-
-
-# -- rendering -------------------------------------------------------------------------------------
-_ENV = jinja2.Environment(
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,
-    keep_trailing_newline=True,
-)
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(template: str) -> jinja2.Template:
-    # Compiling is most of a render's time (a few ms); a backfill renders one model's template
-    # once per task, so the compiled template is kept (rendering it is thread-safe).
-    return _ENV.from_string(template)
-
-
-def render(
-    template: str,
-    *,
-    start: dt.datetime | None,
-    end: dt.datetime | None,
-    ref: Callable[..., str],
-    source: Callable[[str, str], str],
-    this: str,
-    config: Callable[..., str] | None = None,
-    is_incremental: Callable[[], bool] | None = None,
-    where: str = "model",
-) -> str:
-    """Renders a model template; ``config()`` renders to nothing; ``is_incremental()`` (dbt's
-    name) says whether ``this`` exists yet (default True). Errors name ``where``."""
-    try:
-        tpl = _compiled(template)
-        return tpl.render(
-            start=sql_literal(start) if start is not None else "NULL",
-            end=sql_literal(end) if end is not None else "NULL",
-            ref=ref,
-            source=source,
-            this=this,
-            config=config or (lambda **_: ""),
-            is_incremental=is_incremental or (lambda: True),
-        )
-    except jinja2.TemplateSyntaxError as exc:
-        raise ProjectError(
-            f"{where}: template syntax error on line {exc.lineno}: {exc.message}"
-        ) from None
-    except jinja2.UndefinedError as exc:
-        raise ProjectError(
-            f"{where}: {exc.message}; the template can use start, end, ref(), "
-            "source(), this, is_incremental() and config()"
-        ) from None
-    except BackfillError as exc:
-        raise ProjectError(f"{where}: {exc}") from None
 
 
 @dataclass
@@ -284,109 +230,183 @@ def _engine(raw: object, root: Path, where: str) -> EngineSettings:
 def load_project(path: str | Path, project_class: type[Project] = Project) -> Project:
     """Loads a project directory (or its ``backfill.yml``) into a ``project_class``; see the
     module docstring."""
-    root = Path(path)
-    yml = (
-        root
-        if root.name == PROJECT_FILE or root.suffix in (".yml", ".yaml")
-        else root / PROJECT_FILE
-    )
-    root = yml.parent.resolve()
-    if not yml.is_file():
-        raise ProjectError(
-            f"{yml}: no project file; a project is a directory holding "
-            f"{PROJECT_FILE} and models/*.sql"
-        )
-    where = str(yml)
-    doc = _read_yaml(yml)
-    _unknown(doc, TOP_KEYS, "top-level", where)
-    name = doc.get("name", root.name)
-    if not isinstance(name, str) or not name:
-        raise ProjectError(f"{where}: name {name!r} must be a non-empty string")
-    engine = _engine(doc.get("engine"), root, where)
-    state = doc.get("state", ".backfill")
-    if not isinstance(state, str) or not state:
-        raise ProjectError(
-            f"{where}: state {mask_text(repr(state))} must be a directory path "
-            "or a postgresql:// URL"
-        )
-    # A URL names the ledger (a shared Postgres one, say); the state directory then keeps its
-    # default for the other local files.
-    ledger_url = state if "://" in state else None
-    if ledger_url and state.partition("://")[0] not in ("postgresql", "postgres", "sqlite"):
-        raise ProjectError(
-            f"{where}: state {state.partition('://')[0]}://...: expected a "
-            "directory path, postgresql://user@host:port/db or sqlite:///path"
-        )
-    state = ".backfill" if ledger_url else state
-    state_dir = Path(state) if Path(state).is_absolute() else root / state
+    return _Loader(path).load(project_class)
 
-    project = project_class(name)
-    models_cfg = _mapping_of(doc.get("models"), "models", where)
-    defaults = _mapping_of(models_cfg.pop("defaults", None), "models.defaults", where)
-    _unknown(defaults, MODEL_KEYS, "model default", f"{where} (models.defaults)")
-    try:
-        landing = _load_sources(
-            project,
-            _mapping_of(doc.get("sources"), "sources", where),
-            where,
-            root,
-            defaults.get("begin"),
+
+class _Loader:
+    """One load of one project file, in the order its checks report errors: the file itself,
+    name, engine, state; sources; the model files and what they read; each model's config;
+    the graph; audits, lineage, windows and batching."""
+
+    def __init__(self, path: str | Path) -> None:
+        root = Path(path)
+        yml = (
+            root
+            if root.name == PROJECT_FILE or root.suffix in (".yml", ".yaml")
+            else root / PROJECT_FILE
         )
-    except ProjectError:
-        raise
-    except BackfillError as exc:
-        raise ProjectError(f"{where}: {exc}") from None
-    files = sorted((root / "models").glob("**/*.sql"))
-    by_name: dict[str, Path] = {}
-    for f in files:
-        if f.stem in by_name:
-            raise ProjectError(f"{f}: model {f.stem!r} is also defined in {by_name[f.stem]}")
-        by_name[f.stem] = f
-    for model in models_cfg:
-        if model not in by_name:
+        self.root = yml.parent.resolve()
+        if not yml.is_file():
             raise ProjectError(
-                f"{where}: models.{model} configures a model with no file "
-                f"models/{model}.sql; models: {', '.join(sorted(by_name))}"
+                f"{yml}: no project file; a project is a directory holding "
+                f"{PROJECT_FILE} and models/*.sql"
             )
-    if not by_name and not landing:  # landing models (Kafka sources) need no SQL file
-        raise ProjectError(f"{root / 'models'}: no models (*.sql files) found")
+        self.where = str(yml)
+        self.doc = _read_yaml(yml)
+        _unknown(self.doc, TOP_KEYS, "top-level", self.where)
 
-    # Declaration order (ties in topological order): as listed under models:, then by file name.
-    by_name = {m: by_name[m] for m in [*models_cfg, *sorted(set(by_name) - set(models_cfg))]}
-    found = {m: _discover_file(f, m) for m, f in by_name.items()}
-    known = set(by_name) | set(project.sources)
-    for model, disc in found.items():
-        for dep in disc.refs:
-            if dep.parent not in by_name and dep.parent not in landing.values():
-                hint = difflib.get_close_matches(dep.parent, list(by_name), n=1)
-                extra = f"; did you mean {hint[0]!r}?" if hint else ""
-                raise ProjectError(
-                    f"{by_name[model]} (model {model!r}): ref({dep.parent!r}) "
-                    f"names no model{extra} (models: {', '.join(sorted(by_name))})"
-                )
-        for src in disc.sources:
-            if src in landing:
-                raise ProjectError(
-                    f"{by_name[model]} (model {model!r}): source({src!r}) comes "
-                    f"from Kafka; read the rows it lands with "
-                    f"ref({landing[src]!r})"
-                )
-            if src not in known:
-                raise ProjectError(
-                    f"{by_name[model]} (model {model!r}): source({src!r}) is not "
-                    f"declared under sources in {PROJECT_FILE} (sources: "
-                    f"{', '.join(sorted(project.sources)) or 'none'})"
-                )
+    def load(self, project_class: type[Project]) -> Project:
+        doc, where = self.doc, self.where
+        name = doc.get("name", self.root.name)
+        if not isinstance(name, str) or not name:
+            raise ProjectError(f"{where}: name {name!r} must be a non-empty string")
+        engine = _engine(doc.get("engine"), self.root, where)
+        ledger_url, state_dir = self._state()
+        project = project_class(name)
+        models_cfg = _mapping_of(doc.get("models"), "models", where)
+        defaults = _mapping_of(models_cfg.pop("defaults", None), "models.defaults", where)
+        _unknown(defaults, MODEL_KEYS, "model default", f"{where} (models.defaults)")
+        landing = self._sources(project, defaults.get("begin"))
+        by_name = self._model_files(models_cfg, landing)
+        found = {m: _discover_file(f, m) for m, f in by_name.items()}
+        self._check_reads(project, by_name, found, landing)
+        notify = read_notify(doc.get("notify"), where)
+        told: dict[str, tuple[Any, ...]] = {}
+        for model, file in by_name.items():
+            cfg = self._model_config(model, file, defaults, models_cfg, found[model])
+            if cfg is None:  # enabled: false
+                continue
+            told[model] = self._consumers(cfg, notify, model)
+            _check_sql(found[model].config["__sql__"], engine, file, model)
+            deps: list[Dependency] = list(
+                dict.fromkeys([*found[model].refs, *map(Dependency, found[model].sources)])
+            )
+            try:
+                _check_model_values(cfg)
+                project.model(model, depends_on=deps, sql=file.read_text(encoding="utf-8"), **cfg)
+            except BackfillError as exc:
+                raise ProjectError(f"{file} (model {model!r}): {exc}") from None
+        self._validate(project, by_name)
+        project.settings = ProjectSettings(
+            self.root,
+            engine,
+            state_dir,
+            self._audits(project),
+            by_name,
+            ledger_url,
+            NotifySettings(
+                notify.consumers,
+                {m: c for m, c in told.items() if c},
+                notify.smtp,
+                notify.retries,
+                notify.backoff,
+                notify.timeout,
+            ),
+            read_lineage(doc["lineage"], name, self.root, where) if doc.get("lineage") else None,
+            self._windows(),
+            _min_task(doc.get("batching"), where),
+        )
+        log.info("loaded %r from %s", project, self.root)
+        return project
 
-    notify = read_notify(doc.get("notify"), where)
-    told: dict[str, tuple[Any, ...]] = {}
-    for model in by_name:
+    def _state(self) -> tuple[str | None, Path]:
+        """The ledger URL (None: the state directory's) and the state directory."""
+        state = self.doc.get("state", ".backfill")
+        if not isinstance(state, str) or not state:
+            raise ProjectError(
+                f"{self.where}: state {mask_text(repr(state))} must be a directory path "
+                "or a postgresql:// URL"
+            )
+        # A URL names the ledger (a shared Postgres one, say); the state directory then keeps
+        # its default for the other local files.
+        ledger_url = state if "://" in state else None
+        if ledger_url and state.partition("://")[0] not in ("postgresql", "postgres", "sqlite"):
+            raise ProjectError(
+                f"{self.where}: state {state.partition('://')[0]}://...: expected a "
+                "directory path, postgresql://user@host:port/db or sqlite:///path"
+            )
+        state = ".backfill" if ledger_url else state
+        return ledger_url, Path(state) if Path(state).is_absolute() else self.root / state
+
+    def _sources(self, project: Project, begin: object) -> dict[str, str]:
+        try:
+            return _load_sources(
+                project,
+                _mapping_of(self.doc.get("sources"), "sources", self.where),
+                self.where,
+                self.root,
+                begin,
+            )
+        except ProjectError:
+            raise
+        except BackfillError as exc:
+            raise ProjectError(f"{self.where}: {exc}") from None
+
+    def _model_files(self, models_cfg: dict[str, Any], landing: dict[str, str]) -> dict[str, Path]:
+        """Model name -> its SQL file, in declaration order (ties in topological order): as
+        listed under models:, then by file name."""
+        by_name: dict[str, Path] = {}
+        for f in sorted((self.root / "models").glob("**/*.sql")):
+            if f.stem in by_name:
+                raise ProjectError(f"{f}: model {f.stem!r} is also defined in {by_name[f.stem]}")
+            by_name[f.stem] = f
+        for model in models_cfg:
+            if model not in by_name:
+                raise ProjectError(
+                    f"{self.where}: models.{model} configures a model with no file "
+                    f"models/{model}.sql; models: {', '.join(sorted(by_name))}"
+                )
+        if not by_name and not landing:  # landing models (Kafka sources) need no SQL file
+            raise ProjectError(f"{self.root / 'models'}: no models (*.sql files) found")
+        return {m: by_name[m] for m in [*models_cfg, *sorted(set(by_name) - set(models_cfg))]}
+
+    @staticmethod
+    def _check_reads(
+        project: Project,
+        by_name: dict[str, Path],
+        found: dict[str, _Discovered],
+        landing: dict[str, str],
+    ) -> None:
+        """Every ref() names a model and every source() a declared, non-Kafka source."""
+        known = set(by_name) | set(project.sources)
+        for model, disc in found.items():
+            where = f"{by_name[model]} (model {model!r})"
+            for dep in disc.refs:
+                if dep.parent not in by_name and dep.parent not in landing.values():
+                    hint = difflib.get_close_matches(dep.parent, list(by_name), n=1)
+                    extra = f"; did you mean {hint[0]!r}?" if hint else ""
+                    raise ProjectError(
+                        f"{where}: ref({dep.parent!r}) names no model{extra} "
+                        f"(models: {', '.join(sorted(by_name))})"
+                    )
+            for src in disc.sources:
+                if src in landing:
+                    raise ProjectError(
+                        f"{where}: source({src!r}) comes from Kafka; read the rows it lands "
+                        f"with ref({landing[src]!r})"
+                    )
+                if src not in known:
+                    raise ProjectError(
+                        f"{where}: source({src!r}) is not declared under sources in "
+                        f"{PROJECT_FILE} (sources: {', '.join(sorted(project.sources)) or 'none'})"
+                    )
+
+    def _model_config(
+        self,
+        model: str,
+        file: Path,
+        defaults: dict[str, Any],
+        models_cfg: dict[str, Any],
+        found: _Discovered,
+    ) -> dict[str, Any] | None:
+        """A model's config (file config over per-model yml config over yml defaults); None
+        when it is disabled."""
         cfg = {**defaults}
-        per_model = _mapping_of(models_cfg.get(model), f"models.{model}", where)
-        _unknown(per_model, MODEL_KEYS, "model", f"{where} (models.{model})")
+        per_model = _mapping_of(models_cfg.get(model), f"models.{model}", self.where)
+        _unknown(per_model, MODEL_KEYS, "model", f"{self.where} (models.{model})")
         cfg.update(per_model)
-        file_cfg = {k: v for k, v in found[model].config.items() if k != "__sql__"}
-        _unknown(file_cfg, MODEL_KEYS, "config()", f"{by_name[model]} (model {model!r})")
+        file_cfg = {k: v for k, v in found.config.items() if k != "__sql__"}
+        _unknown(file_cfg, MODEL_KEYS, "config()", f"{file} (model {model!r})")
         cfg.update(file_cfg)
         if cfg.get("grain") is None:
             # An unpartitioned model ignores partition defaults it did not ask for.
@@ -394,68 +414,48 @@ def load_project(path: str | Path, project_class: type[Project] = Project) -> Pr
                 if key not in per_model and key not in file_cfg:
                     cfg.pop(key, None)
         if cfg.pop("enabled", True) is False:
-            continue
+            return None
         cfg.pop("description", None)
-        told[model] = tuple(
+        return cfg
+
+    def _consumers(
+        self, cfg: dict[str, Any], notify: NotifySettings, model: str
+    ) -> tuple[Any, ...]:
+        """The model's owners and consumers (taken out of ``cfg``)."""
+        return tuple(
             c
             for role in ("owner", "consumer")
             if cfg.get(f"{role}s") is not None
             for c in read_consumers(
-                cfg.pop(f"{role}s"), role, notify.consumers, f"{where} (models.{model})"
+                cfg.pop(f"{role}s"), role, notify.consumers, f"{self.where} (models.{model})"
             )
         )
-        _check_sql(found[model].config["__sql__"], engine, by_name[model], model)
-        deps: list[Dependency] = list(
-            dict.fromkeys([*found[model].refs, *map(Dependency, found[model].sources)])
-        )
-        try:
-            _check_model_values(cfg)
-            project.model(
-                model, depends_on=deps, sql=by_name[model].read_text(encoding="utf-8"), **cfg
-            )
-        except BackfillError as exc:
-            raise ProjectError(f"{by_name[model]} (model {model!r}): {exc}") from None
-    try:
-        project.validate()
-    except CycleError as exc:
-        involved = [m for m in by_name if re.search(rf"\b{re.escape(m)}\b", str(exc))]
-        where_files = ", ".join(str(by_name[m].relative_to(root)) for m in involved)
-        raise ProjectError(f"{exc} (files: {where_files or 'models/'})") from None
-    except BackfillError as exc:
-        raise ProjectError(f"{root}: {exc}") from None
 
-    audits = _mapping_of(doc.get("audits"), "audits", where)
-    for model in audits:
-        if model not in project.models:
-            raise ProjectError(f"{where}: audits.{model} names no model")
-    lineage = read_lineage(doc["lineage"], name, root, where) if doc.get("lineage") else None
-    windows: tuple[str, ...] = ()
-    if doc.get("window") is not None:
+    def _validate(self, project: Project, by_name: dict[str, Path]) -> None:
         try:
-            windows = tuple(check_specs(doc["window"], where))
+            project.validate()
+        except CycleError as exc:
+            involved = [m for m in by_name if re.search(rf"\b{re.escape(m)}\b", str(exc))]
+            where_files = ", ".join(str(by_name[m].relative_to(self.root)) for m in involved)
+            raise ProjectError(f"{exc} (files: {where_files or 'models/'})") from None
         except BackfillError as exc:
+            raise ProjectError(f"{self.root}: {exc}") from None
+
+    def _audits(self, project: Project) -> dict[str, Any]:
+        audits = _mapping_of(self.doc.get("audits"), "audits", self.where)
+        for model in audits:
+            if model not in project.models:
+                raise ProjectError(f"{self.where}: audits.{model} names no model")
+        return audits
+
+    def _windows(self) -> tuple[str, ...]:
+        if self.doc.get("window") is None:
+            return ()
+        try:
+            return tuple(check_specs(self.doc["window"], self.where))
+        except BackfillError as exc:
+            where = self.where
             raise ProjectError(f"{where}: {exc}" if where not in str(exc) else str(exc)) from None
-    project.settings = ProjectSettings(
-        root,
-        engine,
-        state_dir,
-        audits,
-        by_name,
-        ledger_url,
-        NotifySettings(
-            notify.consumers,
-            {m: c for m, c in told.items() if c},
-            notify.smtp,
-            notify.retries,
-            notify.backoff,
-            notify.timeout,
-        ),
-        lineage,
-        windows,
-        _min_task(doc.get("batching"), where),
-    )
-    log.info("loaded %r from %s", project, root)
-    return project
 
 
 def _load_sources(

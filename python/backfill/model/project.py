@@ -3,10 +3,12 @@
 >>> p = Project("shop")
 >>> p.source("raw.orders", grain="day", event_time="ordered_at", retention="90d")
 >>> p.model("clean_orders", depends_on=["raw.orders"], grain="day", event_time="ordered_at")
->>> p.plan("clean_orders+", "2026-08-01", "2026-10-29").tasks   # doctest: +SKIP
+>>> p.select("clean_orders+")                                      # doctest: +SKIP
+['clean_orders']
 
-The graph (validation, topological order, selectors) and the planner run in the C++ core; this
-module holds the definitions and the user-facing API.
+The graph (validation, topological order, selectors) runs in the C++ core; this module holds the
+definitions. Planning over them is the plan stage's (:mod:`backfill.plan.planner`), reached
+through :meth:`backfill.Project.plan`.
 """
 
 from __future__ import annotations
@@ -14,23 +16,32 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from .. import _core
 from ..checks import check_model
 from ..errors import InvalidInputError, NotFoundError
-from ..plan.costs import DEFAULT_MIN_TASK_SECONDS, ModelCost, auto_partitions_per_run
-from ..plan.plan import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
     from ..lint import LintResult
     from .files import ProjectSettings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Dependency", "Model", "Project", "Source", "all_of", "overlap", "window"]
+__all__ = [
+    "Dependency",
+    "Model",
+    "ModelOptions",
+    "Project",
+    "Source",
+    "all_of",
+    "overlap",
+    "window",
+]
 
 STRATEGIES = ("replace", "merge", "append", "full", "view")
 # The lint speaks dbt's strategy names.
@@ -84,6 +95,21 @@ def window(parent: str, start: int, end: int) -> Dependency:
 def all_of(parent: str) -> Dependency:
     """Every child partition reads the whole parent (a dimension, a lookup table)."""
     return Dependency(parent, "all")
+
+
+class ModelOptions(TypedDict, total=False):
+    """What :meth:`Project.model` takes beside the name (each optional)."""
+
+    depends_on: Iterable[str | Dependency]  # parents: names, or overlap/window/all_of
+    grain: str | None  # None: unpartitioned
+    tz: str  # the grain's time zone (default UTC)
+    begin: dt.datetime | dt.date | str | None  # its first partition
+    strategy: str | None  # replace (partitioned default), merge, append, full, view
+    event_time: str | None  # the column partitions are cut on
+    unique_key: str | Iterable[str] | None  # needed by merge
+    tags: Iterable[str]
+    sql: str | None
+    meta: Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -173,10 +199,11 @@ def _to_datetime(value: dt.datetime | dt.date | str, tz: str, what: str) -> dt.d
 
 
 class Project:
-    """Sources and models of a pipeline; plans backfills over them."""
+    """Sources and models of a pipeline: their definitions, graph and selection."""
 
     #: Whether the project's own runs rebuild the partition still in progress when asked for a
-    #: period reaching it (dbt's microbatch runs do): plans then include it by default.
+    #: period reaching it (dbt's microbatch runs do): plans then include it by default
+    #: (:class:`backfill.plan.planner.PlanOptions`).
     runs_in_progress: bool = False
 
     def __init__(self, name: str = "project") -> None:
@@ -214,39 +241,30 @@ class Project:
         self._add(src)
         return src
 
-    def model(
-        self,
-        name: str,
-        *,
-        depends_on: Iterable[str | Dependency] = (),
-        grain: str | None = None,
-        tz: str = "UTC",
-        begin: dt.datetime | dt.date | str | None = None,
-        strategy: str | None = None,
-        event_time: str | None = None,
-        unique_key: str | Iterable[str] | None = None,
-        tags: Iterable[str] = (),
-        sql: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> Model:
-        """Declares a model. ``grain=None`` makes it unpartitioned (default strategy ``full``);
-        partitioned models default to ``replace`` (delete + insert the period)."""
+    def model(self, name: str, **options: Unpack[ModelOptions]) -> Model:
+        """Declares a model; ``options`` are those of :class:`ModelOptions`. ``grain=None``
+        makes it unpartitioned (default strategy ``full``); partitioned models default to
+        ``replace`` (delete + insert the period)."""
         _check_name(name, "model")
-        strategy = strategy or ("replace" if grain else "full")
+        unknown = sorted(set(options) - set(ModelOptions.__annotations__))
+        if unknown:
+            raise TypeError(f"Project.model() got unexpected keyword argument(s) {unknown}")
+        grain, tz, begin = options.get("grain"), options.get("tz", "UTC"), options.get("begin")
+        strategy = options.get("strategy") or ("replace" if grain else "full")
         if strategy not in STRATEGIES:
             raise InvalidInputError(
                 f"model {name!r}: unknown strategy {strategy!r}; expected one of "
                 f"{', '.join(STRATEGIES)}"
             )
+        unique_key = options.get("unique_key")
         keys = (unique_key,) if isinstance(unique_key, str) else tuple(unique_key or ())
         if strategy == "merge" and not keys:
             raise InvalidInputError(f"model {name!r}: strategy 'merge' needs a unique_key")
         _check_grain(grain, tz, f"model {name!r}")
         if begin is not None and grain is None:
             raise InvalidInputError(f"model {name!r}: begin is set but the model has no grain")
-        deps = tuple(_dependency(d, name) for d in depends_on)
-        if isinstance(tags, str):
-            tags = (tags,)
+        deps = tuple(_dependency(d, name) for d in options.get("depends_on", ()))
+        tags = options.get("tags", ())
         model = Model(
             name=name,
             depends_on=deps,
@@ -254,11 +272,11 @@ class Project:
             tz=tz,
             begin=None if begin is None else _to_datetime(begin, tz, f"model {name!r} begin"),
             strategy=strategy,
-            event_time=event_time,
+            event_time=options.get("event_time"),
             unique_key=keys,
-            tags=tuple(tags),
-            sql=sql,
-            meta=dict(meta or {}),
+            tags=(tags,) if isinstance(tags, str) else tuple(tags),
+            sql=options.get("sql"),
+            meta=dict(options.get("meta") or {}),
         )
         self._add(model)
         return model
@@ -378,146 +396,6 @@ class Project:
         if not isinstance(select, str):
             raise InvalidInputError(f"selector {select!r} is not a string")
         return list(self.graph.select(select, exclude or ""))
-
-    # -- planning ------------------------------------------------------------------------------
-    def plan(
-        self,
-        select: str,
-        start: dt.datetime | dt.date | str,
-        end: dt.datetime | dt.date | str,
-        *,
-        exclude: str | None = None,
-        as_of: dt.datetime | dt.date | str | None = None,
-        tz: str | None = None,
-        propagate: Literal["impact", "clip"] = "impact",
-        partitions_per_run: int | Literal["auto"] = "auto",
-        concurrency: int = 4,
-        allow_append: bool = False,
-        costs: Mapping[str, float | ModelCost] | None = None,
-        default_cost: float = 1.0,
-        min_task_seconds: float | None = None,
-        unbatched: Collection[str] = (),
-        include_in_progress: bool | None = None,
-    ) -> Plan:
-        """Plans rebuilding the selected models for [start, end) (end exclusive).
-
-        Each model rebuilds the whole partitions of its grain overlapping the period, clipped
-        to its ``begin`` and to partitions ended by ``as_of`` (default: now, read once here).
-        ``propagate="impact"`` spreads the change to selected downstream models through their
-        mappings; ``"clip"`` keeps only the period and reports what stays stale. Dates and naive
-        values are read in ``tz`` (default UTC).
-
-        ``costs``: seconds per partition by model, or a :class:`~backfill.plan.costs.ModelCost`
-        (measured, with its provenance); models without one are shown as having no cost data
-        (``default_cost`` only orders their tasks in the schedule). ``partitions_per_run``: how
-        many consecutive partitions one task rebuilds; ``"auto"`` decides per model from its
-        cost so that a task carries at least ``min_task_seconds`` (default: backfill.yml
-        ``batching: {min_task: ...}``, else 2 s) with never fewer tasks than ``concurrency``
-        (:func:`~backfill.plan.costs.auto_partitions_per_run`). Models in ``unbatched`` (and
-        landing models, whose tasks record the log positions each read) keep one partition
-        per task under ``"auto"``.
-
-        A partition in progress at ``as_of`` (this year of a yearly model) has been published by
-        the regular runs so far; leaving it out leaves it stale (a ``STALE_DOWNSTREAM`` warning),
-        ``include_in_progress=True`` rebuilds it with the data so far. The default is the
-        project's :attr:`runs_in_progress` (a dbt project: dbt runs those batches).
-        """
-        auto = partitions_per_run == "auto"
-        for name, value in (
-            ("partitions_per_run", 1 if auto else partitions_per_run),
-            ("concurrency", concurrency),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(
-                    f"{name} {value!r} is not a positive integer"
-                    + ("" if name == "concurrency" else " or 'auto'")
-                )
-        if propagate not in ("impact", "clip"):
-            raise InvalidInputError(f"propagate {propagate!r}: expected 'impact' or 'clip'")
-        cost_of = _model_costs(costs)
-        if min_task_seconds is None:
-            min_task_seconds = (
-                self.settings.min_task_seconds
-                if self.settings is not None and self.settings.min_task_seconds is not None
-                else DEFAULT_MIN_TASK_SECONDS
-            )
-        if (
-            isinstance(min_task_seconds, bool)
-            or not isinstance(min_task_seconds, (int, float))
-            or not min_task_seconds >= 0
-        ):
-            raise InvalidInputError(f"min_task_seconds {min_task_seconds!r}: expected seconds >= 0")
-        if include_in_progress is None:
-            include_in_progress = self.runs_in_progress
-        if not isinstance(include_in_progress, bool):
-            raise InvalidInputError(
-                f"include_in_progress {include_in_progress!r}: expected True or False"
-            )
-        if as_of is None:  # the one clock read of planning: the plan records it (plan.as_of)
-            as_of = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-        selected = self.select(select, exclude)
-        known = {m: c for m, c in cost_of.items() if c.known}
-
-        def make(runs: dict[str, int]) -> _core.Plan:
-            return _core.plan(
-                self.graph,
-                selected,
-                start,
-                end,
-                as_of,
-                tz=tz,
-                propagate=propagate,
-                partitions_per_run=1 if auto else int(partitions_per_run),
-                concurrency=concurrency,
-                allow_append=allow_append,
-                costs={m: c.per_partition for m, c in known.items()},
-                default_cost=float(default_cost),
-                runs=runs,
-                overheads={m: c.per_task for m, c in known.items()},
-                include_in_progress=include_in_progress,
-            )
-
-        core = make({})
-        if auto:  # the partition counts of the first plan decide each model's batch
-            runs = {}
-            for m in core.models():
-                name = str(m["model"])
-                model = self.models.get(name)
-                single = name in unbatched or (model is not None and "landing" in model.meta)
-                k = auto_partitions_per_run(
-                    int(m["partitions"]),
-                    cost_of.get(name),
-                    concurrency=concurrency,
-                    min_task_seconds=float(min_task_seconds),
-                    batchable=not single,
-                )
-                if k > 1:
-                    runs[name] = k
-            if runs:
-                core = make(runs)
-        plan = Plan(core, self, select=select, exclude=exclude)
-        plan.attach_costs(
-            {m.model: cost_of.get(m.model, ModelCost(m.model, "none")) for m in plan.models},
-            "auto" if auto else int(partitions_per_run),
-            float(min_task_seconds),
-        )
-        log.info("planned %s", plan)
-        return plan
-
-
-def _model_costs(costs: Mapping[str, float | ModelCost] | None) -> dict[str, ModelCost]:
-    """Given costs as :class:`ModelCost` (a bare number: seconds per partition, "given")."""
-    out: dict[str, ModelCost] = {}
-    for name, value in (costs or {}).items():
-        if isinstance(value, ModelCost):
-            out[name] = value
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InvalidInputError(
-                f"cost of {name!r} is {value!r}; expected seconds per partition >= 0"
-            )
-        out[name] = ModelCost(name, "given", per_partition=float(value))
-    return out
 
 
 def _depth(depth: int) -> int:

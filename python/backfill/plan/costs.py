@@ -71,7 +71,7 @@ class Measurement(NamedTuple):
 
 def format_seconds(seconds: float) -> str:
     """``21840`` -> ``"6 h 4 m"``; short spans keep seconds."""
-    s = int(round(seconds))
+    s = round(seconds)
     days, s = divmod(s, 86400)
     hours, s = divmod(s, 3600)
     minutes, s = divmod(s, 60)
@@ -87,7 +87,7 @@ def format_duration(seconds: float) -> str:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
         return f"{seconds:.2f} s"
-    m, s = divmod(int(round(seconds)), 60)
+    m, s = divmod(round(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h} h {m} m" if h else f"{m} m {s} s"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .changelog import Changelog, changelog, row_kind
 from .changelog_format import FORMATS
-from .forward import ForwardChange, avoided_backfill, forward_change
+from .forward import ForwardChange, forward_change, parse_from
 from .notify import Delivery, message
 from .publish import (
     Publication,
@@ -21,12 +21,12 @@ __all__ = [
     "Delivery",
     "ForwardChange",
     "Publication",
-    "avoided_backfill",
     "changelog",
     "discard_backfill",
     "forward_change",
     "latest_audit",
     "message",
+    "parse_from",
     "publish_backfill",
     "recorded_publication",
     "row_kind",

@@ -19,9 +19,9 @@ from .._numbers import delta, from_json, pct, to_kind, typed, value_type
 from .._secrets import mask_text
 from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS, Engine, Part
+from ..engines.registry import engine_for
 from ..errors import InvalidInputError, NotFoundError
 from ..replay import landing_models
-from ..run import engine_for
 from .changelog_format import html_fragment, render
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -6,8 +6,9 @@ rebuilt (a new column meaningful only from today; a definition that applies to n
 
 The decision goes into the changelog (a row of kind ``forward``, see
 :func:`~.changelog.row_kind`) and to OpenLineage and the model's consumers like a publication, so
-consumers know why history did not change. :func:`avoided_backfill` plans (and, sampling one
-partition per model, estimates) the backfill that was not run, so the choice is an informed one.
+consumers know why history did not change. :meth:`backfill.Project.avoided_backfill` plans
+(and, sampling one partition per model, estimates) the backfill that was not run, so the choice
+is an informed one.
 """
 
 from __future__ import annotations
@@ -19,22 +20,21 @@ import zoneinfo
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._stamps import who
 from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS, Area, Engine, PublishRequest
-from ..errors import BackfillError, InvalidInputError, NotFoundError
-from ..run import engine_for, who
+from ..engines.registry import engine_for
+from ..errors import InvalidInputError, NotFoundError
 from .announce import announce, check_announce
 from .changelog import FORWARD_PREFIX, Changelog, forward_row
 from .notify import Delivery, message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
-    from ..plan import Plan
-    from ..run.estimate import EstimateReport
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ForwardChange", "avoided_backfill", "forward_change", "parse_from"]
+__all__ = ["ForwardChange", "forward_change", "parse_from"]
 
 
 @dataclass(frozen=True)
@@ -135,27 +135,3 @@ def forward_change(
     )
     log.info("%s", change)
     return change
-
-
-def avoided_backfill(
-    project: Project, model: str, start: object, *, concurrency: int = 4, sample: bool = True
-) -> tuple[Plan, EstimateReport | None, str | None]:
-    """The backfill a forward-only change avoids: ``model+`` from the model's ``begin`` (a year
-    back without one) up to ``start``; with ``sample``, its estimate from one sample partition
-    per model (run/estimate.py). Returns (plan, estimate or None, why there is no estimate)."""
-    from ..run.estimate import estimate
-
-    until = parse_from(project, model, start)
-    begin = project.models[model].begin or until - dt.timedelta(days=365)
-    if begin >= until:
-        raise InvalidInputError(
-            f"from {start!r} is not after {model}'s begin ({begin.date()}): "
-            "there is no history to leave unchanged"
-        )
-    plan = project.plan(f"{model}+", begin, until, as_of=until, concurrency=concurrency)
-    if not sample:
-        return plan, None, "not sampled"
-    try:
-        return plan, estimate(project, plan, concurrency=concurrency), None
-    except BackfillError as exc:  # e.g. nothing published yet to sample from
-        return plan, None, str(exc)

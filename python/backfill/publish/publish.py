@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._stamps import who
 from .._tables import RowTable
 from ..engines import (
     CHANGELOG_COLUMNS,
@@ -39,7 +40,7 @@ from ..engines import (
     StalePublishedError,
 )
 from ..errors import ConflictError, InvalidInputError
-from ..run import BackfillState, LedgerBackend, who
+from ..run import BackfillState, LedgerBackend
 from ..run.ledger import AuditRecord, BackfillCancelledError, BackfillRecord
 from .announce import announce, check_announce
 from .changelog import Changelog, changelog_rows

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from .backfill import Backfill, engine_for, who
+from .._stamps import utcnow, who
+from ..engines.registry import engine_for
+from .backfill import Backfill, CreateOptions
 from .executor import TaskOutcome, execute_task
 from .history import model_costs
-from .ledger import BackfillState, LedgerBackend, TaskState, ledger_for, open_ledger, utcnow
+from .ledger import BackfillState, LedgerBackend, TaskState, ledger_for, open_ledger
+from .runner import RunOptions
 from .status import BackfillStatus, ModelStatus, TaskEvent
 from .stop import DEFAULT_GRACE, Stop, on_signals
 
@@ -14,8 +17,10 @@ __all__ = [
     "Backfill",
     "BackfillState",
     "BackfillStatus",
+    "CreateOptions",
     "LedgerBackend",
     "ModelStatus",
+    "RunOptions",
     "Stop",
     "TaskEvent",
     "TaskOutcome",

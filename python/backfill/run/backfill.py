@@ -17,38 +17,31 @@ is done or failed or blocked, so a task whose worker died is claimed again when 
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import getpass
 import hashlib
 import json
 import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._stamps import who
 from ..calendar import partitions as calendar_partitions
-from ..engines import Area, Engine, Part, open_engine
+from ..engines import Area, Engine, Part
+from ..engines.registry import engine_for
 from ..errors import ConflictError, InvalidInputError
 from ..windows import check_specs, parse_duration
-from .executor import TaskOutcome, execute_task
 from .ledger import (
     AttemptRecord,
-    BackfillHeldError,
-    BackfillState,
-    Claim,
-    IllegalTransitionError,
     LedgerBackend,
-    TaskBusyError,
     TaskRow,
     TaskState,
     ledger_for,
-    new_worker_id,
 )
-from .limits import Clock, RunLimits, SystemClock, spent_seconds
-from .status import BackfillStatus, TaskEvent, backfill_status
-from .stop import DEFAULT_GRACE, Stop, drain, sleep
+from .limits import RunLimits
+from .runner import Runner, RunOptions
+from .status import BackfillStatus, ModelStatus, TaskEvent, backfill_status
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -56,7 +49,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Backfill", "BackfillStatus", "ModelStatus", "SqlChangedError", "TaskEvent"]
+__all__ = [
+    "Backfill",
+    "BackfillStatus",
+    "CreateOptions",
+    "ModelStatus",
+    "RunOptions",
+    "SqlChangedError",
+    "TaskEvent",
+]
 
 
 _B = TypeVar("_B", bound="Backfill")
@@ -82,6 +83,42 @@ def sql_hash(text: str | None) -> str:
     return hashlib.sha256((text or "").encode()).hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class CreateOptions:
+    """What :meth:`Backfill.create` records besides the plan (see there); checked when made,
+    so nothing is recorded with a bad one."""
+
+    reason: str
+    direct: bool = False
+    lint: bool = True
+    backfill_id: str | None = None
+    windows: str | list[str] | None = None
+    budget: str | float | None = None
+    costs: Mapping[str, float] | None = None
+    force: str | None = None
+    allow_overlap: str | None = None
+
+    def __post_init__(self) -> None:
+        allow_overlap, backfill_id, reason = self.allow_overlap, self.backfill_id, self.reason
+        if allow_overlap is not None and (
+            not isinstance(allow_overlap, str) or not allow_overlap.strip()
+        ):
+            raise InvalidInputError(
+                f"allow_overlap {allow_overlap!r}: say why two backfills "
+                "may write the same partitions"
+            )
+        if backfill_id is not None and not _ID_RE.fullmatch(backfill_id):
+            raise InvalidInputError(
+                f"backfill_id {backfill_id!r}: expected 'bf_' followed by "
+                "letters, digits or '_' (at most 60 characters)"
+            )
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidInputError(
+                "a backfill needs a reason (who reads the changelog will ask "
+                "why the past changed), e.g. reason='discount bug fixed'"
+            )
+
+
 class Backfill:
     """A backfill recorded in the ledger. Create with :meth:`Project.backfill`; reopen with
     :meth:`Backfill.resume` (or :meth:`Backfill.open` to only look)."""
@@ -105,21 +142,18 @@ class Backfill:
         project: Project,
         plan: Plan,
         *,
-        reason: str,
-        direct: bool = False,
         engine: Engine | None = None,
         ledger: LedgerBackend | None = None,
-        lint: bool = True,
-        backfill_id: str | None = None,
-        windows: str | list[str] | None = None,
-        budget: str | float | None = None,
-        costs: Mapping[str, float] | None = None,
-        force: str | None = None,
-        allow_overlap: str | None = None,
+        **options: Any,
     ) -> _B:
-        """Records ``plan`` as a new backfill. ``backfill_id`` (default: a fresh
-        ``bf_<time>_<random>``) lets an orchestrator derive a deterministic id from its run, so
-        that a retried planning step finds the backfill it already recorded.
+        """Records ``plan`` as a new backfill in ``ledger`` (default: the project's), to run
+        through ``engine`` (default: the project's). The options are the fields of
+        :class:`CreateOptions` (``reason`` is required), given as keywords.
+
+        ``backfill_id`` (default: a fresh ``bf_<time>_<random>``) lets an orchestrator derive a
+        deterministic id from its run, so that a retried planning step finds the backfill it
+        already recorded. ``direct`` writes the published tables (initial builds); ``lint``
+        (default True) refuses a plan whose models' lint finds errors.
 
         ``windows`` (default: the project's ``window:``) bound when tasks are claimed;
         ``budget`` ("3h") bounds its engine time, and needs ``costs`` (seconds per partition by
@@ -129,23 +163,8 @@ class Backfill:
         A plan writing a (model, partition) that an open backfill of the project writes too (see
         :mod:`.ledger.overlap`) is refused with :class:`~.ledger.OverlapError` naming it, its
         owner and the overlap, unless ``allow_overlap`` says why (recorded in the options)."""
-        if allow_overlap is not None and (
-            not isinstance(allow_overlap, str) or not allow_overlap.strip()
-        ):
-            raise InvalidInputError(
-                f"allow_overlap {allow_overlap!r}: say why two backfills "
-                "may write the same partitions"
-            )
-        if backfill_id is not None and not _ID_RE.fullmatch(backfill_id):
-            raise InvalidInputError(
-                f"backfill_id {backfill_id!r}: expected 'bf_' followed by "
-                "letters, digits or '_' (at most 60 characters)"
-            )
-        if not isinstance(reason, str) or not reason.strip():
-            raise InvalidInputError(
-                "a backfill needs a reason (who reads the changelog will ask "
-                "why the past changed), e.g. reason='discount bug fixed'"
-            )
+        opts = CreateOptions(**options)
+        reason, lint, allow_overlap = opts.reason, opts.lint, opts.allow_overlap
         errors = [str(f) for f in plan.errors(include_checks=lint)]
         if errors:
             raise InvalidInputError(
@@ -162,7 +181,7 @@ class Backfill:
         if missing:
             raise InvalidInputError(f"models without SQL cannot run: {', '.join(missing)}")
         tasks = [plan.task(i) for i in range(plan.task_count)]
-        options = _options(project, tasks, windows, budget, costs, force)
+        options = _options(project, tasks, opts)
         if allow_overlap is not None:
             found = ledger.overlaps(project.name, tasks)
             options["allow_overlap"] = {
@@ -171,7 +190,7 @@ class Backfill:
             }
         settings = project.settings
         record = {
-            "id": backfill_id or _new_id(),
+            "id": opts.backfill_id or _new_id(),
             "project": project.name,
             "project_root": str(settings.root) if settings else None,
             "selection": plan.select,
@@ -180,7 +199,7 @@ class Backfill:
             "end": plan.end.isoformat(),
             "as_of": plan.as_of.isoformat(),
             "reason": reason.strip(),
-            "mode": "direct" if direct else "audit",
+            "mode": "direct" if opts.direct else "audit",
             "engine": repr(engine),
             "plan": plan.to_json(tasks=False, indent=None),
             "models": json.dumps(
@@ -294,6 +313,12 @@ class Backfill:
             accept_changed_sql,
         )
 
+    def set_budget(self, budget: str | float) -> None:
+        """Gives the backfill a new budget of engine time ("3h", or seconds) for what is left;
+        the engine time it spent so far counts against it."""
+        opts = self.ledger.backfill(self.id).options
+        self.ledger.set_options(self.id, {**opts, "budget_seconds": parse_duration(budget)})
+
     def __repr__(self) -> str:
         return f"<Backfill {self.id} ({self.mode}): {self.reason!r}>"
 
@@ -306,36 +331,6 @@ class Backfill:
     # -- inspection ----------------------------------------------------------------------------
     def status(self, now: dt.datetime | None = None) -> BackfillStatus:
         return backfill_status(self.ledger, self.id, now=now)
-
-    def _claim(
-        self, worker: str, free: int, lease_seconds: float, limits: RunLimits, now: dt.datetime
-    ) -> tuple[list[Claim], str | None]:
-        """Claims up to ``free`` tasks that fit ``limits``; also says what held one back."""
-        if free <= 0:
-            return [], None
-        if not limits.bound:
-            return self.ledger.claim(self.id, worker, free, lease_seconds), None
-        tasks = {t.task_id: t for t in self.ledger.tasks(self.id)}
-        attempts = self.ledger.attempts(self.id)
-        per = limits.per_partition(attempts, tasks)
-        committed = spent_seconds(attempts) + sum(
-            limits.cost(t, per) for t in tasks.values() if t.status == TaskState.RUNNING
-        )
-        claims: list[Claim] = []
-        blocked: str | None = None
-        for task in self.ledger.ready(self.id, free):
-            why = limits.check(task, per, committed, now)
-            if why is not None:
-                blocked = blocked or why
-                continue
-            try:
-                got = self.ledger.claim_task(self.id, task.task_id, worker, lease_seconds)
-            except (TaskBusyError, BackfillHeldError):
-                continue  # another worker took it, or a pause landed: seen next round
-            if isinstance(got, Claim):
-                claims.append(got)
-                committed += limits.cost(task, per)
-        return claims, blocked
 
     def tasks(self) -> list[TaskRow]:
         return self.ledger.tasks(self.id)
@@ -373,24 +368,7 @@ class Backfill:
         return self._area
 
     # -- running -------------------------------------------------------------------------------
-    def run(
-        self,
-        concurrency: int = 4,
-        *,
-        max_attempts: int = 3,
-        backoff: float = 1.0,
-        lease_seconds: float = 60.0,
-        poll: float = 0.05,
-        on_event: Callable[[TaskEvent], None] | None = None,
-        windows: str | list[str] | None = None,
-        exit_outside_window: bool = False,
-        exit_when_held: bool = False,
-        clock: Clock | None = None,
-        max_wait: float = 60.0,
-        held_poll: float = 5.0,
-        stop: Stop | None = None,
-        grace: float = DEFAULT_GRACE,
-    ) -> BackfillStatus:
+    def run(self, concurrency: int | RunOptions = 4, **options: Any) -> BackfillStatus:
         """Runs the backfill's remaining tasks with up to ``concurrency`` threads (times the
         engine's ``capabilities.task_group``, claimed in rounds: dbt runs them together in few
         invocations); returns the final status (``.ok`` false when a task failed).
@@ -411,196 +389,22 @@ class Backfill:
         early: nothing more is claimed, running tasks get ``grace`` seconds to finish, then are
         interrupted (their attempts recorded as interrupted, their tasks pending again, their
         leases released); a second request interrupts them at once. The backfill is then
-        ``interrupted`` (unless another worker still runs it) and a resume runs the rest."""
-        for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} {value!r} is not a positive integer")
-        if (
-            backoff < 0
-            or lease_seconds <= 0
-            or poll <= 0
-            or max_wait <= 0
-            or held_poll <= 0
-            or not grace >= 0
-        ):
-            raise InvalidInputError(
-                "backoff and grace must be >= 0; lease_seconds, poll, max_wait and held_poll > 0"
-            )
-        worker = new_worker_id()
-        rec = self.ledger.backfill(self.id)
-        if not rec.status.runnable:
-            raise InvalidInputError(f"backfill {self.id} is {rec.status}; it cannot run")
-        self.check_sql()
-        if windows is not None:  # recorded, so status (any process) tells when it runs
-            self.ledger.set_options(
-                self.id,
-                {**rec.options, "windows": check_specs(windows, "run")},
-            )
-        clock = clock or SystemClock()
-        if rec.paused_at is None:
-            self.ledger.set_status(self.id, BackfillState.RUNNING)
-        log.info("backfill %s: worker %s starts (concurrency %d)", self.id, worker, concurrency)
-        execute = functools.partial(
-            execute_task,
-            project=self.project,
-            engine=self.engine,
-            ledger=self.ledger,
-            backfill_id=self.id,
-            area=self.area,
-            worker=worker,
-            lease_seconds=lease_seconds,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            stop=stop,
-        )
-        running: set[Future[TaskOutcome]] = set()
-        emit = on_event or (lambda _e: None)
-        said: str | None = None  # the last wait logged (said once, not every poll)
-        left_running = 0  # tasks a stop could not interrupt: the pool is not waited for
-        # An engine that runs tasks together (capabilities.task_group) gets that many per slot
-        group = max(1, self.engine.capabilities.task_group)
-        slots = concurrency * group
-        pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix=f"backfill-{self.id}")
-        try:
-            while True:
-                if stop is not None and stop.requested:
-                    log.warning(
-                        "backfill %s: %s; worker %s claims nothing more%s",
-                        self.id,
-                        stop.describe(),
-                        worker,
-                        f" and lets {len(running)} running task(s) finish within {grace:g} s"
-                        if running
-                        else "",
-                    )
-                    left_running = drain(
-                        running,
-                        stop,
-                        grace,
-                        self.engine,
-                        lambda f: emit(f.result().event()),
-                        f"backfill {self.id}",
-                    )
-                    break
-                rec = self.ledger.backfill(self.id)
-                limits = RunLimits.from_options(rec.options)
-                # ... in rounds: what becomes ready during one (the next model's batches, as
-                # their inputs finish one by one) is handed over together after it
-                free = 0 if group > 1 and running else slots - len(running)
-                claims, blocked = self._claim(worker, free, lease_seconds, limits, clock.now())
-                if group > 1 and claims:
-                    self.engine.expect(len(claims))
-                for claim in claims:
-                    emit(
-                        TaskEvent(
-                            "started",
-                            claim.task.model,
-                            claim.task.label,
-                            claim.task.task_id,
-                            claim.attempt,
-                        )
-                    )
-                    running.add(pool.submit(execute, claim))
-                if running:  # a pause or cancel lets them finish; claims stop meanwhile
-                    done, _ = wait(running, timeout=max(poll, 0.5), return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        running.discard(fut)
-                        emit(fut.result().event())  # re-raises bugs (ledger errors)
-                    continue
-                if rec.status is BackfillState.CANCELLED:
-                    log.info("backfill %s: cancelled; worker %s stops", self.id, worker)
-                    break
-                snap = self.status(now=clock.now())
-                if snap.finished:
-                    break
-                if rec.paused_at is not None:
-                    if exit_when_held:
-                        break
-                    said = self._say(said, f"paused; waiting for: backfill resume {self.id}")
-                    sleep(clock, held_poll, stop)
-                    continue
-                if blocked == "budget":
-                    break  # the budget has no room: nothing more from this worker
-                if blocked == "window":
-                    if exit_outside_window:
-                        break
-                    now = clock.now()
-                    opens = limits.next_start(now, _cheapest(self.ledger, self.id, limits))
-                    wait_for = (opens - now).total_seconds() if opens else poll
-                    said = self._say(said, snap.note or "waiting for a window")
-                    sleep(clock, min(max(wait_for, poll), max_wait), stop)
-                    continue
-                said = None
-                sleep(clock, poll, stop)  # a backoff, or other workers' tasks
-        finally:
-            pool.shutdown(wait=not left_running, cancel_futures=True)
-            self.engine.close()
-        final = self.status(now=clock.now())
-        if stop is not None and stop.requested and not final.finished:
-            return self._interrupted(worker, stop, left_running, clock)
-        status = BackfillState.FAILED if final.failed_tasks else BackfillState.DONE
-        if final.finished and self.ledger.backfill(self.id).status.runnable:
-            try:
-                self.ledger.set_status(self.id, status, finished=True)
-            except IllegalTransitionError:  # cancelled meanwhile by another process
-                pass
-        final = self.status(now=clock.now())
-        log.info("backfill %s: %s", self.id, final)
-        return final
+        ``interrupted`` (unless another worker still runs it) and a resume runs the rest.
 
-    def _interrupted(
-        self, worker: str, stop: Stop, left_running: int, clock: Clock
-    ) -> BackfillStatus:
-        """After a stop with tasks left: the backfill becomes ``interrupted`` unless another
-        worker still runs it (then it stays running: that worker carries on)."""
-        others = self.ledger.live_workers(self.id) - {worker}
-        if others:
-            log.info(
-                "backfill %s: worker %s stopped; %d other worker(s) carry on",
-                self.id,
-                worker,
-                len(others),
-            )
-        elif self.ledger.backfill(self.id).status is BackfillState.RUNNING:
-            try:
-                self.ledger.set_status(self.id, BackfillState.INTERRUPTED)
-            except IllegalTransitionError:  # cancelled or finished meanwhile by another process
-                pass
-        if left_running:
-            log.warning(
-                "backfill %s: %d task(s) could not be interrupted; they hold their "
-                "leases until they end or this process does",
-                self.id,
-                left_running,
-            )
-        final = self.status(now=clock.now())
-        log.warning("backfill %s: stopped by %s: %s", self.id, stop.describe(), final)
-        return final
-
-    def _say(self, said: str | None, what: str) -> str:
-        if what != said:
-            log.info("backfill %s: %s", self.id, what)
-        return what
-
-
-def _cheapest(ledger: LedgerBackend, backfill_id: str, limits: RunLimits) -> float:
-    """The estimated seconds of the cheapest ready task (what must fit in a window)."""
-    tasks = {t.task_id: t for t in ledger.tasks(backfill_id)}
-    per = limits.per_partition(ledger.attempts(backfill_id), tasks)
-    return min((limits.cost(t, per) for t in ledger.ready(backfill_id, len(tasks))), default=0.0)
+        The options are the fields of :class:`~.runner.RunOptions` (``max_attempts`` 3,
+        ``lease_seconds`` 60, ``poll`` 0.05 s, ``on_event`` a callback per
+        :class:`~.status.TaskEvent``, ``clock`` for tests...), given as keywords or as one
+        ``RunOptions`` in place of ``concurrency``."""
+        return Runner(self, RunOptions.of(concurrency, **options)).run()
 
 
 def _options(
-    project: Project,
-    tasks: Sequence[Mapping[str, Any]],
-    windows: str | list[str] | None,
-    budget: str | float | None,
-    costs: Mapping[str, float] | None,
-    force: str | None,
+    project: Project, tasks: Sequence[Mapping[str, Any]], opts: CreateOptions
 ) -> dict[str, Any]:
     """The run options recorded with a backfill (checked; nothing is recorded when bad)."""
     out: dict[str, Any] = {}
     settings = project.settings
+    windows, budget, costs, force = opts.windows, opts.budget, opts.costs, opts.force
     specs = windows if windows is not None else (settings.windows if settings else None)
     if specs:
         out["windows"] = check_specs(specs, "window")
@@ -621,23 +425,3 @@ def _options(
         if force and total > out["budget_seconds"]:
             out["forced_reason"] = force.strip()
     return out
-
-
-def who() -> str:
-    """Who is acting (the OS user), recorded with backfills, audits and publications."""
-    try:
-        return getpass.getuser()
-    # No login name in the environment and no user database entry (some containers): KeyError
-    # from pwd before Python 3.13, OSError since; ImportError where there is no pwd module.
-    except (OSError, KeyError, ImportError):  # pragma: no cover
-        return "unknown"
-
-
-def engine_for(project: Project) -> Engine:
-    """The engine ``project``'s settings name."""
-    if project.settings is None:
-        raise InvalidInputError(
-            f"{project!r} has no engine settings: load it from a project "
-            "directory (Project.load) or pass engine="
-        )
-    return open_engine(project.settings.engine)

@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._arrow import html_table
+from .._stamps import utcnow
 from ..calendar import partitions as calendar_partitions
 from ..engines import Engine, scratch_area
+from ..engines.registry import engine_for
 from ..errors import BackfillError, InvalidInputError
 from ..plan import Estimate, format_seconds
-from .backfill import engine_for, sql_hash
-from .ledger import ledger_for, utcnow
+from .backfill import sql_hash
+from .ledger import ledger_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project

@@ -2,7 +2,7 @@
 
 >>> limits = RunLimits.from_options({"windows": ["22:00-06:00 Europe/Berlin"],
 ...                                  "budget_seconds": 10800, "costs": {"fct_daily_sales": 40}})
->>> limits.check(task, per_partition, committed, now=clock.now())    # doctest: +SKIP
+>>> limits.held_back(task, per_partition, committed, now=clock.now())    # doctest: +SKIP
 
 A task's estimated cost is its partitions times its model's seconds per partition: the mean of
 the model's finished attempts in this backfill once there are some (the real cost on this
@@ -90,7 +90,7 @@ class RunLimits:
     def cost(task: TaskRow, per_partition: Mapping[str, float]) -> float:
         return per_partition.get(task.model, 0.0) * task.partitions
 
-    def check(
+    def held_back(
         self, task: TaskRow, per_partition: Mapping[str, float], committed: float, now: dt.datetime
     ) -> Blocked | None:
         """Why ``task`` may not start now (None: it may). ``committed``: engine time spent

@@ -12,7 +12,7 @@ from typing import ClassVar
 import duckdb
 
 from ..._numbers import Number
-from ...model.files import sql_literal
+from ...model.rendering import sql_literal
 from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
 from ..sql.core import audit_schema
 from ..sql.dialect import Dialect

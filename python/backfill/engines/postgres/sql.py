@@ -10,7 +10,7 @@ import psycopg
 
 from ..._numbers import Number, to_kind
 from ..._numbers import kind_of as value_kind
-from ...model.files import sql_literal
+from ...model.rendering import sql_literal
 from ..base import Column, ColumnKind, Part, PartitionFingerprint
 from ..sql.core import audit_schema
 from ..sql.core import fingerprint_parts as _fingerprint_parts

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from ...errors import InvalidInputError
-from ...model.files import sql_literal
+from ...model.rendering import sql_literal
 from ..base import CHANGELOG_SCALE, ColumnKind, Period
 from ..sql.dialect import Dialect
 

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from ..._numbers import Number
 from ...calendar import partitions as calendar_partitions
 from ...errors import ConflictError, InvalidInputError, NotFoundError
-from ...model.files import render
+from ...model.rendering import render
 from ..base import (
     CHANGELOG_ADDED,
     CHANGELOG_COLUMNS,

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, cast
 from ..._numbers import Number
 from ...calendar import PeriodSet
 from ...errors import InvalidInputError
-from ...model.files import sql_literal
+from ...model.rendering import sql_literal
 from ..base import CHANGELOG_SCALE, Column, ColumnKind, Part, Period
 
 __all__ = ["Dialect", "Rel"]

@@ -35,14 +35,15 @@ import signal
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ...api import Backfill
+from ...api import Backfill, plan_with_history
 from ...api import load as _load
 from ...engines import TaskFailure
+from ...engines.registry import engine_for
 from ...errors import ConflictError, InvalidInputError
 from ...publish import latest_audit, recorded_publication
-from ...run import Stop, TaskOutcome, engine_for, execute_task, ledger_for, on_signals
+from ...run import Stop, TaskOutcome, execute_task, ledger_for, on_signals
 from ...run.ledger import (
     BackfillCancelledError,
     BackfillExistsError,
@@ -111,6 +112,11 @@ def _open(
 
 
 # -- plan ------------------------------------------------------------------------------------
+#: The keywords of plan_backfill that go to the planner, and those that go to the record.
+_PLAN_KEYWORDS = ("exclude", "as_of", "tz", "propagate", "partitions_per_run", "allow_append")
+_RECORD_KEYWORDS = ("lint", "allow_overlap")
+
+
 def plan_backfill(
     project: Project | str | Path,
     select: str,
@@ -118,42 +124,31 @@ def plan_backfill(
     end: dt.datetime | dt.date | str,
     *,
     reason: str,
-    exclude: str | None = None,
-    as_of: dt.datetime | dt.date | str | None = None,
-    tz: str | None = None,
-    propagate: Literal["impact", "clip"] = "impact",
-    partitions_per_run: int = 1,
-    allow_append: bool = False,
-    lint: bool = True,
     idempotency_key: str | None = None,
     ledger: LedgerBackend | str | Path | None = None,
-    allow_overlap: str | None = None,
+    **options: Any,
 ) -> str:
-    """Plans the backfill and records it in the ledger (audit mode); returns its id. Refused
-    (``OverlapError``) when an open backfill writes the same partitions, unless
-    ``allow_overlap`` says why.
+    """Plans the backfill and records it in the ledger (audit mode); returns its id. The plan's
+    options are ``exclude``, ``as_of``, ``tz``, ``propagate``, ``partitions_per_run`` (default
+    1) and ``allow_append`` (see :meth:`backfill.Project.plan`); ``lint`` (default True)
+    refuses a plan whose models' lint finds errors. Refused (``OverlapError``) when an open
+    backfill writes the same partitions, unless ``allow_overlap`` says why.
 
     With ``idempotency_key`` (the DAG uses ``"<dag_id>/<run_id>"``) the id is derived from the
     key, and a second call with the same key returns the backfill already recorded instead of
     planning another -- provided it asks for the same selection and period (else
     ``ConflictError``)."""
+    unknown = sorted(set(options) - {*_PLAN_KEYWORDS, *_RECORD_KEYWORDS})
+    if unknown:
+        raise TypeError(f"plan_backfill() got unexpected keyword argument(s) {unknown}")
+    planning = {k: v for k, v in options.items() if k in _PLAN_KEYWORDS}
+    planning.setdefault("partitions_per_run", 1)
+    record = {k: v for k, v in options.items() if k in _RECORD_KEYWORDS}
     proj = _load(project)
     led = _ledger(proj, ledger)
-    plan = proj.plan(
-        select,
-        start,
-        end,
-        exclude=exclude,
-        as_of=as_of,
-        tz=tz,
-        propagate=propagate,
-        partitions_per_run=partitions_per_run,
-        allow_append=allow_append,
-    )
+    plan = plan_with_history(proj, select, start, end, history=True, **planning)
     if idempotency_key is None:
-        bf = Backfill.create(
-            proj, plan, reason=reason, ledger=led, lint=lint, allow_overlap=allow_overlap
-        )
+        bf = Backfill.create(proj, plan, reason=reason, ledger=led, **record)
         return bf.id
     bid = backfill_id_for(idempotency_key)
     existing = _existing(led, bid, plan)
@@ -165,9 +160,8 @@ def plan_backfill(
             plan,
             reason=reason,
             ledger=led,
-            lint=lint,
             backfill_id=bid,
-            allow_overlap=allow_overlap,
+            **record,
         )
     except BackfillExistsError:  # another attempt of the same run recorded it just now
         found = _existing(led, bid, plan)

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+from ..._stamps import utcnow
 from ...engines.base import PartitionFingerprint, recorded_partitions
 from ...errors import BackfillError, ConflictError, InvalidInputError
 from .states import AttemptState, BackfillState, TaskState
@@ -198,11 +199,6 @@ def task_row(r: Sequence[Any], deps: Sequence[int] = ()) -> TaskRow:
         r[11],
         tuple(sorted(deps)),
     )
-
-
-def utcnow() -> str:
-    """Now, in UTC, as ISO 8601 with milliseconds (how the ledger stamps rows)."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def new_worker_id() -> str:

@@ -1,4 +1,5 @@
-"""``check``: run one partition of a model twice into scratch areas and compare the runs.
+"""The run-twice check (``backfill check``): run one partition of a model twice into scratch
+areas and compare the runs.
 
 >>> print(check_run_twice(project, "fct_daily_sales", "2026-08-03"))   # doctest: +SKIP
 
@@ -18,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from ..calendar import partition_of
 from ..checks import check_model
 from ..engines import Area, Engine, scratch_area
+from ..engines.registry import engine_for
 from ..errors import InvalidInputError, NotFoundError
 from ..lint import LintResult
-from ..run import engine_for
 from .diff import DiffResult, diff
 from .fingerprint import fingerprint
 from .keys import Version, choose_key
@@ -28,7 +29,7 @@ from .keys import Version, choose_key
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
 
-__all__ = ["CheckReport", "check_run_twice"]
+__all__ = ["RunTwiceReport", "check_run_twice"]
 
 # The project's write strategies as check_model names them.
 _STRATEGY = {"replace": "delete+insert", "merge": "merge", "full": "table"}
@@ -48,7 +49,7 @@ def _explain(
 
 
 @dataclass
-class CheckReport:
+class RunTwiceReport:
     """Two runs of one partition of one model compared, plus the model's static findings."""
 
     model: str
@@ -145,7 +146,7 @@ def check_run_twice(
     partition: str | dt.date | dt.datetime,
     *,
     engine: Engine | None = None,
-) -> CheckReport:
+) -> RunTwiceReport:
     """Runs ``model`` for ``partition`` twice into scratch areas and compares the results
     (fingerprints; on a difference the differing columns, by the diff engine), plus the lint
     and strategy findings of its SQL (:func:`backfill.check_model`)."""
@@ -176,4 +177,6 @@ def check_run_twice(
     findings = check_model(
         sql=m.sql or "", strategy=_STRATEGY.get(m.strategy), partitioned_inputs=parents
     )
-    return CheckReport(model, label, (str(fps[0]), str(fps[1])), differing, result, findings, key)
+    return RunTwiceReport(
+        model, label, (str(fps[0]), str(fps[1])), differing, result, findings, key
+    )

@@ -1,0 +1,200 @@
+"""Planning: the tasks that rebuild the selected models of a project over a period.
+
+>>> plan = plan_project(project, "clean_orders+", "2026-08-01", "2026-10-29")  # doctest: +SKIP
+>>> plan = plan_project(project, "fct_*", "2026-08-01", "2026-10-29",
+...                     PlanOptions(concurrency=8, propagate="clip"))          # doctest: +SKIP
+
+The planner itself runs in the C++ core (``_core.plan``); this module checks the options, reads
+the one clock of planning (``as_of``) and decides each model's batch under
+``partitions_per_run="auto"`` from its cost. :meth:`backfill.Project.plan` is the user-facing
+entry: it adds the costs measured by past backfills and the Kafka retention check, which live in
+higher stages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from .. import _core
+from ..errors import InvalidInputError
+from .costs import DEFAULT_MIN_TASK_SECONDS, ModelCost, auto_partitions_per_run
+from .plan import Plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.project import Project
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PlanOptions", "model_costs_given", "plan_project"]
+
+#: A period bound as the user gives it: a tz-aware datetime, a date, or an ISO string.
+When = dt.datetime | dt.date | str
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """How to plan (the keywords of :meth:`backfill.Project.plan`, documented there).
+
+    ``as_of`` defaults to now (read once, by the planner); ``min_task_seconds`` to backfill.yml
+    ``batching: {min_task: ...}``, else 2 s; ``include_in_progress`` to the project's
+    ``runs_in_progress``."""
+
+    exclude: str | None = None
+    as_of: When | None = None
+    tz: str | None = None
+    propagate: Literal["impact", "clip"] = "impact"
+    partitions_per_run: int | Literal["auto"] = "auto"
+    concurrency: int = 4
+    allow_append: bool = False
+    costs: Mapping[str, float | ModelCost] | None = None
+    default_cost: float = 1.0
+    min_task_seconds: float | None = None
+    unbatched: Collection[str] = ()
+    include_in_progress: bool | None = None
+
+    @property
+    def auto(self) -> bool:
+        """Whether each model's batch is decided from its cost."""
+        return self.partitions_per_run == "auto"
+
+    def __post_init__(self) -> None:
+        # Options no plan can be made with are refused when made, naming the value.
+        for name, value in (
+            ("partitions_per_run", 1 if self.auto else self.partitions_per_run),
+            ("concurrency", self.concurrency),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(
+                    f"{name} {value!r} is not a positive integer"
+                    + ("" if name == "concurrency" else " or 'auto'")
+                )
+        if self.propagate not in ("impact", "clip"):
+            raise InvalidInputError(f"propagate {self.propagate!r}: expected 'impact' or 'clip'")
+
+
+def plan_project(
+    project: Project,
+    select: str,
+    start: When,
+    end: When,
+    options: PlanOptions | None = None,
+) -> Plan:
+    """Plans rebuilding the models ``select`` picks in ``project`` for [start, end) (end
+    exclusive); see :meth:`backfill.Project.plan` for what the options mean."""
+    return _Planner(project, options or PlanOptions()).plan(select, start, end)
+
+
+def model_costs_given(costs: Mapping[str, float | ModelCost] | None) -> dict[str, ModelCost]:
+    """Given costs as :class:`ModelCost` (a bare number: seconds per partition, "given")."""
+    out: dict[str, ModelCost] = {}
+    for name, value in (costs or {}).items():
+        if isinstance(value, ModelCost):
+            out[name] = value
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidInputError(
+                f"cost of {name!r} is {value!r}; expected seconds per partition >= 0"
+            )
+        out[name] = ModelCost(name, "given", per_partition=float(value))
+    return out
+
+
+class _Planner:
+    """One planning of one project: options resolved against the project, then the core plan,
+    then (under ``"auto"``) a second core plan with each model's batch."""
+
+    def __init__(self, project: Project, options: PlanOptions) -> None:
+        self.project = project
+        self.options = options
+        self.cost_of = model_costs_given(options.costs)
+        self.min_task_seconds = self._min_task_seconds()
+        self.include_in_progress = self._include_in_progress()
+
+    def _min_task_seconds(self) -> float:
+        value = self.options.min_task_seconds
+        if value is None:
+            settings = self.project.settings
+            value = (
+                settings.min_task_seconds
+                if settings is not None and settings.min_task_seconds is not None
+                else DEFAULT_MIN_TASK_SECONDS
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise InvalidInputError(f"min_task_seconds {value!r}: expected seconds >= 0")
+        return float(value)
+
+    def _include_in_progress(self) -> bool:
+        value = self.options.include_in_progress
+        if value is None:
+            value = self.project.runs_in_progress
+        if not isinstance(value, bool):
+            raise InvalidInputError(f"include_in_progress {value!r}: expected True or False")
+        return value
+
+    def plan(self, select: str, start: When, end: When) -> Plan:
+        opts = self.options
+        as_of = opts.as_of
+        if as_of is None:  # the one clock read of planning: the plan records it (plan.as_of)
+            as_of = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        selected = self.project.select(select, opts.exclude)
+        core = self._core_plan(selected, start, end, as_of, {})
+        if opts.auto:  # the partition counts of the first plan decide each model's batch
+            runs = self._batches(core)
+            if runs:
+                core = self._core_plan(selected, start, end, as_of, runs)
+        plan = Plan(core, self.project, select=select, exclude=opts.exclude)
+        plan.attach_costs(
+            {m.model: self.cost_of.get(m.model, ModelCost(m.model, "none")) for m in plan.models},
+            "auto" if opts.auto else int(opts.partitions_per_run),
+            self.min_task_seconds,
+        )
+        log.info("planned %s", plan)
+        return plan
+
+    def _core_plan(
+        self, selected: list[str], start: When, end: When, as_of: When, runs: dict[str, int]
+    ) -> _core.Plan:
+        opts = self.options
+        known = {m: c for m, c in self.cost_of.items() if c.known}
+        return _core.plan(
+            self.project.graph,
+            selected,
+            start,
+            end,
+            as_of,
+            tz=opts.tz,
+            propagate=opts.propagate,
+            partitions_per_run=1 if opts.auto else int(opts.partitions_per_run),
+            concurrency=opts.concurrency,
+            allow_append=opts.allow_append,
+            costs={m: c.per_partition for m, c in known.items()},
+            default_cost=float(opts.default_cost),
+            runs=runs,
+            overheads={m: c.per_task for m, c in known.items()},
+            include_in_progress=self.include_in_progress,
+        )
+
+    def _batches(self, core: _core.Plan) -> dict[str, int]:
+        """Partitions per task by model, where more than one (models in ``unbatched``, and
+        landing models, whose tasks record the log positions each read, keep one)."""
+        runs: dict[str, int] = {}
+        for m in core.models():
+            name = str(m["model"])
+            model = self.project.models.get(name)
+            single = name in self.options.unbatched or (
+                model is not None and "landing" in model.meta
+            )
+            k = auto_partitions_per_run(
+                int(m["partitions"]),
+                self.cost_of.get(name),
+                concurrency=self.options.concurrency,
+                min_task_seconds=self.min_task_seconds,
+                batchable=not single,
+            )
+            if k > 1:
+                runs[name] = k
+        return runs
