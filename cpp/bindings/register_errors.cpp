@@ -34,18 +34,10 @@ void register_errors(py::module_& m) {
     } catch (const Error& e) {
       const auto& c = classes();
       switch (e.kind()) {
-        case ErrorKind::invalid_input:
-          py::set_error(c.invalid_input, e.what());
-          return;
-        case ErrorKind::cycle:
-          py::set_error(c.cycle, e.what());
-          return;
-        case ErrorKind::not_found:
-          py::set_error(c.not_found, e.what());
-          return;
-        case ErrorKind::conflict:
-          py::set_error(c.conflict, e.what());
-          return;
+        case ErrorKind::invalid_input: py::set_error(c.invalid_input, e.what()); return;
+        case ErrorKind::cycle: py::set_error(c.cycle, e.what()); return;
+        case ErrorKind::not_found: py::set_error(c.not_found, e.what()); return;
+        case ErrorKind::conflict: py::set_error(c.conflict, e.what()); return;
       }
       py::set_error(c.base, e.what());
     }

@@ -72,8 +72,8 @@ py::dict py_lint(py::handle sql, const std::string& dialect,
   }
   py::list inputs;
   for (const auto& in : report.inputs) {
-    inputs.append(py::make_tuple(std::string(to_string(in.kind)), text(in.name), in.line,
-                                 in.column, in.offset));
+    inputs.append(py::make_tuple(std::string(to_string(in.kind)), text(in.name), in.line, in.column,
+                                 in.offset));
   }
   py::dict config;
   for (const auto& [k, v] : report.config) config[text(k)] = text(v);

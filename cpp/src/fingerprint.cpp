@@ -90,9 +90,10 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
     part = table.column_index(*options.partition_by, "partition_by");
     const auto d = detail::domain_of(fields[*part].type);
     if (d != detail::Domain::date && d != detail::Domain::timestamp) {
-      throw InvalidInput(fmt::format("partition_by column '{}' has type {}; expected a date or "
-                                     "timestamp column",
-                                     *options.partition_by, arrow::to_string(fields[*part].type)));
+      throw InvalidInput(
+          fmt::format("partition_by column '{}' has type {}; expected a date or "
+                      "timestamp column",
+                      *options.partition_by, arrow::to_string(fields[*part].type)));
     }
   }
   const auto nc = cols.size();
@@ -188,8 +189,8 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
     }
   }
   for (auto& [key, acc] : merged) {
-    r.partitions.push_back(
-        PartitionFingerprint{acc.partition, Fingerprint{acc.rows, acc.sum, names, acc.column_sums}});
+    r.partitions.push_back(PartitionFingerprint{
+        acc.partition, Fingerprint{acc.rows, acc.sum, names, acc.column_sums}});
   }
   return r;
 }

@@ -69,12 +69,36 @@ namespace backfill::arrow {
 // ---- Logical types ----
 
 enum class TypeId : std::uint8_t {
-  null, boolean,
-  int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-  float16, float32, float64, decimal128,
-  utf8, large_utf8, utf8_view, binary, large_binary, binary_view, fixed_binary,
-  date32, date64, time32, time64, timestamp, duration,
-  list, large_list, struct_,
+  null,
+  boolean,
+  int8,
+  int16,
+  int32,
+  int64,
+  uint8,
+  uint16,
+  uint32,
+  uint64,
+  float16,
+  float32,
+  float64,
+  decimal128,
+  utf8,
+  large_utf8,
+  utf8_view,
+  binary,
+  large_binary,
+  binary_view,
+  fixed_binary,
+  date32,
+  date64,
+  time32,
+  time64,
+  timestamp,
+  duration,
+  list,
+  large_list,
+  struct_,
 };
 enum class TimeUnit : std::uint8_t { second, milli, micro, nano };
 
@@ -92,7 +116,9 @@ struct DataType {
   std::vector<Field> children;       // list (one), struct (many)
   std::shared_ptr<const DataType> dictionary;
 
-  [[nodiscard]] const DataType& logical() const noexcept { return dictionary ? *dictionary : *this; }
+  [[nodiscard]] const DataType& logical() const noexcept {
+    return dictionary ? *dictionary : *this;
+  }
   [[nodiscard]] bool is_dictionary() const noexcept { return dictionary != nullptr; }
 };
 
@@ -242,7 +268,8 @@ using Validity = std::vector<bool>;
 [[nodiscard]] Column decimal128_column(std::vector<__int128> values, std::int32_t precision,
                                        std::int32_t scale, const Validity& valid = {});
 [[nodiscard]] Column bool_column(const std::vector<bool>& values, const Validity& valid = {});
-[[nodiscard]] Column utf8_column(const std::vector<std::string>& values, const Validity& valid = {});
+[[nodiscard]] Column utf8_column(const std::vector<std::string>& values,
+                                 const Validity& valid = {});
 // Timestamps in `unit` since the epoch; `tz` is an IANA name ("UTC") or "" for naive values.
 [[nodiscard]] Column timestamp_column(std::vector<std::int64_t> values, TimeUnit unit,
                                       std::string tz, const Validity& valid = {});

@@ -15,8 +15,8 @@ using BufferPtr = std::shared_ptr<const Bytes>;
 
 void check_validity(const Validity& valid, std::size_t n, std::string_view what) {
   if (!valid.empty() && valid.size() != n) {
-    throw InvalidInput(fmt::format("{} column: {} validity flags for {} values", what,
-                                   valid.size(), n));
+    throw InvalidInput(
+        fmt::format("{} column: {} validity flags for {} values", what, valid.size(), n));
   }
 }
 
@@ -255,10 +255,14 @@ Column take_impl(const DataType& type, Chunks chunks, std::span<const RowRef> ro
       c.buffers = {validity, bits};
       return c;
     }
-    case TypeId::utf8: case TypeId::large_utf8: case TypeId::utf8_view: case TypeId::binary:
-    case TypeId::large_binary: case TypeId::binary_view: {
-      const bool text = t.id == TypeId::utf8 || t.id == TypeId::large_utf8 ||
-                        t.id == TypeId::utf8_view;
+    case TypeId::utf8:
+    case TypeId::large_utf8:
+    case TypeId::utf8_view:
+    case TypeId::binary:
+    case TypeId::large_binary:
+    case TypeId::binary_view: {
+      const bool text =
+          t.id == TypeId::utf8 || t.id == TypeId::large_utf8 || t.id == TypeId::utf8_view;
       c.type = make_type(text ? TypeId::large_utf8 : TypeId::large_binary);
       auto offsets = std::make_shared<Bytes>((n + 1) * 8);
       auto data = std::make_shared<Bytes>();
@@ -274,7 +278,8 @@ Column take_impl(const DataType& type, Chunks chunks, std::span<const RowRef> ro
       c.buffers = {validity, offsets, data};
       return c;
     }
-    case TypeId::list: case TypeId::large_list: {
+    case TypeId::list:
+    case TypeId::large_list: {
       c.type.id = TypeId::large_list;
       std::vector<RowRef> child_rows;
       auto offsets = std::make_shared<Bytes>((n + 1) * 8);
@@ -285,7 +290,8 @@ Column take_impl(const DataType& type, Chunks chunks, std::span<const RowRef> ro
           const auto* a = chunks[static_cast<std::size_t>(rows[i].chunk)];
           const std::int64_t r = rows[i].row;
           const bool small = t.id == TypeId::list;
-          const std::int64_t b = small ? a->values<std::int32_t>()[r] : a->values<std::int64_t>()[r];
+          const std::int64_t b =
+              small ? a->values<std::int32_t>()[r] : a->values<std::int64_t>()[r];
           const std::int64_t e =
               small ? a->values<std::int32_t>()[r + 1] : a->values<std::int64_t>()[r + 1];
           for (auto k = b; k < e; ++k) child_rows.push_back(RowRef{rows[i].chunk, k});
@@ -309,8 +315,7 @@ Column take_impl(const DataType& type, Chunks chunks, std::span<const RowRef> ro
       }
       return c;
     }
-    default:
-      throw InvalidInput(fmt::format("cannot gather values of Arrow type {}", to_string(t)));
+    default: throw InvalidInput(fmt::format("cannot gather values of Arrow type {}", to_string(t)));
   }
 }
 
@@ -329,8 +334,7 @@ Column take(const ArrayView& array, std::span<const std::int64_t> rows) {
   return take_impl(*array.type, std::span<const ArrayView* const>(&chunk, 1), refs);
 }
 
-Column take_column(const ImportedTable& table, std::size_t column,
-                   std::span<const RowRef> rows) {
+Column take_column(const ImportedTable& table, std::size_t column, std::span<const RowRef> rows) {
   std::vector<const ArrayView*> chunks;
   for (const auto& b : table.batches()) chunks.push_back(&b.column(column));
   return take_impl(table.fields().at(column).type, chunks, rows);
@@ -343,8 +347,8 @@ Table& Table::add(std::string name, Column column) {
     if (n == name) throw InvalidInput(fmt::format("table already has a column '{}'", name));
   }
   if (!columns_.empty() && column.length != num_rows_) {
-    throw InvalidInput(fmt::format("column '{}' has {} rows; the table has {}", name,
-                                   column.length, num_rows_));
+    throw InvalidInput(
+        fmt::format("column '{}' has {} rows; the table has {}", name, column.length, num_rows_));
   }
   num_rows_ = column.length;
   names_.push_back(std::move(name));

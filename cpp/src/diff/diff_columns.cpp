@@ -16,11 +16,16 @@ Layout layout_of(const arrow::DataType& t) noexcept {
   if (t.is_dictionary()) return Layout::generic;
   switch (t.id) {
     case TypeId::float64: return Layout::f64;
-    case TypeId::int64: case TypeId::timestamp: case TypeId::duration: case TypeId::time64:
-    case TypeId::date64:
-      return Layout::i64;
-    case TypeId::int32: case TypeId::date32: case TypeId::time32: return Layout::i32;
-    case TypeId::utf8: case TypeId::binary: return Layout::utf8;
+    case TypeId::int64:
+    case TypeId::timestamp:
+    case TypeId::duration:
+    case TypeId::time64:
+    case TypeId::date64: return Layout::i64;
+    case TypeId::int32:
+    case TypeId::date32:
+    case TypeId::time32: return Layout::i32;
+    case TypeId::utf8:
+    case TypeId::binary: return Layout::utf8;
     default: return Layout::generic;
   }
 }

@@ -21,11 +21,14 @@ namespace {
 
 bool mergeable_type(TypeId id) noexcept {
   switch (id) {
-    case TypeId::int8: case TypeId::int16: case TypeId::int32: case TypeId::int64:
-    case TypeId::uint8: case TypeId::uint16: case TypeId::uint32:
-      return true;
-    default:
-      return false;
+    case TypeId::int8:
+    case TypeId::int16:
+    case TypeId::int32:
+    case TypeId::int64:
+    case TypeId::uint8:
+    case TypeId::uint16:
+    case TypeId::uint32: return true;
+    default: return false;
   }
 }
 
@@ -62,7 +65,8 @@ bool ascending_column(const ImportedTable& t, std::size_t column, bool strict) {
     switch (a.type->id) {
       case TypeId::int8: return ascending(a.values<std::int8_t>(), a.length);
       case TypeId::int16: return ascending(a.values<std::int16_t>(), a.length);
-      case TypeId::int32: case TypeId::date32: return ascending(a.values<std::int32_t>(), a.length);
+      case TypeId::int32:
+      case TypeId::date32: return ascending(a.values<std::int32_t>(), a.length);
       case TypeId::int64: return ascending(a.values<std::int64_t>(), a.length);
       case TypeId::uint8: return ascending(a.values<std::uint8_t>(), a.length);
       case TypeId::uint16: return ascending(a.values<std::uint16_t>(), a.length);
@@ -78,7 +82,8 @@ bool ascending_column(const ImportedTable& t, std::size_t column, bool strict) {
 
 }  // namespace
 
-std::optional<SortedKeys> sorted_keys(const ImportedTable& t, const std::vector<std::size_t>& columns,
+std::optional<SortedKeys> sorted_keys(const ImportedTable& t,
+                                      const std::vector<std::size_t>& columns,
                                       const ImportedTable& other,
                                       const std::vector<std::size_t>& other_columns) {
   for (std::size_t k = 0; k < columns.size(); ++k) {
@@ -295,8 +300,8 @@ void compare_run(const RunContext& ctx, const Run& run, std::vector<std::uint8_t
     const auto bn = static_cast<std::size_t>(rn.chunk);
     const std::int64_t left_o = ctx.lo.batch_start(bo + 1) - gi;
     const std::int64_t left_n = ctx.ln.batch_start(bn + 1) - gj;
-    const std::size_t seg = std::min({run.len - done, static_cast<std::size_t>(left_o),
-                                      static_cast<std::size_t>(left_n)});
+    const std::size_t seg = std::min(
+        {run.len - done, static_cast<std::size_t>(left_o), static_cast<std::size_t>(left_n)});
     const auto& batch_o = ctx.old_table.batches()[bo];
     const auto& batch_n = ctx.new_table.batches()[bn];
     std::uint8_t* f = flags.data() + done;
@@ -436,12 +441,12 @@ std::vector<MergeRange> merge_sorted(const MergeSide& old_side, const MergeSide&
   const auto hash_new = row_hashes(new_side.table, cols, seeds, false, threads);
   const RowLocator lo(old_side.table);
   const RowLocator ln(new_side.table);
-  const RunContext ctx{old_side.table, new_side.table, lo, ln, cols, hash_old.get(),
-                       hash_new.get()};
+  const RunContext ctx{old_side.table, new_side.table, lo, ln, cols,
+                       hash_old.get(), hash_new.get()};
   std::vector<MergeRange> out(ranges);
   parallel_for(ranges, threads, [&](std::size_t t, unsigned) {
-    merge_range(old_side, new_side, cols.empty() ? nullptr : &ctx, o_cut[t], o_cut[t + 1],
-                n_cut[t], n_cut[t + 1], sample, out[t]);
+    merge_range(old_side, new_side, cols.empty() ? nullptr : &ctx, o_cut[t], o_cut[t + 1], n_cut[t],
+                n_cut[t + 1], sample, out[t]);
   });
   return out;
 }
