@@ -323,16 +323,21 @@ def test_postgres_arrow_connection_errors_vs_a_bug(
     from backfill.engines.postgres.connection import Database, PostgresConnectionError
 
     refused = Database(f"postgresql://backfill:s3cret@127.0.0.1:{_closed_port()}/nowhere")
-    with pytest.raises(
-        PostgresConnectionError,
-        match=r"cannot open an Arrow \(ADBC\) "
-        r"connection to .*:\*\*\*@.*refused",
-    ), refused.arrow_cursor():
+    with (
+        pytest.raises(
+            PostgresConnectionError,
+            match=r"cannot open an Arrow \(ADBC\) "
+            r"connection to .*:\*\*\*@.*refused",
+        ),
+        refused.arrow_cursor(),
+    ):
         pass
     missing = Database(pg_server.url("no_such_database"))
-    with pytest.raises(PostgresConnectionError, match="no_such_database"):
-        with missing.arrow_cursor():
-            pass
+    with (
+        pytest.raises(PostgresConnectionError, match="no_such_database"),
+        missing.arrow_cursor(),
+    ):
+        pass
     ok = Database(pg_server.create_database("truth"))
     try:
         with ok.arrow_cursor() as cur:  # the real thing works
@@ -345,9 +350,11 @@ def test_postgres_arrow_connection_errors_vs_a_bug(
         raise AttributeError("module 'adbc_driver_postgresql' has no attribute 'dbapi'")
 
     monkeypatch.setattr(adbc, "connect", broken)
-    with pytest.raises(AttributeError, match="no attribute 'dbapi'"):
-        with Database(pg_server.url()).arrow_cursor():
-            pass
+    with (
+        pytest.raises(AttributeError, match="no attribute 'dbapi'"),
+        Database(pg_server.url()).arrow_cursor(),
+    ):
+        pass
 
 
 # -- Spark (no session started: the write itself is replaced) -------------------------------------
@@ -390,7 +397,7 @@ def test_spark_run_task_labels_spark_errors_and_lets_bugs_through(
                 errorClass="NOT_STR", messageParameters={"arg_name": "col", "arg_type": "int"}
             )
         )
-    with pytest.raises(TaskFailure, match="model 'm': SQL error: .*no_such_table") as raised:
+    with pytest.raises(TaskFailure, match=r"model 'm': SQL error: .*no_such_table") as raised:
         run(AnalysisException(message="[TABLE_OR_VIEW_NOT_FOUND] no_such_table"))
     assert not raised.value.transient
     with pytest.raises(TaskFailure, match="model 'm': Connection refused") as raised:
@@ -456,7 +463,7 @@ def test_diff_names_a_missing_table_but_not_a_bug(monkeypatch: pytest.MonkeyPatc
     con = duckdb.connect()
     con.execute("CREATE SCHEMA s; CREATE TABLE s.t AS SELECT 1 AS x")
     assert _read(con, "s.t").fetchall() == [(1,)]
-    with pytest.raises(InvalidInputError, match="'s.nope': .*nope"):
+    with pytest.raises(InvalidInputError, match=r"'s\.nope': .*nope"):
         _read(con, "s.nope")
     with pytest.raises(AttributeError):
         _read(None, "s.t")  # type: ignore[arg-type]

@@ -22,9 +22,7 @@ __all__ = ["TOP_PARTITIONS", "AuditReport", "MeasureValues", "ModelAudit", "Part
 
 #: a measure in one partition: (old, new, delta, pct_delta); exact (int, Decimal) for integer and
 #: decimal columns, float for float columns (see backfill._numbers)
-MeasureValues = tuple[
-    Number | None, Number | None, Number | None, float | None
-]
+MeasureValues = tuple[Number | None, Number | None, Number | None, float | None]
 #: how many partitions "moved most" lists per measure (text, HTML, changelog)
 TOP_PARTITIONS = 5
 
@@ -203,7 +201,13 @@ class ModelAudit:
             "measure_kinds": self.measure_kinds,
             "totals": {m: [jsonable(x) for x in v] for m, v in self.totals.items()},
             "total_deltas": {
-                m: dict(zip(("delta", "pct_delta"), (jsonable(x) for x in self.total_change(m))))
+                m: dict(
+                    zip(
+                        ("delta", "pct_delta"),
+                        (jsonable(x) for x in self.total_change(m)),
+                        strict=True,
+                    )
+                )
                 for m in self.totals
             },
             "top_partitions": self._top_dict(),
