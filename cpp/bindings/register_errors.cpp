@@ -27,6 +27,9 @@ const ErrorClasses& classes() {
 
 void register_errors(py::module_& m) {
   (void)m;
+  // pybind11 stores translators as plain function pointers, void(*)(std::exception_ptr): the
+  // lambda converts to one only with the parameter taken by value.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {

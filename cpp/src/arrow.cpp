@@ -534,7 +534,7 @@ std::string_view ArrayView::bytes_at(std::int64_t i) const noexcept {
       std::int32_t off = 0;
       std::memcpy(&buf, view + 8, 4);
       std::memcpy(&off, view + 12, 4);
-      const auto* data = static_cast<const char*>(buffers[static_cast<std::size_t>(2 + buf)]);
+      const auto* data = static_cast<const char*>(buffers[2 + static_cast<std::size_t>(buf)]);
       return {data + off, static_cast<std::size_t>(len)};
     }
     case TypeId::fixed_binary: {

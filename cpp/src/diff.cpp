@@ -106,8 +106,8 @@ constexpr std::int32_t kMaxPrecision = 38;
 // How the next measure is summed (SumKind): a float on either side makes it a float; else a
 // decimal on either side a decimal at the larger scale; else an integer.
 void set_sum_kind(detail::DiffPlan& plan, const DataType& old_type, const DataType& new_type) {
-  const DataType to = old_type.logical();
-  const DataType tn = new_type.logical();
+  const DataType& to = old_type.logical();
+  const DataType& tn = new_type.logical();
   const Domain d_o = detail::domain_of(to);
   const Domain d_n = detail::domain_of(tn);
   const std::int32_t s_o = d_o == Domain::decimal ? to.scale : 0;
@@ -343,7 +343,7 @@ Column float_column(const std::vector<std::optional<double>>& v) {
     d.push_back(x.value_or(0.0));
     ok.push_back(x.has_value());
   }
-  return arrow::float64_column(std::move(d), ok);
+  return arrow::float64_column(d, ok);
 }
 
 std::optional<double> pct(double old_sum, double new_sum) {
@@ -402,8 +402,9 @@ Column sum_column(SumKind kind, std::int32_t scale, const std::vector<OptSum>& v
   if (!any_null) ok.clear();
   if (kind == SumKind::floating) {
     std::vector<double> d;
+    d.reserve(v.size());
     for (const auto& x : v) d.push_back(x ? x->approx : 0.0);
-    return arrow::float64_column(std::move(d), ok);
+    return arrow::float64_column(d, ok);
   }
   std::vector<__int128> e;
   bool fits64 = kind == SumKind::integer;
@@ -414,9 +415,9 @@ Column sum_column(SumKind kind, std::int32_t scale, const std::vector<OptSum>& v
   }
   if (fits64) {
     std::vector<std::int64_t> i(e.begin(), e.end());
-    return arrow::int64_column(std::move(i), ok);
+    return arrow::int64_column(i, ok);
   }
-  return arrow::decimal128_column(std::move(e), kMaxPrecision, scale, ok);
+  return arrow::decimal128_column(e, kMaxPrecision, scale, ok);
 }
 
 }  // namespace
@@ -617,6 +618,7 @@ namespace {
 std::vector<arrow::RowRef> refs_of(const detail::RowLocator& loc,
                                    const std::vector<std::int64_t>& rows) {
   std::vector<arrow::RowRef> out;
+  out.reserve(rows.size());
   for (auto r : rows) out.push_back(loc.locate(r));
   return out;
 }

@@ -228,7 +228,7 @@ class ImportedTable {
   [[nodiscard]] std::int64_t buffer_bytes() const noexcept;
 
  private:
-  friend ImportedTable import_stream(ArrowArrayStream* stream);
+  friend ImportedTable import_stream(ArrowArrayStream* src);
   friend ImportedTable import_array(ArrowSchema* schema, ArrowArray* array);
   // The struct type of a batch; views point into it, so it lives on the heap.
   std::shared_ptr<DataType> root_ = std::make_shared<DataType>(make_type(TypeId::struct_));
@@ -236,9 +236,9 @@ class ImportedTable {
   std::int64_t num_rows_ = 0;
 };
 
-// Moves `stream` (its release is set to null, per the spec's move semantics), reads the schema
-// and every batch, and releases the stream. A top-level type other than struct throws.
-[[nodiscard]] ImportedTable import_stream(ArrowArrayStream* stream);
+// Moves `src` (its release is set to null, per the spec's move semantics), reads the schema and
+// every batch, and releases the stream. A top-level type other than struct throws.
+[[nodiscard]] ImportedTable import_stream(ArrowArrayStream* src);
 // Moves a struct array (a record batch) and its schema; the schema is released at once.
 [[nodiscard]] ImportedTable import_array(ArrowSchema* schema, ArrowArray* array);
 
@@ -260,20 +260,24 @@ struct Column {
 
 // Validity: empty means every value is valid, else one entry per value (false = null).
 using Validity = std::vector<bool>;
-[[nodiscard]] Column int64_column(std::vector<std::int64_t> values, const Validity& valid = {});
-[[nodiscard]] Column int32_column(std::vector<std::int32_t> values, const Validity& valid = {});
-[[nodiscard]] Column uint64_column(std::vector<std::uint64_t> values, const Validity& valid = {});
-[[nodiscard]] Column float64_column(std::vector<double> values, const Validity& valid = {});
+[[nodiscard]] Column int64_column(const std::vector<std::int64_t>& values,
+                                  const Validity& valid = {});
+[[nodiscard]] Column int32_column(const std::vector<std::int32_t>& values,
+                                  const Validity& valid = {});
+[[nodiscard]] Column uint64_column(const std::vector<std::uint64_t>& values,
+                                   const Validity& valid = {});
+[[nodiscard]] Column float64_column(const std::vector<double>& values, const Validity& valid = {});
 // decimal128(precision, scale) of unscaled 128-bit values (two's complement, little-endian).
-[[nodiscard]] Column decimal128_column(std::vector<__int128> values, std::int32_t precision,
+[[nodiscard]] Column decimal128_column(const std::vector<__int128>& values, std::int32_t precision,
                                        std::int32_t scale, const Validity& valid = {});
 [[nodiscard]] Column bool_column(const std::vector<bool>& values, const Validity& valid = {});
 [[nodiscard]] Column utf8_column(const std::vector<std::string>& values,
                                  const Validity& valid = {});
 // Timestamps in `unit` since the epoch; `tz` is an IANA name ("UTC") or "" for naive values.
-[[nodiscard]] Column timestamp_column(std::vector<std::int64_t> values, TimeUnit unit,
+[[nodiscard]] Column timestamp_column(const std::vector<std::int64_t>& values, TimeUnit unit,
                                       std::string tz, const Validity& valid = {});
-[[nodiscard]] Column date32_column(std::vector<std::int32_t> values, const Validity& valid = {});
+[[nodiscard]] Column date32_column(const std::vector<std::int32_t>& values,
+                                   const Validity& valid = {});
 [[nodiscard]] Column list_int64_column(const std::vector<std::vector<std::int64_t>>& values,
                                        const Validity& valid = {});
 [[nodiscard]] Column null_column(std::int64_t length);

@@ -108,13 +108,13 @@ class Partition {
   // Time order first; partitions of different grains or zones order by start, then end, then grain.
   friend constexpr std::strong_ordering operator<=>(const Partition& a,
                                                     const Partition& b) noexcept {
-    if (auto c = a.start_ <=> b.start_; c != 0) return c;
-    if (auto c = a.end_ <=> b.end_; c != 0) return c;
+    if (auto c = a.start_ <=> b.start_; std::is_neq(c)) return c;
+    if (auto c = a.end_ <=> b.end_; std::is_neq(c)) return c;
     return a.grain_ <=> b.grain_;
   }
 
  private:
-  friend Partition partition_of(Seconds, Grain, TimeZone);
+  friend Partition partition_of(Seconds t, Grain grain, TimeZone tz);
   constexpr Partition(Grain g, TimeZone tz, Seconds s, Seconds e) noexcept
       : grain_(g), tz_(tz), start_(s), end_(e) {}
   Grain grain_;

@@ -27,7 +27,7 @@ BufferPtr bitmap_of(const Validity& valid, std::int64_t& null_count) {
   auto bits = std::make_shared<Bytes>((valid.size() + 7) / 8, 0);
   for (std::size_t i = 0; i < valid.size(); ++i) {
     if (valid[i]) {
-      (*bits)[i >> 3] = static_cast<std::uint8_t>((*bits)[i >> 3] | (1u << (i & 7)));
+      (*bits)[i >> 3] = static_cast<std::uint8_t>((*bits)[i >> 3] | (1U << (i & 7)));
     } else {
       ++null_count;
     }
@@ -54,7 +54,7 @@ Column fixed_column(DataType type, const std::vector<T>& values, const Validity&
 }
 
 void set_bit(Bytes& bits, std::size_t i) {
-  bits[i >> 3] = static_cast<std::uint8_t>(bits[i >> 3] | (1u << (i & 7)));
+  bits[i >> 3] = static_cast<std::uint8_t>(bits[i >> 3] | (1U << (i & 7)));
 }
 
 }  // namespace
@@ -78,20 +78,20 @@ ArrayView Column::view() const {
   return v;
 }
 
-Column int64_column(std::vector<std::int64_t> values, const Validity& valid) {
+Column int64_column(const std::vector<std::int64_t>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::int64), values, valid);
 }
-Column int32_column(std::vector<std::int32_t> values, const Validity& valid) {
+Column int32_column(const std::vector<std::int32_t>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::int32), values, valid);
 }
-Column uint64_column(std::vector<std::uint64_t> values, const Validity& valid) {
+Column uint64_column(const std::vector<std::uint64_t>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::uint64), values, valid);
 }
-Column float64_column(std::vector<double> values, const Validity& valid) {
+Column float64_column(const std::vector<double>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::float64), values, valid);
 }
-Column decimal128_column(std::vector<__int128> values, std::int32_t precision, std::int32_t scale,
-                         const Validity& valid) {
+Column decimal128_column(const std::vector<__int128>& values, std::int32_t precision,
+                         std::int32_t scale, const Validity& valid) {
   // Arrow's decimal128 is the low 64-bit word first: the layout of __int128 on little-endian.
   static_assert(sizeof(__int128) == 16);
   DataType t = make_type(TypeId::decimal128);
@@ -99,10 +99,10 @@ Column decimal128_column(std::vector<__int128> values, std::int32_t precision, s
   t.scale = scale;
   return fixed_column(std::move(t), values, valid);
 }
-Column date32_column(std::vector<std::int32_t> values, const Validity& valid) {
+Column date32_column(const std::vector<std::int32_t>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::date32), values, valid);
 }
-Column timestamp_column(std::vector<std::int64_t> values, TimeUnit unit, std::string tz,
+Column timestamp_column(const std::vector<std::int64_t>& values, TimeUnit unit, std::string tz,
                         const Validity& valid) {
   return fixed_column(timestamp_type(unit, std::move(tz)), values, valid);
 }
@@ -155,7 +155,7 @@ Column list_int64_column(const std::vector<std::vector<std::int64_t>>& values,
   c.type = list_type(make_type(TypeId::int64));
   c.length = static_cast<std::int64_t>(values.size());
   c.buffers = {bitmap_of(valid, c.null_count), std::move(offsets)};
-  c.children.push_back(int64_column(std::move(flat)));
+  c.children.push_back(int64_column(flat));
   return c;
 }
 

@@ -144,7 +144,7 @@ void plain_strings(const Offset* offs, const char* data, std::size_t n, std::uin
 template <class Offset>
 void strings(const ArrayView& a, std::int64_t begin, std::int64_t end, std::uint64_t seed,
              std::uint64_t* out, bool fold) {
-  const Offset* offs = a.values<Offset>();
+  const auto* offs = a.values<Offset>();
   const auto* data = static_cast<const char*>(a.buffers[2]);
   if (a.null_count == 0 || a.buffers[0] == nullptr) {
     return plain_strings(offs + begin, data, static_cast<std::size_t>(end - begin), seed, out,

@@ -46,7 +46,7 @@ class Reader {
     if (eat(':')) {
       const auto m = number();
       if (!m) return std::nullopt;
-      v += *m * 60;
+      v += std::int64_t{*m} * 60;
       if (eat(':')) {
         const auto sec = number();
         if (!sec) return std::nullopt;
@@ -100,7 +100,7 @@ std::int64_t rule_day(const PosixTransitionDate& d, int y) {
       const auto m = static_cast<unsigned>(d.a);
       const std::int64_t first = days_from_civil_unchecked(y, m, 1);
       const std::int64_t first_wd = floor_mod(first + 4, 7);  // 1970-01-01 was a Thursday (4)
-      std::int64_t day = first + floor_mod(d.c - first_wd, 7) + 7 * (d.b - 1);
+      std::int64_t day = first + floor_mod(d.c - first_wd, 7) + 7 * std::int64_t{d.b - 1};
       const std::int64_t next_month =
           m == 12 ? days_from_civil_unchecked(y + 1, 1, 1) : days_from_civil_unchecked(y, m + 1, 1);
       while (day >= next_month) day -= 7;  // week 5 means the last such weekday

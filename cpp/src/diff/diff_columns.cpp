@@ -64,10 +64,10 @@ struct Column {
   const ComparedColumn& c;
   std::span<const RowRef> old_refs, new_refs;
 
-  const ArrayView& old_view(std::size_t p) const {
+  [[nodiscard]] const ArrayView& old_view(std::size_t p) const {
     return old_table.batches()[static_cast<std::size_t>(old_refs[p].chunk)].column(c.old_index);
   }
-  const ArrayView& new_view(std::size_t p) const {
+  [[nodiscard]] const ArrayView& new_view(std::size_t p) const {
     return new_table.batches()[static_cast<std::size_t>(new_refs[p].chunk)].column(c.new_index);
   }
 };

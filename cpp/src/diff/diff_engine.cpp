@@ -226,9 +226,10 @@ class Matcher {
   }
 
  private:
-  bool keys_equal(const ImportedTable& ta, const RowLocator& la, const std::vector<std::size_t>& ka,
-                  std::int64_t ga, const ImportedTable& tb, const RowLocator& lb,
-                  const std::vector<std::size_t>& kb, std::int64_t gb) const {
+  [[nodiscard]] bool keys_equal(const ImportedTable& ta, const RowLocator& la,
+                                const std::vector<std::size_t>& ka, std::int64_t ga,
+                                const ImportedTable& tb, const RowLocator& lb,
+                                const std::vector<std::size_t>& kb, std::int64_t gb) const {
     if (plan_.exact_key_hash) return true;  // caller already compared the hashes
     const RowRef ra = la.locate(ga);
     const RowRef rb = lb.locate(gb);
@@ -291,8 +292,8 @@ class Matcher {
     }
   }
 
-  void duplicate(MatchLocal& acc, bool old_side, std::int64_t row, std::uint32_t count,
-                 std::uint32_t rows_old, std::uint32_t rows_new) const {
+  static void duplicate(MatchLocal& acc, bool old_side, std::int64_t row, std::uint32_t count,
+                        std::uint32_t rows_old, std::uint32_t rows_new) {
     ++acc.summary.duplicate_keys;
     acc.summary.duplicate_rows_old += rows_old;
     acc.summary.duplicate_rows_new += rows_new;

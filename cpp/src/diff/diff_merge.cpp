@@ -41,11 +41,10 @@ bool mergeable(const ImportedTable& t, std::size_t c, const ImportedTable& other
   if (ft.is_dictionary() || fo.is_dictionary()) return false;
   const bool date = ft.id == TypeId::date32 && fo.id == TypeId::date32;
   if (!date && !(mergeable_type(ft.id) && mergeable_type(fo.id))) return false;
-  for (const auto& b : t.batches()) {
+  return std::ranges::all_of(t.batches(), [&](const auto& b) {
     const auto& a = b.column(c);
-    if (a.dictionary != nullptr || a.null_count != 0) return false;
-  }
-  return true;
+    return a.dictionary == nullptr && a.null_count == 0;
+  });
 }
 
 // Whether a column is non-decreasing (strictly ascending when strict) across all batches.
@@ -54,6 +53,8 @@ bool ascending_column(const ImportedTable& t, std::size_t column, bool strict) {
   std::int64_t prev = 0;
   auto ascending = [&](const auto* v, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) {
+      // NOLINTNEXTLINE(bugprone-signed-char-misuse): int8 values are numbers, not characters;
+      // the sign extension is the point.
       const auto k = static_cast<std::int64_t>(v[i]);
       if (has_prev && (k < prev || (strict && k == prev))) return false;
       prev = k;
@@ -74,10 +75,7 @@ bool ascending_column(const ImportedTable& t, std::size_t column, bool strict) {
       default: return false;
     }
   };
-  for (const auto& b : t.batches()) {
-    if (!check(b.column(column))) return false;
-  }
-  return true;
+  return std::ranges::all_of(t.batches(), [&](const auto& b) { return check(b.column(column)); });
 }
 
 }  // namespace

@@ -51,8 +51,7 @@ class Analyzer {
       : t_(text), lexed_(lexed), periods_(periods.begin(), periods.end()) {}
 
   JinjaFacts run() {
-    for (std::size_t b = 0; b < lexed_.blocks.size(); ++b) {
-      const auto& block = lexed_.blocks[b];
+    for (const auto& block : lexed_.blocks) {
       toks_.clear();
       std::string norm;
       for (const auto& jt : block.tokens) {
