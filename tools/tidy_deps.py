@@ -20,10 +20,18 @@ from pathlib import Path
 TIDIED = ("cpp/src/", "cpp/bindings/")
 
 
-def headers_of(build_dir: Path, obj: str, root: Path) -> list[str]:
+def ninja_of(build_dir: Path) -> str:
+    """The ninja that built ``build_dir`` (the venv's, from pip, on a fresh machine)."""
+    for line in (build_dir / "CMakeCache.txt").read_text().splitlines():
+        if line.startswith("CMAKE_MAKE_PROGRAM:"):
+            return line.partition("=")[2]
+    return "ninja"
+
+
+def headers_of(ninja: str, build_dir: Path, obj: str, root: Path) -> list[str]:
     """The project's headers (paths relative to ``root``) that ninja recorded for ``obj``."""
     out = subprocess.run(
-        ["ninja", "-C", str(build_dir), "-t", "deps", obj],
+        [ninja, "-C", str(build_dir), "-t", "deps", obj],
         check=True,
         capture_output=True,
         text=True,
@@ -40,6 +48,7 @@ def main(build: str, tidy: str) -> int:
     root = Path.cwd().resolve()
     build_dir, tidy_dir = Path(build), Path(tidy)
     entries = json.loads((build_dir / "compile_commands.json").read_text())
+    ninja = ninja_of(build_dir)
     done = set()
     for e in entries:
         source = Path(e["file"]).resolve().relative_to(root)
@@ -48,7 +57,7 @@ def main(build: str, tidy: str) -> int:
         done.add(source)
         obj = str(Path(e["output"]).resolve().relative_to(build_dir.resolve()))
         stamp = tidy_dir / source.with_suffix(".ok")
-        rule = f"{stamp}: {' '.join(headers_of(build_dir, obj, root))}\n"
+        rule = f"{stamp}: {' '.join(headers_of(ninja, build_dir, obj, root))}\n"
         dep = stamp.with_suffix(".d")
         dep.parent.mkdir(parents=True, exist_ok=True)
         if not dep.exists() or dep.read_text() != rule:
