@@ -84,6 +84,7 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
   std::sort(cols.begin(), cols.end(),
             [&](std::size_t a, std::size_t b) { return fields[a].name < fields[b].name; });
   std::vector<std::uint64_t> seeds;
+  seeds.reserve(cols.size());
   for (auto c : cols) seeds.push_back(detail::seed_of(fields[c].name));
   std::optional<std::size_t> part;
   if (options.partition_by) {
@@ -171,6 +172,7 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
   });
 
   std::vector<std::string> names;
+  names.reserve(cols.size());
   for (auto c : cols) names.push_back(fields[c].name);
   Result r;
   r.total.columns = names;
