@@ -38,7 +38,7 @@ diff::Options make_options(std::vector<std::string> key,
                            std::vector<std::string> exclude,
                            std::optional<std::string> partition_by, std::string_view grain,
                            py::handle tz,
-                           std::map<std::string, std::pair<double, double>> tolerance,
+                           const std::map<std::string, std::pair<double, double>>& tolerance,
                            std::optional<std::pair<double, double>> default_tolerance,
                            std::optional<std::vector<std::string>> measures, std::int64_t sample,
                            std::string_view on_duplicate, unsigned threads) {
@@ -85,7 +85,7 @@ py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string
                  std::string_view on_duplicate, unsigned threads) {
   const diff::Options o = make_options(
       std::move(key), std::move(columns), std::move(exclude), std::move(partition_by), grain, tz,
-      std::move(tolerance), default_tolerance, std::move(measures), sample, on_duplicate, threads);
+      tolerance, default_tolerance, std::move(measures), sample, on_duplicate, threads);
   arrow::ImportedTable a = import_py(old_obj, "old");
   arrow::ImportedTable b = import_py(new_obj, "new");
   diff::Result r;
@@ -147,10 +147,10 @@ void register_diff(py::module_& m) {
                       std::optional<std::pair<double, double>> default_tolerance,
                       std::optional<std::vector<std::string>> measures, std::int64_t sample,
                       std::string_view on_duplicate, unsigned threads) {
-            return std::make_unique<PyStream>(make_options(
-                std::move(key), std::move(columns), std::move(exclude), std::move(partition_by),
-                grain, tz, std::move(tolerance), default_tolerance, std::move(measures), sample,
-                on_duplicate, threads));
+            return std::make_unique<PyStream>(
+                make_options(std::move(key), std::move(columns), std::move(exclude),
+                             std::move(partition_by), grain, tz, tolerance, default_tolerance,
+                             std::move(measures), sample, on_duplicate, threads));
           }),
           py::arg("key"), py::arg("columns") = py::none(),
           py::arg("exclude") = std::vector<std::string>{}, py::arg("partition_by") = py::none(),

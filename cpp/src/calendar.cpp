@@ -465,8 +465,8 @@ ParsedInstant parse_instant(std::string_view text, TimeZone tz) {
 
 }  // namespace backfill
 
-// NOLINTNEXTLINE(readability-convert-member-functions-to-static): fmt calls format() on a
-// formatter object (its formatter API); a static member would not be one.
+// fmt calls format() on a formatter object (its formatter API): it stays a const member.
+// NOLINTNEXTLINE(readability-convert-member-functions-to-static)
 auto fmt::formatter<backfill::Partition>::format(const backfill::Partition& p,
                                                  format_context& ctx) const
     -> format_context::iterator {

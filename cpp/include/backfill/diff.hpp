@@ -137,8 +137,8 @@ class Stream {
  public:
   explicit Stream(Options options);
   ~Stream();
-  Stream(Stream&&) noexcept;
-  Stream& operator=(Stream&&) noexcept;
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 

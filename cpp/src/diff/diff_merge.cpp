@@ -53,8 +53,8 @@ bool ascending_column(const ImportedTable& t, std::size_t column, bool strict) {
   std::int64_t prev = 0;
   auto ascending = [&](const auto* v, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) {
-      // NOLINTNEXTLINE(bugprone-signed-char-misuse): int8 values are numbers, not characters;
-      // the sign extension is the point.
+      // int8 values are numbers, not characters: the sign extension is the point.
+      // NOLINTNEXTLINE(bugprone-signed-char-misuse)
       const auto k = static_cast<std::int64_t>(v[i]);
       if (has_prev && (k < prev || (strict && k == prev))) return false;
       prev = k;

@@ -148,6 +148,7 @@ struct KeyCursor {
 KeyRun key_run(const ImportedTable& t, const std::vector<std::size_t>& cols,
                const std::vector<std::string>& names, bool exact) {
   std::vector<std::uint64_t> seeds;
+  seeds.reserve(names.size());
   for (const auto& n : names) seeds.push_back(detail::seed_of(n));
   std::vector<std::uint64_t> out;
   out.reserve(static_cast<std::size_t>(t.num_rows()));
@@ -279,8 +280,8 @@ Stream::Stream(Options options) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
 }
 Stream::~Stream() = default;
-Stream::Stream(Stream&&) noexcept = default;
-Stream& Stream::operator=(Stream&&) noexcept = default;
+Stream::Stream(Stream&& other) noexcept = default;
+Stream& Stream::operator=(Stream&& other) noexcept = default;
 
 bool Stream::whole_needed() const noexcept { return state_->whole; }
 std::int64_t Stream::pairs() const noexcept { return state_->pairs; }

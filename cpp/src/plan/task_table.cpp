@@ -252,7 +252,7 @@ arrow::Table task_table(const Plan& plan) {
     validity = std::make_shared<Bytes>((n + 7) / 8, 0);
     for (std::size_t i = 0; i < n; ++i) {
       if (start[i] != detail::kUnbounded) {
-        (*validity)[i / 8] = static_cast<std::uint8_t>((*validity)[i / 8] | (1u << (i % 8)));
+        (*validity)[i / 8] = static_cast<std::uint8_t>((*validity)[i / 8] | (1U << (i % 8)));
       } else {
         ++nulls;
       }
