@@ -22,7 +22,7 @@ std::string sql_bytes(py::handle sql) {
     throw InvalidInput(fmt::format("sql must be str or bytes, not {}",
                                    py::type::of(sql).attr("__name__").cast<std::string>()));
   }
-  const py::object b = py::reinterpret_steal<py::object>(
+  const auto b = py::reinterpret_steal<py::object>(
       PyUnicode_AsEncodedString(sql.ptr(), "utf-8", "surrogateescape"));
   if (!b) throw py::error_already_set();
   return std::string(py::reinterpret_borrow<py::bytes>(b));

@@ -101,7 +101,7 @@ std::vector<double> to_costs(const Graph& g, const py::dict& costs) {
   std::vector<double> out(g.size(), -1.0);
   for (auto [key, value] : costs) {
     const ModelId id = g.at(key.cast<std::string>());
-    const double c = value.cast<double>();
+    const auto c = value.cast<double>();
     if (!std::isfinite(c) || c < 0) {
       throw InvalidInput(fmt::format("cost of '{}' is {}; expected seconds per partition >= 0",
                                      key.cast<std::string>(), c));
@@ -114,7 +114,7 @@ std::vector<double> to_costs(const Graph& g, const py::dict& costs) {
 std::vector<double> to_overheads(const Graph& g, const py::dict& overheads) {
   std::vector<double> out(g.size(), 0.0);
   for (auto [key, value] : overheads) {
-    const double c = value.cast<double>();
+    const auto c = value.cast<double>();
     if (!std::isfinite(c) || c < 0) {
       throw InvalidInput(fmt::format("task overhead of '{}' is {}; expected seconds per task >= 0",
                                      key.cast<std::string>(), c));
