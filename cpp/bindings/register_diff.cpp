@@ -79,7 +79,7 @@ py::dict result_dict(diff::Result& r) {
 py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string> key,
                  std::optional<std::vector<std::string>> columns, std::vector<std::string> exclude,
                  std::optional<std::string> partition_by, std::string_view grain, py::handle tz,
-                 std::map<std::string, std::pair<double, double>> tolerance,
+                 const std::map<std::string, std::pair<double, double>>& tolerance,
                  std::optional<std::pair<double, double>> default_tolerance,
                  std::optional<std::vector<std::string>> measures, std::int64_t sample,
                  std::string_view on_duplicate, unsigned threads) {
@@ -143,7 +143,7 @@ void register_diff(py::module_& m) {
           py::init([](std::vector<std::string> key, std::optional<std::vector<std::string>> columns,
                       std::vector<std::string> exclude, std::optional<std::string> partition_by,
                       std::string_view grain, py::handle tz,
-                      std::map<std::string, std::pair<double, double>> tolerance,
+                      const std::map<std::string, std::pair<double, double>>& tolerance,
                       std::optional<std::pair<double, double>> default_tolerance,
                       std::optional<std::vector<std::string>> measures, std::int64_t sample,
                       std::string_view on_duplicate, unsigned threads) {
