@@ -32,7 +32,14 @@ demo: setup
 	$(VENV)/bin/backfill demo $(DEMO_ARGS)
 
 # chroot-bg first: the clean Debian root of test_wheel.py downloads while set-up and tests run.
-test: apt chroot-bg setup dist-wheel
+# Then make lint (see Formatters and linters below): ruff and clang-format first, so a style
+# failure shows in seconds; clang-tidy (minutes on a fresh clone, seconds once its stamps exist)
+# in the background while the tests run, like the sanitizers, waited for at the end.
+# LINT=0 skips both: test-latest and test-oldest change the dependencies, not the sources, and
+# their ruff (newest, or the oldest allowed) need not agree with the pinned one the tree follows.
+LINT ?= 1
+test: apt chroot-bg $(if $(filter 0,$(LINT)),,lint-style) setup dist-wheel
+	@$(TIDY_BG_START)
 	@$(SANITIZE_BG_START)
 	@echo "== GoogleTest (ctest) =="
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
@@ -41,6 +48,7 @@ test: apt chroot-bg setup dist-wheel
 	@echo "== pytest =="
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25
 	@$(SANITIZE_BG_WAIT)
+	@$(TIDY_BG_WAIT)
 
 # The shop notebook is committed executed (people read it on a forge before they run it): this
 # re-executes it in place; the file changes only when its outputs do (tests/python/test_demo.py
@@ -127,11 +135,11 @@ test-latest: $(DEPS_OK)
 	$(UV) pip compile -q --upgrade --no-cache --python-version $(PY_MINOR) $(LOCK_ARGS) \
 	  -o build/latest/latest.lock
 	$(MAKE) --no-print-directory test VENV=.venv-latest LOCK=build/latest/latest.lock \
-	  BUILD_DIR=build/latest/cmake SANITIZE=0
+	  BUILD_DIR=build/latest/cmake SANITIZE=0 LINT=0
 
 test-oldest:
 	$(MAKE) --no-print-directory test VENV=.venv-oldest LOCK=requirements/oldest.lock \
-	  BUILD_DIR=build/oldest/cmake SANITIZE=0
+	  BUILD_DIR=build/oldest/cmake SANITIZE=0 LINT=0
 
 # ---- Sanitizers and fuzzing (issue 19) ----
 # One clang build in $(SAN_DIR): the lint, the core and the GoogleTest suite with ASan + UBSan
@@ -254,3 +262,57 @@ wheels: apt $(DEPS_OK)
 wheels-extras: apt $(DEPS_OK)
 	tools/build_wheels.sh
 	$(NOX) -s extras
+
+# ---- Formatters and linters (issue 28) -----------------------------------------------------------
+# `make lint`: ruff (format check + lint; config in pyproject.toml) over the Python tree,
+# clang-format (.clang-format) over every C++ file, clang-tidy (.clang-tidy) over cpp/src and
+# cpp/bindings with the dev build's compile database. .pre-commit-config.yaml runs the same tools
+# at the same versions on each commit; `make lint` calls them directly (no pre-commit, no network).
+# clang-tidy is the slow one (~8 CPU-seconds a source, ~40 a binding: pybind11's headers; minutes
+# for all of them): it runs 2 at a time and is incremental, a stamp per source in $(TIDY_DIR)
+# (its output) remade when the source, a header of ours it includes, .clang-tidy or CMakeLists.txt
+# (the compile flags) changes. `make test` runs lint-style first and lint-tidy in the background.
+.PHONY: lint lint-apt lint-style lint-tidy
+LINT_PKGS   := clang-format clang-tidy
+CXX_FILES   := $(shell find cpp tests/cpp tests/fuzz -type f \( -name '*.cpp' -o -name '*.hpp' \) 2>/dev/null)
+TIDY_SRCS   := $(shell find cpp/src cpp/bindings -type f -name '*.cpp' 2>/dev/null)
+TIDY_DIR    := build/tidy
+TIDY_STAMPS := $(TIDY_SRCS:%.cpp=$(TIDY_DIR)/%.ok)
+
+lint: lint-style lint-tidy
+
+lint-apt:
+	@$(call apt_ensure,$(LINT_PKGS))
+
+lint-style: lint-apt $(DEPS_OK)
+	@echo "== ruff format --check, ruff check, clang-format =="
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/ruff check --quiet .
+	clang-format --dry-run -Werror $(CXX_FILES)
+
+# The compile database comes with the editable build ($(INSTALLED); CMAKE_EXPORT_COMPILE_COMMANDS
+# is on in CMakeLists.txt).
+lint-tidy: lint-apt $(INSTALLED)
+	@echo "== clang-tidy (cpp/src, cpp/bindings; incremental, stamps in $(TIDY_DIR)) =="
+	@$(PY) tools/tidy_deps.py $(BUILD_DIR) $(TIDY_DIR)
+	@$(MAKE) --no-print-directory -j2 $(TIDY_STAMPS)
+
+$(TIDY_DIR)/%.ok: %.cpp .clang-tidy cpp/bindings/.clang-tidy CMakeLists.txt
+	@mkdir -p $(dir $@)
+	@echo "clang-tidy $<"
+	@clang-tidy -p $(BUILD_DIR) --quiet --warnings-as-errors='*' $< > $@.log 2>&1 \
+	  || { cat $@.log; rm -f $@.log; exit 1; }
+	@mv $@.log $@
+
+# Each stamp's headers (tools/tidy_deps.py writes them from the dev build's ninja deps).
+-include $(TIDY_STAMPS:.ok=.d)
+
+# `make test` runs lint-tidy in the background (niced, as the sanitizers) and waits at the end.
+TIDY_BG_START = if [ "$(LINT)" != 0 ]; then mkdir -p $(TIDY_DIR); rm -f $(TIDY_DIR)/bg.rc; \
+	  echo "== clang-tidy: started in the background, log $(TIDY_DIR)/bg.log =="; \
+	  ( nice -n 10 $(MAKE) --no-print-directory lint-tidy; \
+	    echo $$? > $(TIDY_DIR)/bg.rc ) > $(TIDY_DIR)/bg.log 2>&1 < /dev/null & fi
+TIDY_BG_WAIT = if [ "$(LINT)" != 0 ]; then echo "== clang-tidy (make lint-tidy; waiting for it) =="; \
+	  for i in $$(seq 1800); do [ -f $(TIDY_DIR)/bg.rc ] && break; sleep 1; done; \
+	  if [ "$$(cat $(TIDY_DIR)/bg.rc 2>/dev/null)" != 0 ]; then tail -60 $(TIDY_DIR)/bg.log; \
+	    echo "clang-tidy FAILED (log $(TIDY_DIR)/bg.log)"; exit 1; fi; fi

@@ -12,10 +12,10 @@ binary wheels only (so nothing compiles), then from a temporary directory
     steps, 89 days to rebuild, the audit's revenue -1..-3 % in three models, gates, publish,
     the consumers' message);
   * runs CORE_TESTS from a copy of tests/ (with benchmarks/, examples/ and pyproject.toml's
-    pytest settings beside it, outside the source tree), whose root conftest asserts that `backfill` is the
-    installed wheel, never /work/main/python;
-on PYTEST_WORKERS (2) xdist workers, and writes its figures to build/wheel-tests.tsv (tag, wheel, passed, failed, errors, skipped,
-demo seconds, test seconds).
+    pytest settings beside it, outside the source tree), whose root conftest asserts that
+    `backfill` is the installed wheel, never /work/main/python;
+on PYTEST_WORKERS (2) xdist workers, and writes its figures to build/wheel-tests.tsv (tag, wheel,
+passed, failed, errors, skipped, demo seconds, test seconds).
 
 The interpreters are pythonX.Y on PATH, else pyenv's (added to PATH here), as in build_wheels.sh.
 """

@@ -129,7 +129,7 @@ def run_duckdb(root: Path, backfill_id: str, memory_limit: str) -> dict[str, Any
         "added": row[0],
         "removed": row[1],
         "changed": row[2],
-        "columns": dict(zip(cols, row[3:])),
+        "columns": dict(zip(cols, row[3:], strict=True)),
     }
 
 
@@ -172,7 +172,7 @@ def agree(audit: dict[str, Any], duck: dict[str, Any]) -> list[str]:
         for k in ("added", "removed", "changed")
         if audit[k] != duck[k]
     ]
-    cols = {c: n for c, n in duck["columns"].items()}
+    cols = dict(duck["columns"])
     mine = {c: audit["columns"].get(c, 0) for c in cols}
     if mine != cols or set(audit["columns"]) - set(cols):
         problems.append(f"per-column changes: audit {audit['columns']} vs duckdb {cols}")
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
 def report(
     rows: int, repeat: int, runs: dict[str, list[dict[str, Any]]], problems: list[str]
 ) -> int:
-    a, d = runs["audit"][-1], runs["duckdb"][-1]
+    a = runs["audit"][-1]
     med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
     rss = {k: max(r["rss_mb"] for r in v) for k, v in runs.items()}
     ratio = med["duckdb"] / med["audit"]

@@ -156,7 +156,7 @@ def run_duckdb(
     ).fetchone()
     assert row is not None
     names = [d[0] for d in con.description]
-    return {k: int(v) for k, v in zip(names, row) if v}
+    return {k: int(v) for k, v in zip(names, row, strict=True) if v}
 
 
 def run_polars_join(old: pa.Table, new: pa.Table) -> Counts:

@@ -93,7 +93,7 @@ def run_child(which: str, path: Path, days: int) -> dict[str, Any]:
     # At 128 MB, 12 days x 1M rows streamed peaked at 382 MB against 249 MB for one day, the
     # difference being DuckDB's cached pages of the 12 days (286 MB at 32 MB).
     con.execute(f"SET memory_limit = '{os.environ.get('DIFF_STREAM_BENCH_DUCKDB_MB', '32')}MB'")
-    opts: dict[str, Any] = dict(partition_by="day", on_duplicate="report")
+    opts: dict[str, Any] = {"partition_by": "day", "on_duplicate": "report"}
 
     def reader(table: str, lo: dt.date, hi: dt.date) -> Any:
         # A relation, as the DuckDB engine's stream() yields: its Arrow C stream is read batch
@@ -148,7 +148,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b)
 
 
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             runs["stream-1"].append(child("stream", path, 1))
             runs["stream-N"].append(child("stream", path, days))
             runs["whole-N"].append(child("whole", path, days))
-        for s, w in zip(runs["stream-N"], runs["whole-N"]):
+        for s, w in zip(runs["stream-N"], runs["whole-N"], strict=True):
             agree(s, w)
     med = {
         k: {m: statistics.median(r[m] for r in v) for m in ("seconds", "peak_mb")}

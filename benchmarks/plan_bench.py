@@ -219,8 +219,8 @@ def main() -> int:
         )
         print(
             f"C++ planner ({args.tz}, calendar tables): "
-            f"{statistics.median(times) * 1000:.1f} ms wall, {statistics.median(cpu) * 1000:.1f} ms "
-            f"CPU (medians of {args.repeat})"
+            f"{statistics.median(times) * 1000:.1f} ms wall, "
+            f"{statistics.median(cpu) * 1000:.1f} ms CPU (medians of {args.repeat})"
         )
         return 0
 

@@ -9,6 +9,7 @@ Python objects.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable
 from typing import Any
@@ -83,89 +84,128 @@ def plan_reference(
             g.add_edge(parent, name)
     order = list(nx.lexicographical_topological_sort(g, key=lambda n: order_of[n]))
     chosen = {n for n in selected if not models[n].get("source")}
+    planner = _ReferencePlanner(models, start, end, as_of, propagate, partitions_per_run)
+    return planner.plan([n for n in order if n in chosen])
 
-    sets: dict[str, list[Part]] = {}
-    for name in order:
-        if name not in chosen:
-            continue
-        m = models[name]
+
+@dataclasses.dataclass
+class _ReferencePlanner:
+    """The two passes of :func:`plan_reference`: the partitions of each chosen model (parents
+    first), then its tasks and their dependencies on the parents' tasks."""
+
+    models: dict[str, dict[str, Any]]
+    start: dt.datetime
+    end: dt.datetime
+    as_of: dt.datetime
+    propagate: str
+    partitions_per_run: int
+    sets: dict[str, list[Part]] = dataclasses.field(default_factory=dict)
+    tasks: list[Task] = dataclasses.field(default_factory=list)
+    deps: list[list[int]] = dataclasses.field(default_factory=list)
+    spans: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    starts: dict[str, list[dt.datetime]] = dataclasses.field(default_factory=dict)
+
+    def plan(self, order: list[str]) -> tuple[list[Task], list[list[int]]]:
+        for name in order:
+            self.sets[name] = self._partitions(name)
+        for name in order:
+            self._add_tasks(name)
+        return self.tasks, self.deps
+
+    # -- pass 1: partitions -------------------------------------------------------------------
+    def _partitions(self, name: str) -> list[Part]:
+        m = self.models[name]
         grain = m["grain"]
         if grain is None:
-            sets[name] = [
-                (dt.datetime.min.replace(tzinfo=UTC), dt.datetime.max.replace(tzinfo=UTC))
-            ]
-            continue
+            return [(dt.datetime.min.replace(tzinfo=UTC), dt.datetime.max.replace(tzinfo=UTC))]
         low = floor(m["begin"], grain) if m["begin"] else None
 
-        def ok(p: Part, low: dt.datetime | None = low) -> bool:
-            return (low is None or p[0] >= low) and p[1] <= as_of
+        def ok(p: Part) -> bool:
+            return (low is None or p[0] >= low) and p[1] <= self.as_of
 
-        wanted = set(p for p in covering(grain, start, end) if ok(p))
-        if propagate == "impact":
-            for parent, mapping, a, b in m["depends_on"]:
-                if parent not in sets or not sets[parent]:
-                    continue
-                pgrain = models[parent]["grain"]
-                if mapping == "all" or pgrain is None:
-                    lo = low if low is not None else floor(start, grain)
-                    wanted.update(p for p in covering(grain, lo, as_of) if ok(p))
-                    continue
-                for ps, pe in sets[parent]:
-                    touched = covering(grain, ps, pe)
-                    if mapping == "window":
-                        first = step(touched[0][0], grain, -b)
-                        last_end = step(touched[-1][0], grain, -a + 1)
-                        touched = covering(grain, first, last_end)
-                    wanted.update(p for p in touched if ok(p))
-        sets[name] = sorted(wanted)
+        wanted = {p for p in covering(grain, self.start, self.end) if ok(p)}
+        if self.propagate == "impact":
+            for dependency in m["depends_on"]:
+                wanted.update(p for p in self._impacted(grain, low, dependency) if ok(p))
+        return sorted(wanted)
 
-    tasks: list[Task] = []
-    deps: list[list[int]] = []
-    spans: dict[str, tuple[int, int]] = {}
-    starts: dict[str, list[dt.datetime]] = {}
-    for name in order:
-        if name not in chosen:
-            continue
-        m = models[name]
-        first_id = len(tasks)
-        parts = sets[name]
-        if m["grain"] is None:
-            runs = [(None, None, 1)]
-        else:
-            runs = []
-            i = 0
-            while i < len(parts):
-                j = i + 1
-                while (
-                    j < len(parts) and j - i < partitions_per_run and parts[j][0] == parts[j - 1][1]
-                ):
-                    j += 1
-                runs.append((parts[i][0], parts[j - 1][1], j - i))
-                i = j
-        for s, e, n in runs:
+    def _impacted(
+        self, grain: str, low: dt.datetime | None, dependency: tuple[str, str, int, int]
+    ) -> list[Part]:
+        """The child's partitions (of ``grain``) that the parent's planned partitions touch."""
+        parent, mapping, a, b = dependency
+        if not self.sets.get(parent):
+            return []
+        if mapping == "all" or self.models[parent]["grain"] is None:
+            lo = low if low is not None else floor(self.start, grain)
+            return covering(grain, lo, self.as_of)
+        out: list[Part] = []
+        for ps, pe in self.sets[parent]:
+            touched = covering(grain, ps, pe)
+            if mapping == "window":
+                first = step(touched[0][0], grain, -b)
+                last_end = step(touched[-1][0], grain, -a + 1)
+                touched = covering(grain, first, last_end)
+            out.extend(touched)
+        return out
+
+    # -- pass 2: tasks ------------------------------------------------------------------------
+    def _runs(self, name: str) -> list[tuple[dt.datetime | None, dt.datetime | None, int]]:
+        """(start, end, partitions) per task: up to partitions_per_run adjacent partitions."""
+        parts = self.sets[name]
+        if self.models[name]["grain"] is None:
+            return [(None, None, 1)]
+        runs: list[tuple[dt.datetime | None, dt.datetime | None, int]] = []
+        i = 0
+        while i < len(parts):
+            j = i + 1
+            while (
+                j < len(parts)
+                and j - i < self.partitions_per_run
+                and parts[j][0] == parts[j - 1][1]
+            ):
+                j += 1
+            runs.append((parts[i][0], parts[j - 1][1], j - i))
+            i = j
+        return runs
+
+    def _add_tasks(self, name: str) -> None:
+        first_id = len(self.tasks)
+        for s, e, n in self._runs(name):
             my_deps: list[int] = []
-            for parent, mapping, a, b in m["depends_on"]:
-                if parent not in spans:
-                    continue
-                p0, p1 = spans[parent]
-                if p0 == p1:
-                    continue
-                if m["grain"] is None or models[parent]["grain"] is None or mapping == "all":
-                    my_deps.extend(range(p0, p1))
-                    continue
-                assert s is not None and e is not None
-                lo, hi = s, e
-                if mapping == "window":
-                    lo = step(s, m["grain"], a)
-                    hi = step(step(e, m["grain"], -1), m["grain"], b + 1)
-                pstarts = starts[parent]
-                k = max(p0, p0 + bisect.bisect_right(pstarts, lo) - 1)
-                while k < p1 and tasks[k][1] < hi:  # type: ignore[operator]
-                    if tasks[k][2] > lo:  # type: ignore[operator]
-                        my_deps.append(k)
-                    k += 1
-            tasks.append((name, s, e, n))
-            deps.append(sorted(my_deps))
-        spans[name] = (first_id, len(tasks))
-        starts[name] = [t[1] for t in tasks[first_id:]]  # type: ignore[misc]
-    return tasks, deps
+            for dependency in self.models[name]["depends_on"]:
+                my_deps.extend(self._parent_tasks(name, s, e, dependency))
+            self.tasks.append((name, s, e, n))
+            self.deps.append(sorted(my_deps))
+        self.spans[name] = (first_id, len(self.tasks))
+        self.starts[name] = [t[1] for t in self.tasks[first_id:]]  # type: ignore[misc]
+
+    def _parent_tasks(
+        self,
+        name: str,
+        s: dt.datetime | None,
+        e: dt.datetime | None,
+        dependency: tuple[str, str, int, int],
+    ) -> list[int]:
+        """The ids of the parent's tasks that the task [s, e) of ``name`` reads."""
+        parent, mapping, a, b = dependency
+        if parent not in self.spans:
+            return []
+        p0, p1 = self.spans[parent]
+        if p0 == p1:
+            return []
+        grain = self.models[name]["grain"]
+        if grain is None or self.models[parent]["grain"] is None or mapping == "all":
+            return list(range(p0, p1))
+        assert s is not None and e is not None
+        lo, hi = s, e
+        if mapping == "window":
+            lo = step(s, grain, a)
+            hi = step(step(e, grain, -1), grain, b + 1)
+        found: list[int] = []
+        k = max(p0, p0 + bisect.bisect_right(self.starts[parent], lo) - 1)
+        while k < p1 and self.tasks[k][1] < hi:  # type: ignore[operator]
+            if self.tasks[k][2] > lo:  # type: ignore[operator]
+                found.append(k)
+            k += 1
+        return found

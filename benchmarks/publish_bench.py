@@ -13,11 +13,12 @@ Each repeat (interleaved, ``--repeat`` times, medians):
   the area); ``swap`` is the engine's publish transaction within it.
 
 A reader thread (its own cursor on the same database, as a dashboard in the process would)
-sums the published window in a loop during both (paused during the untimed steps); its longest query is reported against its
-median when idle and against the swap, and every answer must be all-old or all-new (snapshot
-isolation). After each publish the published window must equal a CTAS of the fixed model over
-the window (row for row with --quick, and with --exact after the last repeat; else per-day
-rows and sums of row hashes), and the rows outside it must be unchanged.
+sums the published window in a loop during both (paused during the untimed steps); its longest
+query is reported against its median when idle and against the swap, and every answer must be
+all-old or all-new (snapshot isolation). After each publish the published window must equal a
+CTAS of the fixed model over the window (row for row with --quick, and with --exact after the
+last repeat; else per-day rows and sums of row hashes), and the rows outside it must be
+unchanged.
 
 Another process cannot open a DuckDB file that a process holds for writing at all (DuckDB's
 file lock): such readers wait while the publishing process holds the file, which this

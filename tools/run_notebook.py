@@ -228,7 +228,9 @@ def differences(committed: nbformat.NotebookNode, fresh: nbformat.NotebookNode) 
     old, new = comparable(committed), comparable(fresh)
     old_images = [i for i, line in enumerate(old) if _IMAGE_LINE.match(line)]
     new_images = [i for i, line in enumerate(new) if _IMAGE_LINE.match(line)]
-    for i, j in zip(old_images, new_images):
+    # The counts may differ (an image added or dropped): the unified diff below reports that, so
+    # only the images both notebooks hold are paired here.
+    for i, j in zip(old_images, new_images, strict=False):
         a, b = _IMAGE_LINE.match(old[i]), _IMAGE_LINE.match(new[j])
         assert a is not None and b is not None
         if a.group(1) == b.group(1) and all(

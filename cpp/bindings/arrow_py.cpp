@@ -76,16 +76,21 @@ py::object value_at(const ArrayView& a, std::int64_t i) {
   switch (type.id) {
     case TypeId::null: return py::none();
     case TypeId::boolean: return py::bool_(a.bool_at(i));
-    case TypeId::int8: case TypeId::int16: case TypeId::int32: case TypeId::int64:
-    case TypeId::uint8: case TypeId::uint16: case TypeId::uint32:
-      return py::int_(a.int_at(i));
+    case TypeId::int8:
+    case TypeId::int16:
+    case TypeId::int32:
+    case TypeId::int64:
+    case TypeId::uint8:
+    case TypeId::uint16:
+    case TypeId::uint32: return py::int_(a.int_at(i));
     case TypeId::uint64: return py::int_(a.values<std::uint64_t>()[i]);
     case TypeId::float16: return py::float_(a.float16_at(i));
     case TypeId::float32: return py::float_(static_cast<double>(a.values<float>()[i]));
     case TypeId::float64: return py::float_(a.values<double>()[i]);
     case TypeId::decimal128: {
       const auto* p = a.values<std::uint64_t>() + i;  // pairs of words, little-endian
-      const std::uint64_t lo = reinterpret_cast<const std::uint64_t*>(a.buffers[1])[2 * (a.offset + i)];
+      const std::uint64_t lo =
+          reinterpret_cast<const std::uint64_t*>(a.buffers[1])[2 * (a.offset + i)];
       const auto hi = static_cast<std::int64_t>(
           reinterpret_cast<const std::uint64_t*>(a.buffers[1])[2 * (a.offset + i) + 1]);
       (void)p;
@@ -93,11 +98,15 @@ py::object value_at(const ArrayView& a, std::int64_t i) {
       // Decimal("<digits>E<-scale>") is exact; scaleb would round to the context's 28 digits.
       return t.decimal(py::str(n).attr("__add__")(py::str(fmt::format("E{}", -type.scale))));
     }
-    case TypeId::utf8: case TypeId::large_utf8: case TypeId::utf8_view: {
+    case TypeId::utf8:
+    case TypeId::large_utf8:
+    case TypeId::utf8_view: {
       auto s = a.bytes_at(i);
       return py::str(s.data(), s.size());
     }
-    case TypeId::binary: case TypeId::large_binary: case TypeId::binary_view:
+    case TypeId::binary:
+    case TypeId::large_binary:
+    case TypeId::binary_view:
     case TypeId::fixed_binary: {
       auto s = a.bytes_at(i);
       return py::bytes(s.data(), s.size());
@@ -105,7 +114,8 @@ py::object value_at(const ArrayView& a, std::int64_t i) {
     case TypeId::date32: return t.epoch_date + t.timedelta(py::arg("days") = a.int_at(i));
     case TypeId::date64:
       return t.epoch_date + t.timedelta(py::arg("days") = a.values<std::int64_t>()[i] / 86400000);
-    case TypeId::time32: case TypeId::time64: {
+    case TypeId::time32:
+    case TypeId::time64: {
       return (t.epoch_naive + delta_of(a.int_at(i), type.unit)).attr("time")();
     }
     case TypeId::timestamp: {
@@ -116,7 +126,8 @@ py::object value_at(const ArrayView& a, std::int64_t i) {
       return utc.attr("astimezone")(t.zoneinfo(type.tz));
     }
     case TypeId::duration: return delta_of(a.values<std::int64_t>()[i], type.unit);
-    case TypeId::list: case TypeId::large_list: {
+    case TypeId::list:
+    case TypeId::large_list: {
       std::int64_t b = 0;
       std::int64_t e = 0;
       if (type.id == TypeId::list) {
@@ -144,9 +155,10 @@ py::object value_at(const ArrayView& a, std::int64_t i) {
 template <class T>
 T* capsule_pointer(py::handle cap, const char* name, std::string_view what) {
   if (!PyCapsule_IsValid(cap.ptr(), name)) {
-    throw InvalidInput(fmt::format("{}: the Arrow PyCapsule interface returned {}, expected a "
-                                   "PyCapsule named '{}'",
-                                   what, py::repr(cap).cast<std::string>(), name));
+    throw InvalidInput(
+        fmt::format("{}: the Arrow PyCapsule interface returned {}, expected a "
+                    "PyCapsule named '{}'",
+                    what, py::repr(cap).cast<std::string>(), name));
   }
   return static_cast<T*>(PyCapsule_GetPointer(cap.ptr(), name));
 }
@@ -183,9 +195,10 @@ arrow::ImportedTable import_py(py::handle obj, std::string_view what) {
     try {
       pa = py::module_::import("pyarrow");
     } catch (const py::error_already_set&) {
-      throw InvalidInput(fmt::format("{}: a pandas DataFrame needs pyarrow to be read as Arrow "
-                                     "(pip install pyarrow)",
-                                     what));
+      throw InvalidInput(
+          fmt::format("{}: a pandas DataFrame needs pyarrow to be read as Arrow "
+                      "(pip install pyarrow)",
+                      what));
     }
     py::object table = pa.attr("Table").attr("from_pandas")(obj, py::arg("preserve_index") = false);
     return import_py(table, what);

@@ -52,9 +52,9 @@ ParsedInstant to_instant(py::handle value, TimeZone tz) {
     return {seconds, rest.attr("microseconds").cast<std::int64_t>() * 1000, false};
   }
   if (py::isinstance(value, ty.date)) {
-    const auto days = days_from_civil(value.attr("year").cast<std::int64_t>(),
-                                      value.attr("month").cast<unsigned>(),
-                                      value.attr("day").cast<unsigned>());
+    const auto days =
+        days_from_civil(value.attr("year").cast<std::int64_t>(),
+                        value.attr("month").cast<unsigned>(), value.attr("day").cast<unsigned>());
     return {tz.first_instant_of(days), 0, true};
   }
   throw InvalidInput(fmt::format(
@@ -65,9 +65,10 @@ ParsedInstant to_instant(py::handle value, TimeZone tz) {
 Seconds to_whole_seconds(py::handle value, TimeZone tz, std::string_view what) {
   const auto p = to_instant(value, tz);
   if (p.nanos != 0) {
-    throw InvalidInput(fmt::format("{} {} has a fraction of a second: partition boundaries are "
-                                   "whole seconds",
-                                   what, show(value)));
+    throw InvalidInput(
+        fmt::format("{} {} has a fraction of a second: partition boundaries are "
+                    "whole seconds",
+                    what, show(value)));
   }
   return p.seconds;
 }
@@ -75,8 +76,8 @@ Seconds to_whole_seconds(py::handle value, TimeZone tz, std::string_view what) {
 TimeZone to_zone(py::handle value) {
   if (value.is_none()) return {};
   if (!py::isinstance<py::str>(value)) {
-    throw InvalidInput(fmt::format("time zone {} is not a string: expected an IANA name",
-                                   show(value)));
+    throw InvalidInput(
+        fmt::format("time zone {} is not a string: expected an IANA name", show(value)));
   }
   return TimeZone::locate(value.cast<std::string>());
 }

@@ -57,7 +57,8 @@ std::shared_ptr<Table> copy_table(py::handle obj) {
 
 void register_arrow(py::module_& m) {
   py::class_<Table, std::shared_ptr<Table>>(
-      m, "ArrowTable", "An Arrow record batch owned by the C++ core (use backfill._arrow.ArrowTable)")
+      m, "ArrowTable",
+      "An Arrow record batch owned by the C++ core (use backfill._arrow.ArrowTable)")
       .def_property_readonly("num_rows", &Table::num_rows)
       .def_property_readonly("num_columns", &Table::num_columns)
       .def_property_readonly("column_names", [](const Table& t) { return t.names(); })

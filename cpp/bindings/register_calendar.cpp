@@ -36,8 +36,7 @@ std::vector<Partition> py_partitions(std::string_view grain, py::handle start, p
         throw InvalidInput(fmt::format(
             "{} {} is not on a {} boundary: it has a fraction of a second (or pass "
             "align='expand')",
-            b == &s ? "start" : "end", py::repr(b == &s ? start : end).cast<std::string>(),
-            grain));
+            b == &s ? "start" : "end", py::repr(b == &s ? start : end).cast<std::string>(), grain));
       }
     }
   } else if (e.nanos != 0) {
@@ -53,8 +52,8 @@ PeriodSet make_period_set(const py::iterable& items, py::handle tz) {
   for (py::handle item : items) {
     const auto pair = py::reinterpret_borrow<py::sequence>(item);
     if (py::len(pair) != 2) {
-      throw InvalidInput(fmt::format("period {} is not a (start, end) pair",
-                                     py::repr(item).cast<std::string>()));
+      throw InvalidInput(
+          fmt::format("period {} is not a (start, end) pair", py::repr(item).cast<std::string>()));
     }
     intervals.push_back({to_whole_seconds(pair[0], zone, "period start"),
                          to_whole_seconds(pair[1], zone, "period end")});
@@ -98,8 +97,8 @@ void register_calendar(py::module_& m) {
       .def(py::self >= py::self)
       .def("__hash__",
            [](const Partition& p) {
-             return py::hash(py::make_tuple(p.start(), p.end(), static_cast<int>(p.grain()),
-                                            p.tz().name()));
+             return py::hash(
+                 py::make_tuple(p.start(), p.end(), static_cast<int>(p.grain()), p.tz().name()));
            })
       .def("__repr__", [](const Partition& p) { return fmt::format("{}", p); })
       .def("__str__", &Partition::label)
@@ -113,9 +112,8 @@ void register_calendar(py::module_& m) {
           }));
 
   py::class_<PeriodSet>(m, "PeriodSet", "A normalized set of half-open UTC intervals.")
-      .def(py::init([](const py::iterable& items, py::handle tz) {
-             return make_period_set(items, tz);
-           }),
+      .def(py::init(
+               [](const py::iterable& items, py::handle tz) { return make_period_set(items, tz); }),
            py::arg("intervals") = py::list(), py::arg("tz") = py::none())
       .def_property_readonly("intervals", &intervals_of)
       .def_property_readonly("total_seconds", &PeriodSet::total_seconds)

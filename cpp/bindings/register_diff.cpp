@@ -37,7 +37,8 @@ diff::Options make_options(std::vector<std::string> key,
                            std::optional<std::vector<std::string>> columns,
                            std::vector<std::string> exclude,
                            std::optional<std::string> partition_by, std::string_view grain,
-                           py::handle tz, std::map<std::string, std::pair<double, double>> tolerance,
+                           py::handle tz,
+                           const std::map<std::string, std::pair<double, double>>& tolerance,
                            std::optional<std::pair<double, double>> default_tolerance,
                            std::optional<std::vector<std::string>> measures, std::int64_t sample,
                            std::string_view on_duplicate, unsigned threads) {
@@ -78,14 +79,13 @@ py::dict result_dict(diff::Result& r) {
 py::dict py_diff(py::handle old_obj, py::handle new_obj, std::vector<std::string> key,
                  std::optional<std::vector<std::string>> columns, std::vector<std::string> exclude,
                  std::optional<std::string> partition_by, std::string_view grain, py::handle tz,
-                 std::map<std::string, std::pair<double, double>> tolerance,
+                 const std::map<std::string, std::pair<double, double>>& tolerance,
                  std::optional<std::pair<double, double>> default_tolerance,
                  std::optional<std::vector<std::string>> measures, std::int64_t sample,
                  std::string_view on_duplicate, unsigned threads) {
-  const diff::Options o = make_options(std::move(key), std::move(columns), std::move(exclude),
-                                       std::move(partition_by), grain, tz, std::move(tolerance),
-                                       default_tolerance, std::move(measures), sample,
-                                       on_duplicate, threads);
+  const diff::Options o = make_options(
+      std::move(key), std::move(columns), std::move(exclude), std::move(partition_by), grain, tz,
+      tolerance, default_tolerance, std::move(measures), sample, on_duplicate, threads);
   arrow::ImportedTable a = import_py(old_obj, "old");
   arrow::ImportedTable b = import_py(new_obj, "new");
   diff::Result r;
@@ -134,30 +134,30 @@ class PyStream {
 void register_diff(py::module_& m) {
   m.def("diff", &py_diff, py::arg("old"), py::arg("new"), py::arg("key"),
         py::arg("columns") = py::none(), py::arg("exclude") = std::vector<std::string>{},
-        py::arg("partition_by") = py::none(), py::arg("grain") = "day",
-        py::arg("tz") = py::none(),
+        py::arg("partition_by") = py::none(), py::arg("grain") = "day", py::arg("tz") = py::none(),
         py::arg("tolerance") = std::map<std::string, std::pair<double, double>>{},
         py::arg("default_tolerance") = py::none(), py::arg("measures") = py::none(),
         py::arg("sample") = 10, py::arg("on_duplicate") = "error", py::arg("threads") = 0U);
   py::class_<PyStream>(m, "DiffStream")
-      .def(py::init([](std::vector<std::string> key, std::optional<std::vector<std::string>> columns,
-                       std::vector<std::string> exclude, std::optional<std::string> partition_by,
-                       std::string_view grain, py::handle tz,
-                       std::map<std::string, std::pair<double, double>> tolerance,
-                       std::optional<std::pair<double, double>> default_tolerance,
-                       std::optional<std::vector<std::string>> measures, std::int64_t sample,
-                       std::string_view on_duplicate, unsigned threads) {
-             return std::make_unique<PyStream>(make_options(
-                 std::move(key), std::move(columns), std::move(exclude), std::move(partition_by),
-                 grain, tz, std::move(tolerance), default_tolerance, std::move(measures), sample,
-                 on_duplicate, threads));
-           }),
-           py::arg("key"), py::arg("columns") = py::none(),
-           py::arg("exclude") = std::vector<std::string>{}, py::arg("partition_by") = py::none(),
-           py::arg("grain") = "day", py::arg("tz") = py::none(),
-           py::arg("tolerance") = std::map<std::string, std::pair<double, double>>{},
-           py::arg("default_tolerance") = py::none(), py::arg("measures") = py::none(),
-           py::arg("sample") = 10, py::arg("on_duplicate") = "error", py::arg("threads") = 0U)
+      .def(
+          py::init([](std::vector<std::string> key, std::optional<std::vector<std::string>> columns,
+                      std::vector<std::string> exclude, std::optional<std::string> partition_by,
+                      std::string_view grain, py::handle tz,
+                      const std::map<std::string, std::pair<double, double>>& tolerance,
+                      std::optional<std::pair<double, double>> default_tolerance,
+                      std::optional<std::vector<std::string>> measures, std::int64_t sample,
+                      std::string_view on_duplicate, unsigned threads) {
+            return std::make_unique<PyStream>(
+                make_options(std::move(key), std::move(columns), std::move(exclude),
+                             std::move(partition_by), grain, tz, tolerance, default_tolerance,
+                             std::move(measures), sample, on_duplicate, threads));
+          }),
+          py::arg("key"), py::arg("columns") = py::none(),
+          py::arg("exclude") = std::vector<std::string>{}, py::arg("partition_by") = py::none(),
+          py::arg("grain") = "day", py::arg("tz") = py::none(),
+          py::arg("tolerance") = std::map<std::string, std::pair<double, double>>{},
+          py::arg("default_tolerance") = py::none(), py::arg("measures") = py::none(),
+          py::arg("sample") = 10, py::arg("on_duplicate") = "error", py::arg("threads") = 0U)
       .def("add", &PyStream::add, py::arg("old"), py::arg("new"))
       .def("finish", &PyStream::finish)
       .def_property_readonly("whole_needed", &PyStream::whole_needed)

@@ -27,6 +27,9 @@ const ErrorClasses& classes() {
 
 void register_errors(py::module_& m) {
   (void)m;
+  // pybind11 stores translators as plain function pointers, void(*)(std::exception_ptr): the
+  // lambda converts to one only with the parameter taken by value.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {
@@ -34,18 +37,10 @@ void register_errors(py::module_& m) {
     } catch (const Error& e) {
       const auto& c = classes();
       switch (e.kind()) {
-        case ErrorKind::invalid_input:
-          py::set_error(c.invalid_input, e.what());
-          return;
-        case ErrorKind::cycle:
-          py::set_error(c.cycle, e.what());
-          return;
-        case ErrorKind::not_found:
-          py::set_error(c.not_found, e.what());
-          return;
-        case ErrorKind::conflict:
-          py::set_error(c.conflict, e.what());
-          return;
+        case ErrorKind::invalid_input: py::set_error(c.invalid_input, e.what()); return;
+        case ErrorKind::cycle: py::set_error(c.cycle, e.what()); return;
+        case ErrorKind::not_found: py::set_error(c.not_found, e.what()); return;
+        case ErrorKind::conflict: py::set_error(c.conflict, e.what()); return;
       }
       py::set_error(c.base, e.what());
     }

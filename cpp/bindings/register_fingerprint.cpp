@@ -17,7 +17,8 @@ py::dict fingerprint_dict(const fingerprint::Fingerprint& f) {
   d["rows"] = f.rows;
   d["digest"] = f.digest();
   py::dict cols;
-  for (std::size_t i = 0; i < f.columns.size(); ++i) cols[py::str(f.columns[i])] = f.column_digest(i);
+  for (std::size_t i = 0; i < f.columns.size(); ++i)
+    cols[py::str(f.columns[i])] = f.column_digest(i);
   d["columns"] = cols;
   return d;
 }
@@ -59,8 +60,8 @@ py::dict py_fingerprint(py::handle table, std::optional<std::vector<std::string>
 
 void register_fingerprint(py::module_& m) {
   m.def("fingerprint", &py_fingerprint, py::arg("table"), py::arg("columns") = py::none(),
-        py::arg("partition_by") = py::none(), py::arg("grain") = "day",
-        py::arg("tz") = py::none(), py::arg("threads") = 0U);
+        py::arg("partition_by") = py::none(), py::arg("grain") = "day", py::arg("tz") = py::none(),
+        py::arg("threads") = 0U);
   m.def("_fingerprint_columns_table",
         [](const std::vector<std::string>& names, const std::vector<std::string>& digests) {
           auto t = std::make_shared<arrow::Table>();

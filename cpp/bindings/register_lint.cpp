@@ -22,7 +22,7 @@ std::string sql_bytes(py::handle sql) {
     throw InvalidInput(fmt::format("sql must be str or bytes, not {}",
                                    py::type::of(sql).attr("__name__").cast<std::string>()));
   }
-  const py::object b = py::reinterpret_steal<py::object>(
+  const auto b = py::reinterpret_steal<py::object>(
       PyUnicode_AsEncodedString(sql.ptr(), "utf-8", "surrogateescape"));
   if (!b) throw py::error_already_set();
   return std::string(py::reinterpret_borrow<py::bytes>(b));
@@ -72,8 +72,8 @@ py::dict py_lint(py::handle sql, const std::string& dialect,
   }
   py::list inputs;
   for (const auto& in : report.inputs) {
-    inputs.append(py::make_tuple(std::string(to_string(in.kind)), text(in.name), in.line,
-                                 in.column, in.offset));
+    inputs.append(py::make_tuple(std::string(to_string(in.kind)), text(in.name), in.line, in.column,
+                                 in.offset));
   }
   py::dict config;
   for (const auto& [k, v] : report.config) config[text(k)] = text(v);

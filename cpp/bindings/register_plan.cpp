@@ -34,8 +34,8 @@ T get(const py::dict& d, const char* key, T fallback) {
 Mapping to_mapping(const py::handle& item, const std::string& model) {
   const auto t = py::reinterpret_borrow<py::tuple>(item);
   if (t.size() != 4) {
-    throw InvalidInput(fmt::format("model '{}': a dependency must be (parent, mapping, start, end)",
-                                   model));
+    throw InvalidInput(
+        fmt::format("model '{}': a dependency must be (parent, mapping, start, end)", model));
   }
   Mapping m;
   m.kind = parse_mapping_kind(t[1].cast<std::string>());
@@ -101,7 +101,7 @@ std::vector<double> to_costs(const Graph& g, const py::dict& costs) {
   std::vector<double> out(g.size(), -1.0);
   for (auto [key, value] : costs) {
     const ModelId id = g.at(key.cast<std::string>());
-    const double c = value.cast<double>();
+    const auto c = value.cast<double>();
     if (!std::isfinite(c) || c < 0) {
       throw InvalidInput(fmt::format("cost of '{}' is {}; expected seconds per partition >= 0",
                                      key.cast<std::string>(), c));
@@ -114,7 +114,7 @@ std::vector<double> to_costs(const Graph& g, const py::dict& costs) {
 std::vector<double> to_overheads(const Graph& g, const py::dict& overheads) {
   std::vector<double> out(g.size(), 0.0);
   for (auto [key, value] : overheads) {
-    const double c = value.cast<double>();
+    const auto c = value.cast<double>();
     if (!std::isfinite(c) || c < 0) {
       throw InvalidInput(fmt::format("task overhead of '{}' is {}; expected seconds per task >= 0",
                                      key.cast<std::string>(), c));
@@ -129,8 +129,10 @@ std::vector<std::uint32_t> to_runs(const Graph& g, const py::dict& runs) {
   for (auto [key, value] : runs) {
     const auto k = value.cast<std::int64_t>();
     if (k < 1 || k > std::numeric_limits<std::uint32_t>::max()) {
-      throw InvalidInput(fmt::format("partitions per run of '{}' is {}; expected a positive "
-                                     "integer", key.cast<std::string>(), k));
+      throw InvalidInput(
+          fmt::format("partitions per run of '{}' is {}; expected a positive "
+                      "integer",
+                      key.cast<std::string>(), k));
     }
     out[g.at(key.cast<std::string>()).value] = static_cast<std::uint32_t>(k);
   }
@@ -180,8 +182,8 @@ py::dict model_dict(const Plan& p, const ModelPlan& mp) {
   if (mp.tasks > 0 && n.partitioning) {
     d["first"] = p.task_label(mp.first_task);
     const auto last_task = mp.first_task + mp.tasks - 1;
-    const Partition last = partition_of(p.task_end()[last_task] - 1, n.partitioning->grain,
-                                        n.partitioning->tz);
+    const Partition last =
+        partition_of(p.task_end()[last_task] - 1, n.partitioning->grain, n.partitioning->tz);
     d["last"] = last.label();
   } else {
     d["first"] = mp.tasks > 0 ? py::cast("full") : py::object(py::none());
@@ -199,7 +201,8 @@ py::dict model_dict(const Plan& p, const ModelPlan& mp) {
 
 py::dict task_dict(const Plan& p, std::uint32_t t) {
   if (t >= p.task_count()) {
-    throw InvalidInput(fmt::format("task {} out of range; the plan has {} tasks", t, p.task_count()));
+    throw InvalidInput(
+        fmt::format("task {} out of range; the plan has {} tasks", t, p.task_count()));
   }
   const NodeSpec& n = p.graph().node(p.task_model()[t]);
   py::dict d;
@@ -225,37 +228,40 @@ void register_plan(py::module_& m) {
   py::class_<Graph, GraphPtr>(m, "Graph", "A validated model graph (sources and models).")
       .def(py::init(&make_graph), py::arg("nodes"))
       .def_property_readonly("size", &Graph::size)
-      .def("topological_order",
-           [](const Graph& g) { return names_of(g, g.topological_order()); })
-      .def("upstream",
-           [](const Graph& g, const std::string& name, int depth) {
-             return marked_in_order(g, g.ancestors(g.at(name), depth));
-           },
-           py::arg("name"), py::arg("depth") = -1)
-      .def("downstream",
-           [](const Graph& g, const std::string& name, int depth) {
-             return marked_in_order(g, g.descendants(g.at(name), depth));
-           },
-           py::arg("name"), py::arg("depth") = -1)
-      .def("parents",
-           [](const Graph& g, const std::string& name) {
-             py::list out;
-             for (const Edge& e : g.in_edges(g.at(name))) {
-               out.append(py::make_tuple(g.node(e.parent).name, to_string(e.mapping)));
-             }
-             return out;
-           },
-           py::arg("name"))
-      .def("select",
-           [](const Graph& g, const std::string& selector, const std::string& exclude) {
-             std::vector<ModelId> ids;
-             {
-               py::gil_scoped_release release;
-               ids = select(g, selector, exclude);
-             }
-             return names_of(g, ids);
-           },
-           py::arg("selector"), py::arg("exclude") = "");
+      .def("topological_order", [](const Graph& g) { return names_of(g, g.topological_order()); })
+      .def(
+          "upstream",
+          [](const Graph& g, const std::string& name, int depth) {
+            return marked_in_order(g, g.ancestors(g.at(name), depth));
+          },
+          py::arg("name"), py::arg("depth") = -1)
+      .def(
+          "downstream",
+          [](const Graph& g, const std::string& name, int depth) {
+            return marked_in_order(g, g.descendants(g.at(name), depth));
+          },
+          py::arg("name"), py::arg("depth") = -1)
+      .def(
+          "parents",
+          [](const Graph& g, const std::string& name) {
+            py::list out;
+            for (const Edge& e : g.in_edges(g.at(name))) {
+              out.append(py::make_tuple(g.node(e.parent).name, to_string(e.mapping)));
+            }
+            return out;
+          },
+          py::arg("name"))
+      .def(
+          "select",
+          [](const Graph& g, const std::string& selector, const std::string& exclude) {
+            std::vector<ModelId> ids;
+            {
+              py::gil_scoped_release release;
+              ids = select(g, selector, exclude);
+            }
+            return names_of(g, ids);
+          },
+          py::arg("selector"), py::arg("exclude") = "");
 
   py::class_<Plan>(m, "Plan", "A planned backfill: tasks, dependencies, schedule, findings.")
       .def_property_readonly("task_count", &Plan::task_count)
@@ -272,7 +278,8 @@ void register_plan(py::module_& m) {
       .def_property_readonly("end", [](const Plan& p) { return to_datetime(p.request().end); })
       .def_property_readonly("propagate",
                              [](const Plan& p) {
-                               return p.request().propagate == Propagate::impact ? "impact" : "clip";
+                               return p.request().propagate == Propagate::impact ? "impact"
+                                                                                 : "clip";
                              })
       .def_property_readonly("include_in_progress",
                              [](const Plan& p) { return p.request().include_in_progress; })
@@ -288,8 +295,8 @@ void register_plan(py::module_& m) {
            [](const Plan& p) {
              py::list out;
              for (const auto& f : p.findings()) {
-               out.append(py::make_tuple(f.code, std::string(to_string(f.severity)), f.model,
-                                         f.message));
+               out.append(
+                   py::make_tuple(f.code, std::string(to_string(f.severity)), f.model, f.message));
              }
              return out;
            })
@@ -303,23 +310,25 @@ void register_plan(py::module_& m) {
              return t;
            })
       .def("task", &task_dict, py::arg("task_id"))
-      .def("depends_on",
-           [](const Plan& p, std::uint32_t t) {
-             if (t >= p.task_count()) throw InvalidInput(fmt::format("task {} out of range", t));
-             auto deps = p.depends_on(t);
-             return std::vector<std::uint32_t>(deps.begin(), deps.end());
-           },
-           py::arg("task_id"))
-      .def("rescheduled",
-           [](const Plan& p, const py::dict& costs, double default_cost, std::uint32_t concurrency,
-              const py::dict& overheads) {
-             auto c = to_costs(p.graph(), costs);
-             auto o = to_overheads(p.graph(), overheads);
-             py::gil_scoped_release release;
-             return p.rescheduled(std::move(c), default_cost, concurrency, std::move(o));
-           },
-           py::arg("costs"), py::arg("default_cost"), py::arg("concurrency"),
-           py::arg("overheads") = py::dict());
+      .def(
+          "depends_on",
+          [](const Plan& p, std::uint32_t t) {
+            if (t >= p.task_count()) throw InvalidInput(fmt::format("task {} out of range", t));
+            auto deps = p.depends_on(t);
+            return std::vector<std::uint32_t>(deps.begin(), deps.end());
+          },
+          py::arg("task_id"))
+      .def(
+          "rescheduled",
+          [](const Plan& p, const py::dict& costs, double default_cost, std::uint32_t concurrency,
+             const py::dict& overheads) {
+            auto c = to_costs(p.graph(), costs);
+            auto o = to_overheads(p.graph(), overheads);
+            py::gil_scoped_release release;
+            return p.rescheduled(std::move(c), default_cost, concurrency, std::move(o));
+          },
+          py::arg("costs"), py::arg("default_cost"), py::arg("concurrency"),
+          py::arg("overheads") = py::dict());
 
   m.def("plan", &py_plan, py::arg("graph"), py::arg("selected"), py::arg("start"), py::arg("end"),
         py::arg("as_of"), py::arg("tz") = py::none(), py::arg("propagate") = "impact",

@@ -3,14 +3,14 @@
 
 #include <charconv>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include "backfill/error.hpp"
 #include "arrow/validate.hpp"
+#include "backfill/error.hpp"
 
 namespace backfill::arrow {
 
@@ -46,24 +46,36 @@ bool is_floating(TypeId id) noexcept {
 }
 bool is_string_like(TypeId id) noexcept {
   switch (id) {
-    case TypeId::utf8: case TypeId::large_utf8: case TypeId::utf8_view: case TypeId::binary:
-    case TypeId::large_binary: case TypeId::binary_view: case TypeId::fixed_binary:
-      return true;
-    default:
-      return false;
+    case TypeId::utf8:
+    case TypeId::large_utf8:
+    case TypeId::utf8_view:
+    case TypeId::binary:
+    case TypeId::large_binary:
+    case TypeId::binary_view:
+    case TypeId::fixed_binary: return true;
+    default: return false;
   }
 }
 
 int fixed_width(const DataType& type) noexcept {
   switch (type.id) {
-    case TypeId::int8: case TypeId::uint8: return 1;
-    case TypeId::int16: case TypeId::uint16: case TypeId::float16: return 2;
-    case TypeId::int32: case TypeId::uint32: case TypeId::float32: case TypeId::date32:
-    case TypeId::time32:
-      return 4;
-    case TypeId::int64: case TypeId::uint64: case TypeId::float64: case TypeId::date64:
-    case TypeId::time64: case TypeId::timestamp: case TypeId::duration:
-      return 8;
+    case TypeId::int8:
+    case TypeId::uint8: return 1;
+    case TypeId::int16:
+    case TypeId::uint16:
+    case TypeId::float16: return 2;
+    case TypeId::int32:
+    case TypeId::uint32:
+    case TypeId::float32:
+    case TypeId::date32:
+    case TypeId::time32: return 4;
+    case TypeId::int64:
+    case TypeId::uint64:
+    case TypeId::float64:
+    case TypeId::date64:
+    case TypeId::time64:
+    case TypeId::timestamp:
+    case TypeId::duration: return 8;
     case TypeId::decimal128: return 16;
     case TypeId::fixed_binary: return type.byte_width;
     default: return 0;
@@ -143,8 +155,7 @@ TimeUnit parse_unit(char c, std::string_view format) {
     case 'm': return TimeUnit::milli;
     case 'u': return TimeUnit::micro;
     case 'n': return TimeUnit::nano;
-    default:
-      throw InvalidInput(fmt::format("malformed Arrow format string '{}'", format));
+    default: throw InvalidInput(fmt::format("malformed Arrow format string '{}'", format));
   }
 }
 
@@ -204,8 +215,8 @@ DataType parse_format(std::string_view f, const ArrowSchema& s, std::string_view
   if (f == "tdm") return make_type(TypeId::date64);
   if (f.size() == 3 && f.starts_with("tt")) {
     const TimeUnit u = parse_unit(f[2], f);
-    DataType t = make_type(u == TimeUnit::second || u == TimeUnit::milli ? TypeId::time32
-                                                                         : TypeId::time64);
+    DataType t =
+        make_type(u == TimeUnit::second || u == TimeUnit::milli ? TypeId::time32 : TypeId::time64);
     t.unit = u;
     return t;
   }
@@ -218,8 +229,9 @@ DataType parse_format(std::string_view f, const ArrowSchema& s, std::string_view
     return t;
   }
   if (f == "+l" || f == "+L" || f == "+s") {
-    DataType t = make_type(f == "+l" ? TypeId::list : f == "+L" ? TypeId::large_list
-                                                                : TypeId::struct_);
+    DataType t = make_type(f == "+l"   ? TypeId::list
+                           : f == "+L" ? TypeId::large_list
+                                       : TypeId::struct_);
     if (t.id != TypeId::struct_ && s.n_children != 1) throw unsupported();
     if (s.n_children < 0 || (s.n_children > 0 && s.children == nullptr)) {
       throw InvalidInput(fmt::format("column '{}': Arrow schema has {} children but no child list",
@@ -232,8 +244,8 @@ DataType parse_format(std::string_view f, const ArrowSchema& s, std::string_view
       const ArrowSchema& c = *s.children[i];
       std::string name = c.name != nullptr ? c.name : "";
       DataType ct = parse_schema(c, path.empty() ? name : fmt::format("{}.{}", path, name));
-      t.children.push_back(Field{std::move(name), std::move(ct),
-                                 (c.flags & ARROW_FLAG_NULLABLE) != 0});
+      t.children.push_back(
+          Field{std::move(name), std::move(ct), (c.flags & ARROW_FLAG_NULLABLE) != 0});
     }
     return t;
   }
@@ -245,8 +257,9 @@ DataType parse_schema(const ArrowSchema& s, std::string_view path) {
   DataType t = parse_format(s.format, s, path);
   if (s.dictionary != nullptr) {
     if (!is_integer(t.id)) {
-      throw InvalidInput(fmt::format("column '{}': dictionary indices of type {} (expected an integer)",
-                                     path, simple_name(t.id)));
+      throw InvalidInput(
+          fmt::format("column '{}': dictionary indices of type {} (expected an integer)", path,
+                      simple_name(t.id)));
     }
     auto values = std::make_shared<DataType>(parse_schema(*s.dictionary, path));
     if (values->is_dictionary()) {
@@ -262,9 +275,12 @@ std::int64_t expected_buffers(TypeId id) noexcept {
   switch (id) {
     case TypeId::null: return 0;
     case TypeId::struct_: return 1;
-    case TypeId::utf8: case TypeId::large_utf8: case TypeId::binary: case TypeId::large_binary:
-      return 3;
-    case TypeId::utf8_view: case TypeId::binary_view: return -1;
+    case TypeId::utf8:
+    case TypeId::large_utf8:
+    case TypeId::binary:
+    case TypeId::large_binary: return 3;
+    case TypeId::utf8_view:
+    case TypeId::binary_view: return -1;
     default: return 2;
   }
 }
@@ -342,10 +358,11 @@ ArrayView make_view(const ArrowArray& a, const DataType& type, std::string_view 
   }
   if (type.dictionary) {
     if (a.dictionary == nullptr) {
-      throw InvalidInput(fmt::format("column '{}': dictionary-encoded array without a dictionary",
-                                     path));
+      throw InvalidInput(
+          fmt::format("column '{}': dictionary-encoded array without a dictionary", path));
     }
-    v.dictionary = std::make_shared<const ArrayView>(make_view(*a.dictionary, *type.dictionary, path));
+    v.dictionary =
+        std::make_shared<const ArrayView>(make_view(*a.dictionary, *type.dictionary, path));
   }
   if (v.null_count < 0) {  // unknown: count it once so consumers can rely on it
     std::int64_t nulls = 0;
@@ -409,7 +426,8 @@ std::string format_of(const DataType& t) {
     case TypeId::fixed_binary: return fmt::format("w:{}", t.byte_width);
     case TypeId::date32: return "tdD";
     case TypeId::date64: return "tdm";
-    case TypeId::time32: case TypeId::time64: return fmt::format("tt{}", unit_char(t.unit));
+    case TypeId::time32:
+    case TypeId::time64: return fmt::format("tt{}", unit_char(t.unit));
     case TypeId::timestamp: return fmt::format("ts{}:{}", unit_char(t.unit), t.tz);
     case TypeId::duration: return fmt::format("tD{}", unit_char(t.unit));
     case TypeId::list: return "+l";
@@ -427,12 +445,14 @@ std::string to_string(const DataType& t) {
   switch (t.id) {
     case TypeId::decimal128: return fmt::format("decimal128({}, {})", t.precision, t.scale);
     case TypeId::fixed_binary: return fmt::format("fixed_size_binary[{}]", t.byte_width);
-    case TypeId::time32: case TypeId::time64: case TypeId::duration:
-      return fmt::format("{}[{}]", simple_name(t.id), unit_name(t.unit));
+    case TypeId::time32:
+    case TypeId::time64:
+    case TypeId::duration: return fmt::format("{}[{}]", simple_name(t.id), unit_name(t.unit));
     case TypeId::timestamp:
       return t.tz.empty() ? fmt::format("timestamp[{}]", unit_name(t.unit))
                           : fmt::format("timestamp[{}, tz={}]", unit_name(t.unit), t.tz);
-    case TypeId::list: case TypeId::large_list:
+    case TypeId::list:
+    case TypeId::large_list:
       return fmt::format("{}<{}>", simple_name(t.id), to_string(t.children.at(0).type));
     case TypeId::struct_: {
       std::string out = "struct<";
@@ -465,7 +485,9 @@ std::int64_t ArrayView::int_at(std::int64_t i) const noexcept {
     case TypeId::uint8: return values<std::uint8_t>()[i];
     case TypeId::int16: return values<std::int16_t>()[i];
     case TypeId::uint16: return values<std::uint16_t>()[i];
-    case TypeId::int32: case TypeId::date32: case TypeId::time32: return values<std::int32_t>()[i];
+    case TypeId::int32:
+    case TypeId::date32:
+    case TypeId::time32: return values<std::int32_t>()[i];
     case TypeId::uint32: return values<std::uint32_t>()[i];
     default: return values<std::int64_t>()[i];
   }
@@ -489,17 +511,20 @@ double ArrayView::float16_at(std::int64_t i) const noexcept {
 std::string_view ArrayView::bytes_at(std::int64_t i) const noexcept {
   const auto j = offset + i;
   switch (type->id) {
-    case TypeId::utf8: case TypeId::binary: {
+    case TypeId::utf8:
+    case TypeId::binary: {
       const auto* offs = static_cast<const std::int32_t*>(buffers[1]);
       const auto* data = static_cast<const char*>(buffers[2]);
       return {data + offs[j], static_cast<std::size_t>(offs[j + 1] - offs[j])};
     }
-    case TypeId::large_utf8: case TypeId::large_binary: {
+    case TypeId::large_utf8:
+    case TypeId::large_binary: {
       const auto* offs = static_cast<const std::int64_t*>(buffers[1]);
       const auto* data = static_cast<const char*>(buffers[2]);
       return {data + offs[j], static_cast<std::size_t>(offs[j + 1] - offs[j])};
     }
-    case TypeId::utf8_view: case TypeId::binary_view: {
+    case TypeId::utf8_view:
+    case TypeId::binary_view: {
       // 16-byte views: length, then 12 inline bytes, or a 4-byte prefix, buffer index, offset.
       const auto* view = static_cast<const char*>(buffers[1]) + 16 * j;
       std::int32_t len = 0;
@@ -509,7 +534,7 @@ std::string_view ArrayView::bytes_at(std::int64_t i) const noexcept {
       std::int32_t off = 0;
       std::memcpy(&buf, view + 8, 4);
       std::memcpy(&off, view + 12, 4);
-      const auto* data = static_cast<const char*>(buffers[static_cast<std::size_t>(2 + buf)]);
+      const auto* data = static_cast<const char*>(buffers[2 + static_cast<std::size_t>(buf)]);
       return {data + off, static_cast<std::size_t>(len)};
     }
     case TypeId::fixed_binary: {
@@ -542,8 +567,12 @@ std::int64_t view_bytes(const ArrayView& v) {
   if (w > 0) total += v.length * w;
   switch (v.type->id) {
     case TypeId::boolean: total += (v.length + 7) / 8; break;
-    case TypeId::utf8: case TypeId::binary: case TypeId::large_utf8: case TypeId::large_binary:
-    case TypeId::utf8_view: case TypeId::binary_view: {
+    case TypeId::utf8:
+    case TypeId::binary:
+    case TypeId::large_utf8:
+    case TypeId::large_binary:
+    case TypeId::utf8_view:
+    case TypeId::binary_view: {
       const bool large = v.type->id == TypeId::large_utf8 || v.type->id == TypeId::large_binary;
       const bool views = v.type->id == TypeId::utf8_view || v.type->id == TypeId::binary_view;
       total += v.length * (views ? 16 : large ? 8 : 4);

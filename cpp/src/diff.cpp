@@ -26,7 +26,8 @@ using detail::Domain;
 OnDuplicate parse_on_duplicate(std::string_view s) {
   if (s == "error") return OnDuplicate::error;
   if (s == "report") return OnDuplicate::report;
-  throw InvalidInput(fmt::format("on_duplicate='{}' is not valid; expected 'error' or 'report'", s));
+  throw InvalidInput(
+      fmt::format("on_duplicate='{}' is not valid; expected 'error' or 'report'", s));
 }
 
 namespace {
@@ -37,8 +38,10 @@ DataType normalized(const DataType& type) {
   DataType t = type.logical();
   t.dictionary = nullptr;
   switch (t.id) {
-    case TypeId::large_utf8: case TypeId::utf8_view: t.id = TypeId::utf8; break;
-    case TypeId::large_binary: case TypeId::binary_view: t.id = TypeId::binary; break;
+    case TypeId::large_utf8:
+    case TypeId::utf8_view: t.id = TypeId::utf8; break;
+    case TypeId::large_binary:
+    case TypeId::binary_view: t.id = TypeId::binary; break;
     case TypeId::large_list: t.id = TypeId::list; break;
     default: break;
   }
@@ -63,8 +66,8 @@ std::string names_of(const ImportedTable& t) {
 std::size_t require(const ImportedTable& t, std::string_view side, std::string_view name,
                     std::string_view role) {
   if (auto i = t.find_column(name)) return *i;
-  throw NotFound(fmt::format("{} column '{}' is not in {} (its columns: {})", role, name, side,
-                             names_of(t)));
+  throw NotFound(
+      fmt::format("{} column '{}' is not in {} (its columns: {})", role, name, side, names_of(t)));
 }
 
 // Keys must hash alike on both sides: any integer widths, any string layouts, else one type.
@@ -72,8 +75,8 @@ void check_key_types(const std::string& name, const DataType& a, const DataType&
   const Domain da = detail::domain_of(a);
   const Domain db = detail::domain_of(b);
   if (da == Domain::nested || da == Domain::null) {
-    throw InvalidInput(fmt::format("key column '{}' has type {}; keys must be scalar values", name,
-                                   type_name(a)));
+    throw InvalidInput(
+        fmt::format("key column '{}' has type {}; keys must be scalar values", name, type_name(a)));
   }
   const bool loose = da == Domain::integer || da == Domain::bytes || da == Domain::floating ||
                      da == Domain::boolean;
@@ -103,8 +106,8 @@ constexpr std::int32_t kMaxPrecision = 38;
 // How the next measure is summed (SumKind): a float on either side makes it a float; else a
 // decimal on either side a decimal at the larger scale; else an integer.
 void set_sum_kind(detail::DiffPlan& plan, const DataType& old_type, const DataType& new_type) {
-  const DataType to = old_type.logical();
-  const DataType tn = new_type.logical();
+  const DataType& to = old_type.logical();
+  const DataType& tn = new_type.logical();
   const Domain d_o = detail::domain_of(to);
   const Domain d_n = detail::domain_of(tn);
   const std::int32_t s_o = d_o == Domain::decimal ? to.scale : 0;
@@ -130,8 +133,8 @@ void set_sum_kind(detail::DiffPlan& plan, const DataType& old_type, const DataTy
 
 }  // namespace
 
-detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n, const Options& opt,
-                           std::vector<SchemaChange>& schema) {
+detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n,
+                                  const Options& opt, std::vector<SchemaChange>& schema) {
   detail::DiffPlan plan;
   if (opt.key.empty()) throw InvalidInput("key must name at least one column");
   if (opt.sample < 0) {
@@ -139,7 +142,8 @@ detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n
   }
   std::set<std::string> keys;
   for (const auto& k : opt.key) {
-    if (!keys.insert(k).second) throw InvalidInput(fmt::format("key column '{}' is listed twice", k));
+    if (!keys.insert(k).second)
+      throw InvalidInput(fmt::format("key column '{}' is listed twice", k));
     const auto io = require(o, "old", k, "key");
     const auto in = require(n, "new", k, "key");
     check_key_types(k, o.fields()[io].type, n.fields()[in].type);
@@ -147,11 +151,10 @@ detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n
     plan.key_old.push_back(io);
     plan.key_new.push_back(in);
   }
-  plan.exact_key_hash =
-      plan.key.size() == 1 &&
-      detail::domain_of(o.fields()[plan.key_old[0]].type) == Domain::integer &&
-      o.fields()[plan.key_old[0]].type.logical().id != TypeId::uint64 &&
-      n.fields()[plan.key_new[0]].type.logical().id != TypeId::uint64;
+  plan.exact_key_hash = plan.key.size() == 1 &&
+                        detail::domain_of(o.fields()[plan.key_old[0]].type) == Domain::integer &&
+                        o.fields()[plan.key_old[0]].type.logical().id != TypeId::uint64 &&
+                        n.fields()[plan.key_new[0]].type.logical().id != TypeId::uint64;
 
   // Schema changes, in old's column order then new's.
   for (const auto& f : o.fields()) {
@@ -164,8 +167,8 @@ detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n
     if (!io) {
       schema.push_back({f.name, "added", std::nullopt, type_name(f.type), std::nullopt});
     } else if (type_name(o.fields()[*io].type) != type_name(f.type)) {
-      const bool ok = detail::comparable(detail::domain_of(o.fields()[*io].type),
-                                         detail::domain_of(f.type));
+      const bool ok =
+          detail::comparable(detail::domain_of(o.fields()[*io].type), detail::domain_of(f.type));
       schema.push_back({f.name, "retyped", type_name(o.fields()[*io].type), type_name(f.type), ok});
     }
   }
@@ -174,9 +177,10 @@ detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n
   std::vector<std::string> names;
   for (const auto& x : opt.exclude) {
     if (!o.find_column(x) && !n.find_column(x)) {
-      throw NotFound(fmt::format("exclude names column '{}', which is in neither table (old: {}; "
-                                 "new: {})",
-                                 x, names_of(o), names_of(n)));
+      throw NotFound(
+          fmt::format("exclude names column '{}', which is in neither table (old: {}; "
+                      "new: {})",
+                      x, names_of(o), names_of(n)));
     }
   }
   auto excluded = [&](const std::string& c) {
@@ -187,9 +191,10 @@ detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n
       (void)require(o, "old", c, "compared");
       (void)require(n, "new", c, "compared");
       if (keys.contains(c)) {
-        throw InvalidInput(fmt::format("column '{}' is a key column; key columns are matched, not "
-                                       "compared",
-                                       c));
+        throw InvalidInput(
+            fmt::format("column '{}' is a key column; key columns are matched, not "
+                        "compared",
+                        c));
       }
       if (!excluded(c)) names.push_back(c);
     }
@@ -204,16 +209,18 @@ detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n
     if (std::find(names.begin(), names.end(), col) == names.end()) {
       std::string list;
       for (const auto& c : names) list += (list.empty() ? "" : ", ") + c;
-      throw NotFound(fmt::format("tolerance names column '{}', which is not a compared column "
-                                 "(compared: {})",
-                                 col, list.empty() ? "none" : list));
+      throw NotFound(
+          fmt::format("tolerance names column '{}', which is not a compared column "
+                      "(compared: {})",
+                      col, list.empty() ? "none" : list));
     }
   }
   for (const auto& [col, tol] : opt.tolerance) {
     if (!(tol.abs >= 0) || !(tol.rel >= 0)) {
-      throw InvalidInput(fmt::format("tolerance for column '{}' is abs={}, rel={}; both must be "
-                                     ">= 0",
-                                     col, tol.abs, tol.rel));
+      throw InvalidInput(
+          fmt::format("tolerance for column '{}' is abs={}, rel={}; both must be "
+                      ">= 0",
+                      col, tol.abs, tol.rel));
     }
   }
   if (opt.default_tolerance &&
@@ -235,9 +242,10 @@ detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n
     std::optional<Tolerance> tol;
     if (it != opt.tolerance.end()) {
       if (!c.numeric) {
-        throw InvalidInput(fmt::format("tolerance for column '{}' of type {} (old) / {} (new): "
-                                       "tolerances apply to numeric columns",
-                                       name, type_name(to), type_name(tn)));
+        throw InvalidInput(
+            fmt::format("tolerance for column '{}' of type {} (old) / {} (new): "
+                        "tolerances apply to numeric columns",
+                        name, type_name(to), type_name(tn)));
       }
       tol = it->second;
     } else if (c.numeric && opt.default_tolerance) {
@@ -260,9 +268,10 @@ detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n
     for (const auto* f : {&o.fields()[*plan.part_old], &n.fields()[*plan.part_new]}) {
       const Domain d = detail::domain_of(f->type);
       if (d != Domain::date && d != Domain::timestamp) {
-        throw InvalidInput(fmt::format("partition_by column '{}' has type {}; expected a date or "
-                                       "timestamp column",
-                                       p, type_name(f->type)));
+        throw InvalidInput(
+            fmt::format("partition_by column '{}' has type {}; expected a date or "
+                        "timestamp column",
+                        p, type_name(f->type)));
       }
     }
   }
@@ -274,17 +283,19 @@ detail::DiffPlan front::make_plan(const ImportedTable& o, const ImportedTable& n
   if (opt.measures) {
     for (const auto& m : *opt.measures) {
       if (m == kRowCounts) {
-        throw InvalidInput("measure column 'rows' would name its sums rows_old and rows_new, the "
-                           "partitions table's row counts; rename the column or leave it out of "
-                           "the measures");
+        throw InvalidInput(
+            "measure column 'rows' would name its sums rows_old and rows_new, the "
+            "partitions table's row counts; rename the column or leave it out of "
+            "the measures");
       }
       const auto io = require(o, "old", m, "measure");
       const auto in = require(n, "new", m, "measure");
       for (const auto* f : {&o.fields()[io], &n.fields()[in]}) {
         if (!detail::is_numeric(detail::domain_of(f->type))) {
-          throw InvalidInput(fmt::format("measure column '{}' has type {}; measures must be "
-                                         "numeric",
-                                         m, type_name(f->type)));
+          throw InvalidInput(
+              fmt::format("measure column '{}' has type {}; measures must be "
+                          "numeric",
+                          m, type_name(f->type)));
         }
       }
       plan.measures.push_back(m);
@@ -332,7 +343,7 @@ Column float_column(const std::vector<std::optional<double>>& v) {
     d.push_back(x.value_or(0.0));
     ok.push_back(x.has_value());
   }
-  return arrow::float64_column(std::move(d), ok);
+  return arrow::float64_column(d, ok);
 }
 
 std::optional<double> pct(double old_sum, double new_sum) {
@@ -348,9 +359,10 @@ using OptSum = std::optional<MeasureSum>;
 __int128 checked(const MeasureSum& s, const std::string& measure, std::string_view what) {
   const __int128 top = pow10(kMaxPrecision) - 1;
   if (s.overflow || s.exact > top || s.exact < -top) {
-    throw InvalidInput(fmt::format("the {} of measure '{}' does not fit in 38 decimal digits "
-                                   "(decimal128); exclude the column from the measures",
-                                   what, measure));
+    throw InvalidInput(
+        fmt::format("the {} of measure '{}' does not fit in 38 decimal digits "
+                    "(decimal128); exclude the column from the measures",
+                    what, measure));
   }
   return s.exact;
 }
@@ -390,8 +402,9 @@ Column sum_column(SumKind kind, std::int32_t scale, const std::vector<OptSum>& v
   if (!any_null) ok.clear();
   if (kind == SumKind::floating) {
     std::vector<double> d;
+    d.reserve(v.size());
     for (const auto& x : v) d.push_back(x ? x->approx : 0.0);
-    return arrow::float64_column(std::move(d), ok);
+    return arrow::float64_column(d, ok);
   }
   std::vector<__int128> e;
   bool fits64 = kind == SumKind::integer;
@@ -402,9 +415,9 @@ Column sum_column(SumKind kind, std::int32_t scale, const std::vector<OptSum>& v
   }
   if (fits64) {
     std::vector<std::int64_t> i(e.begin(), e.end());
-    return arrow::int64_column(std::move(i), ok);
+    return arrow::int64_column(i, ok);
   }
-  return arrow::decimal128_column(std::move(e), kMaxPrecision, scale, ok);
+  return arrow::decimal128_column(e, kMaxPrecision, scale, ok);
 }
 
 }  // namespace
@@ -433,7 +446,7 @@ std::shared_ptr<arrow::Table> front::schema_table(const std::vector<SchemaChange
 std::shared_ptr<arrow::Table> front::columns_table(const std::vector<arrow::Field>& o,
                                                    const std::vector<arrow::Field>& n,
                                                    const detail::DiffPlan& plan,
-                                            const detail::EngineResult& r) {
+                                                   const detail::EngineResult& r) {
   std::vector<OptStr> col, ot, nt, mode, kind_text;
   std::vector<std::int64_t> changed, n2v, v2n;
   std::vector<std::optional<double>> maxd, pd;
@@ -459,8 +472,8 @@ std::shared_ptr<arrow::Table> front::columns_table(const std::vector<arrow::Fiel
     MeasureSum out;
     const auto kind = plan.measure_kind[m];
     if (all_exact) {
-      out.overflow = s.overflow ||
-                     __builtin_mul_overflow(s.exact, pow10(scale - plan.measure_scale[m]), &out.exact);
+      out.overflow = s.overflow || __builtin_mul_overflow(
+                                       s.exact, pow10(scale - plan.measure_scale[m]), &out.exact);
     } else {
       out.approx = approx_of(kind, plan.measure_scale[m], s);
     }
@@ -497,8 +510,9 @@ std::shared_ptr<arrow::Table> front::columns_table(const std::vector<arrow::Fiel
     col.emplace_back(c.name);
     ot.emplace_back(type_name(o[c.old_index].type));
     nt.emplace_back(type_name(n[c.new_index].type));
-    mode.emplace_back(c.mode == CompareMode::hash ? "hash"
-                      : c.mode == CompareMode::value ? "value" : "tolerance");
+    mode.emplace_back(c.mode == CompareMode::hash    ? "hash"
+                      : c.mode == CompareMode::value ? "value"
+                                                     : "tolerance");
     changed.push_back(st.changed);
     n2v.push_back(st.null_to_value);
     v2n.push_back(st.value_to_null);
@@ -520,10 +534,11 @@ std::shared_ptr<arrow::Table> front::columns_table(const std::vector<arrow::Fiel
     maxd.emplace_back();
     add_measure(m);
   }
-  const arrow::Validity ok = ch_ok.size() == changed.size() &&
-                                     std::all_of(ch_ok.begin(), ch_ok.end(), [](bool b) { return b; })
-                                 ? arrow::Validity{}
-                                 : ch_ok;
+  const arrow::Validity ok =
+      ch_ok.size() == changed.size() &&
+              std::all_of(ch_ok.begin(), ch_ok.end(), [](bool b) { return b; })
+          ? arrow::Validity{}
+          : ch_ok;
   const SumKind sum_kind = all_integer ? SumKind::integer
                            : all_exact ? SumKind::decimal
                                        : SumKind::floating;
@@ -545,7 +560,7 @@ std::shared_ptr<arrow::Table> front::columns_table(const std::vector<arrow::Fiel
 }
 
 std::shared_ptr<arrow::Table> front::partitions_table(const detail::DiffPlan& plan,
-                                               const detail::EngineResult& r) {
+                                                      const detail::EngineResult& r) {
   std::vector<OptStr> label;
   std::vector<std::int64_t> start, end, ro, rn, added, removed, changed;
   arrow::Validity ok;
@@ -600,8 +615,10 @@ std::shared_ptr<arrow::Table> front::partitions_table(const detail::DiffPlan& pl
 
 namespace {
 
-std::vector<arrow::RowRef> refs_of(const detail::RowLocator& loc, const std::vector<std::int64_t>& rows) {
+std::vector<arrow::RowRef> refs_of(const detail::RowLocator& loc,
+                                   const std::vector<std::int64_t>& rows) {
   std::vector<arrow::RowRef> out;
+  out.reserve(rows.size());
   for (auto r : rows) out.push_back(loc.locate(r));
   return out;
 }
@@ -620,8 +637,8 @@ std::shared_ptr<arrow::Table> front::rows_table(const ImportedTable& t,
 }
 
 std::shared_ptr<arrow::Table> front::changed_table(const ImportedTable& o, const ImportedTable& n,
-                                            const detail::DiffPlan& plan,
-                                            const detail::EngineResult& r) {
+                                                   const detail::DiffPlan& plan,
+                                                   const detail::EngineResult& r) {
   const detail::RowLocator lo(o);
   const detail::RowLocator ln(n);
   std::vector<std::int64_t> key_rows;
@@ -654,7 +671,8 @@ std::shared_ptr<arrow::Table> front::changed_table(const ImportedTable& o, const
   return t;
 }
 
-Result diff(const ImportedTable& old_table, const ImportedTable& new_table, const Options& options) {
+Result diff(const ImportedTable& old_table, const ImportedTable& new_table,
+            const Options& options) {
   std::vector<SchemaChange> schema;
   const detail::DiffPlan plan = front::make_plan(old_table, new_table, options, schema);
   detail::EngineResult r = detail::run_diff(old_table, new_table, plan);

@@ -84,15 +84,17 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
   std::sort(cols.begin(), cols.end(),
             [&](std::size_t a, std::size_t b) { return fields[a].name < fields[b].name; });
   std::vector<std::uint64_t> seeds;
+  seeds.reserve(cols.size());
   for (auto c : cols) seeds.push_back(detail::seed_of(fields[c].name));
   std::optional<std::size_t> part;
   if (options.partition_by) {
     part = table.column_index(*options.partition_by, "partition_by");
     const auto d = detail::domain_of(fields[*part].type);
     if (d != detail::Domain::date && d != detail::Domain::timestamp) {
-      throw InvalidInput(fmt::format("partition_by column '{}' has type {}; expected a date or "
-                                     "timestamp column",
-                                     *options.partition_by, arrow::to_string(fields[*part].type)));
+      throw InvalidInput(
+          fmt::format("partition_by column '{}' has type {}; expected a date or "
+                      "timestamp column",
+                      *options.partition_by, arrow::to_string(fields[*part].type)));
     }
   }
   const auto nc = cols.size();
@@ -170,6 +172,7 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
   });
 
   std::vector<std::string> names;
+  names.reserve(cols.size());
   for (auto c : cols) names.push_back(fields[c].name);
   Result r;
   r.total.columns = names;
@@ -188,8 +191,8 @@ Result fingerprint(const ImportedTable& table, const Options& options) {
     }
   }
   for (auto& [key, acc] : merged) {
-    r.partitions.push_back(
-        PartitionFingerprint{acc.partition, Fingerprint{acc.rows, acc.sum, names, acc.column_sums}});
+    r.partitions.push_back(PartitionFingerprint{
+        acc.partition, Fingerprint{acc.rows, acc.sum, names, acc.column_sums}});
   }
   return r;
 }

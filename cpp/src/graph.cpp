@@ -7,10 +7,10 @@
 #include <set>
 #include <utility>
 
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/depth_first_search.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/depth_first_search.hpp>
 
 #include "backfill/error.hpp"
 #include "plan/names.hpp"
@@ -51,42 +51,47 @@ void validate_node(const NodeSpec& n) {
   if (n.name.empty()) throw InvalidInput("a source or model has an empty name");
   if (n.kind == NodeKind::source) {
     if (!n.depends_on.empty()) {
-      throw InvalidInput(fmt::format("source '{}' has dependencies ({}); only models depend on "
-                                     "other nodes",
-                                     n.name, n.depends_on.front().parent));
+      throw InvalidInput(
+          fmt::format("source '{}' has dependencies ({}); only models depend on "
+                      "other nodes",
+                      n.name, n.depends_on.front().parent));
     }
     if (n.retention && *n.retention <= 0) {
-      throw InvalidInput(fmt::format("source '{}' has retention {} s; expected a positive "
-                                     "duration or none (kept forever)",
-                                     n.name, *n.retention));
+      throw InvalidInput(
+          fmt::format("source '{}' has retention {} s; expected a positive "
+                      "duration or none (kept forever)",
+                      n.name, *n.retention));
     }
     return;
   }
   const bool partitioned = n.partitioning.has_value();
   if (n.strategy == Strategy::replace && !partitioned) {
-    throw InvalidInput(fmt::format("model '{}' has strategy 'replace' but no grain; replace "
-                                   "deletes and inserts a period, so give it a grain (or use "
-                                   "strategy 'full')",
-                                   n.name));
+    throw InvalidInput(
+        fmt::format("model '{}' has strategy 'replace' but no grain; replace "
+                    "deletes and inserts a period, so give it a grain (or use "
+                    "strategy 'full')",
+                    n.name));
   }
   if ((n.strategy == Strategy::full || n.strategy == Strategy::view) && partitioned) {
-    throw InvalidInput(fmt::format("model '{}' has strategy '{}' and grain '{}'; a {} model is "
-                                   "rebuilt whole, so it takes no grain",
-                                   n.name, to_string(n.strategy), to_string(n.partitioning->grain),
-                                   to_string(n.strategy)));
+    throw InvalidInput(fmt::format(
+        "model '{}' has strategy '{}' and grain '{}'; a {} model is "
+        "rebuilt whole, so it takes no grain",
+        n.name, to_string(n.strategy), to_string(n.partitioning->grain), to_string(n.strategy)));
   }
   for (const auto& d : n.depends_on) {
     if (d.mapping.kind != MappingKind::window) continue;
     if (d.mapping.start > d.mapping.end) {
-      throw InvalidInput(fmt::format("model '{}' reads '{}' through window({}, {}): the window "
-                                     "start is after its end; expected start <= end",
-                                     n.name, d.parent, d.mapping.start, d.mapping.end));
+      throw InvalidInput(
+          fmt::format("model '{}' reads '{}' through window({}, {}): the window "
+                      "start is after its end; expected start <= end",
+                      n.name, d.parent, d.mapping.start, d.mapping.end));
     }
     if (!partitioned) {
-      throw InvalidInput(fmt::format("model '{}' reads '{}' through window({}, {}) but has no "
-                                     "grain; window offsets count partitions of the reading "
-                                     "model",
-                                     n.name, d.parent, d.mapping.start, d.mapping.end));
+      throw InvalidInput(
+          fmt::format("model '{}' reads '{}' through window({}, {}) but has no "
+                      "grain; window offsets count partitions of the reading "
+                      "model",
+                      n.name, d.parent, d.mapping.start, d.mapping.end));
     }
   }
 }
@@ -94,13 +99,14 @@ void validate_node(const NodeSpec& n) {
 }  // namespace
 
 Strategy parse_strategy(std::string_view name) {
-  for (auto s : {Strategy::replace, Strategy::merge, Strategy::append, Strategy::full,
-                 Strategy::view}) {
+  for (auto s :
+       {Strategy::replace, Strategy::merge, Strategy::append, Strategy::full, Strategy::view}) {
     if (to_string(s) == name) return s;
   }
-  throw InvalidInput(fmt::format("unknown strategy '{}'; expected one of replace, merge, append, "
-                                 "full, view",
-                                 name));
+  throw InvalidInput(
+      fmt::format("unknown strategy '{}'; expected one of replace, merge, append, "
+                  "full, view",
+                  name));
 }
 
 SourceKind parse_source_kind(std::string_view name) {
@@ -176,15 +182,16 @@ Graph::Graph(std::vector<NodeSpec> nodes) : nodes_(std::move(nodes)) {
     for (const auto& d : nodes_[c].depends_on) {
       auto it = index_.find(d.parent);
       if (it == index_.end()) {
-        throw NotFound(fmt::format("model '{}' depends on '{}', which is not a source or model "
-                                   "of the project{}",
-                                   nodes_[c].name, d.parent,
-                                   detail::did_you_mean(d.parent, nodes_)));
+        throw NotFound(
+            fmt::format("model '{}' depends on '{}', which is not a source or model "
+                        "of the project{}",
+                        nodes_[c].name, d.parent, detail::did_you_mean(d.parent, nodes_)));
       }
       if (!seen.insert(d.parent).second) {
-        throw InvalidInput(fmt::format("model '{}' depends on '{}' twice; give each parent once "
-                                       "with one mapping",
-                                       nodes_[c].name, d.parent));
+        throw InvalidInput(
+            fmt::format("model '{}' depends on '{}' twice; give each parent once "
+                        "with one mapping",
+                        nodes_[c].name, d.parent));
       }
       if (it->second == c) {
         throw CycleError(fmt::format("dependency cycle: {} -> {}", nodes_[c].name, d.parent));
@@ -196,10 +203,9 @@ Graph::Graph(std::vector<NodeSpec> nodes) : nodes_(std::move(nodes)) {
 
   std::vector<Vertex> dfs_parent(n);
   std::vector<boost::default_color_type> colors(n);
-  boost::depth_first_search(
-      g, boost::visitor(CycleFinder(dfs_parent, nodes_))
-             .color_map(boost::make_iterator_property_map(colors.begin(),
-                                                          boost::get(boost::vertex_index, g))));
+  boost::depth_first_search(g, boost::visitor(CycleFinder(dfs_parent, nodes_))
+                                   .color_map(boost::make_iterator_property_map(
+                                       colors.begin(), boost::get(boost::vertex_index, g))));
 
   // Kahn's algorithm; the min-heap keeps declaration order among ready nodes.
   std::vector<std::size_t> pending(n);
@@ -249,8 +255,8 @@ std::optional<ModelId> Graph::find(std::string_view name) const {
 
 ModelId Graph::at(std::string_view name) const {
   if (auto id = find(name)) return *id;
-  throw NotFound(fmt::format("no source or model named '{}'{}", name,
-                             detail::did_you_mean(name, nodes_)));
+  throw NotFound(
+      fmt::format("no source or model named '{}'{}", name, detail::did_you_mean(name, nodes_)));
 }
 
 std::span<const Edge> Graph::in_edges(ModelId id) const noexcept {

@@ -23,10 +23,10 @@ constexpr std::size_t kMaxTextBytes = 200;  // longer offending text is cut (on 
 
 std::string valid_period_param(const std::string& p) {
   const auto first = static_cast<unsigned char>(p.empty() ? '\0' : p[0]);
-  const bool ok = (std::isalpha(first) != 0 || first == '_') &&
-                  std::all_of(p.begin(), p.end(), [](char c) {
-                    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-                  });
+  const bool ok =
+      (std::isalpha(first) != 0 || first == '_') && std::all_of(p.begin(), p.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+      });
   if (!ok) {
     throw InvalidInput(fmt::format(
         "period parameter '{}' is not a name; expected a Jinja identifier like 'start'", p));
@@ -77,8 +77,8 @@ std::optional<Directive> parse_directive(std::string_view body) {
   for (;;) {
     while (i < body.size() && (body[i] == ' ' || body[i] == ',' || body[i] == '=')) ++i;
     std::size_t j = i;
-    while (j < body.size() && (std::isupper(static_cast<unsigned char>(body[j])) != 0 ||
-                               body[j] == '_')) {
+    while (j < body.size() &&
+           (std::isupper(static_cast<unsigned char>(body[j])) != 0 || body[j] == '_')) {
       ++j;
     }
     if (j == i || (j < body.size() && std::isalnum(static_cast<unsigned char>(body[j])) != 0)) {
@@ -213,9 +213,9 @@ class Linter {
         }
         last_name = jt.kind == sql::JKind::name ? tx : std::string_view{};
         // Messages to the log or the user never reach the SQL.
-        static constexpr std::string_view quiet[] = {"log", "print", "raise_compiler_error",
-                                                     "warn", "warn_or_error", "fromjson",
-                                                     "fromyaml"};
+        static constexpr std::string_view quiet[] = {
+            "log",      "print",   "raise_compiler_error", "warn", "warn_or_error",
+            "fromjson", "fromyaml"};
         const bool silent = std::any_of(calls.begin(), calls.end(), [](std::string_view c) {
           return std::find(std::begin(quiet), std::end(quiet), c) != std::end(quiet);
         });
@@ -237,8 +237,8 @@ class Linter {
   }
 
   [[nodiscard]] bool is_period_parameter(std::string_view p) const {
-    while (!p.empty() && (p.front() == '$' || p.front() == ':' || p.front() == '@' ||
-                          p.front() == '{')) {
+    while (!p.empty() &&
+           (p.front() == '$' || p.front() == ':' || p.front() == '@' || p.front() == '{')) {
       p.remove_prefix(1);
     }
     if (p.ends_with("}")) p.remove_suffix(1);
@@ -264,11 +264,10 @@ class Linter {
           [](const detail::lint::Read& r, std::size_t off) { return r.offset < off; });
       for (auto it = first; it != reads.end() && it->offset < e; ++it) {
         const auto& r = *it;
-        const auto match = std::find_if(partitioned_.begin(), partitioned_.end(),
-                                        [&](const std::string& p) {
-                                          return detail::lint::name_ends_with(
-                                              detail::lint::to_lower(r.name), p);
-                                        });
+        const auto match =
+            std::find_if(partitioned_.begin(), partitioned_.end(), [&](const std::string& p) {
+              return detail::lint::name_ends_with(detail::lint::to_lower(r.name), p);
+            });
         if (match == partitioned_.end()) continue;
         if (microbatch && r.kind != InputKind::table && !r.implicit_filter_opt_out) continue;
         const std::string shown = r.kind == InputKind::ref      ? fmt::format("ref('{}')", r.name)
@@ -351,15 +350,24 @@ class Linter {
       if (!d) continue;
       const auto here = loc.locate(tok.begin);
       const auto problem = [&](std::string msg) {
-        Finding f{Rule::lint_parse, Severity::warning, here.line, here.column, tok.begin,
-                  tok.end - tok.begin, clip(sql::slice(t_, tok.begin, tok.end)), std::move(msg),
-                  "write: -- backfill: ignore CLOCK_READ <reason>", false, {}};
+        Finding f{Rule::lint_parse,
+                  Severity::warning,
+                  here.line,
+                  here.column,
+                  tok.begin,
+                  tok.end - tok.begin,
+                  clip(sql::slice(t_, tok.begin, tok.end)),
+                  std::move(msg),
+                  "write: -- backfill: ignore CLOCK_READ <reason>",
+                  false,
+                  {}};
         extra.push_back(std::move(f));
       };
       for (const auto& u : d->unknown) {
-        problem(fmt::format("unknown rule '{}' in a suppression comment; expected CLOCK_READ, "
-                            "NONDETERMINISTIC, UNBOUNDED_READ, APPEND_ONLY or LINT_PARSE",
-                            u));
+        problem(
+            fmt::format("unknown rule '{}' in a suppression comment; expected CLOCK_READ, "
+                        "NONDETERMINISTIC, UNBOUNDED_READ, APPEND_ONLY or LINT_PARSE",
+                        u));
       }
       if (d->rules.empty()) {
         if (d->unknown.empty()) problem("a suppression comment that names no rule");
@@ -379,9 +387,9 @@ class Linter {
           line = here.line;
         } else {
           std::size_t k = i + 1;
-          while (k < toks.size() && (toks[k].kind == sql::Kind::whitespace ||
-                                     toks[k].kind == sql::Kind::comment ||
-                                     toks[k].kind == sql::Kind::jinja_comment)) {
+          while (k < toks.size() &&
+                 (toks[k].kind == sql::Kind::whitespace || toks[k].kind == sql::Kind::comment ||
+                  toks[k].kind == sql::Kind::jinja_comment)) {
             ++k;
           }
           if (k == toks.size()) continue;
@@ -421,9 +429,10 @@ Rule parse_rule(std::string_view code) {
   for (const Rule r : kAllRules) {
     if (to_string(r) == code) return r;
   }
-  throw InvalidInput(fmt::format("unknown lint rule '{}'; expected one of CLOCK_READ, "
-                                 "NONDETERMINISTIC, UNBOUNDED_READ, APPEND_ONLY, LINT_PARSE",
-                                 code));
+  throw InvalidInput(
+      fmt::format("unknown lint rule '{}'; expected one of CLOCK_READ, "
+                  "NONDETERMINISTIC, UNBOUNDED_READ, APPEND_ONLY, LINT_PARSE",
+                  code));
 }
 
 std::string_view to_string(Rule r) noexcept {

@@ -34,9 +34,7 @@ PeriodSet::PeriodSet(std::vector<Interval> intervals) {
   intervals_ = detail::normalize(std::move(intervals));
 }
 
-Seconds PeriodSet::total_seconds() const noexcept {
-  return detail::total_length(intervals_);
-}
+Seconds PeriodSet::total_seconds() const noexcept { return detail::total_length(intervals_); }
 
 namespace {
 // The first interval whose end is after t (the only one that can contain t).

@@ -46,8 +46,7 @@ std::string Plan::task_label(std::uint32_t task) const {
 
 namespace detail {
 
-Span impacted(const Axis& parent, const Axis& child, const Mapping& m, Span changed,
-              Span history) {
+Span impacted(const Axis& parent, const Axis& child, const Mapping& m, Span changed, Span history) {
   if (!child.partitioned()) return {0, 1};
   if (m.kind == MappingKind::all || !parent.partitioned()) return history;
   const Span x = child.covering(parent.start_of(changed.lo), parent.start_of(changed.hi));
@@ -86,14 +85,15 @@ void check_request(const Graph& g, const PlanRequest& r) {
   }
   if (r.concurrency == 0) throw InvalidInput("concurrency is 0; expected at least 1");
   if (!std::isfinite(r.default_cost) || r.default_cost < 0) {
-    throw InvalidInput(fmt::format("default cost {} is not a finite number of seconds >= 0",
-                                   r.default_cost));
+    throw InvalidInput(
+        fmt::format("default cost {} is not a finite number of seconds >= 0", r.default_cost));
   }
   for (std::size_t i = 0; i < r.task_overhead.size(); ++i) {
     if (!std::isfinite(r.task_overhead[i])) {
-      throw InvalidInput(fmt::format("task overhead of '{}' is {}; expected a finite number of "
-                                     "seconds", g.node(ModelId{static_cast<std::uint32_t>(i)}).name,
-                                     r.task_overhead[i]));
+      throw InvalidInput(
+          fmt::format("task overhead of '{}' is {}; expected a finite number of "
+                      "seconds",
+                      g.node(ModelId{static_cast<std::uint32_t>(i)}).name, r.task_overhead[i]));
     }
   }
   for (std::size_t i = 0; i < r.cost_per_partition.size(); ++i) {
@@ -149,8 +149,8 @@ void plan_sets(detail::Context& cx) {
     constexpr std::int64_t kForever = std::numeric_limits<std::int64_t>::max();
     wanted = detail::normalize(std::move(wanted));
     const Span running{axis.index_of(r.as_of), cx.started[m]};
-    cx.in_progress[m] = detail::intersect(
-        wanted, {std::max({running.lo, allowed.hi, allowed.lo}), running.hi});
+    cx.in_progress[m] =
+        detail::intersect(wanted, {std::max({running.lo, allowed.hi, allowed.lo}), running.hi});
     cx.not_ended[m] = detail::intersect(wanted, {std::max(allowed.hi, running.hi), kForever});
     if (r.propagate == Propagate::impact) {
       kept.insert(kept.end(), impact_allowed.begin(), impact_allowed.end());
@@ -181,9 +181,10 @@ void make_tasks(detail::Context& cx, detail::PlanColumns& cols) {
     }
   }
   if (total >= std::numeric_limits<std::uint32_t>::max()) {
-    throw InvalidInput(fmt::format("the plan would have {} tasks; expected fewer than 2^32 (raise "
-                                   "partitions_per_run or narrow the period)",
-                                   total));
+    throw InvalidInput(
+        fmt::format("the plan would have {} tasks; expected fewer than 2^32 (raise "
+                    "partitions_per_run or narrow the period)",
+                    total));
   }
   cols.model.reserve(total);
   cols.start.reserve(total);
@@ -251,9 +252,10 @@ void link_tasks(detail::Context& cx, detail::PlanColumns& cols) {
     for (const Edge& e : g.in_edges(id)) {
       const std::uint32_t p = e.parent.value;
       if (!cx.selected[p] || cx.task_total[p] == 0) continue;
-      const bool whole = !axis.partitioned() || !cx.axes[p].partitioned() ||
-                         e.mapping.kind == MappingKind::all;
-      const bool same = !whole && cx.axes[p].grain() == axis.grain() && cx.axes[p].tz() == axis.tz();
+      const bool whole =
+          !axis.partitioned() || !cx.axes[p].partitioned() || e.mapping.kind == MappingKind::all;
+      const bool same =
+          !whole && cx.axes[p].grain() == axis.grain() && cx.axes[p].tz() == axis.tz();
       links.push_back({&e, cx.first_task[p], cx.first_task[p] + cx.task_total[p], whole, same,
                        cx.first_task[p]});
     }
@@ -342,11 +344,20 @@ Plan plan(std::shared_ptr<const Graph> graph, PlanRequest request) {
 namespace detail {
 
 Context::Context(const Graph& g, const PlanRequest& r)
-    : graph(g), request(r), selected(g.size(), 0), sets(g.size()), limit(g.size(), 0),
-      started(g.size(), 0), begin_index(g.size(), std::numeric_limits<std::int64_t>::min() / 4),
-      has_begin(g.size(), 0), before_begin(g.size()),
-      not_ended(g.size()), in_progress(g.size()), in_progress_kept(g.size()),
-      left_stale(g.size()), unbounded_all(g.size()) {
+    : graph(g),
+      request(r),
+      selected(g.size(), 0),
+      sets(g.size()),
+      limit(g.size(), 0),
+      started(g.size(), 0),
+      begin_index(g.size(), std::numeric_limits<std::int64_t>::min() / 4),
+      has_begin(g.size(), 0),
+      before_begin(g.size()),
+      not_ended(g.size()),
+      in_progress(g.size()),
+      in_progress_kept(g.size()),
+      left_stale(g.size()),
+      unbounded_all(g.size()) {
   axes.reserve(g.size());
   // One axis (and so one calendar table) per (grain, zone): copies share the table.
   std::vector<Axis> distinct;

@@ -51,8 +51,8 @@ int parse_depth(std::string_view digits, std::string_view atom) {
   int value = 0;
   auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
   if (ec != std::errc() || ptr != digits.data() + digits.size() || value <= 0) {
-    throw InvalidInput(fmt::format("selector '{}': depth '{}' is not a positive integer", atom,
-                                   digits));
+    throw InvalidInput(
+        fmt::format("selector '{}': depth '{}' is not a positive integer", atom, digits));
   }
   return value;
 }
@@ -74,8 +74,9 @@ Atom parse_atom(std::string_view text) {
   }
   if (const auto plus = s.rfind('+'); plus != std::string_view::npos) {
     const auto tail = s.substr(plus + 1);
-    const bool numeric = std::all_of(tail.begin(), tail.end(),
-                                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    const bool numeric = std::all_of(tail.begin(), tail.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c));
+    });
     if (numeric) {
       a.down = tail.empty() ? -1 : parse_depth(tail, text);
       s = s.substr(0, plus);
@@ -90,9 +91,10 @@ Atom parse_atom(std::string_view text) {
     if (a.method.starts_with("config.")) a.method.remove_prefix(7);
   }
   if (s.empty()) {
-    throw InvalidInput(fmt::format("selector '{}' names no model; expected e.g. 'name', 'name+', "
-                                   "'+name', '@name', 'tag:daily' or 'fct_*'",
-                                   text));
+    throw InvalidInput(
+        fmt::format("selector '{}' names no model; expected e.g. 'name', 'name+', "
+                    "'+name', '@name', 'tag:daily' or 'fct_*'",
+                    text));
   }
   a.pattern = s;
   return a;
@@ -100,8 +102,7 @@ Atom parse_atom(std::string_view text) {
 
 bool node_matches(const NodeSpec& n, const Atom& a) {
   auto match = [&](std::string_view value) {
-    return detail::has_glob(a.pattern) ? detail::glob_match(a.pattern, value)
-                                       : a.pattern == value;
+    return detail::has_glob(a.pattern) ? detail::glob_match(a.pattern, value) : a.pattern == value;
   };
   if (a.method.empty() || a.method == "fqn" || a.method == "model") {
     return (a.method.empty() || n.kind == NodeKind::model) && match(n.name);
@@ -117,9 +118,10 @@ bool node_matches(const NodeSpec& n, const Atom& a) {
     if (n.kind != NodeKind::model) return false;
     return match(n.partitioning ? to_string(n.partitioning->grain) : "none");
   }
-  throw InvalidInput(fmt::format("selector '{}': unknown method '{}'; expected one of tag, source, "
-                                 "strategy, grain (or a plain name)",
-                                 a.text, a.method));
+  throw InvalidInput(
+      fmt::format("selector '{}': unknown method '{}'; expected one of tag, source, "
+                  "strategy, grain (or a plain name)",
+                  a.text, a.method));
 }
 
 void merge_into(std::vector<bool>& into, const std::vector<bool>& from) {
@@ -134,9 +136,9 @@ std::vector<bool> eval_atom(const Graph& g, const Atom& a) {
     if (node_matches(g.node(ModelId{i}), a)) base[i] = any = true;
   }
   if (!any) {
-    const std::string hint =
-        a.method.empty() && !detail::has_glob(a.pattern) ? detail::did_you_mean(a.pattern, g.nodes())
-                                                          : std::string();
+    const std::string hint = a.method.empty() && !detail::has_glob(a.pattern)
+                                 ? detail::did_you_mean(a.pattern, g.nodes())
+                                 : std::string();
     throw NotFound(fmt::format("selector '{}' matches no model{}", a.text, hint));
   }
   std::vector<bool> out = base;
@@ -194,10 +196,10 @@ std::vector<ModelId> select(const Graph& graph, std::string_view selector,
     if (marks[id.value] && graph.node(id).kind == NodeKind::model) ids.push_back(id);
   }
   if (ids.empty()) {
-    throw NotFound(exclude.empty()
-                       ? fmt::format("selector '{}' selects no model (only sources)", selector)
-                       : fmt::format("selector '{}' with exclude '{}' selects no model", selector,
-                                     exclude));
+    throw NotFound(
+        exclude.empty()
+            ? fmt::format("selector '{}' selects no model (only sources)", selector)
+            : fmt::format("selector '{}' with exclude '{}' selects no model", selector, exclude));
   }
   return ids;
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ._version import __version__
+from ._version import __version__ as __version__  # re-exported: backfill.__version__
 from .errors import BackfillError, ConflictError, CycleError, InvalidInputError, NotFoundError
 
 try:

@@ -1,8 +1,9 @@
 """``ArrowTable``: the result table every backfill API returns.
 
 It wraps an Arrow record batch owned by the C++ core. Any Arrow consumer reads it zero-copy through
-the PyCapsule interface (``pyarrow.table(t)``, ``polars.from_arrow(t)``, ``duckdb.sql("... from t")``);
-without pyarrow, ``to_pylist()``, ``to_pydict()`` and ``t["column"]`` give plain Python values.
+the PyCapsule interface (``pyarrow.table(t)``, ``polars.from_arrow(t)``,
+``duckdb.sql("... from t")``); without pyarrow, ``to_pylist()``, ``to_pydict()`` and
+``t["column"]`` give plain Python values.
 
 >>> t = backfill.diff(old, new, key="id").columns      # doctest: +SKIP
 >>> t.to_pandas()                                       # doctest: +SKIP
@@ -56,7 +57,7 @@ class ArrowTable:
     @property
     def types(self) -> dict[str, str]:
         """Column name -> Arrow type, e.g. ``{"id": "int64", "at": "timestamp[us, tz=UTC]"}``."""
-        return dict(zip(self._core.column_names, self._core.types))
+        return dict(zip(self._core.column_names, self._core.types, strict=True))
 
     def __len__(self) -> int:
         return self._core.num_rows
@@ -76,7 +77,7 @@ class ArrowTable:
         """One dict per row."""
         names = self._core.column_names
         columns = [self._core.column(i) for i in range(len(names))]
-        return [dict(zip(names, row)) for row in zip(*columns)]
+        return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.to_pylist())
@@ -113,12 +114,12 @@ class ArrowTable:
         rows = self._rows_as_text(_TEXT_ROWS)
         widths = [len(n) for n in names]
         for row in rows:
-            widths = [max(w, len(v)) for w, v in zip(widths, row)]
+            widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
         cap = [min(w, 40) for w in widths]
-        lines = ["  ".join(n[:c].ljust(c) for n, c in zip(names, cap))]
+        lines = ["  ".join(n[:c].ljust(c) for n, c in zip(names, cap, strict=True))]
         lines.append("  ".join("-" * c for c in cap))
         for row in rows:
-            lines.append("  ".join(_clip(v, c).ljust(c) for v, c in zip(row, cap)))
+            lines.append("  ".join(_clip(v, c).ljust(c) for v, c in zip(row, cap, strict=True)))
         if self.num_rows > len(rows):
             lines.append(f"... {self.num_rows - len(rows)} more rows")
         return "\n".join(lines)

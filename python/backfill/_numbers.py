@@ -17,7 +17,7 @@ import decimal
 import math
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any, Union
+from typing import Any
 
 __all__ = [
     "Decimal",
@@ -37,7 +37,7 @@ __all__ = [
     "value_type",
 ]
 
-Number = Union[int, float, Decimal]
+Number = int | float | Decimal
 
 #: kinds of measure sums (see the module doc)
 INTEGER, DECIMAL, FLOAT = "integer", "decimal", "float"

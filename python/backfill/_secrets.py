@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
@@ -162,32 +162,51 @@ def _known(
                 out.setdefault(form, replacement)
 
     for url in webhooks:
-        add(url, mask_webhook(url))
-        _, sep, rest = url.partition("://")
-        userinfo, tail = _split_authority(rest if sep else url)
-        add(userinfo.partition(":")[2])
-        end = _host_end(tail)
-        if tail[end:] not in ("", "/"):
-            add(tail[end:], ELIDED)
+        for secret, replacement in _webhook_secrets(url):
+            add(secret, replacement)
     for url in urls:
-        _, sep, rest = url.partition("://")
-        if sep:
-            userinfo, tail = _split_authority(rest)
-            add(userinfo.partition(":")[2])
-            for piece in re.split(r"[?&;#]", tail)[1:]:
-                name, eq, value = piece.partition("=")
-                if eq and is_secret_name(unquote_plus(name)):
-                    add(value)
-        else:
-            for m in _PAIR.finditer(url):
-                if is_secret_name(m[1]):
-                    value = m[3]
-                    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                        value = re.sub(r"\\(.)", r"\1", value[1:-1])
-                    add(value)
+        for secret in _url_secrets(url):
+            add(secret)
     for value in values:
         add(value)
     return sorted(out.items(), key=lambda kv: -len(kv[0]))
+
+
+def _webhook_secrets(url: str) -> Iterator[tuple[str, str]]:
+    """(secret, what replaces it) held by a webhook URL: the whole URL (shown as
+    :func:`mask_webhook` shows it), its password and its path (the token)."""
+    yield url, mask_webhook(url)
+    _, sep, rest = url.partition("://")
+    userinfo, tail = _split_authority(rest if sep else url)
+    yield userinfo.partition(":")[2], MASK
+    end = _host_end(tail)
+    if tail[end:] not in ("", "/"):
+        yield tail[end:], ELIDED
+
+
+def _url_secrets(url: str) -> Iterator[str]:
+    """The secrets a URL holds (its password, its secret-named query parameters), or a
+    ``key=value`` DSN (its secret-named values, unquoted)."""
+    _, sep, rest = url.partition("://")
+    if not sep:
+        yield from _dsn_secrets(url)
+        return
+    userinfo, tail = _split_authority(rest)
+    yield userinfo.partition(":")[2]
+    for piece in re.split(r"[?&;#]", tail)[1:]:
+        name, eq, value = piece.partition("=")
+        if eq and is_secret_name(unquote_plus(name)):
+            yield value
+
+
+def _dsn_secrets(dsn: str) -> Iterator[str]:
+    """The values of the secret-named pairs of a ``key=value`` DSN, unquoted."""
+    for m in _PAIR.finditer(dsn):
+        if is_secret_name(m[1]):
+            value = m[3]
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = re.sub(r"\\(.)", r"\1", value[1:-1])
+            yield value
 
 
 def mask_text(

@@ -31,7 +31,7 @@ class RowTable:
         return len(self.rows)
 
     def to_pylist(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, r)) for r in self.rows]
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
 
     def to_arrow(self) -> Any:
         import pyarrow as pa  # type: ignore[import-untyped]
@@ -49,8 +49,8 @@ class RowTable:
     def __str__(self) -> str:
         text = [[_show(v) for v in r] for r in self.rows[:40]]
         widths = [max([len(c), *(len(r[i]) for r in text)]) for i, c in enumerate(self.columns)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(self.columns, widths))]
-        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in text]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(self.columns, widths, strict=True))]
+        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in text]
         if len(self.rows) > 40:
             lines.append(f"... {len(self.rows) - 40} more rows")
         return "\n".join(lines)

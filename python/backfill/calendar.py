@@ -23,13 +23,13 @@ import logging
 import os
 import zoneinfo
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
 
 from . import _core
 
 _log = logging.getLogger(__name__)
 
-Instant = Union[_dt.datetime, _dt.date, str]
+Instant = _dt.datetime | _dt.date | str
 Grain = Literal["hour", "day", "week", "month", "quarter", "year"]
 GRAINS: tuple[str, ...] = ("hour", "day", "week", "month", "quarter", "year")
 

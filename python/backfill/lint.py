@@ -65,7 +65,7 @@ import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Union, overload
+from typing import Any, overload
 
 from . import _core
 from .errors import InvalidInputError
@@ -83,7 +83,7 @@ RULES: Mapping[str, str] = {
 }
 _HTML_MAX_ROWS = 500
 
-IgnoreSpec = Union[Mapping[str, str], Iterable[str | tuple[str, str]], str, None]
+IgnoreSpec = Mapping[str, str] | Iterable[str | tuple[str, str]] | str | None
 
 
 @dataclass(frozen=True)

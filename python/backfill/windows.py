@@ -69,7 +69,7 @@ def format_duration(seconds: float) -> str:
     s = max(0.0, seconds)
     if s < 60:
         return f"{s:.1f} s"
-    m, sec = divmod(int(round(s)), 60)
+    m, sec = divmod(round(s), 60)
     h, m = divmod(m, 60)
     return f"{h}h {m:02d}m" if h else f"{m}m {sec:02d}s"
 
@@ -210,7 +210,7 @@ class Windows:
     def parse(cls, specs: str | Iterable[str], default_tz: str | None = None) -> Windows:
         """Windows from one spec, a ``;``-separated string of them, or a list. Overlapping
         windows are refused (naming both): they say the same hours twice, usually by mistake."""
-        items = [s for s in specs.split(";")] if isinstance(specs, str) else list(specs)
+        items = specs.split(";") if isinstance(specs, str) else list(specs)
         if not items:
             raise InvalidInputError(
                 "windows []: expected at least one, e.g. '22:00-06:00 Europe/Berlin'"

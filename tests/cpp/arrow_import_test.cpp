@@ -86,8 +86,9 @@ TEST(ArrowImport, RefusesListOffsetsPastTheChild) {
   Producer p;
   auto* child = p.array(2, {nullptr, p.buffer({10, 20})});
   auto* list = p.array(2, {nullptr, p.offsets32({0, 1, 5})}, {child});
-  EXPECT_NE(message_of([&] { (void)p.import(p.schema("+l", {p.schema("l")}), list, 2); })
-                .find("offset 5 points past the end of its child (length 2)"),
+  EXPECT_NE(message_of([&] {
+              (void)p.import(p.schema("+l", {p.schema("l")}), list, 2);
+            }).find("offset 5 points past the end of its child (length 2)"),
             std::string::npos);
 }
 
@@ -97,8 +98,9 @@ TEST(ArrowImport, RefusesDecreasingOrNegativeStringOffsets) {
   EXPECT_NE(message_of([&] { (void)p.import(p.schema("u"), dec, 2); }).find("offsets decrease"),
             std::string::npos);
   auto* neg = p.array(1, {nullptr, p.offsets32({-4, 0}), p.buffer({0})});
-  EXPECT_NE(message_of([&] { (void)p.import(p.schema("u"), neg, 1); }).find("offset -4 is negative"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of([&] { (void)p.import(p.schema("u"), neg, 1); }).find("offset -4 is negative"),
+      std::string::npos);
 }
 
 TEST(ArrowImport, RefusesDictionaryIndicesOutsideTheDictionary) {
@@ -108,8 +110,9 @@ TEST(ArrowImport, RefusesDictionaryIndicesOutsideTheDictionary) {
   auto* values = p.array(2, {nullptr, p.offsets32({0, 1, 2}), p.buffer({0x6261})});  // "a", "b"
   auto* indices = p.array(3, {nullptr, p.buffer({1, 2})});  // int32 1, 0, 2: 2 is out of range
   indices->dictionary = values;
-  EXPECT_NE(message_of([&] { (void)p.import(dict_schema, indices, 3); })
-                .find("dictionary index 2 (dictionary length 2)"),
+  EXPECT_NE(message_of([&] {
+              (void)p.import(dict_schema, indices, 3);
+            }).find("dictionary index 2 (dictionary length 2)"),
             std::string::npos);
 }
 
@@ -125,13 +128,15 @@ TEST(ArrowImport, RefusesNullPointersAndWrongCounts) {
   EXPECT_NE(message_of([&] { (void)p.import(p.schema("l"), b, 2); }).find("values buffer is null"),
             std::string::npos);
   auto* list = p.array(1, {nullptr, p.offsets32({0, 0})}, {nullptr});
-  EXPECT_NE(message_of([&] { (void)p.import(p.schema("+l", {p.schema("l")}), list, 1); })
-                .find("null child"),
+  EXPECT_NE(message_of([&] {
+              (void)p.import(p.schema("+l", {p.schema("l")}), list, 1);
+            }).find("null child"),
             std::string::npos);
   auto* bad_schema = p.schema("+s", {p.schema("l")});
   bad_schema->children = nullptr;
   EXPECT_NE(message_of([&] {
-              (void)arrow::import_array(bad_schema, p.array(0, {nullptr}, {p.array(0, {nullptr, values})}));
+              (void)arrow::import_array(bad_schema,
+                                        p.array(0, {nullptr}, {p.array(0, {nullptr, values})}));
             }).find("no child list"),
             std::string::npos);
   // A null count without a validity bitmap, and an offset + length past INT64_MAX.
@@ -151,8 +156,9 @@ TEST(ArrowImport, RefusesViewsOutsideTheirDataBuffers) {
   const std::int32_t parts[4] = {20, 0, 1, 0};
   std::memcpy(view.data(), parts, 16);
   auto* a = p.array(1, {nullptr, p.buffer(view), p.buffer({0, 0, 0}), p.buffer({24})});
-  EXPECT_NE(message_of([&] { (void)p.import(p.schema("vu"), a, 1); })
-                .find("slot 0 names data buffer 1 of 1"),
+  EXPECT_NE(message_of([&] {
+              (void)p.import(p.schema("vu"), a, 1);
+            }).find("slot 0 names data buffer 1 of 1"),
             std::string::npos);
 }
 
@@ -160,8 +166,9 @@ TEST(ArrowImport, RefusesStructChildShorterThanItsParent) {
   Producer p;
   auto* x = p.array(2, {nullptr, p.buffer({1, 2})});
   auto* s = p.array(2, {nullptr}, {x}, /*offset=*/1);  // needs 3 child slots
-  EXPECT_NE(message_of([&] { (void)p.import(p.schema("+s", {p.schema("l", {}, "x")}), s, 2); })
-                .find("struct child has 2 slots, its parent needs 3"),
+  EXPECT_NE(message_of([&] {
+              (void)p.import(p.schema("+s", {p.schema("l", {}, "x")}), s, 2);
+            }).find("struct child has 2 slots, its parent needs 3"),
             std::string::npos);
 }
 

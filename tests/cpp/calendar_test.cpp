@@ -56,16 +56,16 @@ TEST(Calendar, SkippedMidnightStartsDayAtGapEnd) {
 }
 
 TEST(Calendar, PartitionsStrictAndExpand) {
-  const auto days = backfill::partitions(Grain::day, utc("2026-08-01T00:00:00Z"),
-                                         utc("2026-08-04T00:00:00Z"));
+  const auto days =
+      backfill::partitions(Grain::day, utc("2026-08-01T00:00:00Z"), utc("2026-08-04T00:00:00Z"));
   ASSERT_EQ(days.size(), 3u);
   EXPECT_EQ(days[2].label(), "2026-08-03");
   EXPECT_THROW((void)backfill::partitions(Grain::day, utc("2026-08-01T01:00:00Z"),
                                           utc("2026-08-04T00:00:00Z")),
                backfill::InvalidInput);
   const auto expanded =
-      backfill::partitions(Grain::month, utc("2026-08-15T00:00:00Z"),
-                           utc("2026-09-02T00:00:00Z"), {}, backfill::Align::expand);
+      backfill::partitions(Grain::month, utc("2026-08-15T00:00:00Z"), utc("2026-09-02T00:00:00Z"),
+                           {}, backfill::Align::expand);
   ASSERT_EQ(expanded.size(), 2u);
   EXPECT_EQ(expanded[1].label(), "2026-09");
   EXPECT_THROW((void)backfill::partitions(Grain::day, 10, 10), backfill::InvalidInput);

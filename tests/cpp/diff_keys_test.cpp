@@ -154,7 +154,7 @@ TEST(DiffKeys, ClaimsThatDoNotHoldAreCaught) {
   plan.key_old = plan.key_new = {0, 1};
   plan.threads = 2;
   const std::vector<std::uint32_t> right = {detail::kNoMatch, 1, 2};
-  const std::vector<std::uint32_t> wrong = {0, 1, 2};        // (1, "11") vs (11, "1")
+  const std::vector<std::uint32_t> wrong = {0, 1, 2};                // (1, "11") vs (11, "1")
   const std::vector<std::uint32_t> half = {detail::kNoMatch, 2, 2};  // (2, "2") vs (3, "x")
   const std::vector<detail::RowPair> none, same = {{1, 1}}, differ = {{1, 2}};
   EXPECT_TRUE(detail::verify_key_claims(a, b, plan, right, none, none));
@@ -181,19 +181,19 @@ TEST(DiffKeys, ToleranceAndValueColumnsMatchABruteForce) {
     ok[k] = rng() % 20 != 0;
     ok2[k] = ok[k];
     switch (rng() % 8) {
-      case 0: f2[k] += 0.25; break;       // within abs 0.3
+      case 0: f2[k] += 0.25; break;               // within abs 0.3
       case 1: f2[k] += 0.5 + f[k] * 0.02; break;  // beyond abs + rel
       case 2: f2[k] = nan; break;
       case 3: ok2[k] = !ok[k]; break;
-      case 4: ints2[k] += 1; break;      // compared by value (int64 old, float64 new)
+      case 4: ints2[k] += 1; break;  // compared by value (int64 old, float64 new)
       default: break;
     }
     w2[k] = static_cast<double>(ints2[k]);
   }
   f[7] = nan;
   f2[7] = nan;
-  auto make = [](const std::vector<std::int64_t>& id, const std::vector<double>& x,
-                 arrow::Column w, const arrow::Validity& valid) {
+  auto make = [](const std::vector<std::int64_t>& id, const std::vector<double>& x, arrow::Column w,
+                 const arrow::Validity& valid) {
     arrow::Table t;
     t.add("id", arrow::int64_column(id));
     t.add("f", arrow::float64_column(x, valid));

@@ -124,7 +124,8 @@ TEST(DiffMerge, SortedTablesGiveTheHashPathsResult) {
   const Rows old_rows = rows(70'000, -1000, 3, rng);
   Rows nr;
   const auto keep = [&](std::size_t k) { return k >= 40 && k + 25 < old_rows.id.size(); };
-  auto push = [&](std::int64_t id, double a, std::int64_t q, std::int32_t d, std::string s, bool v) {
+  auto push = [&](std::int64_t id, double a, std::int64_t q, std::int32_t d, std::string s,
+                  bool v) {
     nr.id.push_back(id);
     nr.amount.push_back(a);
     nr.qty.push_back(q);

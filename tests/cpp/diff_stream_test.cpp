@@ -32,8 +32,10 @@ struct Rows {
 };
 
 arrow::ImportedTable slice(const Rows& r, std::size_t lo, std::size_t hi) {
-  auto cut = [&](const auto& v) { return std::vector(v.begin() + static_cast<std::ptrdiff_t>(lo),
-                                                     v.begin() + static_cast<std::ptrdiff_t>(hi)); };
+  auto cut = [&](const auto& v) {
+    return std::vector(v.begin() + static_cast<std::ptrdiff_t>(lo),
+                       v.begin() + static_cast<std::ptrdiff_t>(hi));
+  };
   arrow::Validity ok;
   for (std::size_t i = lo; i < hi; ++i) ok.push_back(r.id_ok[i]);
   arrow::Table t;
@@ -68,7 +70,8 @@ diff::Options options() {
 // Random cut points of n rows into `pairs` slices (some empty).
 std::vector<std::size_t> cuts(std::mt19937_64& rng, std::size_t n, std::size_t pairs) {
   std::vector<std::size_t> c{0, n};
-  for (std::size_t p = 1; p < pairs; ++p) c.push_back(std::uniform_int_distribution<std::size_t>(0, n)(rng));
+  for (std::size_t p = 1; p < pairs; ++p)
+    c.push_back(std::uniform_int_distribution<std::size_t>(0, n)(rng));
   std::sort(c.begin(), c.end());
   return c;
 }
@@ -101,11 +104,15 @@ TEST(DiffStream, RandomPairSplitsEqualTheOneShotDiff) {
       const auto day = static_cast<std::int32_t>(20000 + pct(rng) % 5);
       const auto qty = static_cast<std::int64_t>(pct(rng));
       if (pct(rng) >= 10) {  // in old
-        o.id.push_back(id); o.id_ok.push_back(!null_key); o.day.push_back(day);
-        o.qty.push_back(qty); o.s.push_back("s" + std::to_string(id));
+        o.id.push_back(id);
+        o.id_ok.push_back(!null_key);
+        o.day.push_back(day);
+        o.qty.push_back(qty);
+        o.s.push_back("s" + std::to_string(id));
       }
       if (pct(rng) >= 10) {  // in new: sometimes another day (moves pair), qty or s changed
-        n.id.push_back(id); n.id_ok.push_back(!null_key);
+        n.id.push_back(id);
+        n.id_ok.push_back(!null_key);
         n.day.push_back(pct(rng) < 15 ? static_cast<std::int32_t>(20000 + pct(rng) % 5) : day);
         n.qty.push_back(pct(rng) < 20 ? qty + 1 : qty);
         n.s.push_back(pct(rng) < 10 ? "t" : "s" + std::to_string(id));
@@ -182,7 +189,10 @@ TEST(DiffStream, AKeyRecurringAtTheEdgeOfADenseRangeIsFound) {
   auto dense = [](std::int64_t lo, std::int64_t hi) {
     Rows r;
     for (std::int64_t i = lo; i < hi; ++i) {
-      r.id.push_back(i); r.qty.push_back(1); r.day.push_back(20000); r.s.emplace_back("x");
+      r.id.push_back(i);
+      r.qty.push_back(1);
+      r.day.push_back(20000);
+      r.s.emplace_back("x");
       r.id_ok.push_back(true);
     }
     return r;

@@ -159,7 +159,7 @@ TEST(Diff, DecimalMeasuresAreSummedExactly) {
   const auto* words = amount.view().values<__int128>();
   EXPECT_TRUE(words[0] == 300);  // 0.10 + 0.20 = 0.300, exactly
   const auto* delta = r.partitions->column("amount_delta").view().values<__int128>();
-  EXPECT_TRUE(delta[1] == -5);   // 0.005 - 0.010
+  EXPECT_TRUE(delta[1] == -5);  // 0.005 - 0.010
   EXPECT_EQ(r.partitions->column("amount_delta_pct").view().values<double>()[1], -50.0);
   // An int64 sum beyond int64 comes back as decimal128(38, 0), exactly.
   const auto& n = r.partitions->column("n_old");
@@ -231,15 +231,17 @@ TEST(Diff, ColumnStatisticsMatchABruteForceCount) {
   auto b = make(permute(ids), permute(f2), permute(i2), permute(d2), permute(s2), permute(ok2));
 
   // Brute force, by key (rows are aligned before the shuffle).
-  struct Want { std::int64_t changed = 0, n2v = 0, v2n = 0; double max = 0; };
+  struct Want {
+    std::int64_t changed = 0, n2v = 0, v2n = 0;
+    double max = 0;
+  };
   Want want[4];
   std::int64_t rows_changed = 0;
   for (std::size_t k = 0; k < static_cast<std::size_t>(n); ++k) {
     const bool x = ok[k];
     const bool y = ok2[k];
-    const bool same[4] = {
-        floats[k] == f2[k] || (std::isnan(floats[k]) && std::isnan(f2[k])), ints[k] == i2[k],
-        days[k] == d2[k], texts[k] == s2[k]};
+    const bool same[4] = {floats[k] == f2[k] || (std::isnan(floats[k]) && std::isnan(f2[k])),
+                          ints[k] == i2[k], days[k] == d2[k], texts[k] == s2[k]};
     bool any = false;
     for (int c = 0; c < 4; ++c) {
       const bool equal = x && y ? same[c] : x == y;

@@ -69,12 +69,16 @@ TEST(Graph, TopologicalOrderIsStable) {
 }
 
 TEST(Graph, Errors) {
-  EXPECT_EQ(message_of([] { Graph({model("fct", {"clean_order"}), model("clean_orders", {})}); }),
+  EXPECT_EQ(message_of([] {
+              Graph({model("fct", {"clean_order"}), model("clean_orders", {})});
+            }),
             "model 'fct' depends on 'clean_order', which is not a source or model of the project "
             "(did you mean 'clean_orders'?)");
   EXPECT_THROW(Graph({model("fct", {"nope"})}), backfill::NotFound);
   EXPECT_THROW(Graph({model("a", {}), model("a", {})}), backfill::InvalidInput);
-  EXPECT_EQ(message_of([] { Graph({model("a", {"c"}), model("b", {"a"}), model("c", {"b"})}); }),
+  EXPECT_EQ(message_of([] {
+              Graph({model("a", {"c"}), model("b", {"a"}), model("c", {"b"})});
+            }),
             "dependency cycle: a -> b -> c -> a");
   EXPECT_THROW(Graph({model("a", {"a"})}), backfill::CycleError);
   NodeSpec w = model("w", {});
@@ -93,8 +97,8 @@ TEST(Graph, Errors) {
 TEST(Select, Syntax) {
   const Graph g({source("raw.orders"), model("clean", {"raw.orders"}, true, {"daily"}),
                  model("fct_daily", {"clean"}, true, {"daily", "finance"}),
-                 model("fct_monthly", {"fct_daily"}, true, {"finance"}),
-                 model("dim", {}, false), model("rpt", {"fct_monthly", "dim"}, false)});
+                 model("fct_monthly", {"fct_daily"}, true, {"finance"}), model("dim", {}, false),
+                 model("rpt", {"fct_monthly", "dim"}, false)});
   auto sel = [&](std::string_view s, std::string_view x = {}) {
     return names(g, backfill::select(g, s, x));
   };

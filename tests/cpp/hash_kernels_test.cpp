@@ -29,10 +29,16 @@ std::vector<double> doubles(std::size_t n) {
   std::normal_distribution<double> normal(0, 1e6);
   std::vector<double> v(n);
   for (auto& x : v) x = normal(rng);
-  const double specials[] = {0.0, -0.0, std::nan(""), -std::nan(""), std::nan("0x123"),
+  const double specials[] = {0.0,
+                             -0.0,
+                             std::nan(""),
+                             -std::nan(""),
+                             std::nan("0x123"),
                              std::numeric_limits<double>::infinity(),
                              -std::numeric_limits<double>::infinity(),
-                             std::numeric_limits<double>::denorm_min(), 1.0, -1.0};
+                             std::numeric_limits<double>::denorm_min(),
+                             1.0,
+                             -1.0};
   for (std::size_t k = 0; k < std::size(specials) && k * 3 < n; ++k) v[k * 3] = specials[k];
   return v;
 }
@@ -70,8 +76,10 @@ void check(const std::vector<T>& v, Kernel kernel, Scalar scalar) {
 }  // namespace
 
 TEST(HashKernels, AgreeWithTheScalarCellHashes) {
-  check(ints<std::int64_t>(64), kernels::hash_i64, [](std::int64_t x) { return hash_int(x, kSeed); });
-  check(ints<std::int32_t>(64), kernels::hash_i32, [](std::int32_t x) { return hash_int(x, kSeed); });
+  check(ints<std::int64_t>(64), kernels::hash_i64,
+        [](std::int64_t x) { return hash_int(x, kSeed); });
+  check(ints<std::int32_t>(64), kernels::hash_i32,
+        [](std::int32_t x) { return hash_int(x, kSeed); });
   check(ints<std::uint32_t>(64), kernels::hash_u32,
         [](std::uint32_t x) { return hash_int(x, kSeed); });
   check(doubles(64), kernels::hash_f64, [](double x) { return hash_double(x, kSeed); });
@@ -81,8 +89,8 @@ TEST(HashKernels, AgreeWithTheScalarCellHashes) {
 }
 
 TEST(HashKernels, FloatsHashOneNanAndOneZero) {
-  const std::vector<double> v = {std::nan(""), -std::nan(""), std::nan("0x7"), 0.0, -0.0, 0.0,
-                                 0.0, 0.0, 0.0};
+  const std::vector<double> v = {
+      std::nan(""), -std::nan(""), std::nan("0x7"), 0.0, -0.0, 0.0, 0.0, 0.0, 0.0};
   std::vector<std::uint64_t> h(v.size());
   kernels::hash_f64(v.data(), v.size(), kSeed, h.data(), false);
   EXPECT_EQ(h[0], h[1]);
@@ -109,7 +117,8 @@ namespace {
 
 // hash_rows over [begin, end) of a column, sliced by `cut` rows, against one row at a time
 // through the generic per-row path (a one-row range always takes the same code as the scalar).
-void check_rows(const arrow::Column& col, std::uint64_t (*cell)(const arrow::ArrayView&, std::int64_t)) {
+void check_rows(const arrow::Column& col,
+                std::uint64_t (*cell)(const arrow::ArrayView&, std::int64_t)) {
   arrow::ArrayView full = col.view();
   for (std::int64_t cut : {0, 1, 5}) {
     arrow::ArrayView a = full;
@@ -164,7 +173,8 @@ TEST(HashRows, FixedWidthColumnsWithNullsAndOffsets) {
 
 TEST(HashRows, StringsWithNullsAndOffsets) {
   std::vector<std::string> s;
-  for (int k = 0; k < 53; ++k) s.push_back(std::string(static_cast<std::size_t>(k % 40), 'a') + std::to_string(k));
+  for (int k = 0; k < 53; ++k)
+    s.push_back(std::string(static_cast<std::size_t>(k % 40), 'a') + std::to_string(k));
   for (const auto& ok : {arrow::Validity{}, every_third_null(53)}) {
     check_rows(arrow::utf8_column(s, ok), [](const arrow::ArrayView& a, std::int64_t r) {
       return backfill::detail::hash_bytes(a.bytes_at(r), kSeed);

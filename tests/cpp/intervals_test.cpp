@@ -31,12 +31,12 @@ using Set = std::vector<I>;
 
 TEST(Intervals, NormalizeMergesOverlapsAndAdjacencyAndDropsEmpties) {
   EXPECT_EQ(normalize(Set{}), Set{});
-  EXPECT_EQ(normalize(Set{{3, 3}, {5, 4}}), Set{});                     // empty, reversed
-  EXPECT_EQ(normalize(Set{{5, 8}, {1, 3}}), (Set{{1, 3}, {5, 8}}));     // sorted
-  EXPECT_EQ(normalize(Set{{1, 4}, {3, 6}}), (Set{{1, 6}}));             // overlap
-  EXPECT_EQ(normalize(Set{{1, 3}, {3, 6}}), (Set{{1, 6}}));             // adjacent
-  EXPECT_EQ(normalize(Set{{1, 9}, {2, 3}, {4, 5}}), (Set{{1, 9}}));     // contained
-  EXPECT_EQ(normalize(Set{{2, 4}, {2, 7}, {2, 3}}), (Set{{2, 7}}));     // equal starts
+  EXPECT_EQ(normalize(Set{{3, 3}, {5, 4}}), Set{});                  // empty, reversed
+  EXPECT_EQ(normalize(Set{{5, 8}, {1, 3}}), (Set{{1, 3}, {5, 8}}));  // sorted
+  EXPECT_EQ(normalize(Set{{1, 4}, {3, 6}}), (Set{{1, 6}}));          // overlap
+  EXPECT_EQ(normalize(Set{{1, 3}, {3, 6}}), (Set{{1, 6}}));          // adjacent
+  EXPECT_EQ(normalize(Set{{1, 9}, {2, 3}, {4, 5}}), (Set{{1, 9}}));  // contained
+  EXPECT_EQ(normalize(Set{{2, 4}, {2, 7}, {2, 3}}), (Set{{2, 7}}));  // equal starts
   EXPECT_EQ(normalize(Set{{6, 6}, {1, 2}, {4, 4}, {2, 2}, {3, 4}}), (Set{{1, 2}, {3, 4}}));
 }
 
@@ -44,10 +44,10 @@ TEST(Intervals, SubtractCutsPartialOverlaps) {
   const Set a{{0, 10}, {20, 30}};
   EXPECT_EQ(subtract(a, Set{}), a);
   EXPECT_EQ(subtract(Set{}, a), Set{});
-  EXPECT_EQ(subtract(a, Set{{-5, 3}}), (Set{{3, 10}, {20, 30}}));              // left edge
-  EXPECT_EQ(subtract(a, Set{{8, 22}}), (Set{{0, 8}, {22, 30}}));                // across a gap
+  EXPECT_EQ(subtract(a, Set{{-5, 3}}), (Set{{3, 10}, {20, 30}}));  // left edge
+  EXPECT_EQ(subtract(a, Set{{8, 22}}), (Set{{0, 8}, {22, 30}}));   // across a gap
   EXPECT_EQ(subtract(a, Set{{2, 4}, {6, 7}}), (Set{{0, 2}, {4, 6}, {7, 10}, {20, 30}}));
-  EXPECT_EQ(subtract(a, Set{{10, 20}}), a);                                     // the gap only
+  EXPECT_EQ(subtract(a, Set{{10, 20}}), a);  // the gap only
   EXPECT_EQ(subtract(a, Set{{0, 10}, {25, 40}}), (Set{{20, 25}}));
   EXPECT_EQ(subtract(a, Set{{-1, 50}}), Set{});
 }

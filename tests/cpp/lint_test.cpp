@@ -52,8 +52,8 @@ std::vector<std::string> kinds(std::string_view sql, Dialect d = Dialect::duckdb
 }
 
 TEST(LintTokenizer, TilesTrickyInput) {
-  for (const Dialect d : {Dialect::duckdb, Dialect::postgres, Dialect::snowflake,
-                          Dialect::bigquery, Dialect::spark}) {
+  for (const Dialect d : {Dialect::duckdb, Dialect::postgres, Dialect::snowflake, Dialect::bigquery,
+                          Dialect::spark}) {
     for (std::string_view sql :
          {"select 'it''s', \"a\"\"b\", `x`, $$a$$, $t$b$t$, E'\\'', /* /* */ */ 1 -- c\n",
           "{{ \"}}\" }} {% if x %}{{ {'a': {'b': 1}} }}{% endif %}{# {{ #} '{{ y }}'",
@@ -69,9 +69,8 @@ TEST(LintTokenizer, JinjaStringsAndBracketsDoNotEndABlock) {
             (std::vector<std::string>{"jinja_open", "jinja_string", "jinja_symbol", "jinja_name",
                                       "jinja_close"}));
   EXPECT_EQ(kinds("{{ {'a': 1}}}"),
-            (std::vector<std::string>{"jinja_open", "jinja_symbol", "jinja_string",
-                                      "jinja_symbol", "jinja_number", "jinja_symbol",
-                                      "jinja_close"}));
+            (std::vector<std::string>{"jinja_open", "jinja_symbol", "jinja_string", "jinja_symbol",
+                                      "jinja_number", "jinja_symbol", "jinja_close"}));
   // A Jinja block inside a SQL string splits the string into fragments around it.
   EXPECT_EQ(kinds("'{{ x }}'"), (std::vector<std::string>{"string", "jinja_open", "jinja_name",
                                                           "jinja_close", "string"}));
@@ -110,9 +109,16 @@ TEST(LintPositions, CodePointColumnsAndLineEnds) {
   const auto toks = backfill::tokenize("a\r\nb\rc\n\xc3\xa9\xe2\x82\xac\xff!x", Dialect::duckdb);
   std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> at;  // offset, line, column
   for (const auto& t : toks) at.emplace_back(t.offset, t.line, t.column);
-  EXPECT_EQ(at, (std::vector<std::tuple<std::size_t, std::size_t, std::size_t>>{
-                    {0, 1, 1}, {1, 1, 2}, {3, 2, 1}, {4, 2, 2}, {5, 3, 1}, {6, 3, 2},
-                    {7, 4, 1}, {13, 4, 4}, {14, 4, 5}}));
+  EXPECT_EQ(
+      at, (std::vector<std::tuple<std::size_t, std::size_t, std::size_t>>{{0, 1, 1},
+                                                                          {1, 1, 2},
+                                                                          {3, 2, 1},
+                                                                          {4, 2, 2},
+                                                                          {5, 3, 1},
+                                                                          {6, 3, 2},
+                                                                          {7, 4, 1},
+                                                                          {13, 4, 4},
+                                                                          {14, 4, 5}}));
 }
 
 TEST(LintPositions, FindingsAfterMultibyteText) {
@@ -143,15 +149,15 @@ TEST(LintClock, SqlInDbtMacroArguments) {
   EXPECT_EQ(hits("select {{ dbt.dateadd('day', -1, \"current_date\") }}"),
             (std::vector<Hit>{{"CLOCK_READ", 1, 35, "current_date"}}));
   EXPECT_TRUE(hits("select {{ log(\"it's now\") }}, {{ var('x', 'now') }}").empty());
-  EXPECT_TRUE(hits("{{ log('started at now()', info=True) }}{% do exceptions.warn('random()') %}")
-                  .empty());
+  EXPECT_TRUE(
+      hits("{{ log('started at now()', info=True) }}{% do exceptions.warn('random()') %}").empty());
   EXPECT_EQ(hits("{{ config(post_hook=\"insert into audit select now()\") }}").size(), 1U);
 }
 
 TEST(LintClock, DialectForms) {
-  EXPECT_EQ(hits("select sysdate, systimestamp from t", dialect(Dialect::snowflake)),
-            (std::vector<Hit>{{"CLOCK_READ", 1, 8, "sysdate"},
-                              {"CLOCK_READ", 1, 17, "systimestamp"}}));
+  EXPECT_EQ(
+      hits("select sysdate, systimestamp from t", dialect(Dialect::snowflake)),
+      (std::vector<Hit>{{"CLOCK_READ", 1, 8, "sysdate"}, {"CLOCK_READ", 1, 17, "systimestamp"}}));
   EXPECT_TRUE(hits("select sysdate from t").empty());  // a column in DuckDB
   EXPECT_EQ(hits("select 'now'::timestamptz, 'now()'::text", dialect(Dialect::postgres)),
             (std::vector<Hit>{{"CLOCK_READ", 1, 8, "'now'::timestamptz"}}));
@@ -174,17 +180,17 @@ TEST(LintNondeterministic, FunctionsWindowsAndSampling) {
   EXPECT_EQ(hits("select * from t using sample 10%"),
             (std::vector<Hit>{{"NONDETERMINISTIC", 1, 23, "sample 10%"}}));
   EXPECT_TRUE(hits("select * from t using sample 10% (bernoulli, 42)").empty());
-  EXPECT_TRUE(hits("select * from t tablesample bernoulli (5) repeatable (7)",
-                   dialect(Dialect::postgres))
-                  .empty());
+  EXPECT_TRUE(
+      hits("select * from t tablesample bernoulli (5) repeatable (7)", dialect(Dialect::postgres))
+          .empty());
   EXPECT_EQ(hits("select distinct on (k) * from t"),
             (std::vector<Hit>{{"NONDETERMINISTIC", 1, 8, "distinct on (k)"}}));
   EXPECT_TRUE(hits("select distinct on (k) * from t order by k, ts desc").empty());
 }
 
 TEST(LintNondeterministic, LimitAndAggregatesAreWarnings) {
-  const auto r = backfill::lint("select k, array_agg(v) from (select * from t limit 5) group by k",
-                                {});
+  const auto r =
+      backfill::lint("select k, array_agg(v) from (select * from t limit 5) group by k", {});
   ASSERT_EQ(r.findings.size(), 2U);
   EXPECT_EQ(r.findings[0].severity, backfill::Severity::warning);
   EXPECT_EQ(r.findings[0].text, "array_agg(v)");
@@ -235,13 +241,11 @@ TEST(LintAppendOnly, InsertWithoutClearingThePeriod) {
 }
 
 TEST(LintParse, UnterminatedAndUnbalanced) {
-  EXPECT_EQ(hits("select 'abc\nfrom t"),
-            (std::vector<Hit>{{"LINT_PARSE", 1, 8, "'"}}));
+  EXPECT_EQ(hits("select 'abc\nfrom t"), (std::vector<Hit>{{"LINT_PARSE", 1, 8, "'"}}));
   EXPECT_EQ(hits("select 1 /* never closed"), (std::vector<Hit>{{"LINT_PARSE", 1, 10, "/*"}}));
   EXPECT_EQ(hits("select {{ x "), (std::vector<Hit>{{"LINT_PARSE", 1, 8, "{{"}}));
   EXPECT_EQ(hits("{% if a %}\nselect 1\n{% for x in y %}{% endif %}").size(), 2U);
-  EXPECT_EQ(hits("select 1 {% endif %}"),
-            (std::vector<Hit>{{"LINT_PARSE", 1, 10, "{% endif %}"}}));
+  EXPECT_EQ(hits("select 1 {% endif %}"), (std::vector<Hit>{{"LINT_PARSE", 1, 10, "{% endif %}"}}));
   EXPECT_EQ(std::get<0>(hits("select \xff now")[0]), "LINT_PARSE");
 }
 

@@ -43,7 +43,8 @@ NodeSpec model(std::string name, std::optional<Grain> grain,
 
 std::shared_ptr<const backfill::Graph> shop() {
   return std::make_shared<const backfill::Graph>(std::vector<NodeSpec>{
-      model("clean_orders", Grain::day), model("clean_order_items", Grain::day),
+      model("clean_orders", Grain::day),
+      model("clean_order_items", Grain::day),
       model("fct_daily_sales", Grain::day, {{"clean_orders", {}}, {"clean_order_items", {}}}),
       model("fct_monthly_sales", Grain::month, {{"fct_daily_sales", {}}}),
       model("fct_sales_7d", Grain::day, {{"fct_daily_sales", Mapping{MappingKind::window, -6, 0}}}),
@@ -62,7 +63,8 @@ backfill::PlanRequest request(const backfill::Graph& g, std::string_view selecto
 TEST(Axis, FastPathMatchesTheCalendarTable) {
   std::mt19937_64 rng(42);
   std::uniform_int_distribution<Seconds> instant(-5'000'000'000, 5'000'000'000);
-  for (Grain g : {Grain::hour, Grain::day, Grain::week, Grain::month, Grain::quarter, Grain::year}) {
+  for (Grain g :
+       {Grain::hour, Grain::day, Grain::week, Grain::month, Grain::quarter, Grain::year}) {
     const backfill::detail::Axis fast(Partitioning{g, {}, {}});
     const backfill::detail::Axis table(Partitioning{g, {}, {}}, /*force_table=*/true);
     ASSERT_TRUE(fast.fast());
@@ -84,7 +86,7 @@ TEST(Axis, OtherZonesFollowTheCalendar) {
   const backfill::detail::Axis axis(Partitioning{Grain::hour, berlin, {}});
   const Seconds oct25 = backfill::days_from_civil(2026, 10, 25) * kDay;
   const auto span = axis.covering(oct25 - 2 * 3600, oct25 + 23 * 3600);  // the Berlin day
-  EXPECT_EQ(span.size(), 25);  // fall-back: 25 hours
+  EXPECT_EQ(span.size(), 25);                                            // fall-back: 25 hours
   for (auto i = span.lo; i < span.hi; ++i) {
     EXPECT_EQ(axis.partition(i).start(), axis.start_of(i));
     EXPECT_EQ(axis.partition(i).end(), axis.start_of(i + 1));
@@ -148,13 +150,14 @@ TEST(Plan, ClipReportsStalePartitions) {
   EXPECT_EQ(plan.models()[2].partitions, 89);
   ASSERT_EQ(plan.findings().size(), 1u);
   EXPECT_EQ(plan.findings()[0].code, "CLIPPED_IMPACT");
-  EXPECT_NE(plan.findings()[0].message.find("6 partitions 2026-10-29..2026-11-03"), std::string::npos);
+  EXPECT_NE(plan.findings()[0].message.find("6 partitions 2026-10-29..2026-11-03"),
+            std::string::npos);
 }
 
 TEST(Plan, UnpartitionedFullModelRunsOnceAfterEverything) {
-  const auto g = std::make_shared<const backfill::Graph>(std::vector<NodeSpec>{
-      model("a", Grain::day), model("m", Grain::month, {{"a", {}}}),
-      model("full", std::nullopt, {{"a", {}}, {"m", {}}})});
+  const auto g = std::make_shared<const backfill::Graph>(
+      std::vector<NodeSpec>{model("a", Grain::day), model("m", Grain::month, {{"a", {}}}),
+                            model("full", std::nullopt, {{"a", {}}, {"m", {}}})});
   auto r = request(*g, "a+");
   r.end = r.start + 3 * kDay;
   const auto plan = backfill::plan(g, r);
@@ -265,7 +268,8 @@ TEST(Plan, ScheduleMatchesAReferenceListScheduler) {
   std::vector<std::uint32_t> waiting(n);
   for (std::size_t t = n; t-- > 0;) {
     level[t] += cost(t);
-    for (auto d : plan.depends_on(static_cast<std::uint32_t>(t))) level[d] = std::max(level[d], level[t]);
+    for (auto d : plan.depends_on(static_cast<std::uint32_t>(t)))
+      level[d] = std::max(level[d], level[t]);
   }
   for (std::uint32_t t = 0; t < n; ++t) {
     waiting[t] = static_cast<std::uint32_t>(plan.depends_on(t).size());

@@ -48,11 +48,29 @@ struct Fixed {
   const char* format;
   int width;
 };
-constexpr Fixed kFixed[] = {{"c", 1}, {"C", 1}, {"s", 2}, {"S", 2}, {"i", 4}, {"I", 4},
-                            {"l", 8}, {"L", 8}, {"e", 2}, {"f", 4}, {"g", 8}, {"tdD", 4},
-                            {"tdm", 8}, {"tts", 4}, {"ttm", 4}, {"ttu", 8}, {"ttn", 8},
-                            {"tss:", 8}, {"tsm:UTC", 8}, {"tsu:Europe/Berlin", 8},
-                            {"tsn:Not/A_Zone", 8}, {"tDs", 8}, {"tDn", 8}};
+constexpr Fixed kFixed[] = {{"c", 1},
+                            {"C", 1},
+                            {"s", 2},
+                            {"S", 2},
+                            {"i", 4},
+                            {"I", 4},
+                            {"l", 8},
+                            {"L", 8},
+                            {"e", 2},
+                            {"f", 4},
+                            {"g", 8},
+                            {"tdD", 4},
+                            {"tdm", 8},
+                            {"tts", 4},
+                            {"ttm", 4},
+                            {"ttu", 8},
+                            {"ttn", 8},
+                            {"tss:", 8},
+                            {"tsm:UTC", 8},
+                            {"tsu:Europe/Berlin", 8},
+                            {"tsn:Not/A_Zone", 8},
+                            {"tDs", 8},
+                            {"tDn", 8}};
 constexpr const char* kIndexFormats[] = {"c", "C", "s", "S", "i", "I", "l", "L"};
 constexpr int kIndexWidths[] = {1, 1, 2, 2, 4, 4, 8, 8};
 
@@ -67,7 +85,10 @@ class Producer {
     s.nullable = in_.ConsumeBool();
     const int pick = in_.ConsumeIntegralInRange(0, depth > 2 ? 9 : 13);
     switch (pick) {
-      case 0: case 1: case 2: case 3: {
+      case 0:
+      case 1:
+      case 2:
+      case 3: {
         const auto& f = kFixed[in_.ConsumeIntegralInRange<std::size_t>(0, std::size(kFixed) - 1)];
         s.format = f.format;
         s.width = f.width;
@@ -81,11 +102,26 @@ class Producer {
         }
         break;
       }
-      case 4: s.kind = 'b'; s.format = "b"; break;
-      case 5: s.kind = 'n'; s.format = "n"; break;
-      case 6: s.kind = 's'; s.format = in_.ConsumeBool() ? "u" : "z"; break;
-      case 7: s.kind = 'S'; s.format = in_.ConsumeBool() ? "U" : "Z"; break;
-      case 8: s.kind = 'v'; s.format = in_.ConsumeBool() ? "vu" : "vz"; break;
+      case 4:
+        s.kind = 'b';
+        s.format = "b";
+        break;
+      case 5:
+        s.kind = 'n';
+        s.format = "n";
+        break;
+      case 6:
+        s.kind = 's';
+        s.format = in_.ConsumeBool() ? "u" : "z";
+        break;
+      case 7:
+        s.kind = 'S';
+        s.format = in_.ConsumeBool() ? "U" : "Z";
+        break;
+      case 8:
+        s.kind = 'v';
+        s.format = in_.ConsumeBool() ? "vu" : "vz";
+        break;
       case 9: {
         if (in_.ConsumeBool()) {
           s.format = "w:" + std::to_string(in_.ConsumeIntegralInRange(-1, 40));
@@ -98,10 +134,25 @@ class Producer {
         if (s.width <= 0) s.kind = 'x';
         break;
       }
-      case 10: s.kind = 'l'; s.format = "+l"; s.children.push_back(spec(depth + 1)); break;
-      case 11: s.kind = 'L'; s.format = "+L"; s.children.push_back(spec(depth + 1)); break;
-      case 12: s.kind = 't'; s.format = "+s"; s.children = specs(depth + 1); break;
-      default: s.kind = 'x'; s.format = in_.ConsumeRandomLengthString(12); break;
+      case 10:
+        s.kind = 'l';
+        s.format = "+l";
+        s.children.push_back(spec(depth + 1));
+        break;
+      case 11:
+        s.kind = 'L';
+        s.format = "+L";
+        s.children.push_back(spec(depth + 1));
+        break;
+      case 12:
+        s.kind = 't';
+        s.format = "+s";
+        s.children = specs(depth + 1);
+        break;
+      default:
+        s.kind = 'x';
+        s.format = in_.ConsumeRandomLengthString(12);
+        break;
     }
     return s;
   }
@@ -132,8 +183,12 @@ class Producer {
         out.n_children = static_cast<std::int64_t>(kids.size());
         out.children = kids.data();
         break;
-      case 2: if (out.n_children > 0) out.children = nullptr; break;
-      case 3: if (out.n_children > 0) kids[0] = nullptr; break;
+      case 2:
+        if (out.n_children > 0) out.children = nullptr;
+        break;
+      case 3:
+        if (out.n_children > 0) kids[0] = nullptr;
+        break;
       case 4: out.format = nullptr; break;
       case 5: out.n_children = -1; break;
       default: break;
@@ -164,8 +219,9 @@ class Producer {
         nulls += ((bits[j >> 3] >> (j & 7)) & 1) ? 0 : 1;
       }
       const int mode = in_.ConsumeIntegralInRange(0, 3);
-      out.null_count = mode == 0 ? -1 : mode == 3 ? in_.ConsumeIntegralInRange<std::int64_t>(-3, 9)
-                                                  : nulls;
+      out.null_count = mode == 0   ? -1
+                       : mode == 3 ? in_.ConsumeIntegralInRange<std::int64_t>(-3, 9)
+                                   : nulls;
     } else if (in_.ConsumeIntegralInRange(0, 15) == 15) {
       out.null_count = in_.ConsumeIntegralInRange<std::int64_t>(-2, 5);  // nulls, but no bitmap
     }
@@ -194,7 +250,8 @@ class Producer {
         break;
       }
       case 'b': bufs = {validity, bytes((slots + 7) / 8, false)}; break;
-      case 's': case 'S': {
+      case 's':
+      case 'S': {
         const bool large = s.kind == 'S';
         const std::size_t w = large ? 8 : 4;
         auto* offs = bytes((slots + 1) * static_cast<std::int64_t>(w), true);
@@ -246,7 +303,8 @@ class Producer {
         bufs.push_back(size_buf);
         break;
       }
-      case 'l': case 'L': {
+      case 'l':
+      case 'L': {
         const bool large = s.kind == 'L';
         const std::int64_t child_len = in_.ConsumeIntegralInRange<std::int64_t>(0, 24);
         auto* offs = bytes((slots + 1) * (large ? 8 : 4), true);
@@ -271,9 +329,8 @@ class Producer {
       case 't': {
         bufs = {validity};
         for (const auto& c : s.children) {
-          const std::int64_t len =
-              honest ? slots + in_.ConsumeIntegralInRange<std::int64_t>(0, 2)
-                     : in_.ConsumeIntegralInRange<std::int64_t>(0, 12);
+          const std::int64_t len = honest ? slots + in_.ConsumeIntegralInRange<std::int64_t>(0, 2)
+                                          : in_.ConsumeIntegralInRange<std::int64_t>(0, 12);
           kids.push_back(array(c, len, depth + 1));
           if (kids.back() == nullptr) return nullptr;
         }
@@ -302,15 +359,29 @@ class Producer {
         out.n_children = static_cast<std::int64_t>(kids.size());
         out.children = kids.data();
         break;
-      case 5: if (out.n_buffers > 0) out.buffers = nullptr; break;
-      case 6: if (out.n_buffers > 1) bufs[1] = nullptr; break;
-      case 7: if (out.n_children > 0) out.children = nullptr; break;
-      case 8: if (out.n_children > 0) kids[0] = nullptr; break;
+      case 5:
+        if (out.n_buffers > 0) out.buffers = nullptr;
+        break;
+      case 6:
+        if (out.n_buffers > 1) bufs[1] = nullptr;
+        break;
+      case 7:
+        if (out.n_children > 0) out.children = nullptr;
+        break;
+      case 8:
+        if (out.n_children > 0) kids[0] = nullptr;
+        break;
       case 9: out.dictionary = nullptr; break;
       // Only an offset + length past INT64_MAX betrays a huge length or offset: the C interface
       // gives no buffer sizes, so a consumer must trust any length that does not overflow.
-      case 10: out.offset = INT64_MAX - 1; out.length = length + 2; break;
-      case 11: out.length = INT64_MAX; out.offset = offset + 1; break;
+      case 10:
+        out.offset = INT64_MAX - 1;
+        out.length = length + 2;
+        break;
+      case 11:
+        out.length = INT64_MAX;
+        out.offset = offset + 1;
+        break;
       default: break;
     }
     return &out;
@@ -318,7 +389,9 @@ class Producer {
 
  private:
   // 0 most of the time, else which lie to tell.
-  int lie() { return in_.ConsumeIntegralInRange(0, 15) == 15 ? in_.ConsumeIntegralInRange(1, 11) : 0; }
+  int lie() {
+    return in_.ConsumeIntegralInRange(0, 15) == 15 ? in_.ConsumeIntegralInRange(1, 11) : 0;
+  }
 
   const char* keep(const std::string& s) { return strings_.emplace_back(s).c_str(); }
 

@@ -22,10 +22,11 @@ void check(bool ok) {
 }
 
 const backfill::TimeZone& zone(std::uint8_t pick) {
-  static const backfill::TimeZone zones[] = {
-      backfill::TimeZone{}, backfill::TimeZone::locate("Europe/Berlin"),
-      backfill::TimeZone::locate("America/Santiago"), backfill::TimeZone::locate("Australia/Lord_Howe"),
-      backfill::TimeZone::locate("America/Sao_Paulo")};
+  static const backfill::TimeZone zones[] = {backfill::TimeZone{},
+                                             backfill::TimeZone::locate("Europe/Berlin"),
+                                             backfill::TimeZone::locate("America/Santiago"),
+                                             backfill::TimeZone::locate("Australia/Lord_Howe"),
+                                             backfill::TimeZone::locate("America/Sao_Paulo")};
   return zones[pick % 5];
 }
 

@@ -4,10 +4,10 @@
 //  - locate either returns a zone or throws a backfill::Error (never another exception);
 //  - for a zone it knows: span_at(t) contains t, its offset is within +-26 h, and the day and
 //    hour partitions of an instant within years 1..9999 contain it.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <string_view>
 
@@ -53,7 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Years 1..9999, the range the instant parser produces.
   constexpr backfill::Seconds lo = -62135596800;  // 0001-01-01T00:00:00Z
   constexpr backfill::Seconds hi = 253402300799;  // 9999-12-31T23:59:59Z
-  const backfill::Seconds t = lo + static_cast<backfill::Seconds>(raw % static_cast<std::uint64_t>(hi - lo));
+  const backfill::Seconds t =
+      lo + static_cast<backfill::Seconds>(raw % static_cast<std::uint64_t>(hi - lo));
   const auto span = tz.span_at(t);
   check(span.begin <= t && t < span.end && span.offset > -26 * 3600 && span.offset < 26 * 3600);
   for (auto g : {backfill::Grain::hour, backfill::Grain::day}) {

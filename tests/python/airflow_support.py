@@ -34,8 +34,9 @@ CONF = json.loads(Path(__file__).with_suffix(".json").read_text())
 
 dag = backfill_dag(CONF["dag_id"], CONF["project"], CONF["select"], CONF["start"], CONF["end"],
                    concurrency=2, reason="discount bug fixed", note=CONF.get("note"),
-                   as_of=CONF["as_of"], gates=CONF.get("gates"), approval=CONF.get("approval", False),
-                   retries=1, retry_delay=dt.timedelta(0), ledger=CONF.get("ledger"),
+                   as_of=CONF["as_of"], gates=CONF.get("gates"),
+                   approval=CONF.get("approval", False), retries=1, retry_delay=dt.timedelta(0),
+                   ledger=CONF.get("ledger"),
                    paused_recheck=dt.timedelta(seconds=CONF.get("recheck", 60)))
 
 
@@ -106,7 +107,8 @@ def _inject(fail):
 
     def flaky(self, project, model, start, end, area):
         result = real(self, project, model, start, end, area)
-        if model == fail["model"] and start is not None and start.date().isoformat() == fail["start"]:
+        day = start.date().isoformat() if start is not None else None
+        if model == fail["model"] and day == fail["start"]:
             done = int(marker.read_text()) if marker.exists() else 0
             if done < fail["times"]:
                 marker.write_text(str(done + 1))

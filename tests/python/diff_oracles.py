@@ -37,7 +37,7 @@ def duckdb_diff(old: pa.Table, new: pa.Table, keys: list[str], cols: list[str]) 
         f"as {q('n2v_' + c)}, "
         f"count(*) filter (where {both} and {q('o_' + c)} is not null and {q('n_' + c)} is null) "
         f"as {q('v2n_' + c)}"
-        for c, d in zip(cols, diffs)
+        for c, d in zip(cols, diffs, strict=True)
     )
     any_diff = " or ".join(diffs) if diffs else "false"
     sql = f"""
@@ -65,7 +65,7 @@ def duckdb_diff(old: pa.Table, new: pa.Table, keys: list[str], cols: list[str]) 
     row = con.execute(sql).fetchone()
     assert row is not None
     names = [d[0] for d in con.description]
-    return dict(zip(names, row))
+    return dict(zip(names, row, strict=True))
 
 
 # ---- random tables ----
@@ -119,18 +119,38 @@ def table_pairs(
         return r
 
     def unique(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if dups:
-            return rows
-        seen: set[tuple[Any, ...]] = set()
-        out = []
-        for r in rows:
-            k = tuple(r[c] for c in keys)
-            if k not in seen:
-                seen.add(k)
-                out.append(r)
-        return out
+        return rows if dups else _first_per_key(rows, keys)
 
     old_rows = unique([row() for _ in range(n)])
+    new_rows = _kept_or_modified(draw, old_rows, names)
+    new_rows += [row() for _ in range(draw(st.integers(0, 4)))]
+    new_rows = unique(draw(st.permutations(new_rows)))
+    schema = pa.schema(
+        [("k1", pa.int64())]
+        + ([("k2", pa.string())] if composite else [])
+        + [(c, VALUE_TYPES[c][0]) for c in names]
+    )
+    old = pa.Table.from_pylist(old_rows, schema=schema)
+    new = pa.Table.from_pylist(new_rows, schema=schema)
+    return old, new, keys, names
+
+
+def _first_per_key(rows: list[dict[str, Any]], keys: list[str]) -> list[dict[str, Any]]:
+    """The rows whose key was not seen in an earlier row."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for r in rows:
+        k = tuple(r[c] for c in keys)
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
+
+
+def _kept_or_modified(
+    draw: Any, old_rows: list[dict[str, Any]], names: list[str]
+) -> list[dict[str, Any]]:
+    """Each old row kept (twice as likely), modified in some value columns, or deleted."""
     new_rows = []
     for r in old_rows:
         op = draw(st.sampled_from(["keep", "keep", "modify", "delete"]))
@@ -142,16 +162,7 @@ def table_pairs(
                 if draw(st.booleans()):
                     m[c] = draw(VALUE_TYPES[c][1])
             new_rows.append(m)
-    new_rows += [row() for _ in range(draw(st.integers(0, 4)))]
-    new_rows = unique(draw(st.permutations(new_rows)))
-    schema = pa.schema(
-        [("k1", pa.int64())]
-        + ([("k2", pa.string())] if composite else [])
-        + [(c, VALUE_TYPES[c][0]) for c in names]
-    )
-    old = pa.Table.from_pylist(old_rows, schema=schema)
-    new = pa.Table.from_pylist(new_rows, schema=schema)
-    return old, new, keys, names
+    return new_rows
 
 
 def same_float(a: float | None, b: float | None) -> bool:

@@ -76,7 +76,8 @@ class KafkaBroker:
             capture_output=True,
             timeout=120,
         )
-        self.log = open(self.dir / "broker.log", "wb")
+        # Held open for the broker's whole life (its stdout and stderr); stop() closes it.
+        self.log = open(self.dir / "broker.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [*java, "kafka.Kafka", str(props)],
             stdout=self.log,

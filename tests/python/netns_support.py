@@ -34,7 +34,7 @@ def unavailable() -> str | None:
     if shutil.which("ip") is None:
         return "iproute2's `ip` is not installed"
     if os.geteuid() != 0:
-        return "network namespaces need root (`ip netns add` as uid %d)" % os.geteuid()
+        return f"network namespaces need root (`ip netns add` as uid {os.geteuid()})"
     name = f"bfprobe{os.getpid()}"
     try:
         _ip("netns", "add", name)
@@ -81,7 +81,7 @@ class Hosts:
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.server}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
-        for i, (ns, port) in enumerate(zip(self.names, self.ports)):
+        for i, (ns, port) in enumerate(zip(self.names, self.ports, strict=True)):
             _ip("netns", "add", ns)
             _ip("link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
             _ip("link", "set", port, "master", self.bridge)

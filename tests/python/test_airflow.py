@@ -355,7 +355,7 @@ def test_publish_waits_for_the_approval(
     choice: str, fixed_shop: Path, tmp_path: Path, airflow_home: Path
 ) -> None:
     before = fingerprints(fixed_shop)
-    runs, output = run_dag(
+    runs, _output = run_dag(
         airflow_home, tmp_path / "af", conf(fixed_shop, approval=True, respond=choice)
     )
     (run,) = runs

@@ -1,4 +1,5 @@
-"""The Arrow PyCapsule import path (any producer -> C++) and the export path (C++ -> any consumer)."""
+"""The Arrow PyCapsule import path (any producer -> C++) and the export path (C++ -> any
+consumer)."""
 
 from __future__ import annotations
 
@@ -145,9 +146,9 @@ def test_protocol_only_objects() -> None:
 
 
 def test_bad_inputs_name_the_problem() -> None:
-    with pytest.raises(backfill.InvalidInputError, match="Arrow-compatible.*list"):
+    with pytest.raises(backfill.InvalidInputError, match=r"Arrow-compatible.*list"):
         ArrowTable.from_arrow([1, 2, 3])
-    with pytest.raises(backfill.InvalidInputError, match="column 'm'.*not support"):
+    with pytest.raises(backfill.InvalidInputError, match=r"column 'm'.*not support"):
         ArrowTable.from_arrow(
             pa.table({"m": pa.array([{"a": 1}], pa.map_(pa.string(), pa.int64()))})
         )

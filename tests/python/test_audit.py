@@ -92,7 +92,7 @@ def test_audit_finds_exactly_the_changes_of_the_fix(shop_dir: Path) -> None:
     assert daily.changed_columns == {"revenue": len(changed_days)}
     assert (daily.diff.summary.added, daily.diff.summary.removed) == (0, 0)
     for p in daily.differing:
-        old, new, d, _ = p.measures["revenue"]
+        _old, _new, d, _ = p.measures["revenue"]
         assert d == delta[D.fromisoformat(p.label)]  # exact: Decimal, not a float
     old_total, new_total = daily.totals["revenue"]
     assert old_total is not None and new_total is not None
@@ -550,7 +550,7 @@ def test_publish_refuses_a_failed_gate_unless_forced(shop_dir: Path) -> None:
     rev = next(g for g in failed if g.gate.startswith("revenue change in [0%"))
     assert "below 0%" in rev.reason and "->" in rev.reason
     before = query(shop_dir, "SELECT sum(revenue) FROM main.fct_daily_sales")
-    with pytest.raises(backfill.ConflictError, match="failed .* gate"):
+    with pytest.raises(backfill.ConflictError, match=r"failed .* gate"):
         bf.publish(note="try")
     assert query(shop_dir, "SELECT sum(revenue) FROM main.fct_daily_sales") == before
     # The CLI says the same with exit 1.
@@ -698,16 +698,16 @@ def test_audit_and_publish_cli(shop_dir: Path) -> None:
 
 # -- gates ----------------------------------------------------------------------------------------
 def _facts(**kw: Any) -> ModelFacts:
-    base: dict[str, Any] = dict(
-        totals={"revenue": (100.0, 98.0)},
-        added=0,
-        removed=0,
-        changed=3,
-        changed_per_partition={"a": 1, "b": 2},
-        column_changes={"x": 3},
-        schema_changes=[],
-        columns=["x", "revenue"],
-    )
+    base: dict[str, Any] = {
+        "totals": {"revenue": (100.0, 98.0)},
+        "added": 0,
+        "removed": 0,
+        "changed": 3,
+        "changed_per_partition": {"a": 1, "b": 2},
+        "column_changes": {"x": 3},
+        "schema_changes": [],
+        "columns": ["x", "revenue"],
+    }
     base.update(kw)
     return ModelFacts(**base)
 

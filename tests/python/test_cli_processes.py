@@ -23,7 +23,8 @@ the test here that runs each against them (DuckDB alone is no outside system: a 
                                                                       test_dbt_*, test_notify_*
   status              the ledger (SQLite, PostgreSQL)                 test_kafka_run_*,
                                                                       test_postgres_*
-  pause, resume       the ledger; Airflow tasks read the hold there   test_postgres_*; Airflow: below
+  pause, resume       the ledger; Airflow tasks read the hold there   test_postgres_*;
+                                                                      Airflow: below
   cancel              the ledger (Airflow tasks skip)                 Airflow: below
   estimate, check     the engine (runs into scratch schemas)          test_postgres_*
   audit               the engine, the ledger                          test_postgres_*, test_spark_*,
@@ -525,7 +526,8 @@ def test_postgres_warehouse_with_a_postgres_ledger_runs_audits_publishes(
         url, f"SELECT sales_date, revenue FROM public.fct_daily_sales WHERE {days} ORDER BY 1"
     )
     assert after == _pg(url, fixed_revenue_sql(PG_START, PG_END))
-    assert all(new < old for (_, new), (_, old) in zip(after, before))  # the bug overstated
+    # the bug overstated every day's revenue
+    assert all(new < old for (_, new), (_, old) in zip(after, before, strict=True))
     assert _pg(ledger, "SELECT status FROM backfill_ledger.backfills") == [("published",)]
     audit_schemas = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'audit_%'"
     assert _pg(url, audit_schemas) == [(0,)]
@@ -834,7 +836,7 @@ def test_notify_and_lineage_on_publish_and_forward(
     assert pub["id"] in text and body["backfill"]["publication_id"] == pub["id"]
     assert "fct_sales_7d" not in text
     # e-mail: finance and the daily sales' owner, each once; the subject is the first line
-    got = {tuple(to): m for (_, to, _), m in zip(mail.messages, _mails(mail))}
+    got = {tuple(to): m for (_, to, _), m in zip(mail.messages, _mails(mail), strict=True)}
     assert set(got) == {("finance@shop.example",), (OWNER,)}
     assert got[("finance@shop.example",)]["Subject"] == text.splitlines()[0]
     assert (

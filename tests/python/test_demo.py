@@ -55,7 +55,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert by_model["fct_daily_sales"][:4] == ("89", "89", "89", "revenue")
     assert by_model["fct_monthly_sales"][:4] == ("3", "3", "3", "revenue")
     assert by_model["fct_sales_7d"][:4] == ("95", "95", "95", "revenue_7d")
-    for differ, total, rows, column, measure, pct, same in by_model.values():
+    for _differ, _total, _rows, column, measure, pct, same in by_model.values():
         assert measure == column and -3.0 < float(pct) < -1.0
         assert "orders" in same
     assert "published bf_" in out and "changelog" in out

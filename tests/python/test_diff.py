@@ -69,14 +69,14 @@ def test_matches_duckdb_oracle(pair: tuple[pa.Table, pa.Table, list[str], list[s
 def test_rechunking_and_threads_do_not_matter(
     pair: tuple[pa.Table, pa.Table, list[str], list[str]], chunk: int, threads: int
 ) -> None:
-    old, new, keys, cols = pair
+    old, new, keys, _cols = pair
     whole = backfill.diff(old, new, keys, threads=1)
     old_c = pa.Table.from_batches(old.to_batches(max_chunksize=chunk), old.schema)
     new_c = pa.Table.from_batches(new.to_batches(max_chunksize=chunk), new.schema)
     parts = backfill.diff(old_c, new_c, keys, threads=threads)
     assert parts.summary == whole.summary
     assert parts.changed_sample.to_pylist() == whole.changed_sample.to_pylist()
-    for ra, rb in zip(parts.columns.to_pylist(), whole.columns.to_pylist()):
+    for ra, rb in zip(parts.columns.to_pylist(), whole.columns.to_pylist(), strict=True):
         scale = _l1(old, ra["column"]) + _l1(new, ra["column"])
         for field, x in ra.items():
             y = rb[field]
@@ -204,7 +204,7 @@ def test_nulls_nan_and_signed_zero_are_equal_to_themselves() -> None:
 
 def test_every_input_kind_gives_the_same_result() -> None:
     polars = importlib.import_module("polars")
-    pandas = importlib.import_module("pandas")
+    importlib.import_module("pandas")  # to_pandas() below: fail here, by name, without it
     duckdb = importlib.import_module("duckdb")
     old = pa.table({"id": [1, 2, 3, 4], "v": [1.0, 2.0, None, 4.0], "s": ["a", "b", "c", None]})
     new = pa.table({"id": [2, 3, 4, 5], "v": [2.0, 3.0, 4.0, 5.0], "s": ["b", "c", "x", "y"]})
@@ -322,7 +322,7 @@ def test_retyped_columns_compare_by_value_and_are_reported() -> None:
 
 def test_tolerance_semantics_match_datacompy() -> None:
     datacompy = importlib.import_module("datacompy")
-    pandas = importlib.import_module("pandas")
+    importlib.import_module("pandas")  # to_pandas() below: fail here, by name, without it
     import random
 
     rng = random.Random(7)
@@ -417,7 +417,7 @@ def test_partitions_across_dst_days_match_zoneinfo(tz: str) -> None:
     }
     if tz == "Europe/Berlin":
         assert hours_long["2026-03-29"] == 23 and hours_long["2026-10-25"] == 25
-    amount = [c for c in r.columns.to_pylist() if c["column"] == "amount"][0]
+    amount = next(c for c in r.columns.to_pylist() if c["column"] == "amount")
     assert amount["sum_old"] == pytest.approx(sum(old["amount"].to_pylist()))
     assert amount["sum_new"] == pytest.approx(sum(amounts[: n - 2]))
     assert amount["pct_delta"] == pytest.approx(

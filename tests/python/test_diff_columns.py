@@ -79,9 +79,9 @@ def _cell_oracle(
     old: pa.Table, new: pa.Table, column: str, tol: tuple[float, float] | None
 ) -> tuple[int, float]:
     """(changed cells, max_abs_diff) of ``column`` over the matched rows."""
-    a = dict(zip(old["id"].to_pylist(), old[column].to_pylist()))
+    a = dict(zip(old["id"].to_pylist(), old[column].to_pylist(), strict=True))
     changed, most = 0, 0.0
-    for k, y in zip(new["id"].to_pylist(), new[column].to_pylist()):
+    for k, y in zip(new["id"].to_pylist(), new[column].to_pylist(), strict=True):
         if k not in a:
             continue
         x = a[k]
@@ -100,10 +100,10 @@ def _cell_oracle(
 
 def _same_double(old: pa.Table, new: pa.Table, column: str) -> int:
     """Matched cells whose decimals differ but read as the same double."""
-    a = dict(zip(old["id"].to_pylist(), old[column].to_pylist()))
+    a = dict(zip(old["id"].to_pylist(), old[column].to_pylist(), strict=True))
     return sum(
         1
-        for k, y in zip(new["id"].to_pylist(), new[column].to_pylist())
+        for k, y in zip(new["id"].to_pylist(), new[column].to_pylist(), strict=True)
         if a.get(k) is not None
         and y is not None
         and a[k] != y
@@ -132,7 +132,7 @@ def test_many_changed_decimal_rows_match_duckdb_and_the_cell_oracle(threads: int
     assert by_col["big"]["changed"] > N // 4 and _same_double(old, new, "big") > N // 8
     # The sample is the first changed rows in the new table's order, whatever order the
     # column pass saw them in.
-    a = {c: dict(zip(old["id"].to_pylist(), old[c].to_pylist())) for c in cols}
+    a = {c: dict(zip(old["id"].to_pylist(), old[c].to_pylist(), strict=True)) for c in cols}
     first = [
         k
         for i, k in enumerate(new["id"].to_pylist())

@@ -67,7 +67,7 @@ def test_added_and_removed_at_both_ends_across_batches() -> None:
 
 def test_descending_step_in_the_last_batch_falls_back() -> None:
     old = _table(list(range(20)))
-    new = _table(list(range(18)) + [19, 18])
+    new = _table([*range(18), 19, 18])
     r = backfill.diff(old, new, "id")
     assert path(r) == "hash"
     assert r.identical and r.summary.matched == 20 and r.summary.changed == 0
@@ -75,7 +75,7 @@ def test_descending_step_in_the_last_batch_falls_back() -> None:
 
 def test_equal_adjacent_keys_fall_back_and_are_reported() -> None:
     old = _table(list(range(20)))
-    new = _table(list(range(10)) + [9] + list(range(11, 20)))
+    new = _table([*range(10), 9, *range(11, 20)])
     with pytest.raises(backfill.BackfillError, match=r"duplicate key in new: \(id=9\) appears 2"):
         backfill.diff(old, new, "id")
     r = backfill.diff(old, new, "id", on_duplicate="report")

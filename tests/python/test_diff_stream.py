@@ -8,6 +8,7 @@ import logging
 import math
 import pathlib
 import sys
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -36,7 +37,7 @@ def assert_same(a: DiffResult, b: DiffResult) -> None:
     for ta, tb in ((a.columns, b.columns), (a.partitions, b.partitions)):
         ra, rb = ta.to_pylist(), tb.to_pylist()
         assert len(ra) == len(rb)
-        for x, y in zip(ra, rb):
+        for x, y in zip(ra, rb, strict=True):
             assert x.keys() == y.keys()
             for k in x:
                 if isinstance(x[k], float) or isinstance(y[k], float):
@@ -58,7 +59,7 @@ def with_days(t: pa.Table, days: list[int]) -> pa.Table:
 
 def cut(t: pa.Table, points: list[int]) -> list[pa.Table]:
     c = sorted({0, t.num_rows, *(min(p, t.num_rows) for p in points)})
-    parts = [t.slice(lo, hi - lo) for lo, hi in zip(c, c[1:])] or [t.slice(0, 0)]
+    parts = [t.slice(lo, hi - lo) for lo, hi in pairwise(c)] or [t.slice(0, 0)]
     return parts
 
 
@@ -86,11 +87,14 @@ def streamed_case(
 @given(streamed_case(), st.sampled_from([0, 3]), st.sampled_from([1, 2]))
 def test_streamed_pairs_equal_the_one_shot_diff(case: Any, sample: int, threads: int) -> None:
     old, new, keys, old_parts, new_parts = case
-    opts: dict[str, Any] = dict(
-        partition_by="day", sample=sample, threads=threads, on_duplicate="report"
-    )
+    opts: dict[str, Any] = {
+        "partition_by": "day",
+        "sample": sample,
+        "threads": threads,
+        "on_duplicate": "report",
+    }
     whole = backfill.diff(old, new, keys, **opts)
-    streamed = diff_pairs(zip(old_parts, new_parts), keys, **opts)
+    streamed = diff_pairs(zip(old_parts, new_parts, strict=True), keys, **opts)
     if whole.summary.duplicate_keys:
         # A duplicate (in a pair or across pairs) hands back to the whole diff.
         assert streamed is None

@@ -58,7 +58,7 @@ def _exact_sums(t: pa.Table, column: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with localcontext() as ctx:
         ctx.prec = 80
-        for day, v in zip(t["day"].to_pylist(), t[column].to_pylist()):
+        for day, v in zip(t["day"].to_pylist(), t[column].to_pylist(), strict=True):
             out.setdefault(day.isoformat(), 0)
             if v is not None:
                 out[day.isoformat()] += v

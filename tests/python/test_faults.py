@@ -129,7 +129,7 @@ def test_a_warehouse_locked_past_the_retry_budget_fails_naming_the_holder(
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        code, out, err = run(
+        code, out, _err = run(
             capsys,
             "run",
             "--resume",

@@ -38,7 +38,7 @@ def relayout(t: pa.Table) -> pa.Table:
                 type=pa.string_view(),
             )
         cols.append(col)
-    return pa.table(dict(zip(t.column_names, cols)))
+    return pa.table(dict(zip(t.column_names, cols, strict=True)))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -137,7 +137,7 @@ def test_per_partition_equals_fingerprinting_each_partition() -> None:
     tz = "America/New_York"
     start = dt.datetime(2026, 11, 1, tzinfo=UTC)
     times = [start + dt.timedelta(minutes=37 * i) for i in range(300)] + [None]
-    t = pa.table({"at": pa.array(times, pa.timestamp("us", "UTC")), "v": list(range(300)) + [7]})
+    t = pa.table({"at": pa.array(times, pa.timestamp("us", "UTC")), "v": [*range(300), 7]})
     fp = backfill.fingerprint(t, partition_by="at", tz=tz)
     assert fp.partitions is not None
     labels = fp.partitions["partition"]
@@ -155,7 +155,7 @@ def test_per_partition_equals_fingerprinting_each_partition() -> None:
         assert alone.digest == row["digest"]
         assert fp.partition(row["partition"]) == alone
     # the DST day in New York is 25 hours long
-    nov1 = [r for r in fp.partitions.to_pylist() if r["partition"] == "2026-11-01"][0]
+    nov1 = next(r for r in fp.partitions.to_pylist() if r["partition"] == "2026-11-01")
     assert (nov1["end"] - nov1["start"]) == dt.timedelta(hours=25)
 
 

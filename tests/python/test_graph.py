@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+from itertools import pairwise
 
 import pytest
 
@@ -69,7 +71,7 @@ def test_cycle_error_lists_the_path() -> None:
     assert message.startswith("dependency cycle: ")
     path = message.removeprefix("dependency cycle: ").split(" -> ")
     assert path[0] == path[-1] and sorted(path[:-1]) == ["a", "b", "c"]
-    for x, y in zip(path, path[1:]):  # each step is a real edge, parent -> child
+    for x, y in pairwise(path):  # each step is a real edge, parent -> child
         assert x in p.models[y].parents
     assert isinstance(err.value, ValueError)
 
@@ -84,7 +86,7 @@ def test_self_dependency_is_a_cycle() -> None:
 def test_duplicate_names_rejected() -> None:
     p = backfill.Project()
     p.source("raw.orders", grain="day")
-    with pytest.raises(backfill.InvalidInputError, match="duplicate name 'raw.orders'"):
+    with pytest.raises(backfill.InvalidInputError, match=re.escape("duplicate name 'raw.orders'")):
         p.model("raw.orders", grain="day")
     p.model("m", grain="day", depends_on=["raw.orders"])
     with pytest.raises(backfill.InvalidInputError, match="duplicate name 'm'"):
@@ -92,7 +94,9 @@ def test_duplicate_names_rejected() -> None:
     p2 = backfill.Project()
     p2.model("x", grain="day", depends_on=["raw.orders", "raw.orders"])
     p2.source("raw.orders", grain="day")
-    with pytest.raises(backfill.InvalidInputError, match="depends on 'raw.orders' twice"):
+    with pytest.raises(
+        backfill.InvalidInputError, match=re.escape("depends on 'raw.orders' twice")
+    ):
         p2.validate()
 
 
@@ -117,7 +121,7 @@ def test_window_validation() -> None:
     p = backfill.Project()
     p.model("x", grain="day")
     p.model("y", depends_on=[backfill.window("x", -1, 0)])
-    with pytest.raises(backfill.InvalidInputError, match="'y' reads 'x' through window.*no grain"):
+    with pytest.raises(backfill.InvalidInputError, match=r"'y' reads 'x' through window.*no grain"):
         p.validate()
 
 

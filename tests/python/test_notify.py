@@ -272,7 +272,7 @@ def test_openlineage_events_for_every_published_model_validate(
         assert nominal["nominalEndTime"][:10] == str(mod["period"][1])[:10]
         custom = out["facets"]["backfill"]
         assert (custom["kind"], custom["reason"], custom["note"]) == ("publication", REASON, NOTE)
-        for measure, t in custom["totals"].items():
+        for _measure, t in custom["totals"].items():
             assert t["delta"] == pytest.approx(t["after"] - t["before"])
         if model == "fct_daily_sales":
             t = custom["totals"]["revenue"]

@@ -232,7 +232,7 @@ def test_task_failures_are_permanent_or_transient(
         assert not err.value.transient
         (tmp_path / "models" / "ev_daily.sql").write_text(bad.replace("count(*)", "count(nope)"))
         broken = backfill.Project.load(tmp_path)
-        with pytest.raises(TaskFailure, match="SQL error.*nope") as err:
+        with pytest.raises(TaskFailure, match=r"SQL error.*nope") as err:
             engine.run_task(broken, "ev_daily", day(1), day(2), Area("bf_fail", {}))
         assert not err.value.transient
         # a lock held elsewhere past lock_timeout: transient
@@ -322,9 +322,11 @@ def test_stream_sends_only_the_periods_as_typed_arrow(
         assert total == [{"days": 4, "v": Decimal("191.25")}]
         with engine.stream(project, "ev_daily", PUBLISHED, []) as s:
             assert backfill.ArrowTable.from_arrow(s).to_pylist() == []
-        with pytest.raises(backfill.NotFoundError):
-            with engine.stream(project, "ev_daily", Area("bf_none", {}), None):
-                pass
+        with (
+            pytest.raises(backfill.NotFoundError),
+            engine.stream(project, "ev_daily", Area("bf_none", {}), None),
+        ):
+            pass
     finally:
         engine.close()
 

@@ -426,9 +426,8 @@ def test_random_graphs_match_the_reference_planner(
         partitions_per_run=kw["partitions_per_run"],
     )
     assert core_tasks(plan) == expected
-    event(
-        f"tasks: {'0' if not plan.task_count else '<10' if plan.task_count < 10 else '<100' if plan.task_count < 100 else '100+'}"
-    )
+    n = plan.task_count
+    event(f"tasks: {'0' if not n else '<10' if n < 10 else '<100' if n < 100 else '100+'}")
     event(f"dependencies: {'none' if not plan.dependency_count else 'some'}")
     if plan.task_count <= 150:
         check_schedule(plan)

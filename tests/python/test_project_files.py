@@ -151,7 +151,8 @@ CASES = {
     ),
     "unknown source": (
         {
-            "clean_orders": "{{ config(event_time='t') }}\nselect * from {{ source('raw', 'order') }}"
+            "clean_orders": "{{ config(event_time='t') }}\n"
+            "select * from {{ source('raw', 'order') }}"
         },
         ["clean_orders.sql", "raw.order", "not declared"],
     ),

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -277,7 +278,7 @@ def test_transient_failure_is_retried_with_backoff(shop_dir: Path) -> None:
     assert [a["attempt"] for a in mine] == [1, 2, 3]
     gaps = [
         dt.datetime.fromisoformat(b["started_at"]) - dt.datetime.fromisoformat(a["finished_at"])
-        for a, b in zip(mine, mine[1:])
+        for a, b in pairwise(mine)
     ]
     assert gaps[0] >= dt.timedelta(seconds=0.1) and gaps[1] >= dt.timedelta(seconds=0.2)
     assert "injected failure" in str(mine[0]["error"])

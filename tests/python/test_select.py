@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import backfill
@@ -100,7 +102,9 @@ def test_result_is_in_topological_order(p: backfill.Project) -> None:
         (
             "fct_dialy_sales+",
             backfill.NotFoundError,
-            "selector 'fct_dialy_sales\\+' matches no model \\(did you mean 'fct_daily_sales'\\?\\)",
+            re.escape(
+                "selector 'fct_dialy_sales+' matches no model (did you mean 'fct_daily_sales'?)"
+            ),
         ),
         ("tag:nope", backfill.NotFoundError, "selector 'tag:nope' matches no model"),
         ("nothing_*", backfill.NotFoundError, "selector 'nothing_\\*' matches no model"),

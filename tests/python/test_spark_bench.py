@@ -38,27 +38,28 @@ def test_spark_bench_quick_on_the_sessions_shop(built_spark_shop: Path, tmp_path
     # differing partitions; the others go through the same code).
     spark = engine.spark  # type: ignore[attr-defined]
     project = bf.project
-    for model, parts in [("fct_sales_7d", bf.partitions()["fct_sales_7d"])]:
-        m = project.models[model]
-        periods = [(s, e) for _, s, e in parts] if parts and m.event_time else None
-        cols = engine.columns(project, model, bf.area)
-        sums, keys = measures_of(cols, [], m), [[c] for c in natural_candidates(m, cols)[:1]]
+    model = "fct_sales_7d"
+    parts = bf.partitions()[model]
+    m = project.models[model]
+    periods = [(s, e) for _, s, e in parts] if parts and m.event_time else None
+    cols = engine.columns(project, model, bf.area)
+    sums, keys = measures_of(cols, [], m), [[c] for c in natural_candidates(m, cols)[:1]]
 
-        def ask() -> list[object]:
-            return [
-                engine.fingerprints(project, model, PUBLISHED, parts),
-                engine.fingerprints(project, model, bf.area, parts),
-                engine.measure_sums(project, model, PUBLISHED, sums, periods),
-                engine.measure_sums(project, model, bf.area, sums, periods),
-            ] + [
-                engine.is_unique(project, model, a, k, periods)
-                for a in (PUBLISHED, bf.area)
-                for k in keys
-            ]
+    def ask() -> list[object]:
+        return [
+            engine.fingerprints(project, model, PUBLISHED, parts),
+            engine.fingerprints(project, model, bf.area, parts),
+            engine.measure_sums(project, model, PUBLISHED, sums, periods),
+            engine.measure_sums(project, model, bf.area, sums, periods),
+        ] + [
+            engine.is_unique(project, model, a, k, periods)
+            for a in (PUBLISHED, bf.area)
+            for k in keys
+        ]
 
-        single = ask()
-        before = bench._last_job(spark)
-        with engine.audit_scope(project, model, [PUBLISHED, bf.area], parts, sums, keys):
-            batched = ask()
-        assert batched == single, model
-        assert bench._last_job(spark) - before <= 2, "the scope's questions cost jobs"
+    single = ask()
+    before = bench._last_job(spark)
+    with engine.audit_scope(project, model, [PUBLISHED, bf.area], parts, sums, keys):
+        batched = ask()
+    assert batched == single, model
+    assert bench._last_job(spark) - before <= 2, "the scope's questions cost jobs"

@@ -43,7 +43,7 @@ def test_an_unreachable_master_fails_before_any_task(tmp_path: Path) -> None:
 def test_missing_java_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(SparkSetupError, match="Java 17.*openjdk-17-jre-headless"):
+    with pytest.raises(SparkSetupError, match=r"Java 17.*openjdk-17-jre-headless"):
         check_java()
 
 
@@ -67,8 +67,8 @@ def _project(root: Path, models: dict[str, str], extra: str = "") -> backfill.Pr
 def test_engine_settings_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ProjectError, match="unknown spark engine setting 'mastr'"):
         _project(tmp_path / "a", {"m": EVENTS}, "  mastr: local\n")
+    assert _project(tmp_path / "c", {"m": EVENTS}, "  stream_periods: 4\n").settings is not None
     with pytest.raises(ProjectError, match="engine master 'mesos://x' must be"):
-        _project(tmp_path / "c", {"m": EVENTS}, "  stream_periods: 4\n").settings  # valid
         _project(tmp_path / "d", {"m": EVENTS}, "  master: mesos://x\n")
     p = _project(tmp_path / "b", {"m": EVENTS})
     assert p.settings is not None and p.settings.engine.type == "spark"

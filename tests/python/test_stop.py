@@ -153,7 +153,7 @@ def test_a_second_ctrl_c_aborts_at_once_and_loses_nothing(
     assert proc.poll() is None  # the first Ctrl-C waits for the running tasks (10 min grace)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert time.monotonic() - sent < 20 and "asked again: aborting at once" in err
     assert (

@@ -69,12 +69,36 @@ namespace backfill::arrow {
 // ---- Logical types ----
 
 enum class TypeId : std::uint8_t {
-  null, boolean,
-  int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-  float16, float32, float64, decimal128,
-  utf8, large_utf8, utf8_view, binary, large_binary, binary_view, fixed_binary,
-  date32, date64, time32, time64, timestamp, duration,
-  list, large_list, struct_,
+  null,
+  boolean,
+  int8,
+  int16,
+  int32,
+  int64,
+  uint8,
+  uint16,
+  uint32,
+  uint64,
+  float16,
+  float32,
+  float64,
+  decimal128,
+  utf8,
+  large_utf8,
+  utf8_view,
+  binary,
+  large_binary,
+  binary_view,
+  fixed_binary,
+  date32,
+  date64,
+  time32,
+  time64,
+  timestamp,
+  duration,
+  list,
+  large_list,
+  struct_,
 };
 enum class TimeUnit : std::uint8_t { second, milli, micro, nano };
 
@@ -92,7 +116,9 @@ struct DataType {
   std::vector<Field> children;       // list (one), struct (many)
   std::shared_ptr<const DataType> dictionary;
 
-  [[nodiscard]] const DataType& logical() const noexcept { return dictionary ? *dictionary : *this; }
+  [[nodiscard]] const DataType& logical() const noexcept {
+    return dictionary ? *dictionary : *this;
+  }
   [[nodiscard]] bool is_dictionary() const noexcept { return dictionary != nullptr; }
 };
 
@@ -202,7 +228,7 @@ class ImportedTable {
   [[nodiscard]] std::int64_t buffer_bytes() const noexcept;
 
  private:
-  friend ImportedTable import_stream(ArrowArrayStream* stream);
+  friend ImportedTable import_stream(ArrowArrayStream* src);
   friend ImportedTable import_array(ArrowSchema* schema, ArrowArray* array);
   // The struct type of a batch; views point into it, so it lives on the heap.
   std::shared_ptr<DataType> root_ = std::make_shared<DataType>(make_type(TypeId::struct_));
@@ -210,9 +236,9 @@ class ImportedTable {
   std::int64_t num_rows_ = 0;
 };
 
-// Moves `stream` (its release is set to null, per the spec's move semantics), reads the schema
-// and every batch, and releases the stream. A top-level type other than struct throws.
-[[nodiscard]] ImportedTable import_stream(ArrowArrayStream* stream);
+// Moves `src` (its release is set to null, per the spec's move semantics), reads the schema and
+// every batch, and releases the stream. A top-level type other than struct throws.
+[[nodiscard]] ImportedTable import_stream(ArrowArrayStream* src);
 // Moves a struct array (a record batch) and its schema; the schema is released at once.
 [[nodiscard]] ImportedTable import_array(ArrowSchema* schema, ArrowArray* array);
 
@@ -234,19 +260,24 @@ struct Column {
 
 // Validity: empty means every value is valid, else one entry per value (false = null).
 using Validity = std::vector<bool>;
-[[nodiscard]] Column int64_column(std::vector<std::int64_t> values, const Validity& valid = {});
-[[nodiscard]] Column int32_column(std::vector<std::int32_t> values, const Validity& valid = {});
-[[nodiscard]] Column uint64_column(std::vector<std::uint64_t> values, const Validity& valid = {});
-[[nodiscard]] Column float64_column(std::vector<double> values, const Validity& valid = {});
+[[nodiscard]] Column int64_column(const std::vector<std::int64_t>& values,
+                                  const Validity& valid = {});
+[[nodiscard]] Column int32_column(const std::vector<std::int32_t>& values,
+                                  const Validity& valid = {});
+[[nodiscard]] Column uint64_column(const std::vector<std::uint64_t>& values,
+                                   const Validity& valid = {});
+[[nodiscard]] Column float64_column(const std::vector<double>& values, const Validity& valid = {});
 // decimal128(precision, scale) of unscaled 128-bit values (two's complement, little-endian).
-[[nodiscard]] Column decimal128_column(std::vector<__int128> values, std::int32_t precision,
+[[nodiscard]] Column decimal128_column(const std::vector<__int128>& values, std::int32_t precision,
                                        std::int32_t scale, const Validity& valid = {});
 [[nodiscard]] Column bool_column(const std::vector<bool>& values, const Validity& valid = {});
-[[nodiscard]] Column utf8_column(const std::vector<std::string>& values, const Validity& valid = {});
+[[nodiscard]] Column utf8_column(const std::vector<std::string>& values,
+                                 const Validity& valid = {});
 // Timestamps in `unit` since the epoch; `tz` is an IANA name ("UTC") or "" for naive values.
-[[nodiscard]] Column timestamp_column(std::vector<std::int64_t> values, TimeUnit unit,
+[[nodiscard]] Column timestamp_column(const std::vector<std::int64_t>& values, TimeUnit unit,
                                       std::string tz, const Validity& valid = {});
-[[nodiscard]] Column date32_column(std::vector<std::int32_t> values, const Validity& valid = {});
+[[nodiscard]] Column date32_column(const std::vector<std::int32_t>& values,
+                                   const Validity& valid = {});
 [[nodiscard]] Column list_int64_column(const std::vector<std::vector<std::int64_t>>& values,
                                        const Validity& valid = {});
 [[nodiscard]] Column null_column(std::int64_t length);

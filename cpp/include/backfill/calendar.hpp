@@ -2,7 +2,8 @@
 // an IANA time zone, correct across DST, half-hour offsets and zones whose midnight is skipped.
 //
 //   auto tz = backfill::TimeZone::locate("Europe/Berlin");
-//   for (auto p = backfill::partition_of(t, backfill::Grain::day, tz); p.start() < end; p = p.next()) ...
+//   for (auto p = backfill::partition_of(t, backfill::Grain::day, tz); p.start() < end;
+//        p = p.next()) ...
 //
 // Rules (documented once, here):
 // - Instants are whole seconds since 1970-01-01T00:00:00Z (`Seconds`); partitions are half-open
@@ -91,7 +92,9 @@ class Partition {
   [[nodiscard]] constexpr Seconds start() const noexcept { return start_; }
   [[nodiscard]] constexpr Seconds end() const noexcept { return end_; }
   [[nodiscard]] constexpr Seconds length() const noexcept { return end_ - start_; }
-  [[nodiscard]] constexpr bool contains(Seconds t) const noexcept { return start_ <= t && t < end_; }
+  [[nodiscard]] constexpr bool contains(Seconds t) const noexcept {
+    return start_ <= t && t < end_;
+  }
 
   // "2026-08-01", "2026-08-01T05+02:00" (hours in non-UTC zones carry the offset),
   // "2026-08-01T05" (UTC), "2026-W32", "2026-08", "2026-Q3", "2026".
@@ -103,14 +106,15 @@ class Partition {
     return a.start_ == b.start_ && a.end_ == b.end_ && a.grain_ == b.grain_ && a.tz_ == b.tz_;
   }
   // Time order first; partitions of different grains or zones order by start, then end, then grain.
-  friend constexpr std::strong_ordering operator<=>(const Partition& a, const Partition& b) noexcept {
-    if (auto c = a.start_ <=> b.start_; c != 0) return c;
-    if (auto c = a.end_ <=> b.end_; c != 0) return c;
+  friend constexpr std::strong_ordering operator<=>(const Partition& a,
+                                                    const Partition& b) noexcept {
+    if (auto c = a.start_ <=> b.start_; std::is_neq(c)) return c;
+    if (auto c = a.end_ <=> b.end_; std::is_neq(c)) return c;
     return a.grain_ <=> b.grain_;
   }
 
  private:
-  friend Partition partition_of(Seconds, Grain, TimeZone);
+  friend Partition partition_of(Seconds t, Grain grain, TimeZone tz);
   constexpr Partition(Grain g, TimeZone tz, Seconds s, Seconds e) noexcept
       : grain_(g), tz_(tz), start_(s), end_(e) {}
   Grain grain_;

@@ -52,15 +52,15 @@ struct Options {
   std::vector<std::string> key;
   std::optional<std::vector<std::string>> columns;  // default: every common non-key column
   std::vector<std::string> exclude;
-  std::optional<std::string> partition_by;          // a date or timestamp column
+  std::optional<std::string> partition_by;  // a date or timestamp column
   Grain grain = Grain::day;
   TimeZone tz;
-  std::map<std::string, Tolerance> tolerance;       // per column
-  std::optional<Tolerance> default_tolerance;       // every other numeric compared column
-  std::optional<std::vector<std::string>> measures; // default: numeric compared columns
+  std::map<std::string, Tolerance> tolerance;        // per column
+  std::optional<Tolerance> default_tolerance;        // every other numeric compared column
+  std::optional<std::vector<std::string>> measures;  // default: numeric compared columns
   std::int64_t sample = 10;
   OnDuplicate on_duplicate = OnDuplicate::error;
-  unsigned threads = 0;                             // 0: one per hardware thread
+  unsigned threads = 0;  // 0: one per hardware thread
   // Inputs strictly ascending by a single integer key are matched by merging them in order;
   // false forces the hash path (the results are the same; for tests and benchmarks).
   bool merge_sorted = true;
@@ -102,8 +102,8 @@ struct Result {
   // key columns..., column, old, new (values as text); the first `sample` changed rows in new's
   // row order, one line per changed column.
   std::shared_ptr<arrow::Table> changed_sample;
-  std::shared_ptr<arrow::Table> added_sample;    // whole rows of new, in new's row order
-  std::shared_ptr<arrow::Table> removed_sample;  // whole rows of old, in old's row order
+  std::shared_ptr<arrow::Table> added_sample;           // whole rows of new, in new's row order
+  std::shared_ptr<arrow::Table> removed_sample;         // whole rows of old, in old's row order
   std::vector<std::pair<std::string, double>> timings;  // engine phases, wall seconds
 };
 
@@ -137,8 +137,8 @@ class Stream {
  public:
   explicit Stream(Options options);
   ~Stream();
-  Stream(Stream&&) noexcept;
-  Stream& operator=(Stream&&) noexcept;
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 

@@ -36,7 +36,7 @@ struct Fingerprint {
   std::vector<std::string> columns;        // sorted by name
   std::vector<std::uint64_t> column_sums;  // parallel to columns
 
-  [[nodiscard]] std::string digest() const;                     // 32 hex digits
+  [[nodiscard]] std::string digest() const;                      // 32 hex digits
   [[nodiscard]] std::string column_digest(std::size_t i) const;  // 32 hex digits
   friend bool operator==(const Fingerprint&, const Fingerprint&) = default;
 };
@@ -46,7 +46,7 @@ struct Options {
   std::optional<std::string> partition_by;          // a date or timestamp column
   Grain grain = Grain::day;
   TimeZone tz;
-  unsigned threads = 0;                             // 0: one per hardware thread
+  unsigned threads = 0;  // 0: one per hardware thread
 };
 
 struct PartitionFingerprint {

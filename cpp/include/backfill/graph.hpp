@@ -75,12 +75,12 @@ struct NodeSpec {
   std::string name;
   NodeKind kind = NodeKind::model;
   std::optional<Partitioning> partitioning;  // none: unpartitioned
-  Strategy strategy = Strategy::replace;      // models
-  SourceKind source_kind = SourceKind::raw;   // sources
-  std::optional<Seconds> retention;           // sources; none: kept forever
-  std::string event_time;                     // column; empty: none
+  Strategy strategy = Strategy::replace;     // models
+  SourceKind source_kind = SourceKind::raw;  // sources
+  std::optional<Seconds> retention;          // sources; none: kept forever
+  std::string event_time;                    // column; empty: none
   std::vector<std::string> tags;
-  std::vector<DependencySpec> depends_on;     // models
+  std::vector<DependencySpec> depends_on;  // models
 };
 
 struct Edge {
@@ -123,8 +123,8 @@ class Graph {
  private:
   std::vector<NodeSpec> nodes_;
   std::unordered_map<std::string, std::uint32_t> index_;
-  std::vector<Edge> in_;     // grouped by child
-  std::vector<Edge> out_;    // grouped by parent
+  std::vector<Edge> in_;   // grouped by child
+  std::vector<Edge> out_;  // grouped by parent
   std::vector<std::uint32_t> in_offsets_;
   std::vector<std::uint32_t> out_offsets_;
   std::vector<ModelId> topo_;

@@ -31,7 +31,11 @@ enum class Dialect : std::uint8_t { duckdb, postgres, snowflake, bigquery, spark
 [[nodiscard]] std::string_view to_string(Dialect d) noexcept;
 
 enum class Rule : std::uint8_t {
-  clock_read, nondeterministic, unbounded_read, append_only, lint_parse
+  clock_read,
+  nondeterministic,
+  unbounded_read,
+  append_only,
+  lint_parse
 };
 inline constexpr Rule kAllRules[] = {Rule::clock_read, Rule::nondeterministic, Rule::unbounded_read,
                                      Rule::append_only, Rule::lint_parse};
@@ -55,7 +59,7 @@ struct Finding {
   std::string message;
   std::string hint;
   bool suppressed = false;
-  std::string reason;      // why it was suppressed (may be empty)
+  std::string reason;  // why it was suppressed (may be empty)
 };
 
 struct Suppression {
@@ -74,8 +78,8 @@ struct LintOptions {
   // dbt microbatch filters ref()/source() by the batch implicitly. nullopt: on when the model's
   // config() sets incremental_strategy='microbatch'.
   std::optional<bool> microbatch;
-  std::vector<Suppression> ignore;                        // per-model switch-off, with reasons
-  std::vector<std::pair<Rule, Severity>> severity;        // per-rule severity overrides
+  std::vector<Suppression> ignore;                  // per-model switch-off, with reasons
+  std::vector<std::pair<Rule, Severity>> severity;  // per-rule severity overrides
 };
 
 enum class InputKind : std::uint8_t { ref, source, table };

@@ -28,14 +28,16 @@ class PeriodSet {
   PeriodSet() = default;
   // Sorts and merges; empty intervals vanish; an interval with end < start throws InvalidInput.
   explicit PeriodSet(std::vector<Interval> intervals);
-  [[nodiscard]] static PeriodSet of(Seconds start, Seconds end) { return PeriodSet({{start, end}}); }
+  [[nodiscard]] static PeriodSet of(Seconds start, Seconds end) {
+    return PeriodSet({{start, end}});
+  }
 
   [[nodiscard]] const std::vector<Interval>& intervals() const noexcept { return intervals_; }
   [[nodiscard]] bool is_empty() const noexcept { return intervals_.empty(); }
   [[nodiscard]] Seconds total_seconds() const noexcept;
-  [[nodiscard]] bool contains(Seconds t) const noexcept;               // O(log n)
-  [[nodiscard]] bool contains(const Interval& iv) const noexcept;      // wholly inside, O(log n)
-  [[nodiscard]] bool overlaps(const Interval& iv) const noexcept;      // O(log n)
+  [[nodiscard]] bool contains(Seconds t) const noexcept;           // O(log n)
+  [[nodiscard]] bool contains(const Interval& iv) const noexcept;  // wholly inside, O(log n)
+  [[nodiscard]] bool overlaps(const Interval& iv) const noexcept;  // O(log n)
 
   // Set algebra, each O(n + m).
   [[nodiscard]] PeriodSet operator|(const PeriodSet& other) const;

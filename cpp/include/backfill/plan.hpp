@@ -38,8 +38,8 @@ struct PlanFinding {
 struct PlanRequest {
   std::vector<ModelId> selected;  // models (e.g. from select()); sources are ignored
   Seconds start = 0;
-  Seconds end = 0;                // exclusive
-  Seconds as_of = 0;              // partitions ending after it are left out...
+  Seconds end = 0;    // exclusive
+  Seconds as_of = 0;  // partitions ending after it are left out...
   // ...except the one in progress at as_of (started, not ended) when this is set: dbt runs that
   // batch, and a regular schedule has published it so far, so leaving it out leaves it stale.
   bool include_in_progress = false;
@@ -64,14 +64,14 @@ struct ModelPlan {
   ModelId model;
   std::int64_t partitions = 0;
   std::uint32_t tasks = 0;
-  std::uint32_t first_task = 0;       // its tasks are [first_task, first_task + tasks)
-  std::vector<Interval> periods;      // UTC, merged; empty when nothing is left to do
+  std::uint32_t first_task = 0;   // its tasks are [first_task, first_task + tasks)
+  std::vector<Interval> periods;  // UTC, merged; empty when nothing is left to do
   double cost_per_partition = 0;
-  bool cost_assumed = true;           // no cost was given for it
-  double task_overhead = 0;           // seconds per task beyond its partitions
+  bool cost_assumed = true;              // no cost was given for it
+  double task_overhead = 0;              // seconds per task beyond its partitions
   std::uint32_t partitions_per_run = 1;  // the most partitions one of its tasks has
-  double work = 0;                    // seconds of work over all its tasks
-  double sched_start = 0;             // first task start / last task end in the schedule
+  double work = 0;                       // seconds of work over all its tasks
+  double sched_start = 0;                // first task start / last task end in the schedule
   double sched_end = 0;
 };
 

@@ -15,8 +15,8 @@ using BufferPtr = std::shared_ptr<const Bytes>;
 
 void check_validity(const Validity& valid, std::size_t n, std::string_view what) {
   if (!valid.empty() && valid.size() != n) {
-    throw InvalidInput(fmt::format("{} column: {} validity flags for {} values", what,
-                                   valid.size(), n));
+    throw InvalidInput(
+        fmt::format("{} column: {} validity flags for {} values", what, valid.size(), n));
   }
 }
 
@@ -27,7 +27,7 @@ BufferPtr bitmap_of(const Validity& valid, std::int64_t& null_count) {
   auto bits = std::make_shared<Bytes>((valid.size() + 7) / 8, 0);
   for (std::size_t i = 0; i < valid.size(); ++i) {
     if (valid[i]) {
-      (*bits)[i >> 3] = static_cast<std::uint8_t>((*bits)[i >> 3] | (1u << (i & 7)));
+      (*bits)[i >> 3] = static_cast<std::uint8_t>((*bits)[i >> 3] | (1U << (i & 7)));
     } else {
       ++null_count;
     }
@@ -54,7 +54,7 @@ Column fixed_column(DataType type, const std::vector<T>& values, const Validity&
 }
 
 void set_bit(Bytes& bits, std::size_t i) {
-  bits[i >> 3] = static_cast<std::uint8_t>(bits[i >> 3] | (1u << (i & 7)));
+  bits[i >> 3] = static_cast<std::uint8_t>(bits[i >> 3] | (1U << (i & 7)));
 }
 
 }  // namespace
@@ -78,20 +78,20 @@ ArrayView Column::view() const {
   return v;
 }
 
-Column int64_column(std::vector<std::int64_t> values, const Validity& valid) {
+Column int64_column(const std::vector<std::int64_t>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::int64), values, valid);
 }
-Column int32_column(std::vector<std::int32_t> values, const Validity& valid) {
+Column int32_column(const std::vector<std::int32_t>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::int32), values, valid);
 }
-Column uint64_column(std::vector<std::uint64_t> values, const Validity& valid) {
+Column uint64_column(const std::vector<std::uint64_t>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::uint64), values, valid);
 }
-Column float64_column(std::vector<double> values, const Validity& valid) {
+Column float64_column(const std::vector<double>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::float64), values, valid);
 }
-Column decimal128_column(std::vector<__int128> values, std::int32_t precision, std::int32_t scale,
-                         const Validity& valid) {
+Column decimal128_column(const std::vector<__int128>& values, std::int32_t precision,
+                         std::int32_t scale, const Validity& valid) {
   // Arrow's decimal128 is the low 64-bit word first: the layout of __int128 on little-endian.
   static_assert(sizeof(__int128) == 16);
   DataType t = make_type(TypeId::decimal128);
@@ -99,10 +99,10 @@ Column decimal128_column(std::vector<__int128> values, std::int32_t precision, s
   t.scale = scale;
   return fixed_column(std::move(t), values, valid);
 }
-Column date32_column(std::vector<std::int32_t> values, const Validity& valid) {
+Column date32_column(const std::vector<std::int32_t>& values, const Validity& valid) {
   return fixed_column(make_type(TypeId::date32), values, valid);
 }
-Column timestamp_column(std::vector<std::int64_t> values, TimeUnit unit, std::string tz,
+Column timestamp_column(const std::vector<std::int64_t>& values, TimeUnit unit, std::string tz,
                         const Validity& valid) {
   return fixed_column(timestamp_type(unit, std::move(tz)), values, valid);
 }
@@ -155,7 +155,7 @@ Column list_int64_column(const std::vector<std::vector<std::int64_t>>& values,
   c.type = list_type(make_type(TypeId::int64));
   c.length = static_cast<std::int64_t>(values.size());
   c.buffers = {bitmap_of(valid, c.null_count), std::move(offsets)};
-  c.children.push_back(int64_column(std::move(flat)));
+  c.children.push_back(int64_column(flat));
   return c;
 }
 
@@ -255,10 +255,14 @@ Column take_impl(const DataType& type, Chunks chunks, std::span<const RowRef> ro
       c.buffers = {validity, bits};
       return c;
     }
-    case TypeId::utf8: case TypeId::large_utf8: case TypeId::utf8_view: case TypeId::binary:
-    case TypeId::large_binary: case TypeId::binary_view: {
-      const bool text = t.id == TypeId::utf8 || t.id == TypeId::large_utf8 ||
-                        t.id == TypeId::utf8_view;
+    case TypeId::utf8:
+    case TypeId::large_utf8:
+    case TypeId::utf8_view:
+    case TypeId::binary:
+    case TypeId::large_binary:
+    case TypeId::binary_view: {
+      const bool text =
+          t.id == TypeId::utf8 || t.id == TypeId::large_utf8 || t.id == TypeId::utf8_view;
       c.type = make_type(text ? TypeId::large_utf8 : TypeId::large_binary);
       auto offsets = std::make_shared<Bytes>((n + 1) * 8);
       auto data = std::make_shared<Bytes>();
@@ -274,7 +278,8 @@ Column take_impl(const DataType& type, Chunks chunks, std::span<const RowRef> ro
       c.buffers = {validity, offsets, data};
       return c;
     }
-    case TypeId::list: case TypeId::large_list: {
+    case TypeId::list:
+    case TypeId::large_list: {
       c.type.id = TypeId::large_list;
       std::vector<RowRef> child_rows;
       auto offsets = std::make_shared<Bytes>((n + 1) * 8);
@@ -285,7 +290,8 @@ Column take_impl(const DataType& type, Chunks chunks, std::span<const RowRef> ro
           const auto* a = chunks[static_cast<std::size_t>(rows[i].chunk)];
           const std::int64_t r = rows[i].row;
           const bool small = t.id == TypeId::list;
-          const std::int64_t b = small ? a->values<std::int32_t>()[r] : a->values<std::int64_t>()[r];
+          const std::int64_t b =
+              small ? a->values<std::int32_t>()[r] : a->values<std::int64_t>()[r];
           const std::int64_t e =
               small ? a->values<std::int32_t>()[r + 1] : a->values<std::int64_t>()[r + 1];
           for (auto k = b; k < e; ++k) child_rows.push_back(RowRef{rows[i].chunk, k});
@@ -309,8 +315,7 @@ Column take_impl(const DataType& type, Chunks chunks, std::span<const RowRef> ro
       }
       return c;
     }
-    default:
-      throw InvalidInput(fmt::format("cannot gather values of Arrow type {}", to_string(t)));
+    default: throw InvalidInput(fmt::format("cannot gather values of Arrow type {}", to_string(t)));
   }
 }
 
@@ -329,8 +334,7 @@ Column take(const ArrayView& array, std::span<const std::int64_t> rows) {
   return take_impl(*array.type, std::span<const ArrayView* const>(&chunk, 1), refs);
 }
 
-Column take_column(const ImportedTable& table, std::size_t column,
-                   std::span<const RowRef> rows) {
+Column take_column(const ImportedTable& table, std::size_t column, std::span<const RowRef> rows) {
   std::vector<const ArrayView*> chunks;
   for (const auto& b : table.batches()) chunks.push_back(&b.column(column));
   return take_impl(table.fields().at(column).type, chunks, rows);
@@ -343,8 +347,8 @@ Table& Table::add(std::string name, Column column) {
     if (n == name) throw InvalidInput(fmt::format("table already has a column '{}'", name));
   }
   if (!columns_.empty() && column.length != num_rows_) {
-    throw InvalidInput(fmt::format("column '{}' has {} rows; the table has {}", name,
-                                   column.length, num_rows_));
+    throw InvalidInput(
+        fmt::format("column '{}' has {} rows; the table has {}", name, column.length, num_rows_));
   }
   num_rows_ = column.length;
   names_.push_back(std::move(name));

@@ -94,8 +94,8 @@ BACKFILL_AVX512 std::size_t f32_v(const float* v, std::size_t n, std::uint64_t s
 // x * c mod 2^64: lo(x)lo(c) + (hi(x)lo(c) + lo(x)hi(c)) << 32.
 BACKFILL_AVX2 inline __m256i mullo64(__m256i x, __m256i c_lo, __m256i c_hi) noexcept {
   const __m256i lo_lo = _mm256_mul_epu32(x, c_lo);
-  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(x, 32), c_lo),
-                                         _mm256_mul_epu32(x, c_hi));
+  const __m256i cross =
+      _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(x, 32), c_lo), _mm256_mul_epu32(x, c_hi));
   return _mm256_add_epi64(lo_lo, _mm256_slli_epi64(cross, 32));
 }
 
@@ -122,8 +122,8 @@ BACKFILL_AVX2 inline void store4(std::uint64_t* out, __m256i h, bool fold) noexc
 BACKFILL_AVX2 inline __m256i float_bits4(__m256d d) noexcept {
   d = _mm256_add_pd(d, _mm256_setzero_pd());
   const __m256d nan = _mm256_cmp_pd(d, d, _CMP_UNORD_Q);
-  const __m256d canonical = _mm256_castsi256_pd(
-      _mm256_set1_epi64x(static_cast<long long>(kCanonicalNan)));
+  const __m256d canonical =
+      _mm256_castsi256_pd(_mm256_set1_epi64x(static_cast<long long>(kCanonicalNan)));
   return _mm256_castpd_si256(_mm256_blendv_pd(d, canonical, nan));
 }
 
@@ -175,13 +175,13 @@ bool has_avx2() noexcept {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
 }
-#define BACKFILL_VECTOR(fn, ...)                   \
-  (has_avx512() ? fn(__VA_ARGS__)                  \
-   : has_avx2() ? fn##_avx2(__VA_ARGS__) : std::size_t{0})
+#define BACKFILL_VECTOR(fn, ...) \
+  (has_avx512() ? fn(__VA_ARGS__) : has_avx2() ? fn##_avx2(__VA_ARGS__) : std::size_t{0})
 #else
 bool has_avx512() noexcept { return false; }
 bool has_avx2() noexcept { return false; }
-#define BACKFILL_VECTOR(fn, ...) std::size_t{0}
+#define BACKFILL_VECTOR(fn, ...) \
+  std::size_t { 0 }
 #endif
 
 }  // namespace

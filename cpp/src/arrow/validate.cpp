@@ -16,8 +16,8 @@ namespace backfill::arrow::detail {
 namespace {
 
 [[noreturn]] void fail(std::string_view path, const ArrayView& v, std::string_view what) {
-  throw InvalidInput(fmt::format("column '{}' ({}): malformed Arrow array: {}", path,
-                                 to_string(*v.type), what));
+  throw InvalidInput(
+      fmt::format("column '{}' ({}): malformed Arrow array: {}", path, to_string(*v.type), what));
 }
 
 void need_buffer(const ArrayView& v, std::size_t i, std::string_view path, std::string_view what) {
@@ -34,12 +34,14 @@ std::pair<std::int64_t, std::int64_t> check_offsets(const ArrayView& v, std::str
   if (first < 0) fail(path, v, fmt::format("offset {} is negative", first));
   for (std::int64_t i = 0; i < v.length; ++i) {
     if (offs[i + 1] < offs[i]) {
-      fail(path, v, fmt::format("offsets decrease at slot {} ({} then {})", i, offs[i], offs[i + 1]));
+      fail(path, v,
+           fmt::format("offsets decrease at slot {} ({} then {})", i, offs[i], offs[i + 1]));
     }
   }
   const auto last = static_cast<std::int64_t>(offs[v.length]);
   if (last > limit) {
-    fail(path, v, fmt::format("offset {} points past the end of its child (length {})", last, limit));
+    fail(path, v,
+         fmt::format("offset {} points past the end of its child (length {})", last, limit));
   }
   return {first, last};
 }
@@ -68,8 +70,9 @@ void check_views(const ArrayView& v, std::string_view path) {
     }
     const std::int64_t size = sizes[buf];
     if (off < 0 || static_cast<std::int64_t>(off) + len > size) {
-      fail(path, v, fmt::format("slot {} reads bytes [{}, {}) of a data buffer of {} bytes", i, off,
-                                static_cast<std::int64_t>(off) + len, size));
+      fail(path, v,
+           fmt::format("slot {} reads bytes [{}, {}) of a data buffer of {} bytes", i, off,
+                       static_cast<std::int64_t>(off) + len, size));
     }
   }
 }
@@ -82,8 +85,9 @@ void check_indices(const ArrayView& v, std::string_view path) {
                         ? v.values<std::uint64_t>()[i] < static_cast<std::uint64_t>(n)
                         : v.int_at(i) >= 0 && v.int_at(i) < n;
     if (!ok) {
-      fail(path, v, fmt::format("slot {} has dictionary index {} (dictionary length {})", i,
-                                v.int_at(i), n));
+      fail(
+          path, v,
+          fmt::format("slot {} has dictionary index {} (dictionary length {})", i, v.int_at(i), n));
     }
   }
 }
@@ -97,8 +101,12 @@ void validate_layout(const ArrayView& v, std::string_view path) {
     fail(path, v, fmt::format("null count {} but no validity bitmap", v.null_count));
   }
   switch (id) {
-    case TypeId::null: case TypeId::struct_: break;
-    case TypeId::utf8: case TypeId::binary: case TypeId::large_utf8: case TypeId::large_binary: {
+    case TypeId::null:
+    case TypeId::struct_: break;
+    case TypeId::utf8:
+    case TypeId::binary:
+    case TypeId::large_utf8:
+    case TypeId::large_binary: {
       need_buffer(v, 1, path, "offsets");
       const bool large = id == TypeId::large_utf8 || id == TypeId::large_binary;
       const auto [first, last] = large ? check_offsets<std::int64_t>(v, path, INT64_MAX)
@@ -106,8 +114,10 @@ void validate_layout(const ArrayView& v, std::string_view path) {
       if (last > first) need_buffer(v, 2, path, "data");
       break;
     }
-    case TypeId::utf8_view: case TypeId::binary_view: check_views(v, path); break;
-    case TypeId::list: case TypeId::large_list: {
+    case TypeId::utf8_view:
+    case TypeId::binary_view: check_views(v, path); break;
+    case TypeId::list:
+    case TypeId::large_list: {
       need_buffer(v, 1, path, "offsets");
       const std::int64_t limit = v.children.at(0).length;
       if (id == TypeId::list) {

@@ -23,8 +23,10 @@ Domain domain_of(const arrow::DataType& type) noexcept {
     case TypeId::null: return Domain::null;
     case TypeId::boolean: return Domain::boolean;
     case TypeId::decimal128: return Domain::decimal;
-    case TypeId::date32: case TypeId::date64: return Domain::date;
-    case TypeId::time32: case TypeId::time64: return Domain::time;
+    case TypeId::date32:
+    case TypeId::date64: return Domain::date;
+    case TypeId::time32:
+    case TypeId::time64: return Domain::time;
     case TypeId::timestamp: return Domain::timestamp;
     case TypeId::duration: return Domain::duration;
     default: return Domain::nested;
@@ -61,7 +63,8 @@ __int128 pow10(int n) noexcept {
 std::string int128_text(__int128 v) {
   if (v == 0) return "0";
   const bool neg = v < 0;
-  unsigned __int128 u = neg ? static_cast<unsigned __int128>(-(v + 1)) + 1 : static_cast<unsigned __int128>(v);
+  unsigned __int128 u =
+      neg ? static_cast<unsigned __int128>(-(v + 1)) + 1 : static_cast<unsigned __int128>(v);
   std::string out;
   while (u != 0) {
     out.push_back(static_cast<char>('0' + static_cast<int>(u % 10)));
@@ -106,9 +109,9 @@ Value value_at(const ArrayView& a, std::int64_t i) {
       v.i = t.id == TypeId::date32 ? static_cast<__int128>(a.int_at(i)) * 86400 * 1000000000
                                    : static_cast<__int128>(a.int_at(i)) * 1000000;
       break;
-    case Domain::time: case Domain::timestamp: case Domain::duration:
-      v.i = static_cast<__int128>(a.int_at(i)) * nanos_per(t.unit);
-      break;
+    case Domain::time:
+    case Domain::timestamp:
+    case Domain::duration: v.i = static_cast<__int128>(a.int_at(i)) * nanos_per(t.unit); break;
     case Domain::nested: {
       std::uint64_t h = 0;
       hash_rows(a, i, i + 1, 0x6e65737465640000ULL, &h, false);
@@ -218,8 +221,10 @@ std::string render(const ArrayView& a, std::int64_t i) {
       return out;
     }
     case Domain::date: {
-      const auto days = static_cast<std::int64_t>(v.i / (static_cast<__int128>(86400) * 1000000000));
-      return date_text(days - (v.i < 0 && v.i % (static_cast<__int128>(86400) * 1000000000) != 0 ? 1 : 0));
+      const auto days =
+          static_cast<std::int64_t>(v.i / (static_cast<__int128>(86400) * 1000000000));
+      return date_text(days -
+                       (v.i < 0 && v.i % (static_cast<__int128>(86400) * 1000000000) != 0 ? 1 : 0));
     }
     case Domain::time: return clock_text(static_cast<std::int64_t>(v.i));
     case Domain::timestamp: {
@@ -244,13 +249,15 @@ std::string render(const ArrayView& a, std::int64_t i) {
       if (t.id == TypeId::struct_) {
         out = "{";
         for (std::size_t c = 0; c < a.children.size(); ++c) {
-          out += fmt::format("{}{}: {}", c ? ", " : "", t.children[c].name, render(a.children[c], i));
+          out +=
+              fmt::format("{}{}: {}", c ? ", " : "", t.children[c].name, render(a.children[c], i));
         }
         return out + "}";
       }
       const bool small = t.id == TypeId::list;
       const std::int64_t b = small ? a.values<std::int32_t>()[i] : a.values<std::int64_t>()[i];
-      const std::int64_t e = small ? a.values<std::int32_t>()[i + 1] : a.values<std::int64_t>()[i + 1];
+      const std::int64_t e =
+          small ? a.values<std::int32_t>()[i + 1] : a.values<std::int64_t>()[i + 1];
       out = "[";
       for (auto k = b; k < e; ++k) out += (k > b ? ", " : "") + render(a.children.at(0), k);
       return out + "]";

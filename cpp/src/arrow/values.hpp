@@ -16,8 +16,19 @@ namespace backfill::detail {
 
 // The domain a column's values live in; two columns compare by value when their domains are
 // compatible (same domain, or numbers of any kind, or the null type against anything).
-enum class Domain : std::uint8_t { null, integer, floating, decimal, boolean, bytes, date, time,
-                                   timestamp, duration, nested };
+enum class Domain : std::uint8_t {
+  null,
+  integer,
+  floating,
+  decimal,
+  boolean,
+  bytes,
+  date,
+  time,
+  timestamp,
+  duration,
+  nested
+};
 [[nodiscard]] Domain domain_of(const arrow::DataType& type) noexcept;  // of the logical type
 [[nodiscard]] bool comparable(Domain a, Domain b) noexcept;
 [[nodiscard]] bool is_numeric(Domain d) noexcept;  // integer, floating, decimal
@@ -25,11 +36,11 @@ enum class Domain : std::uint8_t { null, integer, floating, decimal, boolean, by
 struct Value {
   Domain domain = Domain::null;
   bool valid = false;
-  __int128 i = 0;         // integer; decimal unscaled; temporal in nanoseconds (dates: of midnight)
-  double f = 0;           // floating
-  std::int32_t scale = 0; // decimal
-  std::string_view s;     // bytes
-  std::uint64_t h = 0;    // nested: hash of the logical value
+  __int128 i = 0;  // integer; decimal unscaled; temporal in nanoseconds (dates: of midnight)
+  double f = 0;    // floating
+  std::int32_t scale = 0;  // decimal
+  std::string_view s;      // bytes
+  std::uint64_t h = 0;     // nested: hash of the logical value
 };
 
 // Value of row i (dictionary-decoded).

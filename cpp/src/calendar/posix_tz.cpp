@@ -36,15 +36,17 @@ class Reader {
   // [+-]hh[:mm[:ss]] -> seconds (sign as written)
   std::optional<std::int64_t> hms() {
     int sign = 1;
-    if (eat('-')) sign = -1;
-    else eat('+');
+    if (eat('-'))
+      sign = -1;
+    else
+      eat('+');
     const auto h = number();
     if (!h) return std::nullopt;
     std::int64_t v = std::int64_t{*h} * 3600;
     if (eat(':')) {
       const auto m = number();
       if (!m) return std::nullopt;
-      v += *m * 60;
+      v += std::int64_t{*m} * 60;
       if (eat(':')) {
         const auto sec = number();
         if (!sec) return std::nullopt;
@@ -93,13 +95,12 @@ std::int64_t rule_day(const PosixTransitionDate& d, int y) {
   switch (d.kind) {
     case PosixTransitionDate::Kind::julian_no_leap:  // Feb 29 is never counted
       return jan1 + d.a - 1 + (is_leap(y) && d.a >= 60 ? 1 : 0);
-    case PosixTransitionDate::Kind::zero_based:
-      return jan1 + d.a;
+    case PosixTransitionDate::Kind::zero_based: return jan1 + d.a;
     case PosixTransitionDate::Kind::month_week_day: {
       const auto m = static_cast<unsigned>(d.a);
       const std::int64_t first = days_from_civil_unchecked(y, m, 1);
       const std::int64_t first_wd = floor_mod(first + 4, 7);  // 1970-01-01 was a Thursday (4)
-      std::int64_t day = first + floor_mod(d.c - first_wd, 7) + 7 * (d.b - 1);
+      std::int64_t day = first + floor_mod(d.c - first_wd, 7) + 7 * std::int64_t{d.b - 1};
       const std::int64_t next_month =
           m == 12 ? days_from_civil_unchecked(y + 1, 1, 1) : days_from_civil_unchecked(y, m + 1, 1);
       while (day >= next_month) day -= 7;  // week 5 means the last such weekday
@@ -145,7 +146,8 @@ std::vector<Transition> posix_transitions(const PosixRule& rule, int first_year,
     out.push_back({into - rule.std_offset, *rule.dst_offset});
     out.push_back({outof - *rule.dst_offset, rule.std_offset});
   }
-  std::sort(out.begin(), out.end(), [](const Transition& a, const Transition& b) { return a.at < b.at; });
+  std::sort(out.begin(), out.end(),
+            [](const Transition& a, const Transition& b) { return a.at < b.at; });
   return out;
 }
 

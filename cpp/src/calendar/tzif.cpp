@@ -37,8 +37,8 @@ std::optional<Counts> header(std::string_view d, std::size_t at) {
 }
 
 std::size_t body_size(const Counts& c, std::size_t time_bytes) {
-  return c.time * time_bytes + c.time + c.type * 6 + c.chars + c.leap * (time_bytes + 4) +
-         c.isstd + c.isut;
+  return c.time * time_bytes + c.time + c.type * 6 + c.chars + c.leap * (time_bytes + 4) + c.isstd +
+         c.isut;
 }
 
 // A zone name is a relative path of name characters, with no empty, "." or ".." component.
@@ -92,7 +92,9 @@ std::optional<TzifZone> parse_tzif(std::string_view d) {
   }
   if (c.type == 0 || d.size() < at + body_size(c, tb)) return std::nullopt;
   const std::size_t times = at, indices = times + c.time * tb, types = indices + c.time;
-  auto type_offset = [&](std::size_t i) { return static_cast<std::int32_t>(be(d, types + 6 * i, 4)); };
+  auto type_offset = [&](std::size_t i) {
+    return static_cast<std::int32_t>(be(d, types + 6 * i, 4));
+  };
   TzifZone z;
   z.initial_offset = type_offset(0);
   z.at.reserve(c.time);

@@ -14,10 +14,10 @@
 namespace backfill::detail {
 
 struct TzifZone {
-  std::vector<std::int64_t> at;       // transition instants (UTC seconds), ascending
-  std::vector<std::int32_t> offset;   // UTC offset in force from at[i] on
-  std::int32_t initial_offset = 0;    // before the first transition (time type 0, RFC 8536 3.2)
-  std::optional<PosixRule> footer;    // the rule after the last transition, when understood
+  std::vector<std::int64_t> at;      // transition instants (UTC seconds), ascending
+  std::vector<std::int32_t> offset;  // UTC offset in force from at[i] on
+  std::int32_t initial_offset = 0;   // before the first transition (time type 0, RFC 8536 3.2)
+  std::optional<PosixRule> footer;   // the rule after the last transition, when understood
 };
 
 // The directory zone names are looked up in: set_tz_dir's, else $TZDIR, else /usr/share/zoneinfo.

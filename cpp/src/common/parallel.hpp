@@ -56,8 +56,8 @@ void parallel_for(std::size_t n, unsigned threads, F&& fn) {
 // Calls f(lo, hi, chunk) over chunks of at least `min_chunk` items (at most worker_count()).
 template <class F>
 void parallel_chunks(std::size_t n, std::size_t min_chunk, F&& f) {
-  const std::size_t k = std::clamp<std::size_t>(n / std::max<std::size_t>(min_chunk, 1), 1,
-                                                worker_count());
+  const std::size_t k =
+      std::clamp<std::size_t>(n / std::max<std::size_t>(min_chunk, 1), 1, worker_count());
   if (k == 1) {
     f(std::size_t{0}, n, std::size_t{0});
     return;

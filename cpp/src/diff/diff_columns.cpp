@@ -16,11 +16,16 @@ Layout layout_of(const arrow::DataType& t) noexcept {
   if (t.is_dictionary()) return Layout::generic;
   switch (t.id) {
     case TypeId::float64: return Layout::f64;
-    case TypeId::int64: case TypeId::timestamp: case TypeId::duration: case TypeId::time64:
-    case TypeId::date64:
-      return Layout::i64;
-    case TypeId::int32: case TypeId::date32: case TypeId::time32: return Layout::i32;
-    case TypeId::utf8: case TypeId::binary: return Layout::utf8;
+    case TypeId::int64:
+    case TypeId::timestamp:
+    case TypeId::duration:
+    case TypeId::time64:
+    case TypeId::date64: return Layout::i64;
+    case TypeId::int32:
+    case TypeId::date32:
+    case TypeId::time32: return Layout::i32;
+    case TypeId::utf8:
+    case TypeId::binary: return Layout::utf8;
     default: return Layout::generic;
   }
 }
@@ -59,10 +64,10 @@ struct Column {
   const ComparedColumn& c;
   std::span<const RowRef> old_refs, new_refs;
 
-  const ArrayView& old_view(std::size_t p) const {
+  [[nodiscard]] const ArrayView& old_view(std::size_t p) const {
     return old_table.batches()[static_cast<std::size_t>(old_refs[p].chunk)].column(c.old_index);
   }
-  const ArrayView& new_view(std::size_t p) const {
+  [[nodiscard]] const ArrayView& new_view(std::size_t p) const {
     return new_table.batches()[static_cast<std::size_t>(new_refs[p].chunk)].column(c.new_index);
   }
 };

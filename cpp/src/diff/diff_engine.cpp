@@ -12,15 +12,14 @@
 //      column at a time, tolerances applied (diff_columns.hpp); a candidate with a differing
 //      column is changed; samples and per-partition changed counts from those.
 // When both sides are strictly ascending by their integer (or date32) key, one column or
-// several (checked first, stopping at the first step down), the scan neither hashes nor scatters, and the match is a lockstep walk of
-// the keys that compares matched runs' columns buffer against buffer (diff_merge.hpp); pass 3
-// and every statistic are the same.
-// Expected O(rows) time; ~20 bytes per row per side of extra memory (+4 per new row for
-// non-exact keys), 8 per candidate pair.
+// several (checked first, stopping at the first step down), the scan neither hashes nor scatters,
+// and the match is a lockstep walk of the keys that compares matched runs' columns buffer against
+// buffer (diff_merge.hpp); pass 3 and every statistic are the same. Expected O(rows) time; ~20
+// bytes per row per side of extra memory (+4 per new row for non-exact keys), 8 per candidate pair.
 // Assumptions: fewer than 2^32 rows per side (row numbers are stored as uint32 in buckets).
 #include <algorithm>
-#include <chrono>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <unordered_map>
@@ -85,7 +84,7 @@ struct MatchLocal {
   std::vector<ColumnStats> columns;
   std::unordered_map<Seconds, Delta> parts;
   std::vector<std::int64_t> added, removed;
-  std::vector<RowPair> hash_changed;  // matched pairs whose row hash differs
+  std::vector<RowPair> hash_changed;            // matched pairs whose row hash differs
   std::vector<RowPair> claims_old, claims_new;  // same-side key equalities taken on the hash
   std::optional<DupInfo> dup;
 };
@@ -113,7 +112,14 @@ class Matcher {
   // by new row scattered one cache miss per row across the whole array).
   Matcher(const ImportedTable& o, const ImportedTable& n, const DiffPlan& plan, const SideScan& so,
           const SideScan& sn, std::uint32_t* match_of)
-      : old_(o), new_(n), plan_(plan), so_(so), sn_(sn), lo_(o), ln_(n), match_of_(match_of),
+      : old_(o),
+        new_(n),
+        plan_(plan),
+        so_(so),
+        sn_(sn),
+        lo_(o),
+        ln_(n),
+        match_of_(match_of),
         has_hashed_(!plan.compared.empty()) {}
 
   // Per-worker buffers reused across buckets: fresh large vectors per bucket would cost a page
@@ -124,8 +130,8 @@ class Matcher {
     std::vector<std::uint8_t> differs;  // per new row: its row hash differs from its old row's
     std::vector<std::uint32_t> ncount;  // per old key: new rows with that key
     std::vector<Entry> unmatched;       // new rows whose key is not in old
-    std::vector<Entry> old_split, new_split;  // ... split into fine buckets
-    std::vector<std::uint32_t> new_split_pos;   // position in sn.entries of new_split's rows
+    std::vector<Entry> old_split, new_split;   // ... split into fine buckets
+    std::vector<std::uint32_t> new_split_pos;  // position in sn.entries of new_split's rows
     std::vector<std::size_t> old_start, new_start;
   };
 
@@ -220,9 +226,10 @@ class Matcher {
   }
 
  private:
-  bool keys_equal(const ImportedTable& ta, const RowLocator& la, const std::vector<std::size_t>& ka,
-                  std::int64_t ga, const ImportedTable& tb, const RowLocator& lb,
-                  const std::vector<std::size_t>& kb, std::int64_t gb) const {
+  [[nodiscard]] bool keys_equal(const ImportedTable& ta, const RowLocator& la,
+                                const std::vector<std::size_t>& ka, std::int64_t ga,
+                                const ImportedTable& tb, const RowLocator& lb,
+                                const std::vector<std::size_t>& kb, std::int64_t gb) const {
     if (plan_.exact_key_hash) return true;  // caller already compared the hashes
     const RowRef ra = la.locate(ga);
     const RowRef rb = lb.locate(gb);
@@ -257,9 +264,9 @@ class Matcher {
         }
         const auto qi = static_cast<std::size_t>(q);
         if (rows[qi].key_hash == h &&
-            (match_of_ != nullptr ? claim(claims, rows[qi].row, rows[p].row)
-                                  : keys_equal(tab, loc, keys, rows[qi].row, tab, loc, keys,
-                                               rows[p].row))) {
+            (match_of_ != nullptr
+                 ? claim(claims, rows[qi].row, rows[p].row)
+                 : keys_equal(tab, loc, keys, rows[qi].row, tab, loc, keys, rows[p].row))) {
           ++t.count[qi];
           break;
         }
@@ -285,8 +292,8 @@ class Matcher {
     }
   }
 
-  void duplicate(MatchLocal& acc, bool old_side, std::int64_t row, std::uint32_t count,
-                 std::uint32_t rows_old, std::uint32_t rows_new) const {
+  static void duplicate(MatchLocal& acc, bool old_side, std::int64_t row, std::uint32_t count,
+                        std::uint32_t rows_old, std::uint32_t rows_new) {
     ++acc.summary.duplicate_keys;
     acc.summary.duplicate_rows_old += rows_old;
     acc.summary.duplicate_rows_new += rows_new;
@@ -318,8 +325,9 @@ std::string key_text(const ImportedTable& t, const std::vector<std::size_t>& key
   const RowRef r = RowLocator(t).locate(row);
   std::string out;
   for (std::size_t k = 0; k < keys.size(); ++k) {
-    out += fmt::format("{}{}={}", k ? ", " : "", names[k],
-                       render(t.batches()[static_cast<std::size_t>(r.chunk)].column(keys[k]), r.row));
+    out +=
+        fmt::format("{}{}={}", k ? ", " : "", names[k],
+                    render(t.batches()[static_cast<std::size_t>(r.chunk)].column(keys[k]), r.row));
   }
   return "(" + out + ")";
 }
@@ -351,7 +359,8 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   // streams thrash the TLB); the match splits a coarse bucket again, in cache, only when more
   // than kFineRows rows of the larger side would share one hash table (<= 512 KiB of slots, in
   // L2; a split pass costs more than the slightly larger table below that).
-  const auto larger = static_cast<std::uint64_t>(std::max(old_table.num_rows(), new_table.num_rows()));
+  const auto larger =
+      static_cast<std::uint64_t>(std::max(old_table.num_rows(), new_table.num_rows()));
   const int bits = std::clamp(static_cast<int>(std::bit_width(larger / kFineRows)), 4, 16);
   const int coarse = std::min(bits, 8);
   const std::size_t n_buckets = std::size_t{1} << coarse;
@@ -372,8 +381,8 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
   const bool merge = keys_old && keys_new;
   SideScan so = scan_side(old_table, lo, plan, true, coarse, !merge);
   lap("scan old");
-  SideScan sn = scan_side(new_table, ln, plan, false, coarse, !merge,
-                          !merge && !plan.exact_key_hash);
+  SideScan sn =
+      scan_side(new_table, ln, plan, false, coarse, !merge, !merge && !plan.exact_key_hash);
   lap("scan new");
 
   std::vector<MatchLocal> locals;
@@ -406,7 +415,8 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
       const std::size_t total = side.start[k + 1] - side.start[k];
       start.assign(n_fine + 1, 0);
       const std::uint64_t mask = n_fine - 1;
-      for (std::size_t p = 0; p < total; ++p) ++start[((rows[p].key_hash >> fine_shift) & mask) + 1];
+      for (std::size_t p = 0; p < total; ++p)
+        ++start[((rows[p].key_hash >> fine_shift) & mask) + 1];
       for (std::size_t f = 0; f < n_fine; ++f) start[f + 1] += start[f];
       out.resize(total);
       std::vector<std::size_t> at(start.begin(), start.end() - 1);
@@ -429,22 +439,23 @@ EngineResult run_diff(const ImportedTable& old_table, const ImportedTable& new_t
       locals.assign(plan.threads, MatchLocal{});
       for (auto& l : locals) l.columns.resize(plan.compared.size());
       parallel_for(n_buckets, plan.threads, [&](std::size_t k, unsigned w) {
-      auto& sc = scratch[w];
-      if (n_fine == 1) {
-        matcher.bucket(so.entries.get() + so.start[k], so.start[k + 1] - so.start[k],
-                       sn.entries.get() + sn.start[k], sn.start[k + 1] - sn.start[k], locals[w], sc,
-                       nullptr, sn.start[k]);
-        return;
-      }
-      split(so, k, sc.old_split, sc.old_start, nullptr);
-      split(sn, k, sc.new_split, sc.new_start, claims_into != nullptr ? &sc.new_split_pos : nullptr);
-      for (std::size_t f = 0; f < n_fine; ++f) {
-        matcher.bucket(sc.old_split.data() + sc.old_start[f], sc.old_start[f + 1] - sc.old_start[f],
-                       sc.new_split.data() + sc.new_start[f], sc.new_start[f + 1] - sc.new_start[f],
-                       locals[w], sc,
-                       claims_into != nullptr ? sc.new_split_pos.data() + sc.new_start[f] : nullptr,
-                       0);
-      }
+        auto& sc = scratch[w];
+        if (n_fine == 1) {
+          matcher.bucket(so.entries.get() + so.start[k], so.start[k + 1] - so.start[k],
+                         sn.entries.get() + sn.start[k], sn.start[k + 1] - sn.start[k], locals[w],
+                         sc, nullptr, sn.start[k]);
+          return;
+        }
+        split(so, k, sc.old_split, sc.old_start, nullptr);
+        split(sn, k, sc.new_split, sc.new_start,
+              claims_into != nullptr ? &sc.new_split_pos : nullptr);
+        for (std::size_t f = 0; f < n_fine; ++f) {
+          matcher.bucket(
+              sc.old_split.data() + sc.old_start[f], sc.old_start[f + 1] - sc.old_start[f],
+              sc.new_split.data() + sc.new_start[f], sc.new_start[f + 1] - sc.new_start[f],
+              locals[w], sc,
+              claims_into != nullptr ? sc.new_split_pos.data() + sc.new_start[f] : nullptr, 0);
+        }
       });
     };
     match(match_of.empty() ? nullptr : match_of.data());

@@ -56,8 +56,8 @@ struct DiffPlan {
   TimeZone tz;
   std::vector<std::string> measures;
   std::vector<std::size_t> measure_old, measure_new;
-  std::vector<SumKind> measure_kind;                 // per measure
-  std::vector<std::int32_t> measure_scale;           // decimal: the scale of the sums
+  std::vector<SumKind> measure_kind;                         // per measure
+  std::vector<std::int32_t> measure_scale;                   // decimal: the scale of the sums
   std::vector<__int128> measure_mult_old, measure_mult_new;  // 10^(scale - the side's scale)
   std::int64_t sample = 10;
   diff::OnDuplicate on_duplicate = diff::OnDuplicate::error;
@@ -83,8 +83,8 @@ struct PartitionStats {
 
 struct EngineResult {
   diff::Summary summary;
-  std::vector<ColumnStats> columns;           // parallel to plan.compared
-  std::vector<MeasureSum> sum_old, sum_new;   // per measure
+  std::vector<ColumnStats> columns;          // parallel to plan.compared
+  std::vector<MeasureSum> sum_old, sum_new;  // per measure
   std::map<Seconds, PartitionStats> partitions;
   std::vector<std::pair<std::int64_t, std::int64_t>> changed_rows;  // (old row, new row)
   std::vector<std::int64_t> added_rows, removed_rows;               // global row numbers

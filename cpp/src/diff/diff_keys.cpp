@@ -80,8 +80,7 @@ bool verify_key_claims(const ImportedTable& old_table, const ImportedTable& new_
     if (!ok.load(std::memory_order_relaxed)) return;
     const Morsel& task = tasks[t];
     for (std::size_t k = 0; k < plan.key.size(); ++k) {
-      const Layout layout =
-          common_layout(old_table, plan.key_old[k], new_table, plan.key_new[k]);
+      const Layout layout = common_layout(old_table, plan.key_old[k], new_table, plan.key_new[k]);
       const ArrayView& b = new_table.batches()[task.batch].column(plan.key_new[k]);
       for (auto j = task.begin; j < task.end; ++j) {
         const auto gn = static_cast<std::size_t>(task.first + (j - task.begin));

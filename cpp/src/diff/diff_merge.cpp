@@ -21,11 +21,14 @@ namespace {
 
 bool mergeable_type(TypeId id) noexcept {
   switch (id) {
-    case TypeId::int8: case TypeId::int16: case TypeId::int32: case TypeId::int64:
-    case TypeId::uint8: case TypeId::uint16: case TypeId::uint32:
-      return true;
-    default:
-      return false;
+    case TypeId::int8:
+    case TypeId::int16:
+    case TypeId::int32:
+    case TypeId::int64:
+    case TypeId::uint8:
+    case TypeId::uint16:
+    case TypeId::uint32: return true;
+    default: return false;
   }
 }
 
@@ -38,11 +41,10 @@ bool mergeable(const ImportedTable& t, std::size_t c, const ImportedTable& other
   if (ft.is_dictionary() || fo.is_dictionary()) return false;
   const bool date = ft.id == TypeId::date32 && fo.id == TypeId::date32;
   if (!date && !(mergeable_type(ft.id) && mergeable_type(fo.id))) return false;
-  for (const auto& b : t.batches()) {
+  return std::ranges::all_of(t.batches(), [&](const auto& b) {
     const auto& a = b.column(c);
-    if (a.dictionary != nullptr || a.null_count != 0) return false;
-  }
-  return true;
+    return a.dictionary == nullptr && a.null_count == 0;
+  });
 }
 
 // Whether a column is non-decreasing (strictly ascending when strict) across all batches.
@@ -51,6 +53,8 @@ bool ascending_column(const ImportedTable& t, std::size_t column, bool strict) {
   std::int64_t prev = 0;
   auto ascending = [&](const auto* v, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) {
+      // int8 values are numbers, not characters: the sign extension is the point.
+      // NOLINTNEXTLINE(bugprone-signed-char-misuse)
       const auto k = static_cast<std::int64_t>(v[i]);
       if (has_prev && (k < prev || (strict && k == prev))) return false;
       prev = k;
@@ -62,7 +66,8 @@ bool ascending_column(const ImportedTable& t, std::size_t column, bool strict) {
     switch (a.type->id) {
       case TypeId::int8: return ascending(a.values<std::int8_t>(), a.length);
       case TypeId::int16: return ascending(a.values<std::int16_t>(), a.length);
-      case TypeId::int32: case TypeId::date32: return ascending(a.values<std::int32_t>(), a.length);
+      case TypeId::int32:
+      case TypeId::date32: return ascending(a.values<std::int32_t>(), a.length);
       case TypeId::int64: return ascending(a.values<std::int64_t>(), a.length);
       case TypeId::uint8: return ascending(a.values<std::uint8_t>(), a.length);
       case TypeId::uint16: return ascending(a.values<std::uint16_t>(), a.length);
@@ -70,15 +75,13 @@ bool ascending_column(const ImportedTable& t, std::size_t column, bool strict) {
       default: return false;
     }
   };
-  for (const auto& b : t.batches()) {
-    if (!check(b.column(column))) return false;
-  }
-  return true;
+  return std::ranges::all_of(t.batches(), [&](const auto& b) { return check(b.column(column)); });
 }
 
 }  // namespace
 
-std::optional<SortedKeys> sorted_keys(const ImportedTable& t, const std::vector<std::size_t>& columns,
+std::optional<SortedKeys> sorted_keys(const ImportedTable& t,
+                                      const std::vector<std::size_t>& columns,
                                       const ImportedTable& other,
                                       const std::vector<std::size_t>& other_columns) {
   for (std::size_t k = 0; k < columns.size(); ++k) {
@@ -295,8 +298,8 @@ void compare_run(const RunContext& ctx, const Run& run, std::vector<std::uint8_t
     const auto bn = static_cast<std::size_t>(rn.chunk);
     const std::int64_t left_o = ctx.lo.batch_start(bo + 1) - gi;
     const std::int64_t left_n = ctx.ln.batch_start(bn + 1) - gj;
-    const std::size_t seg = std::min({run.len - done, static_cast<std::size_t>(left_o),
-                                      static_cast<std::size_t>(left_n)});
+    const std::size_t seg = std::min(
+        {run.len - done, static_cast<std::size_t>(left_o), static_cast<std::size_t>(left_n)});
     const auto& batch_o = ctx.old_table.batches()[bo];
     const auto& batch_n = ctx.new_table.batches()[bn];
     std::uint8_t* f = flags.data() + done;
@@ -436,12 +439,12 @@ std::vector<MergeRange> merge_sorted(const MergeSide& old_side, const MergeSide&
   const auto hash_new = row_hashes(new_side.table, cols, seeds, false, threads);
   const RowLocator lo(old_side.table);
   const RowLocator ln(new_side.table);
-  const RunContext ctx{old_side.table, new_side.table, lo, ln, cols, hash_old.get(),
-                       hash_new.get()};
+  const RunContext ctx{old_side.table, new_side.table, lo, ln, cols,
+                       hash_old.get(), hash_new.get()};
   std::vector<MergeRange> out(ranges);
   parallel_for(ranges, threads, [&](std::size_t t, unsigned) {
-    merge_range(old_side, new_side, cols.empty() ? nullptr : &ctx, o_cut[t], o_cut[t + 1],
-                n_cut[t], n_cut[t + 1], sample, out[t]);
+    merge_range(old_side, new_side, cols.empty() ? nullptr : &ctx, o_cut[t], o_cut[t + 1], n_cut[t],
+                n_cut[t + 1], sample, out[t]);
   });
   return out;
 }

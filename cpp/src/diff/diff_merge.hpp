@@ -61,14 +61,14 @@ class SortedKeys {
 struct MergeRange {
   std::int64_t matched = 0, added = 0, removed = 0;
   std::vector<std::int64_t> added_rows, removed_rows;  // the first `sample` (smallest rows)
-  std::vector<RowPair> hash_changed;                  // matched pairs whose row hash differs
+  std::vector<RowPair> hash_changed;                   // matched pairs whose row hash differs
   std::unordered_map<Seconds, std::int64_t> added_in, removed_in;  // per partition start
 };
 
 struct MergeSide {
-  const SortedKeys& keys;              // strictly ascending
-  const arrow::ImportedTable& table;   // the compared columns are read from its buffers
-  std::span<const Seconds> part;       // per row; empty when not partitioned
+  const SortedKeys& keys;             // strictly ascending
+  const arrow::ImportedTable& table;  // the compared columns are read from its buffers
+  std::span<const Seconds> part;      // per row; empty when not partitioned
 };
 
 // Walks both sides in lockstep, split into key ranges (cut at quantiles of the larger side,

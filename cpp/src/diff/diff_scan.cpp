@@ -190,23 +190,25 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
   // bucket in row order) whichever worker scans its morsel: the morsels can then be handed
   // out dynamically, which keeps both workers busy to the end on a loaded machine.
   const std::size_t n_morsels = morsels.size();
-  std::vector<std::uint32_t> at(scatter ? n_morsels * n_buckets : 0, 0);  // count, then first position
+  std::vector<std::uint32_t> at(scatter ? n_morsels * n_buckets : 0,
+                                0);  // count, then first position
   struct Scratch {
     std::vector<std::uint64_t> kh = std::vector<std::uint64_t>(kMorsel);
     std::vector<std::uint64_t> rh = std::vector<std::uint64_t>(kMorsel);
     std::vector<std::uint8_t> null_key = std::vector<std::uint8_t>(kMorsel);
   };
   std::vector<Scratch> scratch(plan.threads);
-  if (scatter) parallel_for(n_morsels, plan.threads, [&](std::size_t m, unsigned w) {
-    auto& sc = scratch[w];
-    const Morsel& mo = morsels[m];
-    const auto len = static_cast<std::size_t>(mo.end - mo.begin);
-    const bool any_null = key_hashes(t.batches()[mo.batch], mo, sc.kh.data(), sc.null_key.data());
-    std::uint32_t* count = at.data() + m * n_buckets;
-    for (std::size_t i = 0; i < len; ++i) {
-      if (!(any_null && sc.null_key[i])) ++count[sc.kh[i] >> shift];
-    }
-  });
+  if (scatter)
+    parallel_for(n_morsels, plan.threads, [&](std::size_t m, unsigned w) {
+      auto& sc = scratch[w];
+      const Morsel& mo = morsels[m];
+      const auto len = static_cast<std::size_t>(mo.end - mo.begin);
+      const bool any_null = key_hashes(t.batches()[mo.batch], mo, sc.kh.data(), sc.null_key.data());
+      std::uint32_t* count = at.data() + m * n_buckets;
+      for (std::size_t i = 0; i < len; ++i) {
+        if (!(any_null && sc.null_key[i])) ++count[sc.kh[i] >> shift];
+      }
+    });
   s.start.assign(n_buckets + 1, 0);
   for (std::size_t b = 0; scatter && b < n_buckets; ++b) {
     std::size_t pos = s.start[b];
@@ -313,8 +315,8 @@ SideScan scan_side(const ImportedTable& t, const RowLocator& loc, const DiffPlan
     } else {
       for (std::size_t k = 0; k < ms; ++k) {
         if (!summed_with_hash[k]) {
-          msums[k] = sum_measure(batch.column(measures[k]), mo.begin, mo.end,
-                                 plan.measure_kind[k], mults[k]);
+          msums[k] = sum_measure(batch.column(measures[k]), mo.begin, mo.end, plan.measure_kind[k],
+                                 mults[k]);
         }
       }
     }

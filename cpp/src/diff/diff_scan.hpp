@@ -37,9 +37,9 @@ struct SideScan {
   // (keys the hash does not identify: their claims are checked in row order, diff_keys.hpp).
   Prefaulted<std::uint32_t> position;
   std::vector<std::size_t> start;
-  std::vector<Seconds> part;        // partition start per row (kNullPartition for null)
+  std::vector<Seconds> part;  // partition start per row (kNullPartition for null)
   std::int64_t null_keys = 0;
-  std::vector<MeasureSum> sums;     // per measure
+  std::vector<MeasureSum> sums;  // per measure
   std::unordered_map<Seconds, PartitionStats> partitions;
 };
 

@@ -148,6 +148,7 @@ struct KeyCursor {
 KeyRun key_run(const ImportedTable& t, const std::vector<std::size_t>& cols,
                const std::vector<std::string>& names, bool exact) {
   std::vector<std::uint64_t> seeds;
+  seeds.reserve(names.size());
   for (const auto& n : names) seeds.push_back(detail::seed_of(n));
   std::vector<std::uint64_t> out;
   out.reserve(static_cast<std::size_t>(t.num_rows()));
@@ -206,7 +207,8 @@ bool recurs(const std::vector<KeyRun>& runs) {
   return false;
 }
 
-void add_columns(std::vector<detail::ColumnStats>& into, const std::vector<detail::ColumnStats>& from) {
+void add_columns(std::vector<detail::ColumnStats>& into,
+                 const std::vector<detail::ColumnStats>& from) {
   for (std::size_t k = 0; k < into.size(); ++k) {
     into[k].changed += from[k].changed;
     into[k].null_to_value += from[k].null_to_value;
@@ -225,12 +227,12 @@ struct Stream::State {
   std::vector<front::SchemaChange> schema;
   detail::EngineResult acc;  // everything but added/removed, over the pairs so far
   std::int64_t pairs = 0;
-  std::int64_t offset_old = 0, offset_new = 0;  // global row number of the next pair's row 0
-  std::vector<TablePtr> left_old, left_new;  // unmatched rows, per pair
-  Rows left_old_rows, left_new_rows;         // their global row numbers
+  std::int64_t offset_old = 0, offset_new = 0;     // global row number of the next pair's row 0
+  std::vector<TablePtr> left_old, left_new;        // unmatched rows, per pair
+  Rows left_old_rows, left_new_rows;               // their global row numbers
   std::vector<TablePtr> changed_old, changed_new;  // changed sample candidates' whole rows
   Rows changed_rows;                               // their global new row numbers
-  std::vector<KeyRun> keys_old, keys_new;  // per pair
+  std::vector<KeyRun> keys_old, keys_new;          // per pair
   bool whole = false;
 
   void add_timings(const std::vector<std::pair<std::string, double>>& t) {
@@ -278,8 +280,8 @@ Stream::Stream(Options options) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
 }
 Stream::~Stream() = default;
-Stream::Stream(Stream&&) noexcept = default;
-Stream& Stream::operator=(Stream&&) noexcept = default;
+Stream::Stream(Stream&& other) noexcept = default;
+Stream& Stream::operator=(Stream&& other) noexcept = default;
 
 bool Stream::whole_needed() const noexcept { return state_->whole; }
 std::int64_t Stream::pairs() const noexcept { return state_->pairs; }
@@ -299,9 +301,10 @@ void Stream::add(const ImportedTable& old_part, const ImportedTable& new_part) {
     s.acc.sum_old.assign(s.plan->measures.size(), detail::MeasureSum{});
     s.acc.sum_new.assign(s.plan->measures.size(), detail::MeasureSum{});
   } else if (!(old_part.fields() == s.fields_old) || !(new_part.fields() == s.fields_new)) {
-    throw InvalidInput(fmt::format("pair {} of the streamed diff has other columns or types than "
-                                   "the first pair; every pair must have the same schema per side",
-                                   s.pairs + 1));
+    throw InvalidInput(
+        fmt::format("pair {} of the streamed diff has other columns or types than "
+                    "the first pair; every pair must have the same schema per side",
+                    s.pairs + 1));
   }
   const detail::DiffPlan& plan = *s.plan;
   ++s.pairs;
@@ -388,8 +391,8 @@ std::optional<Result> Stream::finish() {
   s.keys_new = {};
   const detail::DiffPlan& plan = *s.plan;
   const auto k = static_cast<std::size_t>(plan.sample);
-  s.add_timings({{"recur", std::chrono::duration<double>(std::chrono::steady_clock::now() - clock)
-                              .count()}});
+  s.add_timings(
+      {{"recur", std::chrono::duration<double>(std::chrono::steady_clock::now() - clock).count()}});
   // The carried rows: rows of old and new unmatched in their own pair (keys that moved).
   const ImportedTable lo = concat(std::move(s.left_old));
   const ImportedTable ln = concat(std::move(s.left_new));
@@ -444,7 +447,7 @@ std::optional<Result> Stream::finish() {
   out.columns = front::columns_table(s.fields_old, s.fields_new, plan, s.acc);
   out.partitions = front::partitions_table(plan, s.acc);
   out.changed_sample = front::changed_table(co, cn, plan, picks);
-  out.added_sample = front::rows_table(ln, r.added_rows);     // carried rows keep global order
+  out.added_sample = front::rows_table(ln, r.added_rows);  // carried rows keep global order
   out.removed_sample = front::rows_table(lo, r.removed_rows);
   out.timings = std::move(s.acc.timings);
   out.timings.emplace_back(

@@ -22,9 +22,9 @@ constexpr std::string_view kClockHint =
     "use the run's period instead: {{ start }} / {{ end }} (the period a backfill run processes)";
 
 // Block tags that open a region closed by end<tag> ("set" only in its block form).
-constexpr std::string_view kOpeners[] = {"if",   "for",  "macro", "call",           "filter",
-                                         "block", "with", "autoescape", "materialization",
-                                         "test", "snapshot", "docs", "raw", "set"};
+constexpr std::string_view kOpeners[] = {
+    "if",   "for",      "macro", "call", "filter", "block", "with", "autoescape", "materialization",
+    "test", "snapshot", "docs",  "raw",  "set"};
 
 struct Tok {
   JKind kind;
@@ -51,8 +51,7 @@ class Analyzer {
       : t_(text), lexed_(lexed), periods_(periods.begin(), periods.end()) {}
 
   JinjaFacts run() {
-    for (std::size_t b = 0; b < lexed_.blocks.size(); ++b) {
-      const auto& block = lexed_.blocks[b];
+    for (const auto& block : lexed_.blocks) {
       toks_.clear();
       std::string norm;
       for (const auto& jt : block.tokens) {
@@ -125,8 +124,8 @@ class Analyzer {
   void balance(const JinjaBlock& block) {
     if (toks_.empty() || toks_[0].kind != JKind::name) return;
     const std::string_view tag = toks_[0].text;
-    const auto is_opener = std::find(std::begin(kOpeners), std::end(kOpeners), tag) !=
-                           std::end(kOpeners);
+    const auto is_opener =
+        std::find(std::begin(kOpeners), std::end(kOpeners), tag) != std::end(kOpeners);
     if (is_opener) {
       const bool inline_set =
           tag == "set" && std::any_of(toks_.begin(), toks_.end(), [](const Tok& t) {
@@ -140,12 +139,12 @@ class Analyzer {
                                block.end - block.begin, std::move(message), std::move(hint)});
     };
     if (tag == "elif" || tag == "else") {
-      const bool fits = !open_.empty() && (open_.back().tag == "if" ||
-                                           (tag == "else" && open_.back().tag == "for"));
+      const bool fits = !open_.empty() &&
+                        (open_.back().tag == "if" || (tag == "else" && open_.back().tag == "for"));
       if (!fits) {
-        parse_error(fmt::format("unbalanced Jinja: '{{% {} %}}' outside an '{{% if %}}' block",
-                                tag),
-                    "remove it or add the '{% if %}' it belongs to");
+        parse_error(
+            fmt::format("unbalanced Jinja: '{{% {} %}}' outside an '{{% if %}}' block", tag),
+            "remove it or add the '{% if %}' it belongs to");
       }
       return;
     }
@@ -155,9 +154,9 @@ class Analyzer {
     const auto it = std::find_if(open_.rbegin(), open_.rend(),
                                  [&](const OpenTag& o) { return o.tag == opened; });
     if (it == open_.rend()) {
-      parse_error(fmt::format("unbalanced Jinja: '{{% {} %}}' without an open '{{% {} %}}'", tag,
-                              opened),
-                  fmt::format("remove it or add the '{{% {} %}}' it closes", opened));
+      parse_error(
+          fmt::format("unbalanced Jinja: '{{% {} %}}' without an open '{{% {} %}}'", tag, opened),
+          fmt::format("remove it or add the '{{% {} %}}' it closes", opened));
       return;
     }
     if (it != open_.rbegin()) {
@@ -250,8 +249,7 @@ class Analyzer {
         call_args(last + 1, close, pos, nullptr);
         if (!pos.empty()) {
           Read r{first == "ref" ? InputKind::ref : InputKind::source,
-                 first == "ref" ? to_lower(pos.back())
-                                : to_lower(pos.front() + "." + pos.back()),
+                 first == "ref" ? to_lower(pos.back()) : to_lower(pos.front() + "." + pos.back()),
                  block.begin, block.end - block.begin, false};
           r.implicit_filter_opt_out = sym(close + 1, ".") && name(close + 2, "render");
           inputs.push_back(std::move(r));

@@ -12,42 +12,73 @@ namespace {
 // Bare SQL-standard clock keywords (also accepted with parentheses by most engines).
 constexpr std::string_view kStandardClock[] = {"current_date", "current_time", "current_timestamp",
                                                "localtime", "localtimestamp"};
-constexpr std::string_view kSnowflakeClock[] = {"current_date", "current_time",
-                                                "current_timestamp", "localtime",
-                                                "localtimestamp", "sysdate", "systimestamp"};
-constexpr std::string_view kBigQueryClock[] = {"current_date", "current_time", "current_timestamp",
-                                               "current_datetime", "localtime", "localtimestamp"};
+constexpr std::string_view kSnowflakeClock[] = {
+    "current_date",   "current_time", "current_timestamp", "localtime",
+    "localtimestamp", "sysdate",      "systimestamp"};
+constexpr std::string_view kBigQueryClock[] = {"current_date",      "current_time",
+                                               "current_timestamp", "current_datetime",
+                                               "localtime",         "localtimestamp"};
 
 constexpr FunctionName kClockFunctions[] = {
-    {"now"},                  {"today"},                 {"getdate"},
-    {"sysdate"},              {"systimestamp"},          {"sysdatetime"},
-    {"current_datetime"},     {"transaction_timestamp"}, {"statement_timestamp"},
-    {"clock_timestamp"},      {"timeofday"},             {"get_current_timestamp"},
-    {"get_current_time"},     {"current_localtimestamp"}, {"current_localtime"},
-    {"curdate"},              {"curtime"},               {"utc_timestamp"},
-    {"utc_date"},             {"unix_timestamp", true},  {"unix_seconds_now"},
+    {"now"},
+    {"today"},
+    {"getdate"},
+    {"sysdate"},
+    {"systimestamp"},
+    {"sysdatetime"},
+    {"current_datetime"},
+    {"transaction_timestamp"},
+    {"statement_timestamp"},
+    {"clock_timestamp"},
+    {"timeofday"},
+    {"get_current_timestamp"},
+    {"get_current_time"},
+    {"current_localtimestamp"},
+    {"current_localtime"},
+    {"curdate"},
+    {"curtime"},
+    {"utc_timestamp"},
+    {"utc_date"},
+    {"unix_timestamp", true},
+    {"unix_seconds_now"},
 };
 
 constexpr FunctionName kRandomFunctions[] = {
-    {"random"},           {"rand"},              {"randn"},
-    {"random_normal"},    {"uuid"},              {"gen_random_uuid"},
-    {"newid"},            {"uuid_string", true}, {"generate_uuid"},
-    {"uuidv4"},           {"uuidv7"},            {"uuid_generate_v1"},
-    {"uuid_generate_v1mc"}, {"uuid_generate_v4"}, {"nextval"},
-    {"shuffle"},          {"monotonically_increasing_id"}, {"spark_partition_id"},
-    {"seq1"},             {"seq2"},              {"seq4"},
+    {"random"},
+    {"rand"},
+    {"randn"},
+    {"random_normal"},
+    {"uuid"},
+    {"gen_random_uuid"},
+    {"newid"},
+    {"uuid_string", true},
+    {"generate_uuid"},
+    {"uuidv4"},
+    {"uuidv7"},
+    {"uuid_generate_v1"},
+    {"uuid_generate_v1mc"},
+    {"uuid_generate_v4"},
+    {"nextval"},
+    {"shuffle"},
+    {"monotonically_increasing_id"},
+    {"spark_partition_id"},
+    {"seq1"},
+    {"seq2"},
+    {"seq4"},
     {"seq8"},
 };
 
 constexpr std::string_view kOrderedAggregates[] = {
-    "array_agg", "string_agg", "listagg", "group_concat", "collect_list", "collect_set",
-    "json_agg",  "jsonb_agg",  "xmlagg",  "array_concat_agg"};
+    "array_agg",   "string_agg", "listagg",   "group_concat", "collect_list",
+    "collect_set", "json_agg",   "jsonb_agg", "xmlagg",       "array_concat_agg"};
 constexpr std::string_view kDuckdbOrderedAggregates[] = {
     "array_agg", "string_agg", "listagg", "group_concat", "list", "json_group_array"};
 
 const DialectRules kDuckdb{
     .name = "duckdb",
-    .syntax = {.nested_comments = true, .dollar_quotes = true, .dollar_tags = true,
+    .syntax = {.nested_comments = true,
+               .dollar_quotes = true,
+               .dollar_tags = true,
                .e_strings = true},
     .clock_keywords = kStandardClock,
     .clock_functions = kClockFunctions,
@@ -57,7 +88,9 @@ const DialectRules kDuckdb{
 };
 const DialectRules kPostgres{
     .name = "postgres",
-    .syntax = {.nested_comments = true, .dollar_quotes = true, .dollar_tags = true,
+    .syntax = {.nested_comments = true,
+               .dollar_quotes = true,
+               .dollar_tags = true,
                .e_strings = true},
     .clock_keywords = kStandardClock,
     .clock_functions = kClockFunctions,
@@ -77,8 +110,11 @@ const DialectRules kSnowflake{
 };
 const DialectRules kBigQuery{
     .name = "bigquery",
-    .syntax = {.backtick_names = true, .double_quote_strings = true, .hash_comments = true,
-               .backslash_escapes = true, .triple_quotes = true},
+    .syntax = {.backtick_names = true,
+               .double_quote_strings = true,
+               .hash_comments = true,
+               .backslash_escapes = true,
+               .triple_quotes = true},
     .clock_keywords = kBigQueryClock,
     .clock_functions = kClockFunctions,
     .random_functions = kRandomFunctions,
@@ -86,7 +122,9 @@ const DialectRules kBigQuery{
 };
 const DialectRules kSpark{
     .name = "spark",
-    .syntax = {.backtick_names = true, .double_quote_strings = true, .nested_comments = true,
+    .syntax = {.backtick_names = true,
+               .double_quote_strings = true,
+               .nested_comments = true,
                .backslash_escapes = true},
     .clock_keywords = kStandardClock,
     .clock_functions = kClockFunctions,

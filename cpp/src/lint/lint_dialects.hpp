@@ -23,14 +23,14 @@ struct FunctionName {
 struct DialectRules {
   std::string_view name;
   sql::Syntax syntax;
-  std::span<const std::string_view> clock_keywords;  // flagged bare or called: current_date
-  std::span<const FunctionName> clock_functions;     // flagged when called: now()
-  std::span<const FunctionName> random_functions;    // random(), uuid(), nextval()
+  std::span<const std::string_view> clock_keywords;      // flagged bare or called: current_date
+  std::span<const FunctionName> clock_functions;         // flagged when called: now()
+  std::span<const FunctionName> random_functions;        // random(), uuid(), nextval()
   std::span<const std::string_view> ordered_aggregates;  // array_agg: element order
-  bool special_date_strings = false;  // Postgres: 'now'::timestamp, date 'today'
-  bool sequence_nextval = false;      // Snowflake: my_seq.nextval
-  bool using_sample = false;          // DuckDB: USING SAMPLE 10%
-  bool bare_sample = false;           // Snowflake: FROM t SAMPLE (10)
+  bool special_date_strings = false;                     // Postgres: 'now'::timestamp, date 'today'
+  bool sequence_nextval = false;                         // Snowflake: my_seq.nextval
+  bool using_sample = false;                             // DuckDB: USING SAMPLE 10%
+  bool bare_sample = false;                              // Snowflake: FROM t SAMPLE (10)
 };
 
 [[nodiscard]] const DialectRules& rules_for(Dialect d) noexcept;
@@ -45,8 +45,12 @@ inline constexpr std::string_view kSortingFunctions[] = {"array_sort", "list_sor
                                                          "array_reverse_sort", "list_reverse_sort"};
 
 // Jinja (dbt) calls that read the clock: modules.datetime.datetime.now(), dbt.current_timestamp().
-inline constexpr std::string_view kJinjaClockCalls[] = {
-    "now", "utcnow", "today", "current_timestamp", "current_timestamp_backcompat",
-    "current_timestamp_in_utc_backcompat", "snapshot_get_time"};
+inline constexpr std::string_view kJinjaClockCalls[] = {"now",
+                                                        "utcnow",
+                                                        "today",
+                                                        "current_timestamp",
+                                                        "current_timestamp_backcompat",
+                                                        "current_timestamp_in_utc_backcompat",
+                                                        "snapshot_get_time"};
 
 }  // namespace backfill::detail::lint

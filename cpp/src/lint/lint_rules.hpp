@@ -29,12 +29,12 @@ struct Sig {
   sql::Kind kind{};
   std::size_t begin = 0;
   std::size_t end = 0;
-  std::size_t block = sql::npos;  // for jinja_expr: the block index
-  std::size_t match = sql::npos;  // for "(" and ")": the index of the partner
-  std::size_t depth = 0;          // parenthesis depth (inside "(" is depth + 1)
-  std::size_t parent = sql::npos; // the "(" enclosing this token
-  std::size_t statement = 0;      // index into SqlView::statements()
-  bool conditional = false;       // inside a Jinja {% if %} ... {% endif %}
+  std::size_t block = sql::npos;   // for jinja_expr: the block index
+  std::size_t match = sql::npos;   // for "(" and ")": the index of the partner
+  std::size_t depth = 0;           // parenthesis depth (inside "(" is depth + 1)
+  std::size_t parent = sql::npos;  // the "(" enclosing this token
+  std::size_t statement = 0;       // index into SqlView::statements()
+  bool conditional = false;        // inside a Jinja {% if %} ... {% endif %}
 };
 
 class SqlView {
@@ -78,11 +78,11 @@ struct Read {
 
 // What the Jinja side learned about the model.
 struct JinjaFacts {
-  std::vector<RawFinding> findings;          // clock reads, randomness, unbalanced tags
-  std::vector<Read> reads;                   // ref()/source() uses in SQL code
-  std::vector<std::size_t> period_offsets;   // where a period parameter is referenced in SQL
+  std::vector<RawFinding> findings;         // clock reads, randomness, unbalanced tags
+  std::vector<Read> reads;                  // ref()/source() uses in SQL code
+  std::vector<std::size_t> period_offsets;  // where a period parameter is referenced in SQL
   std::vector<std::pair<std::string, std::string>> config;  // literal config() kwargs
-  std::vector<std::string> normalized;       // per block: its tokens without whitespace
+  std::vector<std::string> normalized;  // per block: its tokens without whitespace
 };
 
 [[nodiscard]] JinjaFacts analyze_jinja(std::string_view text, const sql::Lexed& lexed,

@@ -24,27 +24,67 @@ bool contains(const Range& r, std::string_view s) {
   return std::find(std::begin(r), std::end(r), s) != std::end(r);
 }
 const FunctionName* find_fn(std::span<const FunctionName> fns, std::string_view s) {
-  const auto it = std::find_if(fns.begin(), fns.end(),
-                               [&](const FunctionName& f) { return f.name == s; });
+  const auto it =
+      std::find_if(fns.begin(), fns.end(), [&](const FunctionName& f) { return f.name == s; });
   return it == fns.end() ? nullptr : &*it;
 }
 
 // Words after which "name(" is not a call: create table random (...), insert into uuid (...).
-constexpr std::string_view kNotCallAfter[] = {"table", "view", "into", "function", "procedure",
-                                              "type", "index", "macro", "sequence"};
+constexpr std::string_view kNotCallAfter[] = {"table", "view",  "into",  "function", "procedure",
+                                              "type",  "index", "macro", "sequence"};
 // Words that may precede a subquery's "(": inside such parentheses FROM is a query's FROM;
 // after any other word, "(" is a call's and FROM is an argument (extract(year from ts)).
 constexpr std::string_view kBeforeSubquery[] = {
-    "in", "exists", "as", "from", "join", "any", "all", "some", "lateral", "select", "where",
-    "and", "or", "not", "on", "union", "except", "intersect", "then", "else", "when", "with",
-    "using", "values", "into", "table", "by", "having", "qualify", "is", "array", "return"};
+    "in",      "exists",    "as",    "from",   "join",    "any",  "all",   "some",
+    "lateral", "select",    "where", "and",    "or",      "not",  "on",    "union",
+    "except",  "intersect", "then",  "else",   "when",    "with", "using", "values",
+    "into",    "table",     "by",    "having", "qualify", "is",   "array", "return"};
 // Words that end a FROM item (so they are not its alias).
-constexpr std::string_view kClauseWords[] = {
-    "where", "group", "order", "limit", "join", "left", "right", "inner", "full", "cross",
-    "outer", "natural", "on", "using", "union", "except", "intersect", "qualify", "having",
-    "window", "lateral", "pivot", "unpivot", "tablesample", "sample", "for", "fetch", "offset",
-    "set", "values", "select", "when", "returning", "asof", "positional", "semi", "anti",
-    "partition", "with", "at", "before", "changes", "match_recognize", "final", "format"};
+constexpr std::string_view kClauseWords[] = {"where",
+                                             "group",
+                                             "order",
+                                             "limit",
+                                             "join",
+                                             "left",
+                                             "right",
+                                             "inner",
+                                             "full",
+                                             "cross",
+                                             "outer",
+                                             "natural",
+                                             "on",
+                                             "using",
+                                             "union",
+                                             "except",
+                                             "intersect",
+                                             "qualify",
+                                             "having",
+                                             "window",
+                                             "lateral",
+                                             "pivot",
+                                             "unpivot",
+                                             "tablesample",
+                                             "sample",
+                                             "for",
+                                             "fetch",
+                                             "offset",
+                                             "set",
+                                             "values",
+                                             "select",
+                                             "when",
+                                             "returning",
+                                             "asof",
+                                             "positional",
+                                             "semi",
+                                             "anti",
+                                             "partition",
+                                             "with",
+                                             "at",
+                                             "before",
+                                             "changes",
+                                             "match_recognize",
+                                             "final",
+                                             "format"};
 
 class Checker {
  public:
@@ -86,9 +126,9 @@ class Checker {
       return;
     }
     if (v_.sym(i + 1, ".") || (i > 0 && v_.word(i - 1, "as"))) return;  // qualifier or alias
-    const bool call = v_.sym(i + 1, "(") && v_[i + 1].match != sql::npos &&
-                      !(i > 0 && v_[i - 1].kind == Kind::word &&
-                        contains(kNotCallAfter, v_.lower(i - 1)));
+    const bool call =
+        v_.sym(i + 1, "(") && v_[i + 1].match != sql::npos &&
+        !(i > 0 && v_[i - 1].kind == Kind::word && contains(kNotCallAfter, v_.lower(i - 1)));
     const std::size_t close = call ? v_[i + 1].match : i;
     const bool no_args = call && close == i + 2;
 
@@ -109,8 +149,8 @@ class Checker {
       window(i, close, name);
     } else if (call && contains(r_.ordered_aggregates, name)) {
       aggregate(i, close, name);
-    } else if (name == "limit" || (name == "top" && (v_.word(i - 1, "select") ||
-                                                     v_.word(i - 1, "distinct"))) ||
+    } else if (name == "limit" ||
+               (name == "top" && (v_.word(i - 1, "select") || v_.word(i - 1, "distinct"))) ||
                (name == "fetch" && (v_.word(i + 1, "first") || v_.word(i + 1, "next")))) {
       limit(i, name);
     } else if (name == "distinct" && v_.word(i + 1, "on") && v_.sym(i + 2, "(")) {
@@ -307,7 +347,7 @@ class Checker {
 // A dotted name at j: parts are runs of byte-adjacent words, quoted names and {{ }} blocks
 // (so {{ target.schema }}_stg.orders is two parts). Returns one past its last token.
 struct Name {
-  std::string text;         // normalized
+  std::string text;  // normalized
   std::size_t first = 0;
   std::size_t last = 0;
   bool only_jinja = false;  // {{ ref('x') }}: the Jinja side reports it
@@ -384,8 +424,8 @@ std::vector<Read> sql_reads(const SqlView& v) {
   }
   std::vector<Read> reads;
   for (std::size_t i = 0; i < v.size(); ++i) {
-    const bool from = v.word(i, "from") && !(i > 0 && (v.word(i - 1, "delete") ||
-                                                       v.word(i - 1, "distinct")));
+    const bool from =
+        v.word(i, "from") && !(i > 0 && (v.word(i - 1, "delete") || v.word(i - 1, "distinct")));
     const bool join = v.word(i, "join");
     const bool using_ = v.word(i, "using") && !v.word(i + 1, "sample");
     if (!from && !join && !using_) continue;

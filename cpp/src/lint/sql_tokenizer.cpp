@@ -149,8 +149,8 @@ class JinjaScanner {
         // "}}" / "%}" while a bracket is open: Jinja fails here; report it and end the block
         // so the rest of the file is still checked.
         add_issue(issues_, i, 2,
-                  fmt::format("unbalanced Jinja: '{}' is not closed before '{}}}'",
-                              brackets.back(), closer),
+                  fmt::format("unbalanced Jinja: '{}' is not closed before '{}}}'", brackets.back(),
+                              closer),
                   fmt::format("close the '{}' inside the block", brackets.back()));
         brackets.clear();
       }
@@ -173,8 +173,8 @@ class JinjaScanner {
         while (i < t_.size() && (is_alpha(at(i)) || is_digit(at(i)) || at(i) == '_')) ++i;
         kind = JKind::name;
       } else if (is_digit(c)) {
-        while (i < t_.size() && (is_digit(at(i)) || at(i) == '_' || at(i) == '.' ||
-                                 at(i) == 'e' || at(i) == 'E')) {
+        while (i < t_.size() &&
+               (is_digit(at(i)) || at(i) == '_' || at(i) == '.' || at(i) == 'e' || at(i) == 'E')) {
           ++i;
         }
         kind = JKind::number;
@@ -260,8 +260,7 @@ class JinjaScanner {
 
 class SqlLexer {
  public:
-  SqlLexer(std::string_view text, const Syntax& syn, Lexed& out)
-      : t_(text), syn_(syn), out_(out) {}
+  SqlLexer(std::string_view text, const Syntax& syn, Lexed& out) : t_(text), syn_(syn), out_(out) {}
 
   void run() {
     std::size_t i = 0;
@@ -362,8 +361,8 @@ class SqlLexer {
                 "remove it; is this file binary or in another encoding?");
       return Kind::invalid;
     }
-    static constexpr std::string_view ops[] = {"->>", "::", "||", "<=", ">=", "<>", "!=", "=>",
-                                               "->",  "**", "//", "<<", ">>", ":="};
+    static constexpr std::string_view ops[] = {
+        "->>", "::", "||", "<=", ">=", "<>", "!=", "=>", "->", "**", "//", "<<", ">>", ":="};
     for (const auto op : ops) {
       // An operator never swallows the start of a comment: "//*" is "/" then "/*".
       const bool comment_next = op == "//" && (syn_.slash_comments || at(i + 2) == '*');
@@ -440,7 +439,8 @@ class SqlLexer {
     }
     add_issue(out_.issues, start, 2,
               depth > 1 ? fmt::format("unterminated block comment: {} nested '/*' are not closed "
-                                      "by '*/'", depth)
+                                      "by '*/'",
+                                      depth)
                         : std::string("unterminated block comment: '/*' is never closed by '*/'"),
               "close the comment with '*/'");
     return Kind::comment;

@@ -22,23 +22,23 @@ inline constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
 // What differs between dialects at the lexical level.
 struct Syntax {
-  bool backtick_names = false;       // `name` (bigquery, spark)
-  bool double_quote_strings = false; // "text" is a string, not a name (bigquery, spark)
-  bool nested_comments = false;      // /* /* */ */ (postgres, duckdb, spark)
-  bool dollar_quotes = false;        // $$text$$ (postgres, duckdb, snowflake)
-  bool dollar_tags = false;          // $tag$text$tag$ (postgres, duckdb)
-  bool hash_comments = false;        // # comment (bigquery)
-  bool slash_comments = false;       // // comment (snowflake)
-  bool backslash_escapes = false;    // '\'' in plain strings (snowflake, bigquery, spark)
-  bool e_strings = false;            // E'\'' (postgres, duckdb)
-  bool triple_quotes = false;        // '''text''' and """text""" (bigquery)
+  bool backtick_names = false;        // `name` (bigquery, spark)
+  bool double_quote_strings = false;  // "text" is a string, not a name (bigquery, spark)
+  bool nested_comments = false;       // /* /* */ */ (postgres, duckdb, spark)
+  bool dollar_quotes = false;         // $$text$$ (postgres, duckdb, snowflake)
+  bool dollar_tags = false;           // $tag$text$tag$ (postgres, duckdb)
+  bool hash_comments = false;         // # comment (bigquery)
+  bool slash_comments = false;        // // comment (snowflake)
+  bool backslash_escapes = false;     // '\'' in plain strings (snowflake, bigquery, spark)
+  bool e_strings = false;             // E'\'' (postgres, duckdb)
+  bool triple_quotes = false;         // '''text''' and """text""" (bigquery)
 };
 
 enum class Kind : std::uint8_t {
   whitespace,
-  word,           // unquoted identifier or keyword
-  quoted_name,    // "name" or `name`
-  string,         // 'text', E'text', $$text$$, '''text'''
+  word,         // unquoted identifier or keyword
+  quoted_name,  // "name" or `name`
+  string,       // 'text', E'text', $$text$$, '''text'''
   number,
   symbol,         // operators and punctuation
   parameter,      // $1, $name, ?, :name, @name, ${name}
@@ -51,7 +51,15 @@ enum class Kind : std::uint8_t {
 [[nodiscard]] std::string_view kind_name(Kind k) noexcept;
 
 enum class JKind : std::uint8_t {
-  open, close, whitespace, name, string, number, symbol, text, invalid
+  open,
+  close,
+  whitespace,
+  name,
+  string,
+  number,
+  symbol,
+  text,
+  invalid
 };
 [[nodiscard]] std::string_view jkind_name(JKind k) noexcept;
 
@@ -90,9 +98,9 @@ struct ParseIssue {
 };
 
 struct Lexed {
-  std::vector<SqlToken> tokens;   // tile the whole input
-  std::vector<JinjaBlock> blocks; // in order of position
-  std::vector<ParseIssue> issues; // in order of position
+  std::vector<SqlToken> tokens;    // tile the whole input
+  std::vector<JinjaBlock> blocks;  // in order of position
+  std::vector<ParseIssue> issues;  // in order of position
 };
 
 [[nodiscard]] Lexed lex(std::string_view text, const Syntax& syntax);

@@ -13,8 +13,7 @@ std::string to_lower(std::string_view s) {
 }
 
 bool iequals(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
                   std::tolower(static_cast<unsigned char>(y));
          });
@@ -45,8 +44,15 @@ SqlView::SqlView(std::string_view text, const sql::Lexed& lexed) : text_(text) {
         t.kind == Kind::jinja_stmt || t.kind == Kind::invalid) {
       continue;
     }
-    Sig s{t.kind, t.begin, t.end, t.block, sql::npos, open.size(),
-          open.empty() ? sql::npos : open.back(), statements_.size(), ifs > 0};
+    Sig s{t.kind,
+          t.begin,
+          t.end,
+          t.block,
+          sql::npos,
+          open.size(),
+          open.empty() ? sql::npos : open.back(),
+          statements_.size(),
+          ifs > 0};
     const std::size_t idx = sig_.size();
     if (t.kind == Kind::symbol && text[t.begin] == '(' && t.end == t.begin + 1) {
       open.push_back(idx);

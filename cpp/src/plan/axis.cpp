@@ -99,7 +99,8 @@ void Axis::grow_to_time(Seconds t) const {
 void Axis::grow_to_index(std::int64_t i) const {
   if (table_->starts.empty()) grow_to_time(0);
   while (i < table_->first) grow_to_time(table_->starts.front() - 1);
-  while (i - table_->first >= static_cast<std::int64_t>(table_->starts.size())) grow_to_time(table_->starts.back());
+  while (i - table_->first >= static_cast<std::int64_t>(table_->starts.size()))
+    grow_to_time(table_->starts.back());
 }
 
 }  // namespace backfill::detail

@@ -42,7 +42,9 @@ class Axis {
     return {index_of(t0), index_of(t1 - 1) + 1};
   }
   // The calendar partition for index i (labels, display).
-  [[nodiscard]] Partition partition(std::int64_t i) const { return partition_of(start_of(i), grain_, tz_); }
+  [[nodiscard]] Partition partition(std::int64_t i) const {
+    return partition_of(start_of(i), grain_, tz_);
+  }
 
  private:
   void grow_to_time(Seconds t) const;

@@ -29,9 +29,9 @@ void retention(const Context& cx, ModelId id, const Edge& e, Out& out) {
   const Axis& axis = cx.axes[id.value];
   const Axis& paxis = cx.axes[e.parent.value];
   const Spans& set = cx.sets[id.value];
-  const std::string kept = fmt::format("{} keeps {} of data (nothing before {} as of {})",
-                                       src.name, format_duration(*src.retention),
-                                       format_instant(cutoff), format_instant(cx.request.as_of));
+  const std::string kept = fmt::format("{} keeps {} of data (nothing before {} as of {})", src.name,
+                                       format_duration(*src.retention), format_instant(cutoff),
+                                       format_instant(cx.request.as_of));
   const std::string tail =
       src.source_kind == SourceKind::kafka
           ? "; a Kafka topic replays only within its retention (by resetting the consumer "
@@ -48,8 +48,8 @@ void retention(const Context& cx, ModelId id, const Edge& e, Out& out) {
   if (!paxis.partitioned() || e.mapping.kind == MappingKind::all) {
     // Each partition reads the whole source: those whose period starts before the cutoff lost
     // rows.
-    lost = intersect(set, {std::numeric_limits<std::int64_t>::min() / 4,
-                           axis.index_of(cutoff - 1) + 1});
+    lost = intersect(set,
+                     {std::numeric_limits<std::int64_t>::min() / 4, axis.index_of(cutoff - 1) + 1});
   } else {
     const Span read = read_range(paxis, axis, e.mapping, {set.front().lo, set.back().hi});
     const std::int64_t retained = paxis.index_of(cutoff - 1) + 1;  // first wholly kept
@@ -116,8 +116,7 @@ std::vector<PlanFinding> findings(const Context& cx, const Plan& plan) {
       out.add("IN_PROGRESS", Severity::info, n.name,
               fmt::format("{} of {} is still in progress at as_of {}: rebuilt with the data so "
                           "far; the regular schedule re-runs it as it fills",
-                          describe(axis, cx.in_progress_kept[m]), n.name,
-                          format_instant(r.as_of)));
+                          describe(axis, cx.in_progress_kept[m]), n.name, format_instant(r.as_of)));
     }
     if (axis.partitioned() && !cx.not_ended[m].empty()) {
       out.add("NOT_ENDED", Severity::info, n.name,

@@ -33,22 +33,22 @@ struct Context {
   const Graph& graph;
   const PlanRequest& request;
   std::vector<Axis> axes;
-  std::vector<char> selected;            // a selected model (sources never)
-  std::vector<Spans> sets;               // partitions to rebuild
-  std::vector<std::int64_t> limit;       // first partition not planned (not ended by as_of, or
-                                         // not started by it with include_in_progress)
-  std::vector<std::int64_t> started;     // first partition not started by as_of
-  std::vector<std::int64_t> begin_index; // first partition at or after `begin`
+  std::vector<char> selected;             // a selected model (sources never)
+  std::vector<Spans> sets;                // partitions to rebuild
+  std::vector<std::int64_t> limit;        // first partition not planned (not ended by as_of, or
+                                          // not started by it with include_in_progress)
+  std::vector<std::int64_t> started;      // first partition not started by as_of
+  std::vector<std::int64_t> begin_index;  // first partition at or after `begin`
   std::vector<char> has_begin;
-  std::vector<Span> before_begin;        // requested partitions before `begin`
-  std::vector<Spans> not_ended;          // wanted partitions not started by as_of
-  std::vector<Spans> in_progress;        // wanted partition in progress at as_of, left out
-  std::vector<Spans> in_progress_kept;   // the same, planned (include_in_progress)
-  std::vector<Spans> left_stale;         // clip mode: impacted partitions left out
+  std::vector<Span> before_begin;          // requested partitions before `begin`
+  std::vector<Spans> not_ended;            // wanted partitions not started by as_of
+  std::vector<Spans> in_progress;          // wanted partition in progress at as_of, left out
+  std::vector<Spans> in_progress_kept;     // the same, planned (include_in_progress)
+  std::vector<Spans> left_stale;           // clip mode: impacted partitions left out
   std::vector<std::string> unbounded_all;  // parent read whole while the model has no begin
   std::vector<std::uint32_t> first_task;
   std::vector<std::uint32_t> task_total;
-  std::vector<std::int64_t> task_lo;     // first partition index by task id, while linking
+  std::vector<std::int64_t> task_lo;  // first partition index by task id, while linking
 };
 
 struct PlanColumns {

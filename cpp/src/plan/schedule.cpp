@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <memory>
-#include <utility>
 #include <queue>
+#include <utility>
 
 #include "backfill/error.hpp"
 #include "common/parallel.hpp"
@@ -229,11 +229,11 @@ void Plan::run_schedule() {
     mp.sched_end = 0;
     for (std::uint32_t t = mp.first_task; t < mp.first_task + mp.tasks; ++t) {
       mp.work += cost(t);
-      mp.sched_start = t == mp.first_task ? sched_start_[t] : std::min(mp.sched_start, sched_start_[t]);
+      mp.sched_start =
+          t == mp.first_task ? sched_start_[t] : std::min(mp.sched_start, sched_start_[t]);
       mp.sched_end = std::max(mp.sched_end, sched_end_[t]);
     }
   }
-
 }
 Plan Plan::rescheduled(std::vector<double> cost_per_partition, double default_cost,
                        std::uint32_t concurrency, std::vector<double> task_overhead) const {

@@ -74,9 +74,9 @@ class Labels {
 
   const Plan& plan_;
   std::vector<Group> groups_;
-  std::vector<std::int32_t> group_of_;     // by ModelId.value; -1: unpartitioned
-  std::vector<std::uint32_t> sparse_;      // by task, for groups too sparse for a dense range
-  std::uint32_t full_ = 0;                 // label id of "full"
+  std::vector<std::int32_t> group_of_;  // by ModelId.value; -1: unpartitioned
+  std::vector<std::uint32_t> sparse_;   // by task, for groups too sparse for a dense range
+  std::uint32_t full_ = 0;              // label id of "full"
   std::string chars_;
   std::vector<std::size_t> offsets_{0};
 };
@@ -183,7 +183,8 @@ arrow::Table task_table(const Plan& plan) {
   }
   const Labels labels(plan, g);
   bool any_null = false;
-  for (const ModelPlan& mp : plan.models()) any_null |= mp.tasks > 0 && !g.node(mp.model).partitioning;
+  for (const ModelPlan& mp : plan.models())
+    any_null |= mp.tasks > 0 && !g.node(mp.model).partitioning;
 
   auto task_id = allocate<std::int64_t>(n);
   auto model = allocate<std::int32_t>(n);
@@ -220,10 +221,11 @@ arrow::Table task_table(const Plan& plan) {
     if (hi == n) off[n] = static_cast<std::int32_t>(dep_offsets[n]);
     labels.ids(lo, hi, label_id.data());
   });
-  detail::parallel_chunks(dep_values.size(), kMinChunk, [&](std::size_t lo, std::size_t hi, std::size_t) {
-    auto* v = data_of<std::int64_t>(list_values);
-    for (std::size_t i = lo; i < hi; ++i) v[i] = dep_values[i];
-  });
+  detail::parallel_chunks(dep_values.size(), kMinChunk,
+                          [&](std::size_t lo, std::size_t hi, std::size_t) {
+                            auto* v = data_of<std::int64_t>(list_values);
+                            for (std::size_t i = lo; i < hi; ++i) v[i] = dep_values[i];
+                          });
 
   // label: offsets by a running sum, then the bytes in parallel.
   auto label_offsets = allocate<std::int32_t>(n + 1);
@@ -250,7 +252,7 @@ arrow::Table task_table(const Plan& plan) {
     validity = std::make_shared<Bytes>((n + 7) / 8, 0);
     for (std::size_t i = 0; i < n; ++i) {
       if (start[i] != detail::kUnbounded) {
-        (*validity)[i / 8] = static_cast<std::uint8_t>((*validity)[i / 8] | (1u << (i % 8)));
+        (*validity)[i / 8] = static_cast<std::uint8_t>((*validity)[i / 8] | (1U << (i % 8)));
       } else {
         ++nulls;
       }
@@ -264,7 +266,8 @@ arrow::Table task_table(const Plan& plan) {
   model_col.type.dictionary = std::make_shared<const arrow::DataType>(model_col.dictionary->type);
   table.add("model", std::move(model_col));
   for (auto* buf : {&us0, &us1}) {
-    arrow::Column c = column(arrow::timestamp_type(arrow::TimeUnit::micro, "UTC"), n, std::move(*buf));
+    arrow::Column c =
+        column(arrow::timestamp_type(arrow::TimeUnit::micro, "UTC"), n, std::move(*buf));
     c.buffers[0] = validity;
     c.null_count = nulls;
     table.add(buf == &us0 ? "start" : "end", std::move(c));
@@ -276,10 +279,10 @@ arrow::Table task_table(const Plan& plan) {
   table.add("wave", column(arrow::make_type(TypeId::int32), n, std::move(waves)));
   table.add("sched_start", column(arrow::make_type(TypeId::float64), n, std::move(sched0)));
   table.add("sched_end", column(arrow::make_type(TypeId::float64), n, std::move(sched1)));
-  arrow::Column deps = column(arrow::list_type(arrow::make_type(TypeId::int64)), n,
-                              std::move(list_offsets));
-  deps.children.push_back(column(arrow::make_type(TypeId::int64), dep_values.size(),
-                                 std::move(list_values)));
+  arrow::Column deps =
+      column(arrow::list_type(arrow::make_type(TypeId::int64)), n, std::move(list_offsets));
+  deps.children.push_back(
+      column(arrow::make_type(TypeId::int64), dep_values.size(), std::move(list_values)));
   table.add("depends_on", std::move(deps));
   return table;
 }

@@ -23,6 +23,7 @@ published tables' fingerprints, so ``publish`` can refuse when they changed sinc
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -76,7 +77,7 @@ def audit_model(
     them; used instead of scanning the area when they cover exactly ``parts``."""
     m = project.models[model]
     clock = _Clock()
-    old_v, raw_v, new_v = Version(PUBLISHED), Version(area), Version(area, preview=True)
+    old_v, new_v = Version(PUBLISHED), Version(area, preview=True)
     periods = [(s, e) for _, s, e in parts] if parts and m.event_time else None
     new_cols = engine.columns(project, model, area)
     if new_cols is None:
@@ -132,7 +133,7 @@ def audit_model(
         clock.lap("measure sums")
     diff_result: DiffResult | None = None
     if differing:
-        diff_result = _diff_differing(
+        differ = _DifferingDiff(
             engine,
             project,
             model,
@@ -141,11 +142,10 @@ def audit_model(
             differing,
             new_cols,
             has_old,
-            key,
-            measures,
             clock,
             _rows(old_fp, new_fp),
         )
+        diff_result = differ.run(key, measures)
         su = diff_result.summary
         if guess and (su.duplicate_keys or su.null_keys_old or su.null_keys_new):
             key, key_source = choose_key(engine, project, model, versions, new_cols, diff_periods)
@@ -158,20 +158,7 @@ def audit_model(
                     engine, project, model, area, measures, periods, new_cols, old_cols
                 )
                 clock.lap("measure sums")
-                diff_result = _diff_differing(
-                    engine,
-                    project,
-                    model,
-                    area,
-                    parts,
-                    differing,
-                    new_cols,
-                    has_old,
-                    key,
-                    measures,
-                    clock,
-                    _rows(old_fp, new_fp),
-                )
+                diff_result = differ.run(key, measures)
     results = _partitions(labels, bool(parts), old_fp, new_fp, diff_result, kinds)
     return ModelAudit(
         model=model,
@@ -195,141 +182,155 @@ def _rows(old_fp: Mapping[str, Any], new_fp: Mapping[str, Any]) -> dict[str, int
     return {label: max(old_fp[label].rows, fp.rows) for label, fp in new_fp.items()}
 
 
-def _diff_differing(
-    engine: Engine,
-    project: Project,
-    model: str,
-    area: Any,
-    parts: list[Part],
-    differing: list[Part],
-    new_cols: list[Column],
-    has_old: bool,
-    key: list[str],
-    measures: list[str],
-    clock: _Clock,
-    part_rows: Mapping[str, int] | None = None,
-) -> DiffResult:
-    """The C++ diff of the published and audit versions over the ``differing`` partitions:
+@dataclasses.dataclass
+class _DifferingDiff:
+    """The C++ diff of a model's published and audit versions over its ``differing`` partitions:
     streamed a group of partitions at a time (memory follows the largest group, not all the
-    differing partitions), or at once when unpartitioned or when a key is duplicated."""
-    m = project.models[model]
-    old_v, new_v = Version(PUBLISHED), Version(area, preview=True)
-    where = [(s, e) for _, s, e in differing] if parts and m.event_time else None
-    options: dict[str, Any] = {}
-    utc = None
-    if parts and m.event_time:
-        options = dict(partition_by=m.event_time, grain=m.grain or "day", tz=m.tz)
-        et_kind = next((c.kind for c in new_cols if c.name == m.event_time), None)
+    differing partitions), or at once when unpartitioned or when a key is duplicated. One per
+    audited model; :meth:`run` runs again with another key when the first guess was rejected."""
+
+    engine: Engine
+    project: Project
+    model: str
+    area: Any
+    parts: list[Part]
+    differing: list[Part]
+    new_cols: list[Column]
+    has_old: bool
+    clock: _Clock
+    part_rows: Mapping[str, int] | None = None
+
+    def run(self, key: list[str], measures: list[str]) -> DiffResult:
+        m = self.project.models[self.model]
+        partitioned = bool(self.parts and m.event_time)
+        where = [(s, e) for _, s, e in self.differing] if partitioned else None
+        options, utc = self._partitioning() if partitioned else ({}, None)
+        self.clock.lap(
+            "key"
+        )  # what ran since the last lap (a rejected guess's choose_key) is the key's
+        result = None
+        # Without a published version every row is added: carried to the end, nothing to gain.
+        if (
+            where is not None
+            and self.part_rows is not None
+            and len(self.differing) > 1
+            and self.has_old
+        ):
+            result = self._streamed(key, measures, options, utc)
+        if result is None:
+            result = self._whole(key, measures, options, utc, where)
+        # The C++ phases run on imported buffers; the rest of the call is the transfer (the engine
+        # producing the Arrow batches and their import).
+        inside = sum(result.timings.values())
+        laps = self.clock.laps
+        took = self.clock.lap("diff")
+        laps["transfer"] = laps.get("transfer", 0.0) + max(took - inside, 0.0)
+        laps["diff"] = laps.get("diff", 0.0) - took + inside
+        return result
+
+    def _partitioning(self) -> tuple[dict[str, Any], str | None]:
+        """The diff's partition options, and the extra UTC column to partition by (or None)."""
+        m = self.project.models[self.model]
+        assert m.event_time is not None
+        options: dict[str, Any] = {
+            "partition_by": m.event_time,
+            "grain": m.grain or "day",
+            "tz": m.tz,
+        }
+        et_kind = next((c.kind for c in self.new_cols if c.name == m.event_time), None)
         if et_kind == ColumnKind.TIMESTAMP and m.tz != "UTC":
             # The engine reads a naive timestamp as UTC (its period filters are UTC);
             # the diff would read it as wall-clock time in tz. Partition by it as UTC.
-            utc = _PART
             options.update(partition_by=_PART, exclude=[_PART])
-    old_side = (old_v, where) if has_old else (new_v, [])
-    clock.lap("key")  # what ran since the last lap (a rejected guess's choose_key) is the key's
-    result = None
-    # Without a published version every row is added: carried to the end, nothing to gain.
-    if where is not None and part_rows is not None and len(differing) > 1 and has_old:
-        result = _diff_streamed(
-            engine, project, model, area, differing, part_rows, utc, key, measures, options
+            return options, _PART
+        return options, None
+
+    def _groups(self) -> list[list[Part]]:
+        """The differing partitions in order, gathered up to :data:`_PAIR_ROWS` rows a group."""
+        assert self.part_rows is not None
+        groups: list[list[Part]] = []
+        size = 0
+        for p in self.differing:
+            rows = self.part_rows.get(p[0], 0)
+            if not groups or size + rows > _PAIR_ROWS:
+                groups.append([])
+                size = 0
+            groups[-1].append(p)
+            size += rows
+        return groups
+
+    def _streamed(
+        self, key: list[str], measures: list[str], options: Mapping[str, Any], utc: str | None
+    ) -> DiffResult | None:
+        """The diff fed one group of partitions at a time (each released before the next is
+        fetched); None when a duplicated key needs the whole diff (see DiffStream) or when the
+        partitions fit in one group."""
+        groups = self._groups()
+        if len(groups) < 2:
+            return None  # one pair: the whole diff is the same, without carrying unmatched rows
+        engine, project, model = self.engine, self.project, self.model
+        stream = DiffStream(key, measures=measures, on_duplicate="report", **options)
+        for group in groups:
+            periods = [(s, e) for _, s, e in group]
+            with (
+                engine.stream(project, model, PUBLISHED, periods, utc_column=utc) as old_data,
+                engine.stream(
+                    project, model, self.area, periods, preview=True, utc_column=utc
+                ) as new_data,
+            ):
+                stream.add(old_data, new_data)
+            if stream.whole_needed:
+                log.info(
+                    "audit of %s: a duplicated key; diffing the differing partitions at once", model
+                )
+                return None
+        result = stream.finish()
+        if result is None:
+            log.info("audit of %s: a key recurs across partitions; diffing them at once", model)
+        else:
+            log.debug(
+                "audit of %s: %d pairs streamed, %d/%d rows carried",
+                model,
+                stream.pairs,
+                *stream.carried,
+            )
+        return result
+
+    def _whole(
+        self,
+        key: list[str],
+        measures: list[str],
+        options: Mapping[str, Any],
+        utc: str | None,
+        where: Any,
+    ) -> DiffResult:
+        """The diff of every differing partition as one Arrow stream per side (without a
+        published version, the audit area's empty preview stands in for it)."""
+        old_version, old_where = (
+            (Version(PUBLISHED), where) if self.has_old else (Version(self.area, preview=True), [])
         )
-    if result is None:
-        result = _diff_whole(
-            engine, project, model, area, old_side, where, utc, key, measures, options
-        )
-    # The C++ phases run on imported buffers; the rest of the call is the transfer (the engine
-    # producing the Arrow batches and their import).
-    inside = sum(result.timings.values())
-    took = clock.lap("diff")
-    clock.laps["transfer"] = clock.laps.get("transfer", 0.0) + max(took - inside, 0.0)
-    clock.laps["diff"] = clock.laps.get("diff", 0.0) - took + inside
-    return result
+        engine, project, model = self.engine, self.project, self.model
+        with (
+            engine.stream(
+                project,
+                model,
+                old_version.area,
+                old_where,
+                preview=old_version.preview,
+                utc_column=utc,
+            ) as old_data,
+            engine.stream(
+                project, model, self.area, where, preview=True, utc_column=utc
+            ) as new_data,
+        ):
+            return diff(
+                old_data, new_data, key=key, measures=measures, on_duplicate="report", **options
+            )
 
 
 #: Rows (of the larger side) a streamed pair gathers partitions up to; a larger partition is a
 #: pair alone. Fewer engine queries for small partitions (a Spark job each), bounded memory.
 _PAIR_ROWS = 2_000_000
-
-
-def _diff_streamed(
-    engine: Engine,
-    project: Project,
-    model: str,
-    area: Any,
-    differing: list[Part],
-    part_rows: Mapping[str, int],
-    utc: str | None,
-    key: list[str],
-    measures: list[str],
-    options: Mapping[str, Any],
-) -> DiffResult | None:
-    """The diff fed one group of partitions at a time (each released before the next is
-    fetched); None when a duplicated key needs the whole diff (see DiffStream) or when the
-    partitions fit in one group."""
-    stream = DiffStream(key, measures=measures, on_duplicate="report", **options)
-    groups: list[list[Part]] = []
-    size = 0
-    for p in differing:
-        rows = part_rows.get(p[0], 0)
-        if not groups or size + rows > _PAIR_ROWS:
-            groups.append([])
-            size = 0
-        groups[-1].append(p)
-        size += rows
-    if len(groups) < 2:
-        return None  # one pair: the whole diff is the same, without carrying unmatched rows
-    for group in groups:
-        periods = [(s, e) for _, s, e in group]
-        with (
-            engine.stream(project, model, PUBLISHED, periods, utc_column=utc) as old_data,
-            engine.stream(project, model, area, periods, preview=True, utc_column=utc) as new_data,
-        ):
-            stream.add(old_data, new_data)
-        if stream.whole_needed:
-            log.info(
-                "audit of %s: a duplicated key; diffing the differing partitions at once", model
-            )
-            return None
-    result = stream.finish()
-    if result is None:
-        log.info("audit of %s: a key recurs across partitions; diffing them at once", model)
-    else:
-        log.debug(
-            "audit of %s: %d pairs streamed, %d/%d rows carried",
-            model,
-            stream.pairs,
-            *stream.carried,
-        )
-    return result
-
-
-def _diff_whole(
-    engine: Engine,
-    project: Project,
-    model: str,
-    area: Any,
-    old_side: tuple[Version, Any],
-    where: Any,
-    utc: str | None,
-    key: list[str],
-    measures: list[str],
-    options: Mapping[str, Any],
-) -> DiffResult:
-    """The diff of every differing partition as one Arrow stream per side."""
-    with (
-        engine.stream(
-            project,
-            model,
-            old_side[0].area,
-            old_side[1],
-            preview=old_side[0].preview,
-            utc_column=utc,
-        ) as old_data,
-        engine.stream(project, model, area, where, preview=True, utc_column=utc) as new_data,
-    ):
-        return diff(
-            old_data, new_data, key=key, measures=measures, on_duplicate="report", **options
-        )
 
 
 def _totals(

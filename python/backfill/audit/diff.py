@@ -18,18 +18,19 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from .. import _core
 from .._arrow import ArrowTable, html_table
 from .._numbers import fmt
+from ..calendar import Grain
 from ..errors import InvalidInputError
 
-__all__ = ["DiffResult", "DiffStream", "DiffSummary", "diff", "diff_pairs"]
+__all__ = ["DiffOptions", "DiffResult", "DiffStream", "DiffSummary", "diff", "diff_pairs"]
 
 log = logging.getLogger(__name__)
 
-ToleranceSpec = Union[float, int, Mapping[str, float]]
+ToleranceSpec = float | int | Mapping[str, float]
 _HTML_MAX_COLUMNS = 100
 _HTML_MAX_PARTITIONS = 400
 
@@ -149,7 +150,7 @@ class DiffResult:
     def changed_columns(self) -> dict[str, int]:
         """Column -> number of matched rows in which it changed (only columns that changed)."""
         names, counts = self.columns["column"], self.columns["changed"]
-        return {n: c for n, c in zip(names, counts) if c}
+        return {n: c for n, c in zip(names, counts, strict=True) if c}
 
     # -- text ----------------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -244,7 +245,7 @@ class DiffResult:
         bar = width / len(rows)
         mid = height / 2
         shapes = [f"<line x1='0' y1='{mid}' x2='{width}' y2='{mid}' stroke='#888'/>"]
-        for i, (r, d) in enumerate(zip(rows, deltas)):
+        for i, (r, d) in enumerate(zip(rows, deltas, strict=True)):
             if not math.isfinite(d):
                 continue
             h = abs(d) / top * (mid - 4)
@@ -301,7 +302,55 @@ def _num(v: Any) -> str:
     return f"{v:,.6g}"
 
 
-def diff(
+@dataclasses.dataclass(frozen=True)
+class DiffOptions:
+    """How :func:`diff` and :class:`DiffStream` compare: every argument but the inputs and the
+    key, with their defaults (documented at :func:`diff`), checked once by :meth:`core_kwargs`."""
+
+    columns: Sequence[str] | None = None
+    exclude: Sequence[str] | None = None
+    partition_by: str | None = None
+    grain: Grain = "day"
+    tz: str = "UTC"
+    tolerance: Mapping[str, ToleranceSpec] | None = None
+    measures: Sequence[str] | None = None
+    sample: int = 10
+    on_duplicate: Literal["error", "report"] = "error"
+    threads: int = 0
+
+    def core_kwargs(self, key: str | Sequence[str]) -> dict[str, Any]:
+        """The C++ diff's keyword arguments, validated."""
+        keys = _names(key, "key")
+        assert keys is not None
+        per_column: dict[str, tuple[float, float]] = {}
+        default: tuple[float, float] | None = None
+        for column, spec in (self.tolerance or {}).items():
+            if column == "__default__":
+                default = _tolerance(column, spec)
+            else:
+                per_column[column] = _tolerance(column, spec)
+        if isinstance(self.sample, bool) or not isinstance(self.sample, int):
+            raise InvalidInputError(f"sample={self.sample!r}; expected a number of rows")
+        return {
+            "key": keys,
+            "columns": _names(self.columns, "columns"),
+            "exclude": _names(self.exclude, "exclude") or [],
+            "partition_by": self.partition_by,
+            "grain": self.grain,
+            "tz": self.tz,
+            "tolerance": per_column,
+            "default_tolerance": default,
+            "measures": _names(self.measures, "measures"),
+            "sample": self.sample,
+            "on_duplicate": self.on_duplicate,
+            "threads": self.threads,
+        }
+
+
+# The documented keyword API, as pandas.merge's: a caller names the options it sets, and help() and
+# a typo's TypeError list them. They are gathered into one DiffOptions at once, so the rule's
+# concern (a function doing many things with many inputs) does not apply.
+def diff(  # noqa: PLR0913
     old: Any,
     new: Any,
     key: str | Sequence[str],
@@ -309,7 +358,7 @@ def diff(
     columns: Sequence[str] | None = None,
     exclude: Sequence[str] | None = None,
     partition_by: str | None = None,
-    grain: Literal["hour", "day", "week", "month", "quarter", "year"] = "day",
+    grain: Grain = "day",
     tz: str = "UTC",
     tolerance: Mapping[str, ToleranceSpec] | None = None,
     measures: Sequence[str] | None = None,
@@ -330,19 +379,18 @@ def diff(
     input is matched through hash tables, with the same result (``timings`` shows ``merge`` or
     ``match``).
     """
-    kwargs = _options(
-        key,
-        columns,
-        exclude,
-        partition_by,
-        grain,
-        tz,
-        tolerance,
-        measures,
-        sample,
-        on_duplicate,
-        threads,
-    )
+    kwargs = DiffOptions(
+        columns=columns,
+        exclude=exclude,
+        partition_by=partition_by,
+        grain=grain,
+        tz=tz,
+        tolerance=tolerance,
+        measures=measures,
+        sample=sample,
+        on_duplicate=on_duplicate,
+        threads=threads,
+    ).core_kwargs(key)
     raw = _core.diff(old, new, **kwargs)
     result = DiffResult(raw)
     log.debug(
@@ -352,47 +400,6 @@ def diff(
         ", ".join(f"{k} {v:.3f}s" for k, v in result.timings.items()),
     )
     return result
-
-
-def _options(
-    key: str | Sequence[str],
-    columns: Sequence[str] | None,
-    exclude: Sequence[str] | None,
-    partition_by: str | None,
-    grain: str,
-    tz: str,
-    tolerance: Mapping[str, ToleranceSpec] | None,
-    measures: Sequence[str] | None,
-    sample: int,
-    on_duplicate: str,
-    threads: int,
-) -> dict[str, Any]:
-    """The C++ diff's keyword arguments, validated."""
-    keys = _names(key, "key")
-    assert keys is not None
-    per_column: dict[str, tuple[float, float]] = {}
-    default: tuple[float, float] | None = None
-    for column, spec in (tolerance or {}).items():
-        if column == "__default__":
-            default = _tolerance(column, spec)
-        else:
-            per_column[column] = _tolerance(column, spec)
-    if isinstance(sample, bool) or not isinstance(sample, int):
-        raise InvalidInputError(f"sample={sample!r}; expected a number of rows")
-    return dict(
-        key=keys,
-        columns=_names(columns, "columns"),
-        exclude=_names(exclude, "exclude") or [],
-        partition_by=partition_by,
-        grain=grain,
-        tz=tz,
-        tolerance=per_column,
-        default_tolerance=default,
-        measures=_names(measures, "measures"),
-        sample=sample,
-        on_duplicate=on_duplicate,
-        threads=threads,
-    )
 
 
 class DiffStream:
@@ -414,14 +421,15 @@ class DiffStream:
     inputs, which raises or reports the duplicates as usual. The arguments are :func:`diff`'s.
     """
 
-    def __init__(
+    # diff()'s keyword API (see there for why it keeps its keywords).
+    def __init__(  # noqa: PLR0913
         self,
         key: str | Sequence[str],
         *,
         columns: Sequence[str] | None = None,
         exclude: Sequence[str] | None = None,
         partition_by: str | None = None,
-        grain: Literal["hour", "day", "week", "month", "quarter", "year"] = "day",
+        grain: Grain = "day",
         tz: str = "UTC",
         tolerance: Mapping[str, ToleranceSpec] | None = None,
         measures: Sequence[str] | None = None,
@@ -429,20 +437,19 @@ class DiffStream:
         on_duplicate: Literal["error", "report"] = "error",
         threads: int = 0,
     ) -> None:
-        kwargs = _options(
-            key,
-            columns,
-            exclude,
-            partition_by,
-            grain,
-            tz,
-            tolerance,
-            measures,
-            sample,
-            on_duplicate,
-            threads,
+        options = DiffOptions(
+            columns=columns,
+            exclude=exclude,
+            partition_by=partition_by,
+            grain=grain,
+            tz=tz,
+            tolerance=tolerance,
+            measures=measures,
+            sample=sample,
+            on_duplicate=on_duplicate,
+            threads=threads,
         )
-        self._stream = _core.DiffStream(**kwargs)
+        self._stream = _core.DiffStream(**options.core_kwargs(key))
 
     def add(self, old: Any, new: Any) -> None:
         """Diffs one pair of Arrow-compatible parts (same schema per side as the first pair)."""

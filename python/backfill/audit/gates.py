@@ -132,26 +132,37 @@ def _gate(model: str, spec: object, where: str) -> Gate:
         )
     keys = set(spec)
     if "measure" in keys:
-        if keys != {"measure", "change"}:
-            raise InvalidInputError(
-                f"{where}: a measure gate takes exactly 'measure' and 'change', got {sorted(keys)}"
-            )
-        measure, change = spec["measure"], spec["change"]
-        if not isinstance(measure, str) or not measure:
-            raise InvalidInputError(f"{where}: measure {measure!r} is not a column name")
-        if isinstance(change, str) or not isinstance(change, Sequence) or len(change) != 2:
-            raise InvalidInputError(
-                f"{where}: change {change!r} must be [low, high], e.g. ['-5%', '0%']"
-            )
-        low, high = _bound(change[0], where), _bound(change[1], where)
-        if low.relative == high.relative and low.value > high.value:
-            raise InvalidInputError(f"{where}: change [{low}, {high}] has low > high")
-        return Gate(model, "measure", dict(spec), measure=measure, low=low, high=high)
+        return _measure_gate(model, spec, where)
     if len(keys) != 1:
         raise InvalidInputError(
             f"{where}: gate {dict(spec)!r} must have one key of {', '.join(KINDS)}"
         )
     (kind,) = keys
+    return _single_key_gate(model, kind, spec, where)
+
+
+def _measure_gate(model: str, spec: Mapping[str, Any], where: str) -> Gate:
+    """``{measure: revenue, change: [low, high]}``."""
+    keys = set(spec)
+    if keys != {"measure", "change"}:
+        raise InvalidInputError(
+            f"{where}: a measure gate takes exactly 'measure' and 'change', got {sorted(keys)}"
+        )
+    measure, change = spec["measure"], spec["change"]
+    if not isinstance(measure, str) or not measure:
+        raise InvalidInputError(f"{where}: measure {measure!r} is not a column name")
+    if isinstance(change, str) or not isinstance(change, Sequence) or len(change) != 2:
+        raise InvalidInputError(
+            f"{where}: change {change!r} must be [low, high], e.g. ['-5%', '0%']"
+        )
+    low, high = _bound(change[0], where), _bound(change[1], where)
+    if low.relative == high.relative and low.value > high.value:
+        raise InvalidInputError(f"{where}: change [{low}, {high}] has low > high")
+    return Gate(model, "measure", dict(spec), measure=measure, low=low, high=high)
+
+
+def _single_key_gate(model: str, kind: str, spec: Mapping[str, Any], where: str) -> Gate:
+    """A gate of one key: a row count limit, ``unchanged`` columns or ``schema_change: false``."""
     value = spec[kind]
     if kind in _COUNT_GATES:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

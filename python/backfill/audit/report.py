@@ -201,7 +201,13 @@ class ModelAudit:
             "measure_kinds": self.measure_kinds,
             "totals": {m: [jsonable(x) for x in v] for m, v in self.totals.items()},
             "total_deltas": {
-                m: dict(zip(("delta", "pct_delta"), (jsonable(x) for x in self.total_change(m))))
+                m: dict(
+                    zip(
+                        ("delta", "pct_delta"),
+                        (jsonable(x) for x in self.total_change(m)),
+                        strict=True,
+                    )
+                )
                 for m in self.totals
             },
             "top_partitions": self._top_dict(),

@@ -11,6 +11,7 @@ partitions that moved most (largest ``|delta|``), as the audit report does."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "FORWARD_PREFIX",
     "Changelog",
+    "EntryHead",
     "changelog",
     "changelog_rows",
     "delivery_row",
@@ -47,20 +49,39 @@ _NO_COUNTS = (None,) * 11
 TOP_PARTITIONS = 5
 
 
+@dataclasses.dataclass(frozen=True)
+class EntryHead:
+    """What every changelog row of one publication repeats: its id, the backfill, who published
+    it when, why, the note and the forced reason (None when the gates passed)."""
+
+    pub_id: str
+    backfill_id: str
+    reason: str
+    when: dt.datetime
+    who: str
+    note: str
+    forced: str | None
+
+    def columns(self, model: str) -> tuple[Any, ...]:
+        """The leading changelog columns (publication_id .. model) of a row about ``model``."""
+        return (
+            self.pub_id,
+            self.backfill_id,
+            self.when,
+            self.who,
+            self.reason,
+            self.note,
+            self.forced,
+            model,
+        )
+
+
 def changelog_rows(
-    pub_id: str,
-    backfill_id: str,
-    reason: str,
-    when: dt.datetime,
-    who: str,
-    note: str,
-    forced: str | None,
-    audit: AuditRecord,
-    parts: Sequence[Part],
+    entry: EntryHead, audit: AuditRecord, parts: Sequence[Part]
 ) -> list[tuple[Any, ...]]:
     """The changelog rows of one model of a publication, from its recorded audit."""
     res = audit.result
-    head = (pub_id, backfill_id, when, who, reason, note, forced, res["model"])
+    head = entry.columns(res["model"])
     rows: list[tuple[Any, ...]] = []
     first = parts[0][1] if parts else None
     last = parts[-1][2] if parts else None
@@ -348,7 +369,7 @@ def changelog(
         engine = engine_for(project)
     rows = engine.changelog_rows(project, backfill_id)
     names = [n for n, _ in CHANGELOG_COLUMNS]
-    records = [dict(zip(names, r)) for r in rows]
+    records = [dict(zip(names, r, strict=True)) for r in rows]
     if cutoff is not None:
         keep = {
             r["publication_id"]

@@ -43,7 +43,7 @@ from ..errors import ConflictError, InvalidInputError
 from ..run import BackfillState, LedgerBackend
 from ..run.ledger import AuditRecord, BackfillCancelledError, BackfillRecord
 from .announce import announce, check_announce
-from .changelog import Changelog, changelog_rows
+from .changelog import Changelog, EntryHead, changelog_rows
 from .notify import Delivery, message
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -178,13 +178,8 @@ def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -
     pub_id = f"pub_{uuid.uuid4().hex[:10]}"
     when = dt.datetime.now(dt.timezone.utc)
     by = who()
-    rows = [
-        row
-        for m in order
-        for row in changelog_rows(
-            pub_id, bf.id, rec.reason, when, by, note, forced, audits[m], parts[m]
-        )
-    ]
+    head = EntryHead(pub_id, bf.id, rec.reason, when, by, note, forced)
+    rows = [row for m in order for row in changelog_rows(head, audits[m], parts[m])]
     request = PublishRequest(
         bf.id,
         bf.area,

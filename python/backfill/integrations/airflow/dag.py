@@ -25,6 +25,7 @@ and publish are skipped (``AirflowSkipException`` with who cancelled it and why)
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import re
@@ -80,7 +81,10 @@ def _fail(exc: BaseException, recheck: dt.timedelta = dt.timedelta(minutes=1)) -
     return airflow_exc
 
 
-def backfill_dag(
+# The public keyword API (the CLI's options, as Airflow's own DAG and operators take theirs):
+# users name what they set. The values are gathered into one _DagSpec at once, which the tasks
+# read, so the rule's concern (one function doing many things with many inputs) does not apply.
+def backfill_dag(  # noqa: PLR0913
     dag_id: str,
     project: str | Path,
     select: str,
@@ -123,26 +127,33 @@ def backfill_dag(
     ``dag_kwargs`` go to ``DAG`` (``schedule`` defaults to None: trigger it by hand)."""
     # Airflow is optional (extra backfill[airflow]): importing this module must not need it.
     with extra_required("backfill_dag (an Airflow DAG)", "airflow"):
-        from airflow.sdk import DAG, TaskGroup, get_current_context, task
+        from airflow.sdk import DAG
 
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")
-    if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInputError("a backfill needs a reason, e.g. reason='discount bug fixed'")
-    if not isinstance(approval, (bool, Mapping)):
-        raise InvalidInputError(
-            f"approval {approval!r}: expected True/False or a dict of ApprovalOperator arguments"
-        )
+    _check_arguments(concurrency, reason, approval)
     root = str(Path(project).resolve())
     proj = Project.load(root)
     models = [m for m in proj.select(select, exclude) if m in proj.models]
     if not models:
         raise InvalidInputError(f"selection {select!r} matches no model of {proj.name!r}")
-    publish_note = note or reason
-
-    # Everything a task needs travels as plain values, so workers rebuild it from the DAG file.
-    where: dict[str, Any] = {"project": root, "ledger": ledger}
-
+    spec = _DagSpec(
+        root=root,
+        select=select,
+        start=start,
+        end=end,
+        reason=reason,
+        note=note or reason,
+        exclude=exclude,
+        as_of=as_of,
+        tz=tz,
+        propagate=propagate,
+        partitions_per_run=partitions_per_run,
+        allow_append=allow_append,
+        gates=gates,
+        ledger=ledger,
+        concurrency=concurrency,
+        lease_seconds=lease_seconds,
+        paused_recheck=paused_recheck,
+    )
     dag_kwargs.setdefault("schedule", None)
     dag_kwargs.setdefault("catchup", False)
     dag_kwargs.setdefault("max_active_runs", 1)
@@ -161,106 +172,10 @@ def backfill_dag(
         tags=list(tags),
         **dag_kwargs,
     ) as dag:
-
-        @task(task_id="plan")
-        def plan() -> str:
-            ctx = get_current_context()
-            key = f"{ctx['dag'].dag_id}/{ctx['run_id']}"
-            try:
-                return bfa.plan_backfill(
-                    root,
-                    select,
-                    start,
-                    end,
-                    reason=reason,
-                    exclude=exclude,
-                    as_of=as_of,
-                    tz=tz,
-                    propagate=propagate,
-                    partitions_per_run=partitions_per_run,
-                    allow_append=allow_append,
-                    idempotency_key=key,
-                    ledger=ledger,
-                )
-            except BackfillError as exc:
-                raise _fail(exc) from exc
-
-        @task(task_id="tasks")
-        def tasks(backfill_id: str, model: str) -> list[int]:
-            ids = bfa.task_ids(backfill_id, model=model, **where)
-            limit = _max_map_length()
-            if len(ids) > limit:
-                raise _fail(
-                    InvalidInputError(
-                        f"{model} has {len(ids)} tasks, more than Airflow maps in one task "
-                        f"([core] max_map_length = {limit}): raise partitions_per_run or "
-                        "max_map_length"
-                    )
-                )
-            log.info("backfill %s: %s has %d task(s) to run", backfill_id, model, len(ids))
-            return ids
-
-        @task(
-            map_index_template="{{ " + LABEL_KEY + " }}",
-            max_active_tis_per_dagrun=concurrency,
-            trigger_rule="none_failed",
-        )
-        def run(backfill_id: str, backfill_task: int) -> dict[str, Any]:
-            ctx = get_current_context()
-            try:
-                loaded = Project.load(root)
-                # The map index label in the UI: "<model> <partition>" instead of 0, 1, 2...
-                ctx[LABEL_KEY] = bfa.task_label(
-                    backfill_id, backfill_task, project=loaded, ledger=ledger
-                )
-                return bfa.run_task(
-                    backfill_id,
-                    backfill_task,
-                    project=loaded,
-                    ledger=ledger,
-                    lease_seconds=lease_seconds,
-                )
-            except BackfillError as exc:
-                raise _fail(exc, paused_recheck) from exc
-
-        @task(task_id="audit", trigger_rule="none_failed")
-        def audit(backfill_id: str) -> dict[str, Any]:
-            try:
-                return bfa.audit(backfill_id, gates=gates, **where)
-            except BackfillError as exc:
-                raise _fail(exc) from exc
-
-        @task(task_id="publish")
-        def publish(backfill_id: str) -> dict[str, Any]:
-            try:
-                return bfa.publish(backfill_id, publish_note, **where)
-            except BackfillError as exc:
-                raise _fail(exc) from exc
-
-        bid: Any = plan()  # an XComArg: the id at run time
-        runs: dict[str, Any] = {}
-        for m in models:  # topological order: parents first
-            with TaskGroup(group_id=_group_id(m)):
-                ids = tasks(bid, m)
-                runs[m] = (
-                    run.override(task_id="run").partial(backfill_id=bid).expand(backfill_task=ids)
-                )
-            for parent in proj.models[m].parents:
-                if parent in runs:
-                    runs[parent] >> runs[m]
-        audited = audit(bid)
-        for m in models:
-            runs[m] >> audited
-        published = publish(bid)
+        audited, published = _add_tasks(spec, proj, models)
         if approval:
-            approve = _approve_task(
-                dag_id,
-                select,
-                start,
-                end,
-                reason,
-                approval if isinstance(approval, Mapping) else {},
-            )
+            options = approval if isinstance(approval, Mapping) else {}
+            approve = _approve_task(dag_id, select, start, end, reason, options)
             audited >> approve >> published
         else:
             audited >> published
@@ -268,6 +183,153 @@ def backfill_dag(
     # workers must re-import the user's DAG file instead (the DAG processor sets the same).
     dag.fileloc = _caller_file()
     return dag
+
+
+def _check_arguments(concurrency: object, reason: object, approval: object) -> None:
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInputError("a backfill needs a reason, e.g. reason='discount bug fixed'")
+    if not isinstance(approval, (bool, Mapping)):
+        raise InvalidInputError(
+            f"approval {approval!r}: expected True/False or a dict of ApprovalOperator arguments"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _DagSpec:
+    """Everything the DAG's tasks need, as plain values, so that workers rebuild it from the DAG
+    file; one method per task, each turning our errors into what Airflow should see (_fail)."""
+
+    root: str
+    select: str
+    start: dt.date | dt.datetime | str
+    end: dt.date | dt.datetime | str
+    reason: str
+    note: str
+    exclude: str | None
+    as_of: dt.date | dt.datetime | str | None
+    tz: str | None
+    propagate: Literal["impact", "clip"]
+    partitions_per_run: int
+    allow_append: bool
+    gates: Mapping[str, Any] | None
+    ledger: str | None
+    concurrency: int
+    lease_seconds: float
+    paused_recheck: dt.timedelta
+
+    @property
+    def where(self) -> dict[str, Any]:
+        return {"project": self.root, "ledger": self.ledger}
+
+    def plan(self, idempotency_key: str) -> str:
+        try:
+            return bfa.plan_backfill(
+                self.root,
+                self.select,
+                self.start,
+                self.end,
+                reason=self.reason,
+                exclude=self.exclude,
+                as_of=self.as_of,
+                tz=self.tz,
+                propagate=self.propagate,
+                partitions_per_run=self.partitions_per_run,
+                allow_append=self.allow_append,
+                idempotency_key=idempotency_key,
+                ledger=self.ledger,
+            )
+        except BackfillError as exc:
+            raise _fail(exc) from exc
+
+    def task_ids(self, backfill_id: str, model: str) -> list[int]:
+        ids = bfa.task_ids(backfill_id, model=model, **self.where)
+        limit = _max_map_length()
+        if len(ids) > limit:
+            raise _fail(
+                InvalidInputError(
+                    f"{model} has {len(ids)} tasks, more than Airflow maps in one task "
+                    f"([core] max_map_length = {limit}): raise partitions_per_run or "
+                    "max_map_length"
+                )
+            )
+        log.info("backfill %s: %s has %d task(s) to run", backfill_id, model, len(ids))
+        return ids
+
+    def run(self, ctx: Any, backfill_id: str, backfill_task: int) -> dict[str, Any]:
+        try:
+            loaded = Project.load(self.root)
+            # The map index label in the UI: "<model> <partition>" instead of 0, 1, 2...
+            ctx[LABEL_KEY] = bfa.task_label(
+                backfill_id, backfill_task, project=loaded, ledger=self.ledger
+            )
+            return bfa.run_task(
+                backfill_id,
+                backfill_task,
+                project=loaded,
+                ledger=self.ledger,
+                lease_seconds=self.lease_seconds,
+            )
+        except BackfillError as exc:
+            raise _fail(exc, self.paused_recheck) from exc
+
+    def audit(self, backfill_id: str) -> dict[str, Any]:
+        try:
+            return bfa.audit(backfill_id, gates=self.gates, **self.where)
+        except BackfillError as exc:
+            raise _fail(exc) from exc
+
+    def publish(self, backfill_id: str) -> dict[str, Any]:
+        try:
+            return bfa.publish(backfill_id, self.note, **self.where)
+        except BackfillError as exc:
+            raise _fail(exc) from exc
+
+
+def _add_tasks(spec: _DagSpec, proj: Project, models: list[str]) -> tuple[Any, Any]:
+    """plan -> run_<model> (mapped; after its selected parents' runs) -> audit, and publish (not
+    yet wired: the approval goes between); returns (audit, publish)."""
+    from airflow.sdk import TaskGroup, get_current_context, task
+
+    @task(task_id="plan")
+    def plan() -> str:
+        ctx = get_current_context()
+        return spec.plan(f"{ctx['dag'].dag_id}/{ctx['run_id']}")
+
+    @task(task_id="tasks")
+    def tasks(backfill_id: str, model: str) -> list[int]:
+        return spec.task_ids(backfill_id, model)
+
+    @task(
+        map_index_template="{{ " + LABEL_KEY + " }}",
+        max_active_tis_per_dagrun=spec.concurrency,
+        trigger_rule="none_failed",
+    )
+    def run(backfill_id: str, backfill_task: int) -> dict[str, Any]:
+        return spec.run(get_current_context(), backfill_id, backfill_task)
+
+    @task(task_id="audit", trigger_rule="none_failed")
+    def audit(backfill_id: str) -> dict[str, Any]:
+        return spec.audit(backfill_id)
+
+    @task(task_id="publish")
+    def publish(backfill_id: str) -> dict[str, Any]:
+        return spec.publish(backfill_id)
+
+    bid: Any = plan()  # an XComArg: the id at run time
+    runs: dict[str, Any] = {}
+    for m in models:  # topological order: parents first
+        with TaskGroup(group_id=_group_id(m)):
+            ids = tasks(bid, m)
+            runs[m] = run.override(task_id="run").partial(backfill_id=bid).expand(backfill_task=ids)
+        for parent in proj.models[m].parents:
+            if parent in runs:
+                runs[parent] >> runs[m]
+    audited = audit(bid)
+    for m in models:
+        runs[m] >> audited
+    return audited, publish(bid)
 
 
 def _caller_file() -> str:

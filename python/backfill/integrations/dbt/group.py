@@ -158,10 +158,8 @@ class Pending:
         if req.start is None:
             group = [req]
         else:
-            same = sorted(
-                (r for r in by_model[req.model] if r.start is not None),
-                key=lambda r: r.start,  # type: ignore[arg-type,return-value]
-            )
+            dated = [(r.start, r) for r in by_model[req.model] if r.start is not None]
+            same = [r for _, r in sorted(dated, key=lambda d: d[0])]
             group = _run_of(same, req)
         if full_refresh(project, req.model):
             return group

@@ -116,7 +116,8 @@ class DbtProject(Project):
     def select(self, select: str, exclude: str | None = None) -> list[str]:
         """Model names matching a dbt selector, as ``dbt ls --resource-type model`` lists them:
         names, ``+``/``n+``, ``@``, ``tag:``, globs, and ``path:``, ``config.KEY:VALUE``,
-        ``fqn:``, ``package:``, ``resource_type:`` (see :mod:`backfill.integrations.dbt.selectors`)."""
+        ``fqn:``, ``package:``, ``resource_type:``
+        (see :mod:`backfill.integrations.dbt.selectors`)."""
         return select_models(self, select, exclude)
 
     def check(self, model: str, *, dialect: str = "duckdb") -> LintResult:

@@ -71,6 +71,88 @@ def _descend(config: Any, keys: list[str]) -> tuple[bool, Any]:
     return True, value
 
 
+# A selector method (all but ``path``, which reads the file system): (project, config key path,
+# value) -> whether a node is selected. Errors in the value are raised when the method is built.
+Match = Callable[[DbtNode], bool]
+
+
+def _fqn(project: DbtProject, args: list[str], value: str) -> Match:
+    def match(n: DbtNode) -> bool:
+        fqn = list(n.fqn)
+        return n.resource_type != "source" and (
+            _fqn_match(fqn, value) or _fqn_match(fqn[1:], value)
+        )
+
+    return match
+
+
+def _tag(project: DbtProject, args: list[str], value: str) -> Match:
+    return lambda n: any(fnmatch(t, value) for t in n.tags)
+
+
+def _file(project: DbtProject, args: list[str], value: str) -> Match:
+    def match(n: DbtNode) -> bool:
+        p = Path(n.path)
+        return fnmatch(p.name, value) or fnmatch(p.stem, value)
+
+    return match
+
+
+def _config(project: DbtProject, args: list[str], value: str) -> Match:
+    if not args:
+        raise InvalidInputError(
+            f"selector config:{value}: expected config.<key>:<value>, "
+            "e.g. config.materialized:incremental"
+        )
+
+    def match(n: DbtNode) -> bool:
+        found, got = _descend(dict(n.config), args)
+        return found and _config_match(got, value)
+
+    return match
+
+
+def _package(project: DbtProject, args: list[str], value: str) -> Match:
+    target = project.manifest.project_name if value == "this" else value
+    return lambda n: fnmatch(n.package, target)
+
+
+def _source(project: DbtProject, args: list[str], value: str) -> Match:
+    parts = value.split(".")
+    if not 1 <= len(parts) <= 3:
+        raise InvalidInputError(
+            f"source selector {value!r}: expected source, source.table or package.source.table"
+        )
+    pkg, src, table = (
+        (["*"] * (3 - len(parts)) + parts)
+        if len(parts) == 3
+        else ("*", parts[0], parts[1] if len(parts) == 2 else "*")
+    )
+
+    def match(n: DbtNode) -> bool:
+        if n.resource_type != "source":
+            return False
+        source_name, _, table_name = n.name.partition(".")
+        return fnmatch(n.package, pkg) and fnmatch(source_name, src) and fnmatch(table_name, table)
+
+    return match
+
+
+def _resource_type(project: DbtProject, args: list[str], value: str) -> Match:
+    return lambda n: n.resource_type == value
+
+
+_MATCHERS: dict[str, Callable[[DbtProject, list[str], str], Match]] = {
+    "fqn": _fqn,
+    "tag": _tag,
+    "file": _file,
+    "config": _config,
+    "package": _package,
+    "source": _source,
+    "resource_type": _resource_type,
+}
+
+
 class _Selector:
     def __init__(self, project: DbtProject) -> None:
         self.project = project
@@ -78,72 +160,17 @@ class _Selector:
         self.root = project.project_dir
 
     def method(self, name: str, args: list[str], value: str) -> set[str]:
-        nodes = self.nodes
-        match: Callable[[DbtNode], bool]
-        if name == "fqn":
-
-            def match(n: DbtNode) -> bool:
-                fqn = list(n.fqn)
-                return n.resource_type != "source" and (
-                    _fqn_match(fqn, value) or _fqn_match(fqn[1:], value)
-                )
-        elif name == "tag":
-
-            def match(n: DbtNode) -> bool:
-                return any(fnmatch(t, value) for t in n.tags)
-        elif name == "path":
+        """The names of the nodes that selector method ``name`` (with ``config``'s key path
+        ``args``) selects for ``value``."""
+        if name == "path":
             return self._path(value)
-        elif name == "file":
-
-            def match(n: DbtNode) -> bool:
-                p = Path(n.path)
-                return fnmatch(p.name, value) or fnmatch(p.stem, value)
-        elif name == "config":
-            if not args:
-                raise InvalidInputError(
-                    f"selector config:{value}: expected config.<key>:<value>, "
-                    "e.g. config.materialized:incremental"
-                )
-
-            def match(n: DbtNode) -> bool:
-                found, got = _descend(dict(n.config), args)
-                return found and _config_match(got, value)
-        elif name == "package":
-            target = self.project.manifest.project_name if value == "this" else value
-
-            def match(n: DbtNode) -> bool:
-                return fnmatch(n.package, target)
-        elif name == "source":
-            parts = value.split(".")
-            if not 1 <= len(parts) <= 3:
-                raise InvalidInputError(
-                    f"source selector {value!r}: expected source, "
-                    "source.table or package.source.table"
-                )
-            pkg, src, table = (
-                (["*"] * (3 - len(parts)) + parts)
-                if len(parts) == 3
-                else ("*", parts[0], parts[1] if len(parts) == 2 else "*")
-            )
-
-            def match(n: DbtNode) -> bool:
-                if n.resource_type != "source":
-                    return False
-                source_name, _, table_name = n.name.partition(".")
-                return (
-                    fnmatch(n.package, pkg)
-                    and fnmatch(source_name, src)
-                    and fnmatch(table_name, table)
-                )
-        elif name == "resource_type":
-
-            def match(n: DbtNode) -> bool:
-                return n.resource_type == value
-        else:
+        matcher = _MATCHERS.get(name)
+        if matcher is None:
             raise InvalidInputError(
                 f"selector method {name!r} is not supported; supported: {', '.join(METHODS)}"
             )
-        return {n.name for n in nodes if match(n)}
+        match = matcher(self.project, args, value)
+        return {n.name for n in self.nodes if match(n)}
 
     def _path(self, value: str) -> set[str]:
         if self.root is not None:
