@@ -345,8 +345,9 @@ def execute_task(
         raise lease.broken
     if lease.expired or lease.lost:
         # Renewals failed until the lease ran out, or found it taken: another worker may own the
-        # task now or soon, so this one records nothing (the ledger would refuse it anyway); the ledger marks the attempt abandoned when it drops the
-        # lease, and the task becomes claimable again.
+        # task now or soon, so this one records nothing (the ledger would refuse it anyway); the
+        # ledger marks the attempt abandoned when it drops the lease, and the task becomes
+        # claimable again.
         out = dataclasses.replace(
             base,
             seconds=seconds,

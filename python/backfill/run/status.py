@@ -114,7 +114,7 @@ class BackfillStatus:
             for m in self.models
         ]
 
-    _COLUMNS = ["model", "tasks", "done", "running", "failed", "pending", "blocked"]
+    _COLUMNS = ("model", "tasks", "done", "running", "failed", "pending", "blocked")
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         import pyarrow as pa  # type: ignore[import-untyped]

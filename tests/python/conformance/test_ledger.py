@@ -9,22 +9,21 @@ so they say what callers may rely on, not how a backend stores it.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import re
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ledger_cases import V1_ROWS, Backend, make_done, publication  # noqa: F401
 
 from backfill.errors import ConflictError, InvalidInputError, NotFoundError
 from backfill.run.ledger import (
@@ -43,128 +42,6 @@ from backfill.run.ledger import (
     open_ledger,
 )
 from backfill.run.ledger.states import BACKFILL_TRANSITIONS
-
-
-# -- the backends under test -------------------------------------------------------------------
-@dataclass(frozen=True)
-class Backend:
-    url: Callable[[Path, pytest.FixtureRequest], str]  # a fresh, empty ledger for one test
-    make_newer: Callable[[str], None]  # mark that ledger as written by a newer schema version
-    make_v1: Callable[[str], None]  # write a version-1 ledger with backfill b1 (tasks 0, 1 done)
-    version: Callable[[str], int]  # the ledger's stored schema version
-
-
-def _sqlite_make_newer(url: str) -> None:
-    # Test-side only: stands in for a newer backfill having written the file.
-    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-        db.execute(
-            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),)
-        )
-    db.close()  # `with` commits; it does not close
-    db.close()
-
-
-def _postgres_url(tmp: Path, request: pytest.FixtureRequest) -> str:
-    # A fresh database per test on the session's throwaway server.
-    return str(request.getfixturevalue("pg_server").create_database("ledger"))
-
-
-def _postgres_make_newer(url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as db:
-        db.execute(
-            "UPDATE backfill_ledger.meta SET value = %s WHERE key = 'schema_version'",
-            (str(SCHEMA_VERSION + 1),),
-        )
-
-
-# Version 1 rows, written by hand as a version-1 backfill wrote them (test-side only).
-V1_ROWS = [
-    "INSERT INTO backfills VALUES ('b1', 'p', NULL, 'm+', NULL, '2026-01-01', '2026-02-01', NULL, "
-    "'v1', 'audit', 'none', '{}', '{}', 'me', '2026-01-01T00:00:00.000+00:00', 'running', "
-    "'2026-01-01T00:00:00.000+00:00', NULL)",
-    'INSERT INTO tasks (backfill_id, task_id, model, start, "end", label, partitions, wave, '
-    "status, attempts) VALUES ('b1', 0, 'm', '2026-01-01T00:00:00+00:00', "
-    "'2026-01-02T00:00:00+00:00', 'p0', 1, 0, 'done', 1), ('b1', 1, 'm', NULL, NULL, 'p1', 1, "
-    "1, 'pending', 0)",
-    "INSERT INTO task_deps VALUES ('b1', 1, 0)",
-    "INSERT INTO attempts (backfill_id, task_id, attempt, worker, status, started_at, "
-    "finished_at) VALUES ('b1', 0, 1, 'old:1:w', 'done', '2026-01-01T00:00:01.000+00:00', "
-    "'2026-01-01T00:00:02.000+00:00')",
-    "INSERT INTO meta VALUES ('schema_version', '1')",
-]
-
-
-def _sqlite_make_v1(url: str) -> None:
-    from backfill.run.ledger.schema import SQLITE, v1_statements
-
-    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-        db.executescript(";".join([*v1_statements(SQLITE), *V1_ROWS]))
-    db.close()
-
-
-def _sqlite_version(url: str) -> int:
-    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-        (value,) = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    db.close()
-    return int(value)
-
-
-def _postgres_make_v1(url: str) -> None:
-    import psycopg
-
-    from backfill.run.ledger.schema import POSTGRES, v1_statements
-
-    with psycopg.connect(url, autocommit=True) as db, db.transaction():
-        db.execute("CREATE SCHEMA backfill_ledger; SET search_path = backfill_ledger")
-        for statement in [*v1_statements(POSTGRES), *V1_ROWS]:
-            db.execute(statement.encode())
-
-
-def _postgres_version(url: str) -> int:
-    import psycopg
-
-    with psycopg.connect(url) as db:
-        row = db.execute(
-            "SELECT value FROM backfill_ledger.meta WHERE key = 'schema_version'"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-BACKENDS: dict[str, Backend] = {
-    "sqlite": Backend(
-        url=lambda tmp, _: f"sqlite:///{tmp / 'ledger.sqlite'}",
-        make_newer=_sqlite_make_newer,
-        make_v1=_sqlite_make_v1,
-        version=_sqlite_version,
-    ),
-    "postgres": Backend(
-        url=_postgres_url,
-        make_newer=_postgres_make_newer,
-        make_v1=_postgres_make_v1,
-        version=_postgres_version,
-    ),
-}
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> Backend:
-    return BACKENDS[request.param]
-
-
-@pytest.fixture
-def url(backend: Backend, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    return backend.url(tmp_path, request)
-
-
-@pytest.fixture
-def ledger(url: str) -> Iterator[LedgerBackend]:
-    led = open_ledger(url)
-    yield led
-    led.close()
-
 
 # -- helpers -----------------------------------------------------------------------------------
 LIVE = "otherhost:1:live"  # a worker on another host: only its lease's expiry tells it is gone
@@ -230,22 +107,6 @@ def status(led: LedgerBackend, bid: str) -> str:
     return str(led.backfill(bid)["status"])
 
 
-def make_done(led: LedgerBackend, bid: str) -> None:
-    led.set_status(bid, BackfillState.RUNNING)
-    led.set_status(bid, BackfillState.DONE, finished=True)
-
-
-def publication(pid: str = "pub_1") -> dict[str, Any]:
-    return {
-        "publication_id": pid,
-        "published_at": "2026-02-02T00:00:00+00:00",
-        "published_by": "me",
-        "note": "fixed",
-        "forced_reason": None,
-        "models": {"m": ["p0"]},
-    }
-
-
 def stamp(value: str) -> dt.datetime:
     return dt.datetime.fromisoformat(value)
 
@@ -290,7 +151,7 @@ def test_bad_input_is_refused_before_anything_is_written(ledger: LedgerBackend) 
         ledger.create_backfill(record("b1"), tasks(2, {1: [7]}))
     assert ledger.backfills() == []
     ledger.create_backfill(record("b1"), tasks(1))
-    with pytest.raises(InvalidInputError, match="'bogus'.*expected one of pending"):
+    with pytest.raises(InvalidInputError, match=r"'bogus'.*expected one of pending"):
         ledger.set_status("b1", "bogus")
 
 
@@ -507,7 +368,7 @@ def test_processes_run_every_task_exactly_once(ledger: LedgerBackend, url: str) 
     for task_id, rows in attempts.items():
         assert [r["status"] for r in rows].count("done") == 1
         done_at[task_id] = next(r for r in rows if r["status"] == "done")
-        for before, after in zip(rows, rows[1:]):  # attempts of a task never overlap
+        for before, after in itertools.pairwise(rows):  # attempts of a task never overlap
             assert stamp(before["finished_at"]) <= stamp(after["started_at"])
     for task_id in stalled:  # the stalls were taken over; their late finishes were refused
         assert "abandoned" in [r["status"] for r in attempts[task_id]]
@@ -595,7 +456,7 @@ def test_pause_stops_claims_until_resumed_and_running_tasks_finish(ledger: Ledge
     rec = ledger.backfill("b1")
     assert rec["paused_by"] == "ops" and rec["paused_at"] is not None
     assert ledger.claim("b1", OTHER, 5, 60) == [] and ledger.ready("b1", 5) == []
-    with pytest.raises(BackfillPausedError, match="b1 is paused .*backfill resume b1"):
+    with pytest.raises(BackfillPausedError, match=r"b1 is paused .*backfill resume b1"):
         ledger.claim_task("b1", 1, OTHER, 60)
     assert finish(ledger, first, "b1", LIVE) == "done"  # a running task finishes
     with pytest.raises(IllegalTransitionError, match="paused already"):
@@ -821,7 +682,7 @@ def test_offset_resets_roundtrip_per_group_and_topic_oldest_first(ledger: Ledger
     assert [r["reset_id"] for r in ledger.offset_resets("etl")] == ["r1", "r3", "r2", "r4"]
     assert [r["reset_id"] for r in ledger.offset_resets("other")] == ["r9"]
     assert ledger.offset_resets("etl", "nope") == [] and ledger.offset_resets("nope") == []
-    (r1, r2, r4) = ledger.offset_resets("etl", "orders")
+    (r1, _r2, r4) = ledger.offset_resets("etl", "orders")
     assert {k: r1[k] for k in ("group_id", "topic", "created_by", "target", "undoes")} == {
         "group_id": "etl",
         "topic": "orders",
@@ -834,7 +695,7 @@ def test_offset_resets_roundtrip_per_group_and_topic_oldest_first(ledger: Ledger
     assert r4.undoes == "r2" and r4.offsets_new == {0: 10}
     # The same reset again (a retried command) changes nothing, even with other values.
     ledger.record_offset_reset({**offset_reset("r1"), "offsets_new": json.dumps({"0": 99})})
-    assert [r.offsets_new for r in ledger.offset_resets("etl", "orders")][0] == {0: 3, 1: 0}
+    assert ledger.offset_resets("etl", "orders")[0].offsets_new == {0: 3, 1: 0}
     bad = offset_reset("r5")
     del bad["offsets_old"]
     with pytest.raises(InvalidInputError, match="lacks offsets_old"):
@@ -902,7 +763,7 @@ def test_cost_history_reads_done_attempts_of_recent_backfills_then_samples(
     assert ledger.cost_history("p", []) == [] and ledger.cost_history("nope", ["m"]) == []
     with pytest.raises(InvalidInputError, match="lacks sql_hash, label"):
         ledger.record_cost_samples("p", [{"model": "m"}])
-    with pytest.raises(InvalidInputError, match="seconds -1.0"):
+    with pytest.raises(InvalidInputError, match=r"seconds -1\.0"):
         ledger.record_cost_samples("p", [sample("m", -1.0)])
     assert len(ledger.cost_history("p", ["m"])) == 7  # nothing of the refused calls landed
 

@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-# the suite's per-backend fixtures (backend, url, ledger): the same ledgers as test_ledger's
-from test_ledger import backend, ledger, make_done, publication, url  # noqa: F401
+from ledger_cases import make_done, publication
 
 from backfill.errors import NotFoundError
 from backfill.run.ledger import (
@@ -122,7 +120,7 @@ def test_a_whole_table_task_overlaps_every_task_of_its_model(ledger: LedgerBacke
     with pytest.raises(OverlapError, match="writes dim full"):
         ledger.create_backfill(record("b2"), days(20, 20, model="dim"), check_overlap=True)
     ledger.create_backfill(record("b3"), days(20, 20, model="fct"), check_overlap=True)
-    with pytest.raises(OverlapError, match="b3 .*writes fct 2026-01-20"):
+    with pytest.raises(OverlapError, match=r"b3 .*writes fct 2026-01-20"):
         ledger.create_backfill(record("b4"), [{**whole[0], "model": "fct"}], check_overlap=True)
 
 
@@ -138,26 +136,32 @@ def test_without_the_check_an_overlap_is_recorded(ledger: LedgerBackend) -> None
     assert [o.backfill_id for o in ledger.overlaps("p", days(3, 3))] == ["b1", "b2"]
 
 
+def _create_at_barrier(
+    url: str, bid: str, project: str, barrier: threading.Barrier, outcome: dict[str, str]
+) -> None:
+    led = open_ledger(url)
+    try:
+        barrier.wait()
+        led.create_backfill(record(bid, project=project), days(1, 20), check_overlap=True)
+        outcome[bid] = "recorded"
+    except OverlapError:
+        outcome[bid] = "refused"
+    finally:
+        led.close()
+
+
 def test_of_two_overlapping_creates_at_once_one_is_refused(url: str) -> None:
     """Check and write are one step: each round starts both creates together."""
     for round_ in range(4):
         barrier = threading.Barrier(2)
         outcome: dict[str, str] = {}
-
-        def create(bid: str) -> None:
-            led = open_ledger(url)
-            try:
-                barrier.wait()
-                led.create_backfill(
-                    record(bid, project=f"r{round_}"), days(1, 20), check_overlap=True
-                )
-                outcome[bid] = "recorded"
-            except OverlapError:
-                outcome[bid] = "refused"
-            finally:
-                led.close()
-
-        threads = [threading.Thread(target=create, args=(f"b{round_}_{i}",)) for i in (1, 2)]
+        threads = [
+            threading.Thread(
+                target=_create_at_barrier,
+                args=(url, f"b{round_}_{i}", f"r{round_}", barrier, outcome),
+            )
+            for i in (1, 2)
+        ]
         for t in threads:
             t.start()
         for t in threads:
