@@ -51,7 +51,7 @@ test: apt chroot-bg $(if $(filter 0,$(LINT)),,lint-style) setup dist-wheel
 	@$(TIDY_BG_WAIT)
 
 # The shop notebook is committed executed (people read it on a forge before they run it): this
-# re-executes it in place; the file changes only when its outputs do (tests/python/test_demo.py
+# re-executes it in place; the file changes only when its outputs do (tests/python/cli/test_demo.py
 # fails when the committed outputs are stale, ids and times aside).
 notebook: setup
 	$(PY) tools/run_notebook.py
@@ -240,8 +240,8 @@ chroot-bg:
 
 wheel-check: wheel
 	tests/wheel/make_chroot.sh $(CHROOT)
-	BACKFILL_SDIST_CHECK=1 $(PY) -m pytest -q -p no:cacheprovider -rs tests/python/test_wheel.py \
-	  tests/python/test_packaging.py
+	BACKFILL_SDIST_CHECK=1 $(PY) -m pytest -q -p no:cacheprovider -rs tests/python/package/test_wheel.py \
+	  tests/python/package/test_packaging.py
 
 # ---- Wheels for every supported Python (issue 27) ---------------------------------------------
 # `make wheels`: the auditwheel-repaired manylinux wheel for cp310, cp311, cp312 and cp313 in

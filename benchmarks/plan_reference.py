@@ -1,6 +1,6 @@
 """A straightforward Python backfill planner (networkx + plain datetime arithmetic).
 
-It is the competitor in ``plan_bench.py`` and the oracle in ``tests/python/test_plan.py``: the
+It is the competitor in ``plan_bench.py`` and the oracle in ``tests/python/plan/test_plan.py``: the
 same semantics as the C++ planner, written the obvious way, in UTC. It walks partitions as
 ``datetime`` pairs, finds parent tasks by bisecting their start times, and keeps everything in
 Python objects.

@@ -25,7 +25,7 @@ how many cores the machine has, temporary paths, the OS user, memory addresses (
 images are compared by presence and pixel size (within 10%), not bytes, since PNG bytes change
 with matplotlib's and FreeType's versions. The file is rewritten only when the masked outputs
 differ (or with --force), so re-running on an unchanged tree leaves it byte for byte as it was.
-tests/python/test_demo.py runs the notebook and fails with this comparison's diff when the
+tests/python/cli/test_demo.py runs the notebook and fails with this comparison's diff when the
 committed outputs are stale.
 """
 

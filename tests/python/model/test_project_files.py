@@ -15,7 +15,7 @@ import backfill
 from backfill.examples import shop
 from backfill.model.rendering import render, sql_literal
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SHOP = REPO / "examples" / "shop"
 
 

@@ -20,7 +20,7 @@ import backfill
 from backfill import cli
 from backfill.lint import DIALECTS, lint_file, lint_sql, tokenize
 
-SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 PARTITIONED = ["stg_orders", "clean_orders", "clean_order_items", "raw.web.events"]
 
 

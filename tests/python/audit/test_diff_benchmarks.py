@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+BENCH = pathlib.Path(__file__).resolve().parents[3] / "benchmarks"
 
 
 @pytest.mark.parametrize("name", ["diff_bench.py", "fingerprint_bench.py"])

@@ -16,7 +16,7 @@ import pytest
 import backfill
 from backfill.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PYPROJECT = ROOT / "pyproject.toml"
 
 

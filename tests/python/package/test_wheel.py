@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DIST = ROOT / "dist"
 CHROOT = ROOT / "build" / "chroot" / "bookworm"
 SMOKE = ROOT / "tests" / "wheel" / "smoke.py"

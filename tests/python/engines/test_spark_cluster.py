@@ -23,7 +23,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-HERE = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parents[1]  # tests/python: the support modules the driver imports
 
 
 def _free_port() -> int:
@@ -170,7 +170,7 @@ def test_the_shop_backfill_runs_on_a_standalone_cluster(
     script.write_text(textwrap.dedent(DRIVER))
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path]),
+        "PYTHONPATH": os.pathsep.join([str(SUPPORT), *sys.path]),
         "SPARK_LOCAL_IP": "127.0.0.1",
         # the driver's Spark settings beyond the project's: an event log to read back, and
         # executors small enough for this machine

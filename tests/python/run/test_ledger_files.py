@@ -24,7 +24,7 @@ from backfill.run.ledger import (
 )
 from backfill.run.ledger.schema import table_names
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _copy(name: str, tmp_path: Path) -> Path:

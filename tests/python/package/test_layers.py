@@ -18,7 +18,7 @@ from pathlib import Path
 import grimp
 import networkx as nx
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "python" / "backfill"
 CORE = "backfill._core"  # the C++ extension: grimp reads .py files only, so it never sees it
 

@@ -153,7 +153,7 @@ def test_quick_benchmark_stream_and_whole_agree() -> None:
     """benchmarks/diff_stream_bench.py --quick: every day of 8 differs; the streamed diff (one
     day per pair, keys moving between days) equals the whole diff (checked inside main), and
     each competitor reports its peak RSS. Timing and memory are not asserted (shared machine)."""
-    bench = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+    bench = pathlib.Path(__file__).resolve().parents[3] / "benchmarks"
     sys.path.insert(0, str(bench))
     import diff_stream_bench
 

@@ -12,7 +12,7 @@ from types import ModuleType
 import duckdb
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from backfill.engines.postgres.sql import fingerprint_parts, fingerprint_where
 from backfill.model.files import ProjectError
 from pg_engine_support import ensure_entry_point, subprocess_env
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 UTC = dt.timezone.utc
 AS_OF = "2026-06-01"
 
@@ -360,7 +360,7 @@ def test_demo_on_postgres_tells_the_duckdb_story(pg_server: Any, tmp_path: Path)
     out = r.stdout
     assert re.findall(r"^== (\d)\. ", out, flags=re.M) == [str(i) for i in range(1, 10)]
     assert "89 days to rebuild" in out and "gates passed" in out
-    # the same figures as the DuckDB demo of the same shop (tests/python/test_demo.py)
+    # the same figures as the DuckDB demo of the same shop (tests/python/cli/test_demo.py)
     assert "revenue: 909,515.41 -> 892,558.21 (-1.86%)" in out
     assert "revenue: 943,778.27 -> 926,821.07 (-1.80%)" in out
     assert "revenue_7d: 6,816,944.80 -> 6,698,244.40 (-1.74%)" in out
