@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_diff import check_against_oracle
 
 import backfill
 from diff_oracles import duckdb_diff, table_pairs
-from test_diff import check_against_oracle
 
 
 def path(r: backfill.DiffResult) -> str:

@@ -23,7 +23,9 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-SUPPORT = Path(__file__).resolve().parents[1]  # tests/python: the support modules the driver imports
+SUPPORT = (
+    Path(__file__).resolve().parents[1]
+)  # tests/python: the support modules the driver imports
 
 
 def _free_port() -> int:
