@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._extras import extra_required
-from ..engines.base import TaskFailure
-from ..errors import NotFoundError
-from ..model.kafka import KafkaSettings
+from ..._extras import extra_required
+from ...engines.base import TaskFailure
+from ...errors import NotFoundError
+from .settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def consumer(cfg: KafkaSettings, **extra: str) -> Any:
 
 
 def to_ms(t: dt.datetime) -> int:
-    return int(round(t.astimezone(UTC).timestamp() * 1000))
+    return round(t.astimezone(UTC).timestamp() * 1000)
 
 
 def from_ms(ms: int) -> dt.datetime:
@@ -183,9 +183,10 @@ def cleanup_policy(cfg: KafkaSettings, topic: str) -> str:
     broker will not say."""
     k = _kafka()
     res = k.admin.ConfigResource(k.admin.ResourceType.TOPIC, topic)
+    unreadable: tuple[type[Exception], ...] = (*broker_errors(), KeyError)
     try:
         entries = next(iter(admin_call(cfg, "describe_configs", [res]).values()))
         return str(entries["cleanup.policy"].value)
-    except broker_errors() + (KeyError,):  # a broker that hides configs: assume the default
+    except unreadable:  # a broker that hides configs: assume the default
         log.debug("topic %s: cleanup.policy not readable", topic, exc_info=True)
         return "delete"
