@@ -333,9 +333,11 @@ def test_postgres_arrow_connection_errors_vs_a_bug(
     ):
         pass
     missing = Database(pg_server.url("no_such_database"))
-    with pytest.raises(PostgresConnectionError, match="no_such_database"):
-        with missing.arrow_cursor():
-            pass
+    with (
+        pytest.raises(PostgresConnectionError, match="no_such_database"),
+        missing.arrow_cursor(),
+    ):
+        pass
     ok = Database(pg_server.create_database("truth"))
     try:
         with ok.arrow_cursor() as cur:  # the real thing works
@@ -348,9 +350,11 @@ def test_postgres_arrow_connection_errors_vs_a_bug(
         raise AttributeError("module 'adbc_driver_postgresql' has no attribute 'dbapi'")
 
     monkeypatch.setattr(adbc, "connect", broken)
-    with pytest.raises(AttributeError, match="no attribute 'dbapi'"):
-        with Database(pg_server.url()).arrow_cursor():
-            pass
+    with (
+        pytest.raises(AttributeError, match="no attribute 'dbapi'"),
+        Database(pg_server.url()).arrow_cursor(),
+    ):
+        pass
 
 
 # -- Spark (no session started: the write itself is replaced) -------------------------------------
@@ -393,7 +397,7 @@ def test_spark_run_task_labels_spark_errors_and_lets_bugs_through(
                 errorClass="NOT_STR", messageParameters={"arg_name": "col", "arg_type": "int"}
             )
         )
-    with pytest.raises(TaskFailure, match="model 'm': SQL error: .*no_such_table") as raised:
+    with pytest.raises(TaskFailure, match=r"model 'm': SQL error: .*no_such_table") as raised:
         run(AnalysisException(message="[TABLE_OR_VIEW_NOT_FOUND] no_such_table"))
     assert not raised.value.transient
     with pytest.raises(TaskFailure, match="model 'm': Connection refused") as raised:
@@ -462,7 +466,7 @@ def test_diff_names_a_missing_table_but_not_a_bug(
         cur.execute("CREATE SCHEMA s; CREATE TABLE s.t AS SELECT 1 AS x")
     with engine.table_rows("s", "t") as rows:
         assert backfill.ArrowTable.from_arrow(rows).to_pylist() == [{"x": 1}]
-    with pytest.raises(InvalidInputError, match="s.nope: no such table"):
+    with pytest.raises(InvalidInputError, match=r"s.nope: no such table"):
         engine.table_rows("s", "nope").__enter__()
 
     def broken(*args: Any) -> Any:

@@ -16,7 +16,7 @@ from backfill.windows import parse_duration
 @pytest.mark.parametrize("value", ["3" * 53 + "0s", "9999999999999999d", 1e300, float("inf")])
 def test_kafka_duration_too_long_for_a_timedelta_is_named(value: object) -> None:
     # duration_fuzz: timedelta() raised OverflowError instead of naming the value.
-    with pytest.raises(InvalidInputError, match="lateness .* is too long a duration"):
+    with pytest.raises(InvalidInputError, match=r"lateness .* is too long a duration"):
         kafka_duration(value, "lateness")
 
 
@@ -24,7 +24,7 @@ def test_kafka_duration_too_long_for_a_timedelta_is_named(value: object) -> None
 def test_budget_that_is_infinite_is_named(value: object) -> None:
     # duration_fuzz: float() of 400 digits is inf, which passed as a budget (and then broke
     # format_duration with an OverflowError).
-    with pytest.raises(InvalidInputError, match="budget .*: expected a finite duration"):
+    with pytest.raises(InvalidInputError, match=r"budget .*: expected a finite duration"):
         parse_duration(value)
 
 

@@ -391,7 +391,7 @@ def test_reset_group_refuses_active_members_then_moves_and_undoes(
 def test_bad_input_is_refused_before_anything_is_written(stream: Any, tmp_path: Path) -> None:
     broker = stream["broker"]
     project = backfill.Project.load(_project(tmp_path / "a", broker, "no_such_topic"))
-    with pytest.raises(NotFoundError, match="no_such_topic.*orders"):
+    with pytest.raises(NotFoundError, match=r"no_such_topic.*orders"):
         project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1))
     project = backfill.Project.load(_project(tmp_path / "b", broker, "orders"))
     future = dt.datetime.now(UTC) + dt.timedelta(days=3)
@@ -406,11 +406,11 @@ def test_bad_input_is_refused_before_anything_is_written(stream: Any, tmp_path: 
         )
     with pytest.raises(ProjectError, match="lateness 'soon' is not a duration"):
         backfill.Project.load(_project(tmp_path / "c", broker, "orders", lateness="soon"))
-    with pytest.raises(ProjectError, match="kafka.dead_letter 'dead letters' must be a table"):
+    with pytest.raises(ProjectError, match=r"kafka.dead_letter 'dead letters' must be a table"):
         backfill.Project.load(
             _project(tmp_path / "e", broker, "orders", dead_letter="'dead letters'")
         )
-    with pytest.raises(ProjectError, match="kafka.dead_letter 'raw_orders' is the landing"):
+    with pytest.raises(ProjectError, match=r"kafka.dead_letter 'raw_orders' is the landing"):
         backfill.Project.load(_project(tmp_path / "f", broker, "orders", dead_letter="raw_orders"))
 
     class Nowhere:
@@ -418,7 +418,7 @@ def test_bad_input_is_refused_before_anything_is_written(stream: Any, tmp_path: 
 
     project = backfill.Project.load(_project(tmp_path / "d", Nowhere, "orders"))
     began = time.monotonic()
-    with pytest.raises(BrokerError, match="127.0.0.1:1 did not answer within 5s"):
+    with pytest.raises(BrokerError, match=r"127.0.0.1:1 did not answer within 5s"):
         project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1))
     assert time.monotonic() - began < 30
     assert not (tmp_path / "d" / "warehouse.duckdb").exists()
