@@ -30,6 +30,7 @@ from .model import PROJECT_FILE, load_project
 from .model import Project as _ModelProject
 from .plan import Plan
 from .plan.planner import PlanOptions, plan_project
+from .plan.retention import check_retention
 from .publish import (
     Changelog,
     ForwardChange,
@@ -40,7 +41,6 @@ from .publish import (
     parse_from,
     publish_backfill,
 )
-from .replay import check_plan, landing_models
 from .run import Backfill as _RunBackfill
 from .run import LedgerBackend, model_costs
 from .run.estimate import EstimateReport, estimate
@@ -76,8 +76,7 @@ def plan_with_history(
         if caps is not None and not caps.multi_partition_tasks:
             options["unbatched"] = set(names) | set(options.get("unbatched") or ())
     plan = plan_project(project, select, start, end, PlanOptions(**options))
-    if landing_models(project):
-        check_plan(project, plan)
+    check_retention(project, plan)
     return plan
 
 

@@ -14,9 +14,11 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["backfill.windows", "backfill.model.kafka"]):
+with atheris.instrument_imports(
+    include=["backfill.windows", "backfill.integrations.kafka.settings"]
+):
     from backfill.errors import InvalidInputError
-    from backfill.model.kafka import parse_duration as kafka_duration
+    from backfill.integrations.kafka.settings import parse_duration as kafka_duration
     from backfill.windows import Windows, format_duration, parse_duration
 
 

@@ -59,7 +59,7 @@ from ..errors import BackfillError, CycleError, InvalidInputError
 from ..windows import check_specs, parse_duration
 from .consumers import LineageSettings, NotifySettings, read_consumers, read_lineage, read_notify
 from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
-from .kafka import kafka_settings
+from .landing import source_kind
 from .project import STRATEGIES, Dependency, Project, all_of, window
 from .rendering import render
 
@@ -478,7 +478,7 @@ def _load_sources(
                         raise InvalidInputError("lands_in is for Kafka sources (kafka: ...)")
                     project.source(name, **cfg)
                     continue
-                settings = kafka_settings(kafka, source=name, lands_in=lands_in, root=root)
+                settings = source_kind("kafka")(kafka, source=name, lands_in=lands_in, root=root)
                 if not cfg.get("grain"):
                     raise InvalidInputError(
                         "a Kafka source needs a grain (its landing model's partitions)"

@@ -22,7 +22,7 @@ from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS, Engine, Part
 from ..engines.registry import engine_for
 from ..errors import InvalidInputError, NotFoundError
-from ..replay import landing_models
+from ..model.landing import landing_models
 from .changelog_format import html_fragment, render
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -387,10 +387,11 @@ def changelog(
 
 
 def _model_names(project: Project) -> list[str]:
-    """The names the changelog's rows carry: the project's models, and ``kafka:<topic>`` per
-    topic its Kafka sources read (``backfill replay reset-group`` records offsets under it)."""
-    topics = sorted({s.topic for s in landing_models(project).values()})
-    return [*project.models, *(f"kafka:{t}" for t in topics)]
+    """The names the changelog's rows carry: the project's models, and those of its landing
+    sources (``kafka:<topic>`` per topic its Kafka sources read: ``backfill replay reset-group``
+    records offsets under it)."""
+    names = sorted({n for s in landing_models(project).values() for n in s.changelog_names})
+    return [*project.models, *names]
 
 
 def _aware(value: Any) -> dt.datetime:

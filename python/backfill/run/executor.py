@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..engines import Area, Engine, TaskFailure, WriteResult
 from ..errors import PROGRAMMING_ERRORS, BackfillError, InvalidInputError
-from ..model.kafka import KafkaSettings
+from ..model.landing import LandingSource
 from .ledger import Claim, LedgerBackend, LedgerError, TaskEnd, TaskRow
 from .status import TaskEvent
 from .stop import Stop
@@ -257,7 +257,7 @@ class _Lease:
 
 
 def _land(
-    settings: KafkaSettings,
+    source: LandingSource,
     claim: Claim,
     *,
     project: Project,
@@ -266,13 +266,12 @@ def _land(
     backfill_id: str,
     area: Area,
 ) -> WriteResult:
-    """A landing task: its period's records from Kafka, written by the engine; the ledger keeps
-    the log positions this attempt read before the write (so a failed write still says)."""
-    from ..replay.land import read_period
-
+    """A landing task: its period's records from its source (Kafka), written by the engine; the
+    ledger keeps the log positions this attempt read before the write (so a failed write still
+    says)."""
     t = claim.task
     assert t.start is not None and t.end is not None
-    rows, detail, dead = read_period(settings, t.model, t.start, t.end)
+    rows, detail, dead = source.read_period(t.model, t.start, t.end)
     ledger.record_attempt_detail(backfill_id, claim.attempt_id, json.dumps(detail))
     return engine.land(project, t.model, t.start, t.end, area, rows, dead)
 
@@ -323,7 +322,7 @@ def execute_task(
             landing = (
                 project.models[t.model].meta.get("landing") if t.model in project.models else None
             )
-            if isinstance(landing, KafkaSettings) and t.start is not None and t.end is not None:
+            if isinstance(landing, LandingSource) and t.start is not None and t.end is not None:
                 result = _land(
                     landing,
                     claim,

@@ -433,7 +433,7 @@ def _arrow(rs: list[dict[str, Any]]) -> Any:
 def _dead_letters(topic: str, at: dt.datetime, n: int) -> Any:
     import pyarrow as pa
 
-    from backfill.replay.land import dead_letter_schema
+    from backfill.integrations.kafka.landing import dead_letter_schema
 
     naive = at.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return pa.table(

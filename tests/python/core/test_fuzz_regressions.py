@@ -9,7 +9,7 @@ import pytest
 
 from backfill._arrow import ArrowTable
 from backfill.errors import InvalidInputError
-from backfill.model.kafka import parse_duration as kafka_duration
+from backfill.integrations.kafka.settings import parse_duration as kafka_duration
 from backfill.windows import parse_duration
 
 

@@ -19,8 +19,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 import backfill  # noqa: E402
 from backfill.cli import main  # noqa: E402
 from backfill.errors import InvalidInputError, NotFoundError  # noqa: E402
+from backfill.integrations.kafka.client import BrokerError  # noqa: E402
 from backfill.model import ProjectError  # noqa: E402
-from backfill.replay.client import BrokerError  # noqa: E402
 
 UTC = dt.timezone.utc
 DAY0 = dt.datetime(2026, 11, 1, tzinfo=UTC)
@@ -397,7 +397,7 @@ def test_bad_input_is_refused_before_anything_is_written(stream: Any, tmp_path: 
     project = backfill.Project.load(_project(tmp_path / "b", broker, "orders"))
     future = dt.datetime.now(UTC) + dt.timedelta(days=3)
     with pytest.raises(InvalidInputError, match="future"):
-        from backfill.replay.retention import check_source
+        from backfill.integrations.kafka.retention import check_source
 
         check_source(
             project.models["raw_orders"].meta["landing"],

@@ -43,7 +43,7 @@ def _bug() -> AttributeError:
 
 
 def _kafka_settings(bootstrap: str, timeout: float = 2.0) -> Any:
-    from backfill.model.kafka import KafkaSettings
+    from backfill.integrations.kafka.settings import KafkaSettings
 
     return KafkaSettings(
         source="orders",
@@ -83,8 +83,8 @@ def test_a_bug_in_a_kafka_admin_wrapper_surfaces_as_itself(
 ) -> None:
     """Each wrapper that reports a broker's failure as BrokerError lets an AttributeError of the
     client through unchanged, at once (no retry until the deadline, no "did not answer")."""
-    from backfill.replay import client, groups
-    from backfill.replay.client import BrokerError
+    from backfill.integrations.kafka import client, groups
+    from backfill.integrations.kafka.client import BrokerError
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise _bug()
@@ -111,7 +111,7 @@ def test_a_bug_in_a_kafka_admin_wrapper_surfaces_as_itself(
 def test_cleanup_policy_does_not_hide_a_bug_as_the_default(
     kafka: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from backfill.replay import client
+    from backfill.integrations.kafka import client
 
     monkeypatch.setattr(
         kafka.AdminClient, "describe_configs", lambda *a, **k: (_ for _ in ()).throw(_bug())
@@ -123,8 +123,8 @@ def test_cleanup_policy_does_not_hide_a_bug_as_the_default(
 def test_an_unreachable_broker_is_still_a_broker_error(kafka: Any) -> None:
     """A closed port: librdkafka's KafkaException (or a future that never resolves) is the
     BrokerError that names the broker and the timeout, within the timeout."""
-    from backfill.replay import client
-    from backfill.replay.client import BrokerError
+    from backfill.integrations.kafka import client
+    from backfill.integrations.kafka.client import BrokerError
 
     bootstrap = f"127.0.0.1:{_closed_port()}"
     cfg = _kafka_settings(bootstrap, timeout=2.0)
@@ -167,7 +167,7 @@ def test_avro_decoding_dead_letters_bad_bytes_but_not_a_bug() -> None:
     pytest.importorskip("fastavro")
     import dataclasses
 
-    from backfill.replay.land import DecodeError, _decode_avro
+    from backfill.integrations.kafka.landing import DecodeError, _decode_avro
 
     cfg = dataclasses.replace(
         _kafka_settings("127.0.0.1:1"),

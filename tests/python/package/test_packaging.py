@@ -77,7 +77,7 @@ def test_a_missing_extra_is_named(tmp_path: Path) -> None:
         from backfill.engines import open_engine
         from backfill.model.files import EngineSettings
         from backfill.errors import MissingExtraError
-        from backfill.replay.client import _kafka
+        from backfill.integrations.kafka.client import _kafka
         from backfill.integrations.airflow import backfill_dag
         attempts = {{
             "postgres": lambda: open_engine(EngineSettings(type="postgres",

@@ -10,8 +10,8 @@ datetime.timedelta(seconds=7200)
 A Kafka source lands in a *landing model* (``lands_in``, default ``<schema>_<table>``): a model
 like any other (the source's grain, strategy ``replace``, event_time the ``event_time`` field),
 whose tasks read their period's records from the topic instead of running SQL. Models read the
-landed rows with ``ref("<lands_in>")``. Only settings live here (no client): the replay package
-talks to the broker.
+landed rows with ``ref("<lands_in>")``. Only settings live here (no client): :mod:`.client` talks
+to the broker. :class:`.source.KafkaSource` adds the reads.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInputError
+from ...errors import InvalidInputError
 
 __all__ = [
     "COLUMN_TYPES",
@@ -49,7 +49,7 @@ KAFKA_KEYS = (
     "config",
     "dead_letter",
 )
-#: Column types of a landing table (mapped to Arrow by the replay package).
+#: Column types of a landing table (mapped to Arrow by :mod:`.landing`).
 COLUMN_TYPES = ("int", "float", "string", "bool", "timestamp", "date")
 #: event_time value that places a record by its Kafka timestamp instead of a field.
 RECORD_TIMESTAMP = "record_timestamp"
@@ -116,8 +116,50 @@ def kafka_settings(
     raw: object, *, source: str, lands_in: str | None = None, root: Path | None = None
 ) -> KafkaSettings:
     """Checks a source's ``kafka:`` mapping (see the module doc); raises InvalidInputError
-    naming the bad value and what was expected. ``root`` resolves a relative Avro schema file."""
+    naming the bad value and what was expected. ``root`` resolves a relative Avro schema file.
+    (:func:`.source.kafka_source`, the entry point, adds the reads.)"""
     what = f"source {source!r}"
+    cfg = _mapping(raw, what)
+    fmt = cfg.get("format", "json")
+    if fmt not in ("json", "avro"):
+        raise InvalidInputError(f"{what}: kafka.format {fmt!r}: expected json or avro")
+    cols = _columns(cfg.get("columns"), what)
+    event_time = _event_time(cfg, cols, what)
+    key = cfg.get("key")
+    if key is not None and (not isinstance(key, str) or key not in cols):
+        raise InvalidInputError(
+            f"{what}: kafka.key {key!r} must name one of kafka.columns ({', '.join(cols)})"
+        )
+    timeout = _timeout(cfg.get("timeout", 10), what)
+    extra = cfg.get("config") or {}
+    if not isinstance(extra, Mapping):
+        raise InvalidInputError(f"{what}: kafka.config must map librdkafka settings to values")
+    schema = _avro_schema(cfg.get("schema"), what, root) if fmt == "avro" else None
+    if fmt == "json" and cfg.get("schema") is not None:
+        raise InvalidInputError(f"{what}: kafka.schema is for format avro only")
+    table = source.split(".")[-1]
+    schema_name = source.split(".")[0] if "." in source else "kafka"
+    lands_in = lands_in or f"{schema_name}_{table}"
+    dead_letter = _dead_letter(cfg.get("dead_letter"), lands_in, what)
+    return KafkaSettings(
+        source=source,
+        bootstrap=_str(cfg, "bootstrap", what),
+        topic=_str(cfg, "topic", what),
+        format=str(fmt),
+        event_time=event_time,
+        key=key,
+        lateness=parse_duration(cfg.get("lateness", "0s"), f"{what}: kafka.lateness"),
+        columns=cols,
+        lands_in=lands_in,
+        avro_schema=schema,
+        timeout=timeout,
+        config={str(k): str(v) for k, v in extra.items()},
+        dead_letter=dead_letter,
+    )
+
+
+def _mapping(raw: object, what: str) -> Mapping[str, Any]:
+    """The ``kafka:`` mapping, its keys checked."""
     if not isinstance(raw, Mapping):
         raise InvalidInputError(
             f"{what}: kafka must be a mapping with bootstrap, topic, format, "
@@ -128,10 +170,11 @@ def kafka_settings(
         raise InvalidInputError(
             f"{what}: unknown kafka key {unknown[0]!r}; expected one of {', '.join(KAFKA_KEYS)}"
         )
-    fmt = raw.get("format", "json")
-    if fmt not in ("json", "avro"):
-        raise InvalidInputError(f"{what}: kafka.format {fmt!r}: expected json or avro")
-    columns = raw.get("columns")
+    return raw
+
+
+def _columns(columns: object, what: str) -> dict[str, str]:
+    """``kafka.columns``: field -> one of COLUMN_TYPES, no name of META_COLUMNS."""
     if not isinstance(columns, Mapping) or not columns:
         raise InvalidInputError(
             f"{what}: kafka.columns must map each field of the records to a "
@@ -149,59 +192,42 @@ def kafka_settings(
                 f"{what}: kafka.columns.{name}: the name is reserved for "
                 "the record's position in the log"
             )
-    event_time = _str(raw, "event_time", what, RECORD_TIMESTAMP)
+    return cols
+
+
+def _event_time(cfg: Mapping[str, Any], cols: Mapping[str, str], what: str) -> str:
+    """``kafka.event_time``: a timestamp/date column, or RECORD_TIMESTAMP (the default)."""
+    event_time = _str(cfg, "event_time", what, RECORD_TIMESTAMP)
     if event_time != RECORD_TIMESTAMP and cols.get(event_time) not in ("timestamp", "date"):
         raise InvalidInputError(
             f"{what}: kafka.event_time {event_time!r} must be a column of "
             f"type timestamp in kafka.columns, or {RECORD_TIMESTAMP!r}"
         )
-    key = raw.get("key")
-    if key is not None and (not isinstance(key, str) or key not in cols):
-        raise InvalidInputError(
-            f"{what}: kafka.key {key!r} must name one of kafka.columns ({', '.join(cols)})"
-        )
-    timeout = raw.get("timeout", 10)
+    return event_time
+
+
+def _timeout(timeout: object, what: str) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise InvalidInputError(
             f"{what}: kafka.timeout {timeout!r} must be a positive number of seconds"
         )
-    extra = raw.get("config") or {}
-    if not isinstance(extra, Mapping):
-        raise InvalidInputError(f"{what}: kafka.config must map librdkafka settings to values")
-    schema = _avro_schema(raw.get("schema"), what, root) if fmt == "avro" else None
-    schema_only = raw.get("schema")
-    if fmt == "json" and schema_only is not None:
-        raise InvalidInputError(f"{what}: kafka.schema is for format avro only")
-    dead_letter = raw.get("dead_letter")
-    if dead_letter is not None and (
-        not isinstance(dead_letter, str) or not _IDENT.match(dead_letter)
-    ):
+    return float(timeout)
+
+
+def _dead_letter(dead_letter: object, lands_in: str, what: str) -> str | None:
+    """``kafka.dead_letter``: a table name other than the landing table's, or None."""
+    if dead_letter is None:
+        return None
+    if not isinstance(dead_letter, str) or not _IDENT.match(dead_letter):
         raise InvalidInputError(
             f"{what}: kafka.dead_letter {dead_letter!r} must be a table name "
             "(letters, digits, underscores)"
         )
-    table = source.split(".")[-1]
-    schema_name = source.split(".")[0] if "." in source else "kafka"
-    lands_in = lands_in or f"{schema_name}_{table}"
     if dead_letter == lands_in:
         raise InvalidInputError(
             f"{what}: kafka.dead_letter {dead_letter!r} is the landing table; name another table"
         )
-    return KafkaSettings(
-        source=source,
-        bootstrap=_str(raw, "bootstrap", what),
-        topic=_str(raw, "topic", what),
-        format=str(fmt),
-        event_time=event_time,
-        key=key,
-        lateness=parse_duration(raw.get("lateness", "0s"), f"{what}: kafka.lateness"),
-        columns=cols,
-        lands_in=lands_in,
-        avro_schema=schema,
-        timeout=float(timeout),
-        config={str(k): str(v) for k, v in extra.items()},
-        dead_letter=dead_letter,
-    )
+    return dead_letter
 
 
 def _avro_schema(value: object, what: str, root: Path | None) -> Mapping[str, Any]:

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidInputError
-from ..model.kafka import KafkaSettings
-from ..plan.plan import PlanFinding
+from ...errors import InvalidInputError
+from ...plan.plan import PlanFinding
 from . import client
+from .settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 

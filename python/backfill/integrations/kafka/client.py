@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._extras import extra_required
-from ..engines.base import TaskFailure
-from ..errors import NotFoundError
-from ..model.kafka import KafkaSettings
+from ..._extras import extra_required
+from ...engines.base import TaskFailure
+from ...errors import NotFoundError
+from .settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 

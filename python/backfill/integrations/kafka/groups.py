@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConflictError
-from ..model.kafka import KafkaSettings
+from ...errors import ConflictError
 from . import client
+from .settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..engines.base import DeadLetters
-from ..errors import BackfillError
-from ..model.kafka import RECORD_TIMESTAMP, KafkaSettings
+from ...engines.base import DeadLetters
+from ...errors import BackfillError
 from . import client
 from .retention import PartitionRange, check_source
+from .settings import META_COLUMNS, RECORD_TIMESTAMP, KafkaSettings
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def _rows_slow(cfg: KafkaSettings, msgs: list[Any]) -> Any:
                 )
             values.append(v)
     cols: dict[str, list[Any]] = {n: [] for n in cfg.columns}
-    for msg, v in zip(msgs, values):
+    for msg, v in zip(msgs, values, strict=True):
         for name, kind in cfg.columns.items():
             x = v.get(name)
             if kind == "timestamp":
@@ -192,7 +192,7 @@ def _rows_slow(cfg: KafkaSettings, msgs: list[Any]) -> Any:
         arrays = [pa.array(cols[n], type=schema.field(n).type) for n in cfg.columns]
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         # Name the first record whose field does not fit its declared type.
-        for msg, v in zip(msgs, values):
+        for msg, v in zip(msgs, values, strict=True):
             for n in cfg.columns:
                 try:
                     pa.array(
@@ -255,7 +255,7 @@ def decode(cfg: KafkaSettings, msgs: list[Any]) -> Any:
         pa.array([m.offset() for m in msgs], pa.int64()),
         pa.array([m.timestamp()[1] * 1000 for m in msgs], pa.int64()).cast(pa.timestamp("us")),
     ]
-    for name, arr in zip(("_kafka_partition", "_kafka_offset", "_kafka_timestamp"), meta):
+    for name, arr in zip(META_COLUMNS, meta, strict=True):
         table = table.append_column(name, arr)
     return table.cast(arrow_schema(cfg))
 
