@@ -2,7 +2,8 @@
 
 The core (``import backfill``, the DuckDB engine, the CLI, ``backfill demo``) needs none of them:
 every import of an extra's package is inside the feature that uses it, and
-tests/python/package/test_packaging.py checks that importing the core imports none. When one is missing,
+tests/python/package/test_packaging.py checks that importing the core imports none. When one is
+missing,
 :func:`extra_required` turns the ImportError into a :class:`MissingExtraError` naming the extra.
 """
 

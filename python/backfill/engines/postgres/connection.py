@@ -44,11 +44,6 @@ def task_failure(where: str, exc: BaseException) -> TaskFailure:
     return TaskFailure(f"{where}: {kind}: {text}", transient=transient)
 
 
-def _reason(exc: BaseException, url: str = "") -> str:
-    """The first lines of ``exc``'s text, with the secrets of ``url`` (and any other) masked."""
-    return reason(exc, url, lines=2)
-
-
 def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.autocommit = True
     conn.execute(_SESSION)
@@ -97,7 +92,8 @@ class Database:
                     usable = bool(got and got[0] and got[1])
         except psycopg.Error as exc:
             raise PostgresConnectionError(
-                f"cannot use the PostgreSQL warehouse {self.masked}: {_reason(exc, self.url)}"
+                f"cannot use the PostgreSQL warehouse {self.masked}: "
+                f"{reason(exc, self.url, lines=2)}"
             ) from None
         if version < 150000:
             raise PostgresConnectionError(
@@ -150,7 +146,7 @@ class Database:
             except PoolTimeout as exc:
                 raise PostgresConnectionError(
                     f"no connection to {self.masked} within the pool's timeout: "
-                    f"{_reason(exc, self.url)}"
+                    f"{reason(exc, self.url, lines=2)}"
                 ) from None
         with self._lock:
             self._active.add(conn)
@@ -188,7 +184,7 @@ class Database:
             except adbc_driver_manager.Error as exc:  # the DB-API base of every ADBC error
                 raise PostgresConnectionError(
                     f"cannot open an Arrow (ADBC) connection to {self.masked}: "
-                    f"{_reason(exc, self.url)}"
+                    f"{reason(exc, self.url, lines=2)}"
                 ) from None
         cur = conn.cursor()
         ok = False

@@ -184,44 +184,6 @@ class PostgresEngine(SqlEngine):
                 copy.write_row(tuple(row.values()))
         return tmp
 
-    def _replace_table(self, cur: Any, rel: Rel, source: str, columns: Sequence[Column]) -> int:
-        """Same columns and types: DELETE + INSERT, so readers keep seeing the old rows until
-        commit; otherwise the table is dropped and re-created."""
-        target = DIALECT.qualified(rel)
-        old = self._columns(cur, rel)
-        kind = self._kind(cur, rel)
-        same = sorted((c.name, c.type) for c in columns) == sorted(
-            (c.name, c.type) for c in old or []
-        )
-        if kind == "table" and same:
-            removed = self._count(cur, f"DELETE FROM {target}")
-            cur.execute(DIALECT.insert(target, source, [c.name for c in columns]))
-            return removed
-        removed = self._one(cur, f"SELECT count(*) FROM {target}") if old is not None else 0
-        if kind is not None:
-            cur.execute(f"DROP {'VIEW' if kind == 'view' else 'TABLE'} {target}")
-        cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {source}")
-        return removed
-
-    def _merge(
-        self, cur: Any, target: str, source: str, columns: Sequence[str], keys: Sequence[str]
-    ) -> int:
-        q = DIALECT.quote
-        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in keys)
-        matched = self._one(
-            cur,
-            f"SELECT count(*) FROM {target} t WHERE EXISTS (SELECT 1 FROM {source} s WHERE {on})",
-        )
-        sets = ", ".join(f"{q(c)} = s.{q(c)}" for c in columns if c not in keys)
-        cols = ", ".join(q(c) for c in columns)
-        values = ", ".join(f"s.{q(c)}" for c in columns)
-        update = f"UPDATE SET {sets}" if sets else "DO NOTHING"
-        cur.execute(
-            f"MERGE INTO {target} t USING {source} s ON {on} WHEN MATCHED THEN {update} "
-            f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({values})"
-        )
-        return matched
-
     def _replace_view(self, cur: Any, rel: Rel, sql: str) -> None:
         target = DIALECT.qualified(rel)
         kind = self._kind(cur, rel)

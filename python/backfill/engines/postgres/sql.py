@@ -33,6 +33,7 @@ UNCONSTRAINED_SCALE = 10
 
 class PostgresDialect(Dialect):
     name = "postgres"
+    merge_into = True
     kinds: ClassVar = {
         **dict.fromkeys(("int2", "int4", "int8"), ColumnKind.INTEGER),
         **dict.fromkeys(("float4", "float8"), ColumnKind.FLOAT),

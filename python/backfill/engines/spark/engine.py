@@ -52,13 +52,14 @@ from ..base import (
     DeadLetters,
     PartitionFingerprint,
     Period,
+    PublishModel,
     PublishRequest,
     TaskFailure,
     model_location,
     project_model,
 )
 from ..sql import AuditScope, Rel, SqlEngine, Written
-from .publish import append_changelog, publish
+from .publish import Moved, append_changelog, publishing, swap
 from .scope import answer_up_front
 from .session import (
     catalog_name,
@@ -138,6 +139,7 @@ class SparkEngine(IcebergTables, SqlEngine):
         self._branches: set[tuple[str, str]] = set()
         self._table_types: dict[str, dict[str, str]] = {}
         self._views = 0
+        self._moved: list[Moved] = []
         self.dialect = SparkDialect(self.catalog)
 
     @classmethod
@@ -426,40 +428,29 @@ class SparkEngine(IcebergTables, SqlEngine):
         preview: bool = False,
         utc_column: str | None = None,
     ) -> Iterator[Any]:
+        self._job(f"backfill: rows of {model}")  # names this thread's Spark jobs
+        with super().stream(
+            project, model, area, periods, preview=preview, utc_column=utc_column
+        ) as rows:
+            yield rows
+
+    def _missing(self, project: Project, model: str, area: Area) -> NotFoundError:
+        where = "the published tables" if area.direct else "the area"
+        return NotFoundError(f"{model} has no table in {where} ({self.table(model)})")
+
+    @contextlib.contextmanager
+    def _arrow_chunks(self, select: str, wheres: Sequence[str]) -> Iterator[Any]:
+        """A Spark job a chunk of ``stream_periods`` partitions: the driver holds one chunk's
+        rows, never the whole selection (and a long list costs one job a chunk, not each)."""
         import pyarrow as pa  # type: ignore[import-untyped]
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        m = project_model(project, model)
-        with self.connect() as cur:
-            found = self._source(cur, project, model, area, preview)
-        if found is None:
-            raise NotFoundError(
-                f"{model} has no table in "
-                f"{'the published tables' if area.direct else 'the area'} "
-                f"({self.table(model)})"
-            )
-        select = "*"
-        if utc_column:
-            if not m.event_time:
-                raise InvalidInputError(f"model {model!r} has no event_time")
-            select = f"t.*, CAST(t.{quote(m.event_time)} AS TIMESTAMP) AS {quote(utc_column)}"
-        self._job(f"backfill: rows of {model}")
         spark = self.small
-        rel, cols = found
-        schema = to_arrow_schema(spark.sql(f"SELECT {select} FROM {rel} t LIMIT 0").schema)
-        # A few periods at a time: the driver holds at most `stream_periods` partitions' rows,
-        # never the whole selection (and a long list costs one Spark job per chunk, not each).
-        step = self.stream_periods
-        chunks: list[list[Period] | None] = (
-            [None]
-            if periods is None
-            else [list(periods[i : i + step]) for i in range(0, len(periods), step)]
-        )
+        schema = to_arrow_schema(spark.sql(f"{select} LIMIT 0").schema)
 
         def batches() -> Iterator[Any]:
-            for chunk in chunks:
-                where = self._where_periods(project, model, chunk, cols)
-                table = spark.sql(f"SELECT {select} FROM {rel} t WHERE {where}").toArrow()
+            for where in wheres:
+                table = spark.sql(f"{select} WHERE {where}").toArrow()
                 yield from table.cast(schema).to_batches()
 
         yield pa.RecordBatchReader.from_batches(schema, batches())
@@ -486,8 +477,16 @@ class SparkEngine(IcebergTables, SqlEngine):
             df.writeTo(table).append()
 
     # -- publishing -----------------------------------------------------------------------------
-    def publish(self, project: Project, request: PublishRequest) -> None:
-        publish(self, project, request)
+    @contextlib.contextmanager
+    def _publishing(self, cur: Any, project: Project, request: PublishRequest) -> Iterator[None]:
+        """Iceberg commits one table at a time: no transaction holds a publish together, a
+        failed one sets the tables it moved back (:func:`.publish.publishing`)."""
+        with publishing(self, request) as moved:
+            self._moved = moved  # one publish at a time in this process: publishing's lock
+            yield
+
+    def _swap(self, cur: Any, project: Project, request: PublishRequest, pm: PublishModel) -> None:
+        swap(self, project, pm, self.branch(request.backfill_id), self._moved)
 
     def _append_changelog(self, cur: Any, request: PublishRequest) -> None:
         append_changelog(self, request)

@@ -28,8 +28,10 @@ for it sees the whole publication.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from decimal import Context, Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -39,12 +41,10 @@ from ..base import (
     CHANGELOG_COLUMNS,
     CHANGELOG_SCALE,
     CHANGELOG_TABLE,
-    ColumnKind,
     PublishModel,
     PublishRequest,
-    StalePublishedError,
 )
-from .sql import in_periods, kind_of, quote
+from .sql import DIALECT, kind_of, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Project
@@ -52,39 +52,24 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["append_changelog", "publish"]
+__all__ = ["Moved", "append_changelog", "publishing", "swap"]
 
-_TYPES = {
-    ColumnKind.STRING: "string",
-    ColumnKind.TIMESTAMP_TZ: "timestamp",
-    ColumnKind.INTEGER: "bigint",
-    ColumnKind.FLOAT: "double",
-    ColumnKind.DECIMAL: f"decimal(38,{CHANGELOG_SCALE})",
-}
+_TYPES = DIALECT.changelog_types
 _EXACT = Context(prec=80)
 _publishing = threading.Lock()  # one publish at a time per process
+Moved = tuple[str, int | None]  # a table moved by a publish, and main's snapshot before
 
 
-def publish(engine: SparkEngine, project: Project, request: PublishRequest) -> None:
+@contextlib.contextmanager
+def publishing(engine: SparkEngine, request: PublishRequest) -> Iterator[list[Moved]]:
+    """The core's publish flow (stale checks, a swap per model, the changelog) runs inside: one
+    publish at a time in this process, and the tables moved so far (the list it yields, which
+    :func:`swap` fills) go back to their snapshots when it fails."""
     engine._job(f"backfill: publish {request.backfill_id}")  # names this thread's Spark jobs
-    branch = engine.branch(request.backfill_id)
     with _publishing:
-        for pm in request.models:
-            stale = engine._stale(None, project, pm)
-            if stale:
-                raise StalePublishedError(pm.model, stale)
-        done: list[tuple[str, int | None]] = []  # (table, main's snapshot before) moved so far
+        done: list[Moved] = []
         try:
-            for pm in request.models:
-                table = engine.table(pm.model)
-                if not engine.has_branch(table, branch):
-                    continue  # nothing written for this model
-                with engine.lock(table):
-                    before = engine.snapshot_of(table)
-                    _move(engine, project, pm, table, branch)
-                    done.append((table, before))
-                log.info("published %s (was snapshot %s)", pm.model, before)
-            append_changelog(engine, request)
+            yield done
         except BaseException:
             # Whatever stopped the publish (a Spark error, a bug, Ctrl-C), the tables moved so
             # far go back first, then the same error goes on: nothing is caught. Not a finally:
@@ -92,6 +77,21 @@ def publish(engine: SparkEngine, project: Project, request: PublishRequest) -> N
             for table, before in reversed(done):
                 _restore(engine, table, before)
             raise
+
+
+def swap(
+    engine: SparkEngine, project: Project, pm: PublishModel, branch: str, done: list[Moved]
+) -> None:
+    """Moves main of ``pm``'s table to the backfill's branch, recording main's snapshot before
+    in ``done``."""
+    table = engine.table(pm.model)
+    if not engine.has_branch(table, branch):
+        return  # nothing written for this model
+    with engine.lock(table):
+        before = engine.snapshot_of(table)
+        _move(engine, project, pm, table, branch)
+        done.append((table, before))
+    log.info("published %s (was snapshot %s)", pm.model, before)
 
 
 def _restore(engine: SparkEngine, table: str, snapshot: int | None) -> None:
@@ -149,21 +149,12 @@ def _move(engine: SparkEngine, project: Project, pm: PublishModel, table: str, b
     if m.strategy == "full" or not pm.parts or not m.event_time:
         spark.table(source).writeTo(table).overwrite(F.lit(True))
         return
-    cond = in_periods(
+    cond = DIALECT.in_periods(
         m.event_time, [(s, e) for _, s, e in pm.parts], kind_of(old.get(m.event_time, ""))
     )
     rows = spark.table(source).where(F.expr(cond))
     if m.strategy == "merge" and m.unique_key:
-        view = f"__backfill_publish_{branch}"
-        rows.createOrReplaceTempView(view)
-        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in m.unique_key)
-        try:
-            spark.sql(
-                f"MERGE INTO {table} t USING {view} s ON {on} WHEN MATCHED THEN UPDATE "
-                "SET * WHEN NOT MATCHED THEN INSERT *"
-            )
-        finally:
-            spark.catalog.dropTempView(view)
+        engine._merge_df(spark, m, rows, table)  # as a merge task's write
         return
     rows.writeTo(table).overwrite(F.expr(cond))
 

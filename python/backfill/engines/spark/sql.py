@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ...errors import InvalidInputError
 from ...model.rendering import sql_literal
-from ..base import CHANGELOG_SCALE, ColumnKind, Period
+from ..base import CHANGELOG_SCALE, ColumnKind
 from ..sql.dialect import Dialect
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,7 +19,6 @@ __all__ = [
     "DIALECT",
     "SparkDialect",
     "arrow_rows",
-    "in_periods",
     "kind_of",
     "partition_transform",
     "quote",
@@ -104,11 +103,6 @@ def _date_bound(value: dt.datetime) -> str:
     if utc.time() != dt.time(0):
         day += dt.timedelta(days=1)
     return f"DATE '{day.isoformat()}'"
-
-
-def in_periods(column: str, periods: Sequence[Period], kind: ColumnKind | None) -> str:
-    """A filter on ``column`` for the union of ``periods``, with literals of its type."""
-    return DIALECT.in_periods(column, periods, kind)
 
 
 #: grain -> Iceberg partition transform on the event time. A week or quarter is a union of

@@ -159,6 +159,9 @@ class SqlEngine(Engine):
     #: retries of write-write conflicts within a task
     conflict_retries: int = 5
     schema: str
+    #: partitions a stream of rows selects a query (None: all in one); an engine whose driver
+    #: holds each query's whole result (Spark) streams a few at a time
+    stream_periods: int | None = None
     #: (project, model) -> the published (schema, name) of a model; None: (schema, model)
     naming: Callable[[Project | None, str], Rel] | None = None
 
@@ -226,19 +229,58 @@ class SqlEngine(Engine):
         raise NotImplementedError
 
     def _replace_table(self, cur: Any, rel: Rel, source: str, columns: Sequence[Column]) -> int:
-        """Replaces the table ``rel`` with the rows of ``source`` (any columns); rows removed."""
-        raise NotImplementedError
+        """Replaces the table ``rel`` with the rows of ``source`` (any columns); returns the rows
+        removed. Same columns and types: DELETE + INSERT, so readers keep seeing the old rows
+        until commit; otherwise the table is dropped and re-created."""
+        d = self.dialect
+        target = d.qualified(rel)
+        old = self._columns(cur, rel)
+        kind = self._kind(cur, rel)
+        same = sorted((c.name, c.type) for c in columns) == sorted(
+            (c.name, c.type) for c in old or []
+        )
+        if kind == "table" and same:
+            removed = self._count(cur, f"DELETE FROM {target}")
+            cur.execute(d.insert(target, source, [c.name for c in columns]))
+            return removed
+        removed = self._one(cur, f"SELECT count(*) FROM {target}") if old is not None else 0
+        if kind is not None:
+            cur.execute(f"DROP {'VIEW' if kind == 'view' else 'TABLE'} {target}")
+        cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {source}")
+        return removed
 
     def _merge(
         self, cur: Any, target: str, source: str, columns: Sequence[str], keys: Sequence[str]
     ) -> int:
         """Upserts ``source`` into ``target`` on ``keys``; returns the rows replaced."""
+        if self.dialect.merge_into:
+            return self._merge_into(cur, target, source, columns, keys)
         q = self.dialect.quote
         cols = ", ".join(q(k) for k in keys)
         match = f"({cols}) IN (SELECT ({cols}) FROM {source})"
         deleted = self._count(cur, f"DELETE FROM {target} WHERE {match}")
         cur.execute(self.dialect.insert(target, source, columns))
         return deleted
+
+    def _merge_into(
+        self, cur: Any, target: str, source: str, columns: Sequence[str], keys: Sequence[str]
+    ) -> int:
+        """:meth:`_merge` as one ``MERGE INTO`` (the rows replaced are counted first)."""
+        q = self.dialect.quote
+        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in keys)
+        matched = self._one(
+            cur,
+            f"SELECT count(*) FROM {target} t WHERE EXISTS (SELECT 1 FROM {source} s WHERE {on})",
+        )
+        sets = ", ".join(f"{q(c)} = s.{q(c)}" for c in columns if c not in keys)
+        cols = ", ".join(q(c) for c in columns)
+        values = ", ".join(f"s.{q(c)}" for c in columns)
+        update = f"UPDATE SET {sets}" if sets else "DO NOTHING"
+        cur.execute(
+            f"MERGE INTO {target} t USING {source} s ON {on} WHEN MATCHED THEN {update} "
+            f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({values})"
+        )
+        return matched
 
     def _replace_view(self, cur: Any, rel: Rel, sql: str) -> None:
         target = self.dialect.qualified(rel)
@@ -807,13 +849,27 @@ class SqlEngine(Engine):
         if found is None:
             raise self._missing(project, model, area)
         rel, cols = found
-        where = self._where_periods(project, model, periods, cols) if periods != [] else "FALSE"
         select = self._select_list(cols)
         if utc_column and m.event_time:
             instant = self.dialect.as_instant(f"t.{self.dialect.quote(m.event_time)}")
             select += f", {instant} AS {self.dialect.quote(utc_column)}"
-        with self._arrow(f"SELECT {select} FROM {rel} t WHERE {where}") as rows:
+        step = self.stream_periods
+        if step is None or periods is None:
+            wheres = [self._where_periods(project, model, periods, cols) if periods != [] else ""]
+        else:
+            wheres = [
+                self._where_periods(project, model, periods[i : i + step], cols)
+                for i in range(0, len(periods), step)
+            ]
+        with self._arrow_chunks(f"SELECT {select} FROM {rel} t", wheres) as rows:
             yield rows
+
+    def _arrow_chunks(
+        self, select: str, wheres: Sequence[str]
+    ) -> contextlib.AbstractContextManager[Any]:
+        """The rows of ``select`` under each filter of ``wheres`` (empty: none), in order, as
+        one Arrow stream: one query, unless the engine streams a few periods at a time."""
+        return self._arrow(f"{select} WHERE {' OR '.join(wheres) or 'FALSE'}")
 
     def _select_list(self, cols: Sequence[Column]) -> str:
         return ", ".join(self.dialect.stream_column(c, "t") for c in cols)
@@ -951,8 +1007,7 @@ class SqlEngine(Engine):
             for pm in request.models
             if project.models[pm.model].strategy == "view"
         }
-        with self.connect() as cur, self._transaction(cur):
-            self._lock_publish(cur, [self.published(project, pm.model) for pm in request.models])
+        with self.connect() as cur, self._publishing(cur, project, request):
             # Every check before any swap: a published view reads tables swapped before it.
             for pm in request.models:
                 stale = self._stale(cur, project, pm)
@@ -964,6 +1019,16 @@ class SqlEngine(Engine):
                 else:
                     self._swap(cur, project, request, pm)
             self._append_changelog(cur, request)
+
+    @contextlib.contextmanager
+    def _publishing(self, cur: Any, project: Project, request: PublishRequest) -> Iterator[None]:
+        """What holds a publish together while its models are checked and swapped: by default
+        one transaction that locks out other publishes and the writers of the published
+        relations (all or nothing); an engine without multi-table transactions (Spark) undoes
+        the swaps made so far when one fails."""
+        with self._transaction(cur):
+            self._lock_publish(cur, [self.published(project, pm.model) for pm in request.models])
+            yield
 
     def _stale(self, cur: Any, project: Project, pm: PublishModel) -> list[str]:
         """Partitions whose published fingerprint differs from the one recorded at audit time."""

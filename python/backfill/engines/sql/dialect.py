@@ -40,6 +40,9 @@ class Dialect:
     #: up to this many partitions are told apart by a CASE expression (no join); more by a
     #: join with a VALUES list of their bounds (a CASE of thousands of branches compiles badly)
     case_parts: ClassVar[int] = 100
+    #: whether the warehouse has SQL:2008 ``MERGE INTO`` (one statement upserts a merge model's
+    #: rows); without it a merge deletes the matching keys and inserts
+    merge_into: ClassVar[bool] = False
 
     # -- names and literals ---------------------------------------------------------------------
     def quote(self, name: str) -> str:
