@@ -266,7 +266,13 @@ def breakdown(root: Path, start: str, end: str) -> dict[str, Any]:
         ("renew", "ledger: renew lease"),
     ):
         patched.append((Ledger, name, timed(Ledger, name, label)))
-    patched.append((executor, "execute_task", timed(executor, "execute_task", "task (whole)")))
+    patched.append(
+        (
+            executor.TaskExecutor,
+            "execute",
+            timed(executor.TaskExecutor, "execute", "task (whole)"),
+        )
+    )
     patched.append(
         (executor._Lease, "__enter__", timed(executor._Lease, "__enter__", "lease thread start"))
     )
@@ -274,14 +280,10 @@ def breakdown(root: Path, start: str, end: str) -> dict[str, Any]:
         (executor._Lease, "__exit__", timed(executor._Lease, "__exit__", "lease thread stop"))
     )
     try:
-        import backfill.run.backfill as runner
-
-        runner.execute_task = executor.execute_task  # the runner imported it by name
         seconds, tasks, bf_id = run_backfill(root, 1, 1, start, end)
     finally:
         for cls, name, original in patched:
             setattr(cls, name, original)
-        runner.execute_task = executor.execute_task
     discard(root, bf_id)
     per_task = {k: 1000 * v / tasks for k, v in timings.seconds.items()}
     cpu_task = {k: 1000 * v / tasks for k, v in timings.cpu.items()}

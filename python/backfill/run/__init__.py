@@ -5,7 +5,7 @@ from __future__ import annotations
 from .._stamps import utcnow, who
 from ..engines.registry import engine_for
 from .backfill import Backfill, CreateOptions
-from .executor import TaskOutcome, execute_task
+from .executor import TaskExecutor, TaskOutcome
 from .history import model_costs
 from .ledger import BackfillState, LedgerBackend, TaskState, ledger_for, open_ledger
 from .runner import RunOptions
@@ -23,10 +23,10 @@ __all__ = [
     "RunOptions",
     "Stop",
     "TaskEvent",
+    "TaskExecutor",
     "TaskOutcome",
     "TaskState",
     "engine_for",
-    "execute_task",
     "ledger_for",
     "model_costs",
     "on_signals",

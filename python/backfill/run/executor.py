@@ -1,9 +1,10 @@
 """One claimed task, run once: the executor every runner shares (the thread-pool runner of
 :meth:`Backfill.run` and the Airflow task alike).
 
->>> outcome = execute_task(claim, project=project, engine=engine, ledger=ledger,
-...                        backfill_id=bf.id, area=bf.area, worker=worker, lease_seconds=60,
-...                        max_attempts=3, backoff=1.0)                # doctest: +SKIP
+>>> executor = TaskExecutor(project=project, engine=engine, ledger=ledger, backfill_id=bf.id,
+...                         area=bf.area, worker=worker, lease_seconds=60, max_attempts=3,
+...                         backoff=1.0)                              # doctest: +SKIP
+>>> outcome = executor.execute(claim)                                 # doctest: +SKIP
 >>> outcome.status, outcome.message                                   # doctest: +SKIP
 
 While the engine runs the task, a renewal thread keeps the claim's lease alive. The attempt's end
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OutcomeStatus", "TaskOutcome", "execute_task", "is_transient"]
+__all__ = ["OutcomeStatus", "TaskExecutor", "TaskOutcome", "is_transient"]
 
 #: done; pending (a retry is due at ``retry_at``); failed (for good); lost (the lease ran out);
 #: interrupted (a stopping runner interrupted it: nothing committed, the task is pending again)
@@ -173,7 +174,7 @@ class _Lease:
     renewal thread), and knows when the lease ends by this process's clock should renewals
     fail, or that it was taken (``lost``: a renewal found another worker's lease, or none).
     A renewal that fails for another reason than the ledger's storage (a bug of the backend)
-    stops renewing and is kept in ``broken``: :func:`execute_task` raises it when the task
+    stops renewing and is kept in ``broken``: :meth:`TaskExecutor.execute` raises it when the task
     ends, instead of reporting a lost lease."""
 
     def __init__(
@@ -276,139 +277,157 @@ def _land(
     return engine.land(project, t.model, t.start, t.end, area, rows, dead)
 
 
-def execute_task(
-    claim: Claim,
-    *,
-    project: Project,
-    engine: Engine,
-    ledger: LedgerBackend,
-    backfill_id: str,
-    area: Area,
-    worker: str,
-    lease_seconds: float,
-    max_attempts: int,
-    backoff: float,
-    stop: Stop | None = None,
-) -> TaskOutcome:
-    """Runs the claimed task once through ``engine``, keeping its lease, and records the end of
-    the attempt in ``ledger``. ``max_attempts`` bounds the ledger's own retries (an orchestrator
-    that retries by itself, such as Airflow, passes 1); a transient failure before that is
-    retried ``backoff * 2**(attempt-1)`` seconds later. A failure once ``stop`` has aborted
-    (the runner interrupted the engine) is ``interrupted``: the task becomes pending again at
-    once, its lease released. Never raises for a failing task; errors of the ledger itself
-    propagate."""
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise InvalidInputError(f"max_attempts {max_attempts!r} is not a positive integer")
-    if not backoff >= 0:
-        raise InvalidInputError(f"backoff {backoff!r} must be >= 0 seconds")
-    if not lease_seconds > 0:
-        raise InvalidInputError(f"lease_seconds {lease_seconds!r} must be > 0")
-    t = claim.task
-    base = TaskOutcome(backfill_id, t, claim.attempt, "lost", 0.0)
-    log.info(
-        "backfill %s: running %s %s (task %d, attempt %d, worker %s)",
-        backfill_id,
-        t.model,
-        t.label,
-        t.task_id,
-        claim.attempt,
-        worker,
-    )
-    began = time.perf_counter()
-    result: WriteResult | None = None
-    failure: BaseException | None = None
-    with _Lease(ledger, backfill_id, worker, t.task_id, lease_seconds) as lease:
-        try:
-            landing = (
-                project.models[t.model].meta.get("landing") if t.model in project.models else None
-            )
-            if isinstance(landing, LandingSource) and t.start is not None and t.end is not None:
-                result = _land(
-                    landing,
-                    claim,
-                    project=project,
-                    engine=engine,
-                    ledger=ledger,
-                    backfill_id=backfill_id,
-                    area=area,
-                )
-            else:
-                result = engine.run_task(project, t.model, t.start, t.end, area)
-        except Exception as exc:
-            # Broad on purpose: whatever a task raises is recorded (a foreign error with its type,
-            # see _error_text) and the other tasks go on; is_transient decides on a retry, and a
-            # programming error is never transient.
-            failure = exc
-    seconds = time.perf_counter() - began
-    if lease.broken is not None:  # the ledger itself failed: its errors propagate (see above)
-        raise lease.broken
-    if lease.expired or lease.lost:
-        # Renewals failed until the lease ran out, or found it taken: another worker may own the
-        # task now or soon, so this one records nothing (the ledger would refuse it anyway); the
-        # ledger marks the attempt abandoned when it drops the lease, and the task becomes
-        # claimable again.
-        out = dataclasses.replace(
-            base,
-            seconds=seconds,
-            transient=True,
-            error=None if failure is None else _error_text(failure),
+@dataclass(frozen=True)
+class TaskExecutor:
+    """Runs claimed tasks of one backfill for one worker: each task once through ``engine``,
+    keeping its lease, and records the end of the attempt in ``ledger``. ``max_attempts`` bounds
+    the ledger's own retries (an orchestrator that retries by itself, such as Airflow, passes 1);
+    a transient failure before that is retried ``backoff * 2**(attempt-1)`` seconds later. A
+    failure once ``stop`` has aborted (the runner interrupted the engine) is ``interrupted``: the
+    task becomes pending again at once, its lease released.
+
+    What stays the same for every task of a worker is set once here (the runner's threads share
+    one executor), so :meth:`execute` takes only the claim."""
+
+    project: Project
+    engine: Engine
+    ledger: LedgerBackend
+    backfill_id: str
+    area: Area
+    worker: str
+    lease_seconds: float = 60.0
+    max_attempts: int = 3
+    backoff: float = 1.0
+    stop: Stop | None = None
+
+    def __post_init__(self) -> None:
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise InvalidInputError(f"max_attempts {attempts!r} is not a positive integer")
+        if not self.backoff >= 0:
+            raise InvalidInputError(f"backoff {self.backoff!r} must be >= 0 seconds")
+        if not self.lease_seconds > 0:
+            raise InvalidInputError(f"lease_seconds {self.lease_seconds!r} must be > 0")
+
+    def execute(self, claim: Claim) -> TaskOutcome:
+        """Runs the claimed task once. Never raises for a failing task; errors of the ledger
+        itself propagate."""
+        project, engine, ledger = self.project, self.engine, self.ledger
+        backfill_id, area, worker = self.backfill_id, self.area, self.worker
+        lease_seconds, max_attempts, backoff, stop = (
+            self.lease_seconds,
+            self.max_attempts,
+            self.backoff,
+            self.stop,
         )
-        log.warning("%s", out.message)
-        return out
-    if result is not None:
-        # With the partitions' fingerprints when the engine computed them (the audit uses them).
+        t = claim.task
+        base = TaskOutcome(backfill_id, t, claim.attempt, "lost", 0.0)
+        log.info(
+            "backfill %s: running %s %s (task %d, attempt %d, worker %s)",
+            backfill_id,
+            t.model,
+            t.label,
+            t.task_id,
+            claim.attempt,
+            worker,
+        )
+        began = time.perf_counter()
+        result: WriteResult | None = None
+        failure: BaseException | None = None
+        with _Lease(ledger, backfill_id, worker, t.task_id, lease_seconds) as lease:
+            try:
+                landing = (
+                    project.models[t.model].meta.get("landing")
+                    if t.model in project.models
+                    else None
+                )
+                if isinstance(landing, LandingSource) and t.start is not None and t.end is not None:
+                    result = _land(
+                        landing,
+                        claim,
+                        project=project,
+                        engine=engine,
+                        ledger=ledger,
+                        backfill_id=backfill_id,
+                        area=area,
+                    )
+                else:
+                    result = engine.run_task(project, t.model, t.start, t.end, area)
+            except Exception as exc:
+                # Broad on purpose: whatever a task raises is recorded (a foreign error with its
+                # type, see _error_text) and the other tasks go on; is_transient decides on a
+                # retry, and a programming error is never transient.
+                failure = exc
+        seconds = time.perf_counter() - began
+        if lease.broken is not None:  # the ledger itself failed: its errors propagate (see above)
+            raise lease.broken
+        if lease.expired or lease.lost:
+            # Renewals failed until the lease ran out, or found it taken: another worker may own the
+            # task now or soon, so this one records nothing (the ledger would refuse it anyway); the
+            # ledger marks the attempt abandoned when it drops the lease, and the task becomes
+            # claimable again.
+            out = dataclasses.replace(
+                base,
+                seconds=seconds,
+                transient=True,
+                error=None if failure is None else _error_text(failure),
+            )
+            log.warning("%s", out.message)
+            return out
+        if result is not None:
+            # With the partitions' fingerprints when the engine computed them (the audit uses them).
+            status = ledger.finish(
+                claim,
+                backfill_id,
+                worker,
+                TaskEnd.success(
+                    result.seconds,
+                    result.rows_written,
+                    result.rows_deleted,
+                    result.recorded_fingerprint(),
+                ),
+            )
+            out = dataclasses.replace(
+                base,
+                seconds=result.seconds,
+                rows_written=result.rows_written,
+                rows_deleted=result.rows_deleted,
+                fingerprint=str(result.fingerprint),
+                status="done" if status == "done" else "lost",
+                transient=status != "done",
+            )
+            log.log(logging.INFO if out.ok else logging.WARNING, "%s", out.message)
+            return out
+        assert failure is not None  # the engine either returned or raised
+        error = _error_text(failure)
+        if stop is not None and stop.aborted:
+            return _interrupted(claim, base, ledger, backfill_id, worker, seconds, error, stop)
+        transient = is_transient(failure)
+        retry_at = (
+            time.time() + backoff * 2 ** (claim.attempt - 1)
+            if transient and claim.attempt < max_attempts
+            else None
+        )
         status = ledger.finish(
             claim,
             backfill_id,
             worker,
-            TaskEnd.success(
-                result.seconds,
-                result.rows_written,
-                result.rows_deleted,
-                result.recorded_fingerprint(),
-            ),
+            TaskEnd.failure(seconds, error, retry_at),
+        )
+        ended: OutcomeStatus = (
+            "pending" if status == "pending" else "failed" if status == "failed" else "lost"
         )
         out = dataclasses.replace(
             base,
-            seconds=result.seconds,
-            rows_written=result.rows_written,
-            rows_deleted=result.rows_deleted,
-            fingerprint=str(result.fingerprint),
-            status="done" if status == "done" else "lost",
-            transient=status != "done",
+            status=ended,
+            seconds=seconds,
+            error=error,
+            transient=transient or ended == "lost",
+            retry_at=retry_at if ended == "pending" else None,
         )
-        log.log(logging.INFO if out.ok else logging.WARNING, "%s", out.message)
+        level = {"pending": logging.INFO, "failed": logging.ERROR}.get(ended, logging.WARNING)
+        log.log(level, "%s", out.message)
         return out
-    assert failure is not None  # the engine either returned or raised
-    error = _error_text(failure)
-    if stop is not None and stop.aborted:
-        return _interrupted(claim, base, ledger, backfill_id, worker, seconds, error, stop)
-    transient = is_transient(failure)
-    retry_at = (
-        time.time() + backoff * 2 ** (claim.attempt - 1)
-        if transient and claim.attempt < max_attempts
-        else None
-    )
-    status = ledger.finish(
-        claim,
-        backfill_id,
-        worker,
-        TaskEnd.failure(seconds, error, retry_at),
-    )
-    ended: OutcomeStatus = (
-        "pending" if status == "pending" else "failed" if status == "failed" else "lost"
-    )
-    out = dataclasses.replace(
-        base,
-        status=ended,
-        seconds=seconds,
-        error=error,
-        transient=transient or ended == "lost",
-        retry_at=retry_at if ended == "pending" else None,
-    )
-    level = {"pending": logging.INFO, "failed": logging.ERROR}.get(ended, logging.WARNING)
-    log.log(level, "%s", out.message)
-    return out
 
 
 def _interrupted(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError
 from ..windows import check_specs
-from .executor import TaskOutcome, execute_task
+from .executor import TaskExecutor, TaskOutcome
 from .ledger import (
     BackfillHeldError,
     BackfillRecord,
@@ -115,8 +114,7 @@ class Runner:
     def run(self) -> BackfillStatus:
         """Runs the backfill's remaining tasks; returns its final status."""
         self._start()
-        execute = functools.partial(
-            execute_task,
+        execute = TaskExecutor(
             project=self.bf.project,
             engine=self.bf.engine,
             ledger=self.ledger,
@@ -132,7 +130,7 @@ class Runner:
             max_workers=self.slots, thread_name_prefix=f"backfill-{self.bf.id}"
         )
         try:
-            while self._round(pool, execute):
+            while self._round(pool, execute.execute):
                 pass
         finally:
             pool.shutdown(wait=not self.left_running, cancel_futures=True)

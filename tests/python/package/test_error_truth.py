@@ -19,7 +19,7 @@ import pytest
 import backfill
 from backfill.engines import Area, TaskFailure, WriteResult
 from backfill.errors import PROGRAMMING_ERRORS, InvalidInputError
-from backfill.run import TaskOutcome, execute_task
+from backfill.run import TaskExecutor, TaskOutcome
 from backfill.run.executor import is_transient
 from backfill.run.ledger import Claim, LedgerError, SqliteLedger
 from fake_engines import WriteOnlyEngine
@@ -222,8 +222,7 @@ def _backfill(tmp_path: Path, engine: Any, ledger: SqliteLedger | None = None) -
 
 def _execute(bf: backfill.Backfill, c: Claim, **kw: Any) -> TaskOutcome:
     args: dict[str, Any] = {"lease_seconds": 60.0, "max_attempts": 3, "backoff": 0.0, **kw}
-    return execute_task(
-        c,
+    return TaskExecutor(
         project=bf.project,
         engine=bf.engine,
         ledger=bf.ledger,
@@ -231,7 +230,7 @@ def _execute(bf: backfill.Backfill, c: Claim, **kw: Any) -> TaskOutcome:
         area=bf.area,
         worker=WORKER,
         **args,
-    )
+    ).execute(c)
 
 
 @pytest.mark.parametrize(
@@ -292,7 +291,7 @@ class _UnreachableRenewLedger(SqliteLedger):
 
 
 def test_a_bug_in_lease_renewal_is_raised_not_reported_as_a_lost_lease(tmp_path: Path) -> None:
-    """The ledger's own errors propagate from execute_task; a bug of its renew is not turned
+    """The ledger's own errors propagate from TaskExecutor.execute; a bug of its renew is not turned
     into a lost lease (which another worker would retry)."""
     bf = _backfill(
         tmp_path, _Raising(None, seconds=0.6), _BuggyRenewLedger(tmp_path / "ledger.sqlite")

@@ -17,7 +17,7 @@ import pytest
 import backfill
 from backfill.engines import Area, Engine, PartitionFingerprint, TaskFailure, WriteResult
 from backfill.errors import InvalidInputError
-from backfill.run import TaskOutcome, execute_task
+from backfill.run import TaskExecutor, TaskOutcome
 from backfill.run.ledger import Claim, SqliteLedger
 from fake_engines import WriteOnlyEngine
 
@@ -88,8 +88,7 @@ def claim(bf: backfill.Backfill, lease_seconds: float = 60.0) -> Claim:
 
 def execute(bf: backfill.Backfill, c: Claim, **kw: Any) -> TaskOutcome:
     args: dict[str, Any] = {"lease_seconds": 60.0, "max_attempts": 3, "backoff": 0.2, **kw}
-    return execute_task(
-        c,
+    return TaskExecutor(
         project=bf.project,
         engine=bf.engine,
         ledger=bf.ledger,
@@ -97,7 +96,7 @@ def execute(bf: backfill.Backfill, c: Claim, **kw: Any) -> TaskOutcome:
         area=bf.area,
         worker=WORKER,
         **args,
-    )
+    ).execute(c)
 
 
 def test_success_records_done_with_rows_and_fingerprint(

@@ -28,7 +28,6 @@ Postgres backend.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import signal
@@ -43,7 +42,7 @@ from ...engines import TaskFailure
 from ...engines.registry import engine_for
 from ...errors import ConflictError, InvalidInputError
 from ...publish import latest_audit, recorded_publication
-from ...run import Stop, TaskOutcome, execute_task, ledger_for, on_signals
+from ...run import Stop, TaskExecutor, TaskOutcome, ledger_for, on_signals
 from ...run.ledger import (
     BackfillCancelledError,
     BackfillExistsError,
@@ -324,9 +323,7 @@ def _execute_stoppable(
     and the task pending again with its lease released, so Airflow's retry or a resume runs it
     without waiting for a lease to expire. Airflow's own SIGTERM handler still runs."""
     stop = Stop()
-    run = functools.partial(
-        execute_task,
-        claim,
+    executor = TaskExecutor(
         project=bf.project,
         engine=bf.engine,
         ledger=bf.ledger,
@@ -342,7 +339,7 @@ def _execute_stoppable(
     left = 0
     try:
         with on_signals(stop, (signal.SIGTERM,), chain=True):
-            fut = pool.submit(run)
+            fut = pool.submit(executor.execute, claim)
             while not fut.done() and not stop.requested:
                 wait([fut], timeout=0.2)
             if stop.requested:
