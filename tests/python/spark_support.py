@@ -82,7 +82,7 @@ def create(
     shop.create(root, orders_per_day=orders_per_day)
     write_project(root, master)
     project = backfill.Project.load(root)
-    engine = backfill.run.engine_for(project)
+    engine = backfill.engines.registry.engine_for(project)
     con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
     try:
         for table in ("orders", "order_items"):
@@ -118,7 +118,7 @@ def _catalog_tables(engine: Any) -> list[tuple[str, str]]:
 
 def record(built: Path) -> None:
     """Remembers the snapshot every table of a built shop is at, for :func:`copy_built`."""
-    engine: Any = backfill.run.engine_for(backfill.Project.load(built))
+    engine: Any = backfill.engines.registry.engine_for(backfill.Project.load(built))
     heads = {
         f"{ns}.{name}": engine.snapshot_of(engine.table(name, ns))
         for ns, name in _catalog_tables(engine)
@@ -138,7 +138,7 @@ def copy_built(built: Path, dest: Path) -> Path:
     )
     write_project(dest, catalog=str(built / "iceberg"))
     heads: dict[str, int] = json.loads((built / SNAPSHOTS).read_text())
-    engine: Any = backfill.run.engine_for(backfill.Project.load(dest))
+    engine: Any = backfill.engines.registry.engine_for(backfill.Project.load(dest))
     for ns, name in _catalog_tables(engine):
         table = engine.table(name, ns)
         if f"{ns}.{name}" not in heads:
@@ -170,8 +170,8 @@ def copy_tables(built: Path, dest: Path) -> Path:
     )
     write_project(dest)
     heads: dict[str, int] = json.loads((built / SNAPSHOTS).read_text())
-    src: Any = backfill.run.engine_for(backfill.Project.load(built))
-    dst: Any = backfill.run.engine_for(backfill.Project.load(dest))
+    src: Any = backfill.engines.registry.engine_for(backfill.Project.load(built))
+    dst: Any = backfill.engines.registry.engine_for(backfill.Project.load(dest))
     spark = dst.spark
     src.spark  # noqa: B018 - registers the source catalog
     for key, snapshot in heads.items():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from .._stamps import utcnow, who
-from ..engines.registry import engine_for
 from .backfill import Backfill, CreateOptions
 from .executor import TaskExecutor, TaskOutcome
 from .history import model_costs
@@ -26,11 +24,8 @@ __all__ = [
     "TaskExecutor",
     "TaskOutcome",
     "TaskState",
-    "engine_for",
     "ledger_for",
     "model_costs",
     "on_signals",
     "open_ledger",
-    "utcnow",
-    "who",
 ]

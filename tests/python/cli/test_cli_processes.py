@@ -668,7 +668,7 @@ def test_spark_run_audit_publish_each_in_its_own_driver(
 
     import backfill
 
-    engine: Any = backfill.run.engine_for(backfill.Project.load(root))
+    engine: Any = backfill.engines.registry.engine_for(backfill.Project.load(root))
     spark = engine.spark
     table = engine.table("fct_daily_sales", "main")
     spark.sql(f"REFRESH TABLE {table}")  # another driver committed to it

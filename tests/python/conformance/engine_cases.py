@@ -57,7 +57,7 @@ class Case:
         """(Re)loads the project from its files, e.g. after :meth:`apply_fix`."""
         self.project = self.load(self.root)
         assert self.project.settings is not None
-        self.engine = backfill.run.engine_for(self.project)
+        self.engine = backfill.engines.registry.engine_for(self.project)
 
     def apply_fix(self) -> None:
         """The discount bug's fix in the project's fct_daily_sales (revenue ~2% lower)."""

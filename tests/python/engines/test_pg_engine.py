@@ -74,7 +74,7 @@ def test_settings_and_entry_point(tmp_path: Path, pg_server: Any) -> None:
     assert settings is not None
     assert (settings.engine.type, settings.engine.schema) == ("postgres", "pub")
     assert dict(settings.engine.options) == {"url": url, "pool_size": 3}
-    engine = backfill.run.engine_for(backfill.Project.load(root))
+    engine = backfill.engines.registry.engine_for(backfill.Project.load(root))
     assert isinstance(engine, PostgresEngine) and engine.db.pool_size == 3
     engine.close()
     points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
@@ -220,7 +220,7 @@ def test_task_failures_are_permanent_or_transient(
     events: tuple[backfill.Project, str], tmp_path: Path
 ) -> None:
     project, url = events
-    engine = backfill.run.engine_for(project)
+    engine = backfill.engines.registry.engine_for(project)
     try:
         bad = project.models["ev_daily"].sql or ""
         (tmp_path / "models" / "ev_daily.sql").write_text(
@@ -305,7 +305,7 @@ def test_stream_sends_only_the_periods_as_typed_arrow(
     events: tuple[backfill.Project, str],
 ) -> None:
     project, _ = events
-    engine = backfill.run.engine_for(project)
+    engine = backfill.engines.registry.engine_for(project)
     try:
         cols = {c.name: c.kind for c in engine.columns(project, "ev_daily", PUBLISHED) or []}
         assert cols == {"day": ColumnKind.DATE, "n": ColumnKind.INTEGER, "v": ColumnKind.DECIMAL}

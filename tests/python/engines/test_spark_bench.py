@@ -22,7 +22,7 @@ def test_spark_bench_quick_on_the_sessions_shop(built_spark_shop: Path, tmp_path
 
     root = spark_support.copy_built(built_spark_shop, tmp_path / "shop")
     project = backfill.Project.load(root)
-    engine = backfill.run.engine_for(project)
+    engine = backfill.engines.registry.engine_for(project)
     result, bf = bench.measure(root, engine, days=5)
     print("\n".join(result.lines("suite")))
     assert result.same_rows, (

@@ -99,7 +99,7 @@ def _events(engine: SparkEngine, days: list[int]) -> None:
 
 def test_an_empty_result_empties_its_period_and_rows_outside_fail(tmp_path: Path) -> None:
     p = _project(tmp_path / "p", {"events_clean": EVENTS, "events_bad": UNFILTERED})
-    engine = backfill.run.engine_for(p)
+    engine = backfill.engines.registry.engine_for(p)
     assert isinstance(engine, SparkEngine)
     _events(engine, [1, 2])
     for d in (1, 2):

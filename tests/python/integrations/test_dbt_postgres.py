@@ -148,7 +148,7 @@ def test_a_backfill_through_dbt_postgres_publishes_what_dbt_builds(
     assert before["fct_daily_sales"] > 0 and before["clean_orders"] == 0  # the bug is published
     dbt_shop.fix(root)
     p = backfill.Project.from_dbt(root)
-    engine = backfill.run.engine_for(p)
+    engine = backfill.engines.registry.engine_for(p)
     assert type(engine.warehouse).__name__ == "PostgresEngine"  # type: ignore[attr-defined]
     plan = p.plan("fct_daily_sales+", *PERIOD, propagate="clip", as_of=AS_OF)
     assert [(m.model, m.tasks) for m in plan.models] == [

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import backfill
+from backfill._stamps import who
 from backfill.examples import shop
-from backfill.run import who
 from backfill.run.ledger import OverlapError
 from shop_support import AS_OF, cli, copy_built
 

@@ -608,9 +608,9 @@ def test_a_bug_while_telling_is_logged_and_the_deliveries_before_it_are_recorded
     import dataclasses
 
     import backfill.publish.notify as notify
+    from backfill.engines.registry import engine_for
     from backfill.model.consumers import Consumer, NotifySettings
     from backfill.publish.announce import announce
-    from backfill.run import engine_for
 
     project = backfill.Project.load(published.root)
     assert project.settings is not None

@@ -226,7 +226,7 @@ def test_the_postgres_engine_interrupts_a_running_task_which_commits_nothing(
     import psycopg
 
     from backfill.engines import Area, TaskFailure
-    from backfill.run import engine_for
+    from backfill.engines.registry import engine_for
 
     url = pg_server.create_database("stop")  # type: ignore[attr-defined]
     with psycopg.connect(url, autocommit=True) as db:

@@ -144,6 +144,9 @@ class DuckDBEngine(SqlEngine):
             finally:
                 other.close()
 
+    def _warehouse_errors(self) -> tuple[type[Exception], ...]:
+        return (duckdb.Error,)
+
     def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
         if not isinstance(exc, duckdb.Error):
             return None

@@ -149,6 +149,9 @@ class PostgresEngine(SqlEngine):
             cur.execute(sql)
             yield to_arrow(cur.fetch_record_batch())
 
+    def _warehouse_errors(self) -> tuple[type[Exception], ...]:
+        return (PostgresConnectionError, psycopg.Error, PoolTimeout)
+
     def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
         if isinstance(exc, PostgresConnectionError):
             return TaskFailure(f"{where}: {exc}", transient=True), False

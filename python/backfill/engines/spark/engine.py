@@ -199,18 +199,21 @@ class SparkEngine(IcebergTables, SqlEngine):
     def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext(cur)  # one Iceberg commit a write (see _write)
 
-    def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
+    def _warehouse_errors(self) -> tuple[type[Exception], ...]:
         from py4j.protocol import Py4JError  # type: ignore[import-untyped]
         from pyspark.errors import PySparkException
 
+        # Spark's failures (a JVM exception captured by pyspark, or py4j's Py4JJavaError and
+        # Py4JNetworkError) carry the Java exception as text; InvalidInputError and
+        # NotFoundError (a ref() to no model) are a model our rendering refused.
+        return (PySparkException, Py4JError, InvalidInputError, NotFoundError)
+
+    def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
         if isinstance(exc, PROGRAMMING_ERRORS):
             # As they are: a bug is never "a Spark error" (pyspark's own PySparkTypeError and
             # PySparkAttributeError, a wrong call from Python, are TypeError/AttributeError).
             return None
-        if isinstance(exc, (PySparkException, Py4JError, InvalidInputError, NotFoundError)):
-            # Spark's failures (a JVM exception captured by pyspark, or py4j's Py4JJavaError
-            # and Py4JNetworkError) carry the Java exception as text; InvalidInputError and
-            # NotFoundError (a ref() to no model) are a model our rendering refused.
+        if isinstance(exc, self._warehouse_errors()):
             return _task_failure(where, exc), False
         return None
 

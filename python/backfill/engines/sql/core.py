@@ -190,6 +190,11 @@ class SqlEngine(Engine):
         """The result of ``sql`` as an Arrow stream, valid until the block ends."""
         raise NotImplementedError
 
+    def _warehouse_errors(self) -> tuple[type[Exception], ...]:
+        """The exception classes the warehouse's driver raises: a task's write classifies these
+        (:meth:`_failure`) and lets everything else (a bug) go on as it is."""
+        return ()
+
     def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
         """The TaskFailure of a warehouse error in a task of ``where``, and whether it is a
         write conflict worth retrying inside the task; None: not the warehouse's error (a bug
@@ -447,9 +452,7 @@ class SqlEngine(Engine):
                 return WriteResult(
                     written, deleted, fp, time.perf_counter() - began, conflicts, parts or None
                 )
-            except TaskFailure:
-                raise
-            except Exception as exc:
+            except self._warehouse_errors() as exc:
                 found = self._failure(where, exc)
                 if found is None:
                     raise
