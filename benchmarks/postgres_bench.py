@@ -31,6 +31,7 @@ import psycopg
 
 import backfill
 from backfill.engines import PUBLISHED
+from backfill.engines.registry import engine_for
 from backfill.examples import shop
 from backfill.examples.shop import postgres as shop_pg
 
@@ -74,7 +75,7 @@ def backfill_fix(root: Path, concurrency: int) -> tuple[dict[str, float], list[t
     began = time.perf_counter()
     bf.publish("bench")
     seconds["publish"] = time.perf_counter() - began
-    engine = backfill.run.engine_for(p)
+    engine = engine_for(p)
     try:
         with engine.stream(p, "fct_daily_sales", PUBLISHED, None) as s:
             rows = backfill.ArrowTable.from_arrow(s).to_pylist()

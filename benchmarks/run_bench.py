@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import backfill
 import scale_fact
 from backfill.engines import PUBLISHED
+from backfill.engines.registry import engine_for
 
 RATIO_TARGET, OVERHEAD_TARGET_MS = 1.3, 10.0
 EMPTY_START, EMPTY_END = "2026-01-01", "2026-04-01"  # 90 days after the raw data ends
@@ -73,7 +74,7 @@ def prepare(directory: Path, rows: int) -> Path:
 
 
 def window_sql(project: backfill.Project, start: str, end: str) -> str:
-    engine = backfill.run.engine_for(project)
+    engine = engine_for(project)
     try:
         return engine.render(
             project,
