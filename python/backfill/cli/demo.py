@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._secrets import mask_url
 from ..api import Project
 from ..errors import InvalidInputError
 from ..examples import shop
@@ -35,13 +36,6 @@ AS_OF = "2026-12-01"
 SELECT = "fct_daily_sales+"
 START, END = "2026-08-01", "2026-10-29"
 REASON = "discount bug fixed: from 1 Aug 2026 discounts arrive as discount_pct"
-_SHOP_MODELS = (
-    "clean_orders",
-    "clean_order_items",
-    "fct_daily_sales",
-    "fct_monthly_sales",
-    "fct_sales_7d",
-)
 NOTE = (
     "Revenue from 1 Aug 2026 was overstated by about 2% (percentage discounts were "
     "ignored); daily, monthly and 7-day figures are corrected."
@@ -101,30 +95,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _create(root: Path, opts: DemoOptions, say: Callable[[str], None]) -> None:
-    engine, url, schema, orders_per_day = opts.engine, opts.url, opts.schema, opts.orders_per_day
     """The shop's files and raw data (with the bug) in ``root`` and its warehouse."""
+    engine, url, schema = opts.engine, opts.url, opts.schema
     if engine in ("duckdb", "spark"):
         if url is not None:
             raise InvalidInputError("--url is for --engine postgres")
-        shop.create(root, orders_per_day=orders_per_day)
+        shop.create(root, orders_per_day=opts.orders_per_day)
         if engine == "spark":  # the same raw data, loaded into Iceberg tables
             shop.use_spark(root, conf={"spark.ui.enabled": "false"})
         return
     if not url:
         raise InvalidInputError("--engine postgres needs --url postgresql://user@host/db")
-    from ..engines.postgres import PostgresEngine, quote
     from ..examples.shop import postgres as shop_pg
 
-    # Connects and checks permissions first: a bad URL fails before anything is written.
-    warehouse = PostgresEngine(url, schema=schema)
-    try:
-        say(f"warehouse: PostgreSQL {warehouse.db.masked}, published tables in schema {schema}")
-        with warehouse.connect() as conn:  # the demo's own tables of an earlier run
-            for name in [*_SHOP_MODELS, "backfill_changelog"]:
-                conn.execute(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
-    finally:
-        warehouse.close()
-    shop_pg.create(root, url, schema=schema, orders_per_day=orders_per_day)
+    say(f"warehouse: PostgreSQL {mask_url(url)}, published tables in schema {schema}")
+    # start_over: the demo's own tables of an earlier run go first
+    shop_pg.create(root, url, schema=schema, orders_per_day=opts.orders_per_day, start_over=True)
 
 
 @dataclass(frozen=True)

@@ -373,3 +373,24 @@ def test_demo_on_postgres_tells_the_duckdb_story(pg_server: Any, tmp_path: Path)
         ("fct_sales_7d",),
     ]
     assert _rows(url, "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'audit_%'") == [(0,)]
+
+
+def test_a_demo_that_starts_over_drops_only_the_shops_published_tables(pg_server: Any) -> None:
+    from backfill.examples.shop import postgres as shop_pg
+
+    url = pg_server.create_database("demo_again")
+    keep = ("CREATE TABLE shop.customers (id int)", "CREATE TABLE shop.fct_daily_sales (d date)")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA shop")
+        for sql in keep:
+            conn.execute(sql)
+    # a database that does not exist, and a password in the URL that must not be shown
+    bad = url.replace("@", ":s3cret@", 1).rsplit("/", 1)[0] + "/no_such_database"
+    with pytest.raises(backfill.BackfillError) as e:
+        shop_pg.drop_published(bad, "shop")
+    assert "s3cret" not in str(e.value)
+    assert _rows(url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'shop'") == [(2,)]
+    shop_pg.drop_published(url, "shop")  # the shop's table goes, a table of someone else stays
+    assert _rows(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'shop'") == [
+        ("customers",)
+    ]

@@ -21,9 +21,18 @@ from typing import Any
 from . import create as create_duckdb
 from . import generate
 
-__all__ = ["RAW_TABLES", "create", "load_raw", "pg_type"]
+__all__ = ["PUBLISHED_TABLES", "RAW_TABLES", "create", "drop_published", "load_raw", "pg_type"]
 
 RAW_TABLES = ("orders", "order_items")
+#: What the shop's models publish, and the consumers' changelog: a demo that starts over drops them.
+PUBLISHED_TABLES = (
+    "clean_orders",
+    "clean_order_items",
+    "fct_daily_sales",
+    "fct_monthly_sales",
+    "fct_sales_7d",
+    "backfill_changelog",
+)
 
 
 def pg_type(arrow_type: Any) -> str:
@@ -89,12 +98,35 @@ def load_raw(duckdb_file: str | Path, url: str, *, schema: str = "raw") -> dict[
 _ENGINE_BLOCK = re.compile(r"^engine:\n(?:  .*\n)+", re.M)
 
 
+def drop_published(url: str, schema: str) -> None:
+    """Drops the shop's published tables (and changelog) of an earlier run from ``schema``. It
+    connects through the warehouse engine, so a bad URL or a missing permission fails with the
+    engine's message (password masked) before anything is dropped or written."""
+    from ...engines.postgres import PostgresEngine, quote
+
+    warehouse = PostgresEngine(url, schema=schema)
+    try:
+        with warehouse.connect() as conn:
+            for name in PUBLISHED_TABLES:
+                conn.execute(f"DROP TABLE IF EXISTS {quote(schema)}.{quote(name)}")
+    finally:
+        warehouse.close()
+
+
 def create(
-    directory: str | Path, url: str, *, schema: str = "public", orders_per_day: int = 240
+    directory: str | Path,
+    url: str,
+    *,
+    schema: str = "public",
+    orders_per_day: int = 240,
+    start_over: bool = False,
 ) -> Path:
     """Copies the shop project (with the bug) into ``directory`` with ``engine: postgres`` at
     ``url`` (published models in ``schema``) and loads its raw data into the server's ``raw``
-    schema. Returns the project directory."""
+    schema. ``start_over`` first drops what an earlier shop published in ``schema``
+    (:func:`drop_published`), so the story starts from nothing. Returns the project directory."""
+    if start_over:
+        drop_published(url, schema)
     root = create_duckdb(directory, data=False)
     yml = root / "backfill.yml"
     text = yml.read_text(encoding="utf-8")
