@@ -59,7 +59,7 @@ from ..errors import BackfillError, CycleError, InvalidInputError
 from ..windows import check_specs, parse_duration
 from .consumers import LineageSettings, NotifySettings, read_consumers, read_lineage, read_notify
 from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
-from .landing import source_kind
+from .landing import source_kind, source_kind_names
 from .project import STRATEGIES, Dependency, Project, all_of, window
 from .rendering import render
 
@@ -86,7 +86,8 @@ TOP_KEYS = (
     "batching",
 )
 BATCHING_KEYS = ("min_task",)
-SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description", "kafka", "lands_in")
+#: A landing source also takes the key of its kind (``kafka: {...}``): see source_kind_names.
+SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description", "lands_in")
 MODEL_KEYS = (
     "grain",
     "tz",
@@ -464,28 +465,29 @@ def _load_sources(
     """Declares the sources; a Kafka source also gets its landing model. Returns the Kafka
     sources' landing model names by source."""
     landing: dict[str, str] = {}
+    kinds = source_kind_names()
     for schema, tables in sources.items():
         for table, raw in _mapping_of(tables, f"sources.{schema}", where).items():
             cfg = _mapping_of(raw, f"sources.{schema}.{table}", where)
-            _unknown(cfg, SOURCE_KEYS, "source", f"{where} (sources.{schema}.{table})")
+            _unknown(cfg, (*SOURCE_KEYS, *kinds), "source", f"{where} (sources.{schema}.{table})")
             cfg.pop("description", None)
             name = f"{schema}.{table}"
-            kafka = cfg.pop("kafka", None)
             lands_in = cfg.pop("lands_in", None)
             try:
-                if kafka is None:
-                    if lands_in is not None:
-                        raise InvalidInputError("lands_in is for Kafka sources (kafka: ...)")
+                kind = _landing_kind(cfg, kinds, lands_in)
+                if kind is None:
                     project.source(name, **cfg)
                     continue
-                settings = source_kind("kafka")(kafka, source=name, lands_in=lands_in, root=root)
+                settings = source_kind(kind)(
+                    cfg.pop(kind), source=name, lands_in=lands_in, root=root
+                )
                 if not cfg.get("grain"):
                     raise InvalidInputError(
-                        "a Kafka source needs a grain (its landing model's partitions)"
+                        f"a {kind} source needs a grain (its landing model's partitions)"
                     )
                 cfg.setdefault("event_time", settings.time_column)
-                cfg["kind"] = "kafka"
-                src = project.source(name, meta={"kafka": settings}, **cfg)
+                cfg["kind"] = kind
+                src = project.source(name, meta={kind: settings}, **cfg)
                 if isinstance(begin, (dt.date, dt.datetime)):
                     begin = begin.isoformat()
                 project.model(
@@ -502,6 +504,19 @@ def _load_sources(
             except BackfillError as exc:
                 raise ProjectError(f"{where} (sources.{schema}.{table}): {exc}") from None
     return landing
+
+
+def _landing_kind(cfg: Mapping[str, Any], kinds: tuple[str, ...], lands_in: object) -> str | None:
+    """The landing source kind a source's mapping names by its key (``kafka: {...}``), or None
+    for a source the warehouse holds."""
+    named = [k for k in kinds if k in cfg]
+    if len(named) > 1:
+        raise InvalidInputError(f"a source is read from one place; it names {' and '.join(named)}")
+    if not named and lands_in is not None:
+        raise InvalidInputError(
+            f"lands_in is for landing sources ({', '.join(f'{k}: ...' for k in kinds)})"
+        )
+    return named[0] if named else None
 
 
 def _discover_file(path: Path, model: str) -> _Discovered:

@@ -46,6 +46,7 @@ __all__ = [
     "SourceKind",
     "landing_models",
     "source_kind",
+    "source_kind_names",
 ]
 
 #: The entry-point group of landing source kinds (name: the source's key in the project file).
@@ -103,6 +104,11 @@ class SourceKind(Protocol):
     def __call__(
         self, raw: object, *, source: str, lands_in: str | None, root: Path | None
     ) -> LandingSource: ...
+
+
+def source_kind_names() -> tuple[str, ...]:
+    """The installed source kinds: each is also the key of such a source in the project file."""
+    return tuple(sorted({ep.name for ep in entry_points(group=SOURCES_GROUP)}))
 
 
 def source_kind(name: str) -> SourceKind:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from .. import _core
 from ..checks import check_model
 from ..errors import InvalidInputError, NotFoundError
+from .landing import source_kind_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
@@ -52,7 +53,9 @@ _LINT_STRATEGY = {
     "append": "append",
     "view": "view",
 }
-SOURCE_KINDS = ("raw", "kafka", "external")
+#: Sources the warehouse holds; landing sources (read from outside, e.g. ``kafka``) are the
+#: installed kinds of :mod:`backfill.model.landing`.
+SOURCE_KINDS = ("raw", "external")
 MappingKind = Literal["overlap", "window", "all"]
 
 
@@ -227,12 +230,14 @@ class Project:
         """Declares a source (``raw.orders``), partitioned by event time when ``grain`` is set.
 
         ``retention`` ("7d", "90d", a timedelta; None = kept forever) says how far back it can
-        be replayed; ``kind`` is ``raw``, ``kafka`` or ``external``.
+        be replayed; ``kind`` is ``raw``, ``external`` or an installed landing source kind
+        (``kafka``).
         """
         _check_name(name, "source")
-        if kind not in SOURCE_KINDS:
+        kinds = (*SOURCE_KINDS, *source_kind_names())
+        if kind not in kinds:
             raise InvalidInputError(
-                f"source {name!r}: unknown kind {kind!r}; expected one of {', '.join(SOURCE_KINDS)}"
+                f"source {name!r}: unknown kind {kind!r}; expected one of {', '.join(kinds)}"
             )
         _check_grain(grain, tz, f"source {name!r}")
         src = Source(

@@ -173,6 +173,15 @@ CASES = {
         {"yml": "name: shop\nengine: {type: snowflake}\n"},
         ["backfill.yml", "snowflake", "duckdb"],
     ),
+    # a landing source's key is its installed kind (the kafka integration's entry point)
+    "yml source key": (
+        {"yml": "name: shop\nsources: {raw: {orders: {grain: day, kafak: {topic: o}}}}\n"},
+        ["backfill.yml", "raw.orders", "kafak", "did you mean 'kafka'"],
+    ),
+    "yml lands_in of a warehouse source": (
+        {"yml": "name: shop\nsources: {raw: {orders: {grain: day, lands_in: raw_orders}}}\n"},
+        ["backfill.yml", "raw.orders", "lands_in is for landing sources (kafka: ...)"],
+    ),
 }
 
 
