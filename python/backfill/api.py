@@ -30,7 +30,6 @@ from .model import PROJECT_FILE, load_project
 from .model import Project as _ModelProject
 from .plan import Plan
 from .plan.planner import PlanOptions, plan_project
-from .plan.retention import check_retention
 from .publish import (
     Changelog,
     ForwardChange,
@@ -66,18 +65,16 @@ def project_format(name: str) -> Callable[..., Project]:
 def plan_with_history(
     project: _ModelProject, select: str, start: Any, end: Any, *, history: bool, **options: Any
 ) -> Plan:
-    """:meth:`Project.plan` of any project: the plan stage's planner, given the costs measured
-    by past backfills (``history``) and the engine's batching capability, then the retention
-    check of the Kafka sources whose landing models it rebuilds."""
+    """:meth:`Project.plan` of any project: the plan stage's planner (which also checks the
+    retention of the Kafka sources whose landing models it rebuilds), given the costs measured
+    by past backfills (``history``) and the engine's batching capability."""
     if history and project.settings is not None:
         names = project.select(select, options.get("exclude"))
         options["costs"] = {**model_costs(project, names), **(options.get("costs") or {})}
         caps = engine_capabilities(project.settings.engine)
         if caps is not None and not caps.multi_partition_tasks:
             options["unbatched"] = set(names) | set(options.get("unbatched") or ())
-    plan = plan_project(project, select, start, end, PlanOptions(**options))
-    check_retention(project, plan)
-    return plan
+    return plan_project(project, select, start, end, PlanOptions(**options))
 
 
 class Project(_ModelProject):

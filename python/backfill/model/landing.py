@@ -26,7 +26,6 @@ the model stage is the first to hold a landing source (in its landing model's ``
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -36,13 +35,15 @@ from ..errors import InvalidInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engines.base import DeadLetters
-    from ..plan.plan import PlanFinding
+
+    # What a plan keeps of a retention check is the plan stage's to say; the model stage,
+    # below it, names that type for the type checker only.
+    from ..plan.retention import RetentionCheck
     from .project import Project
 
 __all__ = [
     "SOURCES_GROUP",
     "LandingSource",
-    "RetentionCheck",
     "SourceKind",
     "landing_models",
     "source_kind",
@@ -51,15 +52,6 @@ __all__ = [
 
 #: The entry-point group of landing source kinds (name: the source's key in the project file).
 SOURCES_GROUP = "backfill.sources"
-
-
-class RetentionCheck(Protocol):
-    """A planned period's retention check (shown in ``Plan.replay``)."""
-
-    @property
-    def findings(self) -> Sequence[PlanFinding]: ...
-
-    def to_dict(self) -> dict[str, Any]: ...
 
 
 @runtime_checkable

@@ -12,8 +12,9 @@ import datetime as dt
 import html
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _core
@@ -24,10 +25,19 @@ from .timeline import timeline_svg
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
+    from .retention import RetentionCheck
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Estimate", "ModelSummary", "Plan", "PlanFinding", "format_seconds"]
+__all__ = [
+    "Estimate",
+    "ModelSummary",
+    "Plan",
+    "PlanContext",
+    "PlanFinding",
+    "format_seconds",
+    "model_summaries",
+]
 
 # Displays stay small: per-task detail only for small plans, HTML only for few models.
 _MERMAID_TASKS_MAX = 40
@@ -77,6 +87,35 @@ class ModelSummary:
         return f"{self.first}..{self.last}"
 
 
+def model_summaries(core: _core.Plan) -> list[ModelSummary]:
+    """The planned models of a core plan, in topological order."""
+    return [ModelSummary(**d) for d in core.models()]
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What whoever planned knew besides the core plan, handed to :class:`Plan` when it is made
+    (a plan is complete when built and never changes): how the tasks were batched (``"auto"``
+    or the partitions per task asked for) and the smallest task that batching aimed at, where
+    each model's cost came from, and the retention checks of the sources the plan replays
+    (their findings join the plan's)."""
+
+    batching: str | int
+    min_task_seconds: float | None = None
+    costs: Mapping[str, ModelCost] = field(default_factory=dict)
+    replay: Sequence[RetentionCheck] = ()
+
+    def __post_init__(self) -> None:
+        # Copies that cannot change: a caller's dict or list is not shared with the plan.
+        object.__setattr__(self, "costs", MappingProxyType(dict(self.costs)))
+        object.__setattr__(self, "replay", tuple(self.replay))
+
+    @property
+    def replay_findings(self) -> list[PlanFinding]:
+        """The findings of the replay checks, in their order."""
+        return [f for check in self.replay for f in check.findings]
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The list schedule of a plan at a concurrency: total work, makespan, critical path."""
@@ -112,38 +151,50 @@ def _plural(n: int, word: str) -> str:
 
 
 class Plan:
-    """A planned backfill (immutable). Built by :meth:`backfill.Project.plan`."""
+    """A planned backfill (immutable). Built by :meth:`backfill.Project.plan`.
+
+    Complete when made: the core plan (tasks, schedule, findings, built in C++) and what the
+    planner knew besides (``context``: costs, batching, replay checks; without one, the core
+    plan's batching and no cost provenance). The caches below hold values derived from these,
+    computed on first use."""
 
     def __init__(
-        self, core: _core.Plan, project: Project, *, select: str, exclude: str | None
+        self,
+        core: _core.Plan,
+        project: Project,
+        *,
+        select: str,
+        exclude: str | None,
+        context: PlanContext | None = None,
     ) -> None:
         self._core = core
-        self.project = project
-        self.select = select
-        self.exclude = exclude
+        self._project = project
+        self._select = select
+        self._exclude = exclude
+        self._context = (
+            PlanContext(batching=int(core.partitions_per_run)) if context is None else context
+        )
         self._models: list[ModelSummary] | None = None
         self._tasks: ArrowTable | None = None
         self._findings: list[PlanFinding] | None = None
-        self._replay: list[Any] = []
-        self._replay_findings: list[PlanFinding] = []
-        self._costs: dict[str, ModelCost] = {}
-        self._batching: str | int = int(core.partitions_per_run)
-        self._min_task: float | None = None
 
-    def attach_costs(
-        self, costs: Mapping[str, ModelCost], batching: str | int, min_task_seconds: float | None
-    ) -> None:
-        """Keeps where each model's cost came from (shown by ``describe``, ``to_dict``) and how
-        the tasks were batched (``"auto"`` or a number). Called once, by whoever planned."""
-        self._costs = dict(costs)
-        self._batching = batching
-        self._min_task = min_task_seconds
+    @property
+    def project(self) -> Project:
+        return self._project
+
+    @property
+    def select(self) -> str:
+        return self._select
+
+    @property
+    def exclude(self) -> str | None:
+        return self._exclude
 
     @property
     def costs(self) -> dict[str, ModelCost]:
         """Per planned model: its cost and where it came from (measured, sample, given, none)."""
         return {
-            m.model: self._costs.get(
+            m.model: self._context.costs.get(
                 m.model,
                 ModelCost(
                     m.model,
@@ -157,20 +208,12 @@ class Plan:
     @property
     def batching(self) -> str | int:
         """``"auto"`` or the partitions per task asked for."""
-        return self._batching
-
-    def attach_replay(self, checks: list[Any], findings: list[PlanFinding]) -> None:
-        """Adds the checks of the sources the plan replays (each with ``__str__`` and
-        ``to_dict()``: per partition from/to offsets and record counts) and their findings
-        (RETENTION, ...). Called once, by whoever made the plan, before it is shown."""
-        self._replay = list(checks)
-        self._replay_findings = list(findings)
-        self._findings = None
+        return self._context.batching
 
     @property
-    def replay(self) -> list[Any]:
+    def replay(self) -> list[RetentionCheck]:
         """Per replayed Kafka source: the retention check (offsets per partition)."""
-        return list(self._replay)
+        return list(self._context.replay)
 
     # -- contents ------------------------------------------------------------------------------
     @property
@@ -211,7 +254,7 @@ class Plan:
     def models(self) -> list[ModelSummary]:
         """Per planned model, in topological order."""
         if self._models is None:
-            self._models = [ModelSummary(**d) for d in self._core.models()]
+            self._models = model_summaries(self._core)
         return self._models
 
     def model(self, name: str) -> ModelSummary:
@@ -230,7 +273,7 @@ class Plan:
         if self._findings is None:
             self._findings = (
                 [PlanFinding(*f) for f in self._core.findings()]
-                + self._replay_findings
+                + self._context.replay_findings
                 + self._model_checks()
             )
         return self._findings
@@ -260,7 +303,7 @@ class Plan:
         found = (
             self.findings
             if include_checks
-            else [PlanFinding(*f) for f in self._core.findings()] + self._replay_findings
+            else [PlanFinding(*f) for f in self._core.findings()] + self._context.replay_findings
         )
         return [f for f in found if f.severity == "error"]
 
@@ -327,15 +370,16 @@ class Plan:
         conc = int(self._core.concurrency) if concurrency is None else concurrency
         if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
             raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")
-        known = {m: c for m, c in self._costs.items() if c.known and m not in (costs or {})}
+        known = {m: c for m, c in self._context.costs.items() if c.known and m not in (costs or {})}
         core = self._core.rescheduled(
             {**{m: c.per_partition for m, c in known.items()}, **dict(costs or {})},
             float(default_cost),
             conc,
             {m: c.per_task for m, c in known.items()},
         )
-        plan = Plan(core, self.project, select=self.select, exclude=self.exclude)
-        plan.attach_costs(self._costs, self._batching, self._min_task)
+        plan = Plan(
+            core, self.project, select=self.select, exclude=self.exclude, context=self._context
+        )
         return plan.schedule
 
     # -- displays ------------------------------------------------------------------------------
@@ -355,7 +399,7 @@ class Plan:
             text += f"no cost data for {_plural(len(sched.assumed), 'model')}: no estimate"
         else:
             text += f"est. {_fine(sched.makespan)} at {sched.concurrency} concurrent"
-            stale_history = [m for m, c in self._costs.items() if c.stale]
+            stale_history = [m for m, c in self._context.costs.items() if c.stale]
             if stale_history:
                 text += f" (stale history: {', '.join(stale_history)})"
         stale = len(self.stale)
@@ -382,8 +426,9 @@ class Plan:
                 f"{m.model:<{width}}  {m.grain or '-':<7}  {m.partitions:>10}  {m.tasks:>7}  "
                 f"{m.partitions_per_run:>5}  {work:>9}  {m.period}"
             )
-        lines.extend(["", *cost_summary(self._batching, self._min_task, ms, costs)])
-        for check in self._replay:
+        ctx = self._context
+        lines.extend(["", *cost_summary(ctx.batching, ctx.min_task_seconds, ms, costs)])
+        for check in ctx.replay:
             lines.extend(["", str(check)])
         if self.findings:
             lines.append("")
@@ -406,8 +451,8 @@ class Plan:
             "task_count": self.task_count,
             "dependency_count": self.dependency_count,
             "wave_count": self.wave_count,
-            "batching": self._batching,
-            "min_task_seconds": self._min_task,
+            "batching": self._context.batching,
+            "min_task_seconds": self._context.min_task_seconds,
             "estimate": {
                 "concurrency": sched.concurrency,
                 # no figure when a model has no cost data (it would be made up)
@@ -435,7 +480,7 @@ class Plan:
                 for m in self.models
             ],
             "findings": [f._asdict() for f in self.findings],
-            "replay": [c.to_dict() for c in self._replay],
+            "replay": [c.to_dict() for c in self._context.replay],
         }
         if tasks or (tasks is None and self.task_count <= _JSON_TASKS_MAX):
             rows = []

@@ -5,10 +5,11 @@
 ...                     PlanOptions(concurrency=8, propagate="clip"))          # doctest: +SKIP
 
 The planner itself runs in the C++ core (``_core.plan``); this module checks the options, reads
-the one clock of planning (``as_of``) and decides each model's batch under
-``partitions_per_run="auto"`` from its cost. :meth:`backfill.Project.plan` is the user-facing
-entry: it adds the costs measured by past backfills and the Kafka retention check, which live in
-higher stages.
+the one clock of planning (``as_of``), decides each model's batch under
+``partitions_per_run="auto"`` from its cost, runs the retention check of the landing sources the
+plan replays (:mod:`.retention`), and only then makes the :class:`~.plan.Plan`, complete and
+unchanging. :meth:`backfill.Project.plan` is the user-facing entry: it adds the costs measured by
+past backfills, which live in a higher stage.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Literal
 from .. import _core
 from ..errors import InvalidInputError
 from .costs import DEFAULT_MIN_TASK_SECONDS, ModelCost, auto_partitions_per_run
-from .plan import Plan
+from .plan import Plan, PlanContext, model_summaries
+from .retention import check_retention
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -146,14 +148,23 @@ class _Planner:
             runs = self._batches(core)
             if runs:
                 core = self._core_plan(selected, start, end, as_of, runs)
-        plan = Plan(core, self.project, select=select, exclude=opts.exclude)
-        plan.attach_costs(
-            {m.model: self.cost_of.get(m.model, ModelCost(m.model, "none")) for m in plan.models},
-            "auto" if opts.auto else int(opts.partitions_per_run),
-            self.min_task_seconds,
+        plan = Plan(
+            core, self.project, select=select, exclude=opts.exclude, context=self._context(core)
         )
         log.info("planned %s", plan)
         return plan
+
+    def _context(self, core: _core.Plan) -> PlanContext:
+        """What the plan keeps besides the core plan: each planned model's cost and where it
+        came from, the batching, and the retention checks of the sources it replays."""
+        opts = self.options
+        models = model_summaries(core)
+        return PlanContext(
+            batching="auto" if opts.auto else int(opts.partitions_per_run),
+            min_task_seconds=self.min_task_seconds,
+            costs={m.model: self.cost_of.get(m.model, ModelCost(m.model, "none")) for m in models},
+            replay=check_retention(self.project, models, as_of=core.as_of),
+        )
 
     def _core_plan(
         self, selected: list[str], start: When, end: When, as_of: When, runs: dict[str, int]
