@@ -82,7 +82,7 @@ class PostgresEngine(SqlEngine):
         self.schema = schema
         self.naming = naming
         self.conflict_retries = conflict_retries
-        self.db = Database(url, pool_size=pool_size, connect_timeout=connect_timeout)
+        self.db: Database = Database(url, pool_size=pool_size, connect_timeout=connect_timeout)
         if check:
             self.db.check(schema)
 
@@ -97,18 +97,6 @@ class PostgresEngine(SqlEngine):
 
     def __repr__(self) -> str:
         return f"PostgresEngine({mask_url(self.db.url)!r}, schema={self.schema!r})"
-
-    def close(self) -> None:
-        self.db.close()
-
-    def interrupt(self) -> None:
-        self.db.interrupt()
-
-    @contextlib.contextmanager
-    def connect(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection (autocommit; ``conn.transaction()`` for a transaction)."""
-        with self.db.connection() as conn:
-            yield conn
 
     # -- the core's hooks ------------------------------------------------------------------------
     def _columns(self, cur: Any, rel: Rel) -> list[Column] | None:
@@ -139,9 +127,6 @@ class PostgresEngine(SqlEngine):
 
     def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         return cur.transaction()  # type: ignore[no-any-return]
-
-    def _count(self, cur: Any, sql: str) -> int:
-        return int(cur.execute(sql).rowcount)
 
     @contextlib.contextmanager
     def _arrow(self, sql: str) -> Iterator[Any]:
@@ -224,10 +209,5 @@ class PostgresEngine(SqlEngine):
             listed = ", ".join(DIALECT.qualified(t) for t in tables)
             cur.execute(f"LOCK TABLE {listed} IN SHARE ROW EXCLUSIVE MODE")
 
-    def _insert_rows(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[Any]) -> None:
-        marks = ", ".join("%s" for _ in names)
-        listed = ", ".join(DIALECT.quote(n) for n in names)
-        with cur.cursor() as c:
-            c.executemany(
-                f"INSERT INTO {table} ({listed}) VALUES ({marks})", [tuple(r) for r in rows]
-            )
+    def _cursor(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
+        return cur.cursor()  # type: ignore[no-any-return]  # a pooled connection's cursor
