@@ -123,12 +123,8 @@ def test_one_scan_per_partition_equals_a_filtered_scan_of_each(
     import duckdb
 
     from backfill.calendar import partitions
-    from backfill.engines.duckdb.sql import (
-        fingerprint_parts,
-        fingerprint_parts_sums,
-        fingerprint_where,
-        in_periods,
-    )
+    from backfill.engines.duckdb.sql import DIALECT, fingerprint_parts_sums
+    from backfill.engines.sql.core import fingerprint_parts, fingerprint_where
 
     zone = ZoneInfo(tz)
     start = dt.datetime.fromisoformat(first).replace(tzinfo=zone)
@@ -146,12 +142,18 @@ def test_one_scan_per_partition_equals_a_filtered_scan_of_each(
         f"CAST(TIMESTAMP '{lo:%Y-%m-%d %H:%M:%S}' + to_seconds(i * 977 % {span}) "
         f"AS {kind}) AS at FROM range(4000) r(i)"
     )
-    fps, totals = fingerprint_parts_sums(con, "t", "at", parts, None, ["id", "amount"])
-    assert fps == fingerprint_parts(con, "t", "at", parts)
+    names = ["id", "x", "amount", "at"]
+
+    def run(sql: str) -> list[tuple[object, ...]]:
+        return con.execute(sql).fetchall()
+
+    fps, totals = fingerprint_parts_sums(con, "t", "at", parts, names, ["id", "amount"])
+    assert fps == fingerprint_parts(DIALECT, run, "t", names, ("at", None), parts)
     for label, s, e in parts:
-        assert fps[label] == fingerprint_where(con, "t", in_periods("at", [(s, e)]))
+        where = DIALECT.in_periods("at", [(s, e)])
+        assert fps[label] == fingerprint_where(DIALECT, run, "t", names, where)
     assert sum(fp.rows for fp in fps.values()) > 0
-    where = in_periods("at", [(s, e) for _, s, e in parts])
+    where = DIALECT.in_periods("at", [(s, e) for _, s, e in parts])
     assert totals == list(
         con.execute(f"SELECT sum(id), sum(amount) FROM t WHERE {where}").fetchone() or ()
     )

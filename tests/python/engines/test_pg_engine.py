@@ -20,7 +20,8 @@ import tomllib
 import backfill
 from backfill.engines import PUBLISHED, Area, ColumnKind, TaskFailure
 from backfill.engines.postgres import PostgresConnectionError, PostgresEngine, mask_url
-from backfill.engines.postgres.sql import fingerprint_parts, fingerprint_where
+from backfill.engines.postgres.sql import DIALECT
+from backfill.engines.sql.core import fingerprint_parts, fingerprint_where
 from backfill.model.files import ProjectError
 from pg_engine_support import ensure_entry_point, subprocess_env
 
@@ -294,11 +295,17 @@ def test_fingerprints_ignore_column_and_row_order_and_mark_nulls(pg_server: Any)
         conn.execute("CREATE TABLE b AS SELECT t, y, x FROM a ORDER BY x DESC")
         cols = ["x", "y", "t"]
         parts = [("d1", day(1), day(2)), ("d2", day(2), day(3)), ("d3", day(3), day(4))]
-        fa = fingerprint_parts(conn, "a", cols, "t", parts)
-        assert fa == fingerprint_parts(conn, "b", cols, "t", parts)
+
+        def run(sql: str) -> list[tuple[Any, ...]]:
+            return conn.execute(sql).fetchall()
+
+        fa = fingerprint_parts(DIALECT, run, "a", cols, ("t", None), parts)
+        assert fa == fingerprint_parts(DIALECT, run, "b", cols, ("t", None), parts)
         assert [fa[k].rows for k in ("d1", "d2", "d3")] == [1, 2, 0]
         conn.execute("UPDATE b SET y = '' WHERE x = 2")  # NULL and '' differ
-        assert fingerprint_where(conn, "a", cols) != fingerprint_where(conn, "b", cols)
+        assert fingerprint_where(DIALECT, run, "a", cols) != fingerprint_where(
+            DIALECT, run, "b", cols
+        )
 
 
 def test_stream_sends_only_the_periods_as_typed_arrow(

@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 
 from ..base import TaskFailure
+from ..sql.connection import InUse
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class SharedDatabase:
         self._mutex = threading.Lock()
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._users = 0
-        self._active: set[duckdb.DuckDBPyConnection] = set()  # cursors in use (interrupt them)
+        self._in_use: InUse[duckdb.DuckDBPyConnection] = InUse()  # cursors (interrupt them)
         # The lingering close: one closer thread per open file, woken by each release (a
         # threading.Timer per release cost a thread start per task: ~8% of a one-day task).
         self._idle = threading.Condition(self._mutex)
@@ -83,18 +84,18 @@ class SharedDatabase:
                 delay = min(delay * 2, 0.5)
 
     @contextlib.contextmanager
-    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of its own on the file (opened by the first user), held until the block
+        ends."""
         with self._mutex:
             if self._conn is None:
                 self._conn = self._open()
             self._users += 1
             cur = self._conn.cursor()
-            self._active.add(cur)
         try:
-            yield cur
+            with self._in_use.lent(cur):
+                yield cur
         finally:
-            with self._mutex:
-                self._active.discard(cur)
             cur.close()
             with self._mutex:
                 self._users -= 1
@@ -112,13 +113,8 @@ class SharedDatabase:
 
     def interrupt(self) -> None:
         """Interrupts the statement each cursor in use runs now (it raises InterruptException;
-        its transaction rolls back). A cursor between statements is not stopped: callers repeat
-        until their tasks end."""
-        with self._mutex:
-            active = list(self._active)
-        for cur in active:
-            with contextlib.suppress(duckdb.Error):  # closed meanwhile: nothing left to stop
-                cur.interrupt()
+        its transaction rolls back)."""
+        self._in_use.interrupt(lambda cur: cur.interrupt(), (duckdb.Error,))
 
     def _close_when_idle(self) -> None:
         """Closes the file once it has been idle for ``linger`` seconds since the last release;

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ...model.files import EngineSettings
-from ..base import Capabilities, Column, ColumnKind, Part, PartitionFingerprint, TaskFailure
+from ..base import Capabilities, Column, ColumnKind, PartitionFingerprint, TaskFailure
 from ..sql import AuditScope, Rel, SqlEngine
 from .connection import SharedDatabase
-from .sql import DIALECT, fingerprint_parts, fingerprint_parts_sums, one, transaction
+from .sql import DIALECT, fingerprint_parts_sums
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Model, Project
@@ -85,7 +85,7 @@ class DuckDBEngine(SqlEngine):
         self.schema = schema
         self.conflict_retries = conflict_retries
         self.naming = naming
-        self._db = SharedDatabase(self.path, lock_timeout, keep_open, linger)
+        self.db: SharedDatabase = SharedDatabase(self.path, lock_timeout, keep_open, linger)
 
     @classmethod
     def from_settings(cls, settings: EngineSettings) -> DuckDBEngine:
@@ -94,18 +94,6 @@ class DuckDBEngine(SqlEngine):
 
     def __repr__(self) -> str:
         return f"DuckDBEngine({str(self.path)!r}, schema={self.schema!r})"
-
-    @contextlib.contextmanager
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A cursor on the warehouse (the file is held until the block ends)."""
-        with self._db.cursor() as cur:
-            yield cur
-
-    def close(self) -> None:
-        self._db.close()
-
-    def interrupt(self) -> None:
-        self._db.interrupt()
 
     # -- the core's hooks ------------------------------------------------------------------------
     def _columns(self, cur: Any, rel: Rel) -> list[Column] | None:
@@ -126,11 +114,8 @@ class DuckDBEngine(SqlEngine):
         ).fetchone()
         return str(row[0]) if row else None
 
-    def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
-        return transaction(cur)
-
     def _count(self, cur: Any, sql: str) -> int:
-        return one(cur, sql)
+        return self._one(cur, sql)  # DuckDB returns the count as a row (its rowcount is -1)
 
     @contextlib.contextmanager
     def _arrow(self, sql: str) -> Iterator[Any]:
@@ -191,11 +176,6 @@ class DuckDBEngine(SqlEngine):
     def _union(self, new: str, new_cols: list[str], outside: str, pub_cols: list[Column]) -> str:
         return f"(SELECT * FROM {new} UNION ALL BY NAME SELECT * {outside})"
 
-    def _insert_rows(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[Any]) -> None:
-        marks = ", ".join("?" for _ in names)
-        listed = ", ".join(DIALECT.quote(n) for n in names)
-        cur.executemany(f"INSERT INTO {table} ({listed}) VALUES ({marks})", list(rows))
-
     def _bind(self, cur: Any, sql: str) -> list[str] | None:
         # Bound as a relation, never run: a statement that failed would abort the transaction.
         return [str(c) for c in cur.sql(f"SELECT * FROM (\n{sql}\n)").columns]
@@ -205,28 +185,18 @@ class DuckDBEngine(SqlEngine):
     ) -> dict[str, PartitionFingerprint]:
         """The partitions' fingerprints of ``rel``, keeping its exact measures' sums (a float's
         would round differently from one sum over the rows) as the scope's answers."""
-        assert m.event_time
         kinds = {c.name: c.kind for c in cols}
         exact = [c for c in scope.measures if kinds.get(c) in _EXACT]
-        names = list(kinds)
-        if not exact:
-            return fingerprint_parts(cur, rel, m.event_time, scope.parts, names)
-        fps, totals = fingerprint_parts_sums(cur, rel, m.event_time, scope.parts, names, exact)
+        if not exact or not m.event_time:
+            return super()._scoped_fingerprints(cur, scope, rel, cols, m)
+        fps, totals = fingerprint_parts_sums(
+            cur, rel, m.event_time, scope.parts, list(kinds), exact
+        )
         periods = [(s, e) for _, s, e in scope.parts]
         where = DIALECT.in_periods(m.event_time, periods, kinds.get(m.event_time), "t")
         for c, total in zip(exact, totals, strict=True):
             scope.answers[("sum", rel, where, c)] = (total,)
         return fps
-
-    def _fingerprint_parts(
-        self,
-        cur: Any,
-        source: str,
-        cols: Sequence[Column],
-        event_time: str | None,
-        parts: Sequence[Part],
-    ) -> dict[str, PartitionFingerprint]:
-        return fingerprint_parts(cur, source, event_time, parts, [c.name for c in cols])
 
     def changelog_rows(
         self, project: Project, backfill_id: str | None = None

@@ -1,35 +1,21 @@
-"""DuckDB's SQL: the :class:`DuckDBDialect` of the engine core, and the fingerprint scans
-DuckDB runs faster than the core's generic one (integer buckets, measures summed in the same
-scan)."""
+"""DuckDB's SQL: the :class:`DuckDBDialect` of the engine core, whose partition fingerprint
+scan is faster than the core's generic one (integer buckets) and can sum measures in the same
+scan (:func:`fingerprint_parts_sums`)."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 import duckdb
 
 from ..._numbers import Number
-from ...model.rendering import sql_literal
-from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
+from ..base import ColumnKind, Part, PartitionFingerprint
 from ..sql.core import audit_schema
 from ..sql.dialect import Dialect
 
-__all__ = [
-    "DuckDBDialect",
-    "audit_schema",
-    "fingerprint_parts",
-    "fingerprint_parts_sums",
-    "fingerprint_where",
-    "in_periods",
-    "kind_of",
-    "one",
-    "quote",
-    "sql_literal",
-    "transaction",
-]
+__all__ = ["DIALECT", "DuckDBDialect", "audit_schema", "fingerprint_parts_sums", "quote"]
 
 _U64 = 1 << 64
 
@@ -77,87 +63,57 @@ class DuckDBDialect(Dialect):
         # Counts of partitions are INTEGER in the table's first version; kept for old tables.
         return "INTEGER" if column == "partitions" else super().changelog_type(kind)
 
+    def parts_scan(
+        self,
+        source: str,
+        names: Sequence[str],
+        event_time: str,
+        kind: ColumnKind | None,
+        parts: Sequence[Part],
+        measures: Sequence[str] = (),
+    ) -> str:
+        """The core's partition scan, plus (``measures``) the sum of each measure over all
+        the partitions in a last row whose index is NULL.
+
+        The scan reads only the partitions' periods (a filter DuckDB prunes row groups with)
+        and aggregates per truncated event time: the largest of day, hour, minute, second to
+        which every partition boundary is aligned, so each bucket lies inside one partition.
+        Sums of row hashes add up, so the buckets' counts and sums are then summed per
+        partition: the same values as aggregating the rows per partition directly, without a
+        range join of every row against every partition (12x slower at 90 daily partitions).
+        Measures summed per bucket, then over the buckets, are exact for integers and decimals
+        (DuckDB sums them to HUGEINT and DECIMAL(38, s)); floats would round differently from
+        one sum over the rows, so pass no float column."""
+        h, et = self.row_hash(names, "t"), self.quote(event_time)
+        # Buckets are integers: microseconds since the epoch (as the filter reads the event
+        # time: a naive timestamp or a date as UTC) divided by the bucket width, shifted to be
+        # positive when a partition starts before 1970 (DuckDB's // truncates towards zero).
+        # date_trunc's timestamps as the grouping key cost 25% more of the whole scan.
+        starts = [_epoch(b) for _, b, _ in parts]
+        width = _bucket_width([b for p in parts for b in (_epoch(p[1]), _epoch(p[2]))]) * 10**6
+        shift = 0 if min(starts) >= 0 else (2**62 // width) * width
+        key = (
+            f"(epoch_us(t.{et}) + {shift}) // {width}" if shift else f"epoch_us(t.{et}) // {width}"
+        )
+        values = ", ".join(
+            f"({i}, {(_epoch(s) * 10**6 + shift) // width}, {(_epoch(e) * 10**6 + shift) // width})"
+            for i, (_, s, e) in enumerate(parts)
+        )
+        where = self.in_periods(event_time, [(s, e) for _, s, e in parts], kind)
+        inner = "".join(f", sum(t.{self.quote(c)}) AS m{k}" for k, c in enumerate(measures))
+        outer = "".join(f", sum(g.m{k})" for k in range(len(measures)))
+        # One more grouping set, (): the sums over every partition (and a row with p.i NULL).
+        return (
+            f"WITH g AS (SELECT {key} AS b, count(*) AS n, "
+            f"sum({h}) AS h{inner} FROM {source} t WHERE {where} GROUP BY 1) "
+            f"SELECT p.i, coalesce(sum(g.n), 0), {self.digest('g.h')}{outer} "
+            f"FROM (VALUES {values}) p(i, s, e) LEFT JOIN g ON g.b >= p.s AND g.b < p.e "
+            f"GROUP BY {'GROUPING SETS ((p.i), ())' if measures else 'p.i'}"
+        )
+
 
 DIALECT = DuckDBDialect()
 quote = DIALECT.quote
-kind_of = DIALECT.kind_of
-
-
-def in_periods(column: str, periods: Sequence[Period]) -> str:
-    """A filter on ``column`` for the union of ``periods``; ``FALSE`` for none."""
-    return DIALECT.in_periods(column, periods)
-
-
-@contextlib.contextmanager
-def transaction(cur: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-    """BEGIN ... COMMIT on ``cur``; ROLLBACK when the block raises (then re-raises)."""
-    cur.execute("BEGIN TRANSACTION")
-    try:
-        yield cur
-    except BaseException:
-        # Any error of the block (a DuckDB error, a bug, Ctrl-C) rolls back and goes on as it
-        # is: nothing is caught. Not a finally: only a failure rolls back. A failed ROLLBACK
-        # (the connection already gone) must not hide the block's error.
-        with contextlib.suppress(duckdb.Error):
-            cur.execute("ROLLBACK")
-        raise
-    cur.execute("COMMIT")
-
-
-def one(cur: duckdb.DuckDBPyConnection, sql: str) -> int:
-    row = cur.execute(sql).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _row_hash(
-    cur: duckdb.DuckDBPyConnection,
-    relation: str,
-    alias: str = "",
-    names: Sequence[str] | None = None,
-) -> str:
-    if names is None:
-        names = [d[0] for d in cur.execute(f"SELECT * FROM {relation} LIMIT 0").description or []]
-    return DIALECT.row_hash(names, alias)
-
-
-def fingerprint_where(
-    cur: duckdb.DuckDBPyConnection,
-    relation: str,
-    where: str = "TRUE",
-    names: Sequence[str] | None = None,
-) -> PartitionFingerprint:
-    """Fingerprint of the rows of ``relation`` (a table or a parenthesized query) matching
-    ``where``: row count and the sum of 64-bit row hashes modulo 2^64. ``names``: the
-    relation's columns, when the caller knows them (saves a statement)."""
-    h = _row_hash(cur, relation, "t", names)
-    # sum() of the UBIGINT hashes is a HUGEINT already (a cast per row cost ~5%).
-    row = cur.execute(
-        f"SELECT count(*), coalesce(sum({h}), 0) % {_U64} FROM {relation} t WHERE {where}"
-    ).fetchone()
-    assert row is not None
-    return PartitionFingerprint.of(row[0], row[1])
-
-
-def fingerprint_parts(
-    cur: duckdb.DuckDBPyConnection,
-    relation: str,
-    event_time: str | None,
-    parts: Sequence[Part],
-    names: Sequence[str] | None = None,
-) -> dict[str, PartitionFingerprint]:
-    """label -> fingerprint per (label, start, end) partition of ``relation`` on ``event_time``
-    in one scan; the whole relation under ``"all"`` when there are no partitions.
-
-    The scan reads only the partitions' periods (a filter DuckDB prunes row groups with) and
-    aggregates per truncated event time: the largest of day, hour, minute, second to which every
-    partition boundary is aligned, so each bucket lies inside one partition. Sums of row hashes
-    add up, so the buckets' counts and sums are then summed per partition: the same values as
-    aggregating the rows per partition directly, without a range join of every row against every
-    partition (12x slower at 90 daily partitions). ``names``: the relation's columns, when the
-    caller knows them (saves a statement)."""
-    if not parts or not event_time:
-        return {WHOLE: fingerprint_where(cur, relation, names=names)}
-    return fingerprint_parts_sums(cur, relation, event_time, parts, names)[0]
 
 
 def fingerprint_parts_sums(
@@ -165,45 +121,21 @@ def fingerprint_parts_sums(
     relation: str,
     event_time: str,
     parts: Sequence[Part],
-    names: Sequence[str] | None = None,
-    measures: Sequence[str] = (),
+    names: Sequence[str],
+    measures: Sequence[str],
 ) -> tuple[dict[str, PartitionFingerprint], list[Number | None]]:
-    """:func:`fingerprint_parts` of ``parts`` (at least one), plus the sum of each of
-    ``measures`` over all of them from the same scan: summed per bucket, then over the buckets,
-    which is exact for integers and decimals (DuckDB sums them to HUGEINT and DECIMAL(38, s));
-    floats would round differently from one sum over the rows, so pass no float column."""
-    h = _row_hash(cur, relation, "t", names)
-    et = quote(event_time)
-    # Buckets are integers: microseconds since the epoch (as the filter reads the event time:
-    # a naive timestamp or a date as UTC) divided by the bucket width, shifted to be positive
-    # when a partition starts before 1970 (DuckDB's // truncates towards zero). date_trunc's
-    # timestamps as the grouping key cost 25% more of the whole scan.
-    starts = [_epoch(b) for _, b, _ in parts]
-    width = _bucket_width([b for p in parts for b in (_epoch(p[1]), _epoch(p[2]))]) * 10**6
-    shift = 0 if min(starts) >= 0 else (2**62 // width) * width
-    key = f"(epoch_us(t.{et}) + {shift}) // {width}" if shift else f"epoch_us(t.{et}) // {width}"
-    values = ", ".join(
-        f"({i}, {(_epoch(s) * 10**6 + shift) // width}, {(_epoch(e) * 10**6 + shift) // width})"
-        for i, (_, s, e) in enumerate(parts)
-    )
-    where = in_periods(event_time, [(s, e) for _, s, e in parts])
-    inner = "".join(f", sum(t.{quote(c)}) AS m{k}" for k, c in enumerate(measures))
-    outer = "".join(f", sum(g.m{k})" for k in range(len(measures)))
-    # One more grouping set, (): the sums over every partition (and a row with p.i NULL).
-    rows = cur.execute(
-        f"WITH g AS (SELECT {key} AS b, count(*) AS n, "
-        f"sum({h}) AS h{inner} FROM {relation} t WHERE {where} GROUP BY 1) "
-        f"SELECT p.i, coalesce(sum(g.n), 0), coalesce(sum(g.h), 0) % {_U64}{outer} "
-        f"FROM (VALUES {values}) p(i, s, e) LEFT JOIN g ON g.b >= p.s AND g.b < p.e "
-        f"GROUP BY {'GROUPING SETS ((p.i), ())' if measures else 'p.i'}"
-    ).fetchall()
-    by_i = {int(r[0]): PartitionFingerprint.of(r[1], r[2]) for r in rows if r[0] is not None}
-    total = next((list(r[3:]) for r in rows if r[0] is None), [])
+    """label -> fingerprint of each of ``parts`` (at least one) of ``relation`` on
+    ``event_time``, and the sum of each of ``measures`` over all of them, from one scan (see
+    :meth:`DuckDBDialect.parts_scan`)."""
+    rows = cur.execute(DIALECT.parts_scan(relation, names, event_time, None, parts, measures))
+    found = rows.fetchall()
+    by_i = {int(r[0]): PartitionFingerprint.of(r[1], r[2]) for r in found if r[0] is not None}
+    total = next((list(r[3:]) for r in found if r[0] is None), [])
     return {label: by_i[i] for i, (label, _, _) in enumerate(parts)}, total
 
 
 def _epoch(value: dt.datetime) -> int:
-    """Seconds since the epoch of a bound as :func:`sql_literal` writes it (UTC, whole
+    """Seconds since the epoch of a bound as the dialect's literal writes it (UTC, whole
     seconds)."""
     return int(value.astimezone(dt.timezone.utc).replace(microsecond=0).timestamp())
 

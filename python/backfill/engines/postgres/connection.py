@@ -23,6 +23,7 @@ from ..._postgres import Pool, PoolSpec, is_transient, open_pool, reason
 from ..._secrets import mask_text, mask_url
 from ...errors import InvalidInputError
 from ..base import TaskFailure
+from ..sql.connection import InUse
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class Database:
         self._pool: Pool | None = None
         self._adbc: list[Any] = []
         self._checked = False
-        self._active: set[psycopg.Connection[Any]] = set()  # checked out now (interrupt them)
+        self._in_use: InUse[psycopg.Connection[Any]] = InUse()  # checked out (interrupt them)
 
     # -- checking ---------------------------------------------------------------------------
     def check(self, schema: str) -> None:
@@ -148,24 +149,16 @@ class Database:
                     f"no connection to {self.masked} within the pool's timeout: "
                     f"{reason(exc, self.url, lines=2)}"
                 ) from None
-        with self._lock:
-            self._active.add(conn)
         try:
-            yield conn
+            with self._in_use.lent(conn):
+                yield conn
         finally:
-            with self._lock:
-                self._active.discard(conn)
             pool.putconn(conn)  # a closed pool closes it
 
     def interrupt(self) -> None:
         """Cancels the statement each checked-out connection runs now (the server ends it with
-        QueryCanceled; its transaction rolls back). A connection between statements is not
-        stopped: callers repeat until their tasks end."""
-        with self._lock:
-            active = list(self._active)
-        for conn in active:
-            with contextlib.suppress(psycopg.Error):
-                conn.cancel_safe(timeout=2.0)
+        QueryCanceled; its transaction rolls back)."""
+        self._in_use.interrupt(lambda conn: conn.cancel_safe(timeout=2.0), (psycopg.Error,))
 
     # -- ADBC (Arrow) -----------------------------------------------------------------------
     @contextlib.contextmanager

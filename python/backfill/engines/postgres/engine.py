@@ -10,9 +10,10 @@ with the columns selected by name from the catalog (Postgres has no ``UNION ALL 
 Postgres 15 wants an alias after a subquery in FROM: write ``{{ ref("m") }} m``.
 
 A task is one transaction on a pooled connection (the engine core's write, :mod:`backfill.engines
-.sql.core`): the SELECT goes into a temporary table, rows outside the period fail the task, then
-``replace`` deletes the period and inserts, ``merge`` runs ``MERGE`` on the unique key, ``full``
-replaces the table's rows (or the table when its columns change), ``view`` re-creates the view.
+.sql.core`): ``replace`` deletes the period and inserts the SELECT (its columns planned first,
+``LIMIT 0``); the other strategies stage the SELECT in a temporary table, then ``merge`` runs
+``MERGE`` on the unique key, ``full`` replaces the table's rows (or the table when its columns
+change), ``view`` re-creates the view. Rows outside the period fail the task.
 Concurrent tasks of one model are safe: replace tasks touch disjoint periods; the first creation
 of a table, merges (whose keys may cross periods) and full rebuilds take a transaction-scoped
 advisory lock on the relation. Serialization failures and deadlocks are retried in the task;
@@ -82,7 +83,7 @@ class PostgresEngine(SqlEngine):
         self.schema = schema
         self.naming = naming
         self.conflict_retries = conflict_retries
-        self.db = Database(url, pool_size=pool_size, connect_timeout=connect_timeout)
+        self.db: Database = Database(url, pool_size=pool_size, connect_timeout=connect_timeout)
         if check:
             self.db.check(schema)
 
@@ -97,18 +98,6 @@ class PostgresEngine(SqlEngine):
 
     def __repr__(self) -> str:
         return f"PostgresEngine({mask_url(self.db.url)!r}, schema={self.schema!r})"
-
-    def close(self) -> None:
-        self.db.close()
-
-    def interrupt(self) -> None:
-        self.db.interrupt()
-
-    @contextlib.contextmanager
-    def connect(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection (autocommit; ``conn.transaction()`` for a transaction)."""
-        with self.db.connection() as conn:
-            yield conn
 
     # -- the core's hooks ------------------------------------------------------------------------
     def _columns(self, cur: Any, rel: Rel) -> list[Column] | None:
@@ -140,9 +129,6 @@ class PostgresEngine(SqlEngine):
     def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         return cur.transaction()  # type: ignore[no-any-return]
 
-    def _count(self, cur: Any, sql: str) -> int:
-        return int(cur.execute(sql).rowcount)
-
     @contextlib.contextmanager
     def _arrow(self, sql: str) -> Iterator[Any]:
         with self.db.arrow_cursor() as cur:
@@ -158,6 +144,11 @@ class PostgresEngine(SqlEngine):
         if not isinstance(exc, (psycopg.Error, PoolTimeout)):
             return None
         return task_failure(where, exc), getattr(exc, "sqlstate", None) in _CONFLICTS
+
+    def _bind(self, cur: Any, sql: str) -> list[str] | None:
+        # Planned, not run (LIMIT 0): the core's direct replace write, without a temp table.
+        found = cur.execute(f"SELECT * FROM (\n{sql}\n) q LIMIT 0").description
+        return [c.name for c in found or []]
 
     def _ensure_schema(self, cur: Any, schema: str) -> None:
         """Creates ``schema`` if missing, in its own transaction: concurrent first tasks would
@@ -224,10 +215,5 @@ class PostgresEngine(SqlEngine):
             listed = ", ".join(DIALECT.qualified(t) for t in tables)
             cur.execute(f"LOCK TABLE {listed} IN SHARE ROW EXCLUSIVE MODE")
 
-    def _insert_rows(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[Any]) -> None:
-        marks = ", ".join("%s" for _ in names)
-        listed = ", ".join(DIALECT.quote(n) for n in names)
-        with cur.cursor() as c:
-            c.executemany(
-                f"INSERT INTO {table} ({listed}) VALUES ({marks})", [tuple(r) for r in rows]
-            )
+    def _cursor(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
+        return cur.cursor()  # type: ignore[no-any-return]  # a pooled connection's cursor

@@ -1,31 +1,18 @@
-"""PostgreSQL's SQL: the :class:`PostgresDialect` of the engine core, and fingerprints of a
-relation on a connection (as the engine computes them)."""
+"""PostgreSQL's SQL: the :class:`PostgresDialect` of the engine core."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import psycopg
-
 from ..._numbers import Number, to_kind
 from ..._numbers import kind_of as value_kind
 from ...model.rendering import sql_literal
-from ..base import Column, ColumnKind, Part, PartitionFingerprint
+from ..base import Column, ColumnKind, Part
 from ..sql.core import audit_schema
-from ..sql.core import fingerprint_parts as _fingerprint_parts
-from ..sql.core import fingerprint_where as _fingerprint_where
 from ..sql.dialect import Dialect
 
-__all__ = [
-    "DIALECT",
-    "PostgresDialect",
-    "audit_schema",
-    "fingerprint_parts",
-    "fingerprint_where",
-    "qualified",
-    "quote",
-]
+__all__ = ["DIALECT", "UNCONSTRAINED_SCALE", "PostgresDialect", "audit_schema", "quote"]
 
 #: the scale an unconstrained ``numeric`` is streamed at (see :mod:`.arrow`)
 UNCONSTRAINED_SCALE = 10
@@ -34,6 +21,7 @@ UNCONSTRAINED_SCALE = 10
 class PostgresDialect(Dialect):
     name = "postgres"
     merge_into = True
+    parameter = "%s"
     kinds: ClassVar = {
         **dict.fromkeys(("int2", "int4", "int8"), ColumnKind.INTEGER),
         **dict.fromkeys(("float4", "float8"), ColumnKind.FLOAT),
@@ -98,29 +86,3 @@ class PostgresDialect(Dialect):
 
 DIALECT = PostgresDialect()
 quote = DIALECT.quote
-
-
-def qualified(schema: str, name: str) -> str:
-    return DIALECT.qualified((schema, name))
-
-
-def _reader(conn: psycopg.Connection[Any]) -> Any:
-    return lambda sql: conn.execute(sql).fetchall()
-
-
-def fingerprint_where(
-    conn: psycopg.Connection[Any], source: str, columns: Sequence[str], where: str = "TRUE"
-) -> PartitionFingerprint:
-    """Fingerprint of the rows of ``source`` matching ``where`` (see the engine core)."""
-    return _fingerprint_where(DIALECT, _reader(conn), source, columns, where)
-
-
-def fingerprint_parts(
-    conn: psycopg.Connection[Any],
-    source: str,
-    columns: Sequence[str],
-    event_time: str | None,
-    parts: Sequence[Part],
-) -> dict[str, PartitionFingerprint]:
-    """label -> fingerprint per partition of ``source`` on ``event_time`` (see the core)."""
-    return _fingerprint_parts(DIALECT, _reader(conn), source, columns, (event_time, None), parts)

@@ -73,6 +73,7 @@ from ..base import (
     model_location,
     project_model,
 )
+from .connection import Database
 from .dialect import Dialect, Rel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -171,9 +172,23 @@ class SqlEngine(Engine):
         self._tmp_lock = threading.Lock()
 
     # -- hooks: the connection -------------------------------------------------------------------
+    #: the engine's connections (DuckDB: its file; Postgres: a pool); an engine without one
+    #: (Spark: a session) overrides :meth:`connect`
+    db: Database | None = None
+
     def connect(self) -> contextlib.AbstractContextManager[Any]:
         """A cursor-like connection: ``execute(sql)`` returns an object with ``fetchall``."""
-        raise NotImplementedError
+        if self.db is None:
+            raise NotImplementedError(f"{type(self).__name__} has no db: override connect()")
+        return self.db.connection()
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+
+    def interrupt(self) -> None:
+        if self.db is not None:
+            self.db.interrupt()
 
     def _columns(self, cur: Any, rel: Rel) -> list[Column] | None:
         """The columns of ``rel`` in table order; None when there is no such relation."""
@@ -184,7 +199,10 @@ class SqlEngine(Engine):
         raise NotImplementedError
 
     def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
-        raise NotImplementedError
+        """``BEGIN TRANSACTION`` ... ``COMMIT`` on ``cur``; ``ROLLBACK`` when the block raises
+        (then re-raises). An engine whose driver manages transactions (savepoints when nested:
+        Postgres) or that has none (Spark) overrides this."""
+        return _begin_commit(cur, self._warehouse_errors())
 
     def _arrow(self, sql: str) -> contextlib.AbstractContextManager[Any]:
         """The result of ``sql`` as an Arrow stream, valid until the block ends."""
@@ -206,8 +224,9 @@ class SqlEngine(Engine):
         return [tuple(r) for r in cur.execute(sql).fetchall()]
 
     def _count(self, cur: Any, sql: str) -> int:
-        """Runs a DELETE (or UPDATE) and returns the rows it changed."""
-        raise NotImplementedError
+        """Runs a DELETE, UPDATE or INSERT and returns the rows it changed (the DB-API's
+        ``rowcount``)."""
+        return int(cur.execute(sql).rowcount)
 
     def _ensure_schema(self, cur: Any, schema: str) -> None:
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.dialect.quote(schema)}")
@@ -300,7 +319,20 @@ class SqlEngine(Engine):
         """Locks out other publishes and writers of ``rels`` until the publish commits."""
 
     def _insert_rows(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[Any]) -> None:
-        raise NotImplementedError
+        """Inserts ``rows`` (values in the order of ``names``) into ``table`` as parameters of
+        one statement (the DB-API's ``executemany``, the dialect's parameter marker)."""
+        d = self.dialect
+        marks = ", ".join(d.parameter for _ in names)
+        listed = ", ".join(d.quote(n) for n in names)
+        with self._cursor(cur) as c:
+            c.executemany(
+                f"INSERT INTO {table} ({listed}) VALUES ({marks})", [tuple(r) for r in rows]
+            )
+
+    def _cursor(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
+        """A DB-API cursor of ``cur``'s transaction (``cur`` itself, unless its driver lends
+        connections whose cursors are separate objects: Postgres)."""
+        return contextlib.nullcontext(cur)
 
     # -- naming ----------------------------------------------------------------------------------
     def published(self, project: Project | None, model: str) -> Rel:
@@ -499,10 +531,15 @@ class SqlEngine(Engine):
         d = self.dialect
         where, target = model_location(project, m.name), d.qualified(rel)
         source = f"(\n{sql}\n) q"  # newlines: a trailing -- comment stays closed
+        # As in _write_table: two runs of one task take turns, the first tasks of a model race
+        # to create its table (one creates it, the others wait here and find it).
+        self._lock(cur, rel, f"{window[0]}/{window[1]}")
         old = [c.name for c in self._columns(cur, rel) or []]
         if not old:
-            cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {source} LIMIT 0")
-            old = new
+            self._lock(cur, rel)
+            if self._kind(cur, rel) is None:
+                cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {source} LIMIT 0")
+            old = [c.name for c in self._columns(cur, rel) or []]
         elif set(new) != set(old):
             raise schema_changed(where, rel[0], new, old)
         in_period = d.in_periods(m.event_time, [window])
@@ -1154,9 +1191,8 @@ def fingerprint_parts(
     parts: Sequence[Part],
 ) -> dict[str, PartitionFingerprint]:
     """label -> fingerprint per (label, start, end) partition of ``source`` on the column
-    ``event_time`` (its name and kind) in one scan, each row finding its partition by the
-    dialect's partition index (no join of every row against every partition); the whole
-    relation under ``"all"`` when there are no partitions."""
+    ``event_time`` (its name and kind) in one scan (the dialect's :meth:`~.Dialect.parts_scan`);
+    the whole relation under ``"all"`` when there are no partitions."""
     column, kind = event_time
     if not parts or not column:
         return {WHOLE: fingerprint_where(dialect, run, source, names)}
@@ -1168,16 +1204,26 @@ def fingerprint_parts(
             )
             for label, s, e in parts
         }
-    join, index = dialect.part_index(column, kind, parts)
-    where = dialect.in_periods(column, [(s, e) for _, s, e in parts], kind)
-    h = dialect.digest(dialect.row_hash(names, "t"))
-    rows = run(
-        f"SELECT {index}, count(*), {h} FROM (SELECT * FROM {source} t0 WHERE {where}) t"
-        f"{join} GROUP BY 1"
-    )
+    rows = run(dialect.parts_scan(source, names, column, kind, parts))
     found = {int(str(i)): PartitionFingerprint.of(int(str(n)), int(str(d))) for i, n, d in rows}
     empty = PartitionFingerprint.empty()
     return {label: found.get(i, empty) for i, (label, _, _) in enumerate(parts)}
+
+
+@contextlib.contextmanager
+def _begin_commit(cur: Any, errors: tuple[type[Exception], ...]) -> Iterator[Any]:
+    """:meth:`SqlEngine._transaction` in SQL; ``errors``: the warehouse's."""
+    cur.execute("BEGIN TRANSACTION")
+    try:
+        yield cur
+    except BaseException:
+        # Any error of the block (a warehouse error, a bug, Ctrl-C) rolls back and goes on as
+        # it is: nothing is caught. Not a finally: only a failure rolls back. A failed ROLLBACK
+        # (the connection already gone) must not hide the block's error.
+        with contextlib.suppress(*errors):
+            cur.execute("ROLLBACK")
+        raise
+    cur.execute("COMMIT")
 
 
 def _tiles(parts: Sequence[Part], window: tuple[dt.datetime, dt.datetime]) -> bool:

@@ -43,6 +43,8 @@ class Dialect:
     #: whether the warehouse has SQL:2008 ``MERGE INTO`` (one statement upserts a merge model's
     #: rows); without it a merge deletes the matching keys and inserts
     merge_into: ClassVar[bool] = False
+    #: the driver's parameter marker (its DB-API ``paramstyle``: ``qmark`` or ``format``)
+    parameter: ClassVar[str] = "?"
 
     # -- names and literals ---------------------------------------------------------------------
     def quote(self, name: str) -> str:
@@ -113,6 +115,26 @@ class Dialect:
             for i, (_, s, e) in enumerate(parts)
         )
         return (f" JOIN (VALUES {values}) AS p(i, s, e) ON {et} >= p.s AND {et} < p.e", "p.i")
+
+    def parts_scan(
+        self,
+        source: str,
+        names: Sequence[str],
+        event_time: str,
+        kind: ColumnKind | None,
+        parts: Sequence[Part],
+    ) -> str:
+        """One scan of ``source`` (columns ``names``) whose rows are (index in ``parts``, row
+        count, :meth:`digest`) for each of the partitions (none overlapping)
+        holding rows: each row finds its partition by :meth:`part_index`, not by a join of
+        every row against every partition."""
+        join, index = self.part_index(event_time, kind, parts)
+        where = self.in_periods(event_time, [(s, e) for _, s, e in parts], kind)
+        h = self.digest(self.row_hash(names, "t"))
+        return (
+            f"SELECT {index}, count(*), {h} FROM (SELECT * FROM {source} t0 WHERE {where}) t"
+            f"{join} GROUP BY 1"
+        )
 
     # -- aggregates that engines spell differently -----------------------------------------------
     def count_distinct(self, columns: Sequence[str]) -> str:
