@@ -12,8 +12,9 @@ from typing import ClassVar
 import duckdb
 
 from ..._numbers import Number
+from ...fingerprints import PartitionFingerprint
 from ...model.rendering import sql_literal
-from ..base import WHOLE, ColumnKind, Part, PartitionFingerprint, Period
+from ..base import WHOLE, ColumnKind, Part, Period
 from ..sql.core import audit_schema
 from ..sql.dialect import Dialect
 

@@ -10,8 +10,9 @@ import psycopg
 
 from ..._numbers import Number, to_kind
 from ..._numbers import kind_of as value_kind
+from ...fingerprints import PartitionFingerprint
 from ...model.rendering import sql_literal
-from ..base import Column, ColumnKind, Part, PartitionFingerprint
+from ..base import Column, ColumnKind, Part
 from ..sql.core import audit_schema
 from ..sql.core import fingerprint_parts as _fingerprint_parts
 from ..sql.core import fingerprint_where as _fingerprint_where
