@@ -44,7 +44,7 @@ from .overlap import overlap_lock_key
 from .postgres_fast import execute_prepared
 from .records import Claim, LedgerError, task_row, worker_dead
 from .schema import POSTGRES, AllowValues, values_text
-from .sql import Db, Finishing, SqlLedger, WriteMode, late_report, log_lost
+from .sql import Db, Finishing, SqlLedger, WriteMode, late_report, log_dropped, log_lost
 from .states import ENDED_ATTEMPTS, IllegalTransitionError, TaskState
 
 __all__ = ["PostgresLedger", "mask_url"]
@@ -255,13 +255,7 @@ class PostgresLedger(SqlLedger):
         ]
         dead = [w for w in local if worker_dead(w)]
         for task_id, worker, expired in db.execute(q.DROP_DEAD, {"b": backfill_id, "dead": dead}):
-            log.warning(
-                "backfill %s: task %s: worker %s lost its lease (%s); the task is claimable again",
-                backfill_id,
-                task_id,
-                worker,
-                "expired" if expired else "process gone",
-            )
+            log_dropped(backfill_id, task_id, worker, expired=bool(expired))
 
     def _claims(self, db: Db, sql: bytes, params: Mapping[str, Any]) -> list[Claim]:
         # rows: the task's columns (q.TASK_COLUMNS), ..., the attempt's id last

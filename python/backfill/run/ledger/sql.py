@@ -90,6 +90,7 @@ __all__ = [
     "WriteMode",
     "in_states",
     "late_report",
+    "log_dropped",
     "log_lost",
 ]
 
@@ -622,13 +623,7 @@ class SqlLedger(ABC):
         for task_id, worker, attempt_id, expired in leases:
             if not expired and not worker_dead(worker):
                 continue
-            log.warning(
-                "backfill %s: task %s: worker %s lost its lease (%s); the task is claimable again",
-                backfill_id,
-                task_id,
-                worker,
-                "expired" if expired else "process gone",
-            )
+            log_dropped(backfill_id, task_id, worker, expired=bool(expired))
             key = {"b": backfill_id, "t": task_id}
             self._x(db, "DELETE FROM leases WHERE backfill_id = :b AND task_id = :t", key)
             self._x(
@@ -1098,6 +1093,17 @@ def late_report(ok: bool, seconds: float) -> str:
     """What a worker that lost its lease reported, kept on its abandoned attempt."""
     return (
         f"; reported {'success' if ok else 'failure'} after {seconds:.1f}s, after losing the lease"
+    )
+
+
+def log_dropped(backfill_id: str, task_id: int, worker: str, *, expired: bool) -> None:
+    """Logs that a claim dropped ``worker``'s lease on a task (expired, or its process gone)."""
+    log.warning(
+        "backfill %s: task %s: worker %s lost its lease (%s); the task is claimable again",
+        backfill_id,
+        task_id,
+        worker,
+        "expired" if expired else "process gone",
     )
 
 
