@@ -44,9 +44,11 @@ def _pg_support() -> Any:
 
 def worker(url: str, bid: str, batch: int) -> None:
     """One worker process: connect, say ready, wait for go, claim and finish until done."""
+    from backfill.fingerprints import PartitionFingerprint, TaskFingerprint
     from backfill.run.ledger import TaskEnd, new_worker_id, open_ledger
 
     ledger, me = open_ledger(url), new_worker_id()
+    nothing = TaskFingerprint(PartitionFingerprint.empty())  # what an empty task records
     ledger.backfills(1)  # a connection of the pool is open before the clock starts
     print("ready", flush=True)
     sys.stdin.readline()
@@ -57,7 +59,7 @@ def worker(url: str, bid: str, batch: int) -> None:
         if not claims:
             break  # no deps, no retries: nothing left to claim means every task is claimed
         for c in claims:
-            outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 0, 0, "0:0"))
+            outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 0, 0, nothing))
             done += outcome == "done"
             lost += outcome != "done"
     print(

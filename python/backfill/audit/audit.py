@@ -40,9 +40,9 @@ from ..engines import (
     ColumnKind,
     Engine,
     Part,
-    PartitionFingerprint,
 )
 from ..errors import InvalidInputError
+from ..fingerprints import PartitionFingerprint
 from ..run.ledger import TaskRow
 from .diff import DiffResult, DiffStream, diff
 from .gates import ModelFacts, evaluate, parse_gates
@@ -170,8 +170,8 @@ def audit_model(
         diff=diff_result,
         totals=totals,
         gates=[],
-        published_fingerprints={k: str(v) for k, v in old_fp.items()},
-        audit_fingerprints={k: str(v) for k, v in area_fp.items()},
+        published_fingerprints=dict(old_fp),
+        audit_fingerprints=area_fp,
         columns=sorted({c.name for c in new_cols} | old_names),
         timings={k: clock.laps.get(k, 0.0) for k in _PHASES},
     )
@@ -444,7 +444,7 @@ def _partitions(
 def _run_fingerprints(tasks: list[TaskRow]) -> dict[str, dict[str, PartitionFingerprint]]:
     """Model -> label -> fingerprint of each partition as the tasks recorded it when they wrote
     it, for the models whose every task recorded its partitions' (see
-    ``WriteResult.recorded_fingerprint``)."""
+    ``WriteResult.task_fingerprint``)."""
     out: dict[str, dict[str, PartitionFingerprint]] = {}
     without: set[str] = set()
     for t in tasks:

@@ -15,6 +15,7 @@ from .._arrow import html_table
 from .._numbers import FLOAT, Number, delta, fmt, jsonable, pct
 from .._tables import RowTable
 from ..errors import NotFoundError
+from ..fingerprints import PartitionFingerprint
 from .diff import DiffResult
 from .gates import GateResult
 
@@ -68,8 +69,8 @@ class ModelAudit:
     diff: DiffResult | None  # None when every partition was identical (nothing moved)
     totals: dict[str, tuple[Number | None, Number | None]]
     gates: list[GateResult]
-    published_fingerprints: dict[str, str]
-    audit_fingerprints: dict[str, str]
+    published_fingerprints: dict[str, PartitionFingerprint]
+    audit_fingerprints: dict[str, PartitionFingerprint]
     columns: list[str] = field(default_factory=list)
     #: measure -> how it is summed: "integer", "decimal" (exact) or "float" (approximate)
     measure_kinds: dict[str, str] = field(default_factory=dict)
@@ -214,7 +215,7 @@ class ModelAudit:
             "gates": [g.to_dict() for g in self.gates],
             "passed": self.passed,
             "partitions": [p.to_dict() for p in self.partitions],
-            "audit_fingerprints": self.audit_fingerprints,
+            "audit_fingerprints": {k: fp.encode() for k, fp in self.audit_fingerprints.items()},
         }
 
     def timings_line(self) -> str:

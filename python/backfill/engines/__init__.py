@@ -13,6 +13,7 @@ from typing import Any
 
 from .._extras import extra_required
 from ..errors import InvalidInputError
+from ..fingerprints import PartitionFingerprint, TaskFingerprint, recorded_partitions
 from ..model.files import EngineSettings
 from .base import (
     CHANGELOG_ADDED,
@@ -29,14 +30,12 @@ from .base import (
     Engine,
     Number,
     Part,
-    PartitionFingerprint,
     Period,
     PublishModel,
     PublishRequest,
     StalePublishedError,
     TaskFailure,
     WriteResult,
-    recorded_partitions,
     scratch_area,
 )
 
@@ -61,6 +60,7 @@ __all__ = [
     "PublishRequest",
     "StalePublishedError",
     "TaskFailure",
+    "TaskFingerprint",
     "WriteResult",
     "engine_capabilities",
     "engine_types",

@@ -48,15 +48,15 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import enum
-import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._numbers import Number
 from ..errors import BackfillError, ConflictError, InvalidInputError, NotFoundError
+from ..fingerprints import PartitionFingerprint, TaskFingerprint
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Model, Project
@@ -75,7 +75,6 @@ __all__ = [
     "Engine",
     "Number",
     "Part",
-    "PartitionFingerprint",
     "Period",
     "PublishModel",
     "PublishRequest",
@@ -84,7 +83,6 @@ __all__ = [
     "WriteResult",
     "model_location",
     "project_model",
-    "recorded_partitions",
 ]
 
 Period = tuple[dt.datetime, dt.datetime]
@@ -136,48 +134,6 @@ class Area:
 PUBLISHED = Area(None)
 
 
-_FP = re.compile(r"^(\d+):([0-9a-f]{16})$")
-
-
-@dataclass(frozen=True, order=True)
-class PartitionFingerprint:
-    """In-engine fingerprint of a partition: its row count and an order-independent 64-bit
-    digest (hex) of its rows. Equal fingerprints mean equal partitions (up to a hash collision).
-    ``str()`` is the ``"rows:digest"`` form the ledger and audit records keep."""
-
-    rows: int
-    digest: str
-
-    @classmethod
-    def empty(cls) -> PartitionFingerprint:
-        return cls(0, f"{0:016x}")
-
-    @classmethod
-    def of(cls, rows: int, digest: int) -> PartitionFingerprint:
-        return cls(int(rows), f"{int(digest) % (1 << 64):016x}")
-
-    @classmethod
-    def parse(cls, text: str) -> PartitionFingerprint:
-        m = _FP.match(text) if isinstance(text, str) else None
-        if m is None:
-            raise InvalidInputError(f"fingerprint {text!r}: expected '<rows>:<16 hex digits>'")
-        return cls(int(m.group(1)), m.group(2))
-
-    @classmethod
-    def total(cls, fingerprints: Iterable[PartitionFingerprint | str]) -> PartitionFingerprint:
-        """The fingerprint of the union of disjoint partitions: counts add and digests (sums of
-        row hashes modulo 2^64) add, so one scan of a span checks many partitions at once."""
-        rows = digest = 0
-        for fp in fingerprints:
-            one = fp if isinstance(fp, PartitionFingerprint) else cls.parse(fp)
-            rows += one.rows
-            digest += int(one.digest, 16)
-        return cls.of(rows, digest)
-
-    def __str__(self) -> str:
-        return f"{self.rows}:{self.digest}"
-
-
 @dataclass(frozen=True)
 class WriteResult:
     rows_written: int
@@ -190,32 +146,14 @@ class WriteResult:
     #: for them (the audit then need not scan the area). None: the audit scans.
     partitions: Mapping[str, PartitionFingerprint] | None = None
 
+    def task_fingerprint(self) -> TaskFingerprint:
+        """The task's fingerprint as the ledger records it: the period's, with the partitions'
+        when the engine computed them."""
+        return TaskFingerprint(self.fingerprint, self.partitions)
+
     def recorded_fingerprint(self) -> str:
-        """The task's fingerprint as the ledger keeps it: ``"rows:digest"`` of the period,
-        then ``label=rows:digest`` per partition when there are any (see
-        :func:`recorded_partitions`)."""
-        if not self.partitions:
-            return str(self.fingerprint)
-        return " ".join(
-            [str(self.fingerprint), *(f"{label}={fp}" for label, fp in self.partitions.items())]
-        )
-
-
-def recorded_partitions(text: str | None) -> dict[str, PartitionFingerprint] | None:
-    """label -> fingerprint of the partitions a task's recorded fingerprint lists (see
-    :meth:`WriteResult.recorded_fingerprint`); None when it lists none or is not of that form
-    (then the audit scans)."""
-    pieces = (text or "").split(" ")
-    if len(pieces) < 2:
-        return None
-    out: dict[str, PartitionFingerprint] = {}
-    for piece in pieces[1:]:
-        label, _, fp = piece.rpartition("=")
-        if not label or label in out or _FP.match(fp) is None:
-            return None
-        out[label] = PartitionFingerprint.parse(fp)
-    total = PartitionFingerprint.total(out.values())
-    return out if _FP.match(pieces[0]) and str(total) == pieces[0] else None
+        """The stored text of :meth:`task_fingerprint` (see :func:`recorded_partitions`)."""
+        return self.task_fingerprint().encode()
 
 
 class ColumnKind(str, enum.Enum):
@@ -279,11 +217,11 @@ class DeadLetters:
 @dataclass(frozen=True)
 class PublishModel:
     """One model of a publish: its backfilled partitions (empty: the whole table) and the
-    published fingerprints recorded at audit time (label -> ``"rows:digest"``)."""
+    published fingerprints recorded at audit time (label -> fingerprint)."""
 
     model: str
     parts: tuple[Part, ...]
-    published_fingerprints: Mapping[str, str]
+    published_fingerprints: Mapping[str, PartitionFingerprint]
 
 
 @dataclass(frozen=True)

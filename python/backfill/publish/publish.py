@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +35,12 @@ from .._tables import RowTable
 from ..engines import (
     CHANGELOG_COLUMNS,
     Part,
-    PartitionFingerprint,
     PublishModel,
     PublishRequest,
     StalePublishedError,
 )
 from ..errors import ConflictError, InvalidInputError
+from ..fingerprints import PartitionFingerprint
 from ..run import BackfillState, LedgerBackend
 from ..run.ledger import AuditRecord, BackfillCancelledError, BackfillRecord
 from .announce import announce, check_announce
@@ -169,7 +170,7 @@ def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -
             f"with force_reason='why this is right' (--force REASON):\n  {lines}"
         )
     for model, model_parts in parts.items():
-        if not _area_unchanged(bf, model, model_parts, audits[model].result["audit_fingerprints"]):
+        if not _area_unchanged(bf, model, model_parts, audits[model].audit_fingerprints):
             raise ConflictError(
                 f"the audit area of {model} changed since the audit (a task ran "
                 f"again); re-audit first: backfill audit {bf.id}"
@@ -231,7 +232,9 @@ def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -
     return publication
 
 
-def _area_unchanged(bf: Backfill, model: str, parts: list[Part], recorded: dict[str, str]) -> bool:
+def _area_unchanged(
+    bf: Backfill, model: str, parts: list[Part], recorded: Mapping[str, PartitionFingerprint]
+) -> bool:
     """Whether the audit area of ``model`` still holds what the audit fingerprinted. First one
     fingerprint of the span of the partitions (one scan, no per-partition grouping) against
     the sum of the recorded ones: fingerprints add up (see ``PartitionFingerprint.total``), and
@@ -240,10 +243,10 @@ def _area_unchanged(bf: Backfill, model: str, parts: list[Part], recorded: dict[
     if len(parts) > 1 and set(recorded) == {p[0] for p in parts}:
         span = ("span", min(p[1] for p in parts), max(p[2] for p in parts))
         now = bf.engine.fingerprints(bf.project, model, bf.area, [span])
-        if str(now["span"]) == str(PartitionFingerprint.total(recorded.values())):
+        if now["span"] == PartitionFingerprint.total(recorded.values()):
             return True
     now = bf.engine.fingerprints(bf.project, model, bf.area, parts)
-    return {k: str(v) for k, v in now.items()} == recorded
+    return dict(now) == dict(recorded)
 
 
 def _refuse_cancelled(backfill_id: str, rec: BackfillRecord) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..engines import Area, Engine, TaskFailure, WriteResult
 from ..errors import PROGRAMMING_ERRORS, BackfillError, InvalidInputError
+from ..fingerprints import PartitionFingerprint
 from ..model.landing import LandingSource
 from .ledger import Claim, LedgerBackend, LedgerError, TaskEnd, TaskRow
 from .status import TaskEvent
@@ -61,7 +62,7 @@ class TaskOutcome:
     seconds: float
     rows_written: int | None = None
     rows_deleted: int | None = None
-    fingerprint: str | None = None
+    fingerprint: PartitionFingerprint | None = None  # of the period the task wrote
     error: str | None = None  # the failure itself, as the ledger records it
     transient: bool = False  # worth retrying (a lost lease is)
     retry_at: float | None = None  # epoch seconds, when pending
@@ -384,7 +385,7 @@ class TaskExecutor:
                     result.seconds,
                     result.rows_written,
                     result.rows_deleted,
-                    result.recorded_fingerprint(),
+                    result.task_fingerprint(),
                 ),
             )
             out = dataclasses.replace(
@@ -392,7 +393,7 @@ class TaskExecutor:
                 seconds=result.seconds,
                 rows_written=result.rows_written,
                 rows_deleted=result.rows_deleted,
-                fingerprint=str(result.fingerprint),
+                fingerprint=result.fingerprint,
                 status="done" if status == "done" else "lost",
                 transient=status != "done",
             )

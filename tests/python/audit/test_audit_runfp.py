@@ -69,13 +69,15 @@ def test_the_run_records_each_partition_and_the_audit_agrees_with_a_scan(shop_di
     assert max(t.partitions for t in tasks) == 4  # multi-partition tasks are on this path
     recorded: dict[str, PartitionFingerprint] = {}
     for t in tasks:
-        fps = recorded_partitions(t.fingerprint)
+        assert t.fingerprint is not None
+        fps = t.fingerprint.partitions
         assert fps is not None and len(fps) == t.partitions
         recorded.update(fps)
     truth = scanned(bf, MODEL)
     assert recorded == truth and len(truth) == 10
     a = bf.audit()[MODEL]
-    assert a.audit_fingerprints == {k: str(v) for k, v in truth.items()}
+    assert a.audit_fingerprints == truth
+    assert a.to_dict()["audit_fingerprints"] == {k: str(v) for k, v in truth.items()}
     # The same result as an audit that scans the area (given no run fingerprints).
     rescanned = audit_model(bf.engine, bf.project, bf.id, bf.area, MODEL, bf.partitions()[MODEL])
     bf.engine.close()
@@ -96,7 +98,7 @@ def test_publish_refuses_an_area_changed_after_the_run_even_when_the_audit_misse
         )
     bf.engine.close()
     recorded = bf.audit()[MODEL].audit_fingerprints
-    assert recorded["2026-08-02"] != str(scanned(bf, MODEL)["2026-08-02"])
+    assert recorded["2026-08-02"] != scanned(bf, MODEL)["2026-08-02"]
     bf.engine.close()
     with pytest.raises(backfill.ConflictError, match=f"audit area of {MODEL} changed"):
         bf.publish(note="fix", force_reason="past the gates: the area check is tested")

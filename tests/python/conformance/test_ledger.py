@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from ledger_cases import V1_ROWS, Backend, make_done, publication  # noqa: F401
 
 from backfill.errors import ConflictError, InvalidInputError, NotFoundError
+from backfill.fingerprints import PartitionFingerprint, TaskFingerprint
 from backfill.run.ledger import (
     SCHEMA_VERSION,
     BackfillCancelledError,
@@ -46,6 +47,8 @@ from backfill.run.ledger.states import BACKFILL_TRANSITIONS
 # -- helpers -----------------------------------------------------------------------------------
 LIVE = "otherhost:1:live"  # a worker on another host: only its lease's expiry tells it is gone
 OTHER = "otherhost:2:other"
+#: what a done task records (its value does not matter to the ledger)
+FP_AB = TaskFingerprint(PartitionFingerprint.of(1, 0xAB))
 
 
 def record(bid: str) -> dict[str, Any]:
@@ -95,7 +98,7 @@ def finish(
     ok: bool = True,
     retry_at: float | None = None,
 ) -> str:
-    end = TaskEnd.success(0.01, 1, 0, "1:ab") if ok else TaskEnd.failure(0.01, "boom", retry_at)
+    end = TaskEnd.success(0.01, 1, 0, FP_AB) if ok else TaskEnd.failure(0.01, "boom", retry_at)
     return led.finish(claim, bid, worker, end)
 
 
@@ -310,10 +313,12 @@ def test_a_failure_without_retry_fails_until_reset(ledger: LedgerBackend) -> Non
 # -- exactly once, across processes ------------------------------------------------------------
 WORKER = r"""
 import json, sys, time
+from backfill.fingerprints import PartitionFingerprint, TaskFingerprint
 from backfill.run.ledger import TaskEnd, new_worker_id, open_ledger
 
 url, bid, stall = sys.argv[1], sys.argv[2], {int(s) for s in sys.argv[3].split(",")}
 ledger, me, out = open_ledger(url), new_worker_id(), []
+FP = TaskFingerprint(PartitionFingerprint.of(1, 1))
 while True:
     claims = ledger.claim(bid, me, 2, 0.5)
     if not claims:
@@ -333,7 +338,7 @@ while True:
                 time.sleep(0.05)
         elif c.task.task_id in stall:
             time.sleep(0.4)  # the takeover is still running when the stalled worker reports
-        outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 1, 0, "1:x"))
+        outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 1, 0, FP))
         out.append([c.task.task_id, outcome])
 print(json.dumps(out))
 """
@@ -577,7 +582,7 @@ def test_audits_roundtrip(ledger: LedgerBackend) -> None:
             {
                 "model": "m",
                 "passed": True,
-                "published_fingerprints": {"p0": "1:ab"},
+                "published_fingerprints": {"p0": PartitionFingerprint.of(1, 0xAB)},
                 "result": {"gates": [], "rows": 3, "when": dt.date(2026, 1, 1)},
             },
             {"model": "n", "passed": 0, "published_fingerprints": {}, "result": {"gates": ["x"]}},
@@ -588,7 +593,7 @@ def test_audits_roundtrip(ledger: LedgerBackend) -> None:
         ("m", True, "me"),
         ("n", False, "me"),
     ]
-    assert rows[0].published_fingerprints == {"p0": "1:ab"}
+    assert rows[0].published_fingerprints == {"p0": PartitionFingerprint.of(1, 0xAB)}
     assert rows[0].audit_id == "aud1"
     assert rows[0].result == {
         "audit_id": "aud1",
@@ -729,7 +734,7 @@ def test_cost_history_reads_done_attempts_of_recent_backfills_then_samples(
         for c in claims[:2]:  # task 2 is claimed but never finishes: no measurement
             assert (
                 ledger.finish(
-                    c, bid, LIVE, TaskEnd.success(0.25, 5 * (c.task.task_id + 1), 0, "5:ab")
+                    c, bid, LIVE, TaskEnd.success(0.25, 5 * (c.task.task_id + 1), 0, FP_AB)
                 )
                 == "done"
             )

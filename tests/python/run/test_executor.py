@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 import backfill
-from backfill.engines import Area, Engine, PartitionFingerprint, TaskFailure, WriteResult
+from backfill.engines import (
+    Area,
+    Engine,
+    PartitionFingerprint,
+    TaskFailure,
+    TaskFingerprint,
+    WriteResult,
+)
 from backfill.errors import InvalidInputError
 from backfill.run import TaskExecutor, TaskOutcome
 from backfill.run.ledger import Claim, SqliteLedger
@@ -112,9 +119,13 @@ def test_success_records_done_with_rows_and_fingerprint(
         3,
         1,
     )
-    assert out.fingerprint == str(FINGERPRINT) == "3:00000000000000ab"
+    assert out.fingerprint == FINGERPRINT and str(out.fingerprint) == "3:00000000000000ab"
     (task,) = bf.tasks()
-    assert (task.status, task.rows_written, task.fingerprint) == ("done", 3, str(FINGERPRINT))
+    assert (task.status, task.rows_written, task.fingerprint) == (
+        "done",
+        3,
+        TaskFingerprint(FINGERPRINT),
+    )
     (attempt,) = bf.attempts()
     assert (attempt["status"], attempt["rows_deleted"]) == ("done", 1)
     assert out.event().kind == "done" and out.event().rows == 3 and out.event().error is None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from backfill.fingerprints import PartitionFingerprint, TaskFingerprint
 from backfill.run.ledger import (
     SCHEMA_VERSION,
     AttemptState,
@@ -68,8 +69,8 @@ def test_a_version_6_file_of_main_opens_and_reads_back(tmp_path: Path) -> None:
         assert rec.finished_at is not None and rec.paused_at is None
         tasks = ledger.tasks("bf_fixture")
         assert [(t.status, t.rows_written, t.fingerprint, t.depends_on) for t in tasks] == [
-            (TaskState.DONE, 10, "10:abcd", ()),
-            (TaskState.DONE, 12, "12:ef01", (0,)),
+            (TaskState.DONE, 10, TaskFingerprint(PartitionFingerprint.of(10, 0xABCD)), ()),
+            (TaskState.DONE, 12, TaskFingerprint(PartitionFingerprint.of(12, 0xEF01)), (0,)),
         ]
         attempts = ledger.attempts("bf_fixture")
         assert [(a.status, a.seconds) for a in attempts] == [
@@ -79,7 +80,8 @@ def test_a_version_6_file_of_main_opens_and_reads_back(tmp_path: Path) -> None:
         assert attempts[1].detail == {"topic": "t", "offsets": {"0": [0, 5]}}
         (audit,) = ledger.audits("bf_fixture")
         assert audit.passed and audit.audit_id == "au_1"
-        assert audit.published_fingerprints == {"2026-08-01": "9:aaaa"}
+        # read as values (that version's fixture wrote short digests: the same numbers)
+        assert audit.published_fingerprints == {"2026-08-01": PartitionFingerprint.of(9, 0xAAAA)}
         (pub,) = ledger.publications("bf_fixture")
         assert (pub.publication_id, pub.models) == ("pub_1", {"fct": ["2026-08-01"]})
         (reset,) = ledger.offset_resets("g")
@@ -124,12 +126,14 @@ def test_a_version_1_file_of_main_migrates_and_reads_back(tmp_path: Path) -> Non
         assert _version(path) == SCHEMA_VERSION
         rec = ledger.backfill("b1")
         assert rec.status is BackfillState.RUNNING and rec.options == {}
+        beef = TaskFingerprint(PartitionFingerprint.of(4, 0xBEEF))
         assert [(t.status, t.fingerprint) for t in ledger.tasks("b1")] == [
-            (TaskState.DONE, "4:beef"),
+            (TaskState.DONE, beef),
             (TaskState.PENDING, None),
         ]
         (attempt,) = ledger.attempts("b1")
-        assert attempt.detail is None and attempt.fingerprint == "4:beef"
+        assert attempt.detail is None and attempt.fingerprint == beef
+        assert str(attempt.fingerprint) == "4:000000000000beef"
         # the states later versions added are allowed now
         ledger.set_status("b1", BackfillState.INTERRUPTED)
         ledger.cancel("b1", "migrated", "me")

@@ -66,11 +66,13 @@ def tasks(n: int, deps: dict[int, list[int]] | None = None) -> list[dict[str, An
 
 WORKER = r"""
 import json, logging, sys, time
+from backfill.fingerprints import PartitionFingerprint, TaskFingerprint
 from backfill.run.ledger import TaskEnd, new_worker_id, open_ledger
 
 logging.basicConfig(level=logging.WARNING)  # the retries' warnings, on stderr
 
 url, bid = sys.argv[1], sys.argv[2]
+FP = TaskFingerprint(PartitionFingerprint.of(1, 1))
 ledger, me, out = open_ledger(url), new_worker_id(), []
 while True:
     claims = ledger.claim(bid, me, 3, 2.0)
@@ -81,7 +83,7 @@ while True:
         continue
     for c in claims:
         time.sleep(0.01)  # the task's work
-        outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 1, 0, "1:x"))
+        outcome = ledger.finish(c, bid, me, TaskEnd.success(0.0, 1, 0, FP))
         out.append([c.task.task_id, outcome])
 print(json.dumps(out))
 """

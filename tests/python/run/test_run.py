@@ -24,6 +24,7 @@ import backfill
 from backfill.engines import Area, TaskFailure, open_engine
 from backfill.engines.duckdb import DuckDBEngine, audit_schema
 from backfill.examples import shop
+from backfill.fingerprints import PartitionFingerprint, TaskFingerprint
 from backfill.run.ledger import SqliteLedger, TaskEnd
 from shop_support import AS_OF, cli, copy_built, query
 
@@ -559,7 +560,7 @@ def test_claims_respect_dependencies_and_expired_leases(tmp_path: Path) -> None:
                 c,
                 "b1",
                 "otherhost:2:b",
-                TaskEnd.success(0.0, 1, 0, "1:0"),
+                TaskEnd.success(0.0, 1, 0, TaskFingerprint(PartitionFingerprint.of(1, 0))),
             )
             == "done"
         )
@@ -569,7 +570,7 @@ def test_claims_respect_dependencies_and_expired_leases(tmp_path: Path) -> None:
             first[0],
             "b1",
             "otherhost:1:a",
-            TaskEnd.success(0.0, 1, 0, "1:0"),
+            TaskEnd.success(0.0, 1, 0, TaskFingerprint(PartitionFingerprint.of(1, 0))),
         )
         == "lost"
     )

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from ...fingerprints import PartitionFingerprint
 from ...model.files import EngineSettings
-from ..base import Capabilities, Column, ColumnKind, PartitionFingerprint, TaskFailure
+from ..base import Capabilities, Column, ColumnKind, TaskFailure
 from ..sql import AuditScope, Rel, SqlEngine
 from .connection import SharedDatabase
 from .sql import DIALECT, fingerprint_parts_sums

@@ -11,7 +11,8 @@ from typing import ClassVar
 import duckdb
 
 from ..._numbers import Number
-from ..base import ColumnKind, Part, PartitionFingerprint
+from ...fingerprints import PartitionFingerprint
+from ..base import ColumnKind, Part
 from ..sql.core import audit_schema
 from ..sql.dialect import Dialect
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from ..._extras import extra_required
 from ..._secrets import mask_text
 from ...errors import PROGRAMMING_ERRORS, InvalidInputError, NotFoundError
+from ...fingerprints import PartitionFingerprint
 from ...model.files import EngineSettings
 from ..base import (
     Area,
@@ -50,7 +51,6 @@ from ..base import (
     Column,
     ColumnKind,
     DeadLetters,
-    PartitionFingerprint,
     Period,
     PublishModel,
     PublishRequest,

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..._numbers import Number
-from ..base import WHOLE, Column, ColumnKind, Part, PartitionFingerprint
+from ...fingerprints import PartitionFingerprint
+from ..base import WHOLE, Column, ColumnKind, Part
 from ..sql import AuditScope
 from .sql import DIALECT, arrow_rows, kind_of, quote
 

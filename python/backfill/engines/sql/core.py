@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from ..._numbers import Number
 from ...calendar import partitions as calendar_partitions
 from ...errors import ConflictError, InvalidInputError, NotFoundError
+from ...fingerprints import PartitionFingerprint
 from ...model.rendering import render
 from ..base import (
     CHANGELOG_ADDED,
@@ -63,7 +64,6 @@ from ..base import (
     DeadLetters,
     Engine,
     Part,
-    PartitionFingerprint,
     Period,
     PublishModel,
     PublishRequest,
@@ -1076,7 +1076,7 @@ class SqlEngine(Engine):
         recorded = pm.published_fingerprints
         cols = self._columns(cur, pub)
         if cols is None:
-            return [label for label, fp in recorded.items() if not fp.startswith("0:")]
+            return [label for label, fp in recorded.items() if fp.rows != 0]
         event_time = project.models[pm.model].event_time
         source = self.dialect.qualified(pub)
         if event_time and len(pm.parts) > 1 and set(recorded) == {p[0] for p in pm.parts}:
@@ -1089,7 +1089,7 @@ class SqlEngine(Engine):
             if total == PartitionFingerprint.total(recorded.values()):
                 return []
         now = self._fingerprint_parts(cur, source, cols, event_time, pm.parts)
-        return [label for label in recorded if str(now.get(label)) != recorded[label]]
+        return [label for label in recorded if now.get(label) != recorded[label]]
 
     def _swap(self, cur: Any, project: Project, request: PublishRequest, pm: PublishModel) -> None:
         d = self.dialect

@@ -376,7 +376,7 @@ def _result(backfill_id: str, t: TaskRow, *, skipped: bool) -> dict[str, Any]:
         "skipped": skipped,
         "attempts": t.attempts,
         "rows_written": t.rows_written,
-        "fingerprint": t.fingerprint,
+        "fingerprint": None if t.fingerprint is None else t.fingerprint.encode(),  # XCom: text
     }
 
 

@@ -175,7 +175,8 @@ class LedgerBackend(Protocol):
         models: Sequence[Mapping[str, Any]],
     ) -> None:
         """Records one audit, a row per model (``model``, ``passed``,
-        ``published_fingerprints``, ``result``: JSON-able), in one step."""
+        ``published_fingerprints``: label -> PartitionFingerprint, ``result``: JSON-able), in
+        one step."""
 
     def audits(self, backfill_id: str) -> list[AuditRecord]:
         """The backfill's audit rows, oldest first."""

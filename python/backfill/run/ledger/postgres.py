@@ -42,10 +42,10 @@ from . import postgres_sql as q
 from .backend import FinishOutcome
 from .overlap import overlap_lock_key
 from .postgres_fast import execute_prepared
-from .records import Claim, LedgerError, TaskEnd, task_row, worker_dead
+from .records import Claim, LedgerError, task_row, worker_dead
 from .schema import POSTGRES, AllowValues, values_text
-from .sql import Db, SqlLedger, WriteMode, late_report, log_lost
-from .states import ENDED_ATTEMPTS, IllegalTransitionError, TaskState, finish_target
+from .sql import Db, Finishing, SqlLedger, WriteMode, late_report, log_dropped, log_lost
+from .states import ENDED_ATTEMPTS, IllegalTransitionError, TaskState
 
 __all__ = ["PostgresLedger", "mask_url"]
 
@@ -255,13 +255,7 @@ class PostgresLedger(SqlLedger):
         ]
         dead = [w for w in local if worker_dead(w)]
         for task_id, worker, expired in db.execute(q.DROP_DEAD, {"b": backfill_id, "dead": dead}):
-            log.warning(
-                "backfill %s: task %s: worker %s lost its lease (%s); the task is claimable again",
-                backfill_id,
-                task_id,
-                worker,
-                "expired" if expired else "process gone",
-            )
+            log_dropped(backfill_id, task_id, worker, expired=bool(expired))
 
     def _claims(self, db: Db, sql: bytes, params: Mapping[str, Any]) -> list[Claim]:
         # rows: the task's columns (q.TASK_COLUMNS), ..., the attempt's id last
@@ -298,51 +292,42 @@ class PostgresLedger(SqlLedger):
 
         return self._do("claiming tasks", run)
 
-    def finish(
-        self,
-        claim: Claim,
-        backfill_id: str,
-        worker: str,
-        end: TaskEnd,
-    ) -> FinishOutcome:
+    def _finish(self, f: Finishing) -> FinishOutcome:
         """Ends the attempt in one statement that lands only while it holds the lease."""
-        tid = claim.task.task_id
-        target = finish_target(end.ok, end.retry_at)
-        outcome: FinishOutcome = target.value  # type: ignore[assignment]  # done/pending/failed
-        bug = f"task {tid} of {backfill_id} is not running; it cannot become {target}"
+        end = f.end
         params = (
-            backfill_id,
-            tid,
-            worker,
-            claim.attempt_id,
+            f.backfill_id,
+            f.task_id,
+            f.worker,
+            f.claim.attempt_id,
             "done" if end.ok else "failed",
             repr(float(end.seconds)),
             end.rows,
             end.deleted,
-            end.fingerprint,
+            f.fingerprint,
             end.error,
             None if end.retry_at is None else repr(float(end.retry_at)),
-            target.value,
+            f.target.value,
             late_report(end.ok, end.seconds),
-            bug,
+            f.bug,
         )  # q.FINISH_PARAMS
-        name, sql = q.finish(target)
+        name, sql = q.finish(f.target)
         ended = [s.value for s in ENDED_ATTEMPTS]
 
         def run(db: Conn, retried: bool) -> FinishOutcome:
             if retried:  # did the earlier try commit? then its outcome stands
                 row = db.execute(
-                    "SELECT status FROM attempts WHERE id = %s", (claim.attempt_id,)
+                    "SELECT status FROM attempts WHERE id = %s", (f.claim.attempt_id,)
                 ).fetchone()
                 if row is not None and row[0] in ended:
-                    return outcome
+                    return f.outcome
             try:  # the one statement every task runs: libpq's prepared call (postgres_fast)
                 ((held,),) = execute_prepared(db, name, sql, params, q.FINISH_TYPES)
             except psycopg.errors.RaiseException as exc:  # ledger_fail: nothing was written
-                raise IllegalTransitionError(bug) from exc
+                raise IllegalTransitionError(f.bug) from exc
             if held == b"1":
-                return outcome
-            log_lost(backfill_id, claim, worker)
+                return f.outcome
+            log_lost(f.backfill_id, f.claim, f.worker)
             return "lost"
 
         return self._do("recording a task's end", run)

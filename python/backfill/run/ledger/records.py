@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from ..._stamps import utcnow
-from ...engines.base import PartitionFingerprint, recorded_partitions
 from ...errors import BackfillError, ConflictError, InvalidInputError
+from ...fingerprints import PartitionFingerprint, TaskFingerprint
 from .states import AttemptState, BackfillState, TaskState
 
 __all__ = [
@@ -54,6 +54,8 @@ __all__ = [
     "lease_end_text",
     "new_worker_id",
     "require_keys",
+    "stored_fingerprints",
+    "stored_task_fingerprint",
     "task_row",
     "utcnow",
     "worker_dead",
@@ -129,35 +131,39 @@ class TaskRow:
     status: TaskState
     attempts: int
     rows_written: int | None
-    fingerprint: str | None
+    fingerprint: TaskFingerprint | None
     error: str | None
     depends_on: tuple[int, ...] = ()
 
     @property
     def partition_fingerprints(self) -> dict[str, PartitionFingerprint] | None:
-        """label -> fingerprint of the partitions the task's recorded ``fingerprint`` lists
-        (``"rows:digest label=rows:digest ..."``, parsed where it is written:
-        :mod:`backfill.engines.base`); None when it lists none (an audit then scans)."""
-        return recorded_partitions(self.fingerprint)
+        """label -> fingerprint of the partitions the task's ``fingerprint`` lists; None when
+        it lists none (an audit then scans)."""
+        parts = None if self.fingerprint is None else self.fingerprint.partitions
+        return None if parts is None else dict(parts)
 
 
 @dataclass(frozen=True)
 class TaskEnd:
     """How an attempt ended, as ``finish`` records it: ``ok`` with the rows it wrote and deleted
-    and the task's fingerprint (``WriteResult.recorded_fingerprint``), or a failure with its
+    and the task's fingerprint (``WriteResult.task_fingerprint``), or a failure with its
     ``error``, to retry from ``retry_at`` (epoch seconds; None: the task fails)."""
 
     ok: bool
     seconds: float
     rows: int | None = None
     deleted: int | None = None
-    fingerprint: str | None = None
+    fingerprint: TaskFingerprint | None = None
     error: str | None = None
     retry_at: float | None = None
 
     @classmethod
     def success(
-        cls, seconds: float, rows: int | None, deleted: int | None, fingerprint: str | None
+        cls,
+        seconds: float,
+        rows: int | None,
+        deleted: int | None,
+        fingerprint: TaskFingerprint | None,
     ) -> TaskEnd:
         return cls(True, seconds, rows, deleted, fingerprint)
 
@@ -195,10 +201,28 @@ def task_row(r: Sequence[Any], deps: Sequence[int] = ()) -> TaskRow:
         TaskState(r[7]),
         r[8],
         r[9],
-        r[10],
+        stored_task_fingerprint(r[10]),
         r[11],
         tuple(sorted(deps)),
     )
+
+
+def stored_task_fingerprint(text: str | None) -> TaskFingerprint | None:
+    """A task's or attempt's ``fingerprint`` column as a value (None stays None)."""
+    return None if text is None else TaskFingerprint.decode(text)
+
+
+def stored_fingerprints(fingerprints: Mapping[str, PartitionFingerprint]) -> str:
+    """An audit's ``published_fingerprints`` as the ledger keeps them: JSON text of label ->
+    ``"rows:digest"``."""
+    wrong = {
+        label: fp for label, fp in fingerprints.items() if not isinstance(fp, PartitionFingerprint)
+    }
+    if wrong:
+        raise InvalidInputError(
+            f"published fingerprints {wrong!r}: expected label -> PartitionFingerprint"
+        )
+    return json.dumps({label: fp.encode() for label, fp in fingerprints.items()})
 
 
 def new_worker_id() -> str:
@@ -352,7 +376,7 @@ class AttemptRecord(RecordFields):
     seconds: float | None
     rows_written: int | None
     rows_deleted: int | None
-    fingerprint: str | None
+    fingerprint: TaskFingerprint | None
     error: str | None
     detail: dict[str, Any] | None = None
 
@@ -360,6 +384,7 @@ class AttemptRecord(RecordFields):
     def from_row(cls, row: Mapping[str, Any]) -> AttemptRecord:
         values = _known_columns(cls, row)
         values["status"] = AttemptState(row["status"])
+        values["fingerprint"] = stored_task_fingerprint(row["fingerprint"])
         values["detail"] = _json(row.get("detail"), None)
         return cls(**values)
 
@@ -367,7 +392,7 @@ class AttemptRecord(RecordFields):
 @dataclass(frozen=True)
 class AuditRecord(RecordFields):
     """One model's row of an audit: ``result`` (the audit of the model, with its
-    ``audit_id``) and ``published_fingerprints`` (label -> "rows:digest") decoded."""
+    ``audit_id``) and ``published_fingerprints`` (label -> fingerprint) decoded."""
 
     id: int
     backfill_id: str
@@ -375,14 +400,17 @@ class AuditRecord(RecordFields):
     created_at: str
     created_by: str
     passed: bool
-    published_fingerprints: dict[str, str]
+    published_fingerprints: dict[str, PartitionFingerprint]
     result: dict[str, Any]
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> AuditRecord:
         values = _known_columns(cls, row)
         values["passed"] = bool(row["passed"])
-        values["published_fingerprints"] = _json(row["published_fingerprints"], {})
+        values["published_fingerprints"] = {
+            label: PartitionFingerprint.decode(text)
+            for label, text in _json(row["published_fingerprints"], {}).items()
+        }
         values["result"] = _json(row["result"], {})
         return cls(**values)
 
@@ -390,6 +418,15 @@ class AuditRecord(RecordFields):
     def audit_id(self) -> str | None:
         found = self.result.get("audit_id")
         return None if found is None else str(found)
+
+    @property
+    def audit_fingerprints(self) -> dict[str, PartitionFingerprint]:
+        """label -> fingerprint of each partition of the audit area as the audit saw it (kept
+        in ``result``): publish refuses an area that changed since."""
+        return {
+            label: PartitionFingerprint.decode(text)
+            for label, text in self.result["audit_fingerprints"].items()
+        }
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from .records import (
     iso_utc,
     lease_end_text,
     require_keys,
+    stored_fingerprints,
     task_row,
     worker_dead,
 )
@@ -82,7 +83,16 @@ from .states import (
     sources,
 )
 
-__all__ = ["TASK_COLUMNS", "SqlLedger", "WriteMode", "in_states", "late_report", "log_lost"]
+__all__ = [
+    "TASK_COLUMNS",
+    "Finishing",
+    "SqlLedger",
+    "WriteMode",
+    "in_states",
+    "late_report",
+    "log_dropped",
+    "log_lost",
+]
 
 log = logging.getLogger(__name__)
 
@@ -613,13 +623,7 @@ class SqlLedger(ABC):
         for task_id, worker, attempt_id, expired in leases:
             if not expired and not worker_dead(worker):
                 continue
-            log.warning(
-                "backfill %s: task %s: worker %s lost its lease (%s); the task is claimable again",
-                backfill_id,
-                task_id,
-                worker,
-                "expired" if expired else "process gone",
-            )
+            log_dropped(backfill_id, task_id, worker, expired=bool(expired))
             key = {"b": backfill_id, "t": task_id}
             self._x(db, "DELETE FROM leases WHERE backfill_id = :b AND task_id = :t", key)
             self._x(
@@ -790,9 +794,12 @@ class SqlLedger(ABC):
     ) -> FinishOutcome:
         """Records an attempt's end. Returns the task's new status (pending when retried), or
         ``"lost"`` when the attempt no longer held the task's lease."""
-        tid = claim.task.task_id
-        target = finish_target(end.ok, end.retry_at)
-        key = {"b": backfill_id, "t": tid, "w": worker, "a": claim.attempt_id}
+        return self._finish(Finishing(claim, backfill_id, worker, end))
+
+    def _finish(self, f: Finishing) -> FinishOutcome:
+        """Ends the attempt in a few statements of one transaction (Postgres: one statement)."""
+        key = {"b": f.backfill_id, "t": f.task_id, "w": f.worker, "a": f.claim.attempt_id}
+        end = f.end
 
         def run(db: Db, _: bool) -> FinishOutcome:
             held = self._x(
@@ -802,8 +809,8 @@ class SqlLedger(ABC):
                 key,
             ).fetchone()
             if held is None:
-                self._note_late(db, claim, end.ok, end.seconds)
-                log_lost(backfill_id, claim, worker)
+                self._note_late(db, f.claim, end.ok, end.seconds)
+                log_lost(f.backfill_id, f.claim, f.worker)
                 return "lost"
             self._x(db, "DELETE FROM leases WHERE backfill_id = :b AND task_id = :t", key)
             ended = AttemptState.DONE if end.ok else AttemptState.FAILED
@@ -818,30 +825,28 @@ class SqlLedger(ABC):
                     "secs": end.seconds,
                     "rows": end.rows,
                     "del": end.deleted,
-                    "fp": end.fingerprint,
+                    "fp": f.fingerprint,
                     "err": end.error,
                 },
             )
-            sets = _FINISH_SETS[target]
+            sets = _FINISH_SETS[f.target]
             cur = self._x(
                 db,
                 f"UPDATE tasks SET status = :target, {sets} WHERE backfill_id = :b AND "
                 f"task_id = :t AND status IN "
-                f"{in_states(sources(TASK_TRANSITIONS, target, among=[_T.RUNNING]))}",
+                f"{in_states(sources(TASK_TRANSITIONS, f.target, among=[_T.RUNNING]))}",
                 {
                     **key,
-                    "target": target.value,
+                    "target": f.target.value,
                     "rows": end.rows,
-                    "fp": end.fingerprint,
+                    "fp": f.fingerprint,
                     "err": end.error,
                     "retry": end.retry_at,
                 },
             )
             if cur.rowcount != 1:  # a held lease means a running task: a bug if reached
-                raise IllegalTransitionError(
-                    f"task {tid} of {backfill_id} is not running; it cannot become {target}"
-                )
-            return target.value  # type: ignore[return-value]  # done, pending or failed
+                raise IllegalTransitionError(f.bug)
+            return f.outcome
 
         return self._write("recording a task's end", run)
 
@@ -887,7 +892,7 @@ class SqlLedger(ABC):
         models: Sequence[Mapping[str, Any]],
     ) -> None:
         """Records one audit: per model ``model``, ``passed``, ``published_fingerprints``
-        (label -> "rows:digest") and ``result`` (the JSON-able audit of the model)."""
+        (label -> PartitionFingerprint) and ``result`` (the JSON-able audit of the model)."""
         for m in models:
             require_keys(m, AUDIT_KEYS, f"audit {audit_id} model row")
         rows = [
@@ -897,7 +902,7 @@ class SqlLedger(ABC):
                 "created_at": created_at,
                 "created_by": created_by,
                 "passed": int(bool(m["passed"])),
-                "fps": json.dumps({k: str(v) for k, v in m["published_fingerprints"].items()}),
+                "fps": stored_fingerprints(m["published_fingerprints"]),
                 "result": json.dumps({"audit_id": audit_id, **m["result"]}, default=str),
             }
             for m in models
@@ -1043,6 +1048,43 @@ class SqlLedger(ABC):
         return history(runs, samples)
 
 
+@dataclass(frozen=True)
+class Finishing:
+    """One attempt's end on its way into the ledger (:meth:`SqlLedger.finish`), with what every
+    backend derives from it alike: the task's new state and the stored fingerprint."""
+
+    claim: Claim
+    backfill_id: str
+    worker: str
+    end: TaskEnd
+
+    @property
+    def task_id(self) -> int:
+        return self.claim.task.task_id
+
+    @property
+    def target(self) -> TaskState:
+        return finish_target(self.end.ok, self.end.retry_at)
+
+    @property
+    def outcome(self) -> FinishOutcome:
+        return self.target.value  # type: ignore[return-value]  # done, pending or failed
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The task's fingerprint as the ledger stores it (its one encoding, on every backend)."""
+        fp = self.end.fingerprint
+        return None if fp is None else fp.encode()
+
+    @property
+    def bug(self) -> str:
+        """The message of a finish that finds its task not running (a bug if reached)."""
+        return (
+            f"task {self.task_id} of {self.backfill_id} is not running; it cannot become "
+            f"{self.target}"
+        )
+
+
 def _cols(alias: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in TASK_COLUMNS.split(","))
 
@@ -1051,6 +1093,17 @@ def late_report(ok: bool, seconds: float) -> str:
     """What a worker that lost its lease reported, kept on its abandoned attempt."""
     return (
         f"; reported {'success' if ok else 'failure'} after {seconds:.1f}s, after losing the lease"
+    )
+
+
+def log_dropped(backfill_id: str, task_id: int, worker: str, *, expired: bool) -> None:
+    """Logs that a claim dropped ``worker``'s lease on a task (expired, or its process gone)."""
+    log.warning(
+        "backfill %s: task %s: worker %s lost its lease (%s); the task is claimable again",
+        backfill_id,
+        task_id,
+        worker,
+        "expired" if expired else "process gone",
     )
 
 
