@@ -43,6 +43,12 @@ class Dialect:
     #: whether the warehouse has SQL:2008 ``MERGE INTO`` (one statement upserts a merge model's
     #: rows); without it a merge deletes the matching keys and inserts
     merge_into: ClassVar[bool] = False
+    #: what follows the columns of a table the core creates (Spark: ``USING iceberg`` and the
+    #: table's properties)
+    table_options: ClassVar[str] = ""
+    #: whether ``ALTER TABLE ... ALTER COLUMN ... TYPE`` can make an approximate column exact
+    #: (Iceberg cannot retype a double to a decimal: the old changelog's values stay doubles)
+    retype_columns: ClassVar[bool] = True
 
     # -- names and literals ---------------------------------------------------------------------
     def quote(self, name: str) -> str:
