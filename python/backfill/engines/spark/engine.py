@@ -37,30 +37,30 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from decimal import Context, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._extras import extra_required
 from ..._secrets import mask_text
-from ...errors import PROGRAMMING_ERRORS, InvalidInputError, NotFoundError
+from ...errors import InvalidInputError, NotFoundError
 from ...fingerprints import PartitionFingerprint
 from ...model.files import EngineSettings
 from ..base import (
+    CHANGELOG_SCALE,
     Area,
     Capabilities,
     Column,
     ColumnKind,
     DeadLetters,
-    Period,
     PublishModel,
     PublishRequest,
     TaskFailure,
     model_location,
     project_model,
 )
-from ..sql import AuditScope, Rel, SqlEngine, Written
-from .publish import Moved, append_changelog, publishing, swap
-from .scope import answer_up_front
+from ..sql import Rel, SqlEngine, Written, writes_period
+from .publish import Moved, publishing, swap
 from .session import (
     catalog_name,
     check_master,
@@ -70,7 +70,7 @@ from .session import (
     spark_session,
 )
 from .sql import SparkDialect, arrow_rows, kind_of, quote
-from .tables import IcebergTables, table_properties, utc_timestamps
+from .tables import IcebergTables, utc_timestamps
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -81,6 +81,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SparkEngine"]
 
+_EXACT = Context(prec=80)
 _OUTSIDE = "backfill: a row is outside the period of the task"
 # Java exceptions that a retry of the same task can get past (a concurrent commit won).
 _TRANSIENT = (
@@ -103,6 +104,7 @@ class SparkEngine(IcebergTables, SqlEngine):
 
     name = "spark"
     capabilities = Capabilities(atomic_publish=False, landing=True)
+    audit_in_one_query = True  # a Spark job's fixed cost dwarfs a partition's scan
 
     def __init__(
         self,
@@ -174,10 +176,10 @@ class SparkEngine(IcebergTables, SqlEngine):
 
     # -- the core's hooks ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def connect(self) -> Iterator[None]:
-        """Nothing to hold: each query goes to the session when it runs (a task whose write
+    def connect(self) -> Iterator[_Statements]:
+        """Nothing to hold: each statement goes to the session when it runs (a task whose write
         is Spark's own starts no session here)."""
-        yield None
+        yield _Statements(self)
 
     def _rows(self, cur: Any, sql: str) -> list[tuple[Any, ...]]:
         self._job("backfill: audit")  # this thread's jobs in the engine's pool
@@ -209,13 +211,18 @@ class SparkEngine(IcebergTables, SqlEngine):
         return (PySparkException, Py4JError, InvalidInputError, NotFoundError)
 
     def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
-        if isinstance(exc, PROGRAMMING_ERRORS):
-            # As they are: a bug is never "a Spark error" (pyspark's own PySparkTypeError and
-            # PySparkAttributeError, a wrong call from Python, are TypeError/AttributeError).
-            return None
         if isinstance(exc, self._warehouse_errors()):
             return _task_failure(where, exc), False
         return None
+
+    def _ensure_schema(self, cur: Any, schema: str) -> None:
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns(schema)}")
+
+    def _stage_rows(self, cur: Any, rows: Any) -> str:
+        return self._temp_view(self.spark.createDataFrame(utc_timestamps(rows)))
+
+    def _unstage(self, cur: Any, staged: str) -> None:
+        self.spark.catalog.dropTempView(staged)
 
     def _ref(self, project: Project, area: Area, cur: Any, name: str) -> str:
         """What a read of ``name`` sees in ``area``: the backfill's branch (new rows for the
@@ -246,11 +253,11 @@ class SparkEngine(IcebergTables, SqlEngine):
                 "folder catalog keeps no views); use strategy full",
                 transient=False,
             )
-        if m.strategy in ("replace", "merge", "append") and m.grain and not _partitioned(m, window):
-            raise TaskFailure(f"{where}: a {m.strategy} task needs a period", transient=False)
-        written, deleted, fp = self._write_table_of(project, m, window, area, rows)
+        partitioned = writes_period(project, m, window)
+        written, deleted, fp = self._write_table_of(project, m, window, area, rows, partitioned)
         if dead_letters is not None and window[0] is not None and window[1] is not None:
-            self._dead_letters_of(project, dead_letters, (window[0], window[1]))
+            with self._locks[self.table(dead_letters.table)]:  # the first tasks create it
+                self._dead_letters(cur, project, dead_letters, (window[0], window[1]))
         return written, deleted, fp, {}
 
     def _write_table_of(
@@ -260,12 +267,12 @@ class SparkEngine(IcebergTables, SqlEngine):
         window: tuple[dt.datetime | None, dt.datetime | None],
         area: Area,
         rows: Any,
+        partitioned: bool,
     ) -> tuple[int, int, PartitionFingerprint]:
         from pyspark.sql import functions as F
 
         start, end = window
         where = model_location(project, m.name)
-        partitioned = _partitioned(m, window)
         label = f"[{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M})" if partitioned else "(all)"
         spark = self._job(f"backfill {area.backfill_id or 'direct'}: {m.name} {label}")
         if rows is None:
@@ -297,7 +304,7 @@ class SparkEngine(IcebergTables, SqlEngine):
             )
         with self._locks[table]:
             if area.direct and not partitioned:  # a rebuild may change the schema
-                return self._rebuild(spark, m, df, table, types, et_kind)
+                return self._rebuild(m, df, table, types, et_kind)
             self._ensure_table(m, table, types, et_kind)
         old = self.table_types(table)
         if old != types:  # remembered types may be stale: the table decides
@@ -340,24 +347,15 @@ class SparkEngine(IcebergTables, SqlEngine):
 
     def _rebuild(
         self,
-        spark: SparkSession,
         m: Model,
         df: DataFrame,
         table: str,
         types: dict[str, str],
         et_kind: ColumnKind,
     ) -> tuple[int, int, PartitionFingerprint]:
-        """A direct full build: CREATE OR REPLACE (one atomic Iceberg commit, any schema)."""
-        view = self._temp_view(df)
-        try:
-            old = self._rows_in(table) if self.exists(table) else 0
-            spark.sql(
-                f"CREATE OR REPLACE TABLE {table} USING iceberg "
-                f"{self._partitioned_by(m, et_kind)} {table_properties()} "
-                f"AS SELECT * FROM {view}"
-            )
-        finally:
-            spark.catalog.dropTempView(view)
+        """A direct full build: any schema, one atomic Iceberg commit."""
+        old = self._rows_in(table) if self.exists(table) else 0
+        self._replace_with(table, df, self._partitioned_by(m, et_kind))
         self._checked.discard(table)
         self._table_types.pop(table, None)
         fp = self._fingerprint_where(self.small, table, list(types))
@@ -413,71 +411,17 @@ class SparkEngine(IcebergTables, SqlEngine):
             rel = f"(SELECT * FROM {rel} WHERE {where})"
         return rel, cols
 
-    def _answer_up_front(self, project: Project, scope: AuditScope, areas: Sequence[Area]) -> None:
-        with self.connect() as cur:
-            sides = [self._source(cur, project, scope.model, a, False) for a in areas]
-        answer_up_front(
-            self.small, project_model(project, scope.model), scope, [s for s in sides if s]
-        )
-
-    @contextlib.contextmanager
-    def stream(
-        self,
-        project: Project,
-        model: str,
-        area: Area,
-        periods: Sequence[Period] | None,
-        *,
-        preview: bool = False,
-        utc_column: str | None = None,
-    ) -> Iterator[Any]:
-        self._job(f"backfill: rows of {model}")  # names this thread's Spark jobs
-        with super().stream(
-            project, model, area, periods, preview=preview, utc_column=utc_column
-        ) as rows:
-            yield rows
+    def _label(self, what: str) -> None:
+        self._job(what)
 
     def _missing(self, project: Project, model: str, area: Area) -> NotFoundError:
         where = "the published tables" if area.direct else "the area"
         return NotFoundError(f"{model} has no table in {where} ({self.table(model)})")
 
-    @contextlib.contextmanager
-    def _arrow_chunks(self, select: str, wheres: Sequence[str]) -> Iterator[Any]:
-        """A Spark job a chunk of ``stream_periods`` partitions: the driver holds one chunk's
-        rows, never the whole selection (and a long list costs one job a chunk, not each)."""
-        import pyarrow as pa  # type: ignore[import-untyped]
+    def _arrow_schema(self, select: str) -> Any:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        spark = self.small
-        schema = to_arrow_schema(spark.sql(f"{select} LIMIT 0").schema)
-
-        def batches() -> Iterator[Any]:
-            for where in wheres:
-                table = spark.sql(f"{select} WHERE {where}").toArrow()
-                yield from table.cast(schema).to_batches()
-
-        yield pa.RecordBatchReader.from_batches(schema, batches())
-
-    def _dead_letters_of(
-        self, project: Project, dl: DeadLetters, window: tuple[dt.datetime, dt.datetime]
-    ) -> None:
-        """Replaces the period's dead letters of the topic in their (published) table."""
-        table = self.table(dl.table)
-        df = self.spark.createDataFrame(utc_timestamps(dl.rows))
-        with self._locks[table]:
-            if not self.exists(table):
-                cols = ", ".join(
-                    f"{quote(f.name)} {f.dataType.simpleString()}" for f in df.schema.fields
-                )
-                self.spark.sql(
-                    f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
-                    + table_properties()
-                )
-            period = self.dialect.in_periods("record_timestamp", [window])
-            self.spark.sql(
-                f"DELETE FROM {table} WHERE topic = {self.dialect.string(dl.topic)} AND {period}"
-            )
-            df.writeTo(table).append()
+        return to_arrow_schema(self.small.sql(f"{select} LIMIT 0").schema)  # planned, not run
 
     # -- publishing -----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -491,13 +435,42 @@ class SparkEngine(IcebergTables, SqlEngine):
     def _swap(self, cur: Any, project: Project, request: PublishRequest, pm: PublishModel) -> None:
         swap(self, project, pm, self.branch(request.backfill_id), self._moved)
 
-    def _append_changelog(self, cur: Any, request: PublishRequest) -> None:
-        append_changelog(self, request)
+    def _insert_rows(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[Any]) -> None:
+        from pyspark.sql.types import StructType, _parse_datatype_string
+
+        # The table's own types: an old changelog's measure values stay doubles, written as
+        # floats.
+        types = self._types(table)
+        schema = _parse_datatype_string(", ".join(f"{n}: {types[n]}" for n in names))
+        assert isinstance(schema, StructType)
+        data = [tuple(_value(v, types[n]) for v, n in zip(r, names, strict=True)) for r in rows]
+        self.spark.createDataFrame(data, schema).writeTo(table).append()
 
 
-def _partitioned(m: Model, window: tuple[dt.datetime | None, dt.datetime | None]) -> bool:
-    """Whether a task of ``m`` writes one period (else it rebuilds the whole table)."""
-    return None not in window and m.strategy in ("replace", "merge", "append")
+class _Statements:
+    """The core's cursor on Spark: a statement (DDL, DML) runs as Spark SQL in the engine's
+    session, each its own Iceberg commit; queries go through the engine's ``_rows``."""
+
+    def __init__(self, engine: SparkEngine) -> None:
+        self._engine = engine
+
+    def execute(self, sql: str) -> None:
+        self._engine.spark.sql(sql)
+
+
+def _value(value: Any, spark_type: str) -> Any:
+    """``value`` as a Spark row of ``spark_type`` takes it (a decimal rounded to its scale)."""
+    if value is None:
+        return None
+    if spark_type == "bigint":
+        return int(value)
+    if spark_type == "double":
+        return float(value)
+    if spark_type.startswith("decimal"):
+        return Decimal(value).quantize(Decimal(1).scaleb(-CHANGELOG_SCALE), context=_EXACT)
+    if spark_type == "string":
+        return str(value)
+    return value
 
 
 def _check_columns(where: str, new: Mapping[str, str], old: Mapping[str, str], area: Area) -> None:

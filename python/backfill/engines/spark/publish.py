@@ -32,18 +32,10 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
-from decimal import Context, Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...errors import ConflictError
-from ..base import (
-    CHANGELOG_ADDED,
-    CHANGELOG_COLUMNS,
-    CHANGELOG_SCALE,
-    CHANGELOG_TABLE,
-    PublishModel,
-    PublishRequest,
-)
+from ..base import PublishModel, PublishRequest
 from .sql import DIALECT, kind_of, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,10 +44,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Moved", "append_changelog", "publishing", "swap"]
+__all__ = ["Moved", "publishing", "swap"]
 
-_TYPES = DIALECT.changelog_types
-_EXACT = Context(prec=80)
 _publishing = threading.Lock()  # one publish at a time per process
 Moved = tuple[str, int | None]  # a table moved by a publish, and main's snapshot before
 
@@ -157,48 +147,3 @@ def _move(engine: SparkEngine, project: Project, pm: PublishModel, table: str, b
         engine._merge_df(spark, m, rows, table)  # as a merge task's write
         return
     rows.writeTo(table).overwrite(F.expr(cond))
-
-
-def append_changelog(engine: SparkEngine, request: PublishRequest) -> None:
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    spark = engine.spark
-    table = engine.table(CHANGELOG_TABLE)
-    cols = ", ".join(f"{quote(n)} {_TYPES[k]}" for n, k in CHANGELOG_COLUMNS)
-    with engine.lock(table):
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {table} ({cols}) USING iceberg "
-            "TBLPROPERTIES ('format-version' = '2')"
-        )
-        # A table of an earlier version: add the new columns; its double measure values stay
-        # double (Iceberg cannot retype double to decimal), written as floats.
-        have = {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
-        for name, kind in CHANGELOG_COLUMNS:
-            if name in CHANGELOG_ADDED and name not in have:
-                spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({quote(name)} {_TYPES[kind]})")
-                have[name] = _TYPES[kind]
-    if not request.changelog:
-        return
-    types = [have.get(n, _TYPES[k]) for n, k in CHANGELOG_COLUMNS]
-    schema = _parse_datatype_string(
-        ", ".join(f"{n}: {t}" for (n, _), t in zip(CHANGELOG_COLUMNS, types, strict=True))
-    )
-    assert isinstance(schema, StructType)
-    rows = [
-        tuple(_value(v, t) for v, t in zip(row, types, strict=True)) for row in request.changelog
-    ]
-    spark.createDataFrame(rows, schema).writeTo(table).append()
-
-
-def _value(value: Any, spark_type: str) -> Any:
-    if value is None:
-        return None
-    if spark_type == "bigint":
-        return int(value)
-    if spark_type == "double":
-        return float(value)
-    if spark_type.startswith("decimal"):
-        return Decimal(value).quantize(Decimal(1).scaleb(-CHANGELOG_SCALE), context=_EXACT)
-    if spark_type == "string":
-        return str(value)
-    return value

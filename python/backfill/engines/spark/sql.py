@@ -22,9 +22,19 @@ __all__ = [
     "kind_of",
     "partition_transform",
     "quote",
+    "table_properties",
 ]
 
 _UTC = dt.timezone.utc
+_TABLE_PROPS = {
+    "format-version": "2",
+    "commit.retry.num-retries": "20",
+    "commit.retry.min-wait-ms": "50",
+}
+
+
+def table_properties() -> str:
+    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in _TABLE_PROPS.items()) + ")"
 
 
 class SparkDialect(Dialect):
@@ -55,6 +65,9 @@ class SparkDialect(Dialect):
         ColumnKind.FLOAT: "double",
         ColumnKind.DECIMAL: f"decimal(38,{CHANGELOG_SCALE})",
     }
+
+    table_options: ClassVar = f"USING iceberg {table_properties()}"
+    retype_columns: ClassVar = False
 
     def __init__(self, catalog: str = "") -> None:
         self.catalog = catalog

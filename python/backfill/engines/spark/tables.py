@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..base import ColumnKind, TaskFailure
-from .sql import arrow_rows, kind_of, partition_transform, quote
+from .sql import arrow_rows, kind_of, partition_transform, quote, table_properties
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -18,12 +18,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Model
 
 __all__ = ["IcebergTables", "table_properties", "utc_timestamps"]
-
-_TABLE_PROPS = {
-    "format-version": "2",
-    "commit.retry.num-retries": "20",
-    "commit.retry.min-wait-ms": "50",
-}
 
 
 class IcebergTables:
@@ -152,6 +146,18 @@ class IcebergTables:
         transform = partition_transform(m.grain, m.event_time, et_kind)
         return f"PARTITIONED BY ({transform})" if transform else ""
 
+    def _replace_with(self, table: str, df: DataFrame, partitioned_by: str) -> None:
+        """Replaces ``table`` (``PARTITIONED BY ...`` or "") with the rows of ``df``: CREATE OR
+        REPLACE, one atomic Iceberg commit, any schema."""
+        view = self._temp_view(df)
+        try:
+            self.spark.sql(
+                f"CREATE OR REPLACE TABLE {table} USING iceberg {partitioned_by} "
+                f"{table_properties()} AS SELECT * FROM {view}"
+            )
+        finally:
+            self.spark.catalog.dropTempView(view)
+
     def _ensure_table(
         self, m: Model, table: str, types: Mapping[str, str], et_kind: ColumnKind
     ) -> None:
@@ -226,16 +232,8 @@ class IcebergTables:
             {f.name: f.dataType.simpleString() for f in df.schema.fields}.get(event_time or "", "")
         )
         transform = partition_transform(grain, event_time, kind)
-        view = self._temp_view(df)
-        try:
-            spark.sql(
-                f"CREATE OR REPLACE TABLE {self.table(name, schema)} USING iceberg "
-                f"{f'PARTITIONED BY ({transform})' if transform else ''} "
-                f"{table_properties()} "
-                f"AS SELECT * FROM {view}"
-            )
-        finally:
-            spark.catalog.dropTempView(view)
+        by = f"PARTITIONED BY ({transform})" if transform else ""
+        self._replace_with(self.table(name, schema), df, by)
         return int(data.num_rows)
 
 
@@ -249,7 +247,3 @@ def utc_timestamps(data: Any) -> Any:
         for f in data.schema
     ]
     return data.cast(pa.schema(fields))
-
-
-def table_properties() -> str:
-    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in _TABLE_PROPS.items()) + ")"

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .core import AuditScope, SqlEngine, Written, audit_schema, task_parts
+from .core import AuditScope, SqlEngine, Written, audit_schema, task_parts, writes_period
 from .dialect import Dialect, Rel
 
-__all__ = ["AuditScope", "Dialect", "Rel", "SqlEngine", "Written", "audit_schema", "task_parts"]
+__all__ = [
+    "AuditScope",
+    "Dialect",
+    "Rel",
+    "SqlEngine",
+    "Written",
+    "audit_schema",
+    "task_parts",
+    "writes_period",
+]

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._numbers import Number
 from ...calendar import partitions as calendar_partitions
-from ...errors import ConflictError, InvalidInputError, NotFoundError
+from ...errors import PROGRAMMING_ERRORS, ConflictError, InvalidInputError, NotFoundError
 from ...fingerprints import PartitionFingerprint
 from ...model.rendering import render
 from ..base import (
@@ -73,6 +73,7 @@ from ..base import (
     model_location,
     project_model,
 )
+from .audit_facts import answer_up_front
 from .connection import Database
 from .dialect import Dialect, Rel
 
@@ -91,6 +92,7 @@ __all__ = [
     "outside_failure",
     "schema_changed",
     "task_parts",
+    "writes_period",
 ]
 
 #: (rows written, rows deleted, fingerprint of the period, fingerprint per partition)
@@ -114,6 +116,21 @@ def task_parts(m: Model, start: dt.datetime, end: dt.datetime) -> list[Part]:
         ]
     except InvalidInputError:
         return []
+
+
+def writes_period(
+    project: Project, m: Model, window: tuple[dt.datetime | None, dt.datetime | None]
+) -> bool:
+    """Whether a task of ``m`` over ``window`` writes one period: replace/merge/append do, full
+    and view rebuild the whole relation; a period task of a model with a grain and no period
+    fails."""
+    partitioned = None not in window and m.strategy in _STRATEGIES_WITH_PERIODS
+    if m.strategy in _STRATEGIES_WITH_PERIODS and m.grain and not partitioned:
+        raise TaskFailure(
+            f"{model_location(project, m.name)}: a {m.strategy} task needs a period",
+            transient=False,
+        )
+    return partitioned
 
 
 def outside_failure(
@@ -163,6 +180,9 @@ class SqlEngine(Engine):
     #: partitions a stream of rows selects a query (None: all in one); an engine whose driver
     #: holds each query's whole result (Spark) streams a few at a time
     stream_periods: int | None = None
+    #: whether an audit's questions about a model are answered up front in one query over
+    #: every area (an engine whose every query has a high fixed cost: Spark); else one by one
+    audit_in_one_query: bool = False
     #: (project, model) -> the published (schema, name) of a model; None: (schema, model)
     naming: Callable[[Project | None, str], Rel] | None = None
 
@@ -216,7 +236,7 @@ class SqlEngine(Engine):
     def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
         """The TaskFailure of a warehouse error in a task of ``where``, and whether it is a
         write conflict worth retrying inside the task; None: not the warehouse's error (a bug
-        goes on as it is)."""
+        goes on as it is). Never asked about a programming error (PROGRAMMING_ERRORS)."""
         return None
 
     # -- hooks: statements whose shape differs ---------------------------------------------------
@@ -333,6 +353,10 @@ class SqlEngine(Engine):
         """A DB-API cursor of ``cur``'s transaction (``cur`` itself, unless its driver lends
         connections whose cursors are separate objects: Postgres)."""
         return contextlib.nullcontext(cur)
+
+    def _label(self, what: str) -> None:
+        """Names this thread's next queries ``what`` where the warehouse shows its work (Spark:
+        the jobs' description in its UI); default: nothing."""
 
     # -- naming ----------------------------------------------------------------------------------
     def published(self, project: Project | None, model: str) -> Rel:
@@ -485,7 +509,9 @@ class SqlEngine(Engine):
                     written, deleted, fp, time.perf_counter() - began, conflicts, parts or None
                 )
             except self._warehouse_errors() as exc:
-                found = self._failure(where, exc)
+                # A bug goes on as it is, even one the driver raises (pyspark's own
+                # PySparkTypeError, a wrong call from Python, is a TypeError).
+                found = None if isinstance(exc, PROGRAMMING_ERRORS) else self._failure(where, exc)
                 if found is None:
                     raise
                 failure, conflict = found
@@ -574,15 +600,7 @@ class SqlEngine(Engine):
         """Writes the task's period: the model's rendered SELECT, or ``rows`` (Arrow) landed."""
         start, end = window
         rel = self.location(project, m.name, area)
-        # replace/merge/append write one period; full and view rebuild the whole relation.
-        partitioned = (
-            start is not None and end is not None and m.strategy in _STRATEGIES_WITH_PERIODS
-        )
-        if m.strategy in _STRATEGIES_WITH_PERIODS and m.grain and not partitioned:
-            raise TaskFailure(
-                f"{model_location(project, m.name)}: a {m.strategy} task needs a period",
-                transient=False,
-            )
+        partitioned = writes_period(project, m, window)
         self._ensure_schema(cur, rel[0])
         with self._transaction(cur):
             if rows is None:
@@ -676,7 +694,9 @@ class SqlEngine(Engine):
         staged = self._stage_rows(cur, dl.rows)
         self._ensure_schema(cur, rel[0])
         if self._kind(cur, rel) is None:
-            cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {staged} LIMIT 0")
+            cur.execute(
+                f"CREATE TABLE {target} {d.table_options} AS SELECT * FROM {staged} LIMIT 0"
+            )
         cur.execute(
             f"DELETE FROM {target} WHERE {d.quote('topic')} = {d.string(dl.topic)} AND "
             f"{d.in_periods('record_timestamp', [window])}"
@@ -881,6 +901,7 @@ class SqlEngine(Engine):
         preview: bool = False,
         utc_column: str | None = None,
     ) -> Iterator[Any]:
+        self._label(f"backfill: rows of {model}")
         m = project_model(project, model)
         if utc_column and not m.event_time:
             raise InvalidInputError(f"model {model!r} has no event_time")
@@ -904,12 +925,32 @@ class SqlEngine(Engine):
         with self._arrow_chunks(f"SELECT {select} FROM {rel} t", wheres) as rows:
             yield rows
 
-    def _arrow_chunks(
-        self, select: str, wheres: Sequence[str]
-    ) -> contextlib.AbstractContextManager[Any]:
+    @contextlib.contextmanager
+    def _arrow_chunks(self, select: str, wheres: Sequence[str]) -> Iterator[Any]:
         """The rows of ``select`` under each filter of ``wheres`` (empty: none), in order, as
-        one Arrow stream: one query, unless the engine streams a few periods at a time."""
-        return self._arrow(f"{select} WHERE {' OR '.join(wheres) or 'FALSE'}")
+        one Arrow stream: one query; with ``stream_periods``, a query a filter (a chunk of
+        periods), so that the driver holds one chunk's rows, never the whole selection."""
+        if self.stream_periods is None:
+            with self._arrow(f"{select} WHERE {' OR '.join(wheres) or 'FALSE'}") as rows:
+                yield rows
+            return
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        schema = self._arrow_schema(select)
+
+        def batches() -> Iterator[Any]:
+            for where in wheres:
+                with self._arrow(f"{select} WHERE {where}") as rows:
+                    yield from pa.table(rows).cast(schema).to_batches()
+
+        yield pa.RecordBatchReader.from_batches(schema, batches())
+
+    def _arrow_schema(self, select: str) -> Any:
+        """The Arrow schema of the rows of ``select``: every chunk of a stream is cast to it."""
+        import pyarrow as pa
+
+        with self._arrow(f"{select} LIMIT 0") as rows:
+            return pa.table(rows).schema
 
     def _select_list(self, cols: Sequence[Column]) -> str:
         return ", ".join(self.dialect.stream_column(c, "t") for c in cols)
@@ -932,7 +973,7 @@ class SqlEngine(Engine):
     # -- the warehouse for writers that are not this engine (dbt) ------------------------------
     def task_failure(self, where: str, exc: Exception) -> TaskFailure | None:
         """The TaskFailure of ``exc`` when it is this warehouse's error; None otherwise."""
-        found = self._failure(where, exc)
+        found = None if isinstance(exc, PROGRAMMING_ERRORS) else self._failure(where, exc)
         return None if found is None else found[0]
 
     def seed(self, work: Rel, published: Rel, how: str) -> None:
@@ -1037,8 +1078,19 @@ class SqlEngine(Engine):
             self._scopes.scope = None
 
     def _answer_up_front(self, project: Project, scope: AuditScope, areas: Sequence[Area]) -> None:
-        """Answers the scope's questions in as few jobs as the engine can, before they are
-        asked (Spark: one job for every question of every area); default: as they come."""
+        """Answers the scope's questions before they are asked: with ``audit_in_one_query``,
+        one query for every question of every area (:mod:`.audit_facts`); else as they come."""
+        if not self.audit_in_one_query:
+            return
+        with self.connect() as cur:
+            sides = [self._source(cur, project, scope.model, a, False) for a in areas]
+            answer_up_front(
+                self.dialect,
+                self._reader(cur),
+                project_model(project, scope.model).event_time,
+                scope,
+                [s for s in sides if s],
+            )
 
     # -- publishing ------------------------------------------------------------------------------
     def publish(self, project: Project, request: PublishRequest) -> None:
@@ -1131,16 +1183,20 @@ class SqlEngine(Engine):
         rel = self._changelog()
         table = d.qualified(rel)
         cols = ", ".join(f"{d.quote(n)} {d.changelog_type(k, n)}" for n, k in CHANGELOG_COLUMNS)
-        cur.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols}) {d.table_options}".rstrip())
         # A table of an earlier version: add the columns added since, and make approximate
-        # measure values exact decimals.
+        # measure values exact decimals (where the warehouse can).
         have = {c.name: c.kind for c in self._columns(cur, rel) or []}
         for name, kind in CHANGELOG_COLUMNS:
             if name in CHANGELOG_ADDED and name not in have:
                 cur.execute(
                     f"ALTER TABLE {table} ADD COLUMN {d.quote(name)} {d.changelog_type(kind)}"
                 )
-            elif kind == ColumnKind.DECIMAL and have.get(name) == ColumnKind.FLOAT:
+            elif (
+                kind == ColumnKind.DECIMAL
+                and have.get(name) == ColumnKind.FLOAT
+                and d.retype_columns
+            ):
                 cur.execute(
                     f"ALTER TABLE {table} ALTER COLUMN {d.quote(name)} "
                     f"TYPE {d.changelog_type(kind)}"

@@ -45,6 +45,12 @@ class Dialect:
     merge_into: ClassVar[bool] = False
     #: the driver's parameter marker (its DB-API ``paramstyle``: ``qmark`` or ``format``)
     parameter: ClassVar[str] = "?"
+    #: what follows the columns of a table the core creates (Spark: ``USING iceberg`` and the
+    #: table's properties)
+    table_options: ClassVar[str] = ""
+    #: whether ``ALTER TABLE ... ALTER COLUMN ... TYPE`` can make an approximate column exact
+    #: (Iceberg cannot retype a double to a decimal: the old changelog's values stay doubles)
+    retype_columns: ClassVar[bool] = True
 
     # -- names and literals ---------------------------------------------------------------------
     def quote(self, name: str) -> str:
