@@ -10,10 +10,9 @@ with the columns selected by name from the catalog (Postgres has no ``UNION ALL 
 Postgres 15 wants an alias after a subquery in FROM: write ``{{ ref("m") }} m``.
 
 A task is one transaction on a pooled connection (the engine core's write, :mod:`backfill.engines
-.sql.core`): ``replace`` deletes the period and inserts the SELECT (its columns planned first,
-``LIMIT 0``); the other strategies stage the SELECT in a temporary table, then ``merge`` runs
-``MERGE`` on the unique key, ``full`` replaces the table's rows (or the table when its columns
-change), ``view`` re-creates the view. Rows outside the period fail the task.
+.sql.core`): the SELECT goes into a temporary table, rows outside the period fail the task, then
+``replace`` deletes the period and inserts, ``merge`` runs ``MERGE`` on the unique key, ``full``
+replaces the table's rows (or the table when its columns change), ``view`` re-creates the view.
 Concurrent tasks of one model are safe: replace tasks touch disjoint periods; the first creation
 of a table, merges (whose keys may cross periods) and full rebuilds take a transaction-scoped
 advisory lock on the relation. Serialization failures and deadlocks are retried in the task;
@@ -144,11 +143,6 @@ class PostgresEngine(SqlEngine):
         if not isinstance(exc, (psycopg.Error, PoolTimeout)):
             return None
         return task_failure(where, exc), getattr(exc, "sqlstate", None) in _CONFLICTS
-
-    def _bind(self, cur: Any, sql: str) -> list[str] | None:
-        # Planned, not run (LIMIT 0): the core's direct replace write, without a temp table.
-        found = cur.execute(f"SELECT * FROM (\n{sql}\n) q LIMIT 0").description
-        return [c.name for c in found or []]
 
     def _ensure_schema(self, cur: Any, schema: str) -> None:
         """Creates ``schema`` if missing, in its own transaction: concurrent first tasks would

@@ -557,15 +557,10 @@ class SqlEngine(Engine):
         d = self.dialect
         where, target = model_location(project, m.name), d.qualified(rel)
         source = f"(\n{sql}\n) q"  # newlines: a trailing -- comment stays closed
-        # As in _write_table: two runs of one task take turns, the first tasks of a model race
-        # to create its table (one creates it, the others wait here and find it).
-        self._lock(cur, rel, f"{window[0]}/{window[1]}")
         old = [c.name for c in self._columns(cur, rel) or []]
         if not old:
-            self._lock(cur, rel)
-            if self._kind(cur, rel) is None:
-                cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {source} LIMIT 0")
-            old = [c.name for c in self._columns(cur, rel) or []]
+            cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {source} LIMIT 0")
+            old = new
         elif set(new) != set(old):
             raise schema_changed(where, rel[0], new, old)
         in_period = d.in_periods(m.event_time, [window])
