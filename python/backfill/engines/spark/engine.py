@@ -436,13 +436,10 @@ class SparkEngine(IcebergTables, SqlEngine):
         swap(self, project, pm, self.branch(request.backfill_id), self._moved)
 
     def _insert_rows(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[Any]) -> None:
-        from pyspark.sql.types import StructType, _parse_datatype_string
-
-        # The table's own types: an old changelog's measure values stay doubles, written as
-        # floats.
+        # The table's own types (a DDL schema string, which createDataFrame parses): an old
+        # changelog's measure values stay doubles, written as floats.
         types = self._types(table)
-        schema = _parse_datatype_string(", ".join(f"{n}: {types[n]}" for n in names))
-        assert isinstance(schema, StructType)
+        schema = ", ".join(f"{n}: {types[n]}" for n in names)
         data = [tuple(_value(v, types[n]) for v, n in zip(r, names, strict=True)) for r in rows]
         self.spark.createDataFrame(data, schema).writeTo(table).append()
 
