@@ -233,6 +233,11 @@ class SqlEngine(Engine):
         (:meth:`_failure`) and lets everything else (a bug) go on as it is."""
         return ()
 
+    def _classified(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
+        """:meth:`_failure` of ``exc``, except that a bug goes on as it is, even one the driver
+        raises (pyspark's own PySparkTypeError, a wrong call from Python, is a TypeError)."""
+        return None if isinstance(exc, PROGRAMMING_ERRORS) else self._failure(where, exc)
+
     def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
         """The TaskFailure of a warehouse error in a task of ``where``, and whether it is a
         write conflict worth retrying inside the task; None: not the warehouse's error (a bug
@@ -509,9 +514,7 @@ class SqlEngine(Engine):
                     written, deleted, fp, time.perf_counter() - began, conflicts, parts or None
                 )
             except self._warehouse_errors() as exc:
-                # A bug goes on as it is, even one the driver raises (pyspark's own
-                # PySparkTypeError, a wrong call from Python, is a TypeError).
-                found = None if isinstance(exc, PROGRAMMING_ERRORS) else self._failure(where, exc)
+                found = self._classified(where, exc)
                 if found is None:
                     raise
                 failure, conflict = found
@@ -968,7 +971,7 @@ class SqlEngine(Engine):
     # -- the warehouse for writers that are not this engine (dbt) ------------------------------
     def task_failure(self, where: str, exc: Exception) -> TaskFailure | None:
         """The TaskFailure of ``exc`` when it is this warehouse's error; None otherwise."""
-        found = None if isinstance(exc, PROGRAMMING_ERRORS) else self._failure(where, exc)
+        found = self._classified(where, exc)
         return None if found is None else found[0]
 
     def seed(self, work: Rel, published: Rel, how: str) -> None:
