@@ -8,6 +8,7 @@ so they say what callers may rely on, not how a backend stores it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -15,6 +16,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -35,6 +37,7 @@ from backfill.run.ledger import (
     BackfillState,
     Claim,
     IllegalTransitionError,
+    KeptVersion,
     LedgerBackend,
     LedgerError,
     TaskBusyError,
@@ -42,7 +45,9 @@ from backfill.run.ledger import (
     TaskRow,
     open_ledger,
 )
+from backfill.run.ledger import sql as ledger_sql
 from backfill.run.ledger.states import BACKFILL_TRANSITIONS
+from backfill.versions import KeptModel
 
 # -- helpers -----------------------------------------------------------------------------------
 LIVE = "otherhost:1:live"  # a worker on another host: only its lease's expiry tells it is gone
@@ -627,6 +632,309 @@ def test_record_publication_publishes_a_done_backfill_in_one_step(ledger: Ledger
     assert [p["backfill_id"] for p in ledger.publications()] == ["b1", "b2"]
 
 
+# -- kept versions and rollbacks (schema version 7) --------------------------------------------
+UTC = dt.timezone.utc
+CEST = dt.timezone(dt.timedelta(hours=2))
+
+
+def day(d: int, tz: dt.timezone = UTC) -> dt.datetime:
+    return dt.datetime(2026, 8, d, tzinfo=tz)
+
+
+def kept_models() -> tuple[KeptModel, ...]:
+    """One model of every strategy, with every field set somewhere (and None elsewhere)."""
+    return (
+        KeptModel(
+            "fct_sales",
+            "replace",
+            True,
+            (("2026-08-03", day(3), day(4)), ("2026-08-04", day(4, CEST), day(5, CEST))),
+            after={
+                "2026-08-03": PartitionFingerprint.of(12, 0xFEDC_BA98_7654_3210),
+                "2026-08-04": PartitionFingerprint.of(0, 0),
+            },
+            rows=12,
+        ),
+        KeptModel(
+            "dim_customer",
+            "merge",
+            True,
+            keys=("customer_id", "region"),
+            after={"__all__": PartitionFingerprint.of(3, 0xAB)},
+            rows=3,
+        ),
+        KeptModel("fct_iceberg", "full", True, rows=40, snapshot=8_123_456_789_012_345_678),
+        KeptModel("fct_first", "full", False),  # a first build: a rollback drops it
+        KeptModel("v_sales", "view", True, definition="SELECT 'it''s' AS x -- ünïcode"),
+        KeptModel("v_new", "view", False, definition=None),
+    )
+
+
+def kept(
+    pid: str,
+    bid: str = "b1",
+    *,
+    rolls_back: str | None = None,
+    at: str = "2026-08-03T10:00:00+00:00",
+    until: str | None = "2026-09-02T10:00:00+00:00",
+    models: tuple[KeptModel, ...] | None = None,
+) -> KeptVersion:
+    return KeptVersion(
+        publication_id=pid,
+        backfill_id=bid,
+        kind="publish" if rolls_back is None else "rollback",
+        rolls_back=rolls_back,
+        published_at=at,
+        keep_until=until,
+        models=kept_models() if models is None else models,
+    )
+
+
+def published(ledger: LedgerBackend, bid: str, pid: str, **kw: Any) -> KeptVersion:
+    """Backfill ``bid`` created, done and published as ``pid`` with what it kept."""
+    ledger.create_backfill(record(bid), tasks(1))
+    make_done(ledger, bid)
+    version = kept(pid, bid, **kw)
+    ledger.record_publication(bid, publication(pid), kept=version)
+    return version
+
+
+def test_a_publication_keeps_what_it_replaced_and_reads_it_back(ledger: LedgerBackend) -> None:
+    mine = published(ledger, "b1", "pub_1")
+    assert status(ledger, "b1") == "published"
+    assert [p.publication_id for p in ledger.publications("b1")] == ["pub_1"]
+    back = ledger.kept_version("pub_1")
+    assert back == mine  # every field, every model
+    assert (back.kind, back.rolls_back, back.rolled_back_by, back.dropped_at) == (
+        "publish",
+        None,
+        None,
+        None,
+    )
+    assert (back.published_at, back.keep_until) == (
+        "2026-08-03T10:00:00+00:00",
+        "2026-09-02T10:00:00+00:00",
+    )
+    sales = back.model("fct_sales")
+    assert sales.after == {
+        "2026-08-03": PartitionFingerprint.of(12, 0xFEDC_BA98_7654_3210),
+        "2026-08-04": PartitionFingerprint.of(0, 0),
+    }
+    assert [(label, s.utcoffset(), e) for label, s, e in sales.parts] == [
+        ("2026-08-03", dt.timedelta(0), day(3, UTC) + dt.timedelta(days=1)),
+        ("2026-08-04", dt.timedelta(hours=2), day(5, CEST)),
+    ]
+    assert back.model("dim_customer").keys == ("customer_id", "region")
+    assert back.model("fct_iceberg").snapshot == 8_123_456_789_012_345_678
+    assert back.model("fct_first").existed is False
+    assert back.model("fct_first").snapshot is None and back.model("fct_first").rows == 0
+    assert back.model("v_sales").definition == "SELECT 'it''s' AS x -- ünïcode"
+    assert back.model("v_new").definition is None
+    with pytest.raises(NotFoundError, match=r"kept nothing of model 'nope'; it kept: fct_sales"):
+        back.model("nope")
+    assert not back.expired(day(3)) and back.expired(dt.datetime(2026, 9, 2, 10, tzinfo=UTC))
+
+    # keep: 0 keeps nothing; listed oldest first, per backfill or all
+    nothing = published(
+        ledger, "b2", "pub_0", at="2026-08-01T00:00:00+00:00", until=None, models=()
+    )
+    assert ledger.kept_version("pub_0") == nothing and nothing.expired(day(1))
+    assert [k.publication_id for k in ledger.kept_versions()] == ["pub_0", "pub_1"]
+    assert ledger.kept_versions("b1") == [mine] and ledger.kept_versions("b2") == [nothing]
+    assert ledger.kept_versions("nope") == []
+
+
+def test_a_mismatched_kept_version_is_refused_and_writes_nothing(ledger: LedgerBackend) -> None:
+    ledger.create_backfill(record("b1"), tasks(1))
+    make_done(ledger, "b1")
+    refusals = [
+        (kept("pub_other"), r"publication_id 'pub_other' \(the publication's: 'pub_1'\)"),
+        (kept("pub_1", "b2"), r"backfill_id 'b2' \(the publication's: 'b1'\)"),
+        (kept("pub_1", rolls_back="pub_0"), r"kind 'rollback'; expected 'publish'"),
+        (
+            dataclasses.replace(kept("pub_1"), dropped_at="2026-08-04T00:00:00+00:00"),
+            r"dropped_at '2026-08-04T00:00:00\+00:00'; a new one has neither",
+        ),
+    ]
+    for bad, message in refusals:
+        with pytest.raises(InvalidInputError, match=message):
+            ledger.record_publication("b1", publication("pub_1"), kept=bad)
+        assert status(ledger, "b1") == "done"
+        assert ledger.publications() == [] and ledger.kept_versions() == []
+        with pytest.raises(NotFoundError, match="no publication 'pub_1'"):
+            ledger.kept_version("pub_1")
+    ledger.record_publication("b1", publication("pub_1"), kept=kept("pub_1"))
+    assert [k.publication_id for k in ledger.kept_versions()] == ["pub_1"]
+    # An id taken already (by another backfill's publication): refused, nothing written.
+    ledger.create_backfill(record("b2"), tasks(1))
+    make_done(ledger, "b2")
+    with pytest.raises(ConflictError, match="pub_1 is recorded already"):
+        ledger.record_publication("b2", publication("pub_1"), kept=kept("pub_1", "b2"))
+    assert status(ledger, "b2") == "done" and ledger.publications("b2") == []
+    assert ledger.kept_version("pub_1").backfill_id == "b1"
+
+
+def test_a_rollback_takes_a_publication_back_once(ledger: LedgerBackend) -> None:
+    published(ledger, "b1", "pub_1")
+    rb = kept("rb_1", rolls_back="pub_1", at="2026-08-04T10:00:00+00:00", models=kept_models()[:1])
+    ledger.record_rollback(rb)
+    assert ledger.kept_version("pub_1").rolled_back_by == "rb_1"
+    assert ledger.kept_version("rb_1") == rb
+    assert (rb.kind, rb.rolls_back, rb.rolled_back_by) == ("rollback", "pub_1", None)
+    assert status(ledger, "b1") == "published"  # a rollback leaves the backfill's status
+    assert [p.publication_id for p in ledger.publications()] == ["pub_1"]
+
+    again = kept("rb_2", rolls_back="pub_1", at="2026-08-05T10:00:00+00:00")
+    with pytest.raises(ConflictError, match="publication pub_1 was already rolled back by rb_1"):
+        ledger.record_rollback(again)
+    with pytest.raises(NotFoundError, match="rb_2"):
+        ledger.kept_version("rb_2")
+    assert ledger.kept_version("pub_1").rolled_back_by == "rb_1"
+
+    # A rollback of the rollback publishes the version it took back again: a chain.
+    ledger.record_rollback(kept("rb_3", rolls_back="rb_1", at="2026-08-06T10:00:00+00:00"))
+    chain = [(k.publication_id, k.rolls_back, k.rolled_back_by) for k in ledger.kept_versions()]
+    assert chain == [("pub_1", None, "rb_1"), ("rb_1", "pub_1", "rb_3"), ("rb_3", "rb_1", None)]
+    with pytest.raises(ConflictError, match="publication rb_1 was already rolled back by rb_3"):
+        ledger.record_rollback(kept("rb_4", rolls_back="rb_1", at="2026-08-07T10:00:00+00:00"))
+
+    # refused, and nothing written: not a rollback, another backfill's id, an unknown one
+    with pytest.raises(InvalidInputError, match=r"kind 'publish'; expected 'rollback'"):
+        ledger.record_rollback(kept("rb_5"))
+    with pytest.raises(InvalidInputError, match=r"rb_6: backfill_id 'b9'.*of backfill 'b1'"):
+        ledger.record_rollback(kept("rb_6", "b9", rolls_back="rb_3"))
+    with pytest.raises(NotFoundError, match=r"rb_7: no publication 'pub_nope'"):
+        ledger.record_rollback(kept("rb_7", rolls_back="pub_nope"))
+    assert [k.publication_id for k in ledger.kept_versions()] == ["pub_1", "rb_1", "rb_3"]
+    assert ledger.kept_version("rb_3").rolled_back_by is None
+
+
+def _roll_back_at_barrier(
+    url: str, version: KeptVersion, barrier: threading.Barrier, outcome: dict[str, str]
+) -> None:
+    try:
+        led = open_ledger(url)
+    except Exception as exc:  # said in the outcome; the other thread's barrier then breaks
+        barrier.abort()
+        outcome[version.publication_id] = f"error: {exc!r}"
+        return
+    try:
+        barrier.wait()
+        led.record_rollback(version)
+        outcome[version.publication_id] = "recorded"
+    except ConflictError as exc:
+        outcome[version.publication_id] = f"refused: {exc}"
+    except Exception as exc:  # anything else fails the test, with what it was
+        outcome[version.publication_id] = f"error: {exc!r}"
+    finally:
+        led.close()
+
+
+def test_of_two_rollbacks_of_one_publication_at_once_one_is_refused(
+    ledger: LedgerBackend, url: str
+) -> None:
+    """Check and write are one step: each round starts both rollbacks together."""
+    for round_ in range(4):
+        pid = f"pub_{round_}"
+        published(ledger, f"b{round_}", pid)
+        barrier = threading.Barrier(2, timeout=60)
+        outcome: dict[str, str] = {}
+        threads = [
+            threading.Thread(
+                target=_roll_back_at_barrier,
+                args=(
+                    url,
+                    kept(f"rb_{round_}_{i}", f"b{round_}", rolls_back=pid),
+                    barrier,
+                    outcome,
+                ),
+            )
+            for i in (1, 2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(outcome) == 2 and not any(v.startswith("error") for v in outcome.values()), (
+            outcome
+        )
+        (winner,) = [rid for rid, said in outcome.items() if said == "recorded"]
+        (loser,) = [rid for rid in outcome if rid != winner]
+        assert outcome[loser] == f"refused: publication {pid} was already rolled back by {winner}"
+        assert ledger.kept_version(pid).rolled_back_by == winner
+        with pytest.raises(NotFoundError, match=loser):
+            ledger.kept_version(loser)
+    assert len(ledger.kept_versions()) == 8
+
+
+def test_unknown_ids_are_not_found(ledger: LedgerBackend) -> None:
+    with pytest.raises(NotFoundError, match=r"no publication 'nope' .*`backfill changelog`"):
+        ledger.kept_version("nope")
+    with pytest.raises(NotFoundError, match="no publication 'nope'"):
+        ledger.mark_dropped("nope", "2026-08-04T00:00:00+00:00")
+    with pytest.raises(NotFoundError, match="no publication 'nope'"):
+        ledger.record_rollback(kept("rb_1", rolls_back="nope"))
+    # A publication recorded without a kept version (keeps nothing the ledger knows of)
+    ledger.create_backfill(record("b1"), tasks(1))
+    make_done(ledger, "b1")
+    ledger.record_publication("b1", publication("pub_1"))
+    with pytest.raises(NotFoundError, match="publication pub_1 kept nothing the ledger knows of"):
+        ledger.kept_version("pub_1")
+    with pytest.raises(NotFoundError, match="no publication 'pub_1'"):
+        ledger.record_rollback(kept("rb_1", rolls_back="pub_1"))
+    assert ledger.kept_versions() == []
+
+
+def test_mark_dropped_keeps_the_first_time(ledger: LedgerBackend) -> None:
+    published(ledger, "b1", "pub_1")
+    published(ledger, "b2", "pub_2")
+    first, later = "2026-09-02T10:00:00+00:00", "2026-09-03T00:00:00+00:00"
+    ledger.mark_dropped("pub_1", first)
+    ledger.mark_dropped("pub_1", later)  # a second gc run (or a retry) keeps the first time
+    assert ledger.kept_version("pub_1").dropped_at == first
+    assert ledger.kept_version("pub_2").dropped_at is None  # only that one
+    with pytest.raises(InvalidInputError, match=r"dropped_at 'yesterday'"):
+        ledger.mark_dropped("pub_2", "yesterday")
+    assert ledger.kept_version("pub_2").dropped_at is None
+    dropped = ledger.kept_version("pub_1")
+    assert dropped.model("fct_sales").rows == 12 and dropped.rolled_back_by is None
+    assert "dropped at 2026-09-02T10:00:00+00:00" in str(dropped)
+
+
+def test_a_version_6_ledger_migrates_to_7_and_keeps_its_rows(
+    backend: Backend, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend.make_v1(url)
+    with monkeypatch.context() as patch:  # this code, stopped at version 6
+        patch.setattr(ledger_sql, "SCHEMA_VERSION", 6)
+        old = open_ledger(url)
+        try:
+            assert backend.version(url) == 6
+            old.create_backfill(record("b2"), tasks(1))
+            make_done(old, "b2")
+            old.record_publication("b2", publication("pub_old"))
+        finally:
+            old.close()
+    led = open_ledger(url)
+    try:
+        assert backend.version(url) == SCHEMA_VERSION == 7
+        assert status(led, "b1") == "running" and status(led, "b2") == "published"
+        (pub,) = led.publications()
+        assert (pub.publication_id, pub.models) == ("pub_old", {"m": ["p0"]})
+        assert led.kept_versions() == []  # that publication kept nothing the ledger knows of
+        with pytest.raises(NotFoundError, match="pub_old kept nothing the ledger knows of"):
+            led.kept_version("pub_old")
+        mine = published(led, "b3", "pub_new")  # the version 7 records
+        led.record_rollback(
+            kept("rb_1", "b3", rolls_back="pub_new", at="2026-08-04T00:00:00+00:00")
+        )
+        assert led.kept_version("pub_new") == dataclasses.replace(mine, rolled_back_by="rb_1")
+    finally:
+        led.close()
+    open_ledger(url).close()  # opening it again migrates nothing
+    assert backend.version(url) == SCHEMA_VERSION
+
+
 # -- replays from Kafka (schema version 3) -------------------------------------------------------
 def offset_reset(
     rid: str,
@@ -793,7 +1101,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 6
+        assert backend.version(url) == SCHEMA_VERSION == 7
         migrated = led.backfill("b1")
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
         assert (migrated.paused_at, migrated.options) == (None, {})
@@ -816,6 +1124,8 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         assert [h["source"] for h in led.cost_history("p", ["m"])] == ["run", "run", "sample"]
         led.cancel("b1", "a v3 state in a migrated table", "me")
         assert status(led, "b1") == "cancelled"
+        published(led, "b2", "pub_1")  # and the version 7 records
+        assert [k.publication_id for k in led.kept_versions("b2")] == ["pub_1"]
     finally:
         led.close()
     open_ledger(url).close()  # opening it again migrates nothing

@@ -7,7 +7,8 @@ What is where:
   transitions; :class:`IllegalTransitionError` for any other.
 * :mod:`.records` -- what any backend hands out and raises: typed records
   (:class:`BackfillRecord`, :class:`TaskRow`, :class:`Claim`, :class:`AttemptRecord`,
-  :class:`AuditRecord`, :class:`PublicationRecord`...), :class:`LedgerError`,
+  :class:`AuditRecord`, :class:`PublicationRecord`, :class:`KeptVersion`: what a publication
+  or rollback kept of the version it replaced...), :class:`LedgerError`,
   :class:`TaskBusyError`, :class:`BackfillExistsError`, worker ids and stamps, the checks of
   what callers pass in.
 * :mod:`.backend` -- :class:`LedgerBackend`, the protocol everything else calls, with the
@@ -46,6 +47,7 @@ from .records import (
     BackfillRecord,
     Claim,
     CostMeasure,
+    KeptVersion,
     LedgerError,
     OffsetReset,
     PublicationRecord,
@@ -80,6 +82,7 @@ __all__ = [
     "CostMeasure",
     "FinishOutcome",
     "IllegalTransitionError",
+    "KeptVersion",
     "Ledger",
     "LedgerBackend",
     "LedgerError",

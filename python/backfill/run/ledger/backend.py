@@ -23,6 +23,7 @@ from .records import (
     BackfillRecord,
     Claim,
     CostMeasure,
+    KeptVersion,
     OffsetReset,
     PublicationRecord,
     TaskEnd,
@@ -181,13 +182,44 @@ class LedgerBackend(Protocol):
     def audits(self, backfill_id: str) -> list[AuditRecord]:
         """The backfill's audit rows, oldest first."""
 
-    def record_publication(self, backfill_id: str, publication: Mapping[str, Any]) -> None:
+    def record_publication(
+        self,
+        backfill_id: str,
+        publication: Mapping[str, Any],
+        kept: KeptVersion | None = None,
+    ) -> None:
         """Records a publication (``publication_id``, ``published_at``, ``published_by``,
         ``note``, ``forced_reason``, ``models``) and moves the backfill from done to published
-        in one step; IllegalTransitionError (nothing recorded) unless it is done."""
+        in one step; IllegalTransitionError (nothing recorded) unless it is done. ``kept``: what
+        the publication kept of the version it replaced, recorded in the same step (a retry
+        after an unknown commit outcome records neither twice); InvalidInputError (nothing
+        recorded) unless it is a ``publish`` of the same publication id and backfill."""
 
     def publications(self, backfill_id: str | None = None) -> list[PublicationRecord]:
         """Publications (of one backfill, or all), oldest first."""
+
+    # -- kept versions and rollbacks (schema version 7; see backfill.versions) -------------------
+    def record_rollback(self, kept: KeptVersion) -> None:
+        """Records a rollback (``kept``: a ``rollback`` kept version, ``rolls_back`` naming the
+        publication it took back) and marks that publication rolled back by it, in one step;
+        the backfill's status does not change. :class:`~backfill.errors.NotFoundError` when the
+        publication taken back has no kept version, :class:`~backfill.errors.ConflictError` when
+        it was rolled back already (of two rollbacks of one publication recorded at the same
+        time, one is refused), InvalidInputError for a kept version that is not a rollback;
+        nothing recorded then."""
+
+    def kept_version(self, publication_id: str) -> KeptVersion:
+        """What the publication or rollback ``publication_id`` kept.
+        :class:`~backfill.errors.NotFoundError` when none is recorded under that id."""
+
+    def kept_versions(self, backfill_id: str | None = None) -> list[KeptVersion]:
+        """The kept versions (of one backfill's publications and rollbacks, or all), oldest
+        first (by ``published_at``, then id)."""
+
+    def mark_dropped(self, publication_id: str, dropped_at: str) -> None:
+        """Records that what ``publication_id`` kept was dropped at ``dropped_at`` (ISO 8601
+        UTC); once: a later call keeps the first time. :class:`~backfill.errors.NotFoundError`
+        for an unknown id."""
 
     # -- replays from Kafka (schema version 4; see .replay_records) ------------------------------
     def record_attempt_detail(self, backfill_id: str, attempt_id: int, detail: str) -> None:

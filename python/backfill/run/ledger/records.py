@@ -3,12 +3,13 @@
 The records callers get are frozen dataclasses, their JSON columns decoded once, here, when a
 row is read: :class:`BackfillRecord` (its run ``options`` and ``models`` as dicts),
 :class:`TaskRow`, :class:`Claim`, :class:`AttemptRecord`, :class:`AuditRecord`,
-:class:`PublicationRecord`, :class:`OffsetReset` and :class:`CostMeasure`. Statuses are the enums
-of :mod:`.states`; stamps (``created_at``, ``finished_at``...) are ISO 8601 UTC text on every
-backend, as stored (Postgres stamps them from its own clock in the same form). :func:`utcnow` and
-:func:`new_worker_id` make the stamps and worker ids every backend stores; :func:`worker_dead`
-tells a dead worker on this host from its id. The errors are the project's own
-(:mod:`backfill.errors`), so callers never see a driver's exception.
+:class:`PublicationRecord`, :class:`KeptVersion` (its ``models`` as
+:class:`~backfill.versions.KeptModel`), :class:`OffsetReset` and :class:`CostMeasure`. Statuses
+are the enums of :mod:`.states`; stamps (``created_at``, ``finished_at``...) are ISO 8601 UTC
+text on every backend, as stored (Postgres stamps them from its own clock in the same form).
+:func:`utcnow` and :func:`new_worker_id` make the stamps and worker ids every backend stores;
+:func:`worker_dead` tells a dead worker on this host from its id. The errors are the project's
+own (:mod:`backfill.errors`), so callers never see a driver's exception.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from ..._stamps import utcnow
-from ...errors import BackfillError, ConflictError, InvalidInputError
+from ...errors import BackfillError, ConflictError, InvalidInputError, NotFoundError
 from ...fingerprints import PartitionFingerprint, TaskFingerprint
+from ...versions import KeptModel, decode_models, encode_models
 from .states import AttemptState, BackfillState, TaskState
 
 __all__ = [
     "AUDIT_KEYS",
     "BACKFILL_KEYS",
+    "KEPT_KINDS",
     "PUBLICATION_KEYS",
     "TASK_KEYS",
     "AttemptRecord",
@@ -41,6 +44,7 @@ __all__ = [
     "BackfillRecord",
     "Claim",
     "CostMeasure",
+    "KeptVersion",
     "LedgerError",
     "OffsetReset",
     "PublicationRecord",
@@ -53,6 +57,7 @@ __all__ = [
     "iso_utc",
     "lease_end_text",
     "new_worker_id",
+    "parse_stamp",
     "require_keys",
     "stored_fingerprints",
     "stored_task_fingerprint",
@@ -90,6 +95,8 @@ PUBLICATION_KEYS = (
     "forced_reason",
     "models",
 )
+#: what a kept version records: a publish, or a rollback (which takes a publication back)
+KEPT_KINDS = ("publish", "rollback")
 
 
 class LedgerError(BackfillError):
@@ -455,6 +462,124 @@ class PublicationRecord(RecordFields):
             publication_id=recorded.get("publication_id"),
             models=recorded.get("models", {}),
         )
+
+
+def parse_stamp(value: object, what: str) -> dt.datetime:
+    """``value`` (ISO 8601 text with a UTC offset, as the ledger stores stamps) as an aware
+    datetime; InvalidInputError naming ``what`` and the value otherwise."""
+    try:
+        when = dt.datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise InvalidInputError(
+            f"{what} {value!r}: expected ISO 8601 text with a UTC offset, e.g. "
+            "'2026-08-03T00:00:00+00:00'"
+        )
+    return when
+
+
+@dataclass(frozen=True)
+class KeptVersion(RecordFields):
+    """What one publication (``kind`` ``"publish"``) or rollback (``"rollback"``, taking back
+    the publication ``rolls_back``) kept of the version it replaced, per model (``models``, see
+    :mod:`backfill.versions`), and until when: ``keep_until`` (None: nothing was kept, ``keep:
+    0``). ``rolled_back_by`` is the rollback that took it back (None: none did); ``dropped_at``
+    when what it kept was dropped (its retention ended). Stamps are ISO 8601 UTC text."""
+
+    publication_id: str
+    backfill_id: str
+    kind: str
+    rolls_back: str | None
+    published_at: str
+    keep_until: str | None
+    models: tuple[KeptModel, ...]
+    rolled_back_by: str | None = None
+    dropped_at: str | None = None
+
+    def __post_init__(self) -> None:
+        pid = self.publication_id
+        for name in ("publication_id", "backfill_id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidInputError(f"kept version {pid!r}: {name} {value!r} is not an id")
+        if self.kind not in KEPT_KINDS:
+            raise InvalidInputError(
+                f"kept version {pid}: kind {self.kind!r} is not one of {', '.join(KEPT_KINDS)}"
+            )
+        if (self.kind == "rollback") != (self.rolls_back is not None):
+            raise InvalidInputError(
+                f"kept version {pid}: a {self.kind} "
+                + (
+                    "names the publication it takes back (rolls_back)"
+                    if self.kind == "rollback"
+                    else f"takes nothing back, yet rolls_back is {self.rolls_back!r}"
+                )
+            )
+        if self.rolls_back == pid:
+            raise InvalidInputError(f"kept version {pid}: a rollback cannot take back itself")
+        parse_stamp(self.published_at, f"kept version {pid}: published_at")
+        for name in ("keep_until", "dropped_at"):
+            value = getattr(self, name)
+            if value is not None:
+                parse_stamp(value, f"kept version {pid}: {name}")
+        models = tuple(self.models)
+        wrong = [m for m in models if not isinstance(m, KeptModel)]
+        if wrong:
+            raise InvalidInputError(
+                f"kept version {pid}: models {wrong!r}: expected KeptModel values "
+                "(backfill.versions)"
+            )
+        object.__setattr__(self, "models", models)  # a list given becomes the tuple it holds
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> KeptVersion:
+        values = _known_columns(cls, row)
+        values["models"] = decode_models(row["models"], f"kept version {row['publication_id']}")
+        return cls(**values)
+
+    def models_json(self) -> str:
+        """``models`` as the ledger stores them (:func:`backfill.versions.encode_models`)."""
+        return encode_models(self.models)
+
+    def expired(self, now: dt.datetime) -> bool:
+        """True when what was kept is past its retention at ``now`` (an aware datetime), or
+        nothing was kept (``keep_until`` None). Whether it was dropped is ``dropped_at``."""
+        if not isinstance(now, dt.datetime) or now.tzinfo is None:
+            raise InvalidInputError(
+                f"now {now!r}: expected an aware datetime, e.g. datetime.now(timezone.utc)"
+            )
+        if self.keep_until is None:
+            return True
+        return now >= parse_stamp(self.keep_until, f"kept version {self.publication_id}")
+
+    def model(self, name: str) -> KeptModel:
+        """What was kept of model ``name``; NotFoundError naming the models kept otherwise."""
+        for m in self.models:
+            if m.model == name:
+                return m
+        kept = ", ".join(m.model for m in self.models) or "none"
+        raise NotFoundError(
+            f"{self.kind} {self.publication_id} kept nothing of model {name!r}; it kept: {kept}"
+        )
+
+    def __str__(self) -> str:
+        what = (
+            f"rollback {self.publication_id} of {self.rolls_back}"
+            if self.kind == "rollback"
+            else f"publication {self.publication_id}"
+        )
+        text = f"{what} (backfill {self.backfill_id}, {self.published_at}): "
+        if self.keep_until is None:
+            text += "kept nothing (keep: 0)"
+        else:
+            names = ", ".join(m.model for m in self.models) or "no model"
+            text += f"kept {names} until {self.keep_until}"
+        if self.dropped_at is not None:
+            text += f"; dropped at {self.dropped_at}"
+        if self.rolled_back_by is not None:
+            text += f"; rolled back by {self.rolled_back_by}"
+        return text
 
 
 @dataclass(frozen=True)

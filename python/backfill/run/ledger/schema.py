@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from .records import KEPT_KINDS
 from .states import V1_BACKFILL_STATES, V3_BACKFILL_STATES, AttemptState, BackfillState, TaskState
 
 __all__ = [
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 #: The version this code writes and reads (both backends). Bump it with a migration.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: The neutral column types: ``id`` is an auto-incremented primary key, ``instant`` a lease's
 #: expiry (compared with the database's clock).
@@ -475,6 +476,33 @@ MIGRATIONS: tuple[Migration, ...] = (
             CreateIndex(
                 Index("cost_samples_model", "cost_samples", ("project", "model", "created_at"))
             ),
+        ),
+    ),
+    Migration(
+        7,
+        "what each publication and rollback kept of the version it replaced, and until when, "
+        "so that a publication can be rolled back (see .records.KeptVersion): models is a JSON "
+        "list of backfill.versions.KeptModel, keep_until NULL when nothing was kept",
+        (
+            CreateTable(
+                Table(
+                    "kept_versions",
+                    (
+                        _nn("publication_id"),
+                        _nn("backfill_id"),
+                        _nn("kind", check=KEPT_KINDS),
+                        _c("rolls_back"),
+                        _nn("published_at"),
+                        _c("keep_until"),
+                        _nn("models"),
+                        _c("rolled_back_by"),
+                        _c("dropped_at"),
+                    ),
+                    primary_key=("publication_id",),
+                    references=(("backfill_id", _BACKFILL),),
+                )
+            ),
+            CreateIndex(Index("kept_versions_backfill", "kept_versions", ("backfill_id",))),
         ),
     ),
 )

@@ -47,6 +47,7 @@ from .records import (
     BackfillRecord,
     Claim,
     CostMeasure,
+    KeptVersion,
     LedgerError,
     OffsetReset,
     PublicationRecord,
@@ -57,6 +58,7 @@ from .records import (
     held_error,
     iso_utc,
     lease_end_text,
+    parse_stamp,
     require_keys,
     stored_fingerprints,
     task_row,
@@ -152,6 +154,12 @@ _INSERT_PUBLICATION = (
     "INSERT INTO publications (backfill_id, published_at, published_by, note, forced_reason, "
     "models) VALUES (:b, :published_at, :published_by, :note, :forced_reason, :models)"
 )
+_INSERT_KEPT = (
+    "INSERT INTO kept_versions (publication_id, backfill_id, kind, rolls_back, published_at, "
+    "keep_until, models) VALUES (:pid, :b, :kind, :rolls_back, :published_at, :keep_until, "
+    ":kept_models) ON CONFLICT (publication_id) DO NOTHING"
+)
+_KEPT_LANDED = "SELECT 1 FROM kept_versions WHERE publication_id = :pid"
 _INSERT_RESET = (
     f"INSERT INTO offset_resets ({', '.join(OFFSET_RESET_KEYS)}) VALUES "
     f"({', '.join(':' + k for k in OFFSET_RESET_KEYS)}) ON CONFLICT (reset_id) DO NOTHING"
@@ -928,10 +936,16 @@ class SqlLedger(ABC):
 
         self._write("recording an audit", run, durable=True)
 
-    def record_publication(self, backfill_id: str, publication: Mapping[str, Any]) -> None:
+    def record_publication(
+        self,
+        backfill_id: str,
+        publication: Mapping[str, Any],
+        kept: KeptVersion | None = None,
+    ) -> None:
         """Records a publication (``published_at``, ``published_by``, ``note``,
         ``forced_reason``, ``publication_id``, ``models``: model -> changed partition labels)
-        and marks the done backfill published, in one transaction."""
+        and what it kept (``kept``, when given), and marks the done backfill published, in one
+        transaction."""
         require_keys(publication, PUBLICATION_KEYS, f"publication of {backfill_id}")
         pid = publication["publication_id"]
         values = {
@@ -942,6 +956,22 @@ class SqlLedger(ABC):
             },
             "models": json.dumps({"publication_id": pid, "models": publication["models"]}),
         }
+        if kept is not None:
+            kept_values = _kept_values(kept, "publish")
+            mismatched = [
+                f"{name} {mine!r} (the publication's: {theirs!r})"
+                for name, mine, theirs in (
+                    ("publication_id", kept.publication_id, pid),
+                    ("backfill_id", kept.backfill_id, backfill_id),
+                )
+                if mine != theirs
+            ]
+            if mismatched:
+                raise InvalidInputError(
+                    f"publication {pid} of {backfill_id}: its kept version has "
+                    f"{', '.join(mismatched)}; expected the publication's own"
+                )
+            values.update(kept_values)
         landed = (
             "SELECT 1 FROM publications WHERE backfill_id = :b AND "
             + self.json_field.format(col="models", key="publication_id")
@@ -950,12 +980,115 @@ class SqlLedger(ABC):
 
         def run(db: Db, retried: bool) -> None:
             if retried and self._x(db, landed, values).fetchone():
-                return  # the earlier try committed
+                return  # the earlier try committed (the kept version with it)
             done = sources(BACKFILL_TRANSITIONS, _B.PUBLISHED)
             self._move_backfill(db, backfill_id, _B.PUBLISHED, done, False, False)
             self._x(db, _INSERT_PUBLICATION, values)
+            if kept is not None:
+                self._insert_kept(db, values)
 
         self._write("recording a publication", run, durable=True)
+
+    def _insert_kept(self, db: Db, values: Mapping[str, Any]) -> None:
+        """Inserts a kept version (:func:`_kept_values`); ConflictError when its id is taken
+        (the transaction then rolls back whatever else it wrote)."""
+        if not self._x(db, _INSERT_KEPT, values).rowcount:
+            raise ConflictError(
+                f"a kept version of {values['pid']} is recorded already in {self.where}; "
+                "publication and rollback ids are unique"
+            )
+
+    # -- kept versions and rollbacks (schema version 7; see backfill.versions) ------------------
+    def record_rollback(self, kept: KeptVersion) -> None:
+        """Records the rollback ``kept`` and marks the publication it took back rolled back by
+        it, in one transaction: the taken-back row is locked (Postgres: ``FOR UPDATE``; SQLite's
+        write transaction locks the file), so of two rollbacks of it one is refused."""
+        values = _kept_values(kept, "rollback")
+        rid, taken = kept.publication_id, kept.rolls_back
+        lookup = (
+            "SELECT rolled_back_by, backfill_id FROM kept_versions WHERE publication_id = :taken"
+            + self.update_lock
+        )
+        mark = (
+            "UPDATE kept_versions SET rolled_back_by = :pid WHERE publication_id = :taken "
+            "AND rolled_back_by IS NULL"
+        )
+
+        def run(db: Db, retried: bool) -> None:
+            if retried and self._x(db, _KEPT_LANDED, values).fetchone():
+                return  # the earlier try committed
+            row = self._x(db, lookup, values).fetchone()
+            if row is None:
+                raise NotFoundError(
+                    f"rollback {rid}: no publication {taken!r} is recorded with what it kept in "
+                    f"{self.where}; `backfill changelog` lists publications"
+                )
+            by, of = row
+            if by is not None:
+                raise ConflictError(f"publication {taken} was already rolled back by {by}")
+            if of != kept.backfill_id:
+                raise InvalidInputError(
+                    f"rollback {rid}: backfill_id {kept.backfill_id!r}, but publication {taken} "
+                    f"is of backfill {of!r}; expected the backfill it took back"
+                )
+            self._insert_kept(db, values)
+            if self._x(db, mark, values).rowcount != 1:  # the row is locked: a bug if reached
+                raise ConflictError(f"publication {taken} was rolled back meanwhile")
+
+        self._write("recording a rollback", run, durable=True)
+
+    def kept_version(self, publication_id: str) -> KeptVersion:
+        published = (
+            "SELECT 1 FROM publications WHERE "
+            + self.json_field.format(col="models", key="publication_id")
+            + " = :pid LIMIT 1"
+        )
+
+        def run(db: Db) -> KeptVersion:
+            key = {"pid": publication_id}
+            rows = self._rows(db, "SELECT * FROM kept_versions WHERE publication_id = :pid", key)
+            if rows:
+                return KeptVersion.from_row(rows[0])
+            if self._x(db, published, key).fetchone():
+                raise NotFoundError(
+                    f"publication {publication_id} kept nothing the ledger knows of: it was "
+                    "published before publications kept what they replaced"
+                )
+            raise NotFoundError(
+                f"no publication {publication_id!r} in {self.where}; `backfill changelog` "
+                "lists them"
+            )
+
+        return self._read("reading a kept version", run)
+
+    def kept_versions(self, backfill_id: str | None = None) -> list[KeptVersion]:
+        sql = (
+            "SELECT * FROM kept_versions"
+            + (" WHERE backfill_id = :b" if backfill_id is not None else "")
+            + " ORDER BY published_at, publication_id"
+        )
+        return self._read(
+            "reading kept versions",
+            lambda db: [KeptVersion.from_row(r) for r in self._rows(db, sql, {"b": backfill_id})],
+        )
+
+    def mark_dropped(self, publication_id: str, dropped_at: str) -> None:
+        """Stamps ``dropped_at`` on the kept version (the first stamp stays)."""
+        parse_stamp(dropped_at, f"publication {publication_id}: dropped_at")
+        sql = (
+            "UPDATE kept_versions SET dropped_at = coalesce(dropped_at, :at) "
+            "WHERE publication_id = :pid"
+        )
+        changed = self._write(
+            "recording a dropped kept version",
+            lambda db, _: int(self._x(db, sql, {"at": dropped_at, "pid": publication_id}).rowcount),
+            one_statement=True,
+        )
+        if not changed:
+            raise NotFoundError(
+                f"no publication {publication_id!r} in {self.where}; `backfill changelog` "
+                "lists them"
+            )
 
     def audits(self, backfill_id: str) -> list[AuditRecord]:
         sql = "SELECT * FROM audits WHERE backfill_id = :b ORDER BY id"
@@ -1083,6 +1216,39 @@ class Finishing:
             f"task {self.task_id} of {self.backfill_id} is not running; it cannot become "
             f"{self.target}"
         )
+
+
+def _kept_values(kept: KeptVersion, kind: str) -> dict[str, Any]:
+    """The parameters inserting ``kept`` (``:pid``, ``:b``, ...); InvalidInputError unless it is
+    a new kept version of ``kind``."""
+    if not isinstance(kept, KeptVersion):
+        raise InvalidInputError(f"kept version {kept!r}: expected a KeptVersion")
+    if kept.kind != kind:
+        raise InvalidInputError(
+            f"kept version {kept.publication_id}: kind {kept.kind!r}; expected {kind!r} here"
+            + (" (record_rollback records rollbacks)" if kind == "publish" else "")
+        )
+    if kind == "rollback" and not kept.rolls_back:
+        raise InvalidInputError(
+            f"rollback {kept.publication_id}: rolls_back {kept.rolls_back!r}; expected the id "
+            "of the publication it took back"
+        )
+    if kept.rolled_back_by is not None or kept.dropped_at is not None:
+        raise InvalidInputError(
+            f"kept version {kept.publication_id}: rolled_back_by {kept.rolled_back_by!r}, "
+            f"dropped_at {kept.dropped_at!r}; a new one has neither (record_rollback and "
+            "mark_dropped set them)"
+        )
+    return {
+        "pid": kept.publication_id,
+        "b": kept.backfill_id,
+        "kind": kept.kind,
+        "rolls_back": kept.rolls_back,
+        "taken": kept.rolls_back,
+        "published_at": kept.published_at,
+        "keep_until": kept.keep_until,
+        "kept_models": kept.models_json(),
+    }
 
 
 def _cols(alias: str) -> str:
