@@ -15,12 +15,15 @@ from .._extras import extra_required
 from ..errors import InvalidInputError
 from ..fingerprints import PartitionFingerprint, TaskFingerprint, recorded_partitions
 from ..model.files import EngineSettings
+from ..versions import KeptModel, PublishedVersion
 from .base import (
     CHANGELOG_ADDED,
     CHANGELOG_COLUMNS,
     CHANGELOG_SCALE,
     CHANGELOG_TABLE,
     PUBLISHED,
+    VERSIONS_COLUMNS,
+    VERSIONS_TABLE,
     WHOLE,
     Area,
     Capabilities,
@@ -33,6 +36,7 @@ from .base import (
     Period,
     PublishModel,
     PublishRequest,
+    PublishResult,
     StalePublishedError,
     TaskFailure,
     WriteResult,
@@ -45,6 +49,8 @@ __all__ = [
     "CHANGELOG_SCALE",
     "CHANGELOG_TABLE",
     "PUBLISHED",
+    "VERSIONS_COLUMNS",
+    "VERSIONS_TABLE",
     "WHOLE",
     "Area",
     "Capabilities",
@@ -52,12 +58,15 @@ __all__ = [
     "ColumnKind",
     "DeadLetters",
     "Engine",
+    "KeptModel",
     "Number",
     "Part",
     "PartitionFingerprint",
     "Period",
     "PublishModel",
     "PublishRequest",
+    "PublishResult",
+    "PublishedVersion",
     "StalePublishedError",
     "TaskFailure",
     "TaskFingerprint",

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .._numbers import Number
 from ..errors import BackfillError, ConflictError, InvalidInputError, NotFoundError
 from ..fingerprints import PartitionFingerprint, TaskFingerprint
+from ..versions import KeptModel, PublishedVersion
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Model, Project
@@ -66,6 +67,8 @@ __all__ = [
     "CHANGELOG_COLUMNS",
     "CHANGELOG_SCALE",
     "CHANGELOG_TABLE",
+    "VERSIONS_COLUMNS",
+    "VERSIONS_TABLE",
     "WHOLE",
     "Area",
     "Capabilities",
@@ -78,6 +81,7 @@ __all__ = [
     "Period",
     "PublishModel",
     "PublishRequest",
+    "PublishResult",
     "StalePublishedError",
     "TaskFailure",
     "WriteResult",
@@ -222,6 +226,12 @@ class PublishModel:
     model: str
     parts: tuple[Part, ...]
     published_fingerprints: Mapping[str, PartitionFingerprint]
+    #: the new rows' fingerprints (the audit's of the area): what the published partitions hold
+    #: after the swap; empty: the engine fingerprints them after the swap (a merge, a rollback)
+    new_fingerprints: Mapping[str, PartitionFingerprint] = field(default_factory=dict)
+    #: a rollback: what the publication taken back kept of this model (its kept rows are the
+    #: new rows; ``published_fingerprints`` are then that publication's ``after``)
+    restore: KeptModel | None = None
 
 
 @dataclass(frozen=True)
@@ -233,9 +243,41 @@ class PublishRequest:
     area: Area
     models: tuple[PublishModel, ...]
     changelog: tuple[tuple[Any, ...], ...]
+    #: the publication's id: what it replaces is kept under it (see :mod:`backfill.versions`);
+    #: None keeps nothing (``publish: {keep: 0}``)
+    publication_id: str | None = None
+    #: a rollback: the publication whose kept version goes back (models in reverse dependency
+    #: order, each with its ``restore``)
+    restores: str | None = None
+    #: publish over published partitions that changed since they were fingerprinted (a forced
+    #: rollback) instead of refusing; :attr:`PublishResult.overwritten` lists them
+    overwrite_stale: bool = False
+    #: when it is published (ISO UTC) and until when what it replaces is kept: recorded with
+    #: what it kept in the warehouse (``backfill_versions``) in the same step
+    published_at: str = ""
+    keep_until: str | None = None
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What :meth:`Engine.publish` did: what it kept of each model (in the request's order), and
+    the partitions it published over although they had changed (``overwrite_stale`` only)."""
+
+    kept: tuple[KeptModel, ...] = ()
+    overwritten: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 CHANGELOG_TABLE = "backfill_changelog"
+#: what each publication kept (see backfill.versions.PublishedVersion), beside the changelog
+VERSIONS_TABLE = "backfill_versions"
+VERSIONS_COLUMNS = (
+    "publication_id",
+    "backfill_id",
+    "rolls_back",
+    "published_at",
+    "keep_until",
+    "models",
+)
 #: The consumers' changelog, one table in the published schema of every engine: (name, kind)
 CHANGELOG_COLUMNS: tuple[tuple[str, ColumnKind], ...] = (
     ("publication_id", ColumnKind.STRING),
@@ -424,14 +466,42 @@ class Engine(ABC):
 
     # -- publishing -----------------------------------------------------------------------------
     @abstractmethod
-    def publish(self, project: Project, request: PublishRequest) -> None:
+    def publish(self, project: Project, request: PublishRequest) -> PublishResult:
         """Swaps every model of ``request`` from the audit area into the published tables
         (replace: the periods; merge: upsert on the unique key; full: the table; view: re-created
         over the published tables) and appends the changelog rows, all-or-nothing as
         :attr:`capabilities` declares. Before swapping anything it compares each model's
         published fingerprints with those recorded at audit time and raises
         :class:`StalePublishedError` (nothing changed) when they differ. A request without
-        models appends only its changelog rows (forward-only changes, delivery records)."""
+        models appends only its changelog rows (forward-only changes, delivery records).
+
+        With a ``publication_id`` it keeps what it replaces, in the same step, so that the
+        publication can be taken back (:mod:`backfill.versions`); a request that ``restores`` a
+        publication publishes what that one kept (a rollback) and keeps in turn what it
+        replaces."""
+
+    def drop_backup(self, publication_id: str) -> None:  # noqa: B027 - optional
+        """Drops what ``publication_id`` kept (its backup schema; nothing on an engine that
+        keeps old versions as snapshots). Dropping a backup that is gone does nothing."""
+
+    def published_versions(self, project: Project) -> list[PublishedVersion]:
+        """What every publication with a ``publication_id`` recorded of what it kept, in the
+        warehouse, oldest first (none on an engine that records nothing)."""
+        return []
+
+    def backup_rows(self, publication_id: str) -> int | None:
+        """The rows ``publication_id`` keeps apart (None: the engine keeps old versions as
+        snapshots, or nothing is kept)."""
+        return None
+
+    def maintain(
+        self, project: Project, keep: Mapping[str, Sequence[int]], older_than: dt.datetime
+    ) -> list[str]:
+        """Table maintenance after many small commits, for engines that keep old versions as
+        snapshots (Iceberg): expires each published table's snapshots older than
+        ``older_than`` except those ``keep`` names per model (a live rollback reads them), then
+        compacts small files. Returns what it did, a line per table; others: nothing."""
+        return []
 
     @abstractmethod
     def changelog_rows(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,10 @@ class Case:
         self.reload()
 
     def reload(self) -> None:
-        """(Re)loads the project from its files, e.g. after :meth:`apply_fix`."""
+        """(Re)loads the project from its files, e.g. after :meth:`apply_fix` (the engine it
+        replaces is closed: its pooled connections would leak)."""
+        if hasattr(self, "engine"):
+            self.engine.close()
         self.project = self.load(self.root)
         assert self.project.settings is not None
         self.engine = backfill.engines.registry.engine_for(self.project)
@@ -101,6 +105,34 @@ class Case:
             row = cur.execute("SELECT " + ", ".join(parts)).fetchone()
         assert row is not None
         return tuple(row)
+
+
+#: the published sums a concurrent reader watches during a publish or rollback
+WATCHED = (
+    ("fct_daily_sales", "revenue"),
+    ("fct_monthly_sales", "revenue"),
+    ("fct_sales_7d", "revenue_7d"),
+)
+
+
+def seen_during(case: Case, action: Callable[[], Any]) -> list[tuple[Any, ...]]:
+    """What a reader thread saw of :data:`WATCHED` (one snapshot a read) while ``action`` ran."""
+    seen: list[tuple[Any, ...]] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            seen.append(case.snapshot_sums(WATCHED))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        action()
+    finally:
+        stop.set()
+        thread.join()
+    assert seen, "the reader ran"
+    return seen
 
 
 @dataclass

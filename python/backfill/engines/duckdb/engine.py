@@ -26,6 +26,7 @@ snapshot isolation and see all old or all new.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,9 @@ _PERMANENT = (
     duckdb.ConstraintException,
 )
 _EXACT = (ColumnKind.INTEGER, ColumnKind.DECIMAL)
+_VIEW_SQL = re.compile(
+    r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+.+?\s+AS\s+(.*?)\s*;?\s*$", re.I | re.S
+)
 
 
 class DuckDBEngine(SqlEngine):
@@ -173,6 +177,16 @@ class DuckDBEngine(SqlEngine):
     def _replace_table(self, cur: Any, rel: Rel, source: str, columns: Sequence[Column]) -> int:
         cur.execute(f"CREATE OR REPLACE TABLE {DIALECT.qualified(rel)} AS SELECT * FROM {source}")
         return 0
+
+    def _view_sql(self, cur: Any, rel: Rel) -> str | None:
+        row = cur.execute(
+            "SELECT sql FROM duckdb_views() WHERE schema_name = ? AND view_name = ? AND "
+            "database_name = current_database()",
+            list(rel),
+        ).fetchone()
+        # DuckDB keeps the whole statement: CREATE VIEW <name> [(columns)] AS <select>;
+        found = _VIEW_SQL.match(str(row[0])) if row else None
+        return found.group(1) if found else None
 
     def _union(self, new: str, new_cols: list[str], outside: str, pub_cols: list[Column]) -> str:
         return f"(SELECT * FROM {new} UNION ALL BY NAME SELECT * {outside})"

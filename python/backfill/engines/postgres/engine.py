@@ -186,6 +186,12 @@ class PostgresEngine(SqlEngine):
                 cur.execute(f"DROP VIEW {target}")
         cur.execute(f"CREATE VIEW {target} AS {sql}")
 
+    def _view_sql(self, cur: Any, rel: Rel) -> str | None:
+        row = cur.execute(
+            "SELECT pg_get_viewdef(to_regclass(%s))", [DIALECT.qualified(rel)]
+        ).fetchone()
+        return None if row is None or row[0] is None else str(row[0]).rstrip().rstrip(";")
+
     def _after_write(self, cur: Any, rel: Rel, written: int) -> None:
         """ANALYZE a table a task grew by more than a tenth (or never analyzed), after its
         commit. Without statistics the planner takes a fresh table for empty and joins the next

@@ -46,6 +46,7 @@ from ..._secrets import mask_text
 from ...errors import InvalidInputError, NotFoundError
 from ...fingerprints import PartitionFingerprint
 from ...model.files import EngineSettings
+from ...versions import KeptModel, backup_schema
 from ..base import (
     CHANGELOG_SCALE,
     Area,
@@ -60,7 +61,8 @@ from ..base import (
     project_model,
 )
 from ..sql import Rel, SqlEngine, Written, writes_period
-from .publish import Moved, publishing, swap
+from .maintenance import maintain
+from .publish import Moved, kept_of, publishing, restore, swap
 from .session import (
     catalog_name,
     check_master,
@@ -364,7 +366,9 @@ class SparkEngine(IcebergTables, SqlEngine):
     def _merge_df(self, spark: SparkSession, m: Model, df: DataFrame, target: str) -> None:
         if not m.unique_key:
             raise InvalidInputError(f"model {m.name!r}: strategy merge needs a unique_key")
-        view = self._temp_view(df)
+        # Computed first (a local checkpoint): Spark 4.1 cannot plan a MERGE whose source reads
+        # another Iceberg table of the session's catalog ("No plan for TableReference").
+        view = self._temp_view(df.localCheckpoint(eager=True))
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in m.unique_key)
         try:
             spark.sql(
@@ -432,8 +436,45 @@ class SparkEngine(IcebergTables, SqlEngine):
             self._moved = moved  # one publish at a time in this process: publishing's lock
             yield
 
-    def _swap(self, cur: Any, project: Project, request: PublishRequest, pm: PublishModel) -> None:
-        swap(self, project, pm, self.branch(request.backfill_id), self._moved)
+    def _swap(
+        self,
+        cur: Any,
+        project: Project,
+        request: PublishRequest,
+        pm: PublishModel,
+        view_sql: str | None = None,
+    ) -> KeptModel:
+        """Moves main to the backfill's branch (a rollback: back to the rows of the snapshot the
+        publication taken back kept); what it replaced stays readable by time travel: the
+        snapshot main had before is what is kept."""
+        rel = self.published(project, pm.model)
+        backup = None if request.publication_id is None else backup_schema(request.publication_id)
+        if pm.restore is not None:
+            assert request.restores is not None
+            kept = restore(self, project, pm, self._moved, request.restores, backup)
+        else:
+            branch = self.branch(request.backfill_id)
+            before = swap(self, project, pm, branch, self._moved, backup)
+            kept = kept_of(project, pm, before)
+        if not kept.existed and kept.strategy == "full" and pm.restore is not None:
+            return kept  # put back to "absent": nothing to fingerprint
+        return self._kept_after(cur, project, pm, rel, kept, pm.new_fingerprints)
+
+    def maintain(
+        self, project: Project, keep: Mapping[str, Sequence[int]], older_than: dt.datetime
+    ) -> list[str]:
+        return maintain(self, project, keep, older_than)
+
+    def drop_backup(self, publication_id: str) -> None:
+        """Drops a merge's kept keys (the rows stay in the tables' snapshots until they
+        expire)."""
+        ns = self._ns(backup_schema(publication_id))
+        spark = self._job(f"backfill: drop backup {publication_id}")
+        if not spark.catalog.databaseExists(ns.replace("`", "")):
+            return
+        for row in arrow_rows(spark, f"SHOW TABLES IN {ns}"):
+            spark.sql(f"DROP TABLE IF EXISTS {ns}.{quote(str(row[1]))} PURGE")
+        spark.sql(f"DROP NAMESPACE IF EXISTS {ns}")
 
     def _insert_rows(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[Any]) -> None:
         # The table's own types (a DDL schema string, which createDataFrame parses): an old

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ...errors import ConflictError
+from ...versions import KeptModel, backup_schema
 from ..base import PublishModel, PublishRequest
 from .sql import DIALECT, kind_of, quote
 
@@ -44,8 +45,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Moved", "publishing", "swap"]
+__all__ = ["Moved", "kept_of", "publishing", "restore", "swap"]
 
+KEYS = "__keys"  # a merge's kept keys: <model>__keys beside the backup
 _publishing = threading.Lock()  # one publish at a time per process
 Moved = tuple[str, int | None]  # a table moved by a publish, and main's snapshot before
 
@@ -70,18 +72,145 @@ def publishing(engine: SparkEngine, request: PublishRequest) -> Iterator[list[Mo
 
 
 def swap(
-    engine: SparkEngine, project: Project, pm: PublishModel, branch: str, done: list[Moved]
-) -> None:
+    engine: SparkEngine,
+    project: Project,
+    pm: PublishModel,
+    branch: str,
+    done: list[Moved],
+    backup: str | None,
+) -> int | None:
     """Moves main of ``pm``'s table to the backfill's branch, recording main's snapshot before
-    in ``done``."""
+    in ``done``; returns that snapshot (None: main had none). A merge keeps the keys it touches
+    in the namespace ``backup`` (the rows they had are main's snapshot before)."""
     table = engine.table(pm.model)
     if not engine.has_branch(table, branch):
-        return  # nothing written for this model
+        return engine.snapshot_of(table) if engine.exists(table) else None  # nothing written
     with engine.lock(table):
         before = engine.snapshot_of(table)
+        m = project.models[pm.model]
+        if backup and before is not None and m.strategy == "merge" and m.unique_key:
+            source = f"{table}.{quote('branch_' + branch)}"
+            where = _periods(engine, project, pm, source)
+            _keep_keys(engine, pm.model, tuple(m.unique_key), source, backup, where)
         _move(engine, project, pm, table, branch)
         done.append((table, before))
     log.info("published %s (was snapshot %s)", pm.model, before)
+    return before
+
+
+def kept_of(project: Project, pm: PublishModel, before: int | None) -> KeptModel:
+    """What a publish of ``pm`` keeps on Iceberg: main's snapshot before it (the rows it
+    replaced are read back from it by time travel)."""
+    m = project.models[pm.model]
+    if before is None:
+        return KeptModel(pm.model, "full", existed=False)
+    # The rows it replaced, as the audit counted them (they stay in the snapshot: no copy).
+    rows = sum(fp.rows for fp in pm.published_fingerprints.values())
+    if m.strategy == "full" or not pm.parts or not m.event_time:
+        return KeptModel(pm.model, "full", True, rows=rows, snapshot=before)
+    if m.strategy == "merge" and m.unique_key:
+        keys = tuple(m.unique_key)
+        return KeptModel(pm.model, "merge", True, pm.parts, keys, rows=rows, snapshot=before)
+    return KeptModel(pm.model, "replace", True, pm.parts, rows=rows, snapshot=before)
+
+
+def restore(
+    engine: SparkEngine,
+    project: Project,
+    pm: PublishModel,
+    done: list[Moved],
+    restores: str,
+    backup: str | None,
+) -> KeptModel:
+    """Puts back the rows main had in the snapshot that ``pm.restore`` kept (a rollback), in one
+    commit of the table; returns what this keeps in turn (main's snapshot before)."""
+    from pyspark.sql import functions as F
+
+    then = pm.restore
+    assert then is not None
+    table = engine.table(pm.model)
+    with engine.lock(table):
+        before = engine.snapshot_of(table) if engine.exists(table) else None
+        if not then.existed or then.snapshot is None:
+            if before is not None:
+                engine.spark.sql(f"DELETE FROM {table}")  # the publication built the table
+        elif then.strategy == "merge":
+            keys = engine.table(pm.model + KEYS, backup_schema(restores))
+            if backup:
+                _keep_keys(engine, pm.model, then.keys, keys, backup, "TRUE")
+            _merge_back(engine, table, then.snapshot, keys, then.keys)
+        else:
+            old = engine.spark.sql(f"SELECT * FROM {table} VERSION AS OF {then.snapshot}")
+            m = project.models.get(pm.model)
+            if then.strategy == "full" or not then.parts or m is None or not m.event_time:
+                old.writeTo(table).overwrite(F.lit(True))
+            else:
+                kind = kind_of(engine.table_types(table).get(m.event_time, ""))
+                cond = DIALECT.in_periods(m.event_time, [(s, e) for _, s, e in then.parts], kind)
+                old.where(F.expr(cond)).writeTo(table).overwrite(F.expr(cond))
+        done.append((table, before))
+    log.info("rolled back %s to snapshot %s (was %s)", pm.model, then.snapshot, before)
+    if before is None:
+        return KeptModel(pm.model, "full", existed=False)
+    if then.strategy == "merge" and then.existed:
+        return KeptModel(pm.model, "merge", True, then.parts, then.keys, snapshot=before)
+    strategy = "replace" if then.strategy == "replace" and then.parts else "full"
+    parts = then.parts if strategy == "replace" else ()
+    return KeptModel(pm.model, strategy, True, parts, snapshot=before)
+
+
+def _periods(engine: SparkEngine, project: Project, pm: PublishModel, source: str) -> str:
+    """The filter of ``pm``'s periods on ``source`` (TRUE without periods)."""
+    m = project.models[pm.model]
+    if not pm.parts or not m.event_time:
+        return "TRUE"
+    kind = kind_of(engine._types(source).get(m.event_time, ""))
+    return DIALECT.in_periods(m.event_time, [(s, e) for _, s, e in pm.parts], kind)
+
+
+def _keep_keys(
+    engine: SparkEngine,
+    model: str,
+    keys: tuple[str, ...],
+    source: str,
+    backup: str,
+    where: str,
+) -> None:
+    """Keeps the unique ``keys`` of ``source``'s rows matching ``where`` (those a merge touches)
+    as the table ``<model>__keys`` of the namespace ``backup``."""
+    listed = ", ".join(quote(k) for k in keys)
+    engine.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {engine._ns(backup)}")
+    engine.spark.sql(
+        f"CREATE TABLE {engine.table(model + KEYS, backup)} USING iceberg AS "
+        f"SELECT DISTINCT {listed} FROM {source} WHERE {where}"
+    )
+
+
+def _merge_back(
+    engine: SparkEngine, table: str, snapshot: int, keys_table: str, keys: tuple[str, ...]
+) -> None:
+    """Puts back, in one commit, the rows every key of ``keys_table`` had in ``snapshot``: a
+    key's row is updated back, deleted when the key had no row then, inserted when it has none
+    now."""
+    cols = list(engine.table_types(table))
+    on_old = " AND ".join(f"o.{quote(k)} = k.{quote(k)}" for k in keys)
+    key_cols = ", ".join(f"k.{quote(k)} AS {quote('__key_' + k)}" for k in keys)
+    had = f"o.{quote(keys[0])} IS NOT NULL AS __had"
+    old_cols = ", ".join(f"o.{quote(c)}" for c in cols)
+    src = (
+        f"SELECT {key_cols}, {had}, {old_cols} FROM {keys_table} k LEFT JOIN "
+        f"(SELECT * FROM {table} VERSION AS OF {snapshot}) o ON {on_old}"
+    )
+    on = " AND ".join(f"t.{quote(k)} = s.{quote('__key_' + k)}" for k in keys)
+    sets = ", ".join(f"{quote(c)} = s.{quote(c)}" for c in cols)
+    listed = ", ".join(quote(c) for c in cols)
+    values = ", ".join(f"s.{quote(c)}" for c in cols)
+    engine.spark.sql(
+        f"MERGE INTO {table} t USING ({src}) s ON {on} "
+        f"WHEN MATCHED AND s.__had THEN UPDATE SET {sets} "
+        "WHEN MATCHED THEN DELETE "
+        f"WHEN NOT MATCHED AND s.__had THEN INSERT ({listed}) VALUES ({values})"
+    )
 
 
 def _restore(engine: SparkEngine, table: str, snapshot: int | None) -> None:

@@ -37,6 +37,7 @@ that differs keeps each difference in one named place.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import itertools
 import logging
@@ -52,11 +53,14 @@ from ...calendar import partitions as calendar_partitions
 from ...errors import PROGRAMMING_ERRORS, ConflictError, InvalidInputError, NotFoundError
 from ...fingerprints import PartitionFingerprint
 from ...model.rendering import render
+from ...versions import KeptModel, PublishedVersion, backup_schema, decode_models
 from ..base import (
     CHANGELOG_ADDED,
     CHANGELOG_COLUMNS,
     CHANGELOG_TABLE,
     PUBLISHED,
+    VERSIONS_COLUMNS,
+    VERSIONS_TABLE,
     WHOLE,
     Area,
     Column,
@@ -67,6 +71,7 @@ from ..base import (
     Period,
     PublishModel,
     PublishRequest,
+    PublishResult,
     StalePublishedError,
     TaskFailure,
     WriteResult,
@@ -98,6 +103,8 @@ __all__ = [
 #: (rows written, rows deleted, fingerprint of the period, fingerprint per partition)
 Written = tuple[int, int, PartitionFingerprint, Mapping[str, PartitionFingerprint]]
 _STRATEGIES_WITH_PERIODS = ("replace", "merge", "append")
+#: the suffix of the table keeping a merge's keys beside its kept rows
+_KEYS = "__keys"
 
 
 def audit_schema(backfill_id: str) -> str:
@@ -1091,24 +1098,99 @@ class SqlEngine(Engine):
             )
 
     # -- publishing ------------------------------------------------------------------------------
-    def publish(self, project: Project, request: PublishRequest) -> None:
+    def publish(self, project: Project, request: PublishRequest) -> PublishResult:
         views = {
             pm.model: self.render(project, pm.model, None, None, PUBLISHED)
             for pm in request.models
-            if project.models[pm.model].strategy == "view"
+            if pm.restore is None and project.models[pm.model].strategy == "view"
         }
+        kept: list[KeptModel] = []
+        overwritten: dict[str, list[str]] = {}
         with self.connect() as cur, self._publishing(cur, project, request):
             # Every check before any swap: a published view reads tables swapped before it.
             for pm in request.models:
                 stale = self._stale(cur, project, pm)
-                if stale:
+                if stale and not request.overwrite_stale:
                     raise StalePublishedError(pm.model, stale)
+                if stale:
+                    overwritten[pm.model] = stale
+            if request.publication_id is not None and request.models:
+                self._ensure_backup_schema(cur, backup_schema(request.publication_id))
             for pm in request.models:
-                if pm.model in views:
-                    self._replace_view(cur, self.published(project, pm.model), views[pm.model])
-                else:
-                    self._swap(cur, project, request, pm)
+                kept.append(self._swap(cur, project, request, pm, views.get(pm.model)))
+            if request.publication_id is not None:
+                self._record_version(cur, request, kept)
             self._append_changelog(cur, request)
+        return PublishResult(tuple(kept), overwritten)
+
+    def _record_version(self, cur: Any, request: PublishRequest, kept: Sequence[KeptModel]) -> None:
+        """Records what the publish kept in ``backfill_versions``, in its transaction."""
+        assert request.publication_id is not None
+        d = self.dialect
+        table = d.qualified((self.schema, VERSIONS_TABLE))
+        text = d.changelog_type(ColumnKind.STRING)
+        cols = ", ".join(f"{d.quote(n)} {text}" for n in VERSIONS_COLUMNS)
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols}) {d.table_options}".rstrip())
+        version = PublishedVersion(
+            request.publication_id,
+            request.backfill_id,
+            request.restores,
+            request.published_at,
+            request.keep_until,
+            tuple(kept),
+        )
+        row = (*(getattr(version, n) for n in VERSIONS_COLUMNS[:-1]), version.models_json())
+        self._insert_rows(cur, table, VERSIONS_COLUMNS, [row])
+
+    def published_versions(self, project: Project) -> list[PublishedVersion]:
+        d = self.dialect
+        rel = (self.schema, VERSIONS_TABLE)
+        with self.connect() as cur:
+            if self._kind(cur, rel) is None:
+                return []
+            names = ", ".join(d.quote(n) for n in VERSIONS_COLUMNS)
+            rows = self._rows(
+                cur, f"SELECT {names} FROM {d.qualified(rel)} ORDER BY published_at, publication_id"
+            )
+        return [
+            PublishedVersion(
+                str(r[0]),
+                str(r[1]),
+                None if r[2] is None else str(r[2]),
+                str(r[3]),
+                None if r[4] is None else str(r[4]),
+                decode_models(str(r[5]), f"{VERSIONS_TABLE} {r[0]}"),
+            )
+            for r in rows
+        ]
+
+    def drop_backup(self, publication_id: str) -> None:
+        with self.connect() as cur:
+            cur.execute(
+                f"DROP SCHEMA IF EXISTS {self.dialect.quote(backup_schema(publication_id))} CASCADE"
+            )
+
+    def backup_rows(self, publication_id: str) -> int | None:
+        d = self.dialect
+        schema = backup_schema(publication_id)
+        with self.connect() as cur:
+            tables = self._rows(
+                cur,
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                f"{d.string(schema)} AND table_type = 'BASE TABLE'",
+            )
+            if not tables:
+                return None
+            return sum(
+                self._one(cur, f"SELECT count(*) FROM {d.qualified((schema, str(t)))}")
+                for (t,) in tables
+                if not str(t).endswith(_KEYS)
+            )
+
+    def _ensure_backup_schema(self, cur: Any, schema: str) -> None:
+        """The publication's backup schema, made in the publish's transaction (a failed publish
+        leaves none)."""
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.dialect.quote(schema)}")
 
     @contextlib.contextmanager
     def _publishing(self, cur: Any, project: Project, request: PublishRequest) -> Iterator[None]:
@@ -1121,55 +1203,239 @@ class SqlEngine(Engine):
             yield
 
     def _stale(self, cur: Any, project: Project, pm: PublishModel) -> list[str]:
-        """Partitions whose published fingerprint differs from the one recorded at audit time."""
+        """Partitions whose published fingerprint differs from the one recorded at audit time
+        (for a rollback: right after the publication it takes back)."""
         pub = self.published(project, pm.model)
         recorded = pm.published_fingerprints
         cols = self._columns(cur, pub)
         if cols is None:
             return [label for label, fp in recorded.items() if fp.rows != 0]
-        event_time = project.models[pm.model].event_time
+        event_time = self._event_time(project, pm)
+        parts = pm.restore.parts if pm.restore is not None else pm.parts
         source = self.dialect.qualified(pub)
-        if event_time and len(pm.parts) > 1 and set(recorded) == {p[0] for p in pm.parts}:
+        if event_time and len(parts) > 1 and set(recorded) == {p[0] for p in parts}:
             # One filtered scan of the backfilled periods against the sum of the recorded
             # fingerprints: equal unless a partition changed (up to a hash collision, as any
             # fingerprint). Only a mismatch pays the per-partition scan, which names them.
-            periods = [(s, e) for _, s, e in pm.parts]
+            periods = [(s, e) for _, s, e in parts]
             where = self.dialect.in_periods(event_time, periods, _kind_in(cols, event_time), "t")
             total = self._fingerprint_where(cur, source, [c.name for c in cols], where)
             if total == PartitionFingerprint.total(recorded.values()):
                 return []
-        now = self._fingerprint_parts(cur, source, cols, event_time, pm.parts)
+        now = self._fingerprint_parts(cur, source, cols, event_time, parts)
         return [label for label in recorded if now.get(label) != recorded[label]]
 
-    def _swap(self, cur: Any, project: Project, request: PublishRequest, pm: PublishModel) -> None:
-        d = self.dialect
-        m = project.models[pm.model]
+    @staticmethod
+    def _event_time(project: Project, pm: PublishModel) -> str | None:
+        m = project.models.get(pm.model)
+        return m.event_time if m is not None else None
+
+    def _swap(
+        self,
+        cur: Any,
+        project: Project,
+        request: PublishRequest,
+        pm: PublishModel,
+        view_sql: str | None = None,
+    ) -> KeptModel:
+        """Publishes ``pm``'s new rows (the audit area's; a rollback's: what the publication it
+        takes back kept) and keeps what they replace under ``request.publication_id``."""
         rel = self.published(project, pm.model)
-        pub = d.qualified(rel)
-        new_rel = self.location(project, pm.model, request.area)
-        new = d.qualified(new_rel)
-        new_cols = self._columns(cur, new_rel) or []
         kind = self._kind(cur, rel)
-        if kind == "view":  # the model was a view, is now a table
-            cur.execute(f"DROP VIEW {pub}")
-            kind = None
-        if kind is None or m.strategy == "full" or not pm.parts or not m.event_time:
+        backup = (
+            None
+            if request.publication_id is None
+            else (backup_schema(request.publication_id), rel[1])
+        )
+        if pm.restore is not None:
+            assert request.restores is not None
+            return self._restore(cur, project, pm, rel, kind, backup, request.restores)
+        m = project.models[pm.model]
+        if m.strategy == "view":
+            assert view_sql is not None
+            kept = self._keep_whole(cur, pm, rel, kind, backup, "view")
+            self._replace_view(cur, rel, view_sql)
+            return kept
+        new_rel = self.location(project, pm.model, request.area)
+        new = self.dialect.qualified(new_rel)
+        new_cols = self._columns(cur, new_rel) or []
+        if kind != "table" or m.strategy == "full" or not pm.parts or not m.event_time:
+            kept = self._keep_whole(cur, pm, rel, kind, backup, "full")
+            if kind == "view":  # the model was a view, is now a table
+                cur.execute(f"DROP VIEW {self.dialect.qualified(rel)}")
             self._replace_table(cur, rel, new, new_cols)
-            return
+            return self._kept_after(cur, project, pm, rel, kept, pm.new_fingerprints)
+        self._same_columns(cur, pm.model, rel, [c.name for c in new_cols])
+        if m.strategy == "merge" and m.unique_key:
+            keys = tuple(m.unique_key)
+            kept = self._keep_keys(cur, pm, rel, backup, keys, f"(SELECT * FROM {new})")
+            pub = self.dialect.qualified(rel)
+            self._merge(cur, pub, new, [c.name for c in new_cols], keys)
+            return self._kept_after(cur, project, pm, rel, kept, {})
+        kept = self._keep_periods(cur, pm, rel, backup, m.event_time, pm.parts)
+        self._replace_periods(cur, rel, new, m.event_time, pm.parts)
+        return self._kept_after(cur, project, pm, rel, kept, pm.new_fingerprints)
+
+    def _restore(
+        self,
+        cur: Any,
+        project: Project,
+        pm: PublishModel,
+        rel: Rel,
+        kind: str | None,
+        backup: Rel | None,
+        restores: str,
+    ) -> KeptModel:
+        """Puts back what the publication ``restores`` kept of ``pm``'s model (a rollback),
+        keeping what is published now under ``backup``."""
+        d = self.dialect
+        kept_then = pm.restore
+        assert kept_then is not None
+        old = (backup_schema(restores), rel[1])
+        src = d.qualified(old)
+        pub = d.qualified(rel)
+        event_time = self._event_time(project, pm)
+        strategy = kept_then.strategy
+        if not kept_then.existed or strategy in ("full", "view"):
+            kept = self._keep_whole(cur, pm, rel, kind, backup, "full")
+            if kept_then.existed and strategy == "full":
+                self._replace_table(cur, rel, src, self._columns(cur, old) or [])
+                return self._kept_after(cur, project, pm, rel, kept, {})
+            # Nothing was published before (or a view): what is there now goes.
+            if kind is not None:
+                cur.execute(f"DROP {'VIEW' if kind == 'view' else 'TABLE'} {pub}")
+            if kept_then.definition:
+                cur.execute(f"CREATE VIEW {pub} AS {kept_then.definition}")
+            return kept
+        if strategy == "merge":
+            keys_rel = d.qualified((old[0], old[1] + _KEYS))
+            kept = self._keep_keys(cur, pm, rel, backup, kept_then.keys, keys_rel)
+            cur.execute(f"DELETE FROM {pub} t WHERE {self._has_key(keys_rel, kept_then.keys)}")
+            cur.execute(d.insert(pub, src, [c.name for c in self._columns(cur, old) or []]))
+            return self._kept_after(cur, project, pm, rel, kept, {})
+        if not event_time:
+            raise ConflictError(
+                f"{pm.model}: the model has no event_time now; its periods cannot be put back "
+                "(restore its event_time in the project, then roll back)"
+            )
+        kept = self._keep_periods(cur, pm, rel, backup, event_time, kept_then.parts)
+        self._replace_periods(cur, rel, src, event_time, kept_then.parts)
+        return self._kept_after(cur, project, pm, rel, kept, {})
+
+    def _same_columns(self, cur: Any, model: str, rel: Rel, new_names: Sequence[str]) -> None:
         old_names = {c.name for c in self._columns(cur, rel) or []}
-        new_names = [c.name for c in new_cols]
         if old_names != set(new_names):
             raise ConflictError(
-                f"{pm.model}: the backfill changes its columns "
+                f"{model}: the backfill changes its columns "
                 f"({sorted(old_names ^ set(new_names))}); publishing some partitions "
                 "cannot change a table's schema -- rebuild the model with strategy full"
             )
-        if m.strategy == "merge" and m.unique_key:
-            self._merge(cur, pub, new, new_names, m.unique_key)
-            return
-        periods = [(s, e) for _, s, e in pm.parts]
-        cur.execute(f"DELETE FROM {pub} WHERE {d.in_periods(m.event_time, periods)}")
-        cur.execute(d.insert(pub, new, new_names))
+
+    def _replace_periods(
+        self, cur: Any, rel: Rel, source: str, event_time: str, parts: Sequence[Part]
+    ) -> None:
+        """The rows of ``rel`` in ``parts``' periods become the rows of ``source``."""
+        d = self.dialect
+        pub = d.qualified(rel)
+        names = [c.name for c in self._columns(cur, rel) or []]
+        periods = [(s, e) for _, s, e in parts]
+        cur.execute(f"DELETE FROM {pub} WHERE {d.in_periods(event_time, periods)}")
+        cur.execute(d.insert(pub, source, names))
+
+    def _has_key(self, keys_rel: str, keys: Sequence[str]) -> str:
+        """A condition on alias ``t``: its key is one of ``keys_rel``'s (NULL keys match none,
+        as in a MERGE's ON)."""
+        q = self.dialect.quote
+        on = " AND ".join(f"k.{q(c)} = t.{q(c)}" for c in keys)
+        return f"EXISTS (SELECT 1 FROM {keys_rel} k WHERE {on})"
+
+    # -- keeping what a publish replaces (see backfill.versions) --------------------------------
+    def _keep_whole(
+        self,
+        cur: Any,
+        pm: PublishModel,
+        rel: Rel,
+        kind: str | None,
+        backup: Rel | None,
+        strategy: str,
+    ) -> KeptModel:
+        """Keeps the whole published relation: a table's rows, a view's definition; nothing
+        (``existed=False``) when there is none."""
+        if kind is None:
+            return KeptModel(pm.model, strategy, existed=False)
+        if kind == "view":
+            return KeptModel(pm.model, "view", True, definition=self._view_sql(cur, rel))
+        rows = self._keep_where(cur, rel, backup, "TRUE")
+        return KeptModel(pm.model, "full", True, rows=rows)
+
+    def _keep_periods(
+        self,
+        cur: Any,
+        pm: PublishModel,
+        rel: Rel,
+        backup: Rel | None,
+        event_time: str,
+        parts: Sequence[Part],
+    ) -> KeptModel:
+        periods = [(s, e) for _, s, e in parts]
+        rows = self._keep_where(cur, rel, backup, self.dialect.in_periods(event_time, periods))
+        return KeptModel(pm.model, "replace", True, tuple(parts), rows=rows)
+
+    def _keep_keys(
+        self,
+        cur: Any,
+        pm: PublishModel,
+        rel: Rel,
+        backup: Rel | None,
+        keys: Sequence[str],
+        keyed: str,
+    ) -> KeptModel:
+        """Keeps the published rows whose key ``keyed`` (a relation or query with the key
+        columns) holds, and those keys (``<name>__keys``): a rollback deletes the rows of every
+        such key and puts the kept rows back."""
+        d = self.dialect
+        if backup is not None:
+            listed = ", ".join(d.quote(k) for k in keys)
+            keys_rel = d.qualified((backup[0], backup[1] + _KEYS))
+            cur.execute(f"CREATE TABLE {keys_rel} AS SELECT DISTINCT {listed} FROM {keyed} k")
+            rows = self._keep_where(cur, rel, backup, self._has_key(keys_rel, keys))
+        else:
+            rows = 0
+        return KeptModel(pm.model, "merge", True, tuple(pm.parts), tuple(keys), rows=rows)
+
+    def _keep_where(self, cur: Any, rel: Rel, backup: Rel | None, where: str) -> int:
+        """Copies the rows of ``rel`` matching ``where`` (on alias ``t``) into the table
+        ``backup`` in the publish's transaction; returns how many (0 when nothing is kept)."""
+        if backup is None:
+            return 0
+        d = self.dialect
+        target = d.qualified(backup)
+        cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {d.qualified(rel)} t WHERE {where}")
+        return self._one(cur, f"SELECT count(*) FROM {target}")
+
+    def _kept_after(
+        self,
+        cur: Any,
+        project: Project,
+        pm: PublishModel,
+        rel: Rel,
+        kept: KeptModel,
+        known: Mapping[str, PartitionFingerprint],
+    ) -> KeptModel:
+        """``kept`` with the published fingerprints right after the swap: ``known`` (the new
+        rows', from the audit) or fingerprinted now, in the publish's transaction."""
+        parts = kept.parts if kept.strategy != "full" else ()
+        if known and set(known) == ({label for label, _, _ in parts} if parts else {WHOLE}):
+            return dataclasses.replace(kept, after=dict(known))
+        cols = self._columns(cur, rel) or []
+        event_time = self._event_time(project, pm) if parts else None
+        source = self.dialect.qualified(rel)
+        after = self._fingerprint_parts(cur, source, cols, event_time, parts)
+        return dataclasses.replace(kept, after=after)
+
+    def _view_sql(self, cur: Any, rel: Rel) -> str | None:
+        """The SELECT a view of the warehouse runs (kept by a publish that replaces it)."""
+        return None
 
     def _changelog(self) -> Rel:
         return (self.schema, CHANGELOG_TABLE)

@@ -54,6 +54,7 @@ from ...engines import (
     PartitionFingerprint,
     Period,
     PublishRequest,
+    PublishResult,
     TaskFailure,
     WriteResult,
 )
@@ -484,9 +485,15 @@ class DbtEngine(Engine):
     def table_rows(self, schema: str, table: str) -> contextlib.AbstractContextManager[Any]:
         return self.warehouse.table_rows(schema, table)
 
-    def publish(self, project: Project, request: PublishRequest) -> None:
+    def publish(self, project: Project, request: PublishRequest) -> PublishResult:
         _require_dbt(project)
-        self._wh(project).publish(project, request)
+        return self._wh(project).publish(project, request)
+
+    def drop_backup(self, publication_id: str) -> None:
+        self.warehouse.drop_backup(publication_id)
+
+    def backup_rows(self, publication_id: str) -> int | None:
+        return self.warehouse.backup_rows(publication_id)
 
     def changelog_rows(
         self,
