@@ -33,12 +33,16 @@ from .plan.planner import PlanOptions, plan_project
 from .publish import (
     Changelog,
     ForwardChange,
+    GcReport,
     Publication,
+    Rollback,
     changelog,
+    collect_garbage,
     discard_backfill,
     forward_change,
     parse_from,
     publish_backfill,
+    rollback_publication,
 )
 from .run import Backfill as _RunBackfill
 from .run import LedgerBackend, model_costs
@@ -185,6 +189,52 @@ class Project(_ModelProject):
         (changelog, OpenLineage, the model's consumers), so consumers know why history did not
         change."""
         return forward_change(self, model, start, note, reason=reason)
+
+    def rollback(
+        self,
+        publication_id: str,
+        *,
+        note: str,
+        force_reason: str | None = None,
+        engine: Engine | None = None,
+        ledger: LedgerBackend | None = None,
+    ) -> Rollback:
+        """Takes the publication ``publication_id`` back: every model it changed gets back what
+        it replaced (kept for ``publish: {keep: 30d}``), at once, after checking nothing was
+        published over it since (``force_reason`` overwrites such changes and says which). The
+        rollback is a publication: changelog entry with the deltas, consumers told, and it can
+        be rolled back in turn. See :mod:`backfill.publish.rollback`."""
+        from .engines.registry import engine_for
+        from .run.ledger import ledger_for
+
+        return rollback_publication(
+            self,
+            ledger or ledger_for(self, must_exist=True),
+            engine or engine_for(self),
+            publication_id,
+            note,
+            force_reason,
+        )
+
+    def gc(
+        self,
+        *,
+        dry_run: bool = False,
+        engine: Engine | None = None,
+        ledger: LedgerBackend | None = None,
+    ) -> GcReport:
+        """Drops what publications kept past ``publish: {keep: ...}`` (never a backup still in
+        its retention) and, on Iceberg, expires old snapshots and compacts small files. See
+        :mod:`backfill.publish.gc`."""
+        from .engines.registry import engine_for
+        from .run.ledger import ledger_for
+
+        return collect_garbage(
+            self,
+            ledger or ledger_for(self, must_exist=True),
+            engine or engine_for(self),
+            dry_run=dry_run,
+        )
 
     def avoided_backfill(
         self, model: str, start: Any, *, concurrency: int = 4, sample: bool = True

@@ -3,7 +3,7 @@
 Exit codes: 0 ok, 1 the work failed (a failed task, a failed gate), 2 usage or input error
 (:mod:`backfill.cli.exit_codes`). Each command group has its module: :mod:`.partitions`,
 :mod:`.lint`, :mod:`.plan`, :mod:`.run` (run, status), :mod:`.check` (estimate, check),
-:mod:`.audit` (audit, diff), :mod:`.publish` (publish, discard, changelog),
+:mod:`.audit` (audit, diff), :mod:`.publish` (publish, discard, changelog), :mod:`.rollback`,
 :mod:`.forward`, :mod:`.demo`;
 :mod:`.dbt` adds ``--dbt PATH`` to the commands that take a project.
 """
@@ -30,6 +30,7 @@ from . import (
     plan,
     publish,
     replay,
+    rollback,
     run,
 )
 from .exit_codes import EXIT_SIGINT, EXIT_USAGE
@@ -61,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_publish_parser(sub)
     publish.add_discard_parser(sub)
     publish.add_changelog_parser(sub)
+    rollback.add_rollback_parser(sub)
+    rollback.add_gc_parser(sub)
     forward.add_parser(sub)
     check.add_check_parser(sub)
     audit.add_diff_parser(sub)

@@ -220,5 +220,10 @@ def run_demo(
     step(9, "the message consumers receive (webhook `text` and e-mail; see notify: in README)")
     say(pub.message)
     say()
+    if pub.keep_until:
+        say(
+            f"what it replaced is kept until {pub.keep_until}: to take the publication back, "
+            f'backfill rollback {pub.id} --note "why" (with --project, below)'
+        )
     say(f"done; the project is in {root} (try: backfill changelog --project {root})")
     return EXIT_OK

@@ -17,14 +17,17 @@ the backfill is "interrupted" and --resume runs the rest.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from ..api import Backfill, BackfillDraft, Project
 from ..errors import InvalidInputError
+from ..publish import kept_summary
 from ..run import DEFAULT_GRACE, BackfillStatus, RunOptions, Stop, ledger_for, on_signals
 from ..windows import parse_duration
 from .common import add_batching, add_ledger_option, ledger_from_args
@@ -340,11 +343,20 @@ def _exit_now_if_tasks_linger(backfill_id: str, code: int) -> None:
         os._exit(code)
 
 
-def _print_status(status: BackfillStatus, as_json: bool) -> None:
+def _print_status(
+    status: BackfillStatus, as_json: bool, versions: list[dict[str, Any]] | None = None
+) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(status.to_dict(), indent=2) + "\n")
-    else:
-        sys.stdout.write(str(status) + "\n")
+        sys.stdout.write(
+            json.dumps({**status.to_dict(), "publications": versions or []}, indent=2) + "\n"
+        )
+        return
+    sys.stdout.write(str(status) + "\n")
+    for v in versions or []:
+        sys.stdout.write(
+            f"  {v['kind']} {v['publication_id']}: {v['rollback']}"
+            f" ({v['rows_kept']} row(s) kept apart)\n"
+        )
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -352,7 +364,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         return _list(args)
     bf = Backfill.open(args.id, project=Path(args.project), ledger=ledger_from_args(args))
     status = bf.status()
-    _print_status(status, args.json)
+    now = dt.datetime.now(dt.timezone.utc)
+    versions = [dict(kept_summary(v, now)) for v in bf.ledger.kept_versions(bf.id)]
+    _print_status(status, args.json, versions)
     return EXIT_FAILED if status.status == "failed" else EXIT_OK
 
 

@@ -17,6 +17,7 @@ location, sources, model defaults and per-model config, and audit gates::
     audits:
       fct_daily_sales: [{measure: revenue, change: ["-5%", "0%"]}]
     batching: {min_task: 2s}                 # auto batching: least measured work per task
+    publish: {keep: 30d}                     # a publication can be rolled back for 30 days
 
 Engine settings for DuckDB: ``lock_timeout`` (seconds a process waits for another holding
 the file, default 120), ``keep_open`` (hold the file for the whole run), ``linger`` (seconds to
@@ -84,8 +85,12 @@ TOP_KEYS = (
     "lineage",
     "window",
     "batching",
+    "publish",
 )
 BATCHING_KEYS = ("min_task",)
+PUBLISH_KEYS = ("keep",)
+#: how long a publication keeps what it replaced by default (``publish: {keep: 30d}``)
+DEFAULT_KEEP_SECONDS = 30 * 86400.0
 #: A landing source also takes the key of its kind (``kafka: {...}``): see source_kind_names.
 SOURCE_KEYS = ("grain", "tz", "event_time", "retention", "kind", "description", "lands_in")
 MODEL_KEYS = (
@@ -116,6 +121,8 @@ class ProjectSettings:
     windows: tuple[str, ...] = ()  # window: when backfills may claim tasks (backfill.windows)
     #: batching: {min_task: 2s} -- partitions_per_run="auto" gives each task at least this work
     min_task_seconds: float | None = None
+    #: publish: {keep: 30d} -- how long a publication keeps what it replaced (0: nothing kept)
+    keep_seconds: float = DEFAULT_KEEP_SECONDS
 
     def __repr__(self) -> str:  # the ledger URL and the engine's may hold passwords
         return masked_repr(self)
@@ -306,6 +313,7 @@ class _Loader:
             read_lineage(doc["lineage"], name, self.root, where) if doc.get("lineage") else None,
             self._windows(),
             _min_task(doc.get("batching"), where),
+            _keep(doc.get("publish"), where),
         )
         log.info("loaded %r from %s", project, self.root)
         return project
@@ -570,6 +578,27 @@ def _check_sql(sql: str, engine: EngineSettings, path: Path, model: str) -> None
     if kinds != ["SELECT"]:
         found = ", ".join(kinds) or "nothing"
         raise ProjectError(f"{where}: a model is one SELECT statement; found {found}")
+
+
+def _keep(publish: Any, where: str) -> float:
+    """``publish: {keep: 30d}``: how long a publication keeps what it replaced; ``keep: 0``
+    keeps nothing (it cannot be rolled back)."""
+    if publish is None:
+        return DEFAULT_KEEP_SECONDS
+    if not isinstance(publish, dict):
+        raise ProjectError(
+            f"{where}: publish {publish!r}: expected a mapping such as {{keep: 30d}}"
+        )
+    _unknown(publish, PUBLISH_KEYS, "publish", where)
+    keep = publish.get("keep")
+    if keep is None:
+        return DEFAULT_KEEP_SECONDS
+    if not isinstance(keep, bool) and keep in (0, "0", "0d", "0s"):
+        return 0.0
+    try:
+        return parse_duration(keep, "publish.keep")
+    except BackfillError as exc:
+        raise ProjectError(f"{where}: {exc} (or 0 to keep nothing)") from None
 
 
 def _min_task(batching: Any, where: str) -> float | None:

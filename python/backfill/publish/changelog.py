@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._numbers import delta, from_json, pct, to_kind, typed, value_type
 from .._secrets import mask_text
 from .._tables import RowTable
-from ..engines import CHANGELOG_COLUMNS, Engine, Part
+from ..engines import CHANGELOG_COLUMNS, Engine, Part, PublishedVersion
 from ..engines.registry import engine_for
 from ..errors import InvalidInputError, NotFoundError
 from ..model.landing import landing_models
@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "FORWARD_PREFIX",
+    "ROLLBACK_PREFIX",
     "Changelog",
     "EntryHead",
     "changelog",
@@ -42,6 +43,8 @@ __all__ = [
 
 #: publication ids of forward-only changes start with this (those of publishes with ``pub_``)
 FORWARD_PREFIX = "fwd_"
+#: publication ids of rollbacks start with this
+ROLLBACK_PREFIX = "rb_"
 #: the row counts and the measure columns (rows_old .. value_type), unused by forward and
 #: delivery rows
 _NO_COUNTS = (None,) * 11
@@ -208,6 +211,8 @@ def row_kind(row: Mapping[str, Any]) -> str:
     """Which kind of changelog row ``row`` is (the table's columns are shared by all kinds):
 
     * ``publication``: a publish (``pub_...``): per model, per measure and per changed partition;
+    * ``rollback``: a publication taken back (``rb_...``), rows as a publication's with old and
+      new swapped (``reason`` names the publication taken back);
     * ``forward``: a forward-only change (``fwd_...``): a model changed from ``period_start`` on,
       history before it deliberately not rebuilt (no backfill id);
     * ``delivery``: telling a consumer about a publication or forward change (no model;
@@ -216,7 +221,10 @@ def row_kind(row: Mapping[str, Any]) -> str:
     """
     if row["model"] is None:
         return "delivery"
-    return "forward" if str(row["publication_id"]).startswith(FORWARD_PREFIX) else "publication"
+    pid = str(row["publication_id"])
+    if pid.startswith(ROLLBACK_PREFIX):
+        return "rollback"
+    return "forward" if pid.startswith(FORWARD_PREFIX) else "publication"
 
 
 def _iso(value: Any) -> str | None:
@@ -247,8 +255,10 @@ class Changelog:
     entry's models, periods, measure deltas, reason, note, when, who; ``.format(...)`` renders it
     as text, markdown, html or json (``backfill changelog --format``)."""
 
-    def __init__(self, rows: RowTable) -> None:
+    def __init__(self, rows: RowTable, kept: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.rows = rows
+        #: per publication id: whether and until when it can be rolled back, rows kept apart
+        self.kept = dict(kept or {})
 
     def __len__(self) -> int:
         return len(self.publications())
@@ -317,6 +327,8 @@ class Changelog:
                     )
         for pid, p in out.items():
             p["deliveries"] = sorted(deliveries.get(pid, []), key=lambda d: str(d["at"]))
+            if pid in self.kept:
+                p["rollback"] = dict(self.kept[pid])
             for mod in p["models"].values():
                 moved = mod.pop("moved", {})
                 mod["top_partitions"] = {m: _top(v) for m, v in moved.items() if _top(v)}
@@ -365,9 +377,14 @@ def changelog(
             f"model {model!r} is not in {project.name}; models: {', '.join(_model_names(project))}"
         )
     cutoff = _since(since)
-    if engine is None:
-        engine = engine_for(project)
-    rows = engine.changelog_rows(project, backfill_id)
+    own = engine is None
+    engine = engine or engine_for(project)
+    try:
+        rows = engine.changelog_rows(project, backfill_id)
+        versions = engine.published_versions(project)
+    finally:
+        if own:
+            engine.close()  # an engine made here: the warehouse is free for others again
     names = [n for n, _ in CHANGELOG_COLUMNS]
     records = [dict(zip(names, r, strict=True)) for r in rows]
     if cutoff is not None:
@@ -383,7 +400,34 @@ def changelog(
             r for r in records if r["publication_id"] in keep and r["model"] in (None, model)
         ]
     table = [tuple(r[n] for n in names) for r in records]
-    return Changelog(RowTable(names, table, caption="backfill_changelog" if table else ""))
+    return Changelog(
+        RowTable(names, table, caption="backfill_changelog" if table else ""),
+        kept_states(versions, dt.datetime.now(dt.timezone.utc)),
+    )
+
+
+def kept_states(
+    versions: Sequence[PublishedVersion], now: dt.datetime
+) -> dict[str, dict[str, Any]]:
+    """Per publication the warehouse recorded: whether and until when it can be rolled back
+    (``state``), ``keep_until`` and the rows it keeps apart (``rows_kept``)."""
+    taken_back = {v.rolls_back: v.publication_id for v in versions if v.rolls_back}
+    out = {}
+    for v in versions:
+        if v.publication_id in taken_back:
+            state = f"rolled back by {taken_back[v.publication_id]}"
+        elif v.keep_until is None:
+            state = "kept nothing: cannot be rolled back"
+        elif now >= dt.datetime.fromisoformat(v.keep_until):
+            state = f"kept until {v.keep_until} (expired)"
+        else:
+            state = f"can be rolled back until {v.keep_until}"
+        out[v.publication_id] = {
+            "state": state,
+            "keep_until": v.keep_until,
+            "rows_kept": sum(m.rows for m in v.models),
+        }
+    return out
 
 
 def _model_names(project: Project) -> list[str]:

@@ -101,6 +101,9 @@ def _text(entries: Sequence[Mapping[str, Any]]) -> str:
             )
             lines.append(f"  reason: {p['reason']}")
             lines.append(f"  note:   {p['note']}")
+            if p.get("rollback"):
+                kept = p["rollback"]
+                lines.append(f"  rollback: {kept['state']} ({kept['rows_kept']} row(s) kept)")
             if p["forced_reason"]:
                 lines.append(f"  FORCED past failed gates: {p['forced_reason']}")
             for model, mod in p["models"].items():

@@ -85,6 +85,12 @@ def message(project: str, entry: Mapping[str, Any], models: Sequence[str] | None
             f"[{project}] {names}: forward-only change, history not rebuilt",
             f"Recorded by {entry['published_by']} at {when} ({entry['publication_id']})",
         ]
+    elif entry["kind"] == "rollback":
+        head = [
+            f"[{project}] {names}: published history rolled back ({entry['reason']})",
+            f"Rolled back by {entry['published_by']} at {when} ({entry['publication_id']}, "
+            f"backfill {entry['backfill_id']})",
+        ]
     else:
         head = [
             f"[{project}] {names}: published history changed",

@@ -42,10 +42,12 @@ from ..engines import (
 from ..errors import ConflictError, InvalidInputError
 from ..fingerprints import PartitionFingerprint
 from ..run import BackfillState, LedgerBackend
-from ..run.ledger import AuditRecord, BackfillCancelledError, BackfillRecord
+from ..run.ledger import AuditRecord, BackfillCancelledError, BackfillRecord, KeptVersion
 from .announce import announce, check_announce
 from .changelog import Changelog, EntryHead, changelog_rows
 from .notify import Delivery, message
+from .reconcile import reconcile
+from .rollback import keep_until
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..run import Backfill
@@ -75,6 +77,8 @@ class Publication:
     deliveries: tuple[Delivery, ...] = ()
     #: the message consumers receive (each gets the part about the models they are named for)
     message: str = field(default="", repr=False)
+    #: until when it can be rolled back (None: ``publish: {keep: 0}`` kept nothing)
+    keep_until: str | None = None
 
     def __str__(self) -> str:
         changed = {m: p for m, p in self.models.items() if p}
@@ -85,6 +89,8 @@ class Publication:
         )
         if self.forced_reason:
             text += f" (FORCED past failed gates: {self.forced_reason})"
+        if self.keep_until:
+            text += f"\n  can be rolled back until {self.keep_until}: backfill rollback {self.id}"
         for d in self.deliveries:
             text += f"\n  told {d}"
         return text
@@ -135,11 +141,12 @@ def publish_backfill(bf: Backfill, note: str, force_reason: str | None = None) -
         raise InvalidInputError(
             f"force_reason {force_reason!r}: say why publishing past a failed gate is right"
         )
-    rec = bf.ledger.backfill(bf.id)
     if bf.mode != "audit":
         raise InvalidInputError(
             f"backfill {bf.id} wrote the published tables directly; there is nothing to publish"
         )
+    reconcile(bf.project, bf.ledger, bf.engine)  # a publish that died before the ledger knew
+    rec = bf.ledger.backfill(bf.id)
     _refuse_cancelled(bf.id, rec)
     if rec.status is not BackfillState.DONE:
         raise InvalidInputError(
@@ -181,15 +188,32 @@ def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -
     by = who()
     head = EntryHead(pub_id, bf.id, rec.reason, when, by, note, forced)
     rows = [row for m in order for row in changelog_rows(head, audits[m], parts[m])]
+    until = keep_until(project, when)
+    if until is None:
+        log.warning(
+            "%s keeps nothing of what it replaces (publish: {keep: 0}): it cannot be rolled back",
+            pub_id,
+        )
     request = PublishRequest(
         bf.id,
         bf.area,
-        tuple(PublishModel(m, tuple(parts[m]), audits[m].published_fingerprints) for m in order),
+        tuple(
+            PublishModel(
+                m,
+                tuple(parts[m]),
+                audits[m].published_fingerprints,
+                audits[m].audit_fingerprints,
+            )
+            for m in order
+        ),
         tuple(rows),
+        publication_id=pub_id if until else None,
+        published_at=when.isoformat(timespec="seconds"),
+        keep_until=until,
     )
     _refuse_cancelled(bf.id, bf.ledger.backfill(bf.id))  # cancelled while we checked?
     try:
-        engine.publish(project, request)
+        result = engine.publish(project, request)
     except StalePublishedError as exc:
         shown = ", ".join(exc.labels[:5]) + (", ..." if len(exc.labels) > 5 else "")
         raise ConflictError(
@@ -212,8 +236,19 @@ def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -
             "forced_reason": forced,
             "models": changed,
         },
+        kept=KeptVersion(
+            publication_id=pub_id,
+            backfill_id=bf.id,
+            kind="publish",
+            rolls_back=None,
+            published_at=published_at,
+            keep_until=until,
+            models=result.kept,
+            rolled_back_by=None,
+            dropped_at=None,
+        ),
     )
-    engine.drop_area(bf.id)  # the changelog keeps what changed; the old version is gone
+    engine.drop_area(bf.id)  # the changelog keeps what changed; the old version is kept apart
     entry = Changelog(RowTable([n for n, _ in CHANGELOG_COLUMNS], rows)).publications()[0]
     deliveries = announce(project, engine, entry, by)
     publication = Publication(
@@ -227,6 +262,7 @@ def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -
         len(rows),
         tuple(deliveries),
         message(project.name, entry),
+        until,
     )
     log.info("%s", publication)
     return publication

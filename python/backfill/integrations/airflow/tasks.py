@@ -41,7 +41,8 @@ from ...api import load as _load
 from ...engines import TaskFailure
 from ...engines.registry import engine_for
 from ...errors import ConflictError, InvalidInputError
-from ...publish import latest_audit, recorded_publication
+from ...publish import latest_audit, recorded_publication, rollback_publication
+from ...publish.reconcile import reconcile
 from ...run import Stop, TaskExecutor, TaskOutcome, ledger_for, on_signals
 from ...run.ledger import (
     BackfillCancelledError,
@@ -73,6 +74,7 @@ __all__ = [
     "backfill_id_for",
     "plan_backfill",
     "publish",
+    "rollback",
     "run_task",
     "task_ids",
     "task_label",
@@ -461,3 +463,33 @@ def publish(
         return bf.publish(note, force_reason=force_reason).to_dict()
     finally:
         bf.engine.close()
+
+
+def rollback(
+    publication_id: str,
+    note: str,
+    *,
+    force_reason: str | None = None,
+    project: Project | str | Path | None = None,
+    ledger: LedgerBackend | str | Path | None = None,
+) -> dict[str, Any]:
+    """Takes the publication ``publication_id`` back (see :mod:`backfill.publish.rollback`);
+    returns the rollback as a dict. A task retried after its rollback committed finds the
+    publication rolled back: it returns that rollback (``already_rolled_back``) instead of
+    failing, so a retry of the Airflow task is safe."""
+    proj = _load(project)
+    led = _ledger(proj, ledger)
+    engine = engine_for(proj)
+    reconcile(proj, led, engine)  # a try that died between the warehouse and the ledger
+    kept = led.kept_version(publication_id)
+    if kept.rolled_back_by is not None:
+        log.info("%s is already rolled back by %s", publication_id, kept.rolled_back_by)
+        by = led.kept_version(kept.rolled_back_by)
+        return {
+            "id": by.publication_id,
+            "rolls_back": publication_id,
+            "rolled_back_at": by.published_at,
+            "keep_until": by.keep_until,
+            "already_rolled_back": True,
+        }
+    return rollback_publication(proj, led, engine, publication_id, note, force_reason).to_dict()
