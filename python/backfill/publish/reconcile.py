@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._tables import RowTable
 from ..engines import CHANGELOG_COLUMNS, Engine
-from ..errors import NotFoundError
 from ..run import LedgerBackend
 from ..run.ledger import KeptVersion
 from .changelog import Changelog
@@ -33,12 +32,10 @@ def reconcile(project: Project, ledger: LedgerBackend, engine: Engine) -> list[s
     """Records in the ledger the publications and rollbacks the warehouse committed and the
     ledger lacks; returns their ids."""
     recorded: list[str] = []
+    known = {k.publication_id for k in ledger.kept_versions()}  # one read, not one per version
     for version in engine.published_versions(project):
-        try:
-            ledger.kept_version(version.publication_id)
+        if version.publication_id in known:
             continue
-        except NotFoundError:
-            pass
         kept = KeptVersion(
             publication_id=version.publication_id,
             backfill_id=version.backfill_id,

@@ -155,6 +155,8 @@ def test_merge_full_and_first_build_roll_back_exactly(case: Case) -> None:
     assert all(built[m] is not None for m in EXTRA)
     case.project.rollback(first.id, note="not yet", engine=case.engine)
     assert published(case, EXTRA) == dict.fromkeys(EXTRA)
+    if case.name != "spark":  # Iceberg keeps the emptied table; elsewhere it is gone
+        assert all(case.engine.columns(case.project, m, PUBLISHED) is None for m in EXTRA)
     # Built again (directly), then the fix through every model, published and rolled back.
     direct = case.project.backfill(plan, reason="new models", engine=case.engine, direct=True)
     assert direct.run(concurrency=2, backoff=0.0).ok
