@@ -16,7 +16,8 @@ publish whose new rows are that backup, and keeps in turn what it replaced.
 How a model was changed decides how it is put back (``strategy``):
 
 * ``replace``: the rows of its periods (``parts``) were replaced; a rollback replaces them again
-  with the kept rows;
+  with the kept rows. Periods it published unchanged (the audit's fingerprints equal on both
+  sides) are listed in ``unchanged`` instead: nothing of them is kept or put back;
 * ``merge``: the rows whose unique ``keys`` the new rows carry were replaced or added; the kept
   rows are the old rows of those keys, and the keys themselves are kept beside them
   (``<model>__keys``): a rollback deletes every row of those keys and puts the kept rows back;
@@ -74,6 +75,9 @@ class KeptModel:
     snapshot: int | None = None
     #: a view's SQL before the publish
     definition: str | None = None
+    #: a replace's partitions that it published unchanged (the same fingerprint before and
+    #: after): nothing of them is kept, a rollback leaves them (``parts`` are the others)
+    unchanged: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -83,6 +87,12 @@ class KeptModel:
             )
         if self.strategy == "merge" and not self.keys:
             raise InvalidInputError(f"kept model {self.model!r}: a merge keeps its keys")
+
+    @property
+    def restores_nothing(self) -> bool:
+        """A replace whose every partition was published unchanged: a rollback has nothing of
+        it to put back."""
+        return self.strategy == "replace" and self.existed and not self.parts
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-able form the ledger stores (:meth:`from_json` reads it back)."""
@@ -96,6 +106,7 @@ class KeptModel:
             "rows": self.rows,
             "snapshot": self.snapshot,
             "definition": self.definition,
+            "unchanged": list(self.unchanged),
         }
 
     @classmethod
@@ -117,6 +128,7 @@ class KeptModel:
                 rows=int(data.get("rows") or 0),
                 snapshot=None if data.get("snapshot") is None else int(data["snapshot"]),
                 definition=data.get("definition"),
+                unchanged=tuple(str(label) for label in data.get("unchanged", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(

@@ -50,7 +50,7 @@ import datetime as dt
 import enum
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -232,6 +232,20 @@ class PublishModel:
     #: a rollback: what the publication taken back kept of this model (its kept rows are the
     #: new rows; ``published_fingerprints`` are then that publication's ``after``)
     restore: KeptModel | None = None
+
+    def unchanged(self, stale: Collection[str] = ()) -> frozenset[str]:
+        """Labels of the partitions whose new rows are the published ones: the audit found the
+        same fingerprint on both sides, and the stale check found the published partition as
+        the audit saw it (not in ``stale``). Publishing them changes nothing, so a publish keeps
+        nothing of them and a rollback leaves them: a backfill that corrects 9 of 90 days keeps
+        (and puts back) those 9, not 90."""
+        return frozenset(
+            label
+            for label, _, _ in self.parts
+            if label not in stale
+            and label in self.new_fingerprints
+            and self.published_fingerprints.get(label) == self.new_fingerprints[label]
+        )
 
 
 @dataclass(frozen=True)

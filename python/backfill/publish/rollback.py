@@ -193,6 +193,8 @@ def _refuse_running(project: Project, ledger: LedgerBackend, kept: KeptVersion) 
     read and write what the rollback changes."""
     tasks: list[dict[str, Any]] = []
     for km in kept.models:
+        if km.restores_nothing:
+            continue
         if km.parts:
             tasks += [{"model": km.model, "start": s, "end": e} for _, s, e in km.parts]
         else:  # the whole table
@@ -234,6 +236,7 @@ def _rollback(
         tuple(
             PublishModel(km.model, km.parts, km.after, restore=km)
             for km in _reverse_order(project, kept.models)
+            if not km.restores_nothing  # published unchanged: nothing to put back
         ),
         tuple(rows),
         publication_id=rb_id if until else None,
@@ -277,7 +280,11 @@ def _rollback(
         by,
         note,
         forced,
-        {km.model: [label for label, _, _ in km.parts] for km in kept.models},
+        {
+            km.model: [label for label, _, _ in km.parts]
+            for km in kept.models
+            if not km.restores_nothing
+        },
         overwritten,
         until,
         tuple(deliveries),

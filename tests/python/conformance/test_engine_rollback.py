@@ -117,6 +117,43 @@ def test_a_forced_rollback_overwrites_later_changes_and_says_which(case: Case) -
     assert now[dt.date(2026, 8, 7)] != old[dt.date(2026, 8, 7)]
 
 
+def test_partitions_published_unchanged_are_neither_kept_nor_put_back(case: Case) -> None:
+    """The fix changes August only: a backfill from 30 July publishes July's days as they were,
+    so the publication keeps (and a rollback puts back) August's partitions alone, and the
+    rollback still leaves every table exactly as before."""
+    from backfill.run.ledger import ledger_for
+
+    before = published(case)
+    case.apply_fix()
+    pub = fix_and_publish(case, "2026-07-30", "2026-08-05")
+    kept = {km.model: km for km in ledger_for(case.project).kept_version(pub.id).models}
+    daily = kept["fct_daily_sales"]
+    assert [label for label, _, _ in daily.parts] == [
+        "2026-08-01",
+        "2026-08-02",
+        "2026-08-03",
+        "2026-08-04",
+    ]
+    assert daily.unchanged == ("2026-07-30", "2026-07-31")
+    assert set(daily.after) == {label for label, _, _ in daily.parts}
+    assert daily.rows == 4  # one row a day, August's only
+    rb = case.project.rollback(pub.id, note=NOTE, engine=case.engine)
+    assert rb.models["fct_daily_sales"] == [label for label, _, _ in daily.parts]
+    assert published(case) == before
+    # A backfill that changes nothing publishes nothing a rollback would put back.
+    plan = case.project.plan("fct_daily_sales", "2026-07-28", "2026-07-30", as_of=AS_OF)
+    bf = case.project.backfill(plan, reason="a re-run of July", engine=case.engine)
+    assert bf.run(concurrency=2, backoff=0.0).ok and bf.audit().passed
+    same = bf.publish("July re-run, nothing changed")
+    nothing = ledger_for(case.project).kept_version(same.id).models
+    assert [(km.parts, km.unchanged, km.restores_nothing) for km in nothing] == [
+        ((), ("2026-07-28", "2026-07-29"), True)
+    ]
+    undone = case.project.rollback(same.id, note="nothing to undo", engine=case.engine)
+    assert undone.models == {}
+    assert published(case) == before
+
+
 def test_a_rollback_is_seen_all_at_once_by_a_concurrent_reader(case: Case) -> None:
     old = case.snapshot_sums(WATCHED)
     case.apply_fix()

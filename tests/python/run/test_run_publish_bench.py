@@ -9,13 +9,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from plan_helpers import ROOT
 
 ROWS = "36500"  # 100 raw rows a day: the paths, not the timing
 
 
-def _bench(name: str, directory: Path) -> dict[str, object]:
+def _bench(name: str, directory: Path, *extra: str) -> dict[str, object]:
     done = subprocess.run(
         [
             sys.executable,
@@ -26,6 +27,7 @@ def _bench(name: str, directory: Path) -> dict[str, object]:
             "--dir",
             str(directory),
             "--json",
+            *extra,
         ],
         capture_output=True,
         text=True,
@@ -46,3 +48,12 @@ def test_run_and_publish_bench_quick(tmp_path: Path) -> None:
     assert breakdown["model_query_ms"] > 0 and breakdown["overhead_ms"] > 0
     pub = _bench("publish_bench.py", fact)
     assert pub["identical"] is True and pub["mixed_answers"] == 0
+    assert pub["backup_ratio"] > 0 and pub["rollback_ratio"] > 0
+
+
+def test_publish_bench_quick_on_postgres(tmp_path: Path, pg_server: Any) -> None:
+    """The same publish, publish+backup and rollback on PostgreSQL (the session's server)."""
+    url = pg_server.create_database("publish_bench")
+    pub = _bench("publish_bench.py", tmp_path / "fact", "--engine", "postgres", "--url", url)
+    assert pub["identical"] is True and pub["mixed_answers"] == 0
+    assert pub["engine"] == "postgres"

@@ -443,6 +443,7 @@ class SparkEngine(IcebergTables, SqlEngine):
         request: PublishRequest,
         pm: PublishModel,
         view_sql: str | None = None,
+        stale: Sequence[str] = (),
     ) -> KeptModel:
         """Moves main to the backfill's branch (a rollback: back to the rows of the snapshot the
         publication taken back kept); what it replaced stays readable by time travel: the
@@ -455,10 +456,11 @@ class SparkEngine(IcebergTables, SqlEngine):
         else:
             branch = self.branch(request.backfill_id)
             before = swap(self, project, pm, branch, self._moved, backup)
-            kept = kept_of(project, pm, before)
+            kept = kept_of(project, pm, before, stale)
         if not kept.existed and kept.strategy == "full" and pm.restore is not None:
             return kept  # put back to "absent": nothing to fingerprint
-        return self._kept_after(cur, project, pm, rel, kept, pm.new_fingerprints)
+        after = {k: fp for k, fp in pm.new_fingerprints.items() if k not in kept.unchanged}
+        return self._kept_after(cur, project, pm, rel, kept, after)
 
     def maintain(
         self, project: Project, keep: Mapping[str, Sequence[int]], older_than: dt.datetime

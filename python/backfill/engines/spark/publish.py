@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from ...errors import ConflictError
@@ -98,9 +98,11 @@ def swap(
     return before
 
 
-def kept_of(project: Project, pm: PublishModel, before: int | None) -> KeptModel:
+def kept_of(
+    project: Project, pm: PublishModel, before: int | None, stale: Sequence[str] = ()
+) -> KeptModel:
     """What a publish of ``pm`` keeps on Iceberg: main's snapshot before it (the rows it
-    replaced are read back from it by time travel)."""
+    replaced are read back from it by time travel; of a replace, the partitions that change)."""
     m = project.models[pm.model]
     if before is None:
         return KeptModel(pm.model, "full", existed=False)
@@ -111,7 +113,18 @@ def kept_of(project: Project, pm: PublishModel, before: int | None) -> KeptModel
     if m.strategy == "merge" and m.unique_key:
         keys = tuple(m.unique_key)
         return KeptModel(pm.model, "merge", True, pm.parts, keys, rows=rows, snapshot=before)
-    return KeptModel(pm.model, "replace", True, pm.parts, rows=rows, snapshot=before)
+    same = pm.unchanged(stale)
+    changed = tuple(p for p in pm.parts if p[0] not in same)
+    rows = sum(fp.rows for label, fp in pm.published_fingerprints.items() if label not in same)
+    return KeptModel(
+        pm.model,
+        "replace",
+        True,
+        changed,
+        rows=rows,
+        snapshot=before,
+        unchanged=tuple(sorted(same)),
+    )
 
 
 def restore(
@@ -128,6 +141,8 @@ def restore(
 
     then = pm.restore
     assert then is not None
+    if then.restores_nothing:
+        return KeptModel(pm.model, "replace", True)
     table = engine.table(pm.model)
     with engine.lock(table):
         before = engine.snapshot_of(table) if engine.exists(table) else None

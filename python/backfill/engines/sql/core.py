@@ -1117,7 +1117,16 @@ class SqlEngine(Engine):
             if request.publication_id is not None and request.models:
                 self._ensure_backup_schema(cur, backup_schema(request.publication_id))
             for pm in request.models:
-                kept.append(self._swap(cur, project, request, pm, views.get(pm.model)))
+                kept.append(
+                    self._swap(
+                        cur,
+                        project,
+                        request,
+                        pm,
+                        views.get(pm.model),
+                        overwritten.get(pm.model, ()),
+                    )
+                )
             if request.publication_id is not None:
                 self._record_version(cur, request, kept)
             self._append_changelog(cur, request)
@@ -1237,9 +1246,11 @@ class SqlEngine(Engine):
         request: PublishRequest,
         pm: PublishModel,
         view_sql: str | None = None,
+        stale: Sequence[str] = (),
     ) -> KeptModel:
         """Publishes ``pm``'s new rows (the audit area's; a rollback's: what the publication it
-        takes back kept) and keeps what they replace under ``request.publication_id``."""
+        takes back kept) and keeps what they replace under ``request.publication_id`` (of a
+        replace, the partitions that change: ``stale`` ones changed since the audit)."""
         rel = self.published(project, pm.model)
         kind = self._kind(cur, rel)
         backup = (
@@ -1249,7 +1260,7 @@ class SqlEngine(Engine):
         )
         if pm.restore is not None:
             assert request.restores is not None
-            return self._restore(cur, project, pm, rel, kind, backup, request.restores)
+            return self._restore(cur, project, pm, rel, kind, backup, request.restores, stale)
         m = project.models[pm.model]
         if m.strategy == "view":
             assert view_sql is not None
@@ -1272,9 +1283,13 @@ class SqlEngine(Engine):
             pub = self.dialect.qualified(rel)
             self._merge(cur, pub, new, [c.name for c in new_cols], keys)
             return self._kept_after(cur, project, pm, rel, kept, {})
-        kept = self._keep_periods(cur, pm, rel, backup, m.event_time, pm.parts)
+        same = pm.unchanged(stale)
+        changed = [p for p in pm.parts if p[0] not in same]
+        kept = self._keep_periods(cur, pm, rel, backup, m.event_time, changed, stale)
+        kept = dataclasses.replace(kept, unchanged=tuple(sorted(same)))
         self._replace_periods(cur, rel, new, m.event_time, pm.parts)
-        return self._kept_after(cur, project, pm, rel, kept, pm.new_fingerprints)
+        after = {label: fp for label, fp in pm.new_fingerprints.items() if label not in same}
+        return self._kept_after(cur, project, pm, rel, kept, after)
 
     def _restore(
         self,
@@ -1285,6 +1300,7 @@ class SqlEngine(Engine):
         kind: str | None,
         backup: Rel | None,
         restores: str,
+        stale: Sequence[str] = (),
     ) -> KeptModel:
         """Puts back what the publication ``restores`` kept of ``pm``'s model (a rollback),
         keeping what is published now under ``backup``."""
@@ -1313,12 +1329,14 @@ class SqlEngine(Engine):
             cur.execute(f"DELETE FROM {pub} t WHERE {self._has_key(keys_rel, kept_then.keys)}")
             cur.execute(d.insert(pub, src, [c.name for c in self._columns(cur, old) or []]))
             return self._kept_after(cur, project, pm, rel, kept, {})
+        if kept_then.restores_nothing:
+            return KeptModel(pm.model, "replace", True)
         if not event_time:
             raise ConflictError(
                 f"{pm.model}: the model has no event_time now; its periods cannot be put back "
                 "(restore its event_time in the project, then roll back)"
             )
-        kept = self._keep_periods(cur, pm, rel, backup, event_time, kept_then.parts)
+        kept = self._keep_periods(cur, pm, rel, backup, event_time, kept_then.parts, stale)
         self._replace_periods(cur, rel, src, event_time, kept_then.parts)
         return self._kept_after(cur, project, pm, rel, kept, {})
 
@@ -1376,9 +1394,19 @@ class SqlEngine(Engine):
         backup: Rel | None,
         event_time: str,
         parts: Sequence[Part],
+        stale: Sequence[str] = (),
     ) -> KeptModel:
         periods = [(s, e) for _, s, e in parts]
-        rows = self._keep_where(cur, rel, backup, self.dialect.in_periods(event_time, periods))
+        where = self.dialect.in_periods(event_time, periods)
+        # The rows kept are those the stale check just found, unless a partition moved since.
+        recorded = pm.published_fingerprints
+        labels = [label for label, _, _ in parts]
+        known = (
+            sum(recorded[label].rows for label in labels)
+            if all(label in recorded and label not in stale for label in labels)
+            else None
+        )
+        rows = self._keep_where(cur, rel, backup, where, known) if parts else 0
         return KeptModel(pm.model, "replace", True, tuple(parts), rows=rows)
 
     def _keep_keys(
@@ -1403,15 +1431,18 @@ class SqlEngine(Engine):
             rows = 0
         return KeptModel(pm.model, "merge", True, tuple(pm.parts), tuple(keys), rows=rows)
 
-    def _keep_where(self, cur: Any, rel: Rel, backup: Rel | None, where: str) -> int:
+    def _keep_where(
+        self, cur: Any, rel: Rel, backup: Rel | None, where: str, rows: int | None = None
+    ) -> int:
         """Copies the rows of ``rel`` matching ``where`` (on alias ``t``) into the table
-        ``backup`` in the publish's transaction; returns how many (0 when nothing is kept)."""
+        ``backup`` in the publish's transaction; returns how many (``rows`` when the caller
+        knows; 0 when nothing is kept)."""
         if backup is None:
             return 0
         d = self.dialect
         target = d.qualified(backup)
         cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {d.qualified(rel)} t WHERE {where}")
-        return self._one(cur, f"SELECT count(*) FROM {target}")
+        return rows if rows is not None else self._one(cur, f"SELECT count(*) FROM {target}")
 
     def _kept_after(
         self,
@@ -1424,6 +1455,8 @@ class SqlEngine(Engine):
     ) -> KeptModel:
         """``kept`` with the published fingerprints right after the swap: ``known`` (the new
         rows', from the audit) or fingerprinted now, in the publish's transaction."""
+        if kept.restores_nothing:
+            return kept  # published unchanged: no partition of it for a rollback to check
         parts = kept.parts if kept.strategy != "full" else ()
         if known and set(known) == ({label for label, _, _ in parts} if parts else {WHOLE}):
             return dataclasses.replace(kept, after=dict(known))
