@@ -7,6 +7,7 @@ engine's publish promises that."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
@@ -204,3 +205,72 @@ def test_merge_full_and_first_build_roll_back_exactly(case: Case) -> None:
     assert all(after[m] != before[m] for m in (*SHOP, *EXTRA))
     case.project.rollback(pub.id, note=NOTE, engine=case.engine)
     assert published(case, (*SHOP, *EXTRA)) == before
+
+
+VIEW_SQL = """{{{{ config(strategy="view", grain=none, event_time=none) }}}}
+select sales_date, {expr} as shown from {{{{ ref("fct_daily_sales") }}}} d
+"""
+
+
+@pytest.mark.parametrize("case", ["duckdb", "postgres"], indirect=True)  # Iceberg keeps no views
+def test_a_view_gets_its_old_definition_back(case: Case) -> None:
+    """A publication that re-creates a view keeps the definition it replaced; the rollback puts
+    that definition back (the view reads the restored table through it again)."""
+    (case.root / "models" / "sales_view.sql").write_text(VIEW_SQL.format(expr="revenue"))
+    case.reload()
+    plan = case.project.plan("sales_view", "2026-07-01", "2026-09-01", as_of=AS_OF)
+    built = case.project.backfill(plan, reason="a view", engine=case.engine, direct=True)
+    assert built.run(concurrency=2, backoff=0.0).ok
+    before = published(case, (*SHOP, "sales_view"))
+    assert before["sales_view"] is not None
+    # The fix, and the view now shows revenue in cents: both published together.
+    (case.root / "models" / "sales_view.sql").write_text(VIEW_SQL.format(expr="revenue * 100"))
+    case.apply_fix()
+    pub = fix_and_publish(case)
+    from backfill.run.ledger import ledger_for
+
+    kept = {km.model: km for km in ledger_for(case.project).kept_version(pub.id).models}
+    assert kept["sales_view"].strategy == "view" and kept["sales_view"].definition
+    assert "100" not in kept["sales_view"].definition
+    after = published(case, ("sales_view",))["sales_view"]
+    assert after != before["sales_view"]
+    cents = {r["sales_date"]: r["shown"] for r in after[0]}
+    assert cents[dt.date(2026, 7, 1)] == 100 * next(
+        r["shown"] for r in before["sales_view"][0] if r["sales_date"] == dt.date(2026, 7, 1)
+    )
+    case.project.rollback(pub.id, note=NOTE, engine=case.engine)
+    assert published(case, (*SHOP, "sales_view")) == before
+
+
+@pytest.mark.parametrize("case", ["duckdb", "postgres", "spark"], indirect=True)
+def test_gc_drops_an_expired_backup_and_leaves_the_published_tables(case: Case) -> None:
+    """After its retention a publication's backup goes (a merge's kept keys too, which Spark
+    keeps as a table), the published tables stay as they are, and its rollback is refused with
+    the date it expired."""
+    from backfill.engines.registry import engine_for
+    from backfill.publish import collect_garbage
+    from backfill.run.ledger import ledger_for
+
+    (case.root / "models" / "sales_merge.sql").write_text(MERGE_SQL)
+    case.reload()
+    plan = case.project.plan("sales_merge", "2026-07-01", "2026-09-01", as_of=AS_OF)
+    direct = case.project.backfill(plan, reason="new model", engine=case.engine, direct=True)
+    assert direct.run(concurrency=2, backoff=0.0).ok
+    case.apply_fix()
+    pub = fix_and_publish(case)
+    after = published(case, (*SHOP, "sales_merge"))
+    ledger = ledger_for(case.project)
+    until = dt.datetime.fromisoformat(pub.keep_until)
+    gc_engine = engine_for(case.project)  # gc closes the engine it is given
+    report = collect_garbage(case.project, ledger, gc_engine, now=until)
+    assert list(report.dropped) == [pub.id]
+    assert ledger.kept_version(pub.id).dropped_at == until.isoformat(timespec="seconds")
+    assert case.engine.backup_rows(pub.id) is None
+    if case.name == "spark":
+        spark, catalog = case.engine.spark, case.engine.catalog
+        names = [str(r[0]) for r in spark.sql(f"SHOW NAMESPACES IN `{catalog}`").collect()]
+        assert f"backup_{pub.id}" not in names, names
+        assert report.maintenance  # expired snapshots, compacted files: said per table
+    assert published(case, (*SHOP, "sales_merge")) == after
+    with pytest.raises(backfill.ConflictError, match=re.escape(f"kept until {pub.keep_until}")):
+        case.project.rollback(pub.id, note=NOTE, engine=case.engine)

@@ -467,6 +467,11 @@ class SparkEngine(IcebergTables, SqlEngine):
     ) -> list[str]:
         return maintain(self, project, keep, older_than)
 
+    def backup_rows(self, publication_id: str) -> int | None:
+        """None: what a publication replaced stays in the tables' snapshots (the rows the audit
+        counted are in its record), nothing is kept apart."""
+        return None
+
     def drop_backup(self, publication_id: str) -> None:
         """Drops a merge's kept keys (the rows stay in the tables' snapshots until they
         expire)."""
