@@ -11,9 +11,10 @@ JSON orders whose event times fill one day (2026-11-02), with record timestamps 
 them. Both sides then land that day into the table ``raw_orders`` of the same DuckDB file:
 
 - **replay**: ``Project.plan("raw_orders", day)`` + ``backfill(...).run()``: the retention check
-  (earliest/latest offsets, the oldest record's time, offsets for the period's edges), one landing
-  task reading exactly its offset ranges, decoding, keeping the period's records, replacing the
-  period in the table, fingerprinting it, and the ledger's bookkeeping.
+  (earliest/latest offsets, the oldest record's time, the offset of the period's start), one
+  landing task reading its offset ranges (to the log end: here the topic holds only that day),
+  decoding, keeping the period's records, replacing the period in the table, fingerprinting it,
+  and the ledger's bookkeeping.
 - **bare**: what one writes by hand with confluent-kafka: ``offsets_for_times`` for the edges,
   ``assign()`` + ``consume()`` batches up to the end offsets, ``json.loads`` per record, the
   columns as Arrow, ``DELETE`` the day + ``INSERT ... SELECT`` with the casts, in one transaction.

@@ -7,6 +7,8 @@ import datetime as dt
 import json
 import random
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -145,14 +147,17 @@ def test_replay_lands_exactly_the_oracles_rows_idempotently(stream: Any, tmp_pat
     assert [r.partition for r in check.ranges] == [0, 1, 2]
     assert "from" in plan.describe() and "records" in plan.describe()
     produced = stream["produced"]
-    for r in check.ranges:  # the offsets frame exactly the records timestamped in the window
+    for r in check.ranges:
+        # From the first record timestamped in the window (none before it is), to the log end: a
+        # record of the window may come after records of later times.
         in_window = [
             p["offset"]
             for p in produced
             if p["partition"] == r.partition
             and _ms(start - LATENESS) <= p["ts"] < _ms(end + LATENESS)
         ]
-        assert (r.from_offset, r.to_offset) == (min(in_window), max(in_window) + 1)
+        log_end = 1 + max(p["offset"] for p in produced if p["partition"] == r.partition)
+        assert (r.from_offset, r.to_offset) == (min(in_window), log_end)
     # Lateness counts from the end of each landing period (a day), not of the whole replay.
     expected = _oracle(produced, start, start + dt.timedelta(days=1)) | _oracle(
         produced, start + dt.timedelta(days=1), end
@@ -180,6 +185,105 @@ def test_replay_lands_exactly_the_oracles_rows_idempotently(stream: Any, tmp_pat
         details = [a.detail for a in bf.ledger.attempts(bf.id) if a.detail]
         assert len(details) == 2  # one landing task per day, each recorded its ranges
         assert sum(r["kept"] for d in details for r in d["kafka"]["ranges"]) == len(expected)
+
+
+def _order(i: int, event: dt.datetime) -> bytes:
+    return json.dumps(
+        {
+            "order_id": i,
+            "customer_id": i % 50,
+            "amount": 2.5,
+            "ordered_at": event.isoformat().replace("+00:00", "Z"),
+        }
+    ).encode()
+
+
+def _more_orders(first_id: int, start: dt.datetime, end: dt.datetime) -> list[Any]:
+    """Records of [start, end) produced after a replay of it: on time, with a record time up to
+    the lateness before the period or after it (kept), beyond the lateness (not kept), and one of
+    the next period (not kept). (key, value, record time), as :func:`_produce` takes them."""
+    made = [
+        (start + dt.timedelta(hours=6), start + dt.timedelta(hours=6, minutes=1)),
+        (start + dt.timedelta(minutes=10), start - LATENESS + dt.timedelta(minutes=5)),
+        (end - dt.timedelta(minutes=10), end + LATENESS - dt.timedelta(minutes=5)),
+        (end - dt.timedelta(minutes=20), end + LATENESS + dt.timedelta(minutes=5)),
+        (end + dt.timedelta(hours=5), end + dt.timedelta(hours=5)),
+    ]
+    # Three of each: their keys spread them over the partitions.
+    return [(str(i), _order(i, event), ts) for i, (event, ts) in enumerate(made * 3, first_id)]
+
+
+def test_a_replay_after_more_records_lands_them_in_this_process_and_in_a_new_one(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
+    """A topic is in arrival order, not time order: records of a period produced after it was
+    replayed (late ones too) sit at offsets after records of later periods. Replaying the period
+    again lands exactly the oracle's rows of everything produced so far, in the process that
+    replayed it before and in a new one."""
+    import duckdb
+
+    _topic(kafka_broker, "rerun_orders", 2)
+    produced = _produce(kafka_broker, "rerun_orders", _orders(600, seed=5))
+    root = _project(tmp_path, kafka_broker, "rerun_orders")
+    project = backfill.Project.load(root)
+    start, end = DAY0 + dt.timedelta(days=1), DAY0 + dt.timedelta(days=2)
+
+    def landed() -> list[tuple[int, int]]:
+        with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as db:
+            rows = db.execute("SELECT _kafka_partition, _kafka_offset FROM raw_orders").fetchall()
+        return [(p, o) for p, o in rows]
+
+    def replay(reason: str) -> None:
+        plan = project.plan("raw_orders", start, end)
+        status = project.backfill(plan, reason=reason, direct=True).run()
+        assert status.ok, status
+
+    replay("first")
+    assert sorted(landed()) == sorted(_oracle(produced, start, end))
+
+    more = _produce(kafka_broker, "rerun_orders", _more_orders(10_000, start, end))
+    assert len(_oracle(more, start, end)) == 9  # on time, early and late within the lateness
+    produced += more
+    replay("again, same process")
+    assert sorted(landed()) == sorted(_oracle(produced, start, end))
+
+    # Undecodable, but of the next period: not this period's to read, nor to fail on.
+    other = [("29999", b"{not json", end + dt.timedelta(hours=5))]
+    produced += _produce(kafka_broker, "rerun_orders", _more_orders(20_000, start, end))
+    _produce(kafka_broker, "rerun_orders", other)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "backfill.cli",
+            "run",
+            "--project",
+            str(root),
+            "--select",
+            "raw_orders",
+            "--start",
+            start.isoformat(),
+            "--end",
+            end.isoformat(),
+            "--direct",
+            "--reason",
+            "again, new process",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(landed()) == sorted(_oracle(produced, start, end))
+
+    # An undecodable record of the period produced since: the next replay reads it and fails.
+    (bad,) = _produce(kafka_broker, "rerun_orders", [("1", b"{not json", start)])
+    status = project.backfill(
+        project.plan("raw_orders", start, end), reason="bad since", direct=True
+    ).run()
+    assert not status.ok
+    assert f"topic rerun_orders partition {bad['partition']} offset {bad['offset']}" in str(status)
 
 
 def test_undecodable_record_fails_the_task_naming_its_offset(
@@ -509,10 +613,14 @@ def _avro(value: dict[str, Any]) -> bytes:
 def test_an_avro_record_not_of_the_schema_fails_naming_its_offset(
     kafka_broker: Any, tmp_path: Path
 ) -> None:
+    """The bad record arrives after the period was replayed, behind a record of the next day:
+    the re-run in the same project reads it and fails naming its offset."""
     _topic(kafka_broker, "avro_bad", 1)
     t = DAY0 + dt.timedelta(hours=5)
     good = _avro({"order_id": 1, "customer_id": 1, "amount": 1.0, "ordered_at": t})
-    _produce(kafka_broker, "avro_bad", [("1", good, t), ("2", b"\x01", t)])
+    later = t + dt.timedelta(days=1)
+    tomorrow = _avro({"order_id": 2, "customer_id": 1, "amount": 1.0, "ordered_at": later})
+    _produce(kafka_broker, "avro_bad", [("1", good, t), ("2", tomorrow, later)])
     root = _project(tmp_path, kafka_broker, "avro_bad")
     yml = root / "backfill.yml"
     yml.write_text(
@@ -521,10 +629,13 @@ def test_an_avro_record_not_of_the_schema_fails_naming_its_offset(
         )
     )
     project = backfill.Project.load(root)
-    status = project.backfill(
-        project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1)),
-        reason="bad avro",
-        direct=True,
-    ).run()
+
+    def replay() -> Any:
+        plan = project.plan("raw_orders", DAY0, DAY0 + dt.timedelta(days=1))
+        return project.backfill(plan, reason="avro", direct=True).run()
+
+    assert replay().ok
+    _produce(kafka_broker, "avro_bad", [("3", b"\x01", t)])
+    status = replay()
     assert not status.ok
-    assert "topic avro_bad partition 0 offset 1" in str(status)
+    assert "topic avro_bad partition 0 offset 2" in str(status)

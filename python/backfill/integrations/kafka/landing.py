@@ -1,11 +1,16 @@
-"""A landing task's read: exactly its offset ranges, decoded, the period's records kept.
+"""A landing task's read: its offset ranges, the records timestamped near its period decoded,
+the period's records kept.
 
 >>> rows, detail, dead = read_period(settings, "raw_orders", start, end)     # doctest: +SKIP
 
 The ranges are those of the retention check (:func:`~.retention.check_source`) for the task's
 period, re-read when the task runs: the log start may have moved since the plan, and a range that
-lost records fails the task (RETENTION) rather than landing a partial period. A Consumer with
-``assign()`` (no group) reads each partition from ``from`` up to ``to``; a record is kept when
+lost records fails the task (RETENTION) rather than landing a partial period. A range runs from
+the first record timestamped at or after the period's start minus ``lateness`` to the log end,
+since a record of the period may arrive after records of later ones. A Consumer with ``assign()``
+(no group) reads each partition from ``from`` up to ``to``, sets aside at once the records whose
+record timestamp is outside ``[start - lateness, end + lateness)`` (never decoded, never held:
+they belong to other periods, and so do their decoding errors), and keeps a record when
 
     start <= event_time < end   and   start - lateness <= record timestamp < end + lateness
 
@@ -73,12 +78,17 @@ def arrow_schema(cfg: KafkaSettings) -> Any:
     )
 
 
-def _consume(cfg: KafkaSettings, ranges: list[PartitionRange]) -> list[Any]:
-    """Every message in the ranges, in partition then offset order."""
+def _consume(
+    cfg: KafkaSettings, ranges: list[PartitionRange], start: dt.datetime, end: dt.datetime
+) -> tuple[list[Any], dict[int, int]]:
+    """The messages in the ranges whose record timestamp is in ``[start - lateness, end +
+    lateness)``, in partition then offset order, and per partition how many were read."""
     k = client._kafka()
     todo = {r.partition: r for r in ranges if r.records > 0}
+    read = dict.fromkeys(todo, 0)
     if not todo:
-        return []
+        return [], read
+    lo, hi = client.to_ms(start - cfg.lateness), client.to_ms(end + cfg.lateness)
     c = client.consumer(cfg, **{"fetch.max.bytes": "52428800", "queued.min.messages": "200000"})
     out: dict[int, list[Any]] = {p: [] for p in todo}
     try:
@@ -95,7 +105,9 @@ def _consume(cfg: KafkaSettings, ranges: list[PartitionRange]) -> list[Any]:
                 r = todo.get(p)
                 if r is None or msg.offset() >= r.to_offset:
                     continue
-                out[p].append(msg)
+                read[p] += 1
+                if lo <= msg.timestamp()[1] < hi:
+                    out[p].append(msg)
                 if msg.offset() >= r.to_offset - 1:
                     del todo[p]
             if batch:
@@ -113,7 +125,7 @@ def _consume(cfg: KafkaSettings, ranges: list[PartitionRange]) -> list[Any]:
                 )
     finally:
         c.close()
-    return [m for p in sorted(out) for m in out[p]]
+    return [m for p in sorted(out) for m in out[p]], read
 
 
 def _where(cfg: KafkaSettings, msg: Any) -> str:
@@ -350,7 +362,7 @@ def read_period(
     errors = [f for f in check.findings if f.severity == "error"]
     if errors:
         raise RetentionError("; ".join(f.message for f in errors))
-    msgs = _consume(cfg, check.ranges)
+    msgs, read = _consume(cfg, check.ranges, start, end)
     dead: DeadLetters | None = None
     if cfg.dead_letter is None:
         table = decode(cfg, msgs) if msgs else arrow_schema(cfg).empty_table()
@@ -372,7 +384,7 @@ def read_period(
                     "partition": r.partition,
                     "from": r.from_offset,
                     "to": r.to_offset,
-                    "read": sum(1 for m in msgs if m.partition() == r.partition),
+                    "read": read.get(r.partition, 0),
                     "kept": counts.get(r.partition, 0),
                 }
                 for r in check.ranges
@@ -388,7 +400,7 @@ def read_period(
         cfg.topic,
         start,
         end,
-        len(msgs),
+        sum(read.values()),
         kept.num_rows,
         time.perf_counter() - began,
     )

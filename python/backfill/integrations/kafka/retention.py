@@ -5,12 +5,22 @@
 >>> check.findings    # RETENTION (error) when the log no longer starts early enough
 
 For each partition: the earliest retained offset (the log start) and the timestamp of the record
-there, the latest offset, and the offsets for the period's start minus ``lateness`` and its end
-plus ``lateness`` (``for_timestamp``: the first record at or after that time). ``for_timestamp``
-answers with the log start for a time older than anything retained, without saying so, so the
-record at the log start is read and its time compared with the period's start: a partition whose
-log start moved past offset 0 and whose oldest retained record is younger than the replay's
-start has lost records the replay needs. O(partitions) broker calls, independent of the period.
+there, the latest offset, and the offset for the period's start minus ``lateness``
+(``for_timestamp``: the first record at or after that time). ``for_timestamp`` answers with the
+log start for a time older than anything retained, without saying so, so the record at the log
+start is read and its time compared with the period's start: a partition whose log start moved
+past offset 0 and whose oldest retained record is younger than the replay's start has lost
+records the replay needs. O(partitions) broker calls, independent of the period.
+
+A range reads from that offset to the latest one, not to ``for_timestamp`` of the period's end
+plus ``lateness``. A partition is in arrival order, not in record-time order: a record produced
+after records of later periods (a late one within the lateness, or one a producer sends again
+with its original time) lies after the first record timestamped at or after the end, and a range
+that stopped there missed it without a sign -- a second replay of a period finished "done"
+without reading what had arrived since the first. The range's start is exact (every record
+before it has an older time); no offset short of the log end bounds the records of a period, so
+the landing task reads to the latest offset and keeps the records whose time is the period's
+(:func:`~.landing.read_period`).
 """
 
 from __future__ import annotations
@@ -181,9 +191,10 @@ def check_source(
     parts = client.partitions(cfg)
     need = start - cfg.lateness
     earliest = client.list_offsets(cfg, topic, parts, "earliest")
-    latest = client.list_offsets(cfg, topic, parts, "latest")
     lo = client.list_offsets(cfg, topic, parts, client.to_ms(need))
-    hi = client.list_offsets(cfg, topic, parts, client.to_ms(end + cfg.lateness))
+    # Asked after lo, so lo <= latest even while producers write (lo of a time past the log end
+    # is the log end then).
+    latest = client.list_offsets(cfg, topic, parts, "latest")
     oldest = first_timestamps(
         cfg, topic, {p: earliest[p] for p in parts if earliest[p] < latest[p]}
     )
@@ -195,7 +206,7 @@ def check_source(
             oldest.get(p),
             latest[p],
             max(lo[p], earliest[p]),
-            max(hi[p], lo[p], earliest[p]),
+            latest[p],  # to the log end: see the module doc
         )
         for p in parts
     ]
