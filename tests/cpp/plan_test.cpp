@@ -416,9 +416,13 @@ TEST(Plan, TaskSizesScaleEachTaskAndAreChecked) {
   // Without sizes: the partition counts again.
   const auto plain = sized.rescheduled(r.cost_per_partition, 1.0, 1, r.task_overhead);
   EXPECT_NEAR(plain.schedule().total_work, plan.schedule().total_work, 1e-9);
+  // A negative size: the task's partitions.
+  sizes.assign(n, -1.0);
+  const auto negative = plan.rescheduled(r.cost_per_partition, 1.0, 1, r.task_overhead, sizes);
+  EXPECT_NEAR(negative.schedule().total_work, plan.schedule().total_work, 1e-9);
   EXPECT_THROW((void)plan.rescheduled({}, 1.0, 1, {}, {1.0}), backfill::InvalidInput);
-  sizes[0] = -1;
-  EXPECT_THROW((void)plan.rescheduled({}, 1.0, 1, {}, sizes), backfill::InvalidInput);
   sizes[0] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW((void)plan.rescheduled({}, 1.0, 1, {}, sizes), backfill::InvalidInput);
+  sizes[0] = std::numeric_limits<double>::infinity();
   EXPECT_THROW((void)plan.rescheduled({}, 1.0, 1, {}, sizes), backfill::InvalidInput);
 }

@@ -116,16 +116,16 @@ class Plan {
   // The same tasks scheduled with other costs (seconds per partition by ModelId.value; negative:
   // default_cost; task_overhead: seconds per task, as in PlanRequest) and concurrency.
   // task_size: by task id, how many typical partitions of its model each task's work is (a day
-  // with 20x the rows of a typical day is 20); empty: each task's partition count. A task then
-  // costs task_overhead[m] + task_size[t] * cost_per_partition[m]. Sizes must be finite and >= 0,
-  // one per task. O(T log T + D) for T tasks and D dependencies.
+  // with 20x the rows of a typical day is 20); empty, or a negative entry: the task's partition
+  // count. A task then costs task_overhead[m] + task_size[t] * cost_per_partition[m]. One size
+  // per task, each finite. O(T log T + D) for T tasks and D dependencies.
   [[nodiscard]] Plan rescheduled(std::vector<double> cost_per_partition, double default_cost,
                                  std::uint32_t concurrency, std::vector<double> task_overhead = {},
                                  std::vector<double> task_size = {}) const;
   // The size of each task in typical partitions (see rescheduled); the partition counts unless
   // sizes were given.
   [[nodiscard]] double task_size(std::uint32_t task) const noexcept {
-    return size_.empty() ? static_cast<double>(parts_[task]) : size_[task];
+    return size_.empty() || size_[task] < 0 ? static_cast<double>(parts_[task]) : size_[task];
   }
 
  private:
