@@ -83,7 +83,8 @@ BACKFILL_KEYS = (
     "models",
     "created_by",
 )
-#: optional in a backfill record: run options (JSON text: windows, budget, costs) or None
+#: optional in a backfill record: run options (JSON text: windows, budget, costs) or None, and
+#: the engine's type (``Engine.name``), which cost history is kept by
 OPTIONAL_BACKFILL_KEYS = ("options", "engine_type")
 TASK_KEYS = ("task_id", "model", "start", "end", "label", "partitions", "wave", "depends_on")
 AUDIT_KEYS = ("model", "passed", "published_fingerprints", "result")
