@@ -101,6 +101,13 @@ def format_seconds(seconds: float) -> str:
     return " ".join(parts[:2]) if parts else "0 s"
 
 
+def _per_row(seconds: float) -> str:
+    """``1e-4`` -> ``"100 µs per row"``; a row of a small summary may take milliseconds."""
+    if seconds >= 1e-3:
+        return f"{format_duration(seconds)} per row"
+    return f"{seconds * 1e6:.3g} µs per row"
+
+
 def format_duration(seconds: float) -> str:
     """``0.021`` -> ``"21 ms"``, ``2.5`` -> ``"2.50 s"``, ``95`` -> ``"1 m 35 s"``."""
     if seconds < 1:
@@ -168,8 +175,7 @@ class ModelCost:
             )
         if self.per_row is not None and self.rows_per_partition:
             parts.append(
-                f"{format_duration(self.per_task)} per task + "
-                f"{self.per_row * 1e6:.3g} µs per row; "
+                f"{format_duration(self.per_task)} per task + {_per_row(self.per_row)}; "
                 f"rows of {len(self.rows_by_label)} partitions recorded, typical "
                 f"{self.rows_per_partition:,.0f}"
             )
