@@ -321,14 +321,15 @@ void register_plan(py::module_& m) {
       .def(
           "rescheduled",
           [](const Plan& p, const py::dict& costs, double default_cost, std::uint32_t concurrency,
-             const py::dict& overheads) {
+             const py::dict& overheads, std::vector<double> sizes) {
             auto c = to_costs(p.graph(), costs);
             auto o = to_overheads(p.graph(), overheads);
             py::gil_scoped_release release;
-            return p.rescheduled(std::move(c), default_cost, concurrency, std::move(o));
+            return p.rescheduled(std::move(c), default_cost, concurrency, std::move(o),
+                                 std::move(sizes));
           },
           py::arg("costs"), py::arg("default_cost"), py::arg("concurrency"),
-          py::arg("overheads") = py::dict());
+          py::arg("overheads") = py::dict(), py::arg("sizes") = std::vector<double>{});
 
   m.def("plan", &py_plan, py::arg("graph"), py::arg("selected"), py::arg("start"), py::arg("end"),
         py::arg("as_of"), py::arg("tz") = py::none(), py::arg("propagate") = "impact",

@@ -202,6 +202,7 @@ class Plan:
         default_cost: float,
         concurrency: int,
         overheads: dict[str, float] = ...,
+        sizes: list[float] = ...,
     ) -> Plan: ...
 
 def plan(

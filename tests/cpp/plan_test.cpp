@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
 #include <queue>
 #include <random>
@@ -390,4 +391,38 @@ TEST(Plan, PartitionsPerRunByModelAndTaskOverhead) {
   const backfill::Plan again = plan.rescheduled(r.cost_per_partition, 1.0, 2, {});
   EXPECT_EQ(again.task_count(), plan.task_count());
   EXPECT_LT(again.schedule().total_work, plan.schedule().total_work);
+}
+
+TEST(Plan, TaskSizesScaleEachTaskAndAreChecked) {
+  const auto g = shop();
+  backfill::PlanRequest r = request(*g, "fct_daily_sales");
+  r.cost_per_partition.assign(g->size(), 0.5);
+  r.task_overhead.assign(g->size(), 0.25);
+  r.concurrency = 1;
+  const backfill::Plan plan = backfill::plan(g, r);
+  const auto n = static_cast<std::uint32_t>(plan.task_count());
+  ASSERT_GT(n, 2u);
+  EXPECT_DOUBLE_EQ(plan.task_size(0), plan.task_partitions()[0]);
+  // One task (a Black Friday) is 20 typical partitions, another is empty: one slot runs all.
+  std::vector<double> sizes(n, 1.0);
+  sizes[1] = 20.0;
+  sizes[2] = 0.0;
+  const auto sized = plan.rescheduled(r.cost_per_partition, 1.0, 1, r.task_overhead, sizes);
+  EXPECT_DOUBLE_EQ(sized.task_size(1), 20.0);
+  EXPECT_NEAR(sized.sched_end()[1] - sized.sched_start()[1], 0.25 + 20 * 0.5, 1e-9);
+  EXPECT_NEAR(sized.sched_end()[2] - sized.sched_start()[2], 0.25, 1e-9);
+  EXPECT_NEAR(sized.schedule().total_work, n * 0.25 + (n - 2 + 20) * 0.5, 1e-9);
+  EXPECT_NEAR(sized.schedule().makespan, sized.schedule().total_work, 1e-9);
+  // Without sizes: the partition counts again.
+  const auto plain = sized.rescheduled(r.cost_per_partition, 1.0, 1, r.task_overhead);
+  EXPECT_NEAR(plain.schedule().total_work, plan.schedule().total_work, 1e-9);
+  // A negative size: the task's partitions.
+  sizes.assign(n, -1.0);
+  const auto negative = plan.rescheduled(r.cost_per_partition, 1.0, 1, r.task_overhead, sizes);
+  EXPECT_NEAR(negative.schedule().total_work, plan.schedule().total_work, 1e-9);
+  EXPECT_THROW((void)plan.rescheduled({}, 1.0, 1, {}, {1.0}), backfill::InvalidInput);
+  sizes[0] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW((void)plan.rescheduled({}, 1.0, 1, {}, sizes), backfill::InvalidInput);
+  sizes[0] = std::numeric_limits<double>::infinity();
+  EXPECT_THROW((void)plan.rescheduled({}, 1.0, 1, {}, sizes), backfill::InvalidInput);
 }

@@ -115,10 +115,18 @@ class Plan {
 
   // The same tasks scheduled with other costs (seconds per partition by ModelId.value; negative:
   // default_cost; task_overhead: seconds per task, as in PlanRequest) and concurrency.
-  // O(T log T + D) for T tasks and D dependencies.
+  // task_size: by task id, how many typical partitions of its model each task's work is (a day
+  // with 20x the rows of a typical day is 20); empty, or a negative entry: the task's partition
+  // count. A task then costs task_overhead[m] + task_size[t] * cost_per_partition[m]. One size
+  // per task, each finite. O(T log T + D) for T tasks and D dependencies.
   [[nodiscard]] Plan rescheduled(std::vector<double> cost_per_partition, double default_cost,
-                                 std::uint32_t concurrency,
-                                 std::vector<double> task_overhead = {}) const;
+                                 std::uint32_t concurrency, std::vector<double> task_overhead = {},
+                                 std::vector<double> task_size = {}) const;
+  // The size of each task in typical partitions (see rescheduled); the partition counts unless
+  // sizes were given.
+  [[nodiscard]] double task_size(std::uint32_t task) const noexcept {
+    return size_.empty() || size_[task] < 0 ? static_cast<double>(parts_[task]) : size_[task];
+  }
 
  private:
   friend Plan plan(std::shared_ptr<const Graph> graph, PlanRequest request);
@@ -130,6 +138,7 @@ class Plan {
   std::vector<Seconds> start_;
   std::vector<Seconds> end_;
   std::vector<std::uint32_t> parts_;
+  std::vector<double> size_;  // empty: parts_ (see task_size)
   std::vector<std::uint32_t> wave_;
   std::vector<double> sched_start_;
   std::vector<double> sched_end_;

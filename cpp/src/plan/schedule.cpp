@@ -13,6 +13,8 @@
 #include <queue>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "backfill/error.hpp"
 #include "common/parallel.hpp"
 #include "plan/plan_internal.hpp"
@@ -122,7 +124,8 @@ void Plan::run_schedule() {
     model_overhead[m] = overhead_of(ModelId{m});
   }
   auto cost = [&](std::size_t t) {
-    return model_overhead[model_[t].value] + model_cost[model_[t].value] * parts_[t];
+    return model_overhead[model_[t].value] +
+           model_cost[model_[t].value] * task_size(static_cast<std::uint32_t>(t));
   };
 
   // Two independent halves, one per core: (a) bottom levels and the ranking by them, (b) the
@@ -236,7 +239,8 @@ void Plan::run_schedule() {
   }
 }
 Plan Plan::rescheduled(std::vector<double> cost_per_partition, double default_cost,
-                       std::uint32_t concurrency, std::vector<double> task_overhead) const {
+                       std::uint32_t concurrency, std::vector<double> task_overhead,
+                       std::vector<double> task_size) const {
   if (concurrency == 0) throw InvalidInput("concurrency is 0; expected at least 1");
   if (!(default_cost >= 0) || default_cost == std::numeric_limits<double>::infinity()) {
     throw InvalidInput("default cost must be a finite number of seconds >= 0");
@@ -249,6 +253,18 @@ Plan Plan::rescheduled(std::vector<double> cost_per_partition, double default_co
     if (!std::isfinite(o)) throw InvalidInput("task overhead must be a finite number of seconds");
   }
   copy.request_.task_overhead = std::move(task_overhead);
+  if (!task_size.empty() && task_size.size() != task_count()) {
+    throw InvalidInput(fmt::format("task sizes: {} given for {} tasks; expected one per task",
+                                   task_size.size(), task_count()));
+  }
+  for (std::size_t t = 0; t < task_size.size(); ++t) {
+    if (!std::isfinite(task_size[t])) {
+      throw InvalidInput(fmt::format("task {} has size {}; expected a finite number (negative: "
+                                     "its partitions)",
+                                     t, task_size[t]));
+    }
+  }
+  copy.size_ = std::move(task_size);
   copy.run_schedule();
   return copy;
 }

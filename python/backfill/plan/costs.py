@@ -13,6 +13,21 @@ part (starting the query, the transaction, the fingerprint) and a part that grow
 period. Measurements come from the ledger (every attempt's duration) or from the sample runs of
 ``backfill estimate``; the fit is per model, over the tasks measured with the model's current SQL
 when there are any (older ones are used, and marked stale, otherwise).
+
+Where tasks recorded the rows they wrote, the part that grows is per row: a task costs
+``per_task + per_row * rows`` with ``rows`` the expected rows of its partitions -- what earlier
+runs wrote for that same partition (on any engine: rows do not depend on it), else the model's
+typical partition. A Black Friday with 20 times the rows of a typical day then costs 20 typical
+days (:meth:`ModelCost.size_of`). Times are fitted only from the engine type that will run the
+plan: another engine's times are never used (a Spark task's seconds say nothing of DuckDB's);
+measurements older than the engine's record (before ledger schema 8) are the last resort, and
+say so.
+
+>>> m = [Measurement(1, 0.1 + 1e-5 * r, r, "run", False, "duckdb", {f"d{i}": r})
+...      for i, r in enumerate([1000, 1000, 20000])]
+>>> cost = fit_cost("fct", m, engine="duckdb")
+>>> round(cost.task_seconds(1), 3), cost.size_of(["d2"]), cost.size_of(["new day"])
+(0.11, 20.0, 1.0)
 """
 
 from __future__ import annotations
@@ -20,7 +35,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 __all__ = [
@@ -31,6 +47,7 @@ __all__ = [
     "ModelCost",
     "auto_partitions_per_run",
     "cost_summary",
+    "expected_rows",
     "fit_cost",
     "format_duration",
     "format_seconds",
@@ -59,14 +76,17 @@ CostSource = Literal["measured", "sample", "given", "none"]
 
 class Measurement(NamedTuple):
     """One measured task: how many partitions it wrote, its seconds, rows (None: unknown), where
-    it came from (``"run"``: an attempt of a backfill; ``"sample"``: ``backfill estimate``) and
-    whether the model's SQL has changed since (``stale``)."""
+    it came from (``"run"``: an attempt of a backfill; ``"sample"``: ``backfill estimate``),
+    whether the model's SQL has changed since (``stale``), the engine type that measured it
+    (None: not recorded) and the rows of each partition it wrote, by label (None: unknown)."""
 
     partitions: int
     seconds: float
     rows: int | None
     source: str
     stale: bool
+    engine: str | None = None
+    partition_rows: Mapping[str, float] | None = None
 
 
 def format_seconds(seconds: float) -> str:
@@ -79,6 +99,13 @@ def format_seconds(seconds: float) -> str:
     if s and not days and not hours:
         parts.append(f"{s} s")
     return " ".join(parts[:2]) if parts else "0 s"
+
+
+def _per_row(seconds: float) -> str:
+    """``1e-4`` -> ``"100 µs per row"``; a row of a small summary may take milliseconds."""
+    if seconds >= 1e-3:
+        return f"{format_duration(seconds)} per row"
+    return f"{seconds * 1e6:.3g} µs per row"
 
 
 def format_duration(seconds: float) -> str:
@@ -103,19 +130,67 @@ class ModelCost:
     runs: int = 0  # measurements the fit used
     median_seconds: float | None = None  # of one measured task
     median_partitions: float = 1.0  # partitions of a measured task (median)
-    rows_per_partition: float | None = None  # of the measured tasks, when recorded
+    rows_per_partition: float | None = None  # of a typical partition, when recorded
     stale: bool = False  # measured with SQL other than the model's current SQL
+    #: the engine type whose times these are (None: any; the caller named none)
+    engine: str | None = None
+    #: the times were measured before the ledger recorded engines (the last resort)
+    engine_unrecorded: bool = False
+    #: engine types whose history was left out (another engine's times)
+    other_engines: tuple[str, ...] = ()
+    #: seconds per row written, when the fit used rows (then per_partition is per_row times
+    #: rows_per_partition)
+    per_row: float | None = None
+    #: label -> the rows earlier runs wrote for that partition (the newest measurement)
+    rows_by_label: Mapping[str, float] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, repr=False
+    )
 
     @property
     def known(self) -> bool:
         return self.source != "none"
 
     def task_seconds(self, partitions: int) -> float:
-        """The estimated seconds of one task of ``partitions`` partitions."""
+        """The estimated seconds of one task of ``partitions`` typical partitions."""
         return self.per_task + self.per_partition * partitions
+
+    def size_of(self, labels: Sequence[str]) -> float:
+        """How many typical partitions the work of a task writing the partitions ``labels``
+        is: each partition's recorded rows over the typical partition's (a partition never
+        recorded counts as typical); ``len(labels)`` when the cost is not per row."""
+        typical = self.rows_per_partition
+        if self.per_row is None or not self.rows_by_label or not typical:
+            return float(len(labels))
+        rows = self.rows_by_label
+        return sum(rows.get(label, typical) for label in labels) / typical
+
+    def _basis(self) -> str:
+        """Where the figure came from beyond the runs: engine, rows."""
+        parts = []
+        if self.engine is not None:
+            parts.append(
+                "on an engine not recorded (older ledger)"
+                if self.engine_unrecorded
+                else f"on {self.engine}"
+            )
+        if self.per_row is not None and self.rows_per_partition:
+            parts.append(
+                f"{format_duration(self.per_task)} per task + {_per_row(self.per_row)}; "
+                f"rows of {len(self.rows_by_label)} partitions recorded, typical "
+                f"{self.rows_per_partition:,.0f}"
+            )
+        if self.other_engines:
+            parts.append(f"not used: the times on {', '.join(self.other_engines)}")
+        return "; ".join(parts)
 
     def __str__(self) -> str:
         if self.source == "none":
+            if self.other_engines:
+                return (
+                    f"no cost data on {self.engine}: the history on "
+                    f"{', '.join(self.other_engines)} is another engine's times; run "
+                    "`backfill estimate`"
+                )
             return "no cost data: run `backfill estimate`"
         if self.source == "given":
             return f"given: {format_duration(self.per_partition)} per partition"
@@ -133,7 +208,12 @@ class ModelCost:
                 f"measured: {self.runs} run{'' if self.runs == 1 else 's'}, median "
                 f"{format_duration(self.median_seconds)}{each}"
             )
-        return text + ("; stale: the model's SQL changed since" if self.stale else "")
+        basis = self._basis()
+        return (
+            text
+            + (f" {basis}" if basis.startswith("on ") else f"; {basis}" if basis else "")
+            + ("; stale: the model's SQL changed since" if self.stale else "")
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -141,29 +221,77 @@ class ModelCost:
             "description": str(self),
             "seconds_per_partition": self.per_partition if self.known else None,
             "seconds_per_task": self.per_task if self.known else None,
+            "seconds_per_row": self.per_row if self.known else None,
             "runs": self.runs,
             "median_seconds": self.median_seconds,
             "median_partitions": self.median_partitions,
             "rows_per_partition": self.rows_per_partition,
+            "partitions_with_rows": len(self.rows_by_label),
+            "engine": self.engine,
+            "engine_unrecorded": self.engine_unrecorded,
+            "other_engines": list(self.other_engines),
             "stale": self.stale,
         }
 
 
-def fit_cost(
-    model: str, measurements: Sequence[Measurement], overhead_hint: float | None = None
-) -> ModelCost:
-    """The cost model of ``model`` from its measurements (newest first).
+def expected_rows(measurements: Sequence[Measurement]) -> dict[str, float]:
+    """label -> the rows the newest measurement of that partition wrote (with the model's
+    current SQL where there is one, else the newest stale one), from measurements newest first
+    of any engine: the rows a period holds do not depend on the engine that wrote them."""
+    out: dict[str, float] = {}
+    for stale in (False, True):
+        for m in measurements:
+            if m.stale == stale and m.partition_rows:
+                for label, rows in m.partition_rows.items():
+                    out.setdefault(label, float(rows))
+    return out
 
-    Runs of backfills win over sample runs, and measurements with the current SQL over stale
-    ones. With tasks of clearly different sizes (the largest at least 1.5 times the smallest),
-    a weighted least-squares line through the median seconds per size separates the fixed cost
-    per task from the cost per partition; with one size only, ``overhead_hint`` (a fixed cost
-    per task learnt from other models of the same project) is taken as the fixed part, else the
-    cost is taken to grow with the partitions alone. O(n log n) for n measurements."""
+
+def _timed_on(
+    measurements: Sequence[Measurement], engine: str | None
+) -> tuple[list[Measurement], bool, tuple[str, ...]]:
+    """The measurements whose times may estimate a run on ``engine`` (None: all): that engine's,
+    else those whose engine was not recorded (the last resort: flagged); and the other engines
+    whose times were left out."""
+    if engine is None:
+        return list(measurements), False, ()
+    others = tuple(sorted({m.engine for m in measurements if m.engine and m.engine != engine}))
+    same = [m for m in measurements if m.engine == engine]
+    if same:
+        return same, False, others
+    return [m for m in measurements if m.engine is None], True, others
+
+
+def fit_cost(
+    model: str,
+    measurements: Sequence[Measurement],
+    overhead_hint: float | None = None,
+    *,
+    engine: str | None = None,
+) -> ModelCost:
+    """The cost model of ``model`` from its measurements (newest first) for a run on
+    ``engine`` (an engine type; None: any engine's times count).
+
+    Only ``engine``'s measurements give times (those without a recorded engine when it has
+    none; other engines' never). Runs of backfills win over sample runs, and measurements with
+    the current SQL over stale ones. With tasks of clearly different sizes (the largest at least
+    1.5 times the smallest), a weighted least-squares line through the median seconds per size
+    separates the fixed cost per task from the cost per partition; with one size only,
+    ``overhead_hint`` (a fixed cost per task learnt from other models of the same project) is
+    taken as the fixed part, else the cost is taken to grow with the partitions alone.
+
+    Where the tasks recorded their rows, the growing part is per row: a least-squares line of
+    seconds over rows when the tasks' rows differ clearly (the largest at least 1.5 times the
+    smallest), else the line above spread over the rows its tasks wrote. The typical partition
+    is the median of the partitions' recorded rows (:func:`expected_rows`), else the measured
+    tasks' mean. O(n log n) for n measurements."""
     if not measurements:
         return ModelCost(model, "none")
-    fresh = [m for m in measurements if not m.stale]
-    use = fresh or list(measurements)
+    timed, unrecorded, others = _timed_on(measurements, engine)
+    if not timed:
+        return ModelCost(model, "none", engine=engine, other_engines=others)
+    fresh = [m for m in timed if not m.stale]
+    use = fresh or timed
     runs = [m for m in use if m.source == "run"]
     points = (runs or use)[:_MAX_MEASUREMENTS]
     source: CostSource = "measured" if runs else "sample"
@@ -174,7 +302,21 @@ def fit_cost(
     median_k = statistics.median(max(1, m.partitions) for m in points)
     per_task, per_partition = _fit_line(by_size, median_t, median_k, overhead_hint)
     rows = [(m.rows, m.partitions) for m in points if m.rows is not None and m.partitions > 0]
-    rpp = sum(r for r, _ in rows) / sum(k for _, k in rows) if rows else None
+    total_rows, total_k = sum(r for r, _ in rows), sum(k for _, k in rows)
+    rpp = total_rows / total_k if rows else None
+    by_label = expected_rows(measurements)
+    typical = statistics.median(by_label.values()) if by_label else rpp
+    per_row = None
+    # Per row only where partitions' rows are known: then tasks can be weighed by them; the
+    # measurements of older ledgers (no rows) keep the partition line.
+    if by_label and total_rows > 0 and typical and len(rows) == len(points):
+        line = _fit_rows([(float(m.rows or 0), max(0.0, m.seconds)) for m in points])
+        if line is not None:
+            per_task, per_row = line
+        else:  # the tasks wrote alike: the partition line, per row of what they wrote
+            per_row = per_partition * total_k / total_rows
+        per_partition = per_row * typical
+        rpp = typical
     return ModelCost(
         model,
         source,
@@ -185,7 +327,30 @@ def fit_cost(
         float(median_k),
         rpp,
         stale=not fresh,
+        engine=engine,
+        engine_unrecorded=unrecorded,
+        other_engines=others,
+        per_row=per_row,
+        rows_by_label=MappingProxyType(by_label if per_row is not None else {}),
     )
+
+
+def _fit_rows(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """``(fixed, per_row)`` of a least-squares line of seconds over rows, or None when the rows
+    do not differ enough to separate them (or bigger tasks were not slower)."""
+    rs = [r for r, _ in points]
+    if len(points) < 2 or not max(rs) >= 1.5 * min(rs) or max(rs) == min(rs):
+        return None
+    n = len(points)
+    rbar = sum(rs) / n
+    tbar = sum(t for _, t in points) / n
+    var = sum((r - rbar) ** 2 for r in rs)
+    slope = sum((r - rbar) * (t - tbar) for r, t in points) / var
+    if slope <= 0:
+        return None
+    if tbar - slope * rbar < 0:  # a negative intercept: no fixed part to speak of
+        return 0.0, tbar / rbar
+    return tbar - slope * rbar, slope
 
 
 def _fit_line(

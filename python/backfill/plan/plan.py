@@ -104,11 +104,15 @@ class PlanContext:
     min_task_seconds: float | None = None
     costs: Mapping[str, ModelCost] = field(default_factory=dict)
     replay: Sequence[RetentionCheck] = ()
+    #: by task id, how many typical partitions of its model the task's work is (the rows of
+    #: its periods: ``ModelCost.size_of``; -1: its partition count); empty: none weighed
+    task_sizes: Sequence[float] = ()
 
     def __post_init__(self) -> None:
         # Copies that cannot change: a caller's dict or list is not shared with the plan.
         object.__setattr__(self, "costs", MappingProxyType(dict(self.costs)))
         object.__setattr__(self, "replay", tuple(self.replay))
+        object.__setattr__(self, "task_sizes", tuple(self.task_sizes))
 
     @property
     def replay_findings(self) -> list[PlanFinding]:
@@ -364,9 +368,11 @@ class Plan:
         concurrency: int | None = None,
         default_cost: float = 1.0,
     ) -> Estimate:
-        """Schedules the same tasks with ``costs`` (seconds per partition by model, e.g. from a
-        one-day sample run; other models keep the plan's own costs) at ``concurrency``
-        (default: the plan's); ``.plan`` of the result carries the new sched_start/sched_end."""
+        """Schedules the same tasks with ``costs`` (seconds per typical partition by model, e.g.
+        from a one-day sample run; other models keep the plan's own costs) at ``concurrency``
+        (default: the plan's); tasks keep their sizes (a partition with 20x a typical one's
+        recorded rows costs 20 partitions); ``.plan`` of the result carries the new
+        sched_start/sched_end."""
         conc = int(self._core.concurrency) if concurrency is None else concurrency
         if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
             raise InvalidInputError(f"concurrency {concurrency!r} is not a positive integer")
@@ -376,6 +382,7 @@ class Plan:
             float(default_cost),
             conc,
             {m: c.per_task for m, c in known.items()},
+            list(self._context.task_sizes),
         )
         plan = Plan(
             core, self.project, select=self.select, exclude=self.exclude, context=self._context

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from .. import _core
+from ..calendar import partitions as calendar_partitions
 from ..errors import InvalidInputError
 from .costs import DEFAULT_MIN_TASK_SECONDS, ModelCost, auto_partitions_per_run
 from .plan import Plan, PlanContext, model_summaries
@@ -148,15 +149,26 @@ class _Planner:
             runs = self._batches(core)
             if runs:
                 core = self._core_plan(selected, start, end, as_of, runs)
+        sizes = self._task_sizes(core)
+        if sizes:  # tasks weighed by the rows of their periods, where those are known
+            costs, overheads = self._known()
+            core = core.rescheduled(
+                costs, float(opts.default_cost), opts.concurrency, overheads, sizes
+            )
         plan = Plan(
-            core, self.project, select=select, exclude=opts.exclude, context=self._context(core)
+            core,
+            self.project,
+            select=select,
+            exclude=opts.exclude,
+            context=self._context(core, sizes),
         )
         log.info("planned %s", plan)
         return plan
 
-    def _context(self, core: _core.Plan) -> PlanContext:
+    def _context(self, core: _core.Plan, sizes: list[float]) -> PlanContext:
         """What the plan keeps besides the core plan: each planned model's cost and where it
-        came from, the batching, and the retention checks of the sources it replays."""
+        came from, the batching, the tasks' sizes, and the retention checks of the sources it
+        replays."""
         opts = self.options
         models = model_summaries(core)
         return PlanContext(
@@ -164,13 +176,49 @@ class _Planner:
             min_task_seconds=self.min_task_seconds,
             costs={m.model: self.cost_of.get(m.model, ModelCost(m.model, "none")) for m in models},
             replay=check_retention(self.project, models, as_of=core.as_of),
+            task_sizes=sizes,
         )
+
+    def _known(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Seconds per partition and per task of the models with cost data."""
+        known = {m: c for m, c in self.cost_of.items() if c.known}
+        return (
+            {m: c.per_partition for m, c in known.items()},
+            {m: c.per_task for m, c in known.items()},
+        )
+
+    def _task_sizes(self, core: _core.Plan) -> list[float]:
+        """Per task, how many typical partitions of its model its work is (the rows earlier runs
+        recorded for its partitions over a typical partition's: ``ModelCost.size_of``); -1 (its
+        partition count) for models whose costs are not per row; empty when no model's is.
+        O(P) for the P partitions of those models' tasks."""
+        weighed = {
+            n: c
+            for n, c in self.cost_of.items()
+            if c.known and c.per_row is not None and c.rows_by_label
+        }
+        models = [m for m in core.models() if m["model"] in weighed and m["tasks"]]
+        if not models:
+            return []
+        sizes = [-1.0] * int(core.task_count)
+        for m in models:
+            cost, model = weighed[str(m["model"])], self.project.models[str(m["model"])]
+            first = int(m["first_task"])
+            for i in range(first, first + int(m["tasks"])):
+                t = core.task(i)
+                if int(t["partitions"]) == 1 or not model.grain:
+                    labels = [str(t["label"])]
+                else:
+                    parts = calendar_partitions(model.grain, t["start"], t["end"], tz=model.tz)
+                    labels = [p.label for p in parts]
+                sizes[i] = cost.size_of(labels)
+        return sizes
 
     def _core_plan(
         self, selected: list[str], start: When, end: When, as_of: When, runs: dict[str, int]
     ) -> _core.Plan:
         opts = self.options
-        known = {m: c for m, c in self.cost_of.items() if c.known}
+        costs, overheads = self._known()
         return _core.plan(
             self.project.graph,
             selected,
@@ -182,10 +230,10 @@ class _Planner:
             partitions_per_run=1 if opts.auto else int(opts.partitions_per_run),
             concurrency=opts.concurrency,
             allow_append=opts.allow_append,
-            costs={m: c.per_partition for m, c in known.items()},
+            costs=costs,
             default_cost=float(opts.default_cost),
             runs=runs,
-            overheads={m: c.per_task for m, c in known.items()},
+            overheads=overheads,
             include_in_progress=self.include_in_progress,
         )
 

@@ -201,6 +201,9 @@ class Backfill:
             "reason": reason.strip(),
             "mode": "direct" if opts.direct else "audit",
             "engine": repr(engine),
+            # the engine's type, which cost history is kept by (a DuckDB plan must not be
+            # estimated from Spark's times)
+            "engine_type": engine.name,
             "plan": plan.to_json(tasks=False, indent=None),
             "models": json.dumps(
                 {m.model: sql_hash(project.models[m.model].sql) for m in plan.models}

@@ -165,7 +165,7 @@ def estimate(
                 )
     finally:
         eng.close()
-    _keep(project, runs)
+    _keep(project, runs, eng.name)
     conc = plan.schedule.concurrency if concurrency is None else concurrency
     costs = {r.model: r.seconds for r in runs}
     est = plan.estimate(costs=costs, concurrency=conc)
@@ -177,9 +177,10 @@ def estimate(
     return EstimateReport(runs, est, conc)
 
 
-def _keep(project: Project, runs: list[SampleRun]) -> None:
-    """Records the sample runs in the project's ledger, so that later plans estimate from them
-    (until backfills measure the models themselves)."""
+def _keep(project: Project, runs: list[SampleRun], engine_type: str) -> None:
+    """Records the sample runs in the project's ledger, with the engine type that ran them, so
+    that later plans on that engine estimate from them (until backfills measure the models
+    themselves)."""
     if project.settings is None or not runs:
         return
     now = utcnow()
@@ -196,6 +197,7 @@ def _keep(project: Project, runs: list[SampleRun]) -> None:
                     "seconds": r.seconds,
                     "rows": r.rows,
                     "created_at": now,
+                    "engine_type": engine_type,
                 }
                 for r in runs
             ],

@@ -7,18 +7,24 @@
 
 A measurement is stale when the backfill that made it recorded another hash of the model's SQL
 than the model has now; stale ones are used only when there is nothing newer, and say so.
+
+Times count only from the engine type the project runs on (a Spark backfill's times do not
+estimate DuckDB); the rows each partition held come from every engine's runs: per partition
+where the engine counted them in the write, else a task's rows spread over its partitions.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..calendar import partitions as calendar_partitions
 from ..errors import BackfillError
 from ..plan.costs import Measurement, ModelCost, fit_cost, overhead_hint
 from .backfill import sql_hash
-from .ledger import LedgerBackend, ledger_for
+from .ledger import CostMeasure, LedgerBackend, ledger_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -37,10 +43,14 @@ def model_costs(
     *,
     ledger: LedgerBackend | None = None,
     backfills: int = HISTORY_BACKFILLS,
+    engine: str | None = None,
 ) -> dict[str, ModelCost]:
     """Per model of ``models``: its cost fitted from the ledger's measurements (``"measured"``
-    from backfill runs, else ``"sample"`` from ``backfill estimate``), or ``source="none"``.
+    from backfill runs, else ``"sample"`` from ``backfill estimate``), or ``source="none"``,
+    for a run on ``engine`` (an engine type; default: the project's ``engine.type``).
     A project without a ledger yet has no history (nothing is created)."""
+    if engine is None and project.settings is not None:
+        engine = project.settings.engine.type
     names = [m for m in models if m in project.models]
     if ledger is None:
         try:
@@ -62,12 +72,43 @@ def model_costs(
                 row.rows,
                 row.source,
                 stale=was is not None and was != current[row.model],
+                engine=row.engine_type,
+                partition_rows=_partition_rows(project, row),
             )
         )
     # Models measured at one task size only borrow the fixed cost per task that models measured
     # at several sizes show (it is mostly the engine's and the runner's, not the model's).
-    first = {m: fit_cost(m, ms) for m, ms in found.items()}
+    first = {m: fit_cost(m, ms, engine=engine) for m, ms in found.items()}
     hint = overhead_hint(list(first.values()))
-    out = {m: fit_cost(m, found[m], hint) if m in found else ModelCost(m, "none") for m in models}
+    out = {
+        m: fit_cost(m, found[m], hint, engine=engine) if m in found else ModelCost(m, "none")
+        for m in models
+    }
     log.info("costs of %s: %s", project.name, "; ".join(f"{m}: {c}" for m, c in out.items()))
     return out
+
+
+def _partition_rows(project: Project, row: CostMeasure) -> dict[str, float] | None:
+    """label -> rows of each partition ``row`` wrote: as the engine counted them, else the
+    task's rows (one partition: its label; several: spread evenly over the model's calendar
+    partitions of the period, which is all a task's total says); None when unknown."""
+    if row.partition_rows:
+        return {label: float(n) for label, n in row.partition_rows.items()}
+    if row.rows is None or row.label is None:
+        return None
+    if row.partitions == 1:
+        return {row.label: float(row.rows)}
+    model = project.models[row.model]
+    if not model.grain or row.start is None or row.end is None:
+        return None
+    try:
+        parts = calendar_partitions(
+            model.grain,
+            dt.datetime.fromisoformat(row.start),
+            dt.datetime.fromisoformat(row.end),
+            tz=model.tz,
+            align="expand",
+        )
+    except (ValueError, BackfillError):  # a grain changed since: the period is not its own
+        return None
+    return {p.label: row.rows / len(parts) for p in parts} if parts else None

@@ -901,12 +901,31 @@ def test_mark_dropped_keeps_the_first_time(ledger: LedgerBackend) -> None:
     assert "dropped at 2026-09-02T10:00:00+00:00" in str(dropped)
 
 
+def stopped_at(patch: pytest.MonkeyPatch, version: int) -> None:
+    """This code as it was at ``version``: migrations stop there, and backfills are recorded
+    without the columns later versions added (engine_type: version 8)."""
+    patch.setattr(ledger_sql, "SCHEMA_VERSION", version)
+    if version < 8:
+        insert = ledger_sql._INSERT_BACKFILL
+        patch.setattr(
+            ledger_sql,
+            "_INSERT_BACKFILL",
+            insert.replace(", engine_type)", ")").replace(", :engine_type)", ")"),
+        )
+        sample = ledger_sql._INSERT_SAMPLE
+        patch.setattr(
+            ledger_sql,
+            "_INSERT_SAMPLE",
+            sample.replace(", engine_type)", ")").replace(", :engine_type)", ")"),
+        )
+
+
 def test_a_version_6_ledger_migrates_to_7_and_keeps_its_rows(
     backend: Backend, url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     backend.make_v1(url)
     with monkeypatch.context() as patch:  # this code, stopped at version 6
-        patch.setattr(ledger_sql, "SCHEMA_VERSION", 6)
+        stopped_at(patch, 6)
         old = open_ledger(url)
         try:
             assert backend.version(url) == 6
@@ -917,7 +936,7 @@ def test_a_version_6_ledger_migrates_to_7_and_keeps_its_rows(
             old.close()
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 7
+        assert backend.version(url) == SCHEMA_VERSION
         assert status(led, "b1") == "running" and status(led, "b2") == "published"
         (pub,) = led.publications()
         assert (pub.publication_id, pub.models) == ("pub_old", {"m": ["p0"]})
@@ -1081,6 +1100,74 @@ def test_cost_history_reads_done_attempts_of_recent_backfills_then_samples(
     assert len(ledger.cost_history("p", ["m"])) == 7  # nothing of the refused calls landed
 
 
+def test_cost_history_names_the_engine_the_period_and_the_rows_of_each_partition(
+    ledger: LedgerBackend,
+) -> None:
+    days = {"p0": PartitionFingerprint.of(5, 0xAB), "p1": PartitionFingerprint.of(20, 0xCD)}
+    by_day = TaskFingerprint(PartitionFingerprint.total(days.values()), days)
+    for bid, engine in (("duck", "duckdb"), ("spark", "spark")):
+        ledger.create_backfill({**record(bid), "engine_type": engine}, tasks(2))
+        time.sleep(0.002)
+        for c in ledger.claim(bid, LIVE, 2, 60):
+            fp = by_day if c.task.task_id == 0 else FP_AB
+            end = TaskEnd.success(0.5, fp.period.rows, 0, fp)
+            assert ledger.finish(c, bid, LIVE, end) == "done"
+    assert ledger.backfill("duck").engine_type == "duckdb"
+    ledger.record_cost_samples("p", [{**sample("m", 1.0), "engine_type": "postgres"}])
+
+    history = ledger.cost_history("p", ["m"])
+    assert [(h.source, h.backfill_id, h.engine_type) for h in history] == [
+        ("run", "spark", "spark"),
+        ("run", "spark", "spark"),
+        ("run", "duck", "duckdb"),
+        ("run", "duck", "duckdb"),
+        ("sample", None, "postgres"),
+    ]
+    first = next(h for h in history if h.backfill_id == "duck" and h.label == "p0")
+    assert first.partition_rows == {"p0": 5, "p1": 20} and first.rows == 25
+    assert dt.datetime.fromisoformat(str(first.start)) == dt.datetime(
+        2026, 1, 1, tzinfo=dt.timezone.utc
+    )
+    assert dt.datetime.fromisoformat(str(first.end)) == dt.datetime(
+        2026, 1, 2, tzinfo=dt.timezone.utc
+    )
+    second = next(h for h in history if h.backfill_id == "duck" and h.label == "p1")
+    assert second.partition_rows is None and second.rows == 1  # no partitions recorded
+    assert history[-1].label == "2026-01-01" and history[-1].start is None
+
+
+def test_a_version_7_ledger_migrates_to_8_naming_the_engines_it_can(
+    backend: Backend, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engines = {
+        "d": "DuckDBEngine('/wh/shop.duckdb', schema='main')",
+        "s": "SparkEngine({'type': 'hadoop'}, master='local[2]')",
+        "g": "PostgresEngine('postgresql://me:***@db/wh', schema='public')",
+        "t": "DbtEngine('/shop', target='dev', warehouse='duckdb')",
+        "x": "MyEngine()",  # a plugin: its type cannot be told from its repr
+    }
+    with monkeypatch.context() as patch:  # this code, stopped at version 7
+        stopped_at(patch, 7)
+        old = open_ledger(url)
+        try:
+            assert backend.version(url) == 7
+            for bid, engine in engines.items():
+                old.create_backfill({**record(bid), "engine": engine}, tasks(1))
+            old.record_cost_samples("p", [sample("m", 1.0)])
+        finally:
+            old.close()
+    led = open_ledger(url)
+    try:
+        assert backend.version(url) == SCHEMA_VERSION == 8
+        types = {bid: led.backfill(bid).engine_type for bid in engines}
+        assert types == {"d": "duckdb", "s": "spark", "g": "postgres", "t": "dbt", "x": None}
+        assert [h.engine_type for h in led.cost_history("p", ["m"])] == [None]
+        led.record_cost_samples("p", [{**sample("m", 2.0), "engine_type": "duckdb"}])
+        assert {h.engine_type for h in led.cost_history("p", ["m"])} == {None, "duckdb"}
+    finally:
+        led.close()
+
+
 # -- storage -----------------------------------------------------------------------------------
 def test_a_ledger_of_a_newer_schema_version_is_refused(backend: Backend, url: str) -> None:
     led = open_ledger(url)
@@ -1101,7 +1188,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 7
+        assert backend.version(url) == SCHEMA_VERSION == 8
         migrated = led.backfill("b1")
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
         assert (migrated.paused_at, migrated.options) == (None, {})
@@ -1126,6 +1213,9 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
         assert status(led, "b1") == "cancelled"
         published(led, "b2", "pub_1")  # and the version 7 records
         assert [k.publication_id for k in led.kept_versions("b2")] == ["pub_1"]
+        # version 8: b1's recorded engine ("none") is no built-in engine's: not recorded
+        assert migrated.engine_type is None
+        assert {h.engine_type for h in led.cost_history("p", ["m"])} == {None}
     finally:
         led.close()
     open_ledger(url).close()  # opening it again migrates nothing

@@ -1,8 +1,11 @@
 """What the ledger keeps about costs (schema version 6): the measured durations of past task
 attempts (already in ``attempts``; read per model across a project's recent backfills) and the
 sample runs of ``backfill estimate`` (``cost_samples``), so that a later plan estimates from
-measurements instead of assumptions. :class:`~.sql.SqlLedger` runs the statements; here are the
-keys callers pass and how rows become :class:`~.records.CostMeasure`.
+measurements instead of assumptions. Since schema version 8 each names the engine type that
+measured it (``backfills.engine_type``, ``cost_samples.engine_type``). The rows a task wrote per
+partition come from its attempt's fingerprint, where the engine counted them in the write.
+:class:`~.sql.SqlLedger` runs the statements; here are the keys callers pass and how rows become
+:class:`~.records.CostMeasure`.
 """
 
 from __future__ import annotations
@@ -13,20 +16,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ...errors import InvalidInputError
-from .records import CostMeasure, require_keys
+from .records import CostMeasure, require_keys, stored_task_fingerprint
 
 __all__ = [
     "COST_SAMPLE_KEYS",
     "HISTORY_KEYS",
     "HISTORY_RUN_COLUMNS",
     "HISTORY_SAMPLE_COLUMNS",
+    "OPTIONAL_COST_SAMPLE_KEYS",
     "history",
     "sample_rows",
 ]
 
 #: One sample run of ``backfill estimate``: the model, the hash of its SQL then, the sampled
-#: partition's label, how many partitions it covered, its seconds and rows, when.
+#: partition's label, how many partitions it covered, its seconds and rows, when. A sample may
+#: also name its ``engine_type`` (:data:`OPTIONAL_COST_SAMPLE_KEYS`; None: not recorded).
 COST_SAMPLE_KEYS = ("model", "sql_hash", "label", "partitions", "seconds", "rows", "created_at")
+OPTIONAL_COST_SAMPLE_KEYS = ("engine_type",)
 
 #: The fields of each :class:`~.records.CostMeasure` ``cost_history`` returns.
 HISTORY_KEYS = (
@@ -39,15 +45,22 @@ HISTORY_KEYS = (
     "sql_hash",
     "backfill_id",
     "finished_at",
+    "engine_type",
+    "start",
+    "end",
+    "label",
+    "partition_rows",
 )
 
 #: What :func:`history` reads of a done attempt (``t``: its task, ``a``: it, ``b``: its backfill)
 HISTORY_RUN_COLUMNS = (
     "t.model, t.partitions, a.seconds, a.started_at, a.finished_at, a.rows_written, "
-    "a.backfill_id, b.models"
+    'a.backfill_id, b.models, b.engine_type, t.start, t."end", t.label, a.fingerprint'
 )
 #: ... and of a sample run (``cost_samples``)
-HISTORY_SAMPLE_COLUMNS = "model, partitions, seconds, rows_written, sql_hash, created_at"
+HISTORY_SAMPLE_COLUMNS = (
+    "model, partitions, seconds, rows_written, sql_hash, created_at, engine_type, label"
+)
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
@@ -90,9 +103,28 @@ def sample_rows(project: str, samples: Sequence[Mapping[str, Any]]) -> list[dict
                 "seconds": seconds,
                 "rows": s["rows"],
                 "created_at": s["created_at"],
+                "engine_type": s.get("engine_type"),
             }
         )
     return rows
+
+
+def _partition_rows(fingerprint: str | None) -> dict[str, int] | None:
+    """label -> rows of the partitions an attempt's stored fingerprint lists (the engine
+    counted them in the write); None when it lists none or cannot be read (history is advice:
+    an unreadable fingerprint costs the estimate its detail, never the plan)."""
+    try:
+        fp = stored_task_fingerprint(fingerprint)
+    except InvalidInputError:
+        return None
+    if fp is None or not fp.partitions:
+        return None
+    return {label: p.rows for label, p in fp.partitions.items()}
+
+
+def _text(value: Any) -> str | None:
+    # A period bound is ISO text on both backends; keep it as read (None stays None).
+    return None if value is None else str(value)
 
 
 def history(runs: Iterable[Sequence[Any]], samples: Iterable[Sequence[Any]]) -> list[CostMeasure]:
@@ -109,8 +141,27 @@ def history(runs: Iterable[Sequence[Any]], samples: Iterable[Sequence[Any]]) -> 
             sql_hash=_hash_of(hashes, model),
             backfill_id=bf,
             finished_at=finished,
+            engine_type=engine,
+            start=_text(start),
+            end=_text(end),
+            label=label,
+            partition_rows=_partition_rows(fp),
         )
-        for model, parts, secs, started, finished, rows, bf, hashes in runs
+        for (
+            model,
+            parts,
+            secs,
+            started,
+            finished,
+            rows,
+            bf,
+            hashes,
+            engine,
+            start,
+            end,
+            label,
+            fp,
+        ) in runs
     ]
     out += [
         CostMeasure(
@@ -123,7 +174,9 @@ def history(runs: Iterable[Sequence[Any]], samples: Iterable[Sequence[Any]]) -> 
             sql_hash=sql_hash,
             backfill_id=None,
             finished_at=created,
+            engine_type=engine,
+            label=label,
         )
-        for model, parts, secs, rows, sql_hash, created in samples
+        for model, parts, secs, rows, sql_hash, created, engine, label in samples
     ]
     return out

@@ -83,8 +83,9 @@ BACKFILL_KEYS = (
     "models",
     "created_by",
 )
-#: optional in a backfill record: run options (JSON text: windows, budget, costs) or None
-OPTIONAL_BACKFILL_KEYS = ("options",)
+#: optional in a backfill record: run options (JSON text: windows, budget, costs) or None, and
+#: the engine's type (``Engine.name``), which cost history is kept by
+OPTIONAL_BACKFILL_KEYS = ("options", "engine_type")
 TASK_KEYS = ("task_id", "model", "start", "end", "label", "partitions", "wave", "depends_on")
 AUDIT_KEYS = ("model", "passed", "published_fingerprints", "result")
 PUBLICATION_KEYS = (
@@ -354,6 +355,8 @@ class BackfillRecord(RecordFields):
     cancelled_by: str | None = None
     cancel_reason: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    #: the engine's type (``Engine.name``: duckdb, spark...); None when not recorded (schema 8)
+    engine_type: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> BackfillRecord:
@@ -609,7 +612,11 @@ class CostMeasure(RecordFields):
     """What a model measured once: ``source`` is ``"run"`` (a done attempt of a backfill's
     task) or ``"sample"`` (``backfill estimate``); ``sql_hash`` the model's SQL hash then (None
     when not recorded); ``wall_seconds`` the attempt's duration from its stamps (None for
-    samples); ``backfill_id`` None for samples."""
+    samples); ``backfill_id`` None for samples. ``engine_type`` is the engine that measured it
+    (None: not recorded, before schema 8); ``start``/``end`` the period it wrote (ISO text;
+    None for samples and unpartitioned models), ``label`` its first partition's label, and
+    ``partition_rows`` label -> rows of each partition when the engine counted them in the write
+    (from the attempt's fingerprint; None otherwise)."""
 
     source: str
     model: str
@@ -620,6 +627,11 @@ class CostMeasure(RecordFields):
     sql_hash: str | None
     backfill_id: str | None
     finished_at: str | None
+    engine_type: str | None = None
+    start: str | None = None
+    end: str | None = None
+    label: str | None = None
+    partition_rows: dict[str, int] | None = None
 
 
 def held_error(

@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 #: The version this code writes and reads (both backends). Bump it with a migration.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: The neutral column types: ``id`` is an auto-incremented primary key, ``instant`` a lease's
 #: expiry (compared with the database's clock).
@@ -375,6 +375,20 @@ V1_INDEXES: tuple[Index, ...] = (
 _LEDGER_FAIL = """CREATE FUNCTION ledger_fail(message TEXT) RETURNS INTEGER LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = message; END $$"""
 
+#: The engine types of the built-in engines, by the class name that starts their recorded repr
+#: (``DuckDBEngine('/wh.duckdb', schema='main')``): a plugin engine's older backfills stay NULL.
+_BUILT_IN_ENGINES = (
+    ("DuckDBEngine", "duckdb"),
+    ("PostgresEngine", "postgres"),
+    ("SparkEngine", "spark"),
+    ("DbtEngine", "dbt"),
+)
+_ENGINE_TYPE_OF_OLD_BACKFILLS = (
+    "UPDATE backfills SET engine_type = CASE "
+    + " ".join(f"WHEN engine LIKE '{cls}(%' THEN '{name}'" for cls, name in _BUILT_IN_ENGINES)
+    + " END WHERE engine_type IS NULL"
+)
+
 #: What each version adds, in order; both backends apply the same list.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -503,6 +517,18 @@ MIGRATIONS: tuple[Migration, ...] = (
                 )
             ),
             CreateIndex(Index("kept_versions_backfill", "kept_versions", ("backfill_id",))),
+        ),
+    ),
+    Migration(
+        8,
+        "the engine type that measured each cost (backfills.engine_type, cost_samples."
+        "engine_type: Engine.name, e.g. duckdb), so that a plan on DuckDB does not estimate "
+        "from Spark's times; older backfills of the built-in engines get theirs from the "
+        "recorded engine (its repr), others stay NULL (engine not recorded)",
+        (
+            AddColumns("backfills", (_c("engine_type"),)),
+            AddColumns("cost_samples", (_c("engine_type"),)),
+            Raw(_ENGINE_TYPE_OF_OLD_BACKFILLS),
         ),
     ),
 )

@@ -129,9 +129,10 @@ _READY = (
 )
 _INSERT_BACKFILL = (
     'INSERT INTO backfills (id, project, project_root, selection, exclude, start, "end", as_of, '
-    "reason, mode, engine, plan, models, created_by, created_at, status, updated_at, options) "
-    "VALUES (:id, :project, :project_root, :selection, :exclude, :start, :end, :as_of, :reason, "
-    ":mode, :engine, :plan, :models, :created_by, :now, :status, :now, :options) "
+    "reason, mode, engine, plan, models, created_by, created_at, status, updated_at, options, "
+    "engine_type) VALUES (:id, :project, :project_root, :selection, :exclude, :start, :end, "
+    ":as_of, :reason, :mode, :engine, :plan, :models, :created_by, :now, :status, :now, "
+    ":options, :engine_type) "
     "ON CONFLICT (id) DO NOTHING"
 )
 _INSERT_TASK = (
@@ -166,13 +167,13 @@ _INSERT_RESET = (
 )
 _INSERT_SAMPLE = (
     "INSERT INTO cost_samples (project, model, sql_hash, label, partitions, seconds, "
-    "rows_written, created_at) VALUES (:project, :model, :sql_hash, :label, :partitions, "
-    ":seconds, :rows, :created_at)"
+    "rows_written, created_at, engine_type) VALUES (:project, :model, :sql_hash, :label, "
+    ":partitions, :seconds, :rows, :created_at, :engine_type)"
 )
 # The project's most recent backfills first (primary keys lead from them to their tasks and
 # attempts), so reading history costs what a few backfills hold, however long the ledger is.
 _RUNS = (
-    f"SELECT {HISTORY_RUN_COLUMNS} FROM (SELECT id, models, created_at FROM backfills "
+    f"SELECT {HISTORY_RUN_COLUMNS} FROM (SELECT id, models, created_at, engine_type FROM backfills "
     "WHERE project = :project ORDER BY created_at DESC, id DESC LIMIT :n) b "
     "JOIN attempts a ON a.backfill_id = b.id "
     "JOIN tasks t ON t.backfill_id = a.backfill_id AND t.task_id = a.task_id "
