@@ -126,6 +126,17 @@ def audited(root: Path) -> Any:
     return bf
 
 
+def built_sql(root: Path) -> str:
+    """The buggy model's SELECT over the window: the window's rows as first built."""
+    scale_fact.unfix(root)
+    try:
+        return run_bench.window_sql(
+            backfill.Project.load(root), scale_fact.WINDOW_START, scale_fact.WINDOW_END
+        )
+    finally:
+        scale_fact.fix(root)
+
+
 def main() -> int:
     ap = run_bench.fact_args(__doc__)
     ap.add_argument("--engine", choices=("duckdb", "postgres"), default="duckdb")
@@ -172,8 +183,16 @@ def bench(side: Any, rows: int, repeat: int, args: argparse.Namespace) -> int:
     reader = Reader(side.reader())
     engine_cls.publish = timed_publish
     try:
-        side.copy("main.publish_bench_built", f"SELECT * FROM {PUB} WHERE {WINDOW}")
+        # The window as first built (the bug in it), from the buggy SQL: not the published
+        # window, which an interrupted earlier run may have left fixed (a publish that then
+        # changes nothing and keeps nothing would be measured).
+        side.copy("main.publish_bench_built", built_sql(root))
         side.copy("main.publish_bench_oracle", fixed_sql)
+        prints = [
+            side.day_prints(t) for t in ("main.publish_bench_built", "main.publish_bench_oracle")
+        ]
+        changed_days = len({d[0] for d in prints[0] ^ prints[1]})
+        assert changed_days == len(scale_fact.PROMO_DAYS), changed_days
         outside = f"SELECT count(*), sum(net_amount) FROM {PUB} WHERE NOT ({WINDOW})"
         outside_before = keeper.execute(outside).fetchone()
         answers = {
@@ -186,6 +205,7 @@ def bench(side: Any, rows: int, repeat: int, args: argparse.Namespace) -> int:
         idle = [s[1] for s in reader.samples]
         reader.active.clear()  # not during the untimed steps (the backfill, its audit)
         for i in range(repeat):
+            side.settle()
             reader.active.set()
             time.sleep(0.2)  # the reader is reading when the competitor starts
             t0 = time.perf_counter()
@@ -199,6 +219,7 @@ def bench(side: Any, rows: int, repeat: int, args: argparse.Namespace) -> int:
             reader.active.clear()
             set_keep(root, 0)
             bf = audited(root)
+            side.settle()
             reader.active.set()
             time.sleep(0.2)
             t0 = time.perf_counter()
@@ -215,6 +236,7 @@ def bench(side: Any, rows: int, repeat: int, args: argparse.Namespace) -> int:
             keeper.execute("COMMIT")
             set_keep(root, "30d")
             bf = audited(root)
+            side.settle()
             # The reader reads during these too: its load is the same for every competitor.
             reader.active.set()
             time.sleep(0.2)

@@ -125,6 +125,13 @@ def create(directory: str | Path, *, rows: int = 100_000_000, threads: int | Non
     return root
 
 
+def unfix(root: str | Path) -> Path:
+    """Put the buggy model (as first built) back in place of the fixed one."""
+    root = Path(root)
+    (root / "models" / f"{MODEL}.sql").write_text(_BUGGY)
+    return root
+
+
 def fix(root: str | Path) -> Path:
     """Put the fixed model (applies ``promo_pct``) in place of the buggy one."""
     root = Path(root)
