@@ -917,7 +917,7 @@ def test_a_version_6_ledger_migrates_to_7_and_keeps_its_rows(
             old.close()
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 7
+        assert backend.version(url) == SCHEMA_VERSION == 8
         assert status(led, "b1") == "running" and status(led, "b2") == "published"
         (pub,) = led.publications()
         assert (pub.publication_id, pub.models) == ("pub_old", {"m": ["p0"]})
@@ -1101,7 +1101,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 7
+        assert backend.version(url) == SCHEMA_VERSION == 8
         migrated = led.backfill("b1")
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
         assert (migrated.paused_at, migrated.options) == (None, {})
