@@ -1,5 +1,6 @@
-"""The ledger benchmark still runs (quick mode): worker processes on a throwaway Postgres and on
-SQLite finish every task exactly once, and the figures are printed."""
+"""The ledger benchmark still runs (quick mode): worker processes on a throwaway Postgres (claims
+of 16, of 1, and claim_task) and on SQLite finish every task exactly once, pgbench measures the
+same server, and the figures are printed."""
 
 from __future__ import annotations
 
@@ -25,9 +26,12 @@ def test_ledger_bench_quick() -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "target (>= 2,000 tasks/s on Postgres, zero double claims):" in done.stdout
+    for label in ("claims of 16", "claims of 1", "claim_task"):
+        assert f"target, {label} (>= 2,000 tasks/s on Postgres, zero double claims):" in done.stdout
+        assert f"target, {label} (>= 50% of pgbench's rate, " in done.stdout
     results = json.loads(done.stdout.strip().splitlines()[-1])
-    for backend in ("postgres", "sqlite"):
-        r = results[backend]
+    assert results["pgbench_tps"] > 0
+    assert set(results["postgres_runs"]) == {"16", "1", "task"}
+    for r in [*results["postgres_runs"].values(), results["sqlite"]]:
         assert (r["tasks"], r["double_claims"], r["lost"], r["all_done"]) == (2000, 0, 0, True)
         assert r["attempts_done"] == r["finished_done"] == 2000 and r["tasks_per_second"] > 0

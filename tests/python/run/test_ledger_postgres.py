@@ -388,3 +388,84 @@ def test_the_prepared_finish_numbers_its_placeholders_and_refuses_unknown_ones()
     assert b"%(" not in sql and name == b"backfill_finish_done"
     assert len(q.FINISH_PARAMS) == len(q.FINISH_TYPES)
     assert q.finish(TaskState.DONE) is q.finish(TaskState.DONE)  # built once
+
+
+def _exited_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_full_claim_checks_this_hosts_workers_at_most_every_local_check_seconds(
+    pg_server: Any,
+) -> None:
+    # A claim that gets every task it asked for skips the check of this host's pids (it read
+    # every lease of the backfill); a short claim, or one after local_check_seconds, makes it.
+    import socket
+
+    ledger = PostgresLedger(pg_server.create_database())
+    try:
+        ledger.create_backfill(record("b1"), tasks(4))
+        assert [c.task.task_id for c in ledger.claim("b1", OTHER, 1, 60)] == [0]
+        ledger.local_check_seconds = 600.0
+        dead = f"{socket.gethostname()}:{_exited_pid()}:gone"
+        assert [c.task.task_id for c in ledger.claim("b1", dead, 1, 600)] == [1]
+        assert [c.task.task_id for c in ledger.claim("b1", OTHER, 1, 60)] == [2]
+        assert ledger.tasks("b1")[1].status == "running"  # not checked yet: still the dead's
+        ledger.local_check_seconds = 0.0
+        assert [c.task.task_id for c in ledger.claim("b1", OTHER, 1, 60)] == [3]  # and checks
+        assert ledger.tasks("b1")[1].status == "pending"
+        ledger.local_check_seconds = 600.0
+        (again,) = ledger.claim("b1", OTHER, 5, 60)
+        assert (again.task.task_id, again.attempt) == (1, 2)
+        assert [a["status"] for a in ledger.attempts("b1")].count("abandoned") == 1
+    finally:
+        ledger.close()
+
+
+def test_claims_find_expired_leases_through_the_index_of_expiries(pg_server: Any) -> None:
+    # Schema version 8: the probe every claim makes reads the index, not every lease row.
+    url = pg_server.create_database()
+    ledger = PostgresLedger(url)
+    try:
+        ledger.create_backfill(record("b1"), tasks(3))
+        ledger.claim("b1", LIVE, 2, 0.05)
+        time.sleep(0.1)
+        assert [c.task.task_id for c in ledger.claim("b1", OTHER, 1, 60)] == [0]  # not 2
+    finally:
+        ledger.close()
+    with psycopg.connect(url) as db:
+        db.execute("SET search_path = backfill_ledger")
+        db.execute("SET enable_seqscan = off")  # a table of three rows: as on a large one
+        plan = "\n".join(
+            str(r[0])
+            for r in db.execute(
+                "EXPLAIN SELECT 1 FROM leases WHERE backfill_id = 'b1' "
+                "AND expires_at < statement_timestamp()"
+            )
+        )
+    assert "Index Cond: ((backfill_id = 'b1'::text) AND (expires_at < statement_timestamp()))" in (
+        plan
+    ), plan
+    assert "leases_expiry" in plan, plan
+
+
+def test_claim_task_claims_in_one_statement_and_says_why_not_otherwise(pg_server: Any) -> None:
+    from backfill.run.ledger import Claim, TaskBusyError
+    from backfill.run.ledger.records import BackfillHeldError
+
+    ledger = PostgresLedger(pg_server.create_database())
+    try:
+        ledger.create_backfill(record("b1"), tasks(3, {1: [0]}))
+        with pytest.raises(backfill.errors.ConflictError, match="depends on tasks not done"):
+            ledger.claim_task("b1", 1, LIVE, 60)
+        first = ledger.claim_task("b1", 0, LIVE, 60)
+        assert isinstance(first, Claim) and first.attempt == 1
+        with pytest.raises(TaskBusyError):
+            ledger.claim_task("b1", 0, OTHER, 60)
+        ledger.set_paused("b1", True, "me")
+        with pytest.raises(BackfillHeldError):
+            ledger.claim_task("b1", 2, OTHER, 60)
+        assert [t.status for t in ledger.tasks("b1")] == ["running", "pending", "pending"]
+    finally:
+        ledger.close()

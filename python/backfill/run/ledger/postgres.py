@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import re
 import socket
@@ -42,7 +43,7 @@ from . import postgres_sql as q
 from .backend import FinishOutcome
 from .overlap import overlap_lock_key
 from .postgres_fast import execute_prepared
-from .records import Claim, LedgerError, task_row, worker_dead
+from .records import Claim, LedgerError, TaskRow, task_row, worker_dead
 from .schema import POSTGRES, AllowValues, values_text
 from .sql import Db, Finishing, SqlLedger, WriteMode, late_report, log_dropped, log_lost
 from .states import ENDED_ATTEMPTS, IllegalTransitionError, TaskState
@@ -105,6 +106,8 @@ class PostgresLedger(SqlLedger):
     #: how long an operation retries a lost connection before it gives up
     retry_seconds: float = 60.0
     pool_size: int = 4
+    #: at most this long between checks of the pids of this host's workers (see :meth:`claim`)
+    local_check_seconds: float = 1.0
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
         self.url = mask_url(url)  # shown in every message; the real one stays in _conninfo
@@ -118,6 +121,8 @@ class PostgresLedger(SqlLedger):
         }
         self._pool: Pool | None = None
         self._pid = os.getpid()
+        # backfill -> time.monotonic() of the last check of this host's workers by this handle
+        self._checked_local: dict[str, float] = {}
         try:  # checked here, before anything is claimed or written: reachable, allowed, ours
             with psycopg.connect(self._conninfo, **self._kwargs) as db, db.transaction():
                 self._prepare(db)
@@ -241,21 +246,20 @@ class PostgresLedger(SqlLedger):
             self._do("recording a backfill", lambda db, _: db.execute("ANALYZE tasks, task_deps"))
 
     # -- claims: one statement each ------------------------------------------------------------
-    def _drop_dead_leases(self, db: Db, backfill_id: str) -> None:
+    def _drop_dead_leases(self, db: Db, backfill_id: str) -> int:
         """Ends the leases of gone workers (expired by the database's clock, or dead processes
-        of this host) in one statement: their attempts become abandoned, their tasks pending."""
+        of this host): their attempts become abandoned, their tasks pending. Returns how many."""
         host = socket.gethostname()
-        local = [
-            str(w)
-            for (w,) in db.execute(
-                "SELECT DISTINCT worker FROM leases WHERE backfill_id = %s AND "
-                "starts_with(worker, %s)",
-                (backfill_id, host + ":"),
-            )
-        ]
-        dead = [w for w in local if worker_dead(w)]
-        for task_id, worker, expired in db.execute(q.DROP_DEAD, {"b": backfill_id, "dead": dead}):
+        local = db.execute(q.LOCAL_WORKERS, {"b": backfill_id, "host": host + ":"}).fetchall()
+        dead = [str(w) for (w,) in local if worker_dead(str(w))]
+        self._checked_local[backfill_id] = time.monotonic()
+        if dead:
+            dropped = db.execute(q.DROP_DEAD, {"b": backfill_id, "dead": dead}).fetchall()
+        else:
+            dropped = db.execute(q.DROP_EXPIRED, {"b": backfill_id}).fetchall()
+        for task_id, worker, expired in dropped:
             log_dropped(backfill_id, task_id, worker, expired=bool(expired))
+        return len(dropped)
 
     def _claims(self, db: Db, sql: bytes, params: Mapping[str, Any]) -> list[Claim]:
         # rows: the task's columns (q.TASK_COLUMNS), ..., the attempt's id last
@@ -271,6 +275,12 @@ class PostgresLedger(SqlLedger):
         return claim
 
     def claim(self, backfill_id: str, worker: str, limit: int, lease_seconds: float) -> list[Claim]:
+        """One statement while every lease of the backfill is alive. Dead leases are dropped
+        (then the claim is made again) when the claim finds an expired one (it probes the index
+        of expiries and claims nothing then), when it gets fewer tasks than ``limit``, or once
+        every :attr:`local_check_seconds`: only then are the pids of this host's workers
+        checked, a read of every lease of the backfill, which per claim cost more than the claim
+        itself (2.4 ms of server CPU per claim + finish of one task before)."""
         if limit <= 0:
             return []
         token = uuid.uuid4().hex
@@ -287,10 +297,41 @@ class PostgresLedger(SqlLedger):
                 again = self._reclaimed(db, token)
                 if again:
                     return again
-            self._drop_dead_leases(db, backfill_id)
-            return self._claims(db, q.CLAIM, params)
+            claims = self._claims(db, q.CLAIM, params)
+            checked = self._checked_local.get(backfill_id, -math.inf)
+            due = time.monotonic() - checked >= self.local_check_seconds
+            short = len(claims) < limit
+            if (short or due) and self._drop_dead_leases(db, backfill_id) and short:
+                more = self._claims(db, q.CLAIM, {**params, "n": limit - len(claims)})
+                claims = sorted([*claims, *more], key=lambda c: (c.task.wave, c.task.task_id))
+            return claims
 
         return self._do("claiming tasks", run)
+
+    def claim_task(
+        self, backfill_id: str, task_id: int, worker: str, lease_seconds: float
+    ) -> Claim | TaskRow:
+        """One statement when the task can be claimed (q.CLAIM_TASK); otherwise SqlLedger's
+        transaction, which drops dead leases and says why not (or returns a done task's row)."""
+        token = uuid.uuid4().hex
+        params = {
+            "b": backfill_id,
+            "t": task_id,
+            "w": worker,
+            "secs": float(lease_seconds),
+            "tok": token,
+        }
+
+        def run(db: Conn, retried: bool) -> Claim | None:
+            if retried and (again := self._reclaimed(db, token)):
+                return again[0]
+            got = self._claims(db, q.CLAIM_TASK, params)
+            return got[0] if got else None
+
+        claim = self._do("claiming a task", run)
+        if claim is not None:
+            return claim
+        return super().claim_task(backfill_id, task_id, worker, lease_seconds)
 
     def _finish(self, f: Finishing) -> FinishOutcome:
         """Ends the attempt in one statement that lands only while it holds the lease."""

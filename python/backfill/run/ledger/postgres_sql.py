@@ -30,11 +30,14 @@ __all__ = [
     "CLAIM",
     "CLAIMED_BY_TOKEN",
     "CLAIM_ONE",
+    "CLAIM_TASK",
     "COPY_DEPS",
     "COPY_TASKS",
     "DROP_DEAD",
+    "DROP_EXPIRED",
     "FINISH_PARAMS",
     "FINISH_TYPES",
+    "LOCAL_WORKERS",
     "NOW",
     "TASK_COLUMNS",
     "finish",
@@ -62,12 +65,12 @@ COPY_TASKS = (
 COPY_DEPS = b"COPY task_deps (backfill_id, task_id, dep_id) FROM STDIN"
 
 
-# Leases of gone workers: expired by the database's clock, or held by dead processes of this host
-# (params: b, dead). Their attempts become abandoned, their tasks pending.
-DROP_DEAD = f"""
+def _drop(which: str) -> bytes:
+    """Ends the leases of ``which`` (a condition on ``leases``; params: b and its own): their
+    attempts become abandoned, their tasks pending. Returns (task_id, worker, expired)."""
+    return f"""
 WITH dead AS (
-    DELETE FROM leases WHERE backfill_id = %(b)s
-        AND (expires_at < clock_timestamp() OR worker = ANY(%(dead)s::text[]))
+    DELETE FROM leases WHERE backfill_id = %(b)s AND ({which})
     RETURNING task_id, worker, attempt_id, expires_at < clock_timestamp() AS expired),
 abandoned AS (
     UPDATE attempts a SET status = '{A.ABANDONED.value}', finished_at = {NOW},
@@ -82,6 +85,22 @@ freed AS (
     RETURNING t.task_id)
 SELECT task_id, worker, expired FROM dead ORDER BY task_id""".encode()
 
+
+#: Expired leases (params: b): a range of the index of expiries (schema version 9). The
+#: statement's clock, not clock_timestamp(): a volatile function is no index bound, and the leases
+#: table (a row per task in flight, and one dead row per task ended since the last VACUUM) would
+#: be read whole.
+DROP_EXPIRED = _drop("expires_at < statement_timestamp()")
+#: Expired leases and those of dead processes of this host (params: b, dead): rare, so it may
+#: read every lease of the backfill.
+DROP_DEAD = _drop("expires_at < clock_timestamp() OR worker = ANY(%(dead)s::text[])")
+
+#: The workers of this host holding leases of the backfill (params: b, host).
+LOCAL_WORKERS = (
+    b"SELECT DISTINCT worker FROM leases "
+    b"WHERE backfill_id = %(b)s AND starts_with(worker, %(host)s)"
+)
+
 _READY = f"""
     SELECT t.task_id FROM tasks t
     WHERE t.backfill_id = %(b)s AND t.status = '{T.PENDING.value}'
@@ -93,6 +112,11 @@ _READY = f"""
         -- paused or cancelled: running tasks finish, nothing new starts
         AND EXISTS (SELECT 1 FROM backfills b WHERE b.id = %(b)s AND b.paused_at IS NULL
                     AND b.status <> '{BackfillState.CANCELLED.value}')
+        -- an expired lease first goes (DROP_EXPIRED): its task may come before these. One
+        -- probe of the index of expiries (the statement's clock: a bound of the index); the
+        -- caller sweeps and claims again when it is there.
+        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.backfill_id = %(b)s
+                        AND l.expires_at < statement_timestamp())
     ORDER BY t.wave, t.task_id LIMIT %(n)s
     FOR UPDATE OF t SKIP LOCKED"""
 
@@ -125,6 +149,21 @@ ORDER BY s.wave, s.task_id""".encode()
 
 CLAIM = _start(_READY, [T.PENDING])
 CLAIM_ONE = _start("SELECT %(t)s::integer AS task_id", [T.PENDING, T.FAILED])
+
+# claim_task's common case in one statement (params as CLAIM_ONE): task t when the backfill is
+# neither paused nor cancelled (its row share-locked, so a pause waits for this claim, as in
+# SqlLedger._refuse_held) and every dependency is done. No row: the caller takes the general
+# path, which says why (done, held, busy, waiting, unknown) and drops dead leases.
+CLAIM_TASK = _start(
+    f"""SELECT %(t)s::integer AS task_id
+    WHERE EXISTS (SELECT 1 FROM backfills b WHERE b.id = %(b)s AND b.paused_at IS NULL
+                  AND b.status <> '{BackfillState.CANCELLED.value}' FOR SHARE)
+        AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p
+                        ON p.backfill_id = d.backfill_id AND p.task_id = d.dep_id
+                        WHERE d.backfill_id = %(b)s AND d.task_id = %(t)s
+                            AND p.status <> '{T.DONE.value}')""",
+    [T.PENDING, T.FAILED],
+)
 
 CLAIMED_BY_TOKEN = f"""
 SELECT {", ".join(f"t.{c.strip()}" for c in TASK_COLUMNS.split(","))}, l.attempt_id

@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 #: The version this code writes and reads (both backends). Bump it with a migration.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: The neutral column types: ``id`` is an auto-incremented primary key, ``instant`` a lease's
 #: expiry (compared with the database's clock).
@@ -529,6 +529,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             AddColumns("backfills", (_c("engine_type"),)),
             AddColumns("cost_samples", (_c("engine_type"),)),
             Raw(_ENGINE_TYPE_OF_OLD_BACKFILLS),
+        ),
+    ),
+    Migration(
+        9,
+        "Postgres gets the index of lease expiries SQLite has had since version 2: every claim "
+        "asks whether a lease of its backfill expired, and without it that question read every "
+        "lease row the backfill ever had that VACUUM had not removed yet (leases are inserted "
+        "and deleted once per task), which cost more than the claim itself",
+        (
+            CreateIndex(
+                Index("leases_expiry", "leases", ("backfill_id", "expires_at")), only="postgres"
+            ),
         ),
     ),
 )

@@ -620,18 +620,20 @@ class SqlLedger(ABC):
         ).fetchone()
         return task_row(r)
 
-    def _drop_dead_leases(self, db: Db, backfill_id: str) -> None:
+    def _drop_dead_leases(self, db: Db, backfill_id: str) -> int:
         """Ends the leases of gone workers (expired, or dead processes of this host): their
-        attempts become abandoned, their tasks pending (claimable again)."""
+        attempts become abandoned, their tasks pending (claimable again). Returns how many."""
         leases = self._x(
             db,
             "SELECT task_id, worker, attempt_id, expires_at < :clock FROM leases "
             "WHERE backfill_id = :b",
             {"b": backfill_id},
         ).fetchall()
+        dropped = 0
         for task_id, worker, attempt_id, expired in leases:
             if not expired and not worker_dead(worker):
                 continue
+            dropped += 1
             log_dropped(backfill_id, task_id, worker, expired=bool(expired))
             key = {"b": backfill_id, "t": task_id}
             self._x(db, "DELETE FROM leases WHERE backfill_id = :b AND task_id = :t", key)
@@ -649,6 +651,7 @@ class SqlLedger(ABC):
                 f"{in_states(sources(TASK_TRANSITIONS, _T.PENDING, among=[_T.RUNNING]))}",
                 key,
             )
+        return dropped
 
     def claim(self, backfill_id: str, worker: str, limit: int, lease_seconds: float) -> list[Claim]:
         """Claims up to ``limit`` ready tasks (pending, due, every dependency done)."""
