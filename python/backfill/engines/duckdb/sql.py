@@ -69,6 +69,13 @@ class DuckDBDialect(Dialect):
     def canonical_byte_length(self, text: str) -> str:
         return f"strlen({text})"  # DuckDB's octet_length takes BLOBs only
 
+    def canonical_is_nan(self, value: str) -> str:
+        # Not a comparison: DuckDB compares a NaN read from Parquet as smaller than Infinity.
+        return f"isnan({value})"
+
+    def canonical_is_finite(self, value: str) -> str:
+        return f"isfinite({value})"
+
     def canonical_epoch_us(self, value: str) -> str:
         # Also for TIMESTAMP_NS/_MS/_S: whole microseconds (nanoseconds are dropped).
         return f"epoch_us({value})"

@@ -130,7 +130,10 @@ class Encoded:
 def _float_token(d: Dialect, value: str) -> str:
     """The exact token of a float: ``[-]MpK`` with ``|x| = M * 2^K``."""
     x = f"CAST({value} AS {d.float_type})"
-    a = f"abs({x})"
+    # The arithmetic runs on a finite non-zero stand-in: an engine may evaluate a CASE branch on
+    # rows it does not select (DuckDB did for NaN, failing the cast to BIGINT); those rows take
+    # the earlier branches' tokens.
+    a = f"abs(CASE WHEN {x} <> 0 AND {d.canonical_is_finite(x)} THEN {x} ELSE 1 END)"
 
     def power(k: str) -> str:
         return f"power(CAST(2 AS {d.float_type}), {k})"
@@ -147,9 +150,8 @@ def _float_token(d: Dialect, value: str) -> str:
     mantissa = f"CAST(CAST({a} / {power(k)} AS BIGINT) AS VARCHAR)"
     return (
         f"CASE WHEN {x} IS NULL THEN '{NULL_TOKEN}'"
-        f" WHEN {x} = CAST('NaN' AS {d.float_type}) THEN 'nan'"
-        f" WHEN {x} = CAST('Infinity' AS {d.float_type}) THEN 'inf'"
-        f" WHEN {x} = CAST('-Infinity' AS {d.float_type}) THEN '-inf'"
+        f" WHEN {d.canonical_is_nan(x)} THEN 'nan'"
+        f" WHEN NOT {d.canonical_is_finite(x)} THEN CASE WHEN {x} > 0 THEN 'inf' ELSE '-inf' END"
         f" WHEN {x} = 0 THEN '0'"
         f" ELSE CASE WHEN {x} < 0 THEN '-' ELSE '' END || {mantissa} || 'p'"
         f" || CAST(CAST({k} AS BIGINT) AS VARCHAR) END"

@@ -160,6 +160,16 @@ class Dialect:
         """A timestamp (naive: read as UTC) as whole microseconds since 1970-01-01 UTC."""
         raise NotImplementedError(f"the {self.name} dialect has no canonical timestamp")
 
+    def canonical_is_nan(self, value: str) -> str:
+        """Whether the float ``value`` is NaN (PostgreSQL orders NaN above every number and
+        equal to itself, so ``= 'NaN'`` says it)."""
+        return f"{value} = CAST('NaN' AS {self.float_type})"
+
+    def canonical_is_finite(self, value: str) -> str:
+        """Whether the float ``value`` is neither NaN nor infinite."""
+        inf = f"CAST('Infinity' AS {self.float_type})"
+        return f"({value} < {inf} AND {value} > -{inf})"
+
     def canonical_days(self, value: str) -> str:
         """A date as whole days since 1970-01-01."""
         return f"CAST({value} - DATE '1970-01-01' AS BIGINT)"
