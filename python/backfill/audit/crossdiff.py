@@ -33,7 +33,16 @@ from typing import Any
 from ..calendar import Grain, partition_of, partitions
 from ..engines import Column, ColumnKind, Part, PartitionFingerprint
 from ..engines.locations import TableSource, open_table
-from ..engines.sql.canonical import Encoded, Encoding, compare_as, segments_scan
+from ..engines.sql.canonical import (
+    Encoded,
+    Encoding,
+    compare_as,
+    duplicate_key_scan,
+    filtered,
+    instant_bounds_scan,
+    rows_select,
+    segments_scan,
+)
 from ..errors import InvalidInputError
 from .diff import DiffOptions, DiffResult, ToleranceSpec
 from .diff import diff as arrow_diff
@@ -73,7 +82,7 @@ class _Plan:
     key: list[str]
     compared: list[str]  # key first, then the other compared columns, in a's order
     encoded: list[Encoded]
-    # column -> (a's SELECT item, b's SELECT item) for the streamed rows
+    # column -> the type both sides stream it as ("float", "bigint"), when one is needed
     casts: dict[str, str]
     column_types: list[ColumnTypes]
 
@@ -125,18 +134,8 @@ def _plan(
     return plan
 
 
-def _relation(source: TableSource, where: str | None) -> str:
-    return source.relation if where is None else f"(SELECT * FROM {source.relation} WHERE {where})"
-
-
-def _check_unique(source: TableSource, side: str, key: Sequence[str], where: str | None) -> None:
-    d = source.dialect
-    cols = ", ".join(d.quote(k) for k in key)
-    not_null = " AND ".join(f"{d.quote(k)} IS NOT NULL" for k in key)
-    rows = source.rows(
-        f"SELECT {cols}, count(*) FROM {_relation(source, where)} t WHERE {not_null} "
-        f"GROUP BY {cols} HAVING count(*) > 1 LIMIT 1"
-    )
+def _check_unique(source: TableSource, side: str, key: Sequence[str], rel: str) -> None:
+    rows = source.rows(duplicate_key_scan(source.dialect, rel, key))
     if rows:
         shown = ", ".join(f"{k}={v!r}" for k, v in zip(key, rows[0][:-1], strict=True))
         raise InvalidInputError(
@@ -160,9 +159,7 @@ def _parts(
     on either side."""
     lows, highs = [], []
     for source, rel in sides:
-        d = source.dialect
-        col = d.as_instant(d.quote(column))
-        low, high = source.rows(f"SELECT min({col}), max({col}) FROM {rel} t")[0]
+        low, high = source.rows(instant_bounds_scan(source.dialect, rel, column))[0]
         if low is not None:
             lows.append(_utc(low))
             highs.append(_utc(high))
@@ -190,32 +187,27 @@ def _fingerprints(
     return out
 
 
-def _select(source: TableSource, plan: _Plan, rel: str, filter_sql: str) -> str:
-    d = source.dialect
-    cols = _by_name(source, "")
-    items = []
-    for name in plan.compared:
-        expr = d.stream_column(cols[name], "t")
-        cast = plan.casts.get(name)
-        if cast is not None:
-            target = d.float_type if cast == "float" else "BIGINT"
-            expr = f"CAST(t.{d.quote(name)} AS {target}) AS {d.quote(name)}"
-        items.append(expr)
-    return f"SELECT {', '.join(items)} FROM {rel} t WHERE {filter_sql}"
-
-
-def _filter(
-    source: TableSource, column: str | None, parts: Sequence[Part], differing: set[str]
+def _select(
+    source: TableSource,
+    plan: _Plan,
+    rel: str,
+    column: str | None,
+    parts: Sequence[Part],
+    differing: set[str],
 ) -> str:
-    if column is None:
-        return "TRUE" if differing else "FALSE"
-    d = source.dialect
-    kind = _by_name(source, "")[column].kind
-    periods = [(s, e) for label, s, e in parts if label in differing]
-    terms = [d.in_periods(column, periods, kind, "t")] if periods else []
-    if NULL_SEGMENT in differing:
-        terms.append(f"t.{d.quote(column)} IS NULL")
-    return "(" + " OR ".join(terms) + ")" if terms else "FALSE"
+    """The SELECT streaming the compared columns of the ``differing`` segments."""
+    cols = _by_name(source, "")
+    partition = None if column is None else (column, cols[column].kind)
+    periods = [(s0, e0) for label, s0, e0 in parts if label in differing]
+    return rows_select(
+        source.dialect,
+        rel,
+        [(cols[n], plan.casts.get(n)) for n in plan.compared],
+        partition,
+        periods,
+        NULL_SEGMENT in differing,
+        every_row=column is None and bool(differing),
+    )
 
 
 # backfill.diff's keyword API, for the same reason as there (see audit.diff.diff).
@@ -260,7 +252,7 @@ def diff_tables(  # noqa: PLR0913
     t0 = time.perf_counter()
     with open_table(a) as sa, open_table(b) as sb:
         plan = _plan(sa, sb, keys, columns)
-        rels = (_relation(sa, where), _relation(sb, where))
+        rels = (filtered(sa.relation, where), filtered(sb.relation, where))
         partition: tuple[str, ColumnKind] | None = None
         parts: list[Part] = []
         if partition_by is not None:
@@ -279,7 +271,7 @@ def diff_tables(  # noqa: PLR0913
             partition = (partition_by, kinds[0])
             parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
         for side, src, rel in (("a", sa, rels[0]), ("b", sb, rels[1])):
-            _check_unique(src, side, keys, None if rel == src.relation else where)
+            _check_unique(src, side, keys, rel)
         timings["open"] = time.perf_counter() - t0
         fps = []
         for name, src, rel in (("a", sa, rels[0]), ("b", sb, rels[1])):
@@ -294,7 +286,7 @@ def diff_tables(  # noqa: PLR0913
         differing = {lb for lb in labels if fps[0].get(lb) != fps[1].get(lb)}
         t = time.perf_counter()
         tables = [
-            src.arrow(_select(src, plan, rel, _filter(src, partition_by, parts, differing)))
+            src.arrow(_select(src, plan, rel, partition_by, parts, differing))
             for src, rel in ((sa, rels[0]), (sb, rels[1]))
         ]
         tables = [_utc_zones(table) for table in tables]

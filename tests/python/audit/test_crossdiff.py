@@ -130,3 +130,21 @@ def test_bad_input_names_it(tmp_path: Path, pg_url: str) -> None:
         backfill.diff_tables(a, "postgresql://nobody@127.0.0.1:1/x#public.t", ["id"])
     with pytest.raises(InvalidInputError, match="no DuckDB file"):
         backfill.diff_tables(f"duckdb://{tmp_path}/none.duckdb#main.t", a, ["id"])
+
+
+def test_parquet_against_postgres_as_one_segment(tmp_path: Path, pg_url: str) -> None:
+    """Without partition_by the table is one segment: streamed whole when it differs."""
+    import pyarrow.parquet as pq
+
+    old, new = _rows(4, 120)
+    path = tmp_path / "old.parquet"
+    pq.write_table(
+        pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in old], SCHEMA), path
+    )
+    b = _postgres(pg_url, new)
+    key = ["region", "id"]
+    got = backfill.diff_tables(str(path), b, key)
+    want = backfill.diff(_whole(str(path)), _whole(b), key, measures=[])
+    assert got.summary == want.summary and got.streamed == ["all"]
+    assert got.columns.to_pylist() == want.columns.to_pylist()
+    assert backfill.diff_tables(str(path), _postgres(pg_url, old), key).streamed == []

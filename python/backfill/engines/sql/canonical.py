@@ -58,7 +58,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import InvalidInputError
-from ..base import Column, ColumnKind, Part
+from ..base import Column, ColumnKind, Part, Period
 from .dialect import Dialect
 
 __all__ = [
@@ -66,8 +66,12 @@ __all__ = [
     "Encoded",
     "Encoding",
     "compare_as",
+    "duplicate_key_scan",
     "encoding_of",
+    "filtered",
+    "instant_bounds_scan",
     "row_hash",
+    "rows_select",
     "segments_scan",
     "token",
 ]
@@ -211,3 +215,59 @@ def segments_scan(
         f"SELECT {index}, count(*), {h} FROM {relation} t{join} WHERE {col} IS NOT NULL "
         f"GROUP BY 1 UNION ALL SELECT -1, count(*), {h} FROM {relation} t WHERE {col} IS NULL"
     )
+
+
+# -- the other statements of a diff across engines (backfill.audit.crossdiff) ---------------------
+def filtered(relation: str, where: str | None) -> str:
+    """``relation`` restricted by the caller's filter ``where`` (in the engine's SQL)."""
+    return relation if where is None else f"(SELECT * FROM {relation} WHERE {where})"
+
+
+def duplicate_key_scan(d: Dialect, relation: str, key: Sequence[str]) -> str:
+    """One row (key values..., count) of a key held by more than one row (none when unique);
+    rows with a NULL in the key are not counted (the diff counts them apart)."""
+    cols = ", ".join(d.quote(k) for k in key)
+    not_null = " AND ".join(f"{d.quote(k)} IS NOT NULL" for k in key)
+    return (
+        f"SELECT {cols}, count(*) FROM {relation} t WHERE {not_null} "
+        f"GROUP BY {cols} HAVING count(*) > 1 LIMIT 1"
+    )
+
+
+def instant_bounds_scan(d: Dialect, relation: str, column: str) -> str:
+    """(earliest, latest) value of the date or timestamp ``column`` as UTC instants."""
+    col = d.as_instant(d.quote(column))
+    return f"SELECT min({col}), max({col}) FROM {relation} t"
+
+
+def rows_select(
+    d: Dialect,
+    relation: str,
+    columns: Sequence[tuple[Column, str | None]],
+    partition: tuple[str, ColumnKind] | None,
+    periods: Sequence[Period],
+    null_partition: bool,
+    every_row: bool = False,
+) -> str:
+    """The rows of ``relation`` to stream: ``columns`` (each cast to ``"float"`` or
+    ``"bigint"``, or as the dialect streams it), of the partitions ``periods`` of
+    ``partition`` and, with ``null_partition``, the rows whose partition column is NULL; all
+    rows with ``every_row`` (a table compared as one segment), none without anything."""
+    items = []
+    for column, cast in columns:
+        if cast is None:
+            items.append(d.stream_column(column, "t"))
+        else:
+            target = d.float_type if cast == "float" else "BIGINT"
+            items.append(f"CAST(t.{d.quote(column.name)} AS {target}) AS {d.quote(column.name)}")
+    if every_row:
+        where = "TRUE"
+    elif partition is None:
+        where = "FALSE"
+    else:
+        name, kind = partition
+        terms = [d.in_periods(name, periods, kind, "t")] if periods else []
+        if null_partition:
+            terms.append(f"t.{d.quote(name)} IS NULL")
+        where = "(" + " OR ".join(terms) + ")" if terms else "FALSE"
+    return f"SELECT {', '.join(items)} FROM {relation} t WHERE {where}"
