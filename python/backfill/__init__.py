@@ -24,7 +24,9 @@ from .audit import (
     Fingerprint,
     GateResult,
     ModelAudit,
+    TablesDiffResult,
     diff,
+    diff_tables,
     fingerprint,
 )
 from .calendar import GRAINS, Partition, PeriodSet, partition_of, partitions, tz_database
@@ -80,9 +82,11 @@ __all__ = [
     "Publication",
     "Source",
     "SqliteLedger",
+    "TablesDiffResult",
     "all_of",
     "check_model",
     "diff",
+    "diff_tables",
     "estimate",
     "fingerprint",
     "lint_file",

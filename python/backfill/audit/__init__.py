@@ -4,6 +4,7 @@ partitions, gates, and the report."""
 from __future__ import annotations
 
 from .audit import audit_backfill, audit_model
+from .crossdiff import TablesDiffResult, diff_tables
 from .diff import DiffResult, DiffSummary, diff
 from .fingerprint import Fingerprint, fingerprint
 from .gates import GateResult
@@ -20,11 +21,13 @@ __all__ = [
     "ModelAudit",
     "PartitionAudit",
     "RunTwiceReport",
+    "TablesDiffResult",
     "Version",
     "audit_backfill",
     "audit_model",
     "check_run_twice",
     "choose_key",
     "diff",
+    "diff_tables",
     "fingerprint",
 ]

@@ -93,6 +93,16 @@ class DuckDBEngine(SqlEngine):
         self.db: SharedDatabase = SharedDatabase(self.path, lock_timeout, keep_open, linger)
 
     @classmethod
+    def table_source(cls, location: str, database: str, rel: tuple[str, str] | None) -> Any:
+        """The table ``rel`` of the DuckDB file ``database``, or (``rel`` None) the Parquet
+        files ``database`` names, read in one snapshot (``backfill.diff_tables``)."""
+        from .tables import DuckDBTable
+
+        if rel is None:
+            return DuckDBTable(location, None, None, database)
+        return DuckDBTable(location, database, rel, None)
+
+    @classmethod
     def from_settings(cls, settings: EngineSettings) -> DuckDBEngine:
         """The engine ``engine: {type: duckdb, ...}`` of backfill.yml names."""
         return cls(settings.path, schema=settings.schema, **dict(settings.options))

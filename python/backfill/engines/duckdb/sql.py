@@ -60,6 +60,26 @@ class DuckDBDialect(Dialect):
         # sum() of the UBIGINT hashes is a HUGEINT already (a cast per row cost ~5%).
         return f"coalesce(sum({row_hash}), 0) % {_U64}"
 
+    float_type = "DOUBLE"
+
+    def canonical_hash64(self, text: str) -> str:
+        # md5() is hex text; its first 16 digits read as an unsigned 64-bit integer.
+        return f"CAST('0x' || substr(md5({text}), 1, 16) AS UBIGINT)"
+
+    def canonical_byte_length(self, text: str) -> str:
+        return f"strlen({text})"  # DuckDB's octet_length takes BLOBs only
+
+    def canonical_is_nan(self, value: str) -> str:
+        # Not a comparison: DuckDB compares a NaN read from Parquet as smaller than Infinity.
+        return f"isnan({value})"
+
+    def canonical_is_finite(self, value: str) -> str:
+        return f"isfinite({value})"
+
+    def canonical_epoch_us(self, value: str) -> str:
+        # Also for TIMESTAMP_NS/_MS/_S: whole microseconds (nanoseconds are dropped).
+        return f"epoch_us({value})"
+
     def changelog_type(self, kind: ColumnKind, column: str = "") -> str:
         # Counts of partitions are INTEGER in the table's first version; kept for old tables.
         return "INTEGER" if column == "partitions" else super().changelog_type(kind)

@@ -87,6 +87,16 @@ class PostgresEngine(SqlEngine):
             self.db.check(schema)
 
     @classmethod
+    def table_source(cls, location: str, database: str, rel: tuple[str, str] | None) -> Any:
+        """The table ``rel`` of the database at URL ``database``, read in one snapshot
+        (``backfill.diff_tables``)."""
+        from .tables import PostgresTable
+
+        if rel is None:
+            raise InvalidInputError(f"{location}: expected postgresql://...#schema.table")
+        return PostgresTable(location, database, rel)
+
+    @classmethod
     def from_settings(cls, settings: EngineSettings) -> PostgresEngine:
         """The engine ``engine: {type: postgres, url: ..., ...}`` of backfill.yml names."""
         options = dict(settings.options)

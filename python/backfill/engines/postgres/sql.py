@@ -57,6 +57,17 @@ class PostgresDialect(Dialect):
         cols = ", ".join(f"{alias}.{self.quote(n)}" for n in sorted(names))
         return f"hashtextextended(ROW({cols})::text, 0)::numeric"
 
+    float_type = "float8"
+
+    def canonical_hash64(self, text: str) -> str:
+        # The first 16 hex digits as a bit string, read as a (signed) bigint.
+        return f"CAST(CAST('x' || substr(md5({text}), 1, 16) AS bit(64)) AS bigint)"
+
+    def canonical_epoch_us(self, value: str) -> str:
+        # extract(epoch) is an exact numeric since PostgreSQL 14 (a naive timestamp as UTC);
+        # timestamps hold whole microseconds, so the product is an integer.
+        return f"CAST(extract(epoch FROM {value}) * 1000000 AS bigint)"
+
     def part_index(
         self, event_time: str, kind: ColumnKind | None, parts: Sequence[Part], alias: str = "t"
     ) -> tuple[str, str]:

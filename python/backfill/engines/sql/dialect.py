@@ -142,6 +142,38 @@ class Dialect:
             f"{join} GROUP BY 1"
         )
 
+    # -- the canonical row encoding (see .canonical; equal on every engine) ----------------------
+    #: the SQL name of a 64-bit IEEE float, which the canonical float encoding computes in
+    float_type: ClassVar[str] = "DOUBLE PRECISION"
+
+    def canonical_hash64(self, text: str) -> str:
+        """The first 64 bits of the MD5 digest of ``text``'s UTF-8 bytes, as an integer (signed
+        or unsigned: digests are summed modulo 2^64, where both are the same number)."""
+        raise NotImplementedError(f"the {self.name} dialect has no canonical row hash")
+
+    def canonical_byte_length(self, text: str) -> str:
+        """The length of ``text`` in UTF-8 bytes (not characters: an engine that counted
+        grapheme clusters would disagree with one counting code points)."""
+        return f"octet_length({text})"
+
+    def canonical_epoch_us(self, value: str) -> str:
+        """A timestamp (naive: read as UTC) as whole microseconds since 1970-01-01 UTC."""
+        raise NotImplementedError(f"the {self.name} dialect has no canonical timestamp")
+
+    def canonical_is_nan(self, value: str) -> str:
+        """Whether the float ``value`` is NaN (PostgreSQL orders NaN above every number and
+        equal to itself, so ``= 'NaN'`` says it)."""
+        return f"{value} = CAST('NaN' AS {self.float_type})"
+
+    def canonical_is_finite(self, value: str) -> str:
+        """Whether the float ``value`` is neither NaN nor infinite."""
+        inf = f"CAST('Infinity' AS {self.float_type})"
+        return f"({value} < {inf} AND {value} > -{inf})"
+
+    def canonical_days(self, value: str) -> str:
+        """A date as whole days since 1970-01-01."""
+        return f"CAST({value} - DATE '1970-01-01' AS BIGINT)"
+
     # -- aggregates that engines spell differently -----------------------------------------------
     def count_distinct(self, columns: Sequence[str]) -> str:
         return f"count(DISTINCT ({', '.join(columns)}))"

@@ -1,0 +1,53 @@
+"""A table of a DuckDB file, or Parquet files, as a :class:`~..table_source.TableSource`."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import duckdb
+
+from ...errors import InvalidInputError, NotFoundError
+from ..base import Column
+from ..table_source import TableSource
+from .sql import DIALECT
+
+__all__ = ["DuckDBTable"]
+
+
+class DuckDBTable(TableSource):
+    """A DuckDB file's table (read-only connection) or Parquet files (an in-memory DuckDB)."""
+
+    def __init__(
+        self, location: str, path: str | None, rel: tuple[str, str] | None, files: str | None
+    ) -> None:
+        self.location = location
+        self.dialect = DIALECT
+        try:
+            self._con = duckdb.connect(path or ":memory:", read_only=path is not None)
+        except duckdb.Error as exc:
+            raise InvalidInputError(f"{location}: cannot open the DuckDB file: {exc}") from None
+        if rel is not None:
+            self.relation = DIALECT.qualified(rel)
+            self.snapshot = "DuckDB read-only connection, one transaction"
+        else:
+            assert files is not None
+            self.relation = f"read_parquet({DIALECT.string(files)})"
+            self.snapshot = "Parquet files as read (not versioned)"
+        self._con.execute("BEGIN TRANSACTION")
+        try:
+            described = self._con.execute(f"DESCRIBE SELECT * FROM {self.relation}").fetchall()
+        except duckdb.Error as exc:
+            self._con.close()
+            raise NotFoundError(f"{location}: no such table ({str(exc).splitlines()[0]})") from None
+        self.columns = [Column(r[0], str(r[1]), DIALECT.kind_of(str(r[1]))) for r in described]
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        return self._con.execute(sql).fetchall()
+
+    def arrow(self, sql: str) -> Any:
+        return self._con.sql(sql).to_arrow_table()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._con.close()

@@ -1,0 +1,273 @@
+"""The canonical row encoding: one 64-bit hash per logical row, computed in SQL, equal on every
+engine that holds the same row (DuckDB, PostgreSQL, Parquet read through DuckDB), so that two
+warehouses can compare a segment of a table by its fingerprint before sending a single row.
+
+The engines' own fingerprints (:meth:`Dialect.row_hash`: DuckDB's ``hash()``, Postgres's
+``hashtextextended`` of a row's text) compare a table only with itself on the same engine; this
+one is slower (an MD5 per row) and the same everywhere. Its definition:
+
+* A row is the values of the compared columns in the order of their names (sorted, so column
+  order does not matter), each turned into a *token*, joined by ``|``; its hash is the first 64
+  bits (16 hex digits) of the MD5 of that text's UTF-8 bytes, read as an integer. A segment's
+  fingerprint is its row count and the sum of its rows' hashes modulo 2^64
+  (:class:`~backfill.fingerprints.PartitionFingerprint`), as the engines' fingerprints are:
+  independent of row order, counting duplicates.
+* ``NULL`` of any type is ``~``, which no other token is.
+* **Integers and decimals** (any width, any scale) are one class, *exact numbers*, whose token
+  is the decimal text without trailing fractional zeros: ``1.50`` in ``numeric(18,2)``, ``1.5``
+  in ``decimal(10,1)`` and ``1.500`` in ``DECIMAL(38,3)`` are all ``1.5``; ``2.00`` and the
+  integer ``2`` are both ``2``. A value is equal to itself whatever column type holds it; a
+  change of type alone is reported by the schema comparison, not as changed values.
+* **Floats** (single precision is widened to double, which is exact) are encoded exactly, as
+  their binary value: ``[-]M p K`` for ``|x| = M * 2^K`` with the integer ``M < 2^53`` and ``K``
+  chosen as IEEE 754 does (``K = max(e, -1022) - 52`` for the binary exponent ``e``), so
+  ``0.1`` is ``3602879701896397p-55``; ``0`` (and ``-0``) is ``0``; ``nan``, ``inf``, ``-inf``.
+  Not the engines' float text: DuckDB and Postgres print the same double differently (``1e+15``
+  against ``1000000000000000.0``, even different digits: ``3.092535278770144e+18`` against
+  ``3.0925352787701443e+18``), and not a rounding to N significant digits either: a rounding
+  would give two values that differ beyond a zero tolerance the same token (equal fingerprints,
+  the difference never seen), and values within a tolerance can still straddle a rounding
+  boundary. Exact tokens are sound for every tolerance: equal fingerprints mean equal floats;
+  a segment whose floats differ only within the tolerance has unequal fingerprints, is streamed,
+  and the C++ diff applies the tolerance to its rows (the cost of such a segment is its rows,
+  the result is the same). ``M`` and ``K`` are computed with ``ln``, ``power(2, k)`` and
+  division by powers of two, which are exact (``ln`` only guesses the exponent, which is then
+  corrected by comparing with exact powers of two).
+* **Timestamps**, with or without time zone and of any precision: whole microseconds since
+  1970-01-01 UTC (a timestamp without zone is read as UTC wall time, as the engines' period
+  filters read it; finer digits, such as DuckDB's ``TIMESTAMP_NS``, are dropped: PostgreSQL
+  cannot hold them). A column with a zone on one side and without on the other compares as
+  instants, noted in the column report.
+* **Dates**: whole days since 1970-01-01.
+* **Strings**: ``<length in UTF-8 bytes>:<the string>``, so a ``|`` or ``~`` inside a string
+  cannot make two rows' texts equal.
+* **Booleans**: ``t`` and ``f``.
+
+A column of another type (lists, structs, blobs, JSON, UUID) has no token: the column must be left
+out (``columns=``), and the error naming it says so. Two sides whose types fall in different
+classes compare as follows: an exact number against a float is compared as floats (the exact side
+cast to double: ``numeric(18,2)`` against ``double``), reported per column as such; any other pair
+(a string against a number, a date against a timestamp) is not compared and is reported per
+column.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ...errors import InvalidInputError
+from ..base import Column, ColumnKind, Part, Period
+from .dialect import Dialect
+
+__all__ = [
+    "NULL_TOKEN",
+    "Encoded",
+    "Encoding",
+    "compare_as",
+    "duplicate_key_scan",
+    "encoding_of",
+    "filtered",
+    "instant_bounds_scan",
+    "row_hash",
+    "rows_select",
+    "segments_scan",
+    "token",
+]
+
+NULL_TOKEN = "~"
+SEPARATOR = "|"
+
+
+class Encoding(str, enum.Enum):
+    """The class of values a token encodes (see the module's documentation)."""
+
+    EXACT = "exact"
+    FLOAT = "float"
+    STRING = "string"
+    BOOLEAN = "boolean"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+
+
+_OF_KIND = {
+    ColumnKind.INTEGER: Encoding.EXACT,
+    ColumnKind.DECIMAL: Encoding.EXACT,
+    ColumnKind.FLOAT: Encoding.FLOAT,
+    ColumnKind.STRING: Encoding.STRING,
+    ColumnKind.BOOLEAN: Encoding.BOOLEAN,
+    ColumnKind.DATE: Encoding.DATE,
+    ColumnKind.TIMESTAMP: Encoding.TIMESTAMP,
+    ColumnKind.TIMESTAMP_TZ: Encoding.TIMESTAMP,
+}
+
+
+def encoding_of(column: Column) -> Encoding | None:
+    """The token class of ``column``'s values; None for a type without one."""
+    return _OF_KIND.get(column.kind)
+
+
+def compare_as(a: Column, b: Column) -> tuple[Encoding | None, str]:
+    """How two sides' columns of one name compare: (the encoding both use, a note for the
+    column report); (None, why) when they cannot be compared."""
+    ea, eb = encoding_of(a), encoding_of(b)
+    if ea is None or eb is None:
+        odd = a if ea is None else b
+        return None, f"type {odd.type} has no canonical encoding"
+    if ea == eb:
+        note = "" if a.kind == b.kind else f"compared as {ea.value} ({a.type} vs {b.type})"
+        return ea, note
+    if {ea, eb} == {Encoding.EXACT, Encoding.FLOAT}:
+        return Encoding.FLOAT, f"compared as float ({a.type} vs {b.type})"
+    return None, f"types {a.type} and {b.type} cannot be compared"
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A column as a row hash encodes it: its name and the encoding its token uses."""
+
+    name: str
+    encoding: Encoding
+
+
+def _float_token(d: Dialect, value: str) -> str:
+    """The exact token of a float: ``[-]MpK`` with ``|x| = M * 2^K``."""
+    x = f"CAST({value} AS {d.float_type})"
+    # The arithmetic runs on a finite non-zero stand-in: an engine may evaluate a CASE branch on
+    # rows it does not select (DuckDB did for NaN, failing the cast to BIGINT); those rows take
+    # the earlier branches' tokens.
+    a = f"abs(CASE WHEN {x} <> 0 AND {d.canonical_is_finite(x)} THEN {x} ELSE 1 END)"
+
+    def power(k: str) -> str:
+        return f"power(CAST(2 AS {d.float_type}), {k})"
+
+    # ln() guesses the binary exponent (it may be off by one either way; clamped to the range of
+    # representable powers of two, so power() never overflows); exact comparisons with powers
+    # of two correct it.
+    guess = f"least(greatest(floor(ln({a}) / ln(2)), -1074), 1023)"
+    exp = (
+        f"({guess} - CASE WHEN {a} < {power(guess)} THEN 1 ELSE 0 END"
+        f" + CASE WHEN {a} / {power(guess)} >= 2 THEN 1 ELSE 0 END)"
+    )
+    k = f"(greatest({exp}, -1022) - 52)"
+    mantissa = f"CAST(CAST({a} / {power(k)} AS BIGINT) AS VARCHAR)"
+    return (
+        f"CASE WHEN {x} IS NULL THEN '{NULL_TOKEN}'"
+        f" WHEN {d.canonical_is_nan(x)} THEN 'nan'"
+        f" WHEN NOT {d.canonical_is_finite(x)} THEN CASE WHEN {x} > 0 THEN 'inf' ELSE '-inf' END"
+        f" WHEN {x} = 0 THEN '0'"
+        f" ELSE CASE WHEN {x} < 0 THEN '-' ELSE '' END || {mantissa} || 'p'"
+        f" || CAST(CAST({k} AS BIGINT) AS VARCHAR) END"
+    )
+
+
+def token(d: Dialect, value: str, encoding: Encoding) -> str:
+    """The SQL expression of the token of ``value`` (a column expression) encoded as
+    ``encoding``: text, never NULL."""
+    if encoding == Encoding.FLOAT:
+        return _float_token(d, value)
+    if encoding == Encoding.EXACT:
+        text = f"CAST({value} AS VARCHAR)"
+        body = (
+            f"CASE WHEN strpos({text}, '.') > 0 THEN rtrim(rtrim({text}, '0'), '.') ELSE {text} END"
+        )
+    elif encoding == Encoding.STRING:
+        body = f"CAST({d.canonical_byte_length(value)} AS VARCHAR) || ':' || {value}"
+    elif encoding == Encoding.BOOLEAN:
+        body = f"CASE WHEN {value} THEN 't' ELSE 'f' END"
+    elif encoding == Encoding.DATE:
+        body = f"CAST({d.canonical_days(value)} AS VARCHAR)"
+    else:
+        body = f"CAST({d.canonical_epoch_us(value)} AS VARCHAR)"
+    return f"CASE WHEN {value} IS NULL THEN '{NULL_TOKEN}' ELSE {body} END"
+
+
+def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
+    """The canonical 64-bit hash of a row of ``alias`` over ``columns`` (in name order)."""
+    if not columns:
+        raise InvalidInputError("a canonical row hash needs at least one column")
+    prefix = f"{alias}." if alias else ""
+    tokens = [
+        token(d, prefix + d.quote(c.name), c.encoding)
+        for c in sorted(columns, key=lambda c: c.name)
+    ]
+    return d.canonical_hash64(f" || '{SEPARATOR}' || ".join(tokens))
+
+
+def segments_scan(
+    d: Dialect,
+    relation: str,
+    columns: Sequence[Encoded],
+    partition: tuple[str, ColumnKind] | None,
+    parts: Sequence[Part],
+) -> str:
+    """One scan of ``relation`` whose rows are (segment, row count, digest): the segment is the
+    index in ``parts`` of the partition of the row's ``partition`` column (-1 for rows whose
+    value is NULL; 0 for every row without ``partition``)."""
+    h = d.digest(row_hash(d, columns, "t"))
+    if partition is None or not parts:
+        return f"SELECT 0, count(*), {h} FROM {relation} t"
+    name, kind = partition
+    join, index = d.part_index(name, kind, parts, "t")
+    col = f"t.{d.quote(name)}"
+    return (
+        f"SELECT {index}, count(*), {h} FROM {relation} t{join} WHERE {col} IS NOT NULL "
+        f"GROUP BY 1 UNION ALL SELECT -1, count(*), {h} FROM {relation} t WHERE {col} IS NULL"
+    )
+
+
+# -- the other statements of a diff across engines (backfill.audit.crossdiff) ---------------------
+def filtered(relation: str, where: str | None) -> str:
+    """``relation`` restricted by the caller's filter ``where`` (in the engine's SQL)."""
+    return relation if where is None else f"(SELECT * FROM {relation} WHERE {where})"
+
+
+def duplicate_key_scan(d: Dialect, relation: str, key: Sequence[str]) -> str:
+    """One row (key values..., count) of a key held by more than one row (none when unique);
+    rows with a NULL in the key are not counted (the diff counts them apart)."""
+    cols = ", ".join(d.quote(k) for k in key)
+    not_null = " AND ".join(f"{d.quote(k)} IS NOT NULL" for k in key)
+    return (
+        f"SELECT {cols}, count(*) FROM {relation} t WHERE {not_null} "
+        f"GROUP BY {cols} HAVING count(*) > 1 LIMIT 1"
+    )
+
+
+def instant_bounds_scan(d: Dialect, relation: str, column: str) -> str:
+    """(earliest, latest) value of the date or timestamp ``column`` as UTC instants."""
+    col = d.as_instant(d.quote(column))
+    return f"SELECT min({col}), max({col}) FROM {relation} t"
+
+
+def rows_select(
+    d: Dialect,
+    relation: str,
+    columns: Sequence[tuple[Column, str | None]],
+    partition: tuple[str, ColumnKind] | None,
+    periods: Sequence[Period],
+    null_partition: bool,
+    every_row: bool = False,
+) -> str:
+    """The rows of ``relation`` to stream: ``columns`` (each cast to ``"float"`` or
+    ``"bigint"``, or as the dialect streams it), of the partitions ``periods`` of
+    ``partition`` and, with ``null_partition``, the rows whose partition column is NULL; all
+    rows with ``every_row`` (a table compared as one segment), none without anything."""
+    items = []
+    for column, cast in columns:
+        if cast is None:
+            items.append(d.stream_column(column, "t"))
+        else:
+            target = d.float_type if cast == "float" else "BIGINT"
+            items.append(f"CAST(t.{d.quote(column.name)} AS {target}) AS {d.quote(column.name)}")
+    if every_row:
+        where = "TRUE"
+    elif partition is None:
+        where = "FALSE"
+    else:
+        name, kind = partition
+        terms = [d.in_periods(name, periods, kind, "t")] if periods else []
+        if null_partition:
+            terms.append(f"t.{d.quote(name)} IS NULL")
+        where = "(" + " OR ".join(terms) + ")" if terms else "FALSE"
+    return f"SELECT {', '.join(items)} FROM {relation} t WHERE {where}"
