@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import yaml  # type: ignore[import-untyped]
 
+from .._secrets import mask_url
 from ..audit.diff import diff
 from ..engines import Engine, open_engine
 from ..errors import InvalidInputError
@@ -79,9 +81,18 @@ examples:
   backfill diff old.parquet new.parquet --key order_id
   backfill diff old.csv new.csv --key order_id --partition-by ordered_at --grain day
   backfill diff main.fct_daily_sales audit_ID.fct_daily_sales --key sales_date
-      (tables of the warehouse of the project in --project, default the current directory)""",
+      (tables of the warehouse of the project in --project, default the current directory)
+  backfill diff postgresql://me@db/shop#public.fct_daily_sales \
+      duckdb:///data/shop.duckdb#main.fct_daily_sales --key sales_date \
+      --partition-by sales_date --grain month
+      (two warehouses: each fingerprints its partitions itself, only those that differ are
+      read; a side may also be a Parquet file or folder)""",
     )
-    p.add_argument("old", help="a .parquet/.csv/.json file, or schema.table in the warehouse")
+    p.add_argument(
+        "old",
+        help="a .parquet/.csv/.json file, schema.table in the warehouse, or a location: "
+        "duckdb:///FILE#schema.table, postgresql://...#schema.table",
+    )
     p.add_argument("new", help="the same forms as OLD")
     add_project_options(p)
     p.add_argument("--key", required=True, action="append", help="key column (repeatable)")
@@ -94,6 +105,13 @@ examples:
         default="UTC",
         help="time zone the --partition-by partitions are cut in (default UTC)",
     )
+    p.add_argument(
+        "--columns",
+        action="append",
+        help="with locations: compare only these columns besides the key (repeatable; "
+        "default: the columns both have)",
+    )
+    p.add_argument("--where", help="with locations: a filter both sides apply, in their own SQL")
     p.set_defaults(func=cmd_diff)
 
 
@@ -141,8 +159,20 @@ def _warehouse(args: argparse.Namespace) -> Engine:
     return open_engine(settings.engine)
 
 
+def _is_location(spec: str) -> bool:
+    return "://" in spec
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
-    """Diffs two files, or tables of the project's warehouse read through its engine."""
+    """Diffs two files, or tables of the project's warehouse read through its engine, or
+    tables of two warehouses (locations: :func:`backfill.diff_tables`)."""
+    if _is_location(args.old) or _is_location(args.new):
+        return _diff_locations(args)
+    if args.columns or args.where:
+        raise InvalidInputError(
+            "--columns and --where apply to locations (duckdb:///FILE#schema.table, "
+            "postgresql://...#schema.table); got two tables of one warehouse or files"
+        )
     for spec in (args.old, args.new):
         if not _is_file(spec):
             _table(spec)
@@ -176,4 +206,52 @@ def cmd_diff(args: argparse.Namespace) -> int:
         )
     else:
         write(str(result))
+    return EXIT_OK if result.identical else EXIT_FAILED
+
+
+def _diff_locations(args: argparse.Namespace) -> int:
+    """``backfill diff`` of two warehouses: each side fingerprints its partitions in its own
+    engine and only the partitions that differ are streamed (:func:`backfill.diff_tables`)."""
+    from ..audit.crossdiff import diff_tables
+
+    options: dict[str, Any] = {}
+    if args.partition_by:
+        options = {"partition_by": args.partition_by, "grain": args.grain, "tz": args.tz}
+    with busy(f"comparing {mask_url(args.old)} with {mask_url(args.new)}..."):
+        result = diff_tables(
+            args.old,
+            args.new,
+            args.key,
+            columns=args.columns,
+            where=args.where,
+            **options,
+        )
+    pushdown = {
+        "segments": len(result.segments),
+        "streamed": result.streamed,
+        "snapshots": result.snapshots,
+        "column_types": [dataclasses.asdict(c) for c in result.column_types],
+        "seconds": {k: round(v, 3) for k, v in result.timings.items()},
+    }
+    if args.json:
+        dump(
+            {
+                "summary": result.summary.to_dict(),
+                "key": result.key,
+                "changed_columns": result.changed_columns(),
+                "columns": result.columns.to_pylist(),
+                "partitions": result.partitions.to_pylist(),
+                **pushdown,
+            }
+        )
+    else:
+        write(str(result))
+        write(
+            f"{len(result.segments)} segment(s) fingerprinted on each side, "
+            f"{len(result.streamed)} streamed (differing); read as: "
+            + "; ".join(f"{side}: {how}" for side, how in result.snapshots.items())
+        )
+        for c in result.column_types:
+            how = f"compared as {c.compared_as}" if c.compared_as else "not compared"
+            write(f"column {c.column}: {c.type_a} vs {c.type_b}, {how} ({c.note})")
     return EXIT_OK if result.identical else EXIT_FAILED

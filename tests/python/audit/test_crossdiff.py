@@ -148,3 +148,39 @@ def test_parquet_against_postgres_as_one_segment(tmp_path: Path, pg_url: str) ->
     assert got.summary == want.summary and got.streamed == ["all"]
     assert got.columns.to_pylist() == want.columns.to_pylist()
     assert backfill.diff_tables(str(path), _postgres(pg_url, old), key).streamed == []
+
+
+def test_the_cli_compares_two_warehouses_in_a_new_process(tmp_path: Path, pg_url: str) -> None:
+    """``backfill diff LOCATION LOCATION`` as users run it (the installed console script):
+    exit 1 with the same counts as diff_tables when the tables differ, 0 when they are the same,
+    2 with one line (no traceback, no password) for a side it cannot reach."""
+    import json
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).parent / "backfill")
+    old, new = _rows(5, 200)
+    a = _duckdb(tmp_path / "a.duckdb", old)
+    b = _postgres(pg_url, new)
+    args = ["diff", a, b, "--key", "region", "--key", "id", "--partition-by", "at"]
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run([exe, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert "Traceback" not in r.stderr, r.stderr
+        return r
+
+    r = run(*args, "--json")
+    assert r.returncode == 1, r.stderr
+    got = json.loads(r.stdout)
+    want = backfill.diff_tables(a, b, ["region", "id"], partition_by="at")
+    assert got["summary"] == want.summary.to_dict()
+    assert got["streamed"] == want.streamed and got["segments"] == len(want.segments)
+    assert got["snapshots"]["b"].startswith("PostgreSQL REPEATABLE READ")
+    text = run(*args)
+    assert text.returncode == 1 and f"{len(want.streamed)} streamed" in text.stdout
+    same = run("diff", a, _postgres(pg_url, old), "--key", "region", "--key", "id")
+    assert same.returncode == 0, same.stdout + same.stderr
+    bad = run("diff", a, "postgresql://me:s3cret@127.0.0.1:1/x#public.t", "--key", "id")
+    assert bad.returncode == 2 and "cannot connect" in bad.stderr, bad.stderr
+    assert "s3cret" not in bad.stderr + bad.stdout
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
