@@ -122,3 +122,39 @@ def test_an_empty_result_empties_its_period_and_rows_outside_fail(tmp_path: Path
     first = engine.run_task(p, "events_clean", _day(1), _day(2), PUBLISHED)
     second = engine.run_task(p, "events_clean", _day(1), _day(2), PUBLISHED)
     assert first.fingerprint == second.fingerprint and second.rows_deleted == 2
+
+
+def test_load_table_streams_a_table_larger_than_the_driver_heap(tmp_path: Path) -> None:
+    """1.3 GB of Arrow rows (the session's driver heap is 1 GB, spark_support) stream from
+    DuckDB into an Iceberg table a chunk at a time: all rows arrive, once, and the table is
+    replaced in one commit (readers of the old table see it whole until then)."""
+    import duckdb
+
+    p = _project(tmp_path / "p", {"events_clean": EVENTS})
+    engine = backfill.engines.registry.engine_for(p)
+    assert isinstance(engine, SparkEngine)
+    _events(engine, [1])  # an old table that the load replaces
+    table = engine.table("events", "raw")
+    history = f"SELECT count(*) FROM {table}.history"
+    commits = engine.spark.sql(history).collect()[0][0]
+    rows = 15_000_000
+    con = duckdb.connect()
+    try:
+        stream = pa.RecordBatchReader.from_stream(
+            con.sql(
+                f"SELECT i AS v, TIMESTAMP '2026-08-01' + to_seconds(i % 86400) AS ts, "
+                f"repeat(chr(97 + CAST(i % 26 AS INTEGER)), 64) AS payload FROM range({rows}) t(i)"
+            )
+        )
+        assert rows * (8 + 8 + 64) > 2**30  # larger than the heap before any overhead
+        assert engine.load_table("events", stream, event_time="ts") == rows
+    finally:
+        con.close()
+    got = engine.spark.sql(
+        f"SELECT count(*), count(DISTINCT v), sum(v), min(length(payload)) FROM {table}"
+    ).collect()[0]
+    assert tuple(got) == (rows, rows, rows * (rows - 1) // 2, 64)
+    # one commit replaced it: readers saw the old table until the new one, whole
+    assert engine.spark.sql(history).collect()[0][0] == commits + 1
+    with pytest.raises(ValueError, match="chunk_bytes 0"):
+        engine.load_table("events", stream, event_time="ts", chunk_bytes=0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..base import ColumnKind, TaskFailure
@@ -17,7 +17,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ...model.project import Model
 
-__all__ = ["IcebergTables", "table_properties", "utc_timestamps"]
+__all__ = ["LOAD_CHUNK_BYTES", "IcebergTables", "table_properties", "utc_timestamps"]
+
+#: Arrow bytes handed to the JVM at once by :meth:`IcebergTables.load_table`
+LOAD_CHUNK_BYTES = 64 * 1024 * 1024
 
 
 class IcebergTables:
@@ -221,26 +224,83 @@ class IcebergTables:
         schema: str = "raw",
         event_time: str | None = None,
         grain: str | None = "day",
+        chunk_bytes: int = LOAD_CHUNK_BYTES,
     ) -> int:
-        """Replaces the table ``<schema>.<name>`` with ``data`` (an Arrow table), partitioned by
-        ``grain`` on ``event_time``; naive timestamps are read as UTC. Returns its rows."""
-        data = utc_timestamps(data)
+        """Replaces the table ``<schema>.<name>`` with ``data`` (an Arrow table, or a stream of
+        record batches: anything with ``to_batches()`` or a ``pyarrow.RecordBatchReader``),
+        partitioned by ``grain`` on ``event_time``; naive timestamps are read as UTC. Returns
+        its rows.
+
+        The rows go to the JVM ``chunk_bytes`` of Arrow data at a time, each chunk appended to a
+        staging table, and the table is then replaced from the staging table in one commit:
+        the driver holds one chunk, never the whole table (one ``createDataFrame`` of it is a
+        local relation the driver's heap must hold: a 1 GB heap died loading 4,000 orders a day
+        over 30 days), and readers see the old table or the new one."""
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        if chunk_bytes <= 0:
+            raise ValueError(f"chunk_bytes {chunk_bytes!r}: expected a positive number of bytes")
+        reader = data if isinstance(data, pa.RecordBatchReader) else None
+        batches = iter(reader) if reader is not None else iter(data.to_batches())
+        arrow_schema = reader.schema if reader is not None else data.schema
+        target = self.table(name, schema)
+        staging = self.table(f"{name}__loading_{uuid.uuid4().hex[:8]}", schema)
         spark = self._job(f"backfill: load {schema}.{name}")
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns(schema)}")
-        df = spark.createDataFrame(data)
-        kind = kind_of(
-            {f.name: f.dataType.simpleString() for f in df.schema.fields}.get(event_time or "", "")
-        )
-        transform = partition_transform(grain, event_time, kind)
-        by = f"PARTITIONED BY ({transform})" if transform else ""
-        self._replace_with(self.table(name, schema), df, by)
-        return int(data.num_rows)
+        rows = 0
+        try:
+            created = False
+            for chunk in _chunks(batches, chunk_bytes):
+                table = utc_timestamps(pa.Table.from_batches(chunk, schema=arrow_schema))
+                df = spark.createDataFrame(table)
+                if created:
+                    df.writeTo(staging).append()
+                else:
+                    self._replace_with(staging, df, "")
+                    created = True
+                rows += table.num_rows
+            if not created:  # no rows: the table is replaced by an empty one of the schema
+                empty = utc_timestamps(arrow_schema.empty_table())
+                self._replace_with(staging, spark.createDataFrame(empty), "")
+            loaded = spark.table(staging)
+            kind = kind_of(
+                {f.name: f.dataType.simpleString() for f in loaded.schema.fields}.get(
+                    event_time or "", ""
+                )
+            )
+            transform = partition_transform(grain, event_time, kind)
+            by = f"PARTITIONED BY ({transform})" if transform else ""
+            self._replace_with(target, loaded, by)
+        finally:
+            spark.sql(f"DROP TABLE IF EXISTS {staging} PURGE")
+        self._table_types.pop(target, None)
+        return rows
+
+
+def _chunks(batches: Iterator[Any], limit: int) -> Iterator[list[Any]]:
+    """Record batches grouped into lists of about ``limit`` bytes (a batch larger than
+    ``limit`` is sliced)."""
+    out: list[Any] = []
+    size = 0
+    for batch in batches:
+        n = batch.num_rows
+        per_row = max(1, batch.nbytes // max(1, n))
+        step = max(1, limit // per_row)
+        for offset in range(0, n, step):
+            piece = batch.slice(offset, step)
+            if out and size + piece.nbytes > limit:
+                yield out
+                out, size = [], 0
+            out.append(piece)
+            size += piece.nbytes
+    if out:
+        yield out
 
 
 def utc_timestamps(data: Any) -> Any:
     """The Arrow table ``data`` with its naive timestamps read as UTC instants (Spark's
     ``timestamp``)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     fields = [
         pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f

@@ -159,6 +159,7 @@ def use_spark(
     import re
 
     import duckdb
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     from ...engines.spark import SparkEngine
     from ...model.files import load_project
@@ -181,9 +182,12 @@ def use_spark(
     con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
     try:
         for table in ("orders", "order_items"):
+            # A stream of batches: neither this process nor Spark's driver holds the table.
             engine.load_table(
                 table,
-                con.sql(f"SELECT * FROM raw.{table} ORDER BY order_id").to_arrow_table(),
+                pa.RecordBatchReader.from_stream(
+                    con.sql(f"SELECT * FROM raw.{table} ORDER BY order_id")
+                ),
                 event_time="ordered_at",
             )
     finally:
