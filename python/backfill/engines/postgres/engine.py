@@ -16,7 +16,9 @@ replaces the table's rows (or the table when its columns change), ``view`` re-cr
 Concurrent tasks of one model are safe: replace tasks touch disjoint periods; the first creation
 of a table, merges (whose keys may cross periods) and full rebuilds take a transaction-scoped
 advisory lock on the relation. Serialization failures and deadlocks are retried in the task;
-lock timeouts and lost connections are transient; SQL errors are not.
+lock timeouts and lost connections are transient; SQL errors are not. After a task commits, the
+table it wrote is analyzed when the planner would misjudge its rows (the engine core's
+``_fresh_statistics``), before any later task reads them.
 
 Rows travel to the C++ diff as Arrow batches through ADBC (see :mod:`.arrow`). Publish is ONE
 transaction for every model and the changelog, under a per-schema advisory lock and ``SHARE ROW
@@ -27,7 +29,6 @@ are not blocked): a concurrent reader sees all old or all new.
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,8 +45,6 @@ from .sql import DIALECT
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Project
-
-log = logging.getLogger(__name__)
 
 __all__ = ["PostgresEngine"]
 
@@ -202,21 +201,10 @@ class PostgresEngine(SqlEngine):
         ).fetchone()
         return None if row is None or row[0] is None else str(row[0]).rstrip().rstrip(";")
 
-    def _after_write(self, cur: Any, rel: Rel, written: int) -> None:
-        """ANALYZE a table a task grew by more than a tenth (or never analyzed), after its
-        commit. Without statistics the planner takes a fresh table for empty and joins the next
-        model's inputs by nested loops; autovacuum comes too late for a backfill's next task.
-        SKIP_LOCKED: a concurrent task already analyzing it is enough."""
-        try:
-            row = cur.execute(
-                "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = "
-                "c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
-                list(rel),
-            ).fetchone()
-            if row is not None and (row[0] < 0 or written * 10 > row[0]):
-                cur.execute(f"ANALYZE (SKIP_LOCKED) {DIALECT.qualified(rel)}")
-        except psycopg.Error as exc:  # statistics are an optimisation: never fail the task
-            log.debug("ANALYZE %s skipped: %s", DIALECT.qualified(rel), exc)
+    def _estimated_rows(self, cur: Any, select: str) -> float | None:
+        # The planner's row estimate of the top plan node; planning only, nothing runs.
+        row = cur.execute(f"EXPLAIN (FORMAT JSON) {select}").fetchone()
+        return None if row is None else float(row[0][0]["Plan"]["Plan Rows"])
 
     def _lock_publish(self, cur: Any, rels: Sequence[Rel]) -> None:
         self._lock(cur, (self.schema, "backfill publish"))

@@ -344,8 +344,11 @@ class SqlEngine(Engine):
             cur.execute(f"DROP TABLE {target}")
         cur.execute(f"CREATE OR REPLACE VIEW {target} AS {sql}")
 
-    def _after_write(self, cur: Any, rel: Rel, written: int) -> None:
-        """Runs after a task's commit (statistics for the next task's planner)."""
+    def _estimated_rows(self, cur: Any, select: str) -> float | None:
+        """The rows the warehouse's planner expects ``select`` to return, found without running
+        it; None: the engine cannot tell (then statistics are refreshed after every write, for
+        a dialect that has :meth:`~.dialect.Dialect.analyze`)."""
+        return None
 
     def _lock_publish(self, cur: Any, rels: Sequence[Rel]) -> None:
         """Locks out other publishes and writers of ``rels`` until the publish commits."""
@@ -516,7 +519,9 @@ class SqlEngine(Engine):
                         cur, project, m, window, area, rows, dead_letters
                     )
                     if m.strategy != "view":
-                        self._after_write(cur, self.location(project, model, area), written)
+                        rel = self.location(project, model, area)
+                        held = self._written_filter(project, m, window)
+                        self._fresh_statistics(cur, rel, held, fp.rows)
                 return WriteResult(
                     written, deleted, fp, time.perf_counter() - began, conflicts, parts or None
                 )
@@ -536,6 +541,63 @@ class SqlEngine(Engine):
                 log.debug("%s: write conflict, retrying: %s", model, exc)
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 0.25)
+
+    # -- planner statistics --------------------------------------------------------------------
+    #: the factor by which the planner may underestimate the rows a write left in a table
+    #: before the table's statistics are refreshed
+    stale_statistics: float = 4.0
+
+    def _written_filter(
+        self, project: Project, m: Model, window: tuple[dt.datetime | None, dt.datetime | None]
+    ) -> str:
+        """The filter of the rows a task of ``m`` over ``window`` wrote: its period, or the
+        whole table (full rebuilds, models without an event time)."""
+        start, end = window
+        if start is None or end is None or not m.event_time:
+            return "TRUE"
+        if not writes_period(project, m, window):
+            return "TRUE"
+        return self.dialect.in_periods(m.event_time, [(start, end)])
+
+    def _fresh_statistics(self, cur: Any, rel: Rel, held: str, rows: int) -> None:
+        """Makes the planner see the ``rows`` rows that match ``held`` (a filter) in the table
+        ``rel`` now, before any task reads them: a write committed, and its task is reported
+        done (so a later task can be claimed) only after this returns.
+
+        A backfill writes what leaves a planner's statistics stale: whole new periods, past the
+        last histogram bound, in bulk. Postgres then estimates 1 row for the period, joins the
+        next model's inputs by a nested loop of sequential scans (minutes instead of a second),
+        and autovacuum analyzes too late for the next task, or never between two tasks. So the
+        planner is asked what it expects of the written rows (a plan, nothing runs) and the
+        table is analyzed when it expects fewer than ``rows / stale_statistics``: a task that
+        rewrites a period its statistics already describe (most backfills of old periods)
+        costs one plan, not a sample of the table.
+
+        After the commit, not inside the task's transaction (where ANALYZE would see the task's
+        own rows too): ANALYZE holds a lock that excludes other ANALYZEs of the table until
+        its transaction ends, and would make the task's concurrent siblings wait for each
+        other's fingerprints and commits. It waits for a concurrent ANALYZE instead of
+        skipping: one that began before this commit does not see these rows.
+
+        Statistics are an optimisation: a failure to refresh them is logged, and the task,
+        committed already, stays done."""
+        d = self.dialect
+        target = d.qualified(rel)
+        analyze = d.analyze(target)
+        if analyze is None or rows <= 0:
+            return
+        try:
+            expected = self._estimated_rows(cur, f"SELECT * FROM {target} WHERE {held}")
+            if expected is not None and rows <= self.stale_statistics * max(expected, 1.0):
+                return
+            cur.execute(analyze)
+        except self._warehouse_errors() as exc:
+            log.warning(
+                "statistics of %s not refreshed (tasks reading it may be planned for fewer "
+                "rows than it has): %s",
+                target,
+                exc,
+            )
 
     def _bind(self, cur: Any, sql: str) -> list[str] | None:
         """The columns of the SELECT ``sql`` found without running it (and without aborting
@@ -1034,6 +1096,9 @@ class SqlEngine(Engine):
                     cur.execute(f"{d.insert(t, src, names)} WHERE {where}")
                 cols = self._columns(cur, target) or []
                 fps = self._fingerprint_parts(cur, t, cols, event_time if parts else None, parts)
+            if target != source:  # downstream tasks read the copy next
+                held = d.in_periods(event_time, periods or []) if parts and event_time else "TRUE"
+                self._fresh_statistics(cur, target, held, sum(fp.rows for fp in fps.values()))
         if not parts:
             return [(0, fps[WHOLE])]
         return [(deleted[i], fps[str(i)]) for i in range(len(parts))]

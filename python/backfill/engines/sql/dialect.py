@@ -3,7 +3,8 @@
 
 A dialect is a small stateless object: quoting, literals, the period filter, the row-hash and
 digest expressions of a fingerprint, the partition-index expression, the few aggregate spellings
-that differ (distinct tuples, filtered counts), the type names of the changelog and of landed
+that differ (distinct tuples, filtered counts), the statement refreshing planner statistics, the
+type names of the changelog and of landed
 Arrow columns, and which type names mean which :class:`~backfill.engines.base.ColumnKind`.
 Everything here returns SQL text; nothing connects.
 """
@@ -205,6 +206,12 @@ class Dialect:
     def changelog_type(self, kind: ColumnKind, column: str = "") -> str:
         """The type of a changelog column of ``kind`` (``column``: its name)."""
         return self.changelog_types.get(kind) or f"DECIMAL(38,{CHANGELOG_SCALE})"
+
+    def analyze(self, target: str) -> str | None:
+        """The statement that refreshes the planner's statistics of the table ``target``; None
+        for a warehouse that keeps them as it writes (DuckDB's row-group statistics, Iceberg's
+        file metrics), which the engine core then leaves alone."""
+        return None
 
     # -- values ---------------------------------------------------------------------------------
     def sum_value(self, value: Any, kind: ColumnKind | None) -> Number | None:
