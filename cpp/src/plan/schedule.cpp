@@ -259,9 +259,10 @@ Plan Plan::rescheduled(std::vector<double> cost_per_partition, double default_co
   }
   for (std::size_t t = 0; t < task_size.size(); ++t) {
     if (!std::isfinite(task_size[t])) {
-      throw InvalidInput(fmt::format("task {} has size {}; expected a finite number (negative: "
-                                     "its partitions)",
-                                     t, task_size[t]));
+      throw InvalidInput(
+          fmt::format("task {} has size {}; expected a finite number (negative: "
+                      "its partitions)",
+                      t, task_size[t]));
     }
   }
   copy.size_ = std::move(task_size);
