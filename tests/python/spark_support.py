@@ -116,6 +116,10 @@ def _catalog_tables(engine: Any) -> list[tuple[str, str]]:
     return found
 
 
+#: the tag on each table's built snapshot (see record)
+BUILT_TAG = "backfill_tests_built"
+
+
 def record(built: Path) -> None:
     """Remembers the snapshot every table of a built shop is at, for :func:`copy_built`."""
     engine: Any = backfill.engines.registry.engine_for(backfill.Project.load(built))
@@ -123,12 +127,19 @@ def record(built: Path) -> None:
         f"{ns}.{name}": engine.snapshot_of(engine.table(name, ns))
         for ns, name in _catalog_tables(engine)
     }
+    # A tag keeps each built snapshot from expiring: a test's `backfill gc` expires the
+    # snapshots of these shared tables older than its retention (Iceberg keeps tagged ones).
+    for ns, name in _catalog_tables(engine):
+        snapshot = heads[f"{ns}.{name}"]
+        if snapshot is not None:
+            t = engine.iceberg_table(engine.table(name, ns))
+            t.manageSnapshots().createTag(BUILT_TAG, snapshot).commit()
     (built / SNAPSHOTS).write_text(json.dumps(heads))
 
 
 def copy_built(built: Path, dest: Path) -> Path:
     """A test's own shop project over the built shop's Iceberg catalog, with every table put back
-    as it was built: main at its built snapshot, no other branch or tag, no table the build did
+    as it was built: main at its built snapshot, no other branch or tag (but the tag keeping the built snapshot), no table the build did
     not make. Tests of one session run one at a time, so they can share the tables; resetting is
     a metadata commit per table where copying them costs a Spark job each."""
     shutil.copytree(
@@ -148,7 +159,7 @@ def copy_built(built: Path, dest: Path) -> Path:
         refs = t.refs()
         manage = t.manageSnapshots()
         for ref in list(refs.keySet()):
-            if ref != "main":
+            if ref not in ("main", BUILT_TAG):
                 manage = (
                     manage.removeBranch(ref) if refs.get(ref).isBranch() else manage.removeTag(ref)
                 )
