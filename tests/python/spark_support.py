@@ -139,9 +139,10 @@ def record(built: Path) -> None:
 
 def copy_built(built: Path, dest: Path) -> Path:
     """A test's own shop project over the built shop's Iceberg catalog, with every table put back
-    as it was built: main at its built snapshot, no other branch or tag (but the tag keeping the built snapshot), no table the build did
-    not make. Tests of one session run one at a time, so they can share the tables; resetting is
-    a metadata commit per table where copying them costs a Spark job each."""
+    as it was built: main at its built snapshot, no other branch or tag (but the tag that keeps
+    the built snapshot), no table the build did not make. Tests of one session run one at a
+    time, so they can share the tables; resetting is a metadata commit per table where copying
+    them costs a Spark job each."""
     shutil.copytree(
         built,
         dest,
