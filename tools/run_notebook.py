@@ -64,9 +64,10 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?"),
         "<date-time>",
     ),
-    # Durations as backfill formats them: 227 ms, 0.06 s, 8.64 s, 1 m 35 s, 6 h 4 m, 2 d 3 h.
+    # Durations as backfill formats them: 818 µs, 227 ms, 0.06 s, 8.64 s, 1 m 35 s, 6 h 4 m,
+    # 2 d 3 h.
     (
-        re.compile(r"\b\d+(?:\.\d+)? (?:ms|s|m|h|d)\b(?: \d+(?:\.\d+)? (?:ms|s|m|h|d)\b)*"),
+        re.compile(r"\b\d+(?:\.\d+)? (?:µs|ms|s|m|h|d)\b(?: \d+(?:\.\d+)? (?:µs|ms|s|m|h|d)\b)*"),
         "<duration>",
     ),
     # The estimate says how many cores an embedded engine shares (only when it has fewer than
