@@ -186,27 +186,33 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 else stack.enter_context(engine.table_rows(*_table(spec)))  # type: ignore[union-attr]
                 for spec in (args.old, args.new)
             ]
-            options: dict[str, Any] = {}
-            if args.partition_by:
-                options = {"partition_by": args.partition_by, "grain": args.grain, "tz": args.tz}
-            result = diff(sides[0], sides[1], key=args.key, on_duplicate="report", **options)
+            result = diff(
+                sides[0], sides[1], key=args.key, on_duplicate="report", **_partition_options(args)
+            )
     finally:
         con.close()
         if engine is not None:
             engine.close()
-    if args.json:
-        dump(
-            {
-                "summary": result.summary.to_dict(),
-                "key": result.key,
-                "changed_columns": result.changed_columns(),
-                "columns": result.columns.to_pylist(),
-                "partitions": result.partitions.to_pylist(),
-            }
-        )
-    else:
-        write(str(result))
+    dump(_diff_json(result)) if args.json else write(str(result))
     return EXIT_OK if result.identical else EXIT_FAILED
+
+
+def _diff_json(result: Any) -> dict[str, Any]:
+    """What ``backfill diff --json`` prints of a DiffResult."""
+    return {
+        "summary": result.summary.to_dict(),
+        "key": result.key,
+        "changed_columns": result.changed_columns(),
+        "columns": result.columns.to_pylist(),
+        "partitions": result.partitions.to_pylist(),
+    }
+
+
+def _partition_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--partition-by`` with its ``--grain`` and ``--tz`` (nothing without it)."""
+    if not args.partition_by:
+        return {}
+    return {"partition_by": args.partition_by, "grain": args.grain, "tz": args.tz}
 
 
 def _diff_locations(args: argparse.Namespace) -> int:
@@ -214,9 +220,6 @@ def _diff_locations(args: argparse.Namespace) -> int:
     engine and only the partitions that differ are streamed (:func:`backfill.diff_tables`)."""
     from ..audit.crossdiff import diff_tables
 
-    options: dict[str, Any] = {}
-    if args.partition_by:
-        options = {"partition_by": args.partition_by, "grain": args.grain, "tz": args.tz}
     with busy(f"comparing {mask_url(args.old)} with {mask_url(args.new)}..."):
         result = diff_tables(
             args.old,
@@ -224,7 +227,7 @@ def _diff_locations(args: argparse.Namespace) -> int:
             args.key,
             columns=args.columns,
             where=args.where,
-            **options,
+            **_partition_options(args),
         )
     pushdown = {
         "segments": len(result.segments),
@@ -234,16 +237,7 @@ def _diff_locations(args: argparse.Namespace) -> int:
         "seconds": {k: round(v, 3) for k, v in result.timings.items()},
     }
     if args.json:
-        dump(
-            {
-                "summary": result.summary.to_dict(),
-                "key": result.key,
-                "changed_columns": result.changed_columns(),
-                "columns": result.columns.to_pylist(),
-                "partitions": result.partitions.to_pylist(),
-                **pushdown,
-            }
-        )
+        dump({**_diff_json(result), **pushdown})
     else:
         write(str(result))
         write(
