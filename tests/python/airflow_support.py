@@ -185,6 +185,34 @@ if __name__ == "__main__":
 '''
 
 
+def _sessions(db: str | None) -> str:
+    """What each session of the Postgres server of ``db`` runs and waits for."""
+    if db is None:
+        return ""
+    import psycopg
+
+    try:
+        with psycopg.connect(db, autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT pid, datname, state, wait_event_type, wait_event, pg_blocking_pids(pid),"
+                " now() - xact_start, left(query, 200) FROM pg_stat_activity"
+                " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            ).fetchall()
+    except psycopg.Error as err:
+        return f"--- pg_stat_activity unavailable: {err}"
+    return "--- pg_stat_activity\n" + "\n".join(map(str, rows))
+
+
+def _stuck(timeout: float, output: str, sessions: str, home: Path) -> str:
+    """What a DAG run that did not finish was doing: the tail of its output, of its task logs
+    and of the API server's, and what each Postgres session waited for."""
+    parts = [f"the DAG run did not finish in {timeout} s", output[-4000:], sessions]
+    for log in sorted(home.rglob("*.log"), key=lambda f: f.stat().st_mtime)[-6:]:
+        text = log.read_text(errors="replace")[-1500:]
+        parts.append(f"--- {log.relative_to(home)}\n{text}")
+    return "\n".join(parts)
+
+
 @contextlib.contextmanager
 def api_server(home: Path, dags: Path, db: str | None = None) -> Iterator[dict[str, str]]:
     """An Airflow API server on a free port for worker processes (their Execution API); yields
@@ -292,15 +320,21 @@ def run_dag(
             if conf.get("executor")
             else env(home, dags, db)
         )
-        r = subprocess.run(
+        proc = subprocess.Popen(
             [sys.executable, str(dags / "backfill_fix.py")],
             env=environ,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=timeout,
             cwd=work,
         )
-    output = r.stdout + r.stderr
-    assert r.returncode == 0 and out.exists(), output[-5000:]
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            sessions = _sessions(db)  # before the kill ends them
+            proc.kill()
+            output, _ = proc.communicate()
+            raise AssertionError(_stuck(timeout, output, sessions, home)) from None
+    assert proc.returncode == 0 and out.exists(), output[-5000:]
     runs: list[dict[str, Any]] = json.loads(out.read_text())
     return runs, output

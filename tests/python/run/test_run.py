@@ -465,7 +465,14 @@ def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(shop
                 proc.communicate() for proc in procs
             ]
             time.sleep(0.05)
-        time.sleep(0.3)  # past the first open, into the first write that waits on the lock
+        # Then until both wait on the lock (SQLite's busy handler sleeps): a process that opened
+        # the ledger may still load the project, and a loaded machine can take longer than any
+        # fixed pause for that.
+        while not all(_waiting(proc.pid) for proc in procs):
+            assert time.monotonic() < deadline, "the runners never waited on the ledger lock"
+            assert all(proc.poll() is None for proc in procs), [
+                proc.communicate() for proc in procs
+            ]
     finally:
         lock.execute("ROLLBACK")
         lock.close()
@@ -477,6 +484,22 @@ def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(shop
     assert len({a["worker"].rsplit(":", 1)[0] for a in attempts}) == 2  # both processes worked
     assert bf.status().status == "done"
     assert fingerprints(shop_dir, audit_schema(bf.id)) == expected
+
+
+def _cpu_ticks(pid: int) -> int:
+    """The CPU time process ``pid`` has used, in clock ticks (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return -1
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
+def _waiting(pid: int, window: float = 0.5) -> bool:
+    """Whether process ``pid`` used (almost) no CPU over ``window`` seconds: it waits."""
+    before = _cpu_ticks(pid)
+    time.sleep(window)
+    return 0 <= _cpu_ticks(pid) - before <= 1
 
 
 def _has_open(pid: int, path: Path) -> bool:
