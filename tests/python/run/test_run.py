@@ -427,7 +427,10 @@ def test_sigkill_at_random_points_then_resume_gives_every_partition_once(shop_di
 def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(shop_dir: Path) -> None:
     shop.fix(shop_dir)
     p = backfill.Project.load(shop_dir)
-    plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-22", as_of=AS_OF)
+    # One day a task and one task at a time per runner: the first wave alone (21 days of
+    # fct_daily_sales) outlasts the other runner's start, so both must find work. With the
+    # default batching (9 tasks, a chain of waves) one runner could rightly take them all.
+    plan = p.plan("fct_daily_sales+", "2026-08-01", "2026-08-22", as_of=AS_OF, partitions_per_run=1)
     expected = _reference(shop_dir, plan, p)
     bf = p.backfill(plan, reason="two workers", allow_overlap=SAME_PLAN)
     # A lone process can finish every task before the second one has imported backfill, so the
@@ -449,7 +452,7 @@ def test_two_runner_processes_share_a_backfill_without_running_a_task_twice(shop
                 str(shop_dir),
                 "--json",
                 "--concurrency",
-                "2",
+                "1",
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
