@@ -193,7 +193,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
         con.close()
         if engine is not None:
             engine.close()
-    dump(_diff_json(result)) if args.json else write(str(result))
+    if args.json:
+        dump(_diff_json(result))
+    else:
+        write(str(result))
     return EXIT_OK if result.identical else EXIT_FAILED
 
 
