@@ -72,10 +72,11 @@ def plan_with_history(
     """:meth:`Project.plan` of any project: the plan stage's planner (which also checks the
     retention of the Kafka sources whose landing models it rebuilds), given the costs measured
     by past backfills (``history``) and the engine's batching capability."""
+    caps = None if project.settings is None else engine_capabilities(project.settings.engine)
+    options.setdefault("shared_machine", caps is not None and caps.embedded)
     if history and project.settings is not None:
         names = project.select(select, options.get("exclude"))
         options["costs"] = {**model_costs(project, names), **(options.get("costs") or {})}
-        caps = engine_capabilities(project.settings.engine)
         if caps is not None and not caps.multi_partition_tasks:
             options["unbatched"] = set(names) | set(options.get("unbatched") or ())
     return plan_project(project, select, start, end, PlanOptions(**options))

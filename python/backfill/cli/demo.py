@@ -192,15 +192,7 @@ def run_demo(
     else:
         status = bf.run(concurrency=concurrency)
     say(str(status))
-    on_cores = (
-        ""
-        if est.on_cores is None
-        else f", {format_seconds_fine(est.on_cores.makespan)} on {est.cores} cores"
-    )
-    say(
-        f"took {time.perf_counter() - began:.1f} s (estimated "
-        f"{format_seconds_fine(est.makespan)}{on_cores})"
-    )
+    say(f"took {time.perf_counter() - began:.1f} s (estimated {format_seconds_fine(est.makespan)})")
     if not status.ok:
         return EXIT_FAILED
 

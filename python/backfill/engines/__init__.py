@@ -76,6 +76,7 @@ __all__ = [
     "open_engine",
     "recorded_partitions",
     "scratch_area",
+    "type_capabilities",
 ]
 
 GROUP = "backfill.engines"
@@ -91,7 +92,13 @@ def engine_types() -> dict[str, Any]:
 def engine_capabilities(settings: EngineSettings) -> Capabilities | None:
     """What the engine ``settings`` name declares, read from its class without connecting
     (None when the plugin is not installed or its factory is not an Engine class's)."""
-    ep = engine_types().get(settings.type)
+    return type_capabilities(settings.type)
+
+
+def type_capabilities(name: str) -> Capabilities | None:
+    """What the installed engine type ``name`` declares, read from its class without
+    connecting (None when the plugin is not installed or its factory is not an Engine class's)."""
+    ep = engine_types().get(name)
     if ep is None:
         return None
     factory = ep.load()

@@ -107,6 +107,9 @@ class PlanContext:
     #: by task id, how many typical partitions of its model the task's work is (the rows of
     #: its periods: ``ModelCost.size_of``; -1: its partition count); empty: none weighed
     task_sizes: Sequence[float] = ()
+    #: the tasks run on an embedded engine, in one process on this machine's cores: tasks side
+    #: by side share them (see :attr:`Estimate.shared_machine`)
+    shared_machine: bool = False
 
     def __post_init__(self) -> None:
         # Copies that cannot change: a caller's dict or list is not shared with the plan.
@@ -122,7 +125,13 @@ class PlanContext:
 
 @dataclass(frozen=True)
 class Estimate:
-    """The list schedule of a plan at a concurrency: total work, makespan, critical path."""
+    """The list schedule of a plan at a concurrency: total work, makespan, critical path.
+
+    ``shared_machine``: the tasks run on an embedded engine, which gives each query all of
+    this machine's cores, so tasks side by side share them instead of adding to them. Their
+    costs are then machine time (:mod:`backfill.run.machine_time`), and the makespan is the
+    total work at any concurrency: the machine is busy from the first task to the last, and
+    more tasks at once only divide it further. The list schedule still orders the tasks."""
 
     concurrency: int
     total_work: float  # seconds of work, summed over tasks
@@ -131,6 +140,7 @@ class Estimate:
     per_model: dict[str, float]  # seconds of work by model
     assumed: list[str]  # models without cost data (no estimate is made for them)
     plan: Plan = field(repr=False, compare=False)
+    shared_machine: bool = False
 
     def __str__(self) -> str:
         if self.assumed:  # a figure made of assumptions would read as a measurement
@@ -138,11 +148,15 @@ class Estimate:
                 f"no estimate: no cost data for {', '.join(self.assumed)} (run `backfill "
                 "estimate`, or run a backfill: every run measures its tasks)"
             )
-        text = (
+        if self.shared_machine:
+            return (
+                f"est. {format_seconds(self.makespan)} at {self.concurrency} concurrent "
+                "(the tasks share this machine's cores)"
+            )
+        return (
             f"est. {format_seconds(self.makespan)} at {self.concurrency} concurrent "
             f"({format_seconds(self.total_work)} of work)"
         )
-        return text
 
 
 def _fine(seconds: float) -> str:
@@ -351,14 +365,16 @@ class Plan:
         core = self._core
         ms = self.models
         path = [(str(t["model"]), str(t["label"])) for t in map(core.task, core.critical_path)]
+        shared = self._context.shared_machine
         return Estimate(
             concurrency=int(core.concurrency),
             total_work=float(core.total_work),
-            makespan=float(core.makespan),
+            makespan=float(core.total_work if shared else core.makespan),
             critical_path=path,
             per_model={m.model: m.work for m in ms},
             assumed=[m.model for m in ms if m.cost_assumed and m.tasks],
             plan=self,
+            shared_machine=shared,
         )
 
     def estimate(
@@ -465,6 +481,7 @@ class Plan:
                 # no figure when a model has no cost data (it would be made up)
                 "total_work_seconds": None if sched.assumed else sched.total_work,
                 "makespan_seconds": None if sched.assumed else sched.makespan,
+                "shared_machine": sched.shared_machine,
                 "critical_path": [{"model": m, "label": lab} for m, lab in sched.critical_path],
                 "assumed_cost": sched.assumed,
             },

@@ -58,6 +58,8 @@ class PlanOptions:
     min_task_seconds: float | None = None
     unbatched: Collection[str] = ()
     include_in_progress: bool | None = None
+    #: the engine is embedded: tasks side by side share this machine's cores (PlanContext)
+    shared_machine: bool = False
 
     @property
     def auto(self) -> bool:
@@ -177,6 +179,7 @@ class _Planner:
             costs={m.model: self.cost_of.get(m.model, ModelCost(m.model, "none")) for m in models},
             replay=check_retention(self.project, models, as_of=core.as_of),
             task_sizes=sizes,
+            shared_machine=opts.shared_machine,
         )
 
     def _known(self) -> tuple[dict[str, float], dict[str, float]]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import html
 import logging
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,9 +52,6 @@ class EstimateReport:
     samples: list[SampleRun]
     estimate: Estimate
     concurrency: int
-    #: an embedded engine shares this machine's cores: the schedule at min(concurrency, cores)
-    cores: int | None = None
-    on_cores: Estimate | None = None
 
     @property
     def makespan(self) -> float:
@@ -71,17 +67,17 @@ class EstimateReport:
                 f" ({s.rows:,} row{'' if s.rows == 1 else 's'}); {plural} to rebuild"
             )
         total = sum(s.partitions for s in self.samples)
+        est = self.estimate
         lines.append(
             f"{total} partitions at {self.concurrency} concurrent ≈ "
-            f"{format_seconds_fine(self.estimate.makespan)} "
-            f"({format_seconds_fine(self.estimate.total_work)} of work)"
-        )
-        if self.on_cores is not None:
-            lines.append(
-                f"(the embedded engine shares this machine's {self.cores} cores: "
-                f"≈ {format_seconds_fine(self.on_cores.makespan)} at "
-                f"{self.on_cores.concurrency} concurrent)"
+            f"{format_seconds_fine(est.makespan)}"
+            + (
+                " (the embedded engine gives each task this machine's cores: tasks side by "
+                "side share them)"
+                if est.shared_machine
+                else f" ({format_seconds_fine(est.total_work)} of work)"
             )
+        )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,8 +87,7 @@ class EstimateReport:
             "makespan_seconds": self.estimate.makespan,
             "total_work_seconds": self.estimate.total_work,
             "per_model_seconds": self.estimate.per_model,
-            "cores": self.cores,
-            "makespan_on_cores_seconds": None if self.on_cores is None else self.on_cores.makespan,
+            "shared_machine": self.estimate.shared_machine,
         }
 
     def _repr_html_(self) -> str | None:
@@ -168,13 +163,7 @@ def estimate(
     _keep(project, runs, eng.name)
     conc = plan.schedule.concurrency if concurrency is None else concurrency
     costs = {r.model: r.seconds for r in runs}
-    est = plan.estimate(costs=costs, concurrency=conc)
-    cores = os.cpu_count() or 1
-    if eng.capabilities.embedded and conc > cores:
-        # In-process DuckDB tasks compete for this machine's cores; more threads than cores
-        # do not shorten CPU-bound work.
-        return EstimateReport(runs, est, conc, cores, plan.estimate(costs=costs, concurrency=cores))
-    return EstimateReport(runs, est, conc)
+    return EstimateReport(runs, plan.estimate(costs=costs, concurrency=conc), conc)
 
 
 def _keep(project: Project, runs: list[SampleRun], engine_type: str) -> None:

@@ -11,6 +11,10 @@ than the model has now; stale ones are used only when there is nothing newer, an
 Times count only from the engine type the project runs on (a Spark backfill's times do not
 estimate DuckDB); the rows each partition held come from every engine's runs: per partition
 where the engine counted them in the write, else a task's rows spread over its partitions.
+
+On an embedded engine (DuckDB) a task's time is its machine time (:mod:`.machine_time`): tasks
+run side by side in one process share its cores, and the wall time of a task that ran beside
+another says more about the other than about itself.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..calendar import partitions as calendar_partitions
+from ..engines import type_capabilities
 from ..errors import BackfillError
 from ..plan.costs import Measurement, ModelCost, fit_cost, overhead_hint
 from .backfill import sql_hash
 from .ledger import CostMeasure, LedgerBackend, ledger_for
+from .machine_time import machine_times
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -60,8 +66,14 @@ def model_costs(
             return {m: ModelCost(m, "none") for m in models}
     current = {m: sql_hash(project.models[m].sql) for m in names}
     found: dict[str, list[Measurement]] = {}
-    for row in ledger.cost_history(project.name, names, backfills):
+    # Every model's attempts: those of models not asked about shared the machine too.
+    rows = ledger.cost_history(project.name, list(project.models), backfills)
+    shares = _machine_shares(rows)
+    for i, row in enumerate(rows):
+        if row.model not in current:
+            continue
         seconds = row.wall_seconds if row.wall_seconds is not None else row.seconds
+        seconds = shares.get(i, seconds)
         if seconds is None:
             continue
         was = row.sql_hash
@@ -86,6 +98,31 @@ def model_costs(
     }
     log.info("costs of %s: %s", project.name, "; ".join(f"{m}: {c}" for m, c in out.items()))
     return out
+
+
+def _machine_shares(rows: Sequence[CostMeasure]) -> dict[int, float]:
+    """Index in ``rows`` -> the machine time of each backfill attempt on an embedded engine
+    (:mod:`.machine_time`: tasks run side by side in this process share its cores), from the
+    attempts' stamps; the attempts of other engines and those without stamps keep their wall
+    times (a Postgres or Spark task has the server's cores, not this machine's)."""
+    embedded: dict[str, bool] = {}
+    spans: list[tuple[float, float]] = []
+    index: list[int] = []
+    for i, row in enumerate(rows):
+        if row.source != "run" or row.engine_type is None or row.wall_seconds is None:
+            continue
+        if row.engine_type not in embedded:
+            caps = type_capabilities(row.engine_type)
+            embedded[row.engine_type] = caps is not None and caps.embedded
+        if not embedded[row.engine_type] or not row.finished_at:
+            continue
+        try:
+            end = dt.datetime.fromisoformat(row.finished_at).timestamp()
+        except ValueError:
+            continue
+        spans.append((end - row.wall_seconds, end))
+        index.append(i)
+    return dict(zip(index, machine_times(spans), strict=True))
 
 
 def _partition_rows(project: Project, row: CostMeasure) -> dict[str, float] | None:
