@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._numbers import to_kind
+from .._numbers import Number, delta, to_kind
 from .._secrets import mask_url
 from .._stamps import utcnow
 from ..engines import WHOLE, Part
@@ -164,9 +164,8 @@ def _model_audit(
     backfill's partitions ``labels`` (label, start, end) of the model."""
     columns = {r["column"]: r for r in result.columns.to_pylist()}
     kinds = {c: str(columns[c]["sum_kind"]) for c in measures}
-    totals = {
-        c: (to_kind(columns[c]["sum_old"], kinds[c]), to_kind(columns[c]["sum_new"], kinds[c]))
-        for c in measures
+    totals: dict[str, tuple[Number | None, Number | None]] = {
+        c: result.measure_totals[c] for c in measures
     }
     empty = PartitionFingerprint.empty()
     by_label = {
@@ -186,8 +185,7 @@ def _model_audit(
         if row is None:  # one segment: the whole result
             s = result.summary
             meas: dict[str, MeasureValues] = {
-                c: (*totals[c], to_kind(columns[c]["delta"], kinds[c]), columns[c]["pct_delta"])
-                for c in measures
+                c: (*totals[c], delta(*totals[c]), columns[c]["pct_delta"]) for c in measures
             }
             counts = (s.added, s.removed, s.changed)
         else:

@@ -50,7 +50,7 @@ from ..engines.sql.canonical import (
     streamed_value,
 )
 from ..errors import InvalidInputError
-from .crossdiff_sums import MeasureSpec, measure_specs, merged
+from .crossdiff_sums import MeasureSpec, measure_specs, measure_totals, merged
 from .diff import DiffOptions, DiffResult, ToleranceSpec
 from .diff import diff as arrow_diff
 
@@ -84,6 +84,9 @@ class TablesDiffResult(DiffResult):
     column_types: list[ColumnTypes]
     #: segment -> (a's, b's) sum of each measure, as each engine computed it in its segment scan
     segment_sums: dict[str, tuple[dict[str, Number], dict[str, Number]]]
+    #: measure -> (a's, b's) total at the measure's own kind and scale (``columns`` shares one
+    #: type between measures: a decimal at the largest scale, or a float beside a float one)
+    measure_totals: dict[str, tuple[Number, Number]]
 
 
 @dataclasses.dataclass
@@ -389,6 +392,7 @@ def diff_tables(  # noqa: PLR0913
         streamed, same, parts, partition_by, specs, {lb: sums[lb][0] for lb in same}
     )
     result.segment_sums = {lb: (a_sums, b_sums) for lb, (a_sums, b_sums) in sums.items()}
+    result.measure_totals = measure_totals(specs, list(sums.values()), result.columns)
     result.snapshots = snapshots
     result.segments = {lb: (fps[0].get(lb), fps[1].get(lb)) for lb in labels}
     result.streamed = sorted(differing)

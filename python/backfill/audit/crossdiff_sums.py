@@ -32,7 +32,7 @@ from typing import Any
 from .._numbers import DECIMAL, FLOAT, INTEGER, Number, pct
 from ..errors import InvalidInputError
 
-__all__ = ["MeasureSpec", "measure_specs", "merged"]
+__all__ = ["MeasureSpec", "measure_specs", "measure_totals", "merged"]
 
 _MAX_PRECISION = 38
 _TOP = 10**_MAX_PRECISION - 1
@@ -271,3 +271,26 @@ def merged(
             merged_columns(columns, specs, totals),
             merged_partitions(partitions, equal_rows, equal_sums, specs) if partitioned else None,
         )
+
+
+def measure_totals(
+    specs: Sequence[MeasureSpec],
+    segment_sums: Sequence[tuple[Mapping[str, Number], Mapping[str, Number]]],
+    columns: Any,
+) -> dict[str, tuple[Number, Number]]:
+    """measure -> (a's, b's) total at the measure's own kind and scale (the per-column table
+    shares one type between measures): exact measures from the engines' segment sums (the
+    streamed ones equal the C++ diff's), floats from ``columns`` (the result's table)."""
+    shared = {r["column"]: (r["sum_old"], r["sum_new"]) for r in columns.to_pylist()}
+    out: dict[str, tuple[Number, Number]] = {}
+    with decimal.localcontext(_CONTEXT):
+        for spec in specs:
+            if spec.exact:
+                out[spec.name] = (
+                    sum((a[spec.name] for a, _ in segment_sums), spec.zero()),
+                    sum((b[spec.name] for _, b in segment_sums), spec.zero()),
+                )
+            else:
+                old, new = shared[spec.name]
+                out[spec.name] = (float(old), float(new))
+    return out

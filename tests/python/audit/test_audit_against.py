@@ -125,6 +125,7 @@ def test_the_audit_against_postgres_finds_exactly_the_differences(
     )
     assert daily.totals["revenue"] == (_pg_sum(location), area_total)
     assert daily.measure_kinds["revenue"] == "decimal"
+    assert [str(v).count(".") for v in daily.totals["units"]] == [0, 0]  # at its own scale
     old, new, delta, _ = differing["2026-08-03"].measures["revenue"]
     assert delta == Decimal("-10.00") and old - new == Decimal("10.00")
     monthly_audit = report["fct_monthly_sales"]

@@ -131,6 +131,15 @@ def _check(a: str, b: str, measures: list[str] | None, **options: Any) -> Any:
     assert got.summary == want.summary
     assert got.measures == want.measures
     assert_same_diff_tables(got, want, floats=("x",))
+    # each measure's totals at its own type (the per-column table shares one between measures)
+    shared = {r["column"]: r for r in want.columns.to_pylist()}
+    for m, (old, new) in got.measure_totals.items():
+        if m in EXACT:
+            assert isinstance(old, int if m == "huge" else Decimal)
+        if isinstance(shared[m]["sum_old"], Decimal):  # exact when every measure is
+            assert old == shared[m]["sum_old"] and new == shared[m]["sum_new"]
+        else:
+            assert float(old) == pytest.approx(shared[m]["sum_old"], rel=1e-9)
     return got
 
 
