@@ -447,9 +447,17 @@ class AuditReport:
             else "<span style='color:#c33'>GATES FAILED</span>"
         )
         parts = [
-            f"<div class='backfill-audit'><p><b>audit of {e(self.backfill_id)}</b>: {verdict}</p>",
-            self.summary._repr_html_() or "",
+            f"<div class='backfill-audit'><p><b>audit of {e(self.backfill_id)}</b>: {verdict}</p>"
         ]
+        if self.against:
+            compared = "; ".join(
+                f"{e(m)} with <code>{e(loc)}</code>" for m, loc in self.against.items()
+            )
+            parts.append(
+                f"<p>compared (old) with other tables, not the published version: {compared}. "
+                "Not recorded: publishing needs the audit against the published version.</p>"
+            )
+        parts.append(self.summary._repr_html_() or "")
         if self.gates:
             parts.append(
                 html_table(

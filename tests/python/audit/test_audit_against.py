@@ -136,6 +136,8 @@ def test_the_audit_against_postgres_finds_exactly_the_differences(
     assert f"fct_daily_sales compared with {location} (old)" in text
     assert "not recorded" in text and "fct_sales_7d" not in text
     assert report.to_dict()["against"]["fct_daily_sales"] == location
+    html = report._repr_html_()
+    assert html is not None and f"fct_daily_sales with <code>{location}</code>" in html
     assert bf.ledger.audits(bf_id) == []  # publish still needs the audit of the published
     # gates of the call are checked against the other table
     gated = bf.audit(
