@@ -44,6 +44,7 @@ from ..engines.sql.canonical import (
     compare_as,
     duplicate_key_scan,
     filtered,
+    in_periods,
     instant_bounds_scan,
     rows_select,
     segments_scan,
@@ -331,8 +332,8 @@ def diff_tables(  # noqa: PLR0913
             partition = (partition_by, kinds[0])
             if periods is not None:
                 rels = (
-                    _in_periods(sa, rels[0], partition_by, kinds[0], periods),
-                    _in_periods(sb, rels[1], partition_by, kinds[1], periods),
+                    in_periods(sa.dialect, rels[0], partition_by, kinds[0], periods),
+                    in_periods(sb.dialect, rels[1], partition_by, kinds[1], periods),
                 )
             parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
         elif periods is not None:
@@ -422,15 +423,6 @@ def _utc_zones(table: Any) -> Any:
         for f in table.schema
     ]
     return table.cast(pa.schema(fields))
-
-
-def _in_periods(
-    source: TableSource, relation: str, column: str, kind: ColumnKind, periods: Sequence[Period]
-) -> str:
-    """``relation`` restricted to the rows whose ``column`` falls in ``periods`` (the dialect's
-    period filter, as the engines' own reads filter)."""
-    keep = source.dialect.in_periods(column, periods, kind, "t")
-    return f"(SELECT * FROM {relation} t WHERE {keep})"
 
 
 def _with_unchanged(

@@ -70,6 +70,7 @@ __all__ = [
     "duplicate_key_scan",
     "encoding_of",
     "filtered",
+    "in_periods",
     "instant_bounds_scan",
     "row_hash",
     "rows_select",
@@ -256,6 +257,14 @@ def segments_scan(
 def filtered(relation: str, where: str | None) -> str:
     """``relation`` restricted by the caller's filter ``where`` (in the engine's SQL)."""
     return relation if where is None else f"(SELECT * FROM {relation} WHERE {where})"
+
+
+def in_periods(
+    d: Dialect, relation: str, column: str, kind: ColumnKind, periods: Sequence[Period]
+) -> str:
+    """``relation`` restricted to the rows whose ``column`` falls in ``periods`` (UTC instants;
+    the dialect's period filter, as the engines' own reads filter)."""
+    return f"(SELECT * FROM {relation} t WHERE {d.in_periods(column, periods, kind, 't')})"
 
 
 def duplicate_key_scan(d: Dialect, relation: str, key: Sequence[str]) -> str:
