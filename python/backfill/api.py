@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from ._extras import extra_required
 from .audit import AuditReport, audit_backfill
+from .audit.against import audit_against
 from .engines import Engine, engine_capabilities
 from .errors import BackfillError, InvalidInputError
 from .lint import LintResult
@@ -351,9 +352,28 @@ class Backfill(_RunBackfill):
             accept_changed_sql=accept_changed_sql,
         )
 
-    def audit(self, gates: Mapping[str, Any] | None = None) -> AuditReport:
+    def audit(
+        self,
+        gates: Mapping[str, Any] | None = None,
+        *,
+        against: str | Mapping[str, str] | None = None,
+        key: Sequence[str] | None = None,
+    ) -> AuditReport:
         """Diffs every model's audit version against the published one and checks the gates
-        (backfill.yml ``audits`` plus ``gates``); recorded in the ledger."""
+        (backfill.yml ``audits`` plus ``gates``); recorded in the ledger.
+
+        ``against`` compares what the backfill wrote with tables elsewhere instead (a
+        migration's old system): ``{model: location}`` (``duckdb:///file#schema.table``,
+        ``postgresql://...#schema.table``, Parquet), or one location when the backfill rebuilt
+        one model; ``key`` overrides the model's key (one model). Only ``gates`` are checked;
+        not recorded (see :mod:`backfill.audit.against`)."""
+        if against is not None:
+            return audit_against(self, against, gates, key)
+        if key is not None:
+            raise InvalidInputError(
+                "key= applies with against=; the audit against the published version matches "
+                "rows on the model's unique_key or natural key"
+            )
         return audit_backfill(self, gates)
 
     def publish(self, note: str, *, force_reason: str | None = None) -> Publication:

@@ -169,3 +169,33 @@ def same_float(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
     return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9)
+
+
+def assert_same_diff_tables(got: Any, want: Any, floats: tuple[str, ...] = ()) -> None:
+    """``got``'s per-column and per-partition tables equal ``want``'s: the same types and the
+    same values, exactly, except the columns ``floats`` (float sums: equal up to the order in
+    which the rows were added) and percentages (from the same exact sums, through long double in
+    C++ and 100-digit decimals in Python)."""
+    import pytest
+
+    for name in ("columns", "partitions"):
+        g, w = getattr(got, name), getattr(want, name)
+        # A table copied from pyarrow holds its strings as large_utf8 (ArrowTable.from_arrow).
+        types = {c: t.replace("large_utf8", "utf8") for c, t in g.types.items()}
+        assert types == w.types, (name, g.types, w.types)
+        assert g.num_rows == w.num_rows, name
+        for row_g, row_w in zip(g.to_pylist(), w.to_pylist(), strict=True):
+            float_row = name == "columns" and row_w.get("sum_kind") == "float"
+            for col, vw in row_w.items():
+                vg = row_g[col]
+                approximate = (
+                    col.endswith("pct")
+                    or col.endswith("pct_delta")
+                    or any(col.startswith(f + "_") for f in floats)
+                    or (float_row and col in ("sum_old", "sum_new", "delta"))
+                    or (name == "columns" and isinstance(vw, float) and col != "max_abs_diff")
+                )
+                if approximate and vw is not None and vg is not None:
+                    assert vg == pytest.approx(vw, rel=1e-9, abs=1e-6), (name, col, row_w)
+                else:
+                    assert vg == vw and type(vg) is type(vw), (name, col, vg, vw, row_w)

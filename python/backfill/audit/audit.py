@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["audit_backfill", "audit_model"]
+__all__ = ["audit_backfill", "audit_model", "check_auditable"]
 
 #: ModelAudit.timings, in this order
 _PHASES = ("fingerprint scan", "key", "measure sums", "transfer", "diff")
@@ -476,10 +476,9 @@ def _facts(a: ModelAudit) -> ModelFacts:
     )
 
 
-def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> AuditReport:
-    """Audits every model of ``bf`` (see the module doc), evaluates the gates of
-    ``backfill.yml`` plus ``gates``, records the audit in the ledger and returns the report."""
-    project = bf.project
+def check_auditable(bf: Backfill) -> None:
+    """InvalidInputError unless ``bf`` wrote an audit area that is complete and not yet
+    published or discarded."""
     rec = bf.ledger.backfill(bf.id)
     if bf.mode != "audit":
         raise InvalidInputError(
@@ -495,6 +494,13 @@ def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> Audi
             f"{status.total} task(s) not done ({status.status}); run or "
             f"resume it first: backfill run --resume {bf.id}"
         )
+
+
+def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> AuditReport:
+    """Audits every model of ``bf`` (see the module doc), evaluates the gates of
+    ``backfill.yml`` plus ``gates``, records the audit in the ledger and returns the report."""
+    project = bf.project
+    check_auditable(bf)
     parts = bf.partitions()
     order = [m for m in project.topological_order() if m in parts]
     settings = project.settings

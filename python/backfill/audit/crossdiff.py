@@ -17,8 +17,11 @@ whose fingerprints are equal are added to the result as matched and unchanged. T
 :attr:`TablesDiffResult.column_types` (columns whose types differ between the sides: compared as
 what, or not compared).
 
-Measure sums are not computed (``measures=[]``): the partitions that are not streamed would need
-their sums pushed down too (a later step).
+Measures (default: the numeric compared columns, as :func:`backfill.diff`) are summed per
+partition in the same scan that fingerprints it, in each engine, and merged with the streamed
+partitions' sums from the C++ diff (:mod:`.crossdiff_sums`): the per-column and per-partition
+sums, deltas and percentages are those :func:`backfill.diff` gives for the same rows, exact for
+integers and decimals, for streamed and equal partitions alike.
 """
 
 from __future__ import annotations
@@ -30,20 +33,25 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._numbers import Number
 from ..calendar import Grain, partition_of, partitions
-from ..engines import Column, ColumnKind, Part, PartitionFingerprint
+from ..engines import Column, ColumnKind, Part, PartitionFingerprint, Period
 from ..engines.locations import TableSource, open_table
 from ..engines.sql.canonical import (
     Encoded,
     Encoding,
+    Summed,
     compare_as,
     duplicate_key_scan,
     filtered,
+    in_periods,
     instant_bounds_scan,
     rows_select,
     segments_scan,
+    streamed_value,
 )
 from ..errors import InvalidInputError
+from .crossdiff_sums import MeasureSpec, measure_specs, measure_totals, merged
 from .diff import DiffOptions, DiffResult, ToleranceSpec
 from .diff import diff as arrow_diff
 
@@ -75,6 +83,11 @@ class TablesDiffResult(DiffResult):
     segments: dict[str, tuple[PartitionFingerprint | None, PartitionFingerprint | None]]
     streamed: list[str]
     column_types: list[ColumnTypes]
+    #: segment -> (a's, b's) sum of each measure, as each engine computed it in its segment scan
+    segment_sums: dict[str, tuple[dict[str, Number], dict[str, Number]]]
+    #: measure -> (a's, b's) total at the measure's own kind and scale (``columns`` shares one
+    #: type between measures: a decimal at the largest scale, or a float beside a float one)
+    measure_totals: dict[str, tuple[Number, Number]]
 
 
 @dataclasses.dataclass
@@ -169,22 +182,63 @@ def _parts(
     return [(p.label, p.start, p.end) for p in partitions(grain, first.start, last.end, tz)]
 
 
+def _measures(plan: _Plan, key: Sequence[str], measures: Sequence[str] | None) -> list[str]:
+    """The measures to sum: ``measures``, or the numeric compared columns besides the key (as
+    :func:`backfill.diff` chooses them; a column named ``rows`` would clash with the row
+    counts)."""
+    numeric = {e.name for e in plan.encoded if e.encoding in (Encoding.EXACT, Encoding.FLOAT)}
+    if measures is None:
+        return [c for c in plan.compared if c in numeric and c not in key and c != "rows"]
+    for c in measures:
+        if c not in numeric:
+            raise InvalidInputError(
+                f"measure {c!r}: expected a numeric column compared on both sides (numeric "
+                f"compared columns: {', '.join(c for c in plan.compared if c in numeric)})"
+            )
+    return list(measures)
+
+
+def _summed(source: TableSource, plan: _Plan, measures: Sequence[str]) -> list[Summed]:
+    """What ``source``'s segment scan sums: each measure as it would be streamed."""
+    cols = _by_name(source, "")
+    exact = {e.name for e in plan.encoded if e.encoding == Encoding.EXACT}
+    return [
+        Summed(streamed_value(source.dialect, cols[m], plan.casts.get(m)), m in exact)
+        for m in measures
+    ]
+
+
 def _fingerprints(
     source: TableSource,
     rel: str,
     plan: _Plan,
     partition: tuple[str, ColumnKind] | None,
     parts: Sequence[Part],
-) -> dict[str, PartitionFingerprint]:
-    sql = segments_scan(source.dialect, rel, plan.encoded, partition, parts)
+    measures: Sequence[str],
+) -> tuple[dict[str, PartitionFingerprint], dict[str, tuple[Any, ...]]]:
+    """Per segment holding rows: its fingerprint, and its sums of ``measures`` as the engine
+    returned them (text of exact sums, floats)."""
+    summed = _summed(source, plan, measures)
+    sql = segments_scan(source.dialect, rel, plan.encoded, partition, parts, summed)
     labels = {i: label for i, (label, _, _) in enumerate(parts)} | {-1: NULL_SEGMENT}
     if partition is None:
         labels = {0: "all"}
-    out = {}
-    for i, n, h in source.rows(sql):
+    try:
+        rows = source.rows(sql)
+    except InvalidInputError as exc:
+        if not measures:
+            raise
+        raise InvalidInputError(
+            f"{exc} (summing the measures {', '.join(measures)}; one whose sum leaves 38 digits "
+            "cannot be summed exactly: leave it out of measures=)"
+        ) from None
+    out, sums = {}, {}
+    for i, n, h, *total in rows:
         if int(str(n)):
-            out[labels[int(str(i))]] = PartitionFingerprint.of(int(str(n)), int(str(h)))
-    return out
+            label = labels[int(str(i))]
+            out[label] = PartitionFingerprint.of(int(str(n)), int(str(h)))
+            sums[label] = tuple(total)
+    return out, sums
 
 
 def _select(
@@ -222,6 +276,8 @@ def diff_tables(  # noqa: PLR0913
     columns: Sequence[str] | None = None,
     where: str | None = None,
     tolerance: Mapping[str, ToleranceSpec] | None = None,
+    measures: Sequence[str] | None = None,
+    periods: Sequence[Period] | None = None,
     sample: int = 10,
     threads: int = 0,
 ) -> TablesDiffResult:
@@ -232,9 +288,13 @@ def diff_tables(  # noqa: PLR0913
     ``partition_by`` (a date or timestamp column of both) cuts both tables into partitions of
     ``grain`` in ``tz``, fingerprinted in each engine; only differing ones are streamed.
     ``columns`` (default: the columns both have) and ``where`` (a filter in each engine's SQL,
-    applied to both) choose what is compared; ``tolerance`` and ``sample`` are
-    :func:`backfill.diff`'s. A key that is not unique on a side, a side that cannot be read or
-    has no such table raise :class:`~backfill.InvalidInputError` naming it.
+    applied to both) choose what is compared; ``periods`` (UTC ``(start, end)`` instants, with
+    ``partition_by``) keeps the rows whose ``partition_by`` falls in one of them, on both sides
+    (each engine's own period filter). ``measures`` (default: the numeric compared columns
+    besides the key) are summed per partition in each engine (see the module's documentation);
+    ``tolerance`` and ``sample`` are :func:`backfill.diff`'s. A key that is not unique on a
+    side, a side that cannot be read or has no such table raise
+    :class:`~backfill.InvalidInputError` naming it.
     """
     keys = [key] if isinstance(key, str) else list(key)
     options = DiffOptions(
@@ -252,6 +312,7 @@ def diff_tables(  # noqa: PLR0913
     t0 = time.perf_counter()
     with open_table(a) as sa, open_table(b) as sb:
         plan = _plan(sa, sb, keys, columns)
+        names = _measures(plan, keys, measures)
         rels = (filtered(sa.relation, where), filtered(sb.relation, where))
         partition: tuple[str, ColumnKind] | None = None
         parts: list[Part] = []
@@ -269,18 +330,27 @@ def diff_tables(  # noqa: PLR0913
             if partition_by not in plan.compared:
                 raise InvalidInputError(f"partition_by={partition_by!r} must be compared too")
             partition = (partition_by, kinds[0])
+            if periods is not None:
+                rels = (
+                    in_periods(sa.dialect, rels[0], partition_by, kinds[0], periods),
+                    in_periods(sb.dialect, rels[1], partition_by, kinds[1], periods),
+                )
             parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
+        elif periods is not None:
+            raise InvalidInputError("periods= filters the partition_by column: pass partition_by")
         for side, src, rel in (("a", sa, rels[0]), ("b", sb, rels[1])):
             _check_unique(src, side, keys, rel)
         timings["open"] = time.perf_counter() - t0
-        fps = []
+        fps, pushed = [], []
         for name, src, rel in (("a", sa, rels[0]), ("b", sb, rels[1])):
             t = time.perf_counter()
             side_parts = parts
             part_of_side = (
                 None if partition is None else (partition[0], _by_name(src, "")[partition[0]].kind)
             )
-            fps.append(_fingerprints(src, rel, plan, part_of_side, side_parts))
+            fp, sums = _fingerprints(src, rel, plan, part_of_side, side_parts, names)
+            fps.append(fp)
+            pushed.append(sums)
             timings[f"fingerprints {name}"] = time.perf_counter() - t
         labels = sorted(set(fps[0]) | set(fps[1]))
         differing = {lb for lb in labels if fps[0].get(lb) != fps[1].get(lb)}
@@ -291,6 +361,7 @@ def diff_tables(  # noqa: PLR0913
         ]
         tables = [_utc_zones(table) for table in tables]
         timings["stream"] = time.perf_counter() - t
+        specs = measure_specs(names, tables[0].schema, tables[1].schema)
         snapshots = {"a": sa.snapshot, "b": sb.snapshot}
     t = time.perf_counter()
     streamed = arrow_diff(
@@ -301,14 +372,28 @@ def diff_tables(  # noqa: PLR0913
         grain=grain,
         tz=tz,
         tolerance=tolerance,
-        measures=[],
+        measures=names,
         sample=sample,
         on_duplicate="error",
         threads=threads,
     )
     timings["diff"] = time.perf_counter() - t
     same = {lb: fps[0][lb] for lb in labels if lb not in differing}
-    result = _with_unchanged(streamed, same, parts, partition_by)
+    sums = {
+        lb: tuple(
+            {
+                s.name: s.value(raw)
+                for s, raw in zip(specs, side.get(lb, (None,) * len(specs)), strict=True)
+            }
+            for side in pushed
+        )
+        for lb in labels
+    }
+    result = _with_unchanged(
+        streamed, same, parts, partition_by, specs, {lb: sums[lb][0] for lb in same}
+    )
+    result.segment_sums = {lb: (a_sums, b_sums) for lb, (a_sums, b_sums) in sums.items()}
+    result.measure_totals = measure_totals(specs, list(sums.values()), result.columns)
     result.snapshots = snapshots
     result.segments = {lb: (fps[0].get(lb), fps[1].get(lb)) for lb in labels}
     result.streamed = sorted(differing)
@@ -345,15 +430,19 @@ def _with_unchanged(
     same: Mapping[str, PartitionFingerprint],
     parts: Sequence[Part],
     partition_by: str | None,
+    specs: Sequence[MeasureSpec],
+    same_sums: Mapping[str, Mapping[str, Number]],
 ) -> TablesDiffResult:
     """``streamed`` (the diff of the differing segments) with the equal segments' rows added as
-    matched and unchanged."""
+    matched and unchanged, and their sums of the measures ``specs`` (``same_sums``: a's)."""
     import pyarrow as pa
 
     from .._arrow import ArrowTable
 
     result = TablesDiffResult.__new__(TablesDiffResult)
     result.__dict__.update(streamed.__dict__)  # DiffResult's attributes, then patched
+    if not same:
+        return result  # everything streamed: the C++ diff's result as it is
     n = sum(fp.rows for fp in same.values())
     s = streamed.summary
     result.summary = dataclasses.replace(
@@ -363,22 +452,33 @@ def _with_unchanged(
         matched=s.matched + n,
         unchanged=s.unchanged + n,
     )
-    if partition_by is not None and same:
-        table = pa.RecordBatchReader.from_stream(streamed.partitions).read_all()
-        bounds = {label: (s0, e0) for label, s0, e0 in parts}
-        extra = {
-            "partition": [None if lb == NULL_SEGMENT else lb for lb in same],
-            "start": [bounds[lb][0] if lb in bounds else None for lb in same],
-            "end": [bounds[lb][1] if lb in bounds else None for lb in same],
-            "rows_old": [fp.rows for fp in same.values()],
-            "rows_new": [fp.rows for fp in same.values()],
-            "added": [0] * len(same),
-            "removed": [0] * len(same),
-            "changed": [0] * len(same),
+    columns_in, partitions_in = (
+        pa.RecordBatchReader.from_stream(t).read_all()
+        for t in (streamed.columns, streamed.partitions)
+    )
+    bounds = {label: (s0, e0) for label, s0, e0 in parts}
+    equal = [
+        {
+            "partition": None if lb == NULL_SEGMENT else lb,
+            "start": bounds[lb][0] if lb in bounds else None,
+            "end": bounds[lb][1] if lb in bounds else None,
+            "rows_old": fp.rows,
+            "rows_new": fp.rows,
+            "added": 0,
+            "removed": 0,
+            "changed": 0,
         }
-        added = pa.table(extra, schema=table.schema)
-        merged = pa.concat_tables([table, added]).sort_by(
-            [("start", "ascending"), ("partition", "ascending")]
-        )
-        result.partitions = ArrowTable.from_arrow(merged)
+        for lb, fp in same.items()
+    ]
+    columns, partitions = merged(
+        columns_in,
+        partitions_in,
+        equal,
+        [same_sums[lb] for lb in same],
+        specs,
+        partition_by is not None,
+    )
+    result.columns = ArrowTable.from_arrow(columns)
+    if partition_by is not None:
+        result.partitions = ArrowTable.from_arrow(partitions)
     return result

@@ -79,6 +79,9 @@ class ModelAudit:
     #: "diff" (the C++ diff; its own phases are in ``diff.timings``). Not part of to_dict: a
     #: machine's timings are not a result.
     timings: dict[str, float] = field(default_factory=dict)
+    #: the table the audit area was compared with instead of the published version (its
+    #: location, password masked; ``bf.audit(against=...)``), None for the published version
+    against: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -98,6 +101,14 @@ class ModelAudit:
 
     def describe(self) -> list[str]:
         """A few short lines: partitions, rows, columns, measure totals."""
+        lines = self._describe()
+        if self.against is not None:
+            lines.insert(
+                0, f"{self.model} compared with {self.against} (old), not the published version"
+            )
+        return lines
+
+    def _describe(self) -> list[str]:
         added, removed, changed = self._counts()
         n, d = len(self.partitions), len(self.differing)
         if not d:
@@ -190,6 +201,7 @@ class ModelAudit:
         added, removed, changed = self._counts()
         return {
             "model": self.model,
+            **({} if self.against is None else {"against": self.against}),
             "key": self.key,
             "key_source": self.key_source,
             "measures": self.measures,
@@ -248,12 +260,31 @@ class AuditReport:
     and ``to_pandas()``), ``.partitions`` and ``.deltas`` are tables."""
 
     def __init__(
-        self, backfill_id: str, audit_id: str, created_at: str, models: Sequence[ModelAudit]
+        self,
+        backfill_id: str,
+        audit_id: str,
+        created_at: str,
+        models: Sequence[ModelAudit],
+        *,
+        recorded: bool = True,
     ) -> None:
         self.backfill_id = backfill_id
         self.audit_id = audit_id
         self.created_at = created_at
         self.models: dict[str, ModelAudit] = {m.model: m for m in models}
+        #: whether the ledger holds it (an audit against other tables is not: publish needs
+        #: the one against the published version)
+        self.recorded = recorded
+
+    @property
+    def against(self) -> dict[str, str]:
+        """model -> the table it was compared with instead of the published version (masked)."""
+        return {m.model: m.against for m in self.models.values() if m.against is not None}
+
+    @property
+    def identical(self) -> bool:
+        """Whether every partition of every model was identical on both sides."""
+        return not any(m.differing for m in self.models.values())
 
     def __getitem__(self, model: str) -> ModelAudit:
         try:
@@ -378,6 +409,7 @@ class AuditReport:
             "audit_id": self.audit_id,
             "created_at": self.created_at,
             "passed": self.passed,
+            **({"against": self.against, "recorded": False} if not self.recorded else {}),
             "models": [m.to_dict() for m in self.models.values()],
         }
 
@@ -385,6 +417,15 @@ class AuditReport:
     def __str__(self) -> str:
         verdict = "gates passed" if self.passed else "GATES FAILED"
         lines = [f"audit of {self.backfill_id}: {verdict}"]
+        if self.against:
+            lines[0] = (
+                f"audit of {self.backfill_id} against other tables: "
+                f"{'identical' if self.identical else 'DIFFERENT'}, {verdict}"
+            )
+            lines.append(
+                "  (not recorded: publishing needs the audit against the published version, "
+                f"backfill audit {self.backfill_id})"
+            )
         lines += [f"  {line}" for m in self.models.values() for line in m.describe()]
         lines += [f"  {g}" for g in self.gates]
         return "\n".join(lines)
@@ -406,9 +447,17 @@ class AuditReport:
             else "<span style='color:#c33'>GATES FAILED</span>"
         )
         parts = [
-            f"<div class='backfill-audit'><p><b>audit of {e(self.backfill_id)}</b>: {verdict}</p>",
-            self.summary._repr_html_() or "",
+            f"<div class='backfill-audit'><p><b>audit of {e(self.backfill_id)}</b>: {verdict}</p>"
         ]
+        if self.against:
+            compared = "; ".join(
+                f"{e(m)} with <code>{e(loc)}</code>" for m, loc in self.against.items()
+            )
+            parts.append(
+                f"<p>compared (old) with other tables, not the published version: {compared}. "
+                "Not recorded: publishing needs the audit against the published version.</p>"
+            )
+        parts.append(self.summary._repr_html_() or "")
         if self.gates:
             parts.append(
                 html_table(

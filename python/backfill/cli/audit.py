@@ -55,15 +55,40 @@ Gates (limits on what may change) come from backfill.yml; --gates adds some for 
 audit. Exit 0 when every gate passes, 1 when one fails; then `backfill publish` refuses
 unless given --force REASON.
 
+--against compares what the backfill wrote with a table elsewhere instead of the
+published version (a migration's old system): rows of the backfilled partitions only,
+fingerprinted in each warehouse, the differing partitions read and diffed. Only --gates
+are checked; exit 0 when every compared model is identical (and the gates pass), 1 when
+not. It is not recorded: publish still needs the audit against the published version.
+
 examples:
   backfill audit                   the latest backfill
   backfill audit ID --json
-  backfill audit --gates '{fct_daily_sales: [{removed_rows: 0}]}'""",
+  backfill audit --gates '{fct_daily_sales: [{removed_rows: 0}]}'
+  backfill audit --select fct_daily_sales \
+      --against postgresql://me@old-db/shop#public.fct_daily_sales
+  backfill audit --against fct_daily_sales=postgresql://me@old-db/shop#public.fct_daily_sales \
+      --against fct_monthly_sales=duckdb:///old/shop.duckdb#main.fct_monthly_sales""",
     )
     p.add_argument("id", nargs="?", help="backfill id (default: the latest)")
     add_project_options(p)
     add_ledger_option(p)
     p.add_argument("--gates", help="extra gates as YAML/JSON: {model: [gate, ...]}")
+    p.add_argument(
+        "--against",
+        action="append",
+        metavar="[MODEL=]LOCATION",
+        help="compare with this table instead of the published version: "
+        "duckdb:///FILE#schema.table, postgresql://...#schema.table, a Parquet file or "
+        "folder; MODEL= says which model (repeatable), else --select names it",
+    )
+    p.add_argument("--select", metavar="MODEL", help="with --against LOCATION: the model compared")
+    p.add_argument(
+        "--key",
+        action="append",
+        help="with --against, one model: the key columns rows match on (repeatable; default "
+        "the model's unique_key, else its first key candidate)",
+    )
     p.set_defaults(func=cmd_audit)
 
 
@@ -122,11 +147,51 @@ def cmd_audit(args: argparse.Namespace) -> int:
             gates = yaml.safe_load(args.gates)
         except yaml.YAMLError as exc:
             raise InvalidInputError(f"--gates {args.gates!r} is not YAML/JSON: {exc}") from None
+    if not args.against and (args.select or args.key):
+        raise InvalidInputError("--select and --key apply with --against")
     bf = open_backfill(args)
+    if args.against:
+        against = _against(args.against, args.select, set(bf.project.models))
+        shown = ", ".join(f"{m} with {mask_url(loc)}" for m, loc in against.items()) or "?"
+        with busy(f"auditing {bf.id}: {shown}..."):
+            report = bf.audit(gates=gates, against=against or args.against[0], key=args.key)
+        dump(report.to_dict()) if args.json else write(str(report))
+        return EXIT_OK if report.passed and report.identical else EXIT_FAILED
     with busy(f"auditing {bf.id}..."):
         report = bf.audit(gates=gates)
     dump(report.to_dict()) if args.json else write(str(report))
     return EXIT_OK if report.passed else EXIT_FAILED
+
+
+def _against(specs: list[str], select: str | None, models: set[str]) -> dict[str, str]:
+    """model -> location of ``--against [MODEL=]LOCATION`` (repeated) and ``--select MODEL``;
+    empty for one bare location without --select (the backfill must then have rebuilt one
+    model). ``MODEL=`` is read as a model only when it names one of the project (a Parquet
+    folder may hold a ``=``)."""
+    out: dict[str, str] = {}
+    bare = []
+    for spec in specs:
+        head, eq, rest = spec.partition("=")
+        if eq and head in models:
+            if head in out:
+                raise InvalidInputError(f"--against names {head} twice")
+            out[head] = rest
+        else:
+            bare.append(spec)
+    if select is not None and select not in models:
+        raise InvalidInputError(
+            f"--select {select!r}: expected one model of the project ({', '.join(sorted(models))})"
+        )
+    if len(bare) > 1 or (bare and out):
+        raise InvalidInputError(
+            "--against LOCATION without MODEL= is one table for one model: with several, "
+            "write --against MODEL=LOCATION for each"
+        )
+    if bare and select is not None:
+        out[select] = bare[0]
+    elif select is not None and select not in out:
+        raise InvalidInputError(f"--select {select}: --against names no table for it")
+    return out
 
 
 def _is_file(spec: str) -> bool:

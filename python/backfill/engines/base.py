@@ -469,6 +469,15 @@ class Engine(ABC):
         engine's UTC period filters read them). Raises NotFoundError when the model has no
         relation in ``area``; ``periods=[]`` gives the relation's columns and no rows."""
 
+    def table_location(self, project: Project, model: str, area: Area) -> str:
+        """The location of ``model``'s relation in ``area`` as :func:`backfill.diff_tables`
+        opens it (``duckdb:///file#schema.table``, ``postgresql://...#schema.table``: with the
+        credentials the engine connects with; mask it before showing it)."""
+        raise InvalidInputError(
+            f"the {self.name} engine cannot name its tables as locations, so it cannot be "
+            "compared with a table elsewhere (backfill.diff_tables); export the table instead"
+        )
+
     def table_rows(self, schema: str, table: str) -> contextlib.AbstractContextManager[Any]:
         """A context manager yielding every row of the warehouse's table (or view)
         ``schema.table`` as an Arrow stream, in batches (``backfill diff schema.table``);

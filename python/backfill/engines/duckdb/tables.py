@@ -43,7 +43,10 @@ class DuckDBTable(TableSource):
         self.columns = [Column(r[0], str(r[1]), DIALECT.kind_of(str(r[1]))) for r in described]
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        return self._con.execute(sql).fetchall()
+        try:
+            return self._con.execute(sql).fetchall()
+        except duckdb.Error as exc:
+            raise InvalidInputError(f"{self.location}: {str(exc).splitlines()[0]}") from None
 
     def arrow(self, sql: str) -> Any:
         return self._con.sql(sql).to_arrow_table()

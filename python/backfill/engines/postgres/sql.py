@@ -93,10 +93,13 @@ class PostgresDialect(Dialect):
         return to_kind(value, kind.value if kind is not None else value_kind(value))
 
     def stream_column(self, column: Column, alias: str) -> str:
+        return f"{self.stream_value(column, alias)} AS {self.quote(column.name)}"
+
+    def stream_value(self, column: Column, alias: str) -> str:
         # An unconstrained numeric has no fixed scale: rounded, it arrives as decimal128(38, 10).
         col = f"{alias}.{self.quote(column.name)}"
         if column.kind == ColumnKind.DECIMAL and column.type == "numeric":
-            return f"round({col}, {UNCONSTRAINED_SCALE}) AS {self.quote(column.name)}"
+            return f"round({col}, {UNCONSTRAINED_SCALE})"
         return col
 
 

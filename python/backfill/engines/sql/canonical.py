@@ -65,14 +65,17 @@ __all__ = [
     "NULL_TOKEN",
     "Encoded",
     "Encoding",
+    "Summed",
     "compare_as",
     "duplicate_key_scan",
     "encoding_of",
     "filtered",
+    "in_periods",
     "instant_bounds_scan",
     "row_hash",
     "rows_select",
     "segments_scan",
+    "streamed_value",
     "token",
 ]
 
@@ -195,25 +198,58 @@ def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
     return d.canonical_hash64(f" || '{SEPARATOR}' || ".join(tokens))
 
 
+@dataclass(frozen=True)
+class Summed:
+    """A measure a segment scan sums: ``expression``, the value as it is streamed to the diff
+    (:func:`streamed_value`, over alias ``t``), so that a segment's sum is the sum the diff
+    would compute of its streamed rows; ``exact`` (integers and decimals) sums are read back as
+    text, every digit (DuckDB's HUGEINT and DECIMAL(38, s), PostgreSQL's numeric), float sums as
+    the engine's double."""
+
+    expression: str
+    exact: bool
+
+
+def streamed_value(d: Dialect, column: Column, cast: str | None, alias: str = "t") -> str:
+    """The value of ``column`` as the diff receives it: cast to ``"float"`` or ``"bigint"`` (one
+    Arrow type on both sides), or as the dialect streams it (PostgreSQL rounds an unconstrained
+    numeric to a fixed scale)."""
+    if cast is None:
+        return d.stream_value(column, alias)
+    target = d.float_type if cast == "float" else "BIGINT"
+    return f"CAST({alias}.{d.quote(column.name)} AS {target})"
+
+
 def segments_scan(
     d: Dialect,
     relation: str,
     columns: Sequence[Encoded],
     partition: tuple[str, ColumnKind] | None,
     parts: Sequence[Part],
+    sums: Sequence[Summed] = (),
 ) -> str:
-    """One scan of ``relation`` whose rows are (segment, row count, digest): the segment is the
-    index in ``parts`` of the partition of the row's ``partition`` column (-1 for rows whose
-    value is NULL; 0 for every row without ``partition``)."""
-    h = d.digest(row_hash(d, columns, "t"))
+    """One scan of ``relation`` whose rows are (segment, row count, digest, the sum of each of
+    ``sums``...): the segment is the index in ``parts`` of the partition of the row's
+    ``partition`` column (-1 for rows whose value is NULL; 0 for every row without
+    ``partition``). A sum over no value is NULL."""
+    aggregates = ", ".join(
+        [
+            "count(*)",
+            d.digest(row_hash(d, columns, "t")),
+            *(
+                f"CAST(sum({s.expression}) AS VARCHAR)" if s.exact else f"sum({s.expression})"
+                for s in sums
+            ),
+        ]
+    )
     if partition is None or not parts:
-        return f"SELECT 0, count(*), {h} FROM {relation} t"
+        return f"SELECT 0, {aggregates} FROM {relation} t"
     name, kind = partition
     join, index = d.part_index(name, kind, parts, "t")
     col = f"t.{d.quote(name)}"
     return (
-        f"SELECT {index}, count(*), {h} FROM {relation} t{join} WHERE {col} IS NOT NULL "
-        f"GROUP BY 1 UNION ALL SELECT -1, count(*), {h} FROM {relation} t WHERE {col} IS NULL"
+        f"SELECT {index}, {aggregates} FROM {relation} t{join} WHERE {col} IS NOT NULL "
+        f"GROUP BY 1 UNION ALL SELECT -1, {aggregates} FROM {relation} t WHERE {col} IS NULL"
     )
 
 
@@ -221,6 +257,14 @@ def segments_scan(
 def filtered(relation: str, where: str | None) -> str:
     """``relation`` restricted by the caller's filter ``where`` (in the engine's SQL)."""
     return relation if where is None else f"(SELECT * FROM {relation} WHERE {where})"
+
+
+def in_periods(
+    d: Dialect, relation: str, column: str, kind: ColumnKind, periods: Sequence[Period]
+) -> str:
+    """``relation`` restricted to the rows whose ``column`` falls in ``periods`` (UTC instants;
+    the dialect's period filter, as the engines' own reads filter)."""
+    return f"(SELECT * FROM {relation} t WHERE {d.in_periods(column, periods, kind, 't')})"
 
 
 def duplicate_key_scan(d: Dialect, relation: str, key: Sequence[str]) -> str:
@@ -253,13 +297,9 @@ def rows_select(
     ``"bigint"``, or as the dialect streams it), of the partitions ``periods`` of
     ``partition`` and, with ``null_partition``, the rows whose partition column is NULL; all
     rows with ``every_row`` (a table compared as one segment), none without anything."""
-    items = []
-    for column, cast in columns:
-        if cast is None:
-            items.append(d.stream_column(column, "t"))
-        else:
-            target = d.float_type if cast == "float" else "BIGINT"
-            items.append(f"CAST(t.{d.quote(column.name)} AS {target}) AS {d.quote(column.name)}")
+    items = [
+        f"{streamed_value(d, column, cast)} AS {d.quote(column.name)}" for column, cast in columns
+    ]
     if every_row:
         where = "TRUE"
     elif partition is None:

@@ -386,6 +386,18 @@ class SqlEngine(Engine):
             return self.published(project, model)
         return (audit_schema(str(area.backfill_id)), model)
 
+    def table_location(self, project: Project, model: str, area: Area) -> str:
+        schema, name = self.location(project, model, area)
+        return f"{self._database_location()}#{schema}.{name}"
+
+    def _database_location(self) -> str:
+        """The database part of :meth:`table_location` (``duckdb:///file``, the Postgres URL);
+        an engine without one has no locations."""
+        raise InvalidInputError(
+            f"the {self.name} engine cannot name its tables as locations, so it cannot be "
+            "compared with a table elsewhere (backfill.diff_tables); export the table instead"
+        )
+
     def relation(self, model: str, area: Area, project: Project | None = None) -> str:
         """The quoted relation ``model`` is written to in ``area``."""
         return self.dialect.qualified(self.location(project, model, area))

@@ -222,3 +222,8 @@ class Dialect:
     def stream_column(self, column: Column, alias: str) -> str:
         """The SELECT list item streaming ``column`` to the diff as Arrow."""
         return f"{alias}.{self.quote(column.name)}"
+
+    def stream_value(self, column: Column, alias: str) -> str:
+        """The value :meth:`stream_column` streams, as an expression (a diff across engines
+        sums measures in the engine as the diff would sum them streamed)."""
+        return f"{alias}.{self.quote(column.name)}"
