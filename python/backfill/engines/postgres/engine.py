@@ -39,6 +39,7 @@ from ...errors import InvalidInputError
 from ...model.files import EngineSettings
 from ..base import Capabilities, Column, TaskFailure
 from ..sql import Rel, SqlEngine
+from ..sql.partitions import Found
 from .arrow import to_arrow
 from .connection import Database, PostgresConnectionError, mask_url, task_failure
 from .sql import DIALECT
@@ -64,7 +65,9 @@ class PostgresEngine(SqlEngine):
 
     name = "postgres"
     dialect = DIALECT
-    capabilities = Capabilities(atomic_publish=True, embedded=False, landing=True, interrupt=True)
+    capabilities = Capabilities(
+        atomic_publish=True, embedded=False, landing=True, interrupt=True, table_partitions=True
+    )
 
     def __init__(
         self,
@@ -136,6 +139,37 @@ class PostgresEngine(SqlEngine):
 
     def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         return cur.transaction()  # type: ignore[no-any-return]
+
+    def _table_partitions(self, cur: Any, rel: Rel, column: Column) -> Found | None:
+        target = DIALECT.qualified(rel)
+        key = cur.execute(
+            "SELECT p.partstrat, a.attname FROM pg_partitioned_table p JOIN pg_attribute a "
+            "ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0] "
+            "WHERE p.partrelid = to_regclass(%s) AND p.partnatts = 1",
+            [target],
+        ).fetchone()
+        if key is None or key[0] != "r" or key[1] != column.name:
+            return None  # not partitioned, or not by range of this one column
+        # Each partition's bounds as the column's values (a DEFAULT partition, MINVALUE or
+        # MAXVALUE bounds match nothing: never exchanged).
+        rows = cur.execute(
+            f"SELECT c.relname, CAST(b[1] AS {column.type}), CAST(b[2] AS {column.type}) "
+            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid, "
+            "regexp_match(pg_get_expr(c.relpartbound, c.oid), "
+            "'^FOR VALUES FROM \\(''([^'']*)''\\) TO \\(''([^'']*)''\\)$') b "
+            "WHERE i.inhparent = to_regclass(%s) AND b IS NOT NULL",
+            [target],
+        ).fetchall()
+        return {(low, high): str(name) for name, low, high in rows}
+
+    def _tables_of(self, cur: Any, schema: str) -> list[str]:
+        # A partitioned table counts its partitions' rows: partitions are not listed apart.
+        rows = cur.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT c.relispartition",
+            [schema],
+        ).fetchall()
+        return [str(r[0]) for r in rows]
 
     @contextlib.contextmanager
     def _arrow(self, sql: str) -> Iterator[Any]:
