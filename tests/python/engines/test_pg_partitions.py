@@ -8,11 +8,11 @@ the catalog (which relation holds which rows) and the server's own DEBUG1 messag
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 import threading
 import time
 import zoneinfo
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,7 @@ def _build(root: Path, start: str, end: str) -> backfill.Project:
 @pytest.mark.parametrize(
     ("engine", "config", "message"),
     [
-        ("postgres", "{table_partitions: fortnight}", "table_partitions 'fortnight' is not a grain"),
+        ("postgres", "{table_partitions: fortnight}", "'fortnight' is not a grain"),
         ("postgres", "{table_partitions: hour}", "table_partitions 'hour' does not hold whole day"),
         ("postgres", "{grain: week, table_partitions: month}", "does not hold whole week"),
         (
@@ -120,7 +120,7 @@ def _build(root: Path, start: str, end: str) -> backfill.Project:
             "{strategy: merge, unique_key: id, table_partitions: month}",
             "table_partitions needs strategy 'replace', not 'merge'",
         ),
-        ("postgres", "{grain: null, strategy: full, table_partitions: month}", "needs a partitioned"),
+        ("postgres", "{grain: null, strategy: full, table_partitions: day}", "needs a partitioned"),
         ("postgres", "{table_partitions: true}", "table_partitions True is not a grain"),
         ("duckdb", "{table_partitions: month}", "this project's engine is duckdb"),
     ],
@@ -184,10 +184,12 @@ def test_tasks_make_one_partition_per_period_with_its_bound_as_a_check(
         "ev_daily": ("{table_partitions: month}", DAILY % "UTC"),
     }
     _build(_project(tmp_path, url, models), "2026-01-01", "2026-03-10")
-    months = [("2026-01-01", "2026-02-01"), ("2026-02-01", "2026-03-01"), ("2026-03-01", "2026-04-01")]
+    months = [("2026-01-01", "2026-02-01"), ("2026-02-01", "2026-03-01")]
+    months.append(("2026-03-01", "2026-04-01"))
     shapes = {"ev": "{} 00:00:00+00", "ev_naive": "{} 00:00:00", "ev_daily": "{}"}
     for table, shape in shapes.items():
-        assert _rows(url, "SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [f"pub.{table}"]) == [("p",)]
+        kind = "SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)"
+        assert _rows(url, kind, [f"pub.{table}"]) == [("p",)]
         expected = [
             (
                 f"{table}__{lo[:7].replace('-', '_')}",
@@ -252,23 +254,25 @@ def test_partitions_follow_the_calendar_of_the_models_zone_across_dst(
         expected = [
             f"FOR VALUES FROM ('{shape(a)}') TO ('{shape(b)}')"
             for first, days in spans
-            for a, b in zip(
-                _local_midnights(tz, first, days), _local_midnights(tz, first, days)[1:]
-            )
+            for a, b in itertools.pairwise(_local_midnights(tz, first, days))
         ]
         assert [b for _, b, _ in _partitions(url, f"pub.{table}")] == expected
         lengths = {
             (b - a).total_seconds() / 3600
             for first, days in spans
-            for a, b in zip(_local_midnights(tz, first, days), _local_midnights(tz, first, days)[1:])
+            for a, b in itertools.pairwise(_local_midnights(tz, first, days))
         }
         assert lengths == {23.0, 24.0, 25.0}  # the spans hold both changes of the clocks
-    days = [] if tz != "Europe/Berlin" else [
-        f"FOR VALUES FROM ('{first + dt.timedelta(days=k)}') TO "
-        f"('{first + dt.timedelta(days=k + 1)}')"
-        for first, n in spans
-        for k in range(n)
-    ]
+    days = (
+        []
+        if tz != "Europe/Berlin"
+        else [
+            f"FOR VALUES FROM ('{first + dt.timedelta(days=k)}') TO "
+            f"('{first + dt.timedelta(days=k + 1)}')"
+            for first, n in spans
+            for k in range(n)
+        ]
+    )
     assert [b for _, b, _ in _partitions(url, "pub.ev_daily")] == days
     # every row sits in the partition of its local day, and none is lost
     zone = zoneinfo.ZoneInfo(tz)
@@ -276,9 +280,7 @@ def test_partitions_follow_the_calendar_of_the_models_zone_across_dst(
         url,
         "SELECT c.relname, e.at FROM pub.ev e JOIN pg_class c ON c.oid = e.tableoid",
     )
-    assert all(
-        name == f"ev__{at.astimezone(zone):%Y_%m_%d}" for name, at in placed
-    ), placed[:3]
+    assert all(name == f"ev__{at.astimezone(zone):%Y_%m_%d}" for name, at in placed), placed[:3]
     assert len(placed) == _rows(url, "SELECT count(*) FROM raw.events")[0][0]
     if days:
         assert _rows(url, "SELECT sum(n) FROM pub.ev_daily") == _rows(
@@ -306,7 +308,9 @@ def test_hours_cannot_cut_a_date_column(tmp_path: Path, pg_server: Any) -> None:
 
 def _waiting_on_advisory_locks(url: str) -> int:
     return int(
-        _rows(url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0][0]
+        _rows(url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0][
+            0
+        ]
     )
 
 
@@ -349,7 +353,8 @@ def test_two_tasks_making_one_partition_take_turns_and_both_land(
         assert [name for name, _, _ in _partitions(url, "pub.ev")] == ["ev__2026_01", "ev__2026_02"]
         assert _rows(
             url,
-            "SELECT count(*), sum(v) FROM raw.events WHERE at >= '2026-02-03' AND at < '2026-02-05'",
+            "SELECT count(*), sum(v) FROM raw.events "
+            "WHERE at >= '2026-02-03' AND at < '2026-02-05'",
         ) == _rows(url, "SELECT count(*), sum(v) FROM pub.ev__2026_02")
     finally:
         engine.close()
@@ -389,7 +394,8 @@ def test_concurrent_first_tasks_make_the_table_and_its_partitions_once(
         ]
         assert _rows(url, "SELECT count(*), sum(v) FROM audit_bf_first.ev") == _rows(
             url,
-            "SELECT count(*), sum(v) FROM raw.events WHERE at >= '2026-01-28' AND at < '2026-02-03'",
+            "SELECT count(*), sum(v) FROM raw.events "
+            "WHERE at >= '2026-01-28' AND at < '2026-02-03'",
         )
     finally:
         engine.drop_area("bf_first")
@@ -438,3 +444,134 @@ def test_a_task_analyzes_the_partitions_it_wrote_and_no_other(
         ).fetchone()
     assert plan is not None
     assert 100 <= plan[0][0]["Plan"]["Plan Rows"] <= 200
+
+
+# -- publish by exchange, rollback by the reverse exchange ----------------------------------------
+def _oids(url: str, schema: str) -> dict[str, int]:
+    """name -> oid of the tables of ``schema``."""
+    return {
+        str(n): int(o)
+        for n, o in _rows(
+            url,
+            "SELECT c.relname, c.oid FROM pg_class c JOIN pg_namespace s ON s.oid = "
+            "c.relnamespace WHERE s.nspname = %s AND c.relkind IN ('r', 'p')",
+            [schema],
+        )
+    }
+
+
+def _published(url: str) -> list[tuple[Any, ...]]:
+    return _rows(url, "SELECT id, at, v FROM pub.ev ORDER BY id")
+
+
+def _oracle(url: str, start: str, end: str) -> list[tuple[Any, ...]]:
+    return _rows(
+        url,
+        "SELECT id, at, v FROM raw.events WHERE at >= %s AND at < %s ORDER BY id",
+        [start, end],
+    )
+
+
+@pytest.fixture()
+def months(tmp_path: Path, pg_server: Any) -> tuple[backfill.Project, str]:
+    """``ev`` (daily, partitioned by month) built over January to 10 March, then February and
+    5 March corrected in the raw data."""
+    url = pg_server.create_database("parts_publish")
+    with psycopg.connect(url, autocommit=True) as conn:  # the exchanges' proof, in the log
+        conn.execute(f'ALTER DATABASE "{url.rsplit("/", 1)[1]}" SET log_min_messages = debug1')
+    _events(url, "2026-01-01", "2026-03-10", "2 hours")
+    project = _build(
+        _project(tmp_path, url, {"ev": ("{table_partitions: month}", EVENTS)}),
+        "2026-01-01",
+        "2026-03-10",
+    )
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET TimeZone TO 'UTC'")
+        conn.execute(
+            "UPDATE raw.events SET v = v + 1 WHERE (at >= '2026-02-01' AND at < '2026-03-01') "
+            "OR (at >= '2026-03-05' AND at < '2026-03-06')"
+        )
+    return project, url
+
+
+def test_publish_exchanges_whole_partitions_and_copies_smaller_periods(
+    months: tuple[backfill.Project, str], pg_server: Any
+) -> None:
+    from backfill.run.ledger import ledger_for
+
+    project, url = months
+    built = _published(url)
+    plan = project.plan("ev", "2026-02-01", "2026-03-10", as_of=AS_OF)
+    bf = project.backfill(plan, reason="February and 5 March corrected")
+    assert bf.run(concurrency=3, backoff=0.0).ok
+    bf.audit()
+    old, new = _oids(url, "pub"), _oids(url, f"audit_{bf.id}")
+    log_before = len(pg_server.log())
+    pub = bf.publish("February and 5 March corrected")
+    assert _published(url) == _oracle(url, "2026-01-01", "2026-03-10")
+    now, kept = _oids(url, "pub"), _oids(url, f"backup_{pub.id}")
+    # February: the area's table is the published partition now (no row copied), and the
+    # partition it replaced is kept whole, attached to the backup's partitioned table.
+    assert now["ev__2026_02"] == new["ev__2026_02"] != old["ev__2026_02"]
+    assert kept["ev__2026_02"] == old["ev__2026_02"]
+    assert _partitions(url, f"backup_{pub.id}.ev") == [
+        (
+            "ev__2026_02",
+            "FOR VALUES FROM ('2026-02-01 00:00:00+00') TO ('2026-03-01 00:00:00+00')",
+            True,
+        ),
+        (
+            "ev__2026_03",
+            "FOR VALUES FROM ('2026-03-01 00:00:00+00') TO ('2026-04-01 00:00:00+00')",
+            True,
+        ),
+    ]
+    # March, smaller periods: the changed day's rows copied in place, the partition stays.
+    assert now["ev__2026_03"] == old["ev__2026_03"] and now["ev__2026_01"] == old["ev__2026_01"]
+    backed = _rows(url, f'SELECT id, at, v FROM "backup_{pub.id}".ev ORDER BY id')
+    assert backed == [
+        r
+        for r in built
+        if dt.datetime(2026, 2, 1, tzinfo=UTC) <= r[1] < dt.datetime(2026, 3, 1, tzinfo=UTC)
+        or dt.datetime(2026, 3, 5, tzinfo=UTC) <= r[1] < dt.datetime(2026, 3, 6, tzinfo=UTC)
+    ]
+    km = ledger_for(project).kept_version(pub.id).models[0]
+    assert [label for label, _, _ in km.parts] == [
+        *(f"2026-02-{d:02}" for d in range(1, 29)),
+        "2026-03-05",
+    ]
+    assert km.unchanged == tuple(f"2026-03-{d:02}" for d in (1, 2, 3, 4, 6, 7, 8, 9))
+    assert km.rows == len(backed) == bf.engine.backup_rows(pub.id)
+    # ATTACH found each partition's CHECK equal to its bound: no validation scan.
+    log = pg_server.log()[log_before:]
+    assert 'partition constraint for table "ev__2026_02" is implied by existing constraints' in log
+    assert not re.search(r'verifying table "ev__', log)
+
+
+def test_rollback_is_the_reverse_exchange_and_puts_back_exactly_the_rows(
+    months: tuple[backfill.Project, str],
+) -> None:
+    project, url = months
+    built, old = _published(url), _oids(url, "pub")
+    plan = project.plan("ev", "2026-02-01", "2026-03-10", as_of=AS_OF)
+    bf = project.backfill(plan, reason="corrected")
+    assert bf.run(concurrency=3, backoff=0.0).ok
+    bf.audit()
+    pub = bf.publish("corrected")
+    fixed, new = _published(url), _oids(url, "pub")
+    rb = project.rollback(pub.id, note="taken back")
+    assert _published(url) == built
+    back = _oids(url, "pub")
+    assert back["ev__2026_02"] == old["ev__2026_02"]  # the kept partition itself, attached
+    assert _oids(url, f"backup_{rb.id}")["ev__2026_02"] == new["ev__2026_02"]
+    assert back["ev__2026_03"] == old["ev__2026_03"]
+    assert rb.models["ev"] == [*(f"2026-02-{d:02}" for d in range(1, 29)), "2026-03-05"]
+    again = project.rollback(rb.id, note="right after all")
+    assert _published(url) == fixed
+    assert _oids(url, "pub")["ev__2026_02"] == new["ev__2026_02"]
+    project.rollback(again.id, note="taken back again")
+    assert _published(url) == built
+    # every partition still carries its bound, and no table was left behind unattached
+    assert all(check for _, _, check in _partitions(url, "pub.ev"))
+    tables = {t for t in _oids(url, "pub") if not t.startswith("backfill_")}
+    assert tables == {"ev", "ev__2026_01", "ev__2026_02", "ev__2026_03"}

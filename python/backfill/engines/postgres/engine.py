@@ -29,13 +29,15 @@ are not blocked): a concurrent reader sees all old or all new.
 from __future__ import annotations
 
 import contextlib
+import random
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from ...errors import InvalidInputError
+from ...errors import ConflictError, InvalidInputError
 from ...model.files import EngineSettings
 from ..base import Capabilities, Column, TaskFailure
 from ..sql import Rel, SqlEngine
@@ -246,6 +248,50 @@ class PostgresEngine(SqlEngine):
         if tables:
             listed = ", ".join(DIALECT.qualified(t) for t in tables)
             cur.execute(f"LOCK TABLE {listed} IN SHARE ROW EXCLUSIVE MODE")
+
+    #: how long a publish keeps trying to lock several partitioned tables at once before it
+    #: gives up (readers kept them busy), seconds
+    exchange_lock_patience: float = 120.0
+
+    def _lock_exclusive(self, cur: Any, tables: Sequence[Rel]) -> None:
+        """Locks the partitioned tables whose partitions a publish exchanges (ACCESS EXCLUSIVE:
+        DETACH wants it), all at once, before the first DETACH.
+
+        One table: wait for the queries reading it (new readers queue behind the lock). Several:
+        a reader of two of them that holds one and waits for the other, while the publish holds
+        the other and waits for the one, is a deadlock that PostgreSQL breaks by aborting the
+        side whose ``deadlock_timeout`` runs out first, which may be the publish. So each try
+        waits at most 0.8 x ``deadlock_timeout`` (then the reader's check finds the cycle and
+        aborts the reader, or the publish gives up first): on a timeout the publish lets go
+        of the locks of the try (a savepoint) and tries again, for up to
+        ``exchange_lock_patience`` seconds."""
+        listed = ", ".join(DIALECT.qualified(t) for t in tables)
+        lock = f"LOCK TABLE {listed} IN ACCESS EXCLUSIVE MODE"
+        if len(tables) == 1:
+            cur.execute(lock)
+            return
+        row = cur.execute(
+            "SELECT setting::float FROM pg_settings WHERE name = 'deadlock_timeout'"
+        ).fetchone()
+        wait_ms = max(10, int(0.8 * float(row[0] if row else 1000.0)))
+        began = time.monotonic()
+        delay = 0.01
+        while True:
+            try:
+                with cur.transaction():  # a savepoint: a timeout lets go of this try's locks
+                    cur.execute(f"SET LOCAL lock_timeout = {wait_ms}")
+                    cur.execute(lock)
+                    cur.execute("SET LOCAL lock_timeout TO DEFAULT")
+                return
+            except psycopg.errors.LockNotAvailable:
+                if time.monotonic() - began > self.exchange_lock_patience:
+                    raise ConflictError(
+                        f"publish could not lock {listed} for its partition exchanges within "
+                        f"{self.exchange_lock_patience:.0f} s: queries kept reading them; "
+                        "nothing was published, try again"
+                    ) from None
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
 
     def _cursor(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         return cur.cursor()  # type: ignore[no-any-return]  # a pooled connection's cursor

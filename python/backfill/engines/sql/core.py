@@ -1262,7 +1262,7 @@ class SqlEngine(Engine):
         }
         kept: list[KeptModel] = []
         overwritten: dict[str, list[str]] = {}
-        last: list[Callable[[], None]] = []  # partition exchanges: see _defer
+        last: list[tuple[Rel, Callable[[], None]]] = []  # partition exchanges: see _defer
         with self.connect() as cur, self._publishing(cur, project, request):
             # Every check before any swap: a published view reads tables swapped before it.
             for pm in request.models:
@@ -1291,19 +1291,29 @@ class SqlEngine(Engine):
             if request.publication_id is not None:
                 self._record_version(cur, request, kept)
             self._append_changelog(cur, request)
-            for action in last:
+            if last:
+                self._lock_exclusive(cur, sorted({rel for rel, _ in last}))
+            for _, action in last:
                 action()
         return PublishResult(tuple(kept), overwritten)
 
-    def _defer(self, action: Callable[[], None]) -> None:
+    def _defer(self, table: Rel, action: Callable[[], None]) -> None:
         """Runs ``action`` last in the publish's transaction, after every check, copy and the
-        changelog: a partition exchange, whose DETACH makes readers of the published table wait
-        until the commit (ACCESS EXCLUSIVE), so it comes when nothing else is left to do."""
-        last: list[Callable[[], None]] | None = getattr(self._scopes, "last", None)
-        if last is None:
+        changelog: a partition exchange, whose DETACH makes readers of the published ``table``
+        wait until the commit (ACCESS EXCLUSIVE), so it comes when nothing else is left to do,
+        with the locks of every such table taken first, together (see
+        :meth:`_lock_exclusive`)."""
+        last: list[tuple[Rel, Callable[[], None]]] | None = getattr(self._scopes, "last", None)
+        if last is None:  # not inside publish(): nothing else is left to wait for
             action()
         else:
-            last.append(action)
+            last.append((table, action))
+
+    def _lock_exclusive(self, cur: Any, tables: Sequence[Rel]) -> None:
+        """Takes ACCESS EXCLUSIVE locks on ``tables`` (a publish's partitioned tables, before
+        its exchanges) in the publish's transaction."""
+        listed = ", ".join(self.dialect.qualified(t) for t in tables)
+        cur.execute(f"LOCK TABLE {listed} IN ACCESS EXCLUSIVE MODE")
 
     def _record_version(self, cur: Any, request: PublishRequest, kept: Sequence[KeptModel]) -> None:
         """Records what the publish kept in ``backfill_versions``, in its transaction."""

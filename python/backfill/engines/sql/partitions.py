@@ -302,11 +302,12 @@ class TablePartitions:
         pm: PublishModel,
         sides: tuple[Rel, Rel, Rel | None],
         stale: Sequence[str],
-        defer: Callable[[Callable[[], None]], None],
+        defer: Callable[[Rel, Callable[[], None]], None],
     ) -> KeptModel | None:
         """Publishes ``pm``'s periods from the area's table into the published one (``sides``:
         published, new, backup (None: keep nothing)), exchanging the partitions whose every
-        period it replaces (the exchanges go to ``defer``: run last in the transaction) and
+        period it replaces (the exchanges go to ``defer`` with the table they lock: run last in
+        the transaction) and
         copying the other periods' rows. None when either table is not partitioned by its event
         time the same way (the caller copies every period)."""
         rel, new_rel, backup = sides
@@ -339,7 +340,7 @@ class TablePartitions:
             if backup is not None:
                 kept_rows += self._rows_of(cur, rel, old, p, pm, stale)
             new = (new_rel[0], new_found[p.bounds])
-            defer(self._exchanger(cur, _Exchange(rel, p, old, new, new_rel, backup)))
+            defer(rel, self._exchanger(cur, _Exchange(rel, p, old, new, new_rel, backup)))
         kept_parts = sorted([*in_whole, *copied], key=lambda x: x[1])
         labels = {label for label, _, _ in kept_parts}
         kept = KeptModel(
@@ -373,7 +374,7 @@ class TablePartitions:
         pm: PublishModel,
         sides: tuple[Rel, Rel, Rel | None],
         stale: Sequence[str],
-        defer: Callable[[Callable[[], None]], None],
+        defer: Callable[[Rel, Callable[[], None]], None],
     ) -> KeptModel | None:
         """A rollback of ``pm`` (``pm.restore``: what the publication kept): the reverse of
         :meth:`publish`, from the kept table (``sides``: published, kept, backup of this
@@ -412,7 +413,7 @@ class TablePartitions:
                 kept_rows += self._rows_of(cur, rel, now, p, pm, stale)
             old = old_found.get(p.bounds)
             back = None if old is None else (old_rel[0], old)
-            defer(self._exchanger(cur, _Exchange(rel, p, now, back, old_rel, backup)))
+            defer(rel, self._exchanger(cur, _Exchange(rel, p, now, back, old_rel, backup)))
         log.info(
             "%s: rollback exchanges %d partition(s), copies %d period(s)",
             m.name,
