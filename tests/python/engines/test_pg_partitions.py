@@ -575,3 +575,59 @@ def test_rollback_is_the_reverse_exchange_and_puts_back_exactly_the_rows(
     assert all(check for _, _, check in _partitions(url, "pub.ev"))
     tables = {t for t in _oids(url, "pub") if not t.startswith("backfill_")}
     assert tables == {"ev", "ev__2026_01", "ev__2026_02", "ev__2026_03"}
+
+
+def test_a_plain_table_is_left_alone_until_it_is_partitioned_on_request(
+    tmp_path: Path, pg_server: Any
+) -> None:
+    url = pg_server.create_database("parts_migrate")
+    _events(url, "2026-01-01", "2026-03-10", "5 hours")
+    root = _project(tmp_path, url, {"ev": ("{tags: [x]}", EVENTS)})
+    _build(root, "2026-01-01", "2026-03-10")
+    yml = root / "backfill.yml"
+    yml.write_text(yml.read_text().replace("{tags: [x]}", "{tags: [x], table_partitions: month}"))
+    kind = "SELECT relkind FROM pg_class WHERE oid = to_regclass('pub.ev')"
+    # Written and published by DELETE + INSERT as before (the audit area's table is
+    # partitioned: it is new).
+    project = backfill.Project.load(root)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE raw.events SET v = v + 1 WHERE at >= '2026-02-03' AND at < '2026-02-05'"
+        )
+    plan = project.plan("ev", "2026-02-01", "2026-02-10", as_of=AS_OF)
+    bf = project.backfill(plan, reason="fix")
+    assert bf.run(concurrency=2, backoff=0.0).ok
+    bf.audit()
+    pub = bf.publish("fix")
+    assert _rows(url, kind) == [("r",)]
+    assert _published(url) == _oracle(url, "2026-01-01", "2026-03-10")
+    project.rollback(pub.id, note="back")
+    before = _published(url)
+    engine = backfill.engines.registry.engine_for(project)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:  # a row without its event time
+            conn.execute("INSERT INTO pub.ev VALUES (-1, NULL, 0)")
+        with pytest.raises(backfill.InvalidInputError, match=r"1 row\(s\) of .* have no at"):
+            engine.partition_table(project, "ev")
+        assert _rows(url, kind) == [("r",)]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM pub.ev WHERE id = -1")
+        assert engine.partition_table(project, "ev") == 3
+        assert engine.partition_table(project, "ev") == 0  # partitioned already
+    finally:
+        engine.close()
+    assert _rows(url, kind) == [("p",)]
+    assert [n for n, _, check in _partitions(url, "pub.ev") if check] == [
+        "ev__2026_01",
+        "ev__2026_02",
+        "ev__2026_03",
+    ]
+    assert _published(url) == before
+    # from now on publish exchanges its partitions
+    bf = project.backfill(project.plan("ev", "2026-02-01", "2026-03-01", as_of=AS_OF), reason="x")
+    assert bf.run(concurrency=2, backoff=0.0).ok
+    bf.audit()
+    area = _oids(url, f"audit_{bf.id}")
+    bf.publish("fix again")
+    assert _oids(url, "pub")["ev__2026_02"] == area["ev__2026_02"]
+    assert _published(url) == _oracle(url, "2026-01-01", "2026-03-10")

@@ -1128,6 +1128,22 @@ class SqlEngine(Engine):
         with self._arrow(f"SELECT {self._select_list(cols)} FROM {rel} t") as rows:
             yield rows
 
+    # -- partitioned tables ----------------------------------------------------------------------
+    def partition_table(self, project: Project, model: str) -> int:
+        """Makes the published table of ``model`` (which has ``table_partitions``) a
+        partitioned one, its rows copied (see :meth:`.partitions.TablePartitions.migrate`):
+        a table that is not partitioned is otherwise left alone. Returns the partitions made
+        (0: it is partitioned already)."""
+        m = project_model(project, model)
+        if m.table_partitions is None or not self.capabilities.table_partitions:
+            raise InvalidInputError(
+                f"model {model!r}: partition_table needs table_partitions on the model and an "
+                f"engine with partitioned tables (postgres); this is {self.name}, "
+                f"table_partitions {m.table_partitions!r}"
+            )
+        with self.connect() as cur:
+            return self.partitioning.migrate(cur, m, self.published(project, model))
+
     # -- the warehouse for writers that are not this engine (dbt) ------------------------------
     def task_failure(self, where: str, exc: Exception) -> TaskFailure | None:
         """The TaskFailure of ``exc`` when it is this warehouse's error; None otherwise."""

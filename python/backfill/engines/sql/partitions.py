@@ -175,6 +175,14 @@ def partition_name(table: str, label: str) -> str:
     return f"{table.encode()[:room].decode(errors='ignore')}_{digest}__{suffix}"
 
 
+def _instant(value: Bound) -> dt.datetime:
+    """A column value as the instant the period filters read it as (dates and naive
+    timestamps as UTC)."""
+    if not isinstance(value, dt.datetime):
+        return dt.datetime.combine(value, dt.time(), _UTC)
+    return value if value.tzinfo is not None else value.replace(tzinfo=_UTC)
+
+
 def _in(part: Part, periods: PeriodSet) -> bool:
     return (PeriodSet([(part[1], part[2])]) - periods).is_empty()
 
@@ -293,6 +301,71 @@ class TablePartitions:
             d.bounded_table(d.qualified(part), d.qualified(parent), col.name, BOUND_CHECK, p.bounds)
         )
         cur.execute(d.attach_partition(d.qualified(parent), d.qualified(part), p.bounds))
+
+    def migrate(self, cur: Any, m: Model, rel: Rel) -> int:
+        """Makes the existing table ``rel`` of ``m`` partitioned (what a user asks for: a plain
+        table is otherwise left alone), in one transaction: writers wait from the start (SHARE
+        lock), readers read the old table while its rows are copied into a new partitioned
+        table with a partition for every period between its first and last event time, and
+        wait only from the swap (DROP + RENAME) to the commit. Returns the partitions made (0:
+        ``rel`` is partitioned by its event time already)."""
+        e = self.engine
+        d = e.dialect
+        target = d.qualified(rel)
+        if e._kind(cur, rel) != "table":
+            raise InvalidInputError(f"model {m.name!r}: no table {target} to partition")
+        col = next((c for c in e._columns(cur, rel) or [] if c.name == m.event_time), None)
+        if col is None:
+            raise InvalidInputError(
+                f"model {m.name!r}: {target} has no column {m.event_time!r} (its event_time)"
+            )
+        if e._table_partitions(cur, rel, col) is not None:
+            return 0
+        staging = (rel[0], partition_name(rel[1], "partitioning"))
+        et = d.quote(col.name)
+        with e._transaction(cur):
+            cur.execute(f"LOCK TABLE {target} IN SHARE MODE")
+            nulls, low, high = e._rows(
+                cur, f"SELECT count(*) - count({et}), min({et}), max({et}) FROM {target}"
+            )[0]
+            if nulls:
+                raise InvalidInputError(
+                    f"model {m.name!r}: {nulls} row(s) of {target} have no {col.name} (NULL): "
+                    "no partition would hold them; nothing was changed"
+                )
+            cur.execute(d.partitioned_table(d.qualified(staging), target, col.name))
+            # whole seconds, as partition bounds are: the first one's and the one after the last
+            span = (
+                []
+                if low is None
+                else [
+                    (
+                        _instant(low).replace(microsecond=0),
+                        _instant(high).replace(microsecond=0) + dt.timedelta(seconds=1),
+                    )
+                ]
+            )
+            layout = table_layout(m, col, span)
+            parts = [(rel[0], partition_name(rel[1], p.label)) for p in layout]
+            for part, p in zip(parts, layout, strict=True):
+                self._create(cur, staging, part, col, p)
+            names = ", ".join(d.quote(c.name) for c in e._columns(cur, rel) or [])
+            copied = e._count(
+                cur, f"INSERT INTO {d.qualified(staging)} ({names}) SELECT {names} FROM {target}"
+            )
+            total = e._one(cur, f"SELECT count(*) FROM {target}")
+            if copied != total:  # pragma: no cover - the SHARE lock keeps writers out
+                raise InvalidInputError(f"{target}: copied {copied} rows of {total}")
+            for part in parts:
+                analyze = d.analyze(d.qualified(part))
+                if analyze is not None:
+                    cur.execute(analyze)
+            cur.execute(f"DROP TABLE {target}")  # readers wait from here to the commit
+            cur.execute(f"ALTER TABLE {d.qualified(staging)} RENAME TO {d.quote(rel[1])}")
+        log.info(
+            "%s: %s partitioned into %d partition(s), %d rows", m.name, target, len(parts), total
+        )
+        return len(parts)
 
     # -- publishing ------------------------------------------------------------------------------
     def publish(
