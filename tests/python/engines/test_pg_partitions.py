@@ -631,3 +631,56 @@ def test_a_plain_table_is_left_alone_until_it_is_partitioned_on_request(
     bf.publish("fix again")
     assert _oids(url, "pub")["ev__2026_02"] == area["ev__2026_02"]
     assert _published(url) == _oracle(url, "2026-01-01", "2026-03-10")
+
+
+def test_a_reader_of_two_exchanged_tables_does_not_deadlock_with_the_publish(
+    tmp_path: Path, pg_server: Any
+) -> None:
+    """A reader's transaction holds one table, the publish locks the other and waits for the
+    first, then the reader asks for the other: a deadlock, which the publish breaks by letting
+    go of its try before PostgreSQL's deadlock check would abort either side."""
+    url = pg_server.create_database("parts_deadlock")
+    _events(url, "2026-01-01", "2026-03-01", "4 hours")
+    models = dict.fromkeys(("ev", "ev_b"), ("{table_partitions: month}", EVENTS))
+    project = _build(_project(tmp_path, url, models), "2026-01-01", "2026-03-01")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE raw.events SET v = v + 1 WHERE at >= '2026-02-01'")
+    bf = project.backfill(project.plan("*", "2026-02-01", "2026-03-01", as_of=AS_OF), reason="x")
+    assert bf.run(concurrency=2, backoff=0.0).ok
+    bf.audit()
+    outcome: list[BaseException | str] = []
+
+    def publish() -> None:
+        try:
+            bf.publish("both")
+            outcome.append("published")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    def waiting_for(table: str) -> bool:
+        return bool(
+            _rows(
+                url,
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = to_regclass(%s)",
+                [table],
+            )[0][0]
+        )
+
+    with psycopg.connect(url) as reader:  # a transaction: its locks stay until it ends
+        reader.execute("SELECT count(*) FROM pub.ev_b").fetchone()
+        thread = threading.Thread(target=publish)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not waiting_for("pub.ev_b") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert waiting_for("pub.ev_b")  # the publish holds pub.ev and waits for pub.ev_b
+        # The reader now asks for pub.ev: it waits until the publish lets go of its try.
+        assert reader.execute("SELECT count(*) FROM pub.ev").fetchone() == (
+            _rows(url, "SELECT count(*) FROM raw.events")[0][0],
+        )
+        reader.commit()
+    thread.join(60)
+    assert outcome == ["published"]
+    assert _rows(url, "SELECT id, at, v FROM pub.ev_b ORDER BY id") == _oracle(
+        url, "2026-01-01", "2026-03-01"
+    )

@@ -24,6 +24,11 @@ Rows travel to the C++ diff as Arrow batches through ADBC (see :mod:`.arrow`). P
 transaction for every model and the changelog, under a per-schema advisory lock and ``SHARE ROW
 EXCLUSIVE`` locks on the published tables (in name order: two publishes cannot deadlock; readers
 are not blocked): a concurrent reader sees all old or all new.
+
+A model with ``table_partitions`` has a declaratively partitioned table (the engine core's
+:mod:`~backfill.engines.sql.partitions`); this engine reads its partitions' bounds from the
+catalog (``_table_partitions``) and takes the ACCESS EXCLUSIVE locks its publish's partition
+exchanges need (``_lock_exclusive``): readers of those tables wait from then to the commit.
 """
 
 from __future__ import annotations
