@@ -105,7 +105,7 @@ class PgSide:
         engine = engine_for(project)
         try:
             began = time.perf_counter()
-            made = engine.partition_table(project, scale_fact.MODEL)  # type: ignore[attr-defined]
+            made = engine.partition_table(project, scale_fact.MODEL)
             self.partitioned_in = time.perf_counter() - began
         finally:
             engine.close()

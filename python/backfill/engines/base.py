@@ -515,6 +515,16 @@ class Engine(ABC):
         snapshots, or nothing is kept)."""
         return None
 
+    def partition_table(self, project: Project, model: str) -> int:
+        """Makes the published table of ``model`` (which has ``table_partitions``) partitioned,
+        its rows copied: an existing plain table is otherwise left alone. Returns the
+        partitions made (0: partitioned already). An engine without ``table_partitions``
+        refuses."""
+        raise InvalidInputError(
+            f"model {model!r}: the {self.name} engine has no partitioned tables "
+            "(table_partitions needs postgres)"
+        )
+
     def maintain(
         self, project: Project, keep: Mapping[str, Sequence[int]], older_than: dt.datetime
     ) -> list[str]:

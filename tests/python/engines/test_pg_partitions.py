@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 import re
 import threading
 import time
@@ -23,7 +24,8 @@ import backfill
 from backfill.engines import PUBLISHED, Area, TaskFailure
 from backfill.engines.postgres import PostgresEngine
 from backfill.model.files import ProjectError
-from pg_engine_support import ensure_entry_point
+from pg_engine_support import ensure_entry_point, subprocess_env
+from shop_support import cli
 
 UTC = dt.timezone.utc
 AS_OF = "2027-01-01"
@@ -613,9 +615,11 @@ def test_a_plain_table_is_left_alone_until_it_is_partitioned_on_request(
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("DELETE FROM pub.ev WHERE id = -1")
         assert engine.partition_table(project, "ev") == 3
-        assert engine.partition_table(project, "ev") == 0  # partitioned already
     finally:
         engine.close()
+    again = cli("partition", "ev", "--project", str(root), "--json", env=subprocess_env())
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["partitions_made"] == 0  # partitioned already
     assert _rows(url, kind) == [("p",)]
     assert [n for n, _, check in _partitions(url, "pub.ev") if check] == [
         "ev__2026_01",
@@ -684,3 +688,28 @@ def test_a_reader_of_two_exchanged_tables_does_not_deadlock_with_the_publish(
     assert _rows(url, "SELECT id, at, v FROM pub.ev_b ORDER BY id") == _oracle(
         url, "2026-01-01", "2026-03-01"
     )
+
+
+def test_partition_table_on_an_engine_without_partitioned_tables_is_a_usage_error(
+    tmp_path: Path,
+) -> None:
+    from backfill.engines.duckdb import DuckDBEngine
+
+    project = backfill.Project("p")
+    project.source("raw.events", grain="day", event_time="at")
+    project.model("ev", depends_on=["raw.events"], grain="day", event_time="at", sql="select 1")
+    engine = DuckDBEngine(tmp_path / "w.duckdb")
+    try:
+        with pytest.raises(
+            backfill.InvalidInputError, match=r"an engine with partitioned tables .*this is duckdb"
+        ):
+            engine.partition_table(project, "ev")
+    finally:
+        engine.close()
+    sql = '{{ config(event_time="ts") }}\nselect 1 as id, {{ start }} as ts'
+    _project(tmp_path / "p", "postgresql://u@h/db", {"ev": ("{tags: [x]}", sql)})
+    yml = tmp_path / "p" / "backfill.yml"
+    yml.write_text(re.sub(r"engine: .*", "engine: {type: duckdb}", yml.read_text()))
+    r = cli("partition", "ev", "--project", str(tmp_path / "p"))
+    assert r.returncode == 2
+    assert "partition_table needs table_partitions on the model" in r.stderr
