@@ -40,6 +40,13 @@ benchmark does not measure.
     python benchmarks/publish_bench.py --dir /tmp/fact --rows 100000000
     python benchmarks/publish_bench.py --quick                              # 1M rows, 1 repeat
     python benchmarks/publish_bench.py --engine postgres --dir /tmp/fact --rows 100000000
+    python benchmarks/publish_bench.py --engine postgres --table-partitions day --dir /tmp/fact \
+        --rows 100000000
+
+``--table-partitions day`` makes the fact table declaratively partitioned first (untimed, its
+time printed): publish then exchanges the partitions of the 9 changed days and leaves the 81
+identical ones; ``exclusive`` is how long each publish held ACCESS EXCLUSIVE on the table
+(requested before the first DETACH, held to the commit), which readers wait out.
 
 Targets: publish <= 1.5x delete+insert; the reader's longest wait <= the swap; publish+backup
 <= 1.2x publish; rollback <= publish+backup (exit 1 when missed, unless --quick).
@@ -137,17 +144,40 @@ def built_sql(root: Path) -> str:
         scale_fact.fix(root)
 
 
+def report_exclusive(side: Any, exclusive: list[float]) -> None:
+    """A partitioned table's figures: how long each publish held readers off it, and how long
+    making it partitioned took."""
+    if any(exclusive):
+        print(
+            f"  {'exclusive':>14}: publish {statistics.median(exclusive[0::3]):.3f} s, "
+            f"publish+backup {statistics.median(exclusive[1::3]):.3f} s, rollback "
+            f"{statistics.median(exclusive[2::3]):.3f} s (medians: from the request for ACCESS "
+            "EXCLUSIVE before the first DETACH to the commit, readers wait)"
+        )
+    made = getattr(side, "partitioned_in", None)
+    if made is not None:
+        print(f"  made partitioned once (partition_table, not in the figures above): {made:.1f} s")
+
+
 def main() -> int:
     ap = run_bench.fact_args(__doc__)
     ap.add_argument("--engine", choices=("duckdb", "postgres"), default="duckdb")
     ap.add_argument("--url", help="postgres: a database on a server of yours (default: throwaway)")
+    ap.add_argument(
+        "--table-partitions",
+        choices=("day", "week", "month"),
+        help="postgres: the fact table declaratively partitioned by this grain (publish "
+        "exchanges the partitions it changes whole)",
+    )
     args = ap.parse_args()
+    if args.table_partitions and args.engine != "postgres":
+        ap.error("--table-partitions needs --engine postgres")
     rows, repeat = run_bench.sizes(args)
     with contextlib.ExitStack() as stack:
         directory = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         root = run_bench.prepare(directory, rows)
         if args.engine == "postgres":
-            side: Any = publish_sides.postgres_side(root, args.url, stack)
+            side: Any = publish_sides.postgres_side(root, args.url, stack, args.table_partitions)
         else:
             side = publish_sides.DuckSide(root)
         stack.callback(side.close)
@@ -163,12 +193,26 @@ def bench(side: Any, rows: int, repeat: int, args: argparse.Namespace) -> int:
     engine_cls = side.engine_cls
     original_publish = engine_cls.publish
 
+    # A partitioned table: from the publish's request for ACCESS EXCLUSIVE locks (before its
+    # first DETACH) to its commit, readers of the table wait; per publish and rollback.
+    exclusive: list[float] = []
+    locked_at: list[float] = []
+    original_lock = getattr(engine_cls, "_lock_exclusive", None)
+
+    def timed_lock(self: Any, *a: Any, **kw: Any) -> Any:
+        locked_at.append(time.perf_counter())
+        assert original_lock is not None
+        return original_lock(self, *a, **kw)
+
     def timed_publish(self: Any, *a: Any, **kw: Any) -> Any:
         began = time.perf_counter()
+        locked_at.clear()
         try:
             return original_publish(self, *a, **kw)
         finally:
-            swaps.append(time.perf_counter() - began)
+            ended = time.perf_counter()
+            swaps.append(ended - began)
+            exclusive.append(ended - locked_at[0] if locked_at else 0.0)
 
     times: dict[str, list[float]] = {
         "delete+insert": [],
@@ -182,6 +226,8 @@ def bench(side: Any, rows: int, repeat: int, args: argparse.Namespace) -> int:
     outside_changed = False
     reader = Reader(side.reader())
     engine_cls.publish = timed_publish
+    if original_lock is not None:
+        engine_cls._lock_exclusive = timed_lock
     try:
         # The window as first built (the bug in it), from the buggy SQL: not the published
         # window, which an interrupted earlier run may have left fixed (a publish that then
@@ -292,6 +338,8 @@ def bench(side: Any, rows: int, repeat: int, args: argparse.Namespace) -> int:
         )
     finally:
         engine_cls.publish = original_publish
+        if original_lock is not None:
+            engine_cls._lock_exclusive = original_lock
         reader.stop.set()
         side.drop("main.publish_bench_built")
         side.drop("main.publish_bench_oracle")
@@ -318,6 +366,7 @@ def bench(side: Any, rows: int, repeat: int, args: argparse.Namespace) -> int:
     print(
         f"  {'swap':>14}: median {swap:7.3f} s (the engine's publish transaction, within publish)"
     )
+    report_exclusive(side, exclusive)
     print(
         f"  reader: {len(reader.samples)} queries, idle median {statistics.median(idle):.3f} s;"
         f" longest during delete+insert {max(waits['delete+insert']):.3f} s, during publish "
@@ -360,6 +409,8 @@ def bench(side: Any, rows: int, repeat: int, args: argparse.Namespace) -> int:
                 {
                     "engine": side.name,
                     "median_seconds": {**med, "swap": swap},
+                    "exclusive_seconds": exclusive,
+                    "partitioned_in": getattr(side, "partitioned_in", None),
                     "ratio": ratio,
                     "backup_ratio": backup_ratio,
                     "rollback_ratio": rollback_ratio,

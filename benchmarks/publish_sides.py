@@ -91,6 +91,28 @@ class PgSide:
         self.keeper = psycopg.connect(url, autocommit=True)
         self.keeper.execute("SET TIME ZONE 'UTC'")
 
+    #: seconds PostgresEngine.partition_table took to make the fact table partitioned
+    partitioned_in: float | None = None
+
+    def partition(self, grain: str) -> None:
+        """The fact table made partitioned by ``grain`` (its rows copied, timed)."""
+        import time
+
+        import backfill
+        from backfill.engines.registry import engine_for
+
+        project = backfill.Project.load(self.root)
+        engine = engine_for(project)
+        try:
+            began = time.perf_counter()
+            made = engine.partition_table(project, scale_fact.MODEL)
+            self.partitioned_in = time.perf_counter() - began
+        finally:
+            engine.close()
+        assert made > 0, "the fact table was partitioned already"
+        self.name = f"postgres, table_partitions: {grain}"
+        self.keeper.execute(f"VACUUM ANALYZE {PUB}")
+
     def settle(self) -> None:
         """Before each timed competitor: the dead rows the one before left (25M at full size)
         vacuumed away, so no competitor scans another's (autovacuum would, at some moment)."""
@@ -134,9 +156,16 @@ class PgSide:
         self.keeper.close()
 
 
-def postgres_side(duck_root: Path, url: str | None, stack: contextlib.ExitStack) -> PgSide:
+def postgres_side(
+    duck_root: Path,
+    url: str | None,
+    stack: contextlib.ExitStack,
+    table_partitions: str | None = None,
+) -> PgSide:
     """The fact table of ``duck_root`` (built and fixed) copied into PostgreSQL (a throwaway
-    server unless ``url``), and a copy of its project on that server."""
+    server unless ``url``), and a copy of its project on that server; with
+    ``table_partitions`` the model's table is made partitioned by that grain
+    (``PostgresEngine.partition_table``, timed as ``PgSide.partitioned_in``)."""
     import psycopg
 
     if url is None:
@@ -163,9 +192,21 @@ def postgres_side(duck_root: Path, url: str | None, stack: contextlib.ExitStack)
         for line in yml.splitlines()
         if not line.startswith("publish:")
     ]
+    if table_partitions is not None:
+        lines = [
+            line.replace(
+                "{tags: [finance]}", f"{{tags: [finance], table_partitions: {table_partitions}}}"
+            )
+            if line.startswith(f"  {scale_fact.MODEL}:")
+            else line
+            for line in lines
+        ]
     (root / "backfill.yml").write_text("\n".join(lines) + "\n")
     stack.callback(shutil.rmtree, root, True)
-    return PgSide(root, url)
+    side = PgSide(root, url)
+    if table_partitions is not None:
+        side.partition(table_partitions)
+    return side
 
 
 def load(duck_root: Path, url: str) -> dict[str, int]:

@@ -87,6 +87,17 @@ def built_pg_shop(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> A
 
 
 @pytest.fixture(scope="session")
+def built_pg_partitioned_shop(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The same shop with its models' tables declaratively partitioned
+    (``pg_engine_support.TABLE_PARTITIONS``), built once for the session."""
+    from pg_engine_support import TABLE_PARTITIONS, build_pg_shop
+
+    return build_pg_shop(
+        pg_server, tmp_path_factory.mktemp("pg_parts_shop"), table_partitions=TABLE_PARTITIONS
+    )
+
+
+@pytest.fixture(scope="session")
 def built_spark_shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shop on Spark + Iceberg (July and August 2026, with the bug), built once in the
     session's one SparkSession; ``spark_support.copy_built`` gives a test its own project over

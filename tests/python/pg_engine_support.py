@@ -10,6 +10,7 @@ metadata has it, it does nothing.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -82,14 +83,47 @@ class PgShop:
         return dest, url
 
 
-def build_pg_shop(server: Any, base: Path, *, orders_per_day: int = 12) -> PgShop:
+#: the shop's models with partitioned tables (the conformance suite's postgres-partitioned case):
+#: the backfilled days exchange whole day, week and month partitions, and copy days inside a
+#: month (clean_orders) or a week (fct_sales_7d's days after the backfill's last whole week);
+#: timestamptz (the clean models) and date (the facts) event times
+TABLE_PARTITIONS = {
+    "clean_orders": "month",
+    "clean_order_items": "day",
+    "fct_daily_sales": "day",
+    "fct_monthly_sales": "month",
+    "fct_sales_7d": "week",
+}
+
+
+def partition_tables(root: Path, layout: dict[str, str]) -> None:
+    """Gives the models of ``layout`` their ``table_partitions`` in ``root``'s backfill.yml."""
+    yml = root / "backfill.yml"
+    text = yml.read_text(encoding="utf-8")
+    for model, grain in layout.items():
+        text, n = re.subn(
+            rf"^  {model}: {{", f"  {model}: {{table_partitions: {grain}, ", text, flags=re.M
+        )
+        assert n == 1, f"{model} is not configured in {yml}"
+    yml.write_text(text, encoding="utf-8")
+
+
+def build_pg_shop(
+    server: Any,
+    base: Path,
+    *,
+    orders_per_day: int = 12,
+    table_partitions: dict[str, str] | None = None,
+) -> PgShop:
     """The shop (project files in ``base/shop``, data in a new database) built with the bug,
-    straight into the published tables."""
+    straight into the published tables (partitioned as ``table_partitions`` says)."""
     from backfill.examples.shop import postgres as shop_pg
     from shop_support import build
 
     ensure_entry_point()
     url = server.create_database("shop_built")
     root = shop_pg.create(base / "shop", url, orders_per_day=orders_per_day)
+    if table_partitions:
+        partition_tables(root, table_partitions)
     build(root)
     return PgShop(server, root, url.rsplit("/", 1)[1], url)

@@ -4,7 +4,7 @@ Exit codes: 0 ok, 1 the work failed (a failed task, a failed gate), 2 usage or i
 (:mod:`backfill.cli.exit_codes`). Each command group has its module: :mod:`.partitions`,
 :mod:`.lint`, :mod:`.plan`, :mod:`.run` (run, status), :mod:`.check` (estimate, check),
 :mod:`.audit` (audit, diff), :mod:`.publish` (publish, discard, changelog), :mod:`.rollback`,
-:mod:`.forward`, :mod:`.demo`;
+:mod:`.forward`, :mod:`.tables` (partition), :mod:`.demo`;
 :mod:`.dbt` adds ``--dbt PATH`` to the commands that take a project.
 """
 
@@ -32,6 +32,7 @@ from . import (
     replay,
     rollback,
     run,
+    tables,
 )
 from .exit_codes import EXIT_SIGINT, EXIT_USAGE
 from .helptext import DESCRIPTION, EPILOG
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_changelog_parser(sub)
     rollback.add_rollback_parser(sub)
     rollback.add_gc_parser(sub)
+    tables.add_parser(sub)
     forward.add_parser(sub)
     check.add_check_parser(sub)
     audit.add_diff_parser(sub)

@@ -38,6 +38,10 @@ from the engine's class):
   transaction like a task of one, so ``partitions_per_run="auto"`` may group partitions.
 * ``landing=True``: :meth:`Engine.land` writes rows handed over as Arrow (a Kafka source's
   landing model) with the same guarantees as :meth:`Engine.run_task`.
+* ``table_partitions=True``: a model with ``table_partitions`` gets a declaratively partitioned
+  table (one partition per period of that grain, made as periods appear), and publish
+  exchanges its whole partitions instead of copying their rows (PostgreSQL); an engine without
+  it fails such a model's tasks, naming the setting.
 
 The conformance suite (``tests/python/conformance/``) defines what these words mean; every engine
 passes it.
@@ -204,6 +208,9 @@ class Capabilities:
     #: runs waiting tasks together (dbt: consecutive batches in one invocation) gets up to this
     #: many, each still leased, run in its own thread and recorded on its own
     task_group: int = 1
+    #: a model's ``table_partitions`` makes its table declaratively partitioned, and publish
+    #: exchanges whole partitions (see :mod:`backfill.engines.sql.partitions`)
+    table_partitions: bool = False
 
 
 @dataclass(frozen=True)
@@ -516,6 +523,16 @@ class Engine(ABC):
         """The rows ``publication_id`` keeps apart (None: the engine keeps old versions as
         snapshots, or nothing is kept)."""
         return None
+
+    def partition_table(self, project: Project, model: str) -> int:
+        """Makes the published table of ``model`` (which has ``table_partitions``) partitioned,
+        its rows copied: an existing plain table is otherwise left alone. Returns the
+        partitions made (0: partitioned already). An engine without ``table_partitions``
+        refuses."""
+        raise InvalidInputError(
+            f"model {model!r}: the {self.name} engine has no partitioned tables "
+            "(table_partitions needs postgres)"
+        )
 
     def maintain(
         self, project: Project, keep: Mapping[str, Sequence[int]], older_than: dt.datetime

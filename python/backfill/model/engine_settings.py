@@ -13,7 +13,11 @@ from typing import Any
 from .._secrets import mask_text, mask_url, masked_repr
 from ..errors import InvalidInputError
 
-__all__ = ["ENGINE_SETTINGS", "EngineSettings", "ProjectError"]
+__all__ = ["ENGINE_SETTINGS", "TABLE_PARTITION_ENGINES", "EngineSettings", "ProjectError"]
+
+#: engine types whose published tables may be declaratively partitioned (a model's
+#: ``table_partitions``): a partition is published by exchanging it whole
+TABLE_PARTITION_ENGINES = ("postgres",)
 
 # DuckDBEngine keyword settings allowed under engine: (seconds, flags, counts).
 DUCKDB_OPTIONS: dict[str, type] = {

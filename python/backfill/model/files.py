@@ -24,7 +24,10 @@ the file, default 120), ``keep_open`` (hold the file for the whole run), ``linge
 keep it open after a task, default 0.05), ``conflict_retries`` (default 30).
 For PostgreSQL: ``engine: {type: postgres, url: postgresql://user@host:5432/db, schema:
 public}`` with ``pool_size`` (connections, default 8), ``connect_timeout`` (seconds, default 10)
-and ``conflict_retries`` (default 5).
+and ``conflict_retries`` (default 5). There a replace model may set ``table_partitions: month``
+(a grain holding whole periods of its own): its table is declaratively partitioned by that grain
+of its event time, and publish exchanges whole partitions (see
+:mod:`backfill.engines.sql.partitions`).
 
 A model file is a Jinja2 SELECT. ``{{ this }}`` reads the model's own rows (in an audit area:
 the new ones for the backfilled periods, published ones elsewhere); ``{% if is_incremental() %}``
@@ -59,7 +62,12 @@ from .._secrets import mask_text, masked_repr
 from ..errors import BackfillError, CycleError, InvalidInputError
 from ..windows import check_specs, parse_duration
 from .consumers import LineageSettings, NotifySettings, read_consumers, read_lineage, read_notify
-from .engine_settings import ENGINE_SETTINGS, EngineSettings, ProjectError
+from .engine_settings import (
+    ENGINE_SETTINGS,
+    TABLE_PARTITION_ENGINES,
+    EngineSettings,
+    ProjectError,
+)
 from .landing import source_kind, source_kind_names
 from .project import STRATEGIES, Dependency, Project, all_of, window
 from .rendering import render
@@ -105,6 +113,7 @@ MODEL_KEYS = (
     "enabled",
     "owners",
     "consumers",
+    "table_partitions",
 )
 
 
@@ -285,6 +294,7 @@ class _Loader:
             if cfg is None:  # enabled: false
                 continue
             told[model] = self._consumers(cfg, notify, model)
+            _check_table_partitions(cfg, engine, file, model)
             _check_sql(found[model].config["__sql__"], engine, file, model)
             deps: list[Dependency] = list(
                 dict.fromkeys([*found[model].refs, *map(Dependency, found[model].sources)])
@@ -419,7 +429,7 @@ class _Loader:
         cfg.update(file_cfg)
         if cfg.get("grain") is None:
             # An unpartitioned model ignores partition defaults it did not ask for.
-            for key in ("begin", "strategy"):
+            for key in ("begin", "strategy", "table_partitions"):
                 if key not in per_model and key not in file_cfg:
                     cfg.pop(key, None)
         if cfg.pop("enabled", True) is False:
@@ -559,6 +569,20 @@ def _check_model_values(cfg: dict[str, Any]) -> None:
         raise InvalidInputError(
             f"a partitioned model with strategy {cfg.get('strategy') or 'replace'!r} needs "
             "event_time (the column that places each row in a partition)"
+        )
+
+
+def _check_table_partitions(
+    cfg: dict[str, Any], engine: EngineSettings, path: Path, model: str
+) -> None:
+    """``table_partitions`` only where the engine has declaratively partitioned tables (the
+    value itself is checked with the model: :func:`~.project.check_table_partitions`)."""
+    value = cfg.get("table_partitions")
+    if value is not None and engine.type not in TABLE_PARTITION_ENGINES:
+        raise ProjectError(
+            f"{path} (model {model!r}): table_partitions {value!r} needs an engine with "
+            f"declaratively partitioned tables ({', '.join(TABLE_PARTITION_ENGINES)}); this "
+            f"project's engine is {engine.type}: remove table_partitions"
         )
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "Project",
     "Source",
     "all_of",
+    "check_table_partitions",
     "overlap",
     "window",
 ]
@@ -113,6 +114,9 @@ class ModelOptions(TypedDict, total=False):
     tags: Iterable[str]
     sql: str | None
     meta: Mapping[str, Any] | None
+    #: the grain of the published table's partitions (a declaratively partitioned table on
+    #: engines that have them: PostgreSQL); None: one plain table
+    table_partitions: str | None
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,8 @@ class Model:
     tags: tuple[str, ...] = ()
     sql: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    #: the grain of the table's partitions (see :func:`check_table_partitions`)
+    table_partitions: str | None = None
 
     @property
     def parents(self) -> list[str]:
@@ -181,6 +187,54 @@ def _check_grain(grain: str | None, tz: str, what: str) -> None:
         _core.check_zone(tz)
     except InvalidInputError as exc:
         raise InvalidInputError(f"{what}: {exc}") from None
+
+
+#: grain -> the grains whose periods each lie inside one of its periods (in one time zone):
+#: a week crosses month boundaries, so weeks nest in nothing coarser than a week
+_NESTS_IN: dict[str, tuple[str, ...]] = {
+    "hour": ("hour", "day", "week", "month", "quarter", "year"),
+    "day": ("day", "week", "month", "quarter", "year"),
+    "week": ("week",),
+    "month": ("month", "quarter", "year"),
+    "quarter": ("quarter", "year"),
+    "year": ("year",),
+}
+
+
+def check_table_partitions(
+    what: str, value: object, grain: str | None, strategy: str, event_time: str | None
+) -> None:
+    """Checks ``table_partitions`` (the grain of a model's table partitions): a grain whose
+    periods are whole periods of the model's ``grain`` (each task period lies inside one table
+    partition; the model's time zone cuts both), of a ``replace`` model with an event time.
+    Raises InvalidInputError naming the bad value and what was expected."""
+    if not isinstance(value, str) or value not in _NESTS_IN:
+        raise InvalidInputError(
+            f"{what}: table_partitions {value!r} is not a grain; expected one of "
+            f"{', '.join(_NESTS_IN)}"
+        )
+    if grain is None:
+        raise InvalidInputError(
+            f"{what}: table_partitions {value!r} needs a partitioned model (grain and "
+            "event_time): an unpartitioned model's table has no periods to cut"
+        )
+    if value not in _NESTS_IN[grain]:
+        raise InvalidInputError(
+            f"{what}: table_partitions {value!r} does not hold whole {grain} periods; "
+            f"expected one of {', '.join(_NESTS_IN[grain])} (a table partition holds whole "
+            "periods of the model's grain)"
+        )
+    if strategy != "replace":
+        raise InvalidInputError(
+            f"{what}: table_partitions needs strategy 'replace', not {strategy!r}: a "
+            "partition is published by exchanging it whole, which a replace of its periods "
+            "allows; a merge upserts keys across periods"
+        )
+    if not event_time:
+        raise InvalidInputError(
+            f"{what}: table_partitions {value!r} needs event_time (the column the table's "
+            "partitions are cut on)"
+        )
 
 
 def _check_name(name: object, what: str) -> str:
@@ -270,6 +324,11 @@ class Project:
             raise InvalidInputError(f"model {name!r}: begin is set but the model has no grain")
         deps = tuple(_dependency(d, name) for d in options.get("depends_on", ()))
         tags = options.get("tags", ())
+        table_partitions = options.get("table_partitions")
+        if table_partitions is not None:
+            check_table_partitions(
+                f"model {name!r}", table_partitions, grain, strategy, options.get("event_time")
+            )
         model = Model(
             name=name,
             depends_on=deps,
@@ -282,6 +341,7 @@ class Project:
             tags=(tags,) if isinstance(tags, str) else tuple(tags),
             sql=options.get("sql"),
             meta=dict(options.get("meta") or {}),
+            table_partitions=table_partitions,
         )
         self._add(model)
         return model

@@ -35,7 +35,13 @@ def ledger(url: str) -> Iterator[LedgerBackend]:
 def case(
     request: pytest.FixtureRequest, built_shop: Path, built_dbt_shop: Path, tmp_path: Path
 ) -> Iterator[Case]:
-    pg = request.getfixturevalue("built_pg_shop") if request.param == "postgres" else None
+    pg = (
+        request.getfixturevalue("built_pg_shop")
+        if request.param == "postgres"
+        else request.getfixturevalue("built_pg_partitioned_shop")
+        if request.param == "postgres-partitioned"
+        else None
+    )
     spark_shop = request.getfixturevalue("built_spark_shop") if request.param == "spark" else None
     c = make_case(request.param, built_shop, built_dbt_shop, tmp_path, pg, spark_shop)
     yield c

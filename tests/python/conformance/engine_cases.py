@@ -8,7 +8,9 @@ several published tables in ONE snapshot (to see what a concurrent reader sees).
 
 To add an engine: write its case here (a builder that copies a built shop into a fresh warehouse
 of that engine) and add its name to ``ENGINES``. The Postgres case copies a database built once
-per session (``CREATE DATABASE ... TEMPLATE``, see ``pg_engine_support.PgShop``).
+per session (``CREATE DATABASE ... TEMPLATE``, see ``pg_engine_support.PgShop``); the
+postgres-partitioned case is the same engine on a shop whose models have partitioned tables
+(``pg_engine_support.TABLE_PARTITIONS``: publish exchanges partitions).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from backfill.engines.postgres import PostgresEngine, quote
 from backfill.examples import dbt_shop, shop
 from pg_engine_support import PgShop
 
-ENGINES = ("duckdb", "dbt-duckdb", "postgres", "spark")
+ENGINES = ("duckdb", "dbt-duckdb", "postgres", "postgres-partitioned", "spark")
 #: the plans' "now": after every period the suite touches (the shop's data ends in 2026)
 AS_OF = "2027-06-01"
 UTC = dt.timezone.utc
@@ -222,8 +224,9 @@ def make_case(
             backfill.Project.from_dbt,
             dbt_shop.fix,
         )
-    if name == "postgres":
-        assert built_pg_shop is not None, "the postgres case needs the built_pg_shop fixture"
+    if name in ("postgres", "postgres-partitioned"):
+        # postgres-partitioned: the shop's tables declaratively partitioned (table_partitions)
+        assert built_pg_shop is not None, f"the {name} case needs its built Postgres shop"
         root, url = built_pg_shop.copy(tmp / "shop_pg")
         return PgCase(name, root, backfill.Project.load, shop.fix, url=url)
     if name == "spark":

@@ -24,21 +24,29 @@ Rows travel to the C++ diff as Arrow batches through ADBC (see :mod:`.arrow`). P
 transaction for every model and the changelog, under a per-schema advisory lock and ``SHARE ROW
 EXCLUSIVE`` locks on the published tables (in name order: two publishes cannot deadlock; readers
 are not blocked): a concurrent reader sees all old or all new.
+
+A model with ``table_partitions`` has a declaratively partitioned table (the engine core's
+:mod:`~backfill.engines.sql.partitions`); this engine reads its partitions' bounds from the
+catalog (``_table_partitions``) and takes the ACCESS EXCLUSIVE locks its publish's partition
+exchanges need (``_lock_exclusive``): readers of those tables wait from then to the commit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from ...errors import InvalidInputError
+from ...errors import ConflictError, InvalidInputError
 from ...model.files import EngineSettings
 from ..base import Capabilities, Column, TaskFailure
 from ..sql import Rel, SqlEngine
+from ..sql.partitions import Found
 from .arrow import to_arrow
 from .connection import Database, PostgresConnectionError, mask_url, task_failure
 from .sql import DIALECT
@@ -64,7 +72,9 @@ class PostgresEngine(SqlEngine):
 
     name = "postgres"
     dialect = DIALECT
-    capabilities = Capabilities(atomic_publish=True, embedded=False, landing=True, interrupt=True)
+    capabilities = Capabilities(
+        atomic_publish=True, embedded=False, landing=True, interrupt=True, table_partitions=True
+    )
 
     def __init__(
         self,
@@ -139,6 +149,37 @@ class PostgresEngine(SqlEngine):
 
     def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         return cur.transaction()  # type: ignore[no-any-return]
+
+    def _table_partitions(self, cur: Any, rel: Rel, column: Column) -> Found | None:
+        target = DIALECT.qualified(rel)
+        key = cur.execute(
+            "SELECT p.partstrat, a.attname FROM pg_partitioned_table p JOIN pg_attribute a "
+            "ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0] "
+            "WHERE p.partrelid = to_regclass(%s) AND p.partnatts = 1",
+            [target],
+        ).fetchone()
+        if key is None or key[0] != "r" or key[1] != column.name:
+            return None  # not partitioned, or not by range of this one column
+        # Each partition's bounds as the column's values (a DEFAULT partition, MINVALUE or
+        # MAXVALUE bounds match nothing: never exchanged).
+        rows = cur.execute(
+            f"SELECT c.relname, CAST(b[1] AS {column.type}), CAST(b[2] AS {column.type}) "
+            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid, "
+            "regexp_match(pg_get_expr(c.relpartbound, c.oid), "
+            "'^FOR VALUES FROM \\(''([^'']*)''\\) TO \\(''([^'']*)''\\)$') b "
+            "WHERE i.inhparent = to_regclass(%s) AND b IS NOT NULL",
+            [target],
+        ).fetchall()
+        return {(low, high): str(name) for name, low, high in rows}
+
+    def _tables_of(self, cur: Any, schema: str) -> list[str]:
+        # A partitioned table counts its partitions' rows: partitions are not listed apart.
+        rows = cur.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT c.relispartition",
+            [schema],
+        ).fetchall()
+        return [str(r[0]) for r in rows]
 
     @contextlib.contextmanager
     def _arrow(self, sql: str) -> Iterator[Any]:
@@ -215,6 +256,50 @@ class PostgresEngine(SqlEngine):
         if tables:
             listed = ", ".join(DIALECT.qualified(t) for t in tables)
             cur.execute(f"LOCK TABLE {listed} IN SHARE ROW EXCLUSIVE MODE")
+
+    #: how long a publish keeps trying to lock several partitioned tables at once before it
+    #: gives up (readers kept them busy), seconds
+    exchange_lock_patience: float = 120.0
+
+    def _lock_exclusive(self, cur: Any, tables: Sequence[Rel]) -> None:
+        """Locks the partitioned tables whose partitions a publish exchanges (ACCESS EXCLUSIVE:
+        DETACH wants it), all at once, before the first DETACH.
+
+        One table: wait for the queries reading it (new readers queue behind the lock). Several:
+        a reader of two of them that holds one and waits for the other, while the publish holds
+        the other and waits for the one, is a deadlock that PostgreSQL breaks by aborting the
+        side whose ``deadlock_timeout`` runs out first, which may be the publish. So each try
+        waits at most 0.8 x ``deadlock_timeout`` (then the reader's check finds the cycle and
+        aborts the reader, or the publish gives up first): on a timeout the publish lets go
+        of the locks of the try (a savepoint) and tries again, for up to
+        ``exchange_lock_patience`` seconds."""
+        listed = ", ".join(DIALECT.qualified(t) for t in tables)
+        lock = f"LOCK TABLE {listed} IN ACCESS EXCLUSIVE MODE"
+        if len(tables) == 1:
+            cur.execute(lock)
+            return
+        row = cur.execute(
+            "SELECT setting::float FROM pg_settings WHERE name = 'deadlock_timeout'"
+        ).fetchone()
+        wait_ms = max(10, int(0.8 * float(row[0] if row else 1000.0)))
+        began = time.monotonic()
+        delay = 0.01
+        while True:
+            try:
+                with cur.transaction():  # a savepoint: a timeout lets go of this try's locks
+                    cur.execute(f"SET LOCAL lock_timeout = {wait_ms}")
+                    cur.execute(lock)
+                    cur.execute("SET LOCAL lock_timeout TO DEFAULT")
+                return
+            except psycopg.errors.LockNotAvailable:
+                if time.monotonic() - began > self.exchange_lock_patience:
+                    raise ConflictError(
+                        f"publish could not lock {listed} for its partition exchanges within "
+                        f"{self.exchange_lock_patience:.0f} s: queries kept reading them; "
+                        "nothing was published, try again"
+                    ) from None
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
 
     def _cursor(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         return cur.cursor()  # type: ignore[no-any-return]  # a pooled connection's cursor

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -83,6 +84,36 @@ class PostgresDialect(Dialect):
         # Samples 300 x default_statistics_target rows (30,000): about constant time once a
         # table is larger than that many pages.
         return f"ANALYZE {target}"
+
+    def partitioned_table(self, target: str, like: str, column: str) -> str:
+        return f"CREATE TABLE {target} (LIKE {like}) PARTITION BY RANGE ({self.quote(column)})"
+
+    def bounded_table(
+        self,
+        target: str,
+        like: str,
+        column: str,
+        check: str,
+        bounds: tuple[dt.date | dt.datetime, dt.date | dt.datetime],
+    ) -> str:
+        # The partition constraint of a range is "column IS NOT NULL AND column >= low AND
+        # column < high": this CHECK is the same, so ATTACH proves it without a scan.
+        c = self.quote(column)
+        low, high = (self.bound_literal(b) for b in bounds)
+        return (
+            f"CREATE TABLE {target} (LIKE {like}, CONSTRAINT {self.quote(check)} "
+            f"CHECK ({c} IS NOT NULL AND {c} >= {low} AND {c} < {high}))"
+        )
+
+    def attach_partition(
+        self, parent: str, part: str, bounds: tuple[dt.date | dt.datetime, dt.date | dt.datetime]
+    ) -> str:
+        low, high = (self.bound_literal(b) for b in bounds)
+        return f"ALTER TABLE {parent} ATTACH PARTITION {part} FOR VALUES FROM ({low}) TO ({high})"
+
+    def detach_partition(self, parent: str, part: str) -> str:
+        # Not CONCURRENTLY: that cannot run inside the publish's transaction.
+        return f"ALTER TABLE {parent} DETACH PARTITION {part}"
 
     def count_distinct(self, columns: Sequence[str]) -> str:
         return f"count(DISTINCT ROW({', '.join(columns)}))"

@@ -81,6 +81,7 @@ from ..base import (
 from .audit_facts import answer_up_front
 from .connection import Database
 from .dialect import Dialect, Rel
+from .partitions import Found, TablePartitions
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Model, Project
@@ -197,6 +198,8 @@ class SqlEngine(Engine):
         self._scopes = threading.local()
         self._tmp_counter = 0
         self._tmp_lock = threading.Lock()
+        #: models with ``table_partitions``: their partitioned tables (capabilities permitting)
+        self.partitioning = TablePartitions(self)
 
     # -- hooks: the connection -------------------------------------------------------------------
     #: the engine's connections (DuckDB: its file; Postgres: a pool); an engine without one
@@ -224,6 +227,22 @@ class SqlEngine(Engine):
     def _kind(self, cur: Any, rel: Rel) -> str | None:
         """``"table"``, ``"view"`` or None (a catalog lookup: safe inside a transaction)."""
         raise NotImplementedError
+
+    def _table_partitions(self, cur: Any, rel: Rel, column: Column) -> Found | None:
+        """The partitions of ``rel`` by their bounds, when it is partitioned by range of
+        ``column`` alone; None otherwise (an engine with ``capabilities.table_partitions``
+        reads its catalog)."""
+        return None
+
+    def _tables_of(self, cur: Any, schema: str) -> list[str]:
+        """The tables of ``schema`` holding rows of their own (a partition counts under its
+        partitioned table)."""
+        rows = self._rows(
+            cur,
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            f"{self.dialect.string(schema)} AND table_type = 'BASE TABLE'",
+        )
+        return [str(r[0]) for r in rows]
 
     def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         """``BEGIN TRANSACTION`` ... ``COMMIT`` on ``cur``; ``ROLLBACK`` when the block raises
@@ -533,7 +552,8 @@ class SqlEngine(Engine):
                     if m.strategy != "view":
                         rel = self.location(project, model, area)
                         held = self._written_filter(project, m, window)
-                        self._fresh_statistics(cur, rel, held, fp.rows)
+                        split = self._written_partitions(cur, project, m, rel, window)
+                        self._fresh_statistics(cur, rel, held, fp.rows, split)
                 return WriteResult(
                     written, deleted, fp, time.perf_counter() - began, conflicts, parts or None
                 )
@@ -571,10 +591,49 @@ class SqlEngine(Engine):
             return "TRUE"
         return self.dialect.in_periods(m.event_time, [(start, end)])
 
-    def _fresh_statistics(self, cur: Any, rel: Rel, held: str, rows: int) -> None:
+    def _written_partitions(
+        self,
+        cur: Any,
+        project: Project,
+        m: Model,
+        rel: Rel,
+        window: tuple[dt.datetime | None, dt.datetime | None],
+    ) -> list[Rel] | None:
+        """The partitions of ``m``'s partitioned table ``rel`` a task over ``window`` wrote
+        (None: not a partitioned table, or not a period task)."""
+        start, end = window
+        if start is None or end is None or not writes_period(project, m, window):
+            return None
+        if not self.partitioning.wanted(m, model_location(project, m.name)):
+            return None
+        return self._partitions_for(cur, project, m, rel, (start, end), own=True)
+
+    def _partitions_for(
+        self,
+        cur: Any,
+        project: Project,
+        m: Model,
+        rel: Rel,
+        period: Period,
+        *,
+        own: bool,
+    ) -> list[Rel] | None:
+        """:meth:`TablePartitions.ensure` for a task of ``m``: a layout the column cannot hold
+        fails the task for good."""
+        try:
+            return self.partitioning.ensure(cur, m, rel, [period], own=own)
+        except InvalidInputError as exc:
+            where = model_location(project, m.name)
+            raise TaskFailure(f"{where}: {exc}", transient=False) from None
+
+    def _fresh_statistics(
+        self, cur: Any, rel: Rel, held: str, rows: int, parts: Sequence[Rel] | None = None
+    ) -> None:
         """Makes the planner see the ``rows`` rows that match ``held`` (a filter) in the table
         ``rel`` now, before any task reads them: a write committed, and its task is reported
-        done (so a later task can be claimed) only after this returns.
+        done (so a later task can be claimed) only after this returns. Of a partitioned table
+        the partitions written (``parts``) are analyzed, each with statistics of its own: an
+        ANALYZE of the partitioned table would sample every partition again.
 
         A backfill writes what leaves a planner's statistics stale: whole new periods, past the
         last histogram bound, in bulk. Postgres then estimates 1 row for the period, joins the
@@ -602,7 +661,10 @@ class SqlEngine(Engine):
             expected = self._estimated_rows(cur, f"SELECT * FROM {target} WHERE {held}")
             if expected is not None and rows <= self.stale_statistics * max(expected, 1.0):
                 return
-            cur.execute(analyze)
+            if not parts:
+                cur.execute(analyze)
+            for part in parts or ():
+                cur.execute(d.analyze(d.qualified(part)))
         except self._warehouse_errors() as exc:
             log.warning(
                 "statistics of %s not refreshed (tasks reading it may be planned for fewer "
@@ -681,10 +743,21 @@ class SqlEngine(Engine):
         rel = self.location(project, m.name, area)
         partitioned = writes_period(project, m, window)
         self._ensure_schema(cur, rel[0])
+        split = partitioned and self.partitioning.wanted(m, model_location(project, m.name))
+        made = None
+        if split:  # its partitions before the write, each in a transaction of its own
+            assert start is not None and end is not None
+            made = self._partitions_for(cur, project, m, rel, (start, end), own=True)
         with self._transaction(cur):
             if rows is None:
                 sql = self._render(project, m.name, window, area, cur)
-                if partitioned and m.strategy == "replace" and m.event_time and not dead_letters:
+                if (
+                    partitioned
+                    and m.strategy == "replace"
+                    and m.event_time
+                    and not dead_letters
+                    and not split
+                ):
                     assert start is not None and end is not None
                     fast = self._write_replace(cur, project, m, rel, sql, (start, end))
                     if fast is not None:
@@ -699,7 +772,13 @@ class SqlEngine(Engine):
                 fp = self._fingerprint_where(cur, self.relation(m.name, area, project), rel)
                 return fp.rows, 0, fp, {}
             written, deleted, fp = self._write_table(
-                cur, project, m, rel, sql, window if partitioned else None
+                cur,
+                project,
+                m,
+                rel,
+                sql,
+                window if partitioned else None,
+                split=split and made is None,
             )
             if landed is not None:
                 self._unstage(cur, landed)
@@ -715,8 +794,12 @@ class SqlEngine(Engine):
         rel: Rel,
         sql: str,
         window: tuple[dt.datetime | None, dt.datetime | None] | None,
+        *,
+        split: bool = False,
     ) -> tuple[int, int, PartitionFingerprint]:
-        """The general write of a task into the table ``rel``: staged, checked, swapped in."""
+        """The general write of a task into the table ``rel``: staged, checked, swapped in.
+        ``split``: a partitioned model whose partitions were not made before the transaction
+        (its table was missing): made here, the table too."""
         d = self.dialect
         target = d.qualified(rel)
         where = model_location(project, m.name)
@@ -744,8 +827,16 @@ class SqlEngine(Engine):
                 # The first tasks of a model race to create its table: one creates it, the
                 # others wait here and find it when it commits.
                 self._lock(cur, rel)
-                if self._kind(cur, rel) is None:
+                if self._kind(cur, rel) is None and split:
+                    try:
+                        self.partitioning.create_table(cur, m, rel, tmp, new_cols)
+                    except InvalidInputError as exc:
+                        raise TaskFailure(f"{where}: {exc}", transient=False) from None
+                elif self._kind(cur, rel) is None:
                     cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {tmp} LIMIT 0")
+            if split:
+                assert window[0] is not None and window[1] is not None
+                self._partitions_for(cur, project, m, rel, (window[0], window[1]), own=False)
             old = [c.name for c in self._columns(cur, rel) or []]
             if set(names) != set(old):
                 raise schema_changed(where, rel[0], names, old)
@@ -1049,6 +1140,22 @@ class SqlEngine(Engine):
         with self._arrow(f"SELECT {self._select_list(cols)} FROM {rel} t") as rows:
             yield rows
 
+    # -- partitioned tables ----------------------------------------------------------------------
+    def partition_table(self, project: Project, model: str) -> int:
+        """Makes the published table of ``model`` (which has ``table_partitions``) a
+        partitioned one, its rows copied (see :meth:`.partitions.TablePartitions.migrate`):
+        a table that is not partitioned is otherwise left alone. Returns the partitions made
+        (0: it is partitioned already)."""
+        m = project_model(project, model)
+        if m.table_partitions is None or not self.capabilities.table_partitions:
+            raise InvalidInputError(
+                f"model {model!r}: partition_table needs table_partitions on the model and an "
+                f"engine with partitioned tables (postgres); this is {self.name}, "
+                f"table_partitions {m.table_partitions!r}"
+            )
+        with self.connect() as cur:
+            return self.partitioning.migrate(cur, m, self.published(project, model))
+
     # -- the warehouse for writers that are not this engine (dbt) ------------------------------
     def task_failure(self, where: str, exc: Exception) -> TaskFailure | None:
         """The TaskFailure of ``exc`` when it is this warehouse's error; None otherwise."""
@@ -1183,6 +1290,7 @@ class SqlEngine(Engine):
         }
         kept: list[KeptModel] = []
         overwritten: dict[str, list[str]] = {}
+        last: list[tuple[Rel, Callable[[], None]]] = []  # partition exchanges: see _defer
         with self.connect() as cur, self._publishing(cur, project, request):
             # Every check before any swap: a published view reads tables swapped before it.
             for pm in request.models:
@@ -1193,21 +1301,47 @@ class SqlEngine(Engine):
                     overwritten[pm.model] = stale
             if request.publication_id is not None and request.models:
                 self._ensure_backup_schema(cur, backup_schema(request.publication_id))
-            for pm in request.models:
-                kept.append(
-                    self._swap(
-                        cur,
-                        project,
-                        request,
-                        pm,
-                        views.get(pm.model),
-                        overwritten.get(pm.model, ()),
+            self._scopes.last = last
+            try:
+                for pm in request.models:
+                    kept.append(
+                        self._swap(
+                            cur,
+                            project,
+                            request,
+                            pm,
+                            views.get(pm.model),
+                            overwritten.get(pm.model, ()),
+                        )
                     )
-                )
+            finally:
+                self._scopes.last = None
             if request.publication_id is not None:
                 self._record_version(cur, request, kept)
             self._append_changelog(cur, request)
+            if last:
+                self._lock_exclusive(cur, sorted({rel for rel, _ in last}))
+            for _, action in last:
+                action()
         return PublishResult(tuple(kept), overwritten)
+
+    def _defer(self, table: Rel, action: Callable[[], None]) -> None:
+        """Runs ``action`` last in the publish's transaction, after every check, copy and the
+        changelog: a partition exchange, whose DETACH makes readers of the published ``table``
+        wait until the commit (ACCESS EXCLUSIVE), so it comes when nothing else is left to do,
+        with the locks of every such table taken first, together (see
+        :meth:`_lock_exclusive`)."""
+        last: list[tuple[Rel, Callable[[], None]]] | None = getattr(self._scopes, "last", None)
+        if last is None:  # not inside publish(): nothing else is left to wait for
+            action()
+        else:
+            last.append((table, action))
+
+    def _lock_exclusive(self, cur: Any, tables: Sequence[Rel]) -> None:
+        """Takes ACCESS EXCLUSIVE locks on ``tables`` (a publish's partitioned tables, before
+        its exchanges) in the publish's transaction."""
+        listed = ", ".join(self.dialect.qualified(t) for t in tables)
+        cur.execute(f"LOCK TABLE {listed} IN ACCESS EXCLUSIVE MODE")
 
     def _record_version(self, cur: Any, request: PublishRequest, kept: Sequence[KeptModel]) -> None:
         """Records what the publish kept in ``backfill_versions``, in its transaction."""
@@ -1260,17 +1394,13 @@ class SqlEngine(Engine):
         d = self.dialect
         schema = backup_schema(publication_id)
         with self.connect() as cur:
-            tables = self._rows(
-                cur,
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-                f"{d.string(schema)} AND table_type = 'BASE TABLE'",
-            )
+            tables = self._tables_of(cur, schema)
             if not tables:
                 return None
             return sum(
-                self._one(cur, f"SELECT count(*) FROM {d.qualified((schema, str(t)))}")
-                for (t,) in tables
-                if not str(t).endswith(_KEYS)
+                self._one(cur, f"SELECT count(*) FROM {d.qualified((schema, t))}")
+                for t in tables
+                if not t.endswith(_KEYS)
             )
 
     def _ensure_backup_schema(self, cur: Any, schema: str) -> None:
@@ -1347,6 +1477,14 @@ class SqlEngine(Engine):
         new_rel = self.location(project, pm.model, request.area)
         new = self.dialect.qualified(new_rel)
         new_cols = self._columns(cur, new_rel) or []
+        split = bool(pm.parts) and self.partitioning.wanted(m, pm.model)
+        if kind is None and split and self._table_partitions_of(cur, m, new_rel):
+            # A first publish of a partitioned model: its table is made partitioned, and the
+            # area's partitions are attached to it (a rollback drops it: it did not exist).
+            self.partitioning.create_table(cur, m, rel, new, new_cols)
+            first = self.partitioning.publish(cur, m, pm, (rel, new_rel, None), stale, self._defer)
+            assert first is not None
+            return dataclasses.replace(first, existed=False, rows=0)
         if kind != "table" or m.strategy == "full" or not pm.parts or not m.event_time:
             kept = self._keep_whole(cur, pm, rel, kind, backup, "full")
             if kind == "view":  # the model was a view, is now a table
@@ -1360,6 +1498,14 @@ class SqlEngine(Engine):
             pub = self.dialect.qualified(rel)
             self._merge(cur, pub, new, [c.name for c in new_cols], keys)
             return self._kept_after(cur, project, pm, rel, kept, {})
+        if split:
+            sides = (rel, new_rel, backup)
+            exchanged = self.partitioning.publish(cur, m, pm, sides, stale, self._defer)
+            if exchanged is not None:
+                return exchanged
+            # A table left alone (not partitioned by the event time, or the area's is not):
+            # its periods are copied, into partitions made for them where it has them.
+            self.partitioning.ensure(cur, m, rel, [(s, e) for _, s, e in pm.parts], own=False)
         same = pm.unchanged(stale)
         changed = [p for p in pm.parts if p[0] not in same]
         kept = self._keep_periods(cur, pm, rel, backup, m.event_time, changed, stale)
@@ -1367,6 +1513,11 @@ class SqlEngine(Engine):
         self._replace_periods(cur, rel, new, m.event_time, pm.parts)
         after = {label: fp for label, fp in pm.new_fingerprints.items() if label not in same}
         return self._kept_after(cur, project, pm, rel, kept, after)
+
+    def _table_partitions_of(self, cur: Any, m: Model, rel: Rel) -> bool:
+        """Whether ``rel`` is partitioned by range of ``m``'s event time."""
+        col = next((c for c in self._columns(cur, rel) or [] if c.name == m.event_time), None)
+        return col is not None and self._table_partitions(cur, rel, col) is not None
 
     def _restore(
         self,
@@ -1413,6 +1564,14 @@ class SqlEngine(Engine):
                 f"{pm.model}: the model has no event_time now; its periods cannot be put back "
                 "(restore its event_time in the project, then roll back)"
             )
+        m = project.models.get(pm.model)
+        if m is not None and m.event_time == event_time and self.partitioning.wanted(m, pm.model):
+            sides = (rel, old, backup)
+            exchanged = self.partitioning.restore(cur, m, pm, sides, stale, self._defer)
+            if exchanged is not None:
+                return exchanged
+            periods = [(s, e) for _, s, e in kept_then.parts]
+            self.partitioning.ensure(cur, m, rel, periods, own=False)
         kept = self._keep_periods(cur, pm, rel, backup, event_time, kept_then.parts, stale)
         self._replace_periods(cur, rel, src, event_time, kept_then.parts)
         return self._kept_after(cur, project, pm, rel, kept, {})

@@ -207,6 +207,42 @@ class Dialect:
         """The type of a changelog column of ``kind`` (``column``: its name)."""
         return self.changelog_types.get(kind) or f"DECIMAL(38,{CHANGELOG_SCALE})"
 
+    # -- declaratively partitioned tables (an engine with capabilities.table_partitions) -------
+    def bound_literal(self, value: dt.date | dt.datetime) -> str:
+        """A partition bound (a date, a naive UTC or an aware timestamp) as a literal that the
+        column's type reads."""
+        text = value.isoformat(sep=" ") if isinstance(value, dt.datetime) else value.isoformat()
+        return self.string(text)
+
+    def partitioned_table(self, target: str, like: str, column: str) -> str:
+        """Creates ``target`` with the columns of ``like``, partitioned by range of ``column``."""
+        raise NotImplementedError(f"the {self.name} dialect has no partitioned tables")
+
+    def bounded_table(
+        self,
+        target: str,
+        like: str,
+        column: str,
+        check: str,
+        bounds: tuple[dt.date | dt.datetime, dt.date | dt.datetime],
+    ) -> str:
+        """Creates ``target`` with the columns of ``like`` and the CHECK constraint ``check``
+        holding ``column`` inside ``bounds`` ([low, high), not NULL): the partition constraint
+        of those bounds, which then needs no scan to be proven."""
+        raise NotImplementedError(f"the {self.name} dialect has no partitioned tables")
+
+    def attach_partition(
+        self, parent: str, part: str, bounds: tuple[dt.date | dt.datetime, dt.date | dt.datetime]
+    ) -> str:
+        raise NotImplementedError(f"the {self.name} dialect has no partitioned tables")
+
+    def detach_partition(self, parent: str, part: str) -> str:
+        raise NotImplementedError(f"the {self.name} dialect has no partitioned tables")
+
+    def move_table(self, table: str, schema: str) -> str:
+        """Moves the table ``table`` into ``schema`` (its name stays)."""
+        return f"ALTER TABLE {table} SET SCHEMA {self.quote(schema)}"
+
     def analyze(self, target: str) -> str | None:
         """The statement that refreshes the planner's statistics of the table ``target``; None
         for a warehouse that keeps them as it writes (DuckDB's row-group statistics, Iceberg's
