@@ -47,7 +47,9 @@ def test_missing_java_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
         check_java()
 
 
-def _project(root: Path, models: dict[str, str], extra: str = "") -> backfill.Project:
+def _project(
+    root: Path, models: dict[str, str], extra: str = "", sources: str = ""
+) -> backfill.Project:
     import spark_support
 
     spark_support.ensure_plugin()
@@ -59,7 +61,8 @@ def _project(root: Path, models: dict[str, str], extra: str = "") -> backfill.Pr
         + spark_support.engine_yaml()
         + extra
         + "sources:\n  raw:\n    events: {grain: day, event_time: ts}\n"
-        "models:\n  defaults: {grain: day, begin: '2026-08-01', strategy: replace}\n"
+        + sources
+        + "models:\n  defaults: {grain: day, begin: '2026-08-01', strategy: replace}\n"
     )
     return backfill.Project.load(root)
 
@@ -158,3 +161,108 @@ def test_load_table_streams_a_table_larger_than_the_driver_heap(tmp_path: Path) 
     assert engine.spark.sql(history).collect()[0][0] == commits + 1
     with pytest.raises(ValueError, match="chunk_bytes 0"):
         engine.load_table("events", stream, event_time="ts", chunk_bytes=0)
+
+
+# Each row of the period sleeps raw.knob's ``ms`` in the JVM (Thread.sleep, through reflect: a
+# Spark task that only an interrupt ends early). The sleep depends on the row, so the optimizer
+# cannot fold it into the plan; the knob is data, so the model's SQL is the same at plan and run.
+SLOW = """{{ config(event_time="ts") }}
+select e.ts, e.v from {{ source("raw", "events") }} e cross join {{ source("raw", "knob") }} k
+where e.ts >= {{ start }} and e.ts < {{ end }}
+  and length(coalesce(
+    reflect('java.lang.Thread', 'sleep', cast(k.ms + e.v * 0 as bigint)), 'x')) > 0
+"""
+
+
+def _knob(engine: SparkEngine, ms: int) -> None:
+    engine.load_table("knob", pa.table({"ms": pa.array([ms], pa.int64())}), grain=None)
+
+
+def test_a_stop_cancels_running_spark_jobs_and_a_resume_completes_the_tasks(
+    tmp_path: Path,
+) -> None:
+    """A stop (grace 0) while each task's Spark job sleeps: the runner's interrupt cancels the
+    jobs within seconds (not the minute they would sleep), the attempts are recorded as
+    interrupted, the tasks pending, nothing committed to the audit branch; the resume completes
+    them with the source's rows, and publish puts exactly those in main."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from backfill.run.ledger import TaskState
+    from backfill.run.stop import Stop
+
+    p = _project(tmp_path / "p", {"events_slow": SLOW}, sources="    knob: {}\n")
+    engine = backfill.engines.registry.engine_for(p)
+    assert isinstance(engine, SparkEngine) and engine.capabilities.interrupt
+    _events(engine, [1, 2])
+    _knob(engine, 60_000)  # a minute a row
+    plan = p.plan(
+        "events_slow", "2026-08-01", "2026-08-03", as_of="2026-12-01", partitions_per_run=1
+    )
+    bf = p.backfill(plan, reason="stop test", engine=engine)
+    tracker = engine.spark.sparkContext.statusTracker()
+    stop = Stop()
+    cancelled: list[float] = []
+
+    def stop_when_both_jobs_run() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(tracker.getActiveJobsIds()) < 2:
+            time.sleep(0.05)
+        cancelled.append(time.monotonic())
+        stop.request()
+
+    watcher = threading.Thread(target=stop_when_both_jobs_run)
+    watcher.start()
+    status = bf.run(2, stop=stop, grace=0, backoff=0.0)
+    ended = time.monotonic()
+    watcher.join()
+    latency = ended - cancelled[0]
+    assert latency < 10, f"the stop took {latency:.1f} s"  # the jobs would sleep 60 s more
+    assert status.status == "interrupted", str(status)
+    assert not tracker.getActiveJobsIds()  # cancelled, not left running in the JVM
+    tasks = bf.ledger.tasks(bf.id)
+    assert [t.status for t in tasks] == [TaskState.PENDING] * 2
+    attempts = bf.attempts()
+    assert len(attempts) == 2 and all(
+        a["status"] == "failed"
+        and a["error"].startswith("interrupted by a stop request")
+        and "interrupted: its Spark jobs were cancelled by a stop (" in a["error"]
+        and "[SPARK_JOB_CANCELLED]" in a["error"]
+        for a in attempts
+    ), attempts
+    # nothing committed: no snapshot of the table is a task's write, the branch holds no row
+    table = engine.table("events_slow")
+    branch = engine.branch(bf.id)
+    snapshots = list(engine.iceberg_table(table).snapshots())
+    assert not [s for s in snapshots if s.summary().get("backfill.write") is not None]
+    on_branch = f"{table}.`branch_{branch}`"
+    assert engine.small.sql(f"SELECT count(*) FROM {on_branch}").collect()[0][0] == 0
+
+    _knob(engine, 0)
+    assert bf.run(2, backoff=0.0).ok
+    # read through the engine's uncached session: the main one's catalog caches tables
+    got = engine.small.sql(f"SELECT ts, v FROM {on_branch} ORDER BY ts").collect()
+    expected = engine.small.sql(
+        f"SELECT ts, v FROM {engine.table('events', 'raw')} ORDER BY ts"
+    ).collect()
+    assert [tuple(r) for r in got] == [tuple(r) for r in expected] and len(got) == 4
+    assert bf.audit().passed
+    bf.publish("stop test")
+    published = engine.small.sql(f"SELECT ts, v FROM {table} ORDER BY ts").collect()
+    assert [tuple(r) for r in published] == [tuple(r) for r in expected]
+
+    # A job cancelled from outside (Spark's UI, cancelAllJobs) is an interruption too: a
+    # transient failure that commits nothing, not the model's error.
+    _knob(engine, 60_000)
+    day = (_day(1), _day(2))  # its rows sleep again
+    with ThreadPoolExecutor(1) as pool:
+        task = pool.submit(engine.run_task, p, "events_slow", *day, PUBLISHED)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not tracker.getActiveJobsIds():
+            time.sleep(0.05)
+        engine.spark.sparkContext.cancelAllJobs()
+        outside = "interrupted: its Spark job was cancelled outside backfill"
+        with pytest.raises(TaskFailure, match=outside) as err:
+            task.result(timeout=30)
+    assert err.value.transient and "cancellation of all jobs" in str(err.value)

@@ -61,6 +61,7 @@ from ..base import (
     project_model,
 )
 from ..sql import Rel, SqlEngine, Written, writes_period
+from .jobs import SparkJobs, cancelled_text, interrupted
 from .maintenance import maintain
 from .publish import Moved, kept_of, publishing, restore, swap
 from .session import (
@@ -105,7 +106,7 @@ class SparkEngine(IcebergTables, SqlEngine):
     partitions per Arrow chunk the audit's diff pulls to the driver."""
 
     name = "spark"
-    capabilities = Capabilities(atomic_publish=False, landing=True)
+    capabilities = Capabilities(atomic_publish=False, landing=True, interrupt=True)
     audit_in_one_query = True  # a Spark job's fixed cost dwarfs a partition's scan
 
     def __init__(
@@ -144,6 +145,7 @@ class SparkEngine(IcebergTables, SqlEngine):
         self._table_types: dict[str, dict[str, str]] = {}
         self._views = 0
         self._moved: list[Moved] = []
+        self._jobs = SparkJobs()
         self.dialect = SparkDialect(self.catalog)
 
     @classmethod
@@ -180,8 +182,29 @@ class SparkEngine(IcebergTables, SqlEngine):
     @contextlib.contextmanager
     def connect(self) -> Iterator[_Statements]:
         """Nothing to hold: each statement goes to the session when it runs (a task whose write
-        is Spark's own starts no session here)."""
-        yield _Statements(self)
+        is Spark's own starts no session here). The block's Spark jobs carry a job tag of its
+        own, through which :meth:`interrupt` cancels them (:mod:`.jobs`)."""
+        with self._jobs.lent(self._context):
+            yield _Statements(self)
+
+    def _context(self) -> Any:
+        """The SparkContext when the session runs (None: not started; never starts it)."""
+        return None if self._spark is None else self._spark.sparkContext
+
+    def interrupt(self) -> None:
+        """Cancels the Spark jobs of every task running now (their running Spark tasks are
+        interrupted); a task between two jobs fails at its next one. Each raises a transient
+        TaskFailure saying it was interrupted, having committed nothing. No session: nothing
+        runs."""
+        # Spark's errors: a context stopped meanwhile has nothing left to cancel.
+        count = self._jobs.interrupt(self._context(), self._warehouse_errors())
+        if count:
+            log.info("Spark engine: cancelled the jobs of %d running block(s) of work", count)
+
+    def _job(self, description: str) -> SparkSession:
+        spark = super()._job(description)
+        self._jobs.attach(spark.sparkContext, description)
+        return spark
 
     def _rows(self, cur: Any, sql: str) -> list[tuple[Any, ...]]:
         self._job("backfill: audit")  # this thread's jobs in the engine's pool
@@ -198,7 +221,9 @@ class SparkEngine(IcebergTables, SqlEngine):
 
     @contextlib.contextmanager
     def _arrow(self, sql: str) -> Iterator[Any]:
-        yield self.small.sql(sql).toArrow()
+        small = self.small
+        self._jobs.attach(small.sparkContext)
+        yield small.sql(sql).toArrow()
 
     def _transaction(self, cur: Any) -> contextlib.AbstractContextManager[Any]:
         return contextlib.nullcontext(cur)  # one Iceberg commit a write (see _write)
@@ -213,9 +238,11 @@ class SparkEngine(IcebergTables, SqlEngine):
         return (PySparkException, Py4JError, InvalidInputError, NotFoundError)
 
     def _failure(self, where: str, exc: Exception) -> tuple[TaskFailure, bool] | None:
-        if isinstance(exc, self._warehouse_errors()):
-            return _task_failure(where, exc), False
-        return None
+        if not isinstance(exc, self._warehouse_errors()):
+            return None
+        if self._jobs.cancelled():  # whatever the job's error says: our interrupt ended it
+            return interrupted(where, _first_line(exc)), False
+        return _task_failure(where, exc), False
 
     def _ensure_schema(self, cur: Any, schema: str) -> None:
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._ns(schema)}")
@@ -500,7 +527,9 @@ class _Statements:
         self._engine = engine
 
     def execute(self, sql: str) -> None:
-        self._engine.spark.sql(sql)
+        spark = self._engine.spark
+        self._engine._jobs.attach(spark.sparkContext)
+        spark.sql(sql)
 
 
 def _value(value: Any, spark_type: str) -> Any:
@@ -539,9 +568,22 @@ def _task_failure(where: str, exc: Exception) -> TaskFailure:
             "the inputs with {{ start }} and {{ end }}",
             transient=False,
         )
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    first = _first_line(exc)
+    if cancelled_text(text):  # cancelled by hand (Spark's UI) or by another program
+        return interrupted(where, first, outside=True)
     if any(t in text for t in _TRANSIENT):
         return TaskFailure(f"{where}: {first}", transient=True)
     if isinstance(exc, (AnalysisException, InvalidInputError, NotFoundError)):
         return TaskFailure(f"{where}: SQL error: {first}", transient=False)
     return TaskFailure(f"{where}: {type(exc).__name__}: {first}", transient=True)
+
+
+def _first_line(exc: Exception) -> str:
+    """The first line of a Spark error: the Java exception's (py4j's own first line names only
+    the call, ``An error occurred while calling o173.overwrite.``)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    if not lines or not lines[0]:
+        return type(exc).__name__
+    if lines[0].startswith("An error occurred while calling") and len(lines) > 1:
+        return lines[1].removeprefix(": ") or lines[0]
+    return lines[0]
