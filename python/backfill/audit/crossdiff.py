@@ -31,7 +31,8 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .._numbers import Number
 from ..calendar import Grain, partition_of, partitions
@@ -54,6 +55,9 @@ from ..errors import InvalidInputError
 from .crossdiff_sums import MeasureSpec, measure_specs, measure_totals, merged
 from .diff import DiffOptions, DiffResult, ToleranceSpec
 from .diff import diff as arrow_diff
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.project import Project
 
 __all__ = ["ColumnTypes", "TablesDiffResult", "diff_tables"]
 
@@ -264,6 +268,28 @@ def _select(
     )
 
 
+def _read(
+    source: TableSource,
+    plan: _Plan,
+    rel: str,
+    column: str | None,
+    parts: Sequence[Part],
+    differing: set[str],
+) -> Any:
+    """The rows of the ``differing`` segments as one Arrow table: one query, or one per
+    ``source.stream_periods`` partitions (Spark's driver holds a query's rows whole)."""
+    step = source.stream_periods
+    if step is None or column is None or len(differing) <= step:
+        return source.arrow(_select(source, plan, rel, column, parts, differing))
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    labels = sorted(differing)  # neighbouring partitions together
+    chunks = [set(labels[i : i + step]) for i in range(0, len(labels), step)]
+    return pa.concat_tables(
+        [source.arrow(_select(source, plan, rel, column, parts, chunk)) for chunk in chunks]
+    )
+
+
 # backfill.diff's keyword API, for the same reason as there (see audit.diff.diff).
 def diff_tables(  # noqa: PLR0913
     a: str,
@@ -280,10 +306,13 @@ def diff_tables(  # noqa: PLR0913
     periods: Sequence[Period] | None = None,
     sample: int = 10,
     threads: int = 0,
+    project: Project | str | Path | None = None,
 ) -> TablesDiffResult:
     """Compares the table at location ``a`` (old) with the one at ``b`` (new), matched on
-    ``key``: ``duckdb:///path.duckdb#schema.table``, ``postgresql://...#schema.table``, a
-    Parquet file or a folder of them (:func:`backfill.engines.locations.open_table`).
+    ``key``: ``duckdb:///path.duckdb#schema.table``, ``postgresql://...#schema.table``,
+    ``iceberg:///warehouse#schema.table``, a Parquet file or a folder of them, or a model name
+    (or ``schema.table``) of ``project``'s warehouse, opened by the engine its settings name
+    (:func:`backfill.engines.locations.open_table`).
 
     ``partition_by`` (a date or timestamp column of both) cuts both tables into partitions of
     ``grain`` in ``tz``, fingerprinted in each engine; only differing ones are streamed.
@@ -310,7 +339,7 @@ def diff_tables(  # noqa: PLR0913
     options.core_kwargs(keys)  # checks the options before anything connects
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    with open_table(a) as sa, open_table(b) as sb:
+    with open_table(a, project) as sa, open_table(b, project) as sb:
         plan = _plan(sa, sb, keys, columns)
         names = _measures(plan, keys, measures)
         rels = (filtered(sa.relation, where), filtered(sb.relation, where))
@@ -356,7 +385,7 @@ def diff_tables(  # noqa: PLR0913
         differing = {lb for lb in labels if fps[0].get(lb) != fps[1].get(lb)}
         t = time.perf_counter()
         tables = [
-            src.arrow(_select(src, plan, rel, partition_by, parts, differing))
+            _read(src, plan, rel, partition_by, parts, differing)
             for src, rel in ((sa, rels[0]), (sb, rels[1]))
         ]
         tables = [_utc_zones(table) for table in tables]
@@ -414,7 +443,7 @@ def diff_tables(  # noqa: PLR0913
 def _utc_zones(table: Any) -> Any:
     """``table`` with its zoned timestamps labelled ``UTC``: the same instants that DuckDB
     labels ``Etc/UTC`` and Postgres ``UTC``, which the diff would report as a retyped column."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     fields = [
         pa.field(f.name, pa.timestamp(f.type.unit, "UTC"), f.nullable)

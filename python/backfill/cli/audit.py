@@ -111,12 +111,18 @@ examples:
       duckdb:///data/shop.duckdb#main.fct_daily_sales --key sales_date \
       --partition-by sales_date --grain month
       (two warehouses: each fingerprints its partitions itself, only those that differ are
-      read; a side may also be a Parquet file or folder)""",
+      read; a side may also be a Parquet file or folder)
+  backfill diff --project shop_spark fct_daily_sales \
+      duckdb:///data/shop.duckdb#main.fct_daily_sales --key sales_date
+      (beside a location, a model or schema.table of the project's warehouse, through its
+      engine: Spark reads one Iceberg snapshot; iceberg:///WAREHOUSE#schema.table names a
+      table of an Iceberg folder catalog without a project)""",
     )
     p.add_argument(
         "old",
-        help="a .parquet/.csv/.json file, schema.table in the warehouse, or a location: "
-        "duckdb:///FILE#schema.table, postgresql://...#schema.table",
+        help="a .parquet/.csv/.json file, schema.table (or, beside a location, a model) in the "
+        "project's warehouse, or a location: duckdb:///FILE#schema.table, "
+        "postgresql://...#schema.table, iceberg:///WAREHOUSE#schema.table",
     )
     p.add_argument("new", help="the same forms as OLD")
     add_project_options(p)
@@ -228,10 +234,15 @@ def _is_location(spec: str) -> bool:
     return "://" in spec
 
 
+def _is_model(spec: str) -> bool:
+    """A model of the project (a name: no file suffix, no schema, no folder)."""
+    return not _is_file(spec) and "." not in spec and "/" not in spec
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     """Diffs two files, or tables of the project's warehouse read through its engine, or
     tables of two warehouses (locations: :func:`backfill.diff_tables`)."""
-    if _is_location(args.old) or _is_location(args.new):
+    if any(_is_location(s) or _is_model(s) for s in (args.old, args.new)):
         return _diff_locations(args)
     if args.columns or args.where:
         raise InvalidInputError(
@@ -295,6 +306,7 @@ def _diff_locations(args: argparse.Namespace) -> int:
             args.key,
             columns=args.columns,
             where=args.where,
+            project=args.project,  # for a side that is a model (or schema.table) of it
             **_partition_options(args),
         )
     pushdown = {

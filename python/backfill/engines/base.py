@@ -65,6 +65,7 @@ from ..versions import KeptModel, PublishedVersion
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Model, Project
+    from .table_source import TableSource
 
 __all__ = [
     "CHANGELOG_ADDED",
@@ -492,6 +493,15 @@ class Engine(ABC):
         raise InvalidInputError(
             f"the {self.name} engine cannot read tables of its warehouse: diff .parquet or .csv "
             f"exports of {schema}.{table} instead"
+        )
+
+    def published_table(self, project: Project | None, name: str, location: str) -> TableSource:
+        """The published table of ``project``'s model ``name`` (or the warehouse's table
+        ``schema.table``) read in one snapshot, for ``backfill.diff_tables``; ``location`` names
+        it in messages. InvalidInputError on an engine that cannot; NotFoundError when there is
+        no such table."""
+        raise InvalidInputError(
+            f"{location}: the {self.name} engine cannot open its tables for diff_tables"
         )
 
     # -- publishing -----------------------------------------------------------------------------

@@ -23,6 +23,9 @@ class TableSource(ABC):
     #: the table as a FROM item (a quoted name, or a table function)
     relation: str
     columns: list[Column]
+    #: differing partitions streamed per query (None: all in one query); a warehouse whose
+    #: driver collects a query's rows whole (Spark) reads a few partitions at a time
+    stream_periods: int | None = None
 
     @abstractmethod
     def rows(self, sql: str) -> list[tuple[Any, ...]]:

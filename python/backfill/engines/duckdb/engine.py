@@ -102,6 +102,12 @@ class DuckDBEngine(SqlEngine):
             return DuckDBTable(location, None, None, database)
         return DuckDBTable(location, database, rel, None)
 
+    def _open_table(self, rel: Rel, location: str) -> Any:
+        """The table ``rel`` of this engine's file, on a read-only connection of its own."""
+        from .tables import DuckDBTable
+
+        return DuckDBTable(location, str(self.path), rel, None)
+
     @classmethod
     def from_settings(cls, settings: EngineSettings) -> DuckDBEngine:
         """The engine ``engine: {type: duckdb, ...}`` of backfill.yml names."""

@@ -105,6 +105,12 @@ class PostgresEngine(SqlEngine):
             raise InvalidInputError(f"{location}: expected postgresql://...#schema.table")
         return PostgresTable(location, database, rel)
 
+    def _open_table(self, rel: Rel, location: str) -> Any:
+        """The table ``rel`` of this engine's database, in a transaction of its own."""
+        from .tables import PostgresTable
+
+        return PostgresTable(location, self.db.url, rel)
+
     @classmethod
     def from_settings(cls, settings: EngineSettings) -> PostgresEngine:
         """The engine ``engine: {type: postgres, url: ..., ...}`` of backfill.yml names."""

@@ -149,6 +149,44 @@ class SparkEngine(IcebergTables, SqlEngine):
         self.dialect = SparkDialect(self.catalog)
 
     @classmethod
+    def table_source(cls, location: str, database: str, rel: tuple[str, str] | None) -> Any:
+        """The table ``rel`` of the Iceberg folder catalog ``database``
+        (``iceberg:///warehouse#schema.table``), read at one snapshot by the process's
+        SparkSession (``local[*]`` with the Iceberg jar of :func:`.session.find_iceberg_jar`
+        when none runs yet): ``backfill.diff_tables``."""
+        from .pinned import folder_catalog, open_pinned
+
+        if rel is None:
+            raise InvalidInputError(f"{location}: expected iceberg:///warehouse#schema.table")
+        if not Path(database).is_dir():
+            raise InvalidInputError(f"{location}: no Iceberg warehouse folder {database}")
+        with extra_required("Iceberg tables", "spark"):
+            import pyspark  # noqa: F401
+        return open_pinned(
+            location,
+            master="local[*]",
+            jar=find_iceberg_jar(None),
+            conf={},
+            props=folder_catalog(database),
+            rel=rel,
+        )
+
+    def _open_table(self, rel: Rel, location: str) -> Any:
+        """The table ``rel`` of this engine's catalog, read at one snapshot in a session of its
+        own (reading creates nothing, not even the engine's namespace)."""
+        from .pinned import open_pinned
+
+        return open_pinned(
+            location,
+            master=self.master,
+            jar=self.jar,
+            conf=self.conf,
+            props=self.catalog_props,
+            rel=rel,
+            stream_periods=self.stream_periods,
+        )
+
+    @classmethod
     def from_settings(cls, settings: EngineSettings) -> SparkEngine:
         """The engine ``engine: {type: spark, ...}`` of backfill.yml names."""
         opts = dict(settings.options)

@@ -102,6 +102,27 @@ class SparkDialect(Dialect):
     def as_instant(self, column: str) -> str:
         return f"CAST({column} AS TIMESTAMP)"
 
+    # -- the canonical row encoding (backfill.engines.sql.canonical) ------------------------------
+    float_type: ClassVar = "DOUBLE"
+    text_type: ClassVar = "STRING"  # Spark's VARCHAR needs a length
+
+    def canonical_hash64(self, text: str) -> str:
+        # md5() of the string's UTF-8 bytes is hex text; conv() reads its first 16 digits as an
+        # unsigned 64-bit number (decimal text up to 18446744073709551615), which a BIGINT
+        # cannot hold: DECIMAL(20,0), summed exactly by digest() as DECIMAL(38,0).
+        return f"CAST(conv(substring(md5({text}), 1, 16), 16, 10) AS DECIMAL(20,0))"
+
+    def canonical_is_nan(self, value: str) -> str:
+        return f"isnan({value})"
+
+    def canonical_epoch_us(self, value: str) -> str:
+        # A TIMESTAMP_NTZ becomes an instant in the session's time zone, which the engine's
+        # sessions set to UTC (as its period literals assume).
+        return f"unix_micros(CAST({value} AS TIMESTAMP))"
+
+    def canonical_days(self, value: str) -> str:
+        return f"CAST(unix_date({value}) AS BIGINT)"
+
 
 DIALECT = SparkDialect()
 quote = DIALECT.quote

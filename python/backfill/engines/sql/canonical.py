@@ -1,5 +1,6 @@
 """The canonical row encoding: one 64-bit hash per logical row, computed in SQL, equal on every
-engine that holds the same row (DuckDB, PostgreSQL, Parquet read through DuckDB), so that two
+engine that holds the same row (DuckDB, PostgreSQL, Parquet read through DuckDB, Spark on
+Iceberg), so that two
 warehouses can compare a segment of a table by its fingerprint before sending a single row.
 
 The engines' own fingerprints (:meth:`Dialect.row_hash`: DuckDB's ``hash()``, Postgres's
@@ -154,14 +155,14 @@ def _float_token(d: Dialect, value: str) -> str:
         f" + CASE WHEN {a} / {power(guess)} >= 2 THEN 1 ELSE 0 END)"
     )
     k = f"(greatest({exp}, -1022) - 52)"
-    mantissa = f"CAST(CAST({a} / {power(k)} AS BIGINT) AS VARCHAR)"
+    mantissa = f"CAST(CAST({a} / {power(k)} AS BIGINT) AS {d.text_type})"
     return (
         f"CASE WHEN {x} IS NULL THEN '{NULL_TOKEN}'"
         f" WHEN {d.canonical_is_nan(x)} THEN 'nan'"
         f" WHEN NOT {d.canonical_is_finite(x)} THEN CASE WHEN {x} > 0 THEN 'inf' ELSE '-inf' END"
         f" WHEN {x} = 0 THEN '0'"
         f" ELSE CASE WHEN {x} < 0 THEN '-' ELSE '' END || {mantissa} || 'p'"
-        f" || CAST(CAST({k} AS BIGINT) AS VARCHAR) END"
+        f" || CAST(CAST({k} AS BIGINT) AS {d.text_type}) END"
     )
 
 
@@ -171,18 +172,20 @@ def token(d: Dialect, value: str, encoding: Encoding) -> str:
     if encoding == Encoding.FLOAT:
         return _float_token(d, value)
     if encoding == Encoding.EXACT:
-        text = f"CAST({value} AS VARCHAR)"
-        body = (
-            f"CASE WHEN strpos({text}, '.') > 0 THEN rtrim(rtrim({text}, '0'), '.') ELSE {text} END"
-        )
+        # The engine's decimal text (Spark's keeps every digit of the scale: 0.0000000000),
+        # its trailing fractional zeros and point dropped; standard SQL spellings (Spark has no
+        # strpos, and its two-argument rtrim takes the characters first).
+        text = f"CAST({value} AS {d.text_type})"
+        trimmed = f"TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {text}))"
+        body = f"CASE WHEN position('.' IN {text}) > 0 THEN {trimmed} ELSE {text} END"
     elif encoding == Encoding.STRING:
-        body = f"CAST({d.canonical_byte_length(value)} AS VARCHAR) || ':' || {value}"
+        body = f"CAST({d.canonical_byte_length(value)} AS {d.text_type}) || ':' || {value}"
     elif encoding == Encoding.BOOLEAN:
         body = f"CASE WHEN {value} THEN 't' ELSE 'f' END"
     elif encoding == Encoding.DATE:
-        body = f"CAST({d.canonical_days(value)} AS VARCHAR)"
+        body = f"CAST({d.canonical_days(value)} AS {d.text_type})"
     else:
-        body = f"CAST({d.canonical_epoch_us(value)} AS VARCHAR)"
+        body = f"CAST({d.canonical_epoch_us(value)} AS {d.text_type})"
     return f"CASE WHEN {value} IS NULL THEN '{NULL_TOKEN}' ELSE {body} END"
 
 

@@ -85,6 +85,7 @@ from .partitions import Found, TablePartitions
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Model, Project
+    from ..table_source import TableSource
 
 log = logging.getLogger(__name__)
 
@@ -1155,6 +1156,29 @@ class SqlEngine(Engine):
             )
         with self.connect() as cur:
             return self.partitioning.migrate(cur, m, self.published(project, model))
+
+    def published_table(self, project: Project | None, name: str, location: str) -> TableSource:
+        """The published table of the model ``name`` (its relation after this engine's naming),
+        else the table ``schema.table`` of the warehouse, read in one snapshot
+        (:meth:`_open_table`)."""
+        if project is not None and name in project.models:
+            rel = self.published(project, name)
+        elif "." in name and all(name.partition(".")[::2]):
+            schema, _, table = name.partition(".")
+            rel = (schema, table)
+        else:
+            where = f" of project {project.name!r}" if project is not None else ""
+            raise InvalidInputError(
+                f"{location}: expected a model{where} or schema.table of its warehouse"
+            )
+        return self._open_table(rel, location)
+
+    def _open_table(self, rel: Rel, location: str) -> TableSource:
+        """The warehouse's table ``rel`` as a :class:`TableSource` (each engine opens its own
+        connection, one snapshot)."""
+        raise InvalidInputError(
+            f"{location}: the {self.name} engine cannot open its tables for diff_tables"
+        )
 
     # -- the warehouse for writers that are not this engine (dbt) ------------------------------
     def task_failure(self, where: str, exc: Exception) -> TaskFailure | None:

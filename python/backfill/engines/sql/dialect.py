@@ -146,6 +146,8 @@ class Dialect:
     # -- the canonical row encoding (see .canonical; equal on every engine) ----------------------
     #: the SQL name of a 64-bit IEEE float, which the canonical float encoding computes in
     float_type: ClassVar[str] = "DOUBLE PRECISION"
+    #: the SQL name of a text type without a length, which tokens are cast to
+    text_type: ClassVar[str] = "VARCHAR"
 
     def canonical_hash64(self, text: str) -> str:
         """The first 64 bits of the MD5 digest of ``text``'s UTF-8 bytes, as an integer (signed

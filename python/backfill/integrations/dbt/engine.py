@@ -485,6 +485,13 @@ class DbtEngine(Engine):
     def table_rows(self, schema: str, table: str) -> contextlib.AbstractContextManager[Any]:
         return self.warehouse.table_rows(schema, table)
 
+    def published_table(self, project: Project | None, name: str, location: str) -> Any:
+        """The published table of the dbt model ``name`` (dbt's schema and alias) or
+        ``schema.table``, opened by the warehouse engine."""
+        if project is not None:
+            self._project = project
+        return self.warehouse.published_table(project, name, location)
+
     def publish(self, project: Project, request: PublishRequest) -> PublishResult:
         _require_dbt(project)
         return self._wh(project).publish(project, request)
