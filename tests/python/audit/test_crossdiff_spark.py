@@ -471,7 +471,7 @@ def test_diff_tables_with_spark_equals_the_arrow_diff(
 ) -> None:
     old, new = _tables(seed)
     a, b = wh.load(old_side, old), wh.load(new_side, new)
-    got = backfill.diff_tables(a, b, KEY, partition_by="at", grain="day")
+    got = backfill.diff_tables(a, b, KEY, partition_by="at", grain="day", measures=[])
     want = backfill.diff(_whole(a), _whole(b), KEY, partition_by="at", measures=[])
     assert got.summary == want.summary
     assert got.partitions.to_pylist() == want.partitions.to_pylist()
@@ -517,7 +517,9 @@ def test_spark_streams_a_few_partitions_a_query(
         return original(self, sql)
 
     monkeypatch.setattr(PinnedIcebergTable, "arrow", counted)
-    got = backfill.diff_tables(a, b.split("#")[1], KEY, partition_by="at", project=root)
+    got = backfill.diff_tables(
+        a, b.split("#")[1], KEY, partition_by="at", project=root, measures=[]
+    )
     want = backfill.diff(_whole(a), _whole(b), KEY, partition_by="at", measures=[])
     assert got.summary == want.summary and got.summary.changed > 0
     assert got.partitions.to_pylist() == want.partitions.to_pylist()

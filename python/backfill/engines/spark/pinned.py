@@ -68,12 +68,14 @@ class PinnedIcebergTable(TableSource):
         table = self.dialect.qualified(rel)
         if not session.catalog.tableExists(table.replace("`", "")):
             raise NotFoundError(f"{location}: no such table {rel[0]}.{rel[1]}")
+        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
         jvm: Any = session._jvm
         try:
             iceberg = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
                 session._jsparkSession, table.replace("`", "")
             )
-        except Exception as exc:  # py4j's error carries the Java exception as text
+        except Py4JError as exc:  # it carries the Java exception (no such class: not Iceberg)
             raise InvalidInputError(
                 f"{location}: not an Iceberg table ({_first_line(exc)})"
             ) from None
@@ -111,7 +113,7 @@ class PinnedIcebergTable(TableSource):
         return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
 
     def arrow(self, sql: str) -> Any:
-        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+        from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
 
         df = self._query(sql)

@@ -240,7 +240,7 @@ def segments_scan(
             "count(*)",
             d.digest(row_hash(d, columns, "t")),
             *(
-                f"CAST(sum({s.expression}) AS VARCHAR)" if s.exact else f"sum({s.expression})"
+                f"CAST(sum({s.expression}) AS {d.text_type})" if s.exact else f"sum({s.expression})"
                 for s in sums
             ),
         ]
