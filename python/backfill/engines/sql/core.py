@@ -1502,6 +1502,8 @@ class SqlEngine(Engine):
         new = self.dialect.qualified(new_rel)
         new_cols = self._columns(cur, new_rel) or []
         split = bool(pm.parts) and self.partitioning.wanted(m, pm.model)
+        if kind is None:  # a first publish: into a schema that may not be there yet
+            self._ensure_schema(cur, rel[0])
         if kind is None and split and self._table_partitions_of(cur, m, new_rel):
             # A first publish of a partitioned model: its table is made partitioned, and the
             # area's partitions are attached to it (a rollback drops it: it did not exist).
