@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 import backfill
 import canonical_oracle as oracle
+import plan_helpers  # noqa: F401 - puts benchmarks/ on sys.path
 import spark_support
 from backfill.calendar import partitions
 from backfill.engines import Part, PartitionFingerprint
@@ -240,7 +241,7 @@ rows_strategy = st.lists(
 
 
 @settings(
-    max_examples=8,
+    max_examples=6,  # each loads four warehouses; Spark costs ~2 s a load
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -660,3 +661,17 @@ def test_a_spark_projects_model_is_a_side(wh: Warehouses, tmp_path: Path) -> Non
         backfill.diff_tables("nope", other, "ts", project=root)
     argv = ["diff", "events_clean", other, "--key", "ts", "--partition-by", "ts", "--json"]
     assert main([*argv, "--project", str(root)]) == 1
+
+
+def test_the_bench_gives_the_same_result_both_ways(wh: Warehouses, tmp_path: Path) -> None:
+    """benchmarks/crossdiff_spark_bench.py (small) in the session's Spark: diff_tables and the
+    whole tables' diff agree; only the changed day is streamed."""
+    import crossdiff_spark_bench as bench
+
+    result = bench.measure(tmp_path, 20_000, 12, 1, wh.engine)
+    print("\n".join(result.lines()))
+    assert (
+        result.same
+        and result.streamed == ["2024-03-11"]
+        and result.changed == len(range(10, 20_000, 60))
+    )

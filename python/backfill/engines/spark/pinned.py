@@ -143,5 +143,8 @@ def open_pinned(
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    # py4j's error says only which call failed ("An error occurred while calling
+    # o228.getResult."); the Java exception it carries says why.
+    java = getattr(exc, "java_exception", None)
+    text = str(java if java is not None else exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -154,6 +154,12 @@ class Dialect:
         or unsigned: digests are summed modulo 2^64, where both are the same number)."""
         raise NotImplementedError(f"the {self.name} dialect has no canonical row hash")
 
+    def canonical_digest(self, text: str) -> str:
+        """The aggregate of the canonical hashes of the row texts ``text`` that
+        :meth:`PartitionFingerprint.of` reduces modulo 2^64: :meth:`digest` of
+        :meth:`canonical_hash64` unless the engine sums them faster in pieces."""
+        return self.digest(self.canonical_hash64(text))
+
     def canonical_byte_length(self, text: str) -> str:
         """The length of ``text`` in UTF-8 bytes (not characters: an engine that counted
         grapheme clusters would disagree with one counting code points)."""
