@@ -122,7 +122,7 @@ def measure(folder: Path, rows: int, days: int, repeat: int, engine: Any) -> Res
         t_push.append(time.perf_counter() - t)
         t = time.perf_counter()
         old, new = whole(a), whole(b)
-        want = backfill.diff(old, new, "id", partition_by="at", measures=[])
+        want = backfill.diff(old, new, "id", partition_by="at")
         t_whole.append(time.perf_counter() - t)
     assert got is not None and want is not None
     same = (

@@ -46,7 +46,11 @@ def reader_session(
     creates nothing: unlike the engine's session, no namespace is made."""
     spark = spark_session(master, jar, conf)
     register_catalog(spark, catalog, props)
-    return small_session(spark, catalog, props)
+    session = small_session(spark, catalog, props)
+    # ANSI (Spark 4's default, whatever the cluster says): a measure's exact sum that leaves
+    # its type fails the query instead of wrapping around.
+    session.conf.set("spark.sql.ansi.enabled", "true")
+    return session
 
 
 class PinnedIcebergTable(TableSource):

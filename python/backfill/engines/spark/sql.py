@@ -129,6 +129,13 @@ class SparkDialect(Dialect):
         total = f"{piece(1, 6)} * {2**40} + {piece(7, 5)} * {2**20} + {piece(12, 5)}"
         return f"CAST(coalesce({total}, 0) AS STRING)"
 
+    def exact_sum(self, value: str, integer: bool) -> str:
+        # Spark sums a BIGINT in a BIGINT (an error past 2^63 under ANSI): integers are summed
+        # as DECIMAL(38,0); a decimal(p, s) sums in decimal(min(38, p + 10), s) already.
+        if integer:
+            value = f"CAST({value} AS DECIMAL(38,0))"
+        return f"CAST(sum({value}) AS STRING)"
+
     def canonical_is_nan(self, value: str) -> str:
         return f"isnan({value})"
 

@@ -218,6 +218,8 @@ class Summed:
 
     expression: str
     exact: bool
+    #: an integer measure (its exact sum may leave 64 bits: :meth:`Dialect.exact_sum`)
+    integer: bool = False
 
 
 def streamed_value(d: Dialect, column: Column, cast: str | None, alias: str = "t") -> str:
@@ -247,7 +249,7 @@ def segments_scan(
             "count(*)",
             d.canonical_digest(row_text(d, columns, "t")),
             *(
-                f"CAST(sum({s.expression}) AS {d.text_type})" if s.exact else f"sum({s.expression})"
+                d.exact_sum(s.expression, s.integer) if s.exact else f"sum({s.expression})"
                 for s in sums
             ),
         ]
