@@ -46,7 +46,11 @@ def reader_session(
     creates nothing: unlike the engine's session, no namespace is made."""
     spark = spark_session(master, jar, conf)
     register_catalog(spark, catalog, props)
-    return small_session(spark, catalog, props)
+    session = small_session(spark, catalog, props)
+    # ANSI (Spark 4's default, whatever the cluster says): a measure's exact sum that leaves
+    # its type fails the query instead of wrapping around.
+    session.conf.set("spark.sql.ansi.enabled", "true")
+    return session
 
 
 class PinnedIcebergTable(TableSource):
@@ -145,5 +149,8 @@ def open_pinned(
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    # py4j's error says only which call failed ("An error occurred while calling
+    # o228.getResult."); the Java exception it carries says why.
+    java = getattr(exc, "java_exception", None)
+    text = str(java if java is not None else exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -74,6 +74,7 @@ __all__ = [
     "in_periods",
     "instant_bounds_scan",
     "row_hash",
+    "row_text",
     "rows_select",
     "segments_scan",
     "streamed_value",
@@ -189,8 +190,9 @@ def token(d: Dialect, value: str, encoding: Encoding) -> str:
     return f"CASE WHEN {value} IS NULL THEN '{NULL_TOKEN}' ELSE {body} END"
 
 
-def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
-    """The canonical 64-bit hash of a row of ``alias`` over ``columns`` (in name order)."""
+def row_text(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
+    """The canonical text of a row of ``alias`` over ``columns``: their tokens in name order,
+    joined by ``|`` (what a row's hash is the MD5 of)."""
     if not columns:
         raise InvalidInputError("a canonical row hash needs at least one column")
     prefix = f"{alias}." if alias else ""
@@ -198,7 +200,12 @@ def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
         token(d, prefix + d.quote(c.name), c.encoding)
         for c in sorted(columns, key=lambda c: c.name)
     ]
-    return d.canonical_hash64(f" || '{SEPARATOR}' || ".join(tokens))
+    return f" || '{SEPARATOR}' || ".join(tokens)
+
+
+def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
+    """The canonical 64-bit hash of a row of ``alias`` over ``columns`` (in name order)."""
+    return d.canonical_hash64(row_text(d, columns, alias))
 
 
 @dataclass(frozen=True)
@@ -211,6 +218,8 @@ class Summed:
 
     expression: str
     exact: bool
+    #: an integer measure (its exact sum may leave 64 bits: :meth:`Dialect.exact_sum`)
+    integer: bool = False
 
 
 def streamed_value(d: Dialect, column: Column, cast: str | None, alias: str = "t") -> str:
@@ -238,9 +247,9 @@ def segments_scan(
     aggregates = ", ".join(
         [
             "count(*)",
-            d.digest(row_hash(d, columns, "t")),
+            d.canonical_digest(row_text(d, columns, "t")),
             *(
-                f"CAST(sum({s.expression}) AS {d.text_type})" if s.exact else f"sum({s.expression})"
+                d.exact_sum(s.expression, s.integer) if s.exact else f"sum({s.expression})"
                 for s in sums
             ),
         ]
