@@ -1158,7 +1158,7 @@ def test_a_version_7_ledger_migrates_to_8_naming_the_engines_it_can(
             old.close()
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 9
+        assert backend.version(url) == SCHEMA_VERSION == 10
         types = {bid: led.backfill(bid).engine_type for bid in engines}
         assert types == {"d": "duckdb", "s": "spark", "g": "postgres", "t": "dbt", "x": None}
         assert [h.engine_type for h in led.cost_history("p", ["m"])] == [None]
@@ -1188,7 +1188,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 9
+        assert backend.version(url) == SCHEMA_VERSION == 10
         migrated = led.backfill("b1")
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
         assert (migrated.paused_at, migrated.options) == (None, {})

@@ -123,6 +123,9 @@ class PostgresLedger(SqlLedger):
         self._pid = os.getpid()
         # backfill -> time.monotonic() of the last check of this host's workers by this handle
         self._checked_local: dict[str, float] = {}
+        # backfill -> where its claims' scans start (q.CLAIM's gen, fw, ft): no pending task
+        # lies below (fw, ft) while the backfill's requeue count is still gen
+        self._floors: dict[str, dict[str, int]] = {}
         try:  # checked here, before anything is claimed or written: reachable, allowed, ours
             with psycopg.connect(self._conninfo, **self._kwargs) as db, db.transaction():
                 self._prepare(db)
@@ -267,6 +270,16 @@ class PostgresLedger(SqlLedger):
             Claim(task_row(r), int(r[8]), int(r[-1])) for r in db.execute(sql, params).fetchall()
         ]
 
+    def _claim_ready(self, db: Db, params: Mapping[str, Any]) -> list[Claim]:
+        """q.claim(n) from this handle's floor of the backfill; keeps the floor the claim saw."""
+        bid, n = params["b"], params["n"]
+        rows = db.execute(q.claim(n), {**params, **self._floors.get(bid, q.NO_FLOOR)}).fetchall()
+        # rows: the task's columns (q.TASK_COLUMNS), started_at, the attempt's id, the floor
+        if rows and rows[0][15] is not None:
+            gen, wave, task = rows[0][14:17]
+            self._floors[bid] = {"gen": int(gen), "fw": int(wave), "ft": int(task)}
+        return [Claim(task_row(r), int(r[8]), int(r[13])) for r in rows]
+
     def _reclaimed(self, db: Db, token: str) -> list[Claim]:
         return self._claims(db, q.CLAIMED_BY_TOKEN, {"tok": token})
 
@@ -297,12 +310,12 @@ class PostgresLedger(SqlLedger):
                 again = self._reclaimed(db, token)
                 if again:
                     return again
-            claims = self._claims(db, q.CLAIM, params)
+            claims = self._claim_ready(db, params)
             checked = self._checked_local.get(backfill_id, -math.inf)
             due = time.monotonic() - checked >= self.local_check_seconds
             short = len(claims) < limit
             if (short or due) and self._drop_dead_leases(db, backfill_id) and short:
-                more = self._claims(db, q.CLAIM, {**params, "n": limit - len(claims)})
+                more = self._claim_ready(db, {**params, "n": limit - len(claims)})
                 claims = sorted([*claims, *more], key=lambda c: (c.task.wave, c.task.task_id))
             return claims
 
