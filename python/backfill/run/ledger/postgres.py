@@ -93,6 +93,38 @@ def _split_url(url: str) -> tuple[str, str]:
     return urlunsplit(parts._replace(query=rest)), schema
 
 
+def _int(value: bytes | None) -> int:
+    if value is None:  # pragma: no cover - the statements return NOT NULL columns here
+        raise LedgerError("the ledger returned NULL where a number was expected")
+    return int(value)
+
+
+def _claimed(r: Sequence[bytes | None], encoding: str) -> Claim:
+    """A claim from a row of a prepared claim (text values, as execute_prepared returns them):
+    the task's columns (q.TASK_COLUMNS), started_at, the attempt's id."""
+
+    def text(value: bytes | None) -> str | None:
+        return None if value is None else value.decode(encoding)
+
+    task = task_row(
+        (
+            _int(r[0]),
+            text(r[1]),
+            text(r[2]),
+            text(r[3]),
+            text(r[4]),
+            _int(r[5]),
+            _int(r[6]),
+            text(r[7]),
+            _int(r[8]),
+            None if r[9] is None else int(r[9]),
+            text(r[10]),
+            text(r[11]),
+        )
+    )
+    return Claim(task, task.attempts, _int(r[13]))
+
+
 class PostgresLedger(SqlLedger):
     """The ledger in schema ``?schema=`` (default ``backfill_ledger``) of the database at
     ``url``. Thread-safe (a small connection pool per process, made again after a fork).
@@ -270,15 +302,17 @@ class PostgresLedger(SqlLedger):
             Claim(task_row(r), int(r[8]), int(r[-1])) for r in db.execute(sql, params).fetchall()
         ]
 
-    def _claim_ready(self, db: Db, params: Mapping[str, Any]) -> list[Claim]:
+    def _claim_ready(self, db: Conn, params: Mapping[str, Any]) -> list[Claim]:
         """q.claim(n) from this handle's floor of the backfill; keeps the floor the claim saw."""
-        bid, n = params["b"], params["n"]
-        rows = db.execute(q.claim(n), {**params, **self._floors.get(bid, q.NO_FLOOR)}).fetchall()
+        bid = params["b"]
+        values = {**params, **self._floors.get(bid, q.NO_FLOOR)}
+        name, sql = q.claim(params["n"])
+        rows = execute_prepared(db, name, sql, [values[p] for p in q.CLAIM_PARAMS], q.CLAIM_TYPES)
         # rows: the task's columns (q.TASK_COLUMNS), started_at, the attempt's id, the floor
         if rows and rows[0][15] is not None:
             gen, wave, task = rows[0][14:17]
-            self._floors[bid] = {"gen": int(gen), "fw": int(wave), "ft": int(task)}
-        return [Claim(task_row(r), int(r[8]), int(r[13])) for r in rows]
+            self._floors[bid] = {"gen": _int(gen), "fw": _int(wave), "ft": _int(task)}
+        return [_claimed(r, db.info.encoding) for r in rows]
 
     def _reclaimed(self, db: Db, token: str) -> list[Claim]:
         return self._claims(db, q.CLAIMED_BY_TOKEN, {"tok": token})
@@ -338,8 +372,10 @@ class PostgresLedger(SqlLedger):
         def run(db: Conn, retried: bool) -> Claim | None:
             if retried and (again := self._reclaimed(db, token)):
                 return again[0]
-            got = self._claims(db, q.CLAIM_TASK, params)
-            return got[0] if got else None
+            name, sql = q.CLAIM_TASK_PREPARED
+            values = [params[p] for p in q.CLAIM_TASK_PARAMS]
+            got = execute_prepared(db, name, sql, values, q.CLAIM_TASK_TYPES)
+            return _claimed(got[0], db.info.encoding) if got else None
 
         claim = self._do("claiming a task", run)
         if claim is not None:

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from .postgres_fast import FLOAT8, INT8, TEXT, positional
+from .postgres_fast import FLOAT8, INT4, INT8, TEXT, positional
 from .records import iso_utc
 from .sql import TASK_COLUMNS
 from .states import (
@@ -29,7 +29,12 @@ from .states import (
 __all__ = [
     "CLAIMED_BY_TOKEN",
     "CLAIM_ONE",
+    "CLAIM_PARAMS",
     "CLAIM_TASK",
+    "CLAIM_TASK_PARAMS",
+    "CLAIM_TASK_PREPARED",
+    "CLAIM_TASK_TYPES",
+    "CLAIM_TYPES",
     "COPY_DEPS",
     "COPY_TASKS",
     "DROP_DEAD",
@@ -182,10 +187,17 @@ SELECT s.*, a.id AS attempt_id{floor_columns} FROM started s JOIN attempt a USIN
 ORDER BY s.wave, s.task_id""".encode()
 
 
+#: The parameters of :func:`claim`'s statement, in the order of its ``$n`` placeholders, and
+#: their types.
+CLAIM_PARAMS = ("b", "w", "secs", "tok", "gen", "fw", "ft")
+CLAIM_TYPES = (TEXT, TEXT, FLOAT8, TEXT, INT8, INT4, INT4)
+
+
 @functools.cache
-def claim(limit: int) -> bytes:
-    """Claims up to ``limit`` ready tasks (params: b, w, secs, tok, and the floor's gen, fw, ft);
-    each row ends with the attempt's id and the next floor (floor_gen, floor_wave, floor_task).
+def claim(limit: int) -> tuple[bytes, bytes]:
+    """(name, statement) of the prepared statement that claims up to ``limit`` ready tasks
+    (params: :data:`CLAIM_PARAMS`, as ``$n``). Each row: the task's columns, its started_at,
+    the attempt's id and the next floor (floor_gen, floor_wave, floor_task).
 
     The limit is written into the statement, one statement per claim size: with ``LIMIT $n``
     the planner prices a generic plan as if it fetched a tenth of the pending tasks, so Postgres
@@ -193,7 +205,8 @@ def claim(limit: int) -> bytes:
     it). A literal limit keeps the generic plan, planned once per connection."""
     if limit <= 0:
         raise ValueError(f"claim limit {limit}: expected a positive number of tasks")
-    return _start(_READY.replace("%(n)s", str(int(limit))), [T.PENDING], floor=True)
+    sql = _start(_READY.replace("%(n)s", str(int(limit))), [T.PENDING], floor=True)
+    return b"backfill_claim_%d" % limit, positional(sql, CLAIM_PARAMS)
 
 
 #: The floor of a claimer that has none: the scan starts at the first task.
@@ -214,6 +227,12 @@ CLAIM_TASK = _start(
                             AND p.status <> '{T.DONE.value}')""",
     [T.PENDING, T.FAILED],
 )
+
+#: CLAIM_TASK as a prepared statement: (name, statement with ``$n`` placeholders of
+#: :data:`CLAIM_TASK_PARAMS`, of the types :data:`CLAIM_TASK_TYPES`).
+CLAIM_TASK_PARAMS = ("b", "t", "w", "secs", "tok")
+CLAIM_TASK_TYPES = (TEXT, INT4, TEXT, FLOAT8, TEXT)
+CLAIM_TASK_PREPARED = (b"backfill_claim_task", positional(CLAIM_TASK, CLAIM_TASK_PARAMS))
 
 CLAIMED_BY_TOKEN = f"""
 SELECT {", ".join(f"t.{c.strip()}" for c in TASK_COLUMNS.split(","))}, l.attempt_id
