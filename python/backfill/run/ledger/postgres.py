@@ -7,7 +7,10 @@ differently:
 
 * Claims are one statement: ``SELECT ... FOR UPDATE SKIP LOCKED`` picks ready tasks no other
   claimer is taking, and the same statement marks them running, inserts their attempts and their
-  leases (:mod:`.postgres_sql`). A task's end is one prepared statement, run through libpq
+  leases (:mod:`.postgres_sql`). Its scan starts at the handle's floor of the backfill (no task
+  below it was pending when it last looked, and none went back to pending since: the requeue
+  count of schema version 10 says so), not at the index entries of every task claimed since the
+  last VACUUM. Claims, ``claim_task`` and a task's end are prepared statements run through libpq
   (:mod:`.postgres_fast`). ``claim_task`` locks the backfill's row ``FOR SHARE`` and the task's
   ``FOR UPDATE``; creates of one project take turns on an advisory lock.
 * Lease expiries and stamps come from the DATABASE clock (``clock_timestamp()``), so hosts with
