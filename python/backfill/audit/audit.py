@@ -23,12 +23,13 @@ published tables' fingerprints, so ``publish`` can refuse when they changed sinc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Context, Decimal, localcontext
 from typing import TYPE_CHECKING, Any
 
@@ -285,11 +286,9 @@ class _DifferingDiff:
         stream = DiffStream(key, measures=measures, on_duplicate="report", **options)
         for group in groups:
             periods = [(s, e) for _, s, e in group]
-            with (
-                engine.stream(project, model, PUBLISHED, periods, utc_column=utc) as old_data,
-                engine.stream(
-                    project, model, self.area, periods, preview=True, utc_column=utc
-                ) as new_data,
+            with engine.stream_pair(project, model, self.area, periods, utc_column=utc) as (
+                old_data,
+                new_data,
             ):
                 stream.add(old_data, new_data)
             if stream.whole_needed:
@@ -319,26 +318,38 @@ class _DifferingDiff:
     ) -> DiffResult:
         """The diff of every differing partition as one Arrow stream per side (without a
         published version, the audit area's empty preview stands in for it)."""
-        old_version, old_where = (
-            (Version(PUBLISHED), where) if self.has_old else (Version(self.area, preview=True), [])
-        )
         engine, project, model = self.engine, self.project, self.model
-        with (
-            engine.stream(
-                project,
-                model,
-                old_version.area,
-                old_where,
-                preview=old_version.preview,
-                utc_column=utc,
-            ) as old_data,
-            engine.stream(
-                project, model, self.area, where, preview=True, utc_column=utc
-            ) as new_data,
-        ):
+        if self.has_old and where is not None:
+            pair = engine.stream_pair(project, model, self.area, where, utc_column=utc)
+        else:
+            old_version, old_where = (
+                (Version(PUBLISHED), where)
+                if self.has_old
+                else (Version(self.area, preview=True), [])
+            )
+            pair = _two_streams(
+                engine.stream(
+                    project,
+                    model,
+                    old_version.area,
+                    old_where,
+                    preview=old_version.preview,
+                    utc_column=utc,
+                ),
+                engine.stream(project, model, self.area, where, preview=True, utc_column=utc),
+            )
+        with pair as (old_data, new_data):
             return diff(
                 old_data, new_data, key=key, measures=measures, on_duplicate="report", **options
             )
+
+
+@contextlib.contextmanager
+def _two_streams(
+    old: contextlib.AbstractContextManager[Any], new: contextlib.AbstractContextManager[Any]
+) -> Iterator[tuple[Any, Any]]:
+    with old as old_data, new as new_data:
+        yield old_data, new_data
 
 
 #: Rows (of the larger side) a streamed pair gathers partitions up to; a larger partition is a
