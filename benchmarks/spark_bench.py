@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 import backfill
 from backfill.examples import shop
@@ -134,9 +135,9 @@ def prepare(root: Path, per_day: int, days: int) -> Any:
     engine = SparkEngine.from_settings(p.settings.engine)
     con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
     for t in ("orders", "order_items"):
-        engine.load_table(
-            t, con.sql(f"SELECT * FROM raw.{t}").to_arrow_table(), event_time="ordered_at"
-        )
+        # A stream of batches: neither this process nor Spark's driver holds the table.
+        stream = pa.RecordBatchReader.from_stream(con.sql(f"SELECT * FROM raw.{t}"))
+        engine.load_table(t, stream, event_time="ordered_at")
     con.close()
     first, last = window(days)
     build_from = (first.replace(day=1) - dt.timedelta(days=1)).replace(day=1)
