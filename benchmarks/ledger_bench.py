@@ -357,6 +357,12 @@ def summary(rounds: list[dict[str, Any]], modes: list[str]) -> dict[str, dict[st
             "double_claims": sum(r["double_claims"] for r in runs),
             "lost": sum(r["lost"] for r in runs),
             "all_done": all(r["all_done"] and r["attempts_done"] == r["tasks"] for r in runs),
+            # the round farthest from one done attempt and one finish per task (every round's
+            # are equal when all is well)
+            **{
+                k: max((r[k] for r in runs), key=lambda v: abs(v - runs[0]["tasks"]))
+                for k in ("attempts_done", "finished_done")
+            },
         }
     return out
 
