@@ -1,5 +1,6 @@
 """The Postgres benchmark still runs (quick mode): the shop backfill on Postgres and on DuckDB
-publish the same rows, and the ratio is reported."""
+publish the same rows, the ratio is reported, and so are the targets of the initial build and
+of `backfill demo` (run as users run it, in new processes)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from plan_helpers import ROOT
 
 def test_postgres_bench_quick() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/postgres_bench.py"), "--quick", "--json"],
+        [sys.executable, str(ROOT / "benchmarks/postgres_bench.py"), "--quick", "--demo", "--json"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -22,3 +23,9 @@ def test_postgres_bench_quick() -> None:
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert results["identical"] and results["ratio_total"] > 0
     assert set(results["ratio"]) == {"build", "run", "audit", "publish"}
+    assert results["orders_per_day"] == 12 and set(results["demo"]) == {"duckdb", "postgres"}
+    lines = done.stdout.splitlines()
+    build = [x for x in lines if x.startswith("initial build at 12 orders a day: postgres ")]
+    demo = [x for x in lines if x.startswith("backfill demo (new process, median of 1): postgres ")]
+    assert len(build) == 1 and build[0].endswith(("(target <= 3x): met", "(target <= 3x): NOT met"))
+    assert len(demo) == 1 and demo[0].endswith(("(target <= 4x): met", "(target <= 4x): NOT met"))
