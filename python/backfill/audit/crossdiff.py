@@ -27,8 +27,9 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from ..calendar import Grain, partition_of, partitions
 from ..engines import Column, ColumnKind, Part, PartitionFingerprint
@@ -40,16 +41,18 @@ from ..engines.sql.canonical import (
     duplicate_key_scan,
     filtered,
     instant_bounds_scan,
-    rows_select,
     segments_scan,
 )
+from ..engines.sql.key_ranges import range_rows_select
 from ..errors import InvalidInputError
+from .bisection import Bisection, BisectionOptions, LevelStats, Side, StreamedRange, bisect
 from .diff import DiffOptions, DiffResult, ToleranceSpec
 from .diff import diff as arrow_diff
 
-__all__ = ["ColumnTypes", "TablesDiffResult", "diff_tables"]
+__all__ = ["ColumnTypes", "DiffProgress", "TablesDiffResult", "diff_tables"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: the segment of rows whose partition column is NULL
 NULL_SEGMENT = "null"
@@ -69,12 +72,39 @@ class ColumnTypes:
 
 
 class TablesDiffResult(DiffResult):
-    """:class:`DiffResult` of :func:`diff_tables`, with what the pushdown saw."""
+    """:class:`DiffResult` of :func:`diff_tables`, with what the pushdown saw: ``segments``
+    (each segment's fingerprint on each side), ``levels`` (per level of the descent, level 0
+    the segments: ranges checked and differing), ``streamed`` (the segments some of whose
+    rows were streamed), ``streamed_ranges`` (the key ranges streamed of bisected segments),
+    ``streamed_rows`` (rows read into the diff, per side), and ``timings`` (seconds: open,
+    fingerprints, bisection, transfer, diff, then the diff's own phases)."""
 
     snapshots: dict[str, str]
     segments: dict[str, tuple[PartitionFingerprint | None, PartitionFingerprint | None]]
+    levels: list[LevelStats]
     streamed: list[str]
+    streamed_ranges: list[StreamedRange]
+    streamed_rows: tuple[int, int]
     column_types: list[ColumnTypes]
+
+    def __str__(self) -> str:
+        lines = [super().__str__()]
+        checked = ", ".join(
+            f"level {lv.level}: {lv.differing:,}/{lv.checked:,} differ" for lv in self.levels
+        )
+        rows = sum(fp.rows for pair in self.segments.values() for fp in pair if fp)
+        lines.append(
+            f"  pushdown: {checked}; streamed {self.streamed_rows[0]:,} + "
+            f"{self.streamed_rows[1]:,} rows of {rows:,} ({len(self.streamed)} segments, "
+            f"{len(self.streamed_ranges)} key ranges)"
+        )
+        t = self.timings
+        lines.append(
+            f"  time: open {t.get('open', 0):.2f} s, fingerprints {t.get('fingerprints', 0):.2f} s"
+            f" + bisection {t.get('bisection', 0):.2f} s, transfer {t.get('transfer', 0):.2f} s,"
+            f" diff {t.get('diff', 0):.2f} s"
+        )
+        return "\n".join(lines)
 
 
 @dataclasses.dataclass
@@ -134,12 +164,13 @@ def _plan(
     return plan
 
 
-def _check_unique(source: TableSource, side: str, key: Sequence[str], rel: str) -> None:
-    rows = source.rows(duplicate_key_scan(source.dialect, rel, key))
+def _check_unique(side: Side) -> None:
+    source, key = side.source, [c.name for c in side.key]
+    rows = source.rows(duplicate_key_scan(source.dialect, side.relation, key))
     if rows:
         shown = ", ".join(f"{k}={v!r}" for k, v in zip(key, rows[0][:-1], strict=True))
         raise InvalidInputError(
-            f"key ({', '.join(key)}) is not unique in {side} ({source.location}): "
+            f"key ({', '.join(key)}) is not unique in {side.name} ({source.location}): "
             f"{shown} has {rows[0][-1]} rows"
         )
 
@@ -170,15 +201,14 @@ def _parts(
 
 
 def _fingerprints(
-    source: TableSource,
-    rel: str,
-    plan: _Plan,
-    partition: tuple[str, ColumnKind] | None,
-    parts: Sequence[Part],
+    side: Side, plan: _Plan, parts: Sequence[Part]
 ) -> dict[str, PartitionFingerprint]:
-    sql = segments_scan(source.dialect, rel, plan.encoded, partition, parts)
+    """Segment label -> fingerprint of the rows of ``side`` whose key has no NULL."""
+    source = side.source
+    key = [c.name for c in side.key]
+    sql = segments_scan(source.dialect, side.relation, plan.encoded, side.partition, parts, key)
     labels = {i: label for i, (label, _, _) in enumerate(parts)} | {-1: NULL_SEGMENT}
-    if partition is None:
+    if side.partition is None:
         labels = {0: "all"}
     out = {}
     for i, n, h in source.rows(sql):
@@ -187,27 +217,77 @@ def _fingerprints(
     return out
 
 
-def _select(
-    source: TableSource,
-    plan: _Plan,
-    rel: str,
-    column: str | None,
-    parts: Sequence[Part],
-    differing: set[str],
-) -> str:
-    """The SELECT streaming the compared columns of the ``differing`` segments."""
-    cols = _by_name(source, "")
-    partition = None if column is None else (column, cols[column].kind)
-    periods = [(s0, e0) for label, s0, e0 in parts if label in differing]
-    return rows_select(
-        source.dialect,
-        rel,
-        [(cols[n], plan.casts.get(n)) for n in plan.compared],
-        partition,
-        periods,
-        NULL_SEGMENT in differing,
-        every_row=column is None and bool(differing),
-    )
+def _segment_index(parts: Sequence[Part], partition_by: str | None) -> dict[str, int]:
+    """Segment label -> its index in the statements (see :mod:`.bisection`)."""
+    if partition_by is None:
+        return {"all": 0}
+    return {label: i for i, (label, _, _) in enumerate(parts)} | {NULL_SEGMENT: -1}
+
+
+@dataclasses.dataclass(frozen=True)
+class DiffProgress:
+    """Where :func:`diff_tables` is: ``stage`` (``fingerprints``, ``bisection``, ``transfer``,
+    ``diff``, ``done``), segments and key ranges ``checked`` so far (fingerprinted on each
+    side), how many of them ``differing``, the bisection ``level``, ``rows_streamed`` (both
+    sides)."""
+
+    stage: str
+    checked: int
+    differing: int
+    level: int
+    rows_streamed: int
+
+
+@dataclasses.dataclass
+class _Run:
+    """The state of one :func:`diff_tables` call that its steps share."""
+
+    plan: _Plan
+    sides: tuple[Side, Side]
+    parts: list[Part]
+    pool: ThreadPoolExecutor
+    progress: Callable[[DiffProgress], None] | None
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    checked: int = 0
+    differing: int = 0
+    level: int = 0
+    rows: int = 0
+
+    def tell(self, stage: str) -> None:
+        if self.progress is not None:
+            self.progress(DiffProgress(stage, self.checked, self.differing, self.level, self.rows))
+
+    def both(self, ask: Callable[[Side], T]) -> tuple[T, T]:
+        """``ask`` of both sides at once: two servers (or DuckDB, which releases the
+        interpreter while it works) answer at the same time."""
+        fa = self.pool.submit(ask, self.sides[0])
+        fb = self.pool.submit(ask, self.sides[1])
+        return fa.result(), fb.result()
+
+    def on_level(self, stats: LevelStats) -> None:
+        self.checked += stats.checked
+        self.differing += stats.differing
+        self.level = stats.level
+        self.tell("bisection")
+
+    def stream(self, cut: Bisection) -> tuple[Any, Any]:
+        plan = self.plan
+
+        def ask(side: Side) -> Any:
+            cols = _by_name(side.source, "")
+            sql = range_rows_select(
+                side.source.dialect,
+                side.relation,
+                [(cols[n], plan.casts.get(n)) for n in plan.compared],
+                side.key,
+                side.partition,
+                self.parts,
+                cut.whole,
+                cut.ranges,
+            )
+            return _utc_zones(side.source.arrow(sql))
+
+        return self.both(ask)
 
 
 # backfill.diff's keyword API, for the same reason as there (see audit.diff.diff).
@@ -224,16 +304,24 @@ def diff_tables(  # noqa: PLR0913
     tolerance: Mapping[str, ToleranceSpec] | None = None,
     sample: int = 10,
     threads: int = 0,
+    bisection_threshold: int = BisectionOptions.threshold,
+    bisection_factor: int = BisectionOptions.factor,
+    progress: Callable[[DiffProgress], None] | None = None,
 ) -> TablesDiffResult:
     """Compares the table at location ``a`` (old) with the one at ``b`` (new), matched on
     ``key``: ``duckdb:///path.duckdb#schema.table``, ``postgresql://...#schema.table``, a
     Parquet file or a folder of them (:func:`backfill.engines.locations.open_table`).
 
     ``partition_by`` (a date or timestamp column of both) cuts both tables into partitions of
-    ``grain`` in ``tz``, fingerprinted in each engine; only differing ones are streamed.
+    ``grain`` in ``tz``, fingerprinted in each engine; without it the table is one segment. A
+    differing segment of more than ``bisection_threshold`` rows is cut into
+    ``bisection_factor`` ranges of the key, each fingerprinted again, and so on down to ranges
+    of at most ``bisection_threshold`` rows (:mod:`.bisection`): only the rows of differing
+    segments and ranges are streamed.
     ``columns`` (default: the columns both have) and ``where`` (a filter in each engine's SQL,
     applied to both) choose what is compared; ``tolerance`` and ``sample`` are
-    :func:`backfill.diff`'s. A key that is not unique on a side, a side that cannot be read or
+    :func:`backfill.diff`'s. ``progress`` is called after each step with a
+    :class:`DiffProgress`. A key that is not unique on a side, a side that cannot be read or
     has no such table raise :class:`~backfill.InvalidInputError` naming it.
     """
     keys = [key] if isinstance(key, str) else list(key)
@@ -248,49 +336,51 @@ def diff_tables(  # noqa: PLR0913
         threads=threads,
     )
     options.core_kwargs(keys)  # checks the options before anything connects
-    timings: dict[str, float] = {}
+    bisection = BisectionOptions(bisection_threshold, bisection_factor)
+    bisection.check()
     t0 = time.perf_counter()
-    with open_table(a) as sa, open_table(b) as sb:
+    with (
+        open_table(a) as sa,
+        open_table(b) as sb,
+        ThreadPoolExecutor(2, thread_name_prefix="diff_tables") as pool,
+    ):
         plan = _plan(sa, sb, keys, columns)
         rels = (filtered(sa.relation, where), filtered(sb.relation, where))
-        partition: tuple[str, ColumnKind] | None = None
-        parts: list[Part] = []
+        _check_partition(sa, sb, plan, partition_by)
+        sides = (
+            _side("a", sa, rels[0], keys, partition_by),
+            _side("b", sb, rels[1], keys, partition_by),
+        )
+        run = _Run(plan, sides, [], pool, progress)
         if partition_by is not None:
-            kinds = []
-            for side, src in (("a", sa), ("b", sb)):
-                col = _by_name(src, side).get(partition_by)
-                if col is None or col.kind not in _TIME_KINDS:
-                    raise InvalidInputError(
-                        f"partition_by={partition_by!r}: expected a date or timestamp column "
-                        f"of {side} ({src.location}), got "
-                        f"{'no such column' if col is None else col.type}"
-                    )
-                kinds.append(col.kind)
-            if partition_by not in plan.compared:
-                raise InvalidInputError(f"partition_by={partition_by!r} must be compared too")
-            partition = (partition_by, kinds[0])
-            parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
-        for side, src, rel in (("a", sa, rels[0]), ("b", sb, rels[1])):
-            _check_unique(src, side, keys, rel)
-        timings["open"] = time.perf_counter() - t0
-        fps = []
-        for name, src, rel in (("a", sa, rels[0]), ("b", sb, rels[1])):
-            t = time.perf_counter()
-            side_parts = parts
-            part_of_side = (
-                None if partition is None else (partition[0], _by_name(src, "")[partition[0]].kind)
-            )
-            fps.append(_fingerprints(src, rel, plan, part_of_side, side_parts))
-            timings[f"fingerprints {name}"] = time.perf_counter() - t
-        labels = sorted(set(fps[0]) | set(fps[1]))
-        differing = {lb for lb in labels if fps[0].get(lb) != fps[1].get(lb)}
+            run.parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
+        run.both(_check_unique)
+        run.timings["open"] = time.perf_counter() - t0
         t = time.perf_counter()
-        tables = [
-            src.arrow(_select(src, plan, rel, partition_by, parts, differing))
-            for src, rel in ((sa, rels[0]), (sb, rels[1]))
-        ]
-        tables = [_utc_zones(table) for table in tables]
-        timings["stream"] = time.perf_counter() - t
+        fps = run.both(lambda side: _fingerprints(side, plan, run.parts))
+        run.timings["fingerprints"] = time.perf_counter() - t
+        labels = sorted(set(fps[0]) | set(fps[1]))
+        differing = [lb for lb in labels if fps[0].get(lb) != fps[1].get(lb)]
+        run.checked, run.differing = len(labels), len(differing)
+        run.tell("fingerprints")
+        t = time.perf_counter()
+        index = _segment_index(run.parts, partition_by)
+        rows = [[fp[lb].rows if lb in fp else 0 for fp in fps] for lb in differing]
+        cut = bisect(
+            sides,
+            plan.encoded,
+            run.parts,
+            [(index[lb], na, nb) for lb, (na, nb) in zip(differing, rows, strict=True)],
+            bisection,
+            pool,
+            run.on_level,
+        )
+        run.timings["bisection"] = time.perf_counter() - t
+        t = time.perf_counter()
+        tables = run.stream(cut)
+        run.timings["transfer"] = time.perf_counter() - t
+        run.rows = tables[0].num_rows + tables[1].num_rows
+        run.tell("transfer")
         snapshots = {"a": sa.snapshot, "b": sb.snapshot}
     t = time.perf_counter()
     streamed = arrow_diff(
@@ -306,24 +396,58 @@ def diff_tables(  # noqa: PLR0913
         on_duplicate="error",
         threads=threads,
     )
-    timings["diff"] = time.perf_counter() - t
-    same = {lb: fps[0][lb] for lb in labels if lb not in differing}
-    result = _with_unchanged(streamed, same, parts, partition_by)
+    run.timings["diff"] = time.perf_counter() - t
+    label_of = {i: lb for lb, i in index.items()}
+    same = {lb: fps[0][lb].rows for lb in labels if lb not in differing}
+    for i, n in cut.unchanged.items():
+        same[label_of[i]] = same.get(label_of[i], 0) + n
+    result = _with_unchanged(streamed, same, run.parts, partition_by)
     result.snapshots = snapshots
     result.segments = {lb: (fps[0].get(lb), fps[1].get(lb)) for lb in labels}
-    result.streamed = sorted(differing)
+    result.streamed = sorted({label_of[i] for i in cut.whole} | {r.segment for r in cut.streamed})
+    result.streamed_ranges = cut.streamed
+    result.streamed_rows = (tables[0].num_rows, tables[1].num_rows)
+    result.levels = [
+        LevelStats(0, 0, len(labels), len(differing), run.timings["fingerprints"]),
+        *cut.levels,
+    ]
     result.column_types = plan.column_types
-    result.timings = {**timings, **{f"diff {k}": v for k, v in streamed.timings.items()}}
+    result.timings = {**run.timings, **{f"diff {k}": v for k, v in streamed.timings.items()}}
+    run.tell("done")
     log.debug(
-        "diff_tables %s vs %s: %d segments, %d streamed (%d + %d rows)",
+        "diff_tables %s vs %s: levels %s; %d + %d rows streamed",
         sa.location,
         sb.location,
-        len(labels),
-        len(differing),
-        tables[0].num_rows,
-        tables[1].num_rows,
+        result.levels,
+        *result.streamed_rows,
     )
     return result
+
+
+def _check_partition(
+    sa: TableSource, sb: TableSource, plan: _Plan, partition_by: str | None
+) -> None:
+    """Checks that ``partition_by`` is a date or timestamp column of both sides, compared."""
+    if partition_by is None:
+        return
+    for side, src in (("a", sa), ("b", sb)):
+        col = _by_name(src, side).get(partition_by)
+        if col is None or col.kind not in _TIME_KINDS:
+            raise InvalidInputError(
+                f"partition_by={partition_by!r}: expected a date or timestamp column "
+                f"of {side} ({src.location}), got "
+                f"{'no such column' if col is None else col.type}"
+            )
+    if partition_by not in plan.compared:
+        raise InvalidInputError(f"partition_by={partition_by!r} must be compared too")
+
+
+def _side(
+    name: str, source: TableSource, relation: str, key: Sequence[str], partition_by: str | None
+) -> Side:
+    cols = _by_name(source, "")
+    partition = None if partition_by is None else (partition_by, cols[partition_by].kind)
+    return Side(name, source, relation, [cols[k] for k in key], partition)
 
 
 def _utc_zones(table: Any) -> Any:
@@ -342,19 +466,21 @@ def _utc_zones(table: Any) -> Any:
 
 def _with_unchanged(
     streamed: DiffResult,
-    same: Mapping[str, PartitionFingerprint],
+    same: Mapping[str, int],
     parts: Sequence[Part],
     partition_by: str | None,
 ) -> TablesDiffResult:
-    """``streamed`` (the diff of the differing segments) with the equal segments' rows added as
-    matched and unchanged."""
+    """``streamed`` (the diff of the streamed rows) with the rows that were not streamed
+    (``same``: per segment label, the rows of its equal fingerprints: a whole segment, or key
+    ranges of a bisected one) added as matched and unchanged, to the segment's row of the
+    per-partition table when some of its rows were streamed, as a row of its own otherwise."""
     import pyarrow as pa
 
     from .._arrow import ArrowTable
 
     result = TablesDiffResult.__new__(TablesDiffResult)
     result.__dict__.update(streamed.__dict__)  # DiffResult's attributes, then patched
-    n = sum(fp.rows for fp in same.values())
+    n = sum(same.values())
     s = streamed.summary
     result.summary = dataclasses.replace(
         s,
@@ -363,21 +489,29 @@ def _with_unchanged(
         matched=s.matched + n,
         unchanged=s.unchanged + n,
     )
-    if partition_by is not None and same:
+    if partition_by is not None and n:
         table = pa.RecordBatchReader.from_stream(streamed.partitions).read_all()
+        rows = table.to_pylist()
         bounds = {label: (s0, e0) for label, s0, e0 in parts}
-        extra = {
-            "partition": [None if lb == NULL_SEGMENT else lb for lb in same],
-            "start": [bounds[lb][0] if lb in bounds else None for lb in same],
-            "end": [bounds[lb][1] if lb in bounds else None for lb in same],
-            "rows_old": [fp.rows for fp in same.values()],
-            "rows_new": [fp.rows for fp in same.values()],
-            "added": [0] * len(same),
-            "removed": [0] * len(same),
-            "changed": [0] * len(same),
-        }
-        added = pa.table(extra, schema=table.schema)
-        merged = pa.concat_tables([table, added]).sort_by(
+        seen = {r["partition"] if r["partition"] is not None else NULL_SEGMENT: r for r in rows}
+        for label, count in same.items():
+            row = seen.get(label)
+            if row is None:
+                start, end = bounds.get(label, (None, None))
+                row = {
+                    "partition": None if label == NULL_SEGMENT else label,
+                    "start": start,
+                    "end": end,
+                    "rows_old": 0,
+                    "rows_new": 0,
+                    "added": 0,
+                    "removed": 0,
+                    "changed": 0,
+                }
+                rows.append(row)
+            row["rows_old"] += count
+            row["rows_new"] += count
+        merged = pa.Table.from_pylist(rows, schema=table.schema).sort_by(
             [("start", "ascending"), ("partition", "ascending")]
         )
         result.partitions = ArrowTable.from_arrow(merged)

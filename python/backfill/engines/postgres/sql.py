@@ -68,6 +68,10 @@ class PostgresDialect(Dialect):
         # timestamps hold whole microseconds, so the product is an integer.
         return f"CAST(extract(epoch FROM {value}) * 1000000 AS bigint)"
 
+    def bytewise(self, value: str, kind: ColumnKind) -> str:
+        # The database's collation (en_US.UTF-8...) orders strings unlike DuckDB and Python.
+        return f'({value} COLLATE "C")' if kind == ColumnKind.STRING else value
+
     def part_index(
         self, event_time: str, kind: ColumnKind | None, parts: Sequence[Part], alias: str = "t"
     ) -> tuple[str, str]:

@@ -58,7 +58,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import InvalidInputError
-from ..base import Column, ColumnKind, Part, Period
+from ..base import Column, ColumnKind, Part
 from .dialect import Dialect
 
 __all__ = [
@@ -71,7 +71,6 @@ __all__ = [
     "filtered",
     "instant_bounds_scan",
     "row_hash",
-    "rows_select",
     "segments_scan",
     "token",
 ]
@@ -201,19 +200,24 @@ def segments_scan(
     columns: Sequence[Encoded],
     partition: tuple[str, ColumnKind] | None,
     parts: Sequence[Part],
+    key: Sequence[str] = (),
 ) -> str:
     """One scan of ``relation`` whose rows are (segment, row count, digest): the segment is the
     index in ``parts`` of the partition of the row's ``partition`` column (-1 for rows whose
-    value is NULL; 0 for every row without ``partition``)."""
+    value is NULL; 0 for every row without ``partition``). Rows with a NULL in a column of
+    ``key`` are left out (a diff cannot match them: they are streamed whatever the
+    fingerprints say)."""
     h = d.digest(row_hash(d, columns, "t"))
+    keyed = "".join(f" AND t.{d.quote(k)} IS NOT NULL" for k in key)
     if partition is None or not parts:
-        return f"SELECT 0, count(*), {h} FROM {relation} t"
+        return f"SELECT 0, count(*), {h} FROM {relation} t WHERE TRUE{keyed}"
     name, kind = partition
     join, index = d.part_index(name, kind, parts, "t")
     col = f"t.{d.quote(name)}"
     return (
-        f"SELECT {index}, count(*), {h} FROM {relation} t{join} WHERE {col} IS NOT NULL "
+        f"SELECT {index}, count(*), {h} FROM {relation} t{join} WHERE {col} IS NOT NULL{keyed} "
         f"GROUP BY 1 UNION ALL SELECT -1, count(*), {h} FROM {relation} t WHERE {col} IS NULL"
+        f"{keyed}"
     )
 
 
@@ -238,36 +242,3 @@ def instant_bounds_scan(d: Dialect, relation: str, column: str) -> str:
     """(earliest, latest) value of the date or timestamp ``column`` as UTC instants."""
     col = d.as_instant(d.quote(column))
     return f"SELECT min({col}), max({col}) FROM {relation} t"
-
-
-def rows_select(
-    d: Dialect,
-    relation: str,
-    columns: Sequence[tuple[Column, str | None]],
-    partition: tuple[str, ColumnKind] | None,
-    periods: Sequence[Period],
-    null_partition: bool,
-    every_row: bool = False,
-) -> str:
-    """The rows of ``relation`` to stream: ``columns`` (each cast to ``"float"`` or
-    ``"bigint"``, or as the dialect streams it), of the partitions ``periods`` of
-    ``partition`` and, with ``null_partition``, the rows whose partition column is NULL; all
-    rows with ``every_row`` (a table compared as one segment), none without anything."""
-    items = []
-    for column, cast in columns:
-        if cast is None:
-            items.append(d.stream_column(column, "t"))
-        else:
-            target = d.float_type if cast == "float" else "BIGINT"
-            items.append(f"CAST(t.{d.quote(column.name)} AS {target}) AS {d.quote(column.name)}")
-    if every_row:
-        where = "TRUE"
-    elif partition is None:
-        where = "FALSE"
-    else:
-        name, kind = partition
-        terms = [d.in_periods(name, periods, kind, "t")] if periods else []
-        if null_partition:
-            terms.append(f"t.{d.quote(name)} IS NULL")
-        where = "(" + " OR ".join(terms) + ")" if terms else "FALSE"
-    return f"SELECT {', '.join(items)} FROM {relation} t WHERE {where}"

@@ -171,6 +171,11 @@ class Dialect:
         inf = f"CAST('Infinity' AS {self.float_type})"
         return f"({value} < {inf} AND {value} > -{inf})"
 
+    def bytewise(self, value: str, kind: ColumnKind) -> str:
+        """``value`` (a column of ``kind``) compared bytewise when it is a string: the order
+        in which key ranges are cut (DuckDB's default collation is binary already)."""
+        return value
+
     def canonical_days(self, value: str) -> str:
         """A date as whole days since 1970-01-01."""
         return f"CAST({value} - DATE '1970-01-01' AS BIGINT)"
