@@ -111,13 +111,15 @@ class Bisection:
 @dataclasses.dataclass(frozen=True)
 class Side:
     """One table as bisection asks it: its name (``a``, ``b``), its source, the relation (with
-    the caller's filter), its key columns and its partition column (None: one segment)."""
+    the caller's filter), its key columns, its partition column (None: one segment) and its
+    compared columns as its row hash encodes them."""
 
     name: str
     source: TableSource
     relation: str
     key: list[Column]
     partition: tuple[str, ColumnKind] | None
+    encoded: list[Encoded]
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return self.source.rows(sql)
@@ -156,13 +158,12 @@ class _Bisector:
     def __init__(
         self,
         sides: tuple[Side, Side],
-        encoded: Sequence[Encoded],
         parts: Sequence[Part],
         options: BisectionOptions,
         pool: ThreadPoolExecutor,
         on_level: Callable[[LevelStats], None] | None,
     ) -> None:
-        self.sides, self.encoded, self.parts = sides, list(encoded), list(parts)
+        self.sides, self.parts = sides, list(parts)
         self.options, self.pool, self.on_level = options, pool, on_level
 
     def both(self, ask: Callable[[Side], T]) -> tuple[T, T]:
@@ -223,7 +224,7 @@ class _Bisector:
             sql = ranges_scan(
                 side.source.dialect,
                 side.relation,
-                self.encoded,
+                side.encoded,
                 side.key,
                 side.partition,
                 self.parts,
@@ -294,7 +295,6 @@ class _Bisector:
 
 def bisect(
     sides: tuple[Side, Side],
-    encoded: Sequence[Encoded],
     parts: Sequence[Part],
     segments: Sequence[tuple[int, int, int]],
     options: BisectionOptions,
@@ -308,4 +308,4 @@ def bisect(
     if why is not None:
         log.info("differing segments streamed whole: %s", why)
         return Bisection(whole=[s for s, _, _ in segments])
-    return _Bisector(sides, encoded, parts, options, pool, on_level).run(segments)
+    return _Bisector(sides, parts, options, pool, on_level).run(segments)

@@ -206,7 +206,7 @@ def _fingerprints(
     """Segment label -> fingerprint of the rows of ``side`` whose key has no NULL."""
     source = side.source
     key = [c.name for c in side.key]
-    sql = segments_scan(source.dialect, side.relation, plan.encoded, side.partition, parts, key)
+    sql = segments_scan(source.dialect, side.relation, side.encoded, side.partition, parts, key)
     labels = {i: label for i, (label, _, _) in enumerate(parts)} | {-1: NULL_SEGMENT}
     if side.partition is None:
         labels = {0: "all"}
@@ -348,8 +348,8 @@ def diff_tables(  # noqa: PLR0913
         rels = (filtered(sa.relation, where), filtered(sb.relation, where))
         _check_partition(sa, sb, plan, partition_by)
         sides = (
-            _side("a", sa, rels[0], keys, partition_by),
-            _side("b", sb, rels[1], keys, partition_by),
+            _side("a", sa, rels[0], plan, partition_by),
+            _side("b", sb, rels[1], plan, partition_by),
         )
         run = _Run(plan, sides, [], pool, progress)
         if partition_by is not None:
@@ -368,7 +368,6 @@ def diff_tables(  # noqa: PLR0913
         rows = [[fp[lb].rows if lb in fp else 0 for fp in fps] for lb in differing]
         cut = bisect(
             sides,
-            plan.encoded,
             run.parts,
             [(index[lb], na, nb) for lb, (na, nb) in zip(differing, rows, strict=True)],
             bisection,
@@ -443,11 +442,16 @@ def _check_partition(
 
 
 def _side(
-    name: str, source: TableSource, relation: str, key: Sequence[str], partition_by: str | None
+    name: str, source: TableSource, relation: str, plan: _Plan, partition_by: str | None
 ) -> Side:
     cols = _by_name(source, "")
     partition = None if partition_by is None else (partition_by, cols[partition_by].kind)
-    return Side(name, source, relation, [cols[k] for k in key], partition)
+    # A column cast to float for the comparison is hashed as the float, whatever its kind.
+    encoded = [
+        Encoded(e.name, e.encoding, cols[e.name].kind if e.name not in plan.casts else None)
+        for e in plan.encoded
+    ]
+    return Side(name, source, relation, [cols[k] for k in plan.key], partition, encoded)
 
 
 def _utc_zones(table: Any) -> Any:

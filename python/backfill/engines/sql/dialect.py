@@ -157,8 +157,16 @@ class Dialect:
         grapheme clusters would disagree with one counting code points)."""
         return f"octet_length({text})"
 
-    def canonical_epoch_us(self, value: str) -> str:
-        """A timestamp (naive: read as UTC) as whole microseconds since 1970-01-01 UTC."""
+    def canonical_decimal(self, value: str) -> str:
+        """The token of an exact number: its decimal text without trailing fractional zeros."""
+        text = f"CAST({value} AS VARCHAR)"
+        return (
+            f"CASE WHEN strpos({text}, '.') > 0 THEN rtrim(rtrim({text}, '0'), '.') ELSE {text} END"
+        )
+
+    def canonical_epoch_us(self, value: str, kind: ColumnKind | None = None) -> str:
+        """A timestamp (naive: read as UTC) as whole microseconds since 1970-01-01 UTC
+        (``kind``: the column's, when known)."""
         raise NotImplementedError(f"the {self.name} dialect has no canonical timestamp")
 
     def canonical_is_nan(self, value: str) -> str:
