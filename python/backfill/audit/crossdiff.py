@@ -166,6 +166,8 @@ def _plan(
 
 def _check_unique(side: Side) -> None:
     source, key = side.source, [c.name for c in side.key]
+    if source.unique(key):
+        return  # a primary key or unique index says so: no scan
     rows = source.rows(duplicate_key_scan(source.dialect, side.relation, key))
     if rows:
         shown = ", ".join(f"{k}={v!r}" for k, v in zip(key, rows[0][:-1], strict=True))

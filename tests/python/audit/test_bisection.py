@@ -283,3 +283,26 @@ def test_bad_bisection_options_are_named(tmp_path: Path) -> None:
         backfill.diff_tables(a, a, "id", bisection_factor=1)
     with pytest.raises(InvalidInputError, match="bisection_threshold=0"):
         backfill.diff_tables(a, a, "id", bisection_threshold=0)
+
+
+def test_a_primary_key_or_unique_index_spares_the_duplicate_scan(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The key's uniqueness is read from the catalog when a constraint proves it (a primary
+    key, a unique index on some of the key's columns); a table without one is scanned."""
+    s = SHAPES["composite"]
+    old, _ = tables(s, 21, 50)
+    plain = to_postgres(pg_url, old, s)
+    keyed = to_postgres(pg_url, old, s)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE UNIQUE INDEX ON {keyed.rsplit('#', 1)[1]} (n)")
+        conn.execute(f"CREATE UNIQUE INDEX ON {plain.rsplit('#', 1)[1]} (n) WHERE n > 5")
+    duck = to_duckdb(tmp_path / "a.duckdb", old, s)
+    con = duckdb.connect(duck[len("duckdb://") :].split("#")[0])
+    con.execute("CREATE TABLE main.pk (region VARCHAR, n INTEGER, PRIMARY KEY (region, n))")
+    con.close()
+    pk = duck.replace("#main.t", "#main.pk")
+    for location, unique in ((plain, False), (keyed, True), (duck, False), (pk, True)):
+        with open_table(location) as src:
+            assert src.unique(["region", "n"]) is unique, location
+            assert src.unique(["region"]) is False
