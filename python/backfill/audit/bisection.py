@@ -44,7 +44,15 @@ from ..engines.sql.key_ranges import (
 )
 from ..errors import InvalidInputError
 
-__all__ = ["Bisection", "BisectionOptions", "LevelStats", "Side", "StreamedRange", "bisect"]
+__all__ = [
+    "Bisection",
+    "BisectionOptions",
+    "LevelStats",
+    "Side",
+    "StreamedRange",
+    "bisect",
+    "on_both",
+]
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +133,30 @@ class Side:
         return self.source.rows(sql)
 
 
+def on_both(
+    pool: ThreadPoolExecutor,
+    sides: tuple[Side, Side],
+    ask: Callable[[Side], T],
+    seconds: dict[str, float],
+    step: str,
+) -> tuple[T, T]:
+    """``ask`` of both sides at once: two servers (or DuckDB, which releases the interpreter
+    while it works) answer at the same time; each side's seconds are added to
+    ``seconds["<step> <side>"]`` (each side's source is used by one thread at a time)."""
+
+    def timed(side: Side) -> T:
+        began = time.perf_counter()
+        try:
+            return ask(side)
+        finally:
+            name = f"{step} {side.name}"
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - began
+
+    fa = pool.submit(timed, sides[0])
+    fb = pool.submit(timed, sides[1])
+    return fa.result(), fb.result()
+
+
 def bisectable(a: Side, b: Side) -> str | None:
     """None when the key can be cut into ranges on both sides; else why not."""
     for side in (a, b):
@@ -162,15 +194,14 @@ class _Bisector:
         options: BisectionOptions,
         pool: ThreadPoolExecutor,
         on_level: Callable[[LevelStats], None] | None,
+        seconds: dict[str, float],
     ) -> None:
         self.sides, self.parts = sides, list(parts)
         self.options, self.pool, self.on_level = options, pool, on_level
+        self.seconds = seconds
 
     def both(self, ask: Callable[[Side], T]) -> tuple[T, T]:
-        """``ask`` of both sides at once (each side's source is used by one thread at a time)."""
-        fa = self.pool.submit(ask, self.sides[0])
-        fb = self.pool.submit(ask, self.sides[1])
-        return fa.result(), fb.result()
+        return on_both(self.pool, self.sides, ask, self.seconds, "bisection")
 
     def label(self, segment: int) -> str:
         if self.sides[0].partition is None:
@@ -300,12 +331,15 @@ def bisect(
     options: BisectionOptions,
     pool: ThreadPoolExecutor,
     on_level: Callable[[LevelStats], None] | None = None,
+    seconds: dict[str, float] | None = None,
 ) -> Bisection:
     """What to stream of the differing ``segments`` (index in ``parts``, -1 the NULL partition,
     0 without partitions; rows on each side): the small ones whole, the others' differing key
-    ranges (see the module's documentation). ``on_level`` is told each level's figures."""
+    ranges (see the module's documentation). ``on_level`` is told each level's figures;
+    ``seconds["bisection a"]`` and ``["bisection b"]`` add up each side's queries."""
     why = bisectable(*sides)
     if why is not None:
         log.info("differing segments streamed whole: %s", why)
         return Bisection(whole=[s for s, _, _ in segments])
-    return _Bisector(sides, parts, options, pool, on_level).run(segments)
+    spent = {} if seconds is None else seconds
+    return _Bisector(sides, parts, options, pool, on_level, spent).run(segments)

@@ -45,7 +45,15 @@ from ..engines.sql.canonical import (
 )
 from ..engines.sql.key_ranges import range_rows_select
 from ..errors import InvalidInputError
-from .bisection import Bisection, BisectionOptions, LevelStats, Side, StreamedRange, bisect
+from .bisection import (
+    Bisection,
+    BisectionOptions,
+    LevelStats,
+    Side,
+    StreamedRange,
+    bisect,
+    on_both,
+)
 from .diff import DiffOptions, DiffResult, ToleranceSpec
 from .diff import diff as arrow_diff
 
@@ -76,8 +84,9 @@ class TablesDiffResult(DiffResult):
     (each segment's fingerprint on each side), ``levels`` (per level of the descent, level 0
     the segments: ranges checked and differing), ``streamed`` (the segments some of whose
     rows were streamed), ``streamed_ranges`` (the key ranges streamed of bisected segments),
-    ``streamed_rows`` (rows read into the diff, per side), and ``timings`` (seconds: open,
-    fingerprints, bisection, transfer, diff, then the diff's own phases)."""
+    ``streamed_rows`` (rows read into the diff, per side), and ``timings`` (wall seconds of
+    open, fingerprints, bisection, transfer and diff; ``<step> a`` and ``<step> b``: each
+    side's share of a step, whose two sides run at once; then ``diff <phase>``: the diff's)."""
 
     snapshots: dict[str, str]
     segments: dict[str, tuple[PartitionFingerprint | None, PartitionFingerprint | None]]
@@ -259,12 +268,8 @@ class _Run:
         if self.progress is not None:
             self.progress(DiffProgress(stage, self.checked, self.differing, self.level, self.rows))
 
-    def both(self, ask: Callable[[Side], T]) -> tuple[T, T]:
-        """``ask`` of both sides at once: two servers (or DuckDB, which releases the
-        interpreter while it works) answer at the same time."""
-        fa = self.pool.submit(ask, self.sides[0])
-        fb = self.pool.submit(ask, self.sides[1])
-        return fa.result(), fb.result()
+    def both(self, ask: Callable[[Side], T], step: str) -> tuple[T, T]:
+        return on_both(self.pool, self.sides, ask, self.timings, step)
 
     def on_level(self, stats: LevelStats) -> None:
         self.checked += stats.checked
@@ -289,7 +294,7 @@ class _Run:
             )
             return _utc_zones(side.source.arrow(sql))
 
-        return self.both(ask)
+        return self.both(ask, "transfer")
 
 
 # backfill.diff's keyword API, for the same reason as there (see audit.diff.diff).
@@ -356,10 +361,10 @@ def diff_tables(  # noqa: PLR0913
         run = _Run(plan, sides, [], pool, progress)
         if partition_by is not None:
             run.parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
-        run.both(_check_unique)
+        run.both(_check_unique, "unique")
         run.timings["open"] = time.perf_counter() - t0
         t = time.perf_counter()
-        fps = run.both(lambda side: _fingerprints(side, plan, run.parts))
+        fps = run.both(lambda side: _fingerprints(side, plan, run.parts), "fingerprints")
         run.timings["fingerprints"] = time.perf_counter() - t
         labels = sorted(set(fps[0]) | set(fps[1]))
         differing = [lb for lb in labels if fps[0].get(lb) != fps[1].get(lb)]
@@ -375,6 +380,7 @@ def diff_tables(  # noqa: PLR0913
             bisection,
             pool,
             run.on_level,
+            run.timings,
         )
         run.timings["bisection"] = time.perf_counter() - t
         t = time.perf_counter()
