@@ -306,3 +306,35 @@ def test_a_primary_key_or_unique_index_spares_the_duplicate_scan(
         with open_table(location) as src:
             assert src.unique(["region", "n"]) is unique, location
             assert src.unique(["region"]) is False
+
+
+def test_the_cli_shows_progress_and_the_descent(tmp_path: Path, pg_url: str) -> None:
+    """``backfill diff`` of two warehouses with ``--progress`` (stderr is a pipe here): a line
+    per step (segments, each level of key ranges, rows streamed) on stderr; ``--json`` has the
+    levels and the rows streamed, the same as diff_tables'."""
+    import json
+    import subprocess
+    import sys
+
+    s = SHAPES["integer"]
+    old, new = tables(s, 31, 1500)
+    a = to_duckdb(tmp_path / "a.duckdb", old, s)
+    b = to_postgres(pg_url, new, s)
+    exe = str(Path(sys.executable).parent / "backfill")
+    args = [exe, "diff", a, b, "--key", "id", "--partition-by", "at"]
+    args += ["--bisection-threshold", "40", "--bisection-factor", "4"]
+    r = subprocess.run([*args, "--json", "--progress"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    got = json.loads(r.stdout)
+    want = backfill.diff_tables(
+        a, b, "id", partition_by="at", bisection_threshold=40, bisection_factor=4
+    )
+    assert got["summary"] == want.summary.to_dict()
+    assert got["streamed_rows"] == list(want.streamed_rows)
+    assert [lv["checked"] for lv in got["levels"]] == [lv.checked for lv in want.levels]
+    lines = r.stderr.strip().splitlines()
+    assert "segments fingerprinted" in lines[0] and "done" in lines[-1], r.stderr
+    assert any("key ranges, level 2" in line for line in lines), r.stderr
+    assert f"{sum(want.streamed_rows):,} rows streamed" in lines[-1]
+    quiet = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert quiet.stderr == "" and "pushdown: level 0" in quiet.stdout, quiet.stderr
