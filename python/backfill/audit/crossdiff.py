@@ -456,7 +456,9 @@ def _side(
     partition = None if partition_by is None else (partition_by, cols[partition_by].kind)
     # A column cast to float for the comparison is hashed as the float, whatever its kind.
     encoded = [
-        Encoded(e.name, e.encoding, cols[e.name].kind if e.name not in plan.casts else None)
+        Encoded(
+            e.name, e.encoding, None if plan.casts.get(e.name) == "float" else cols[e.name].kind
+        )
         for e in plan.encoded
     ]
     return Side(name, source, relation, [cols[k] for k in plan.key], partition, encoded)

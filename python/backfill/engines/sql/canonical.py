@@ -176,12 +176,13 @@ def token(d: Dialect, value: str, encoding: Encoding, kind: ColumnKind | None = 
     elif encoding == Encoding.STRING:
         body = f"CAST({d.canonical_byte_length(value)} AS VARCHAR) || ':' || {value}"
     elif encoding == Encoding.BOOLEAN:
-        body = f"CASE WHEN {value} THEN 't' ELSE 'f' END"
+        body = f"CASE WHEN {value} THEN 't' WHEN NOT {value} THEN 'f' END"
     elif encoding == Encoding.DATE:
         body = f"CAST({d.canonical_days(value)} AS VARCHAR)"
     else:
         body = f"CAST({d.canonical_epoch_us(value, kind)} AS VARCHAR)"
-    return f"CASE WHEN {value} IS NULL THEN '{NULL_TOKEN}' ELSE {body} END"
+    # Every body is NULL exactly when the value is: coalesce is cheaper than a CASE (DuckDB).
+    return f"coalesce({body}, '{NULL_TOKEN}')"
 
 
 def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
@@ -193,7 +194,8 @@ def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
         token(d, prefix + d.quote(c.name), c.encoding, c.kind)
         for c in sorted(columns, key=lambda c: c.name)
     ]
-    return d.canonical_hash64(f" || '{SEPARATOR}' || ".join(tokens))
+    # concat_ws: one function over the tokens (none NULL), cheaper than a chain of || (DuckDB).
+    return d.canonical_hash64(f"concat_ws('{SEPARATOR}', {', '.join(tokens)})")
 
 
 def segments_scan(
@@ -216,6 +218,13 @@ def segments_scan(
     name, kind = partition
     join, index = d.part_index(name, kind, parts, "t")
     col = f"t.{d.quote(name)}"
+    if not join:
+        # One scan: the NULL partition is one more group (a second scan of a 10M-row
+        # Postgres table only for it cost 10% of the whole).
+        return (
+            f"SELECT CASE WHEN {col} IS NULL THEN -1 ELSE {index} END, count(*), {h} "
+            f"FROM {relation} t WHERE TRUE{keyed} GROUP BY 1"
+        )
     return (
         f"SELECT {index}, count(*), {h} FROM {relation} t{join} WHERE {col} IS NOT NULL{keyed} "
         f"GROUP BY 1 UNION ALL SELECT -1, count(*), {h} FROM {relation} t WHERE {col} IS NULL"
