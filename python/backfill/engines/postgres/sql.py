@@ -22,6 +22,7 @@ class PostgresDialect(Dialect):
     name = "postgres"
     merge_into = True
     parameter = "%s"
+    fence = " OFFSET 0"
     kinds: ClassVar = {
         **dict.fromkeys(("int2", "int4", "int8"), ColumnKind.INTEGER),
         **dict.fromkeys(("float4", "float8"), ColumnKind.FLOAT),

@@ -49,6 +49,9 @@ class Dialect:
     #: what follows the columns of a table the core creates (Spark: ``USING iceberg`` and the
     #: table's properties)
     table_options: ClassVar[str] = ""
+    #: what ends a subquery so that the engine computes its columns once per row instead of
+    #: inlining their expressions where the outer query reads them (Postgres: ``OFFSET 0``)
+    fence: ClassVar[str] = ""
     #: whether ``ALTER TABLE ... ALTER COLUMN ... TYPE`` can make an approximate column exact
     #: (Iceberg cannot retype a double to a decimal: the old changelog's values stay doubles)
     retype_columns: ClassVar[bool] = True

@@ -158,13 +158,18 @@ def _segmented(
     parts: Sequence[Part],
     segments: Sequence[int],
     restrict: bool = True,
+    also: str | None = None,
 ) -> str:
     """``relation`` as a FROM item aliased ``t`` whose rows carry their segment's index in
     ``_SEGMENT`` when it is one of ``segments`` (indexes in ``parts``; -1 the NULL partition),
-    else NULL; with ``restrict`` only the rows of ``segments``. The relation itself without
-    ``partition``."""
+    else NULL; with ``restrict`` only the rows of ``segments`` and those for which ``also``
+    holds. The relation itself without ``partition``.
+
+    The index is computed once per row behind the dialect's :attr:`~.Dialect.fence`: an
+    engine that inlined it (Postgres pulls a subquery up) would evaluate it again at each of
+    the dozens of places the range search reads it."""
     if partition is None:
-        return f"{relation} t"
+        return f"{relation} t"  # one segment: every row
     name, kind = partition
     col = f"t.{d.quote(name)}"
     chosen = sorted(i for i in set(segments) if i >= 0)
@@ -191,8 +196,10 @@ def _segmented(
         terms = [d.in_periods(name, [(parts[i][1], parts[i][2]) for i in chosen], kind, "t")]
         if -1 in segments:
             terms.append(f"{col} IS NULL")
+        if also:
+            terms.append(also)
         where = " WHERE " + " OR ".join(terms)
-    return f"(SELECT {index} AS {_SEGMENT}, t.* FROM {relation} t{where}) t"
+    return f"(SELECT {index} AS {_SEGMENT}, t.* FROM {relation} t{where}{d.fence}) t"
 
 
 def _key_not_null(d: Dialect, key: Sequence[Column], alias: str) -> str:
@@ -225,14 +232,14 @@ def _ranges_where(
     partition: tuple[str, ColumnKind] | None,
     parts: Sequence[Part],
     ranges: Sequence[KeyRange],
-    restrict: bool = True,
+    also: str | None = None,
 ) -> tuple[str, str]:
-    """(the range index expression of a row of ``t``, the FROM item ``t``: only the rows of
-    the ranges' segments with ``restrict``)."""
+    """(the range index expression of a row of ``t``, the FROM item ``t``: the rows of the
+    ranges' segments and those for which ``also`` holds)."""
     if not ranges:
         raise InvalidInputError("a key-range scan needs at least one range")
     segments = [r.segment for r in ranges]
-    source = _segmented(d, relation, partition, parts, segments, restrict)
+    source = _segmented(d, relation, partition, parts, segments, True, also)
     return _Ranges(d, key, ranges, partition is not None, "t").expression(), source
 
 
@@ -295,8 +302,9 @@ def range_rows_select(
             terms.append(f"t.{d.quote(name)} IS NULL")
     source = f"{relation} t"
     if ranges and terms != ["TRUE"]:
-        # Every row of the relation is read (the other terms select rows of other segments);
-        # the ranges' rows are those whose range index is not NULL.
-        index, source = _ranges_where(d, relation, key, partition, parts, ranges, False)
-        terms.append(f"({index}) IS NOT NULL")
+        # One scan in the relation's order: the rows of the other terms, and those of the
+        # ranges' segments, of which the ranges' rows are those whose range index is not NULL.
+        others = " OR ".join(terms)
+        index, source = _ranges_where(d, relation, key, partition, parts, ranges, others)
+        terms = [f"({others})", f"({index}) IS NOT NULL"]
     return f"SELECT {', '.join(items)} FROM {source} WHERE {' OR '.join(terms)}"
