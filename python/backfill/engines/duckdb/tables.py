@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -27,6 +28,7 @@ class DuckDBTable(TableSource):
             self._con = duckdb.connect(path or ":memory:", read_only=path is not None)
         except duckdb.Error as exc:
             raise InvalidInputError(f"{location}: cannot open the DuckDB file: {exc}") from None
+        self._rel = rel
         if rel is not None:
             self.relation = DIALECT.qualified(rel)
             self.snapshot = "DuckDB read-only connection, one transaction"
@@ -50,6 +52,16 @@ class DuckDBTable(TableSource):
 
     def arrow(self, sql: str) -> Any:
         return self._con.sql(sql).to_arrow_table()
+
+    def unique(self, key: Sequence[str]) -> bool:
+        if self._rel is None:
+            return False  # Parquet files have no constraints
+        found = self._con.execute(
+            "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = ? "
+            "AND table_name = ? AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')",
+            list(self._rel),
+        ).fetchall()
+        return any(set(cols) <= set(key) for (cols,) in found)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
