@@ -12,10 +12,17 @@ The server's own limit: ``pgbench`` with W clients on the same server and databa
 transaction of one ``UPDATE ... WHERE id = :id RETURNING`` and one ``INSERT`` on copies of the
 ledger's ``tasks`` and ``attempts`` tables (their columns, checks and indexes), prepared
 statements. A claim + finish of one task does at least that much writing, so tasks/s over
-pgbench's transactions/s says how close the ledger comes to the server's limit.
+pgbench's transactions/s says how close the ledger comes to the server's limit; on a local
+server the server's CPU per task is printed beside pgbench's per transaction (the work ratio,
+which a busy machine disturbs less than the rates).
+
+``--repeat N`` runs N rounds back to back, each pgbench then every claim size, and reports the
+medians (each claim size's ratio against the pgbench run of its own round): on a shared
+machine the load changes from minute to minute, so the figures of one run say little.
 
     python benchmarks/ledger_bench.py                 # 100,000 tasks, 8 workers
     python benchmarks/ledger_bench.py --quick         # 2,000 tasks (for the test suite)
+    python benchmarks/ledger_bench.py --tasks 20000 --no-sqlite --repeat 3
     python benchmarks/ledger_bench.py --url postgresql://user@host/db   # a server of yours
 
 Without ``--url`` it starts a throwaway Postgres cluster (tests/python/pg_support.py: fsync off,
@@ -31,6 +38,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -118,6 +126,21 @@ def server_cpu(data: Path | None) -> float:
     return total / tick
 
 
+def vacuum(url: str) -> None:
+    """Untimed, before each run on Postgres: VACUUM ANALYZE of the ledger's tables, so that a
+    run does not pay for the dead rows of the runs before it (autovacuum would, at a moment of
+    its choosing) and every claim size starts from the same state."""
+    if not url.startswith("postgres"):
+        return
+    import psycopg
+
+    with psycopg.connect(url.split("?")[0], autocommit=True) as db:
+        db.execute(
+            "VACUUM ANALYZE backfill_ledger.tasks, backfill_ledger.attempts, "
+            "backfill_ledger.leases, backfill_ledger.backfills"
+        )
+
+
 def measure(
     url: str, tasks: int, workers: int, mode: str, data: Path | None = None
 ) -> dict[str, Any]:
@@ -126,6 +149,7 @@ def measure(
     from backfill.run.ledger import open_ledger
 
     ledger = open_ledger(url)
+    vacuum(url)
     bid = f"bf_bench_{int(time.time() * 1000)}"
     record = {
         "id": bid,
@@ -228,12 +252,20 @@ def pgbench_binary() -> str:
     return on_path
 
 
-def pgbench(url: str, clients: int, rows: int, seconds: float) -> float:
-    """Transactions/s of pgbench with ``clients`` clients on the server at ``url``: one UPDATE
-    by key with RETURNING and one INSERT per transaction (PGBENCH_SCRIPT), prepared, on copies
-    of the ledger's tasks (``rows`` rows) and attempts tables made in schema pgbench_ledger."""
+def pgbench(
+    url: str, clients: int, rows: int, seconds: float, data: Path | None = None
+) -> dict[str, float]:
+    """pgbench with ``clients`` clients on the server at ``url``: one UPDATE by key with
+    RETURNING and one INSERT per transaction (PGBENCH_SCRIPT), prepared, on copies of the
+    ledger's tasks (``rows`` rows) and attempts tables made in schema pgbench_ledger. Returns
+    its transactions/s (``tps``) and, for a server running here from ``data``, the server's CPU
+    per transaction (``server_cpu_ms``, else 0)."""
     import psycopg
 
+    from backfill.run.ledger import open_ledger
+
+    open_ledger(url).close()  # the ledger's tables, to copy (made when first opened)
+    vacuum(url)
     with psycopg.connect(url, autocommit=True) as db:
         db.execute("DROP SCHEMA IF EXISTS pgbench_ledger CASCADE")
         db.execute("CREATE SCHEMA pgbench_ledger")
@@ -257,6 +289,7 @@ def pgbench(url: str, clients: int, rows: int, seconds: float) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "claim.sql"
         script.write_text(PGBENCH_SCRIPT.format(last=rows - 1))
+        server_before = server_cpu(data)
         done = subprocess.run(
             [
                 pgbench_binary(),
@@ -277,34 +310,80 @@ def pgbench(url: str, clients: int, rows: int, seconds: float) -> float:
             text=True,
             check=False,
         )
+        server_s = server_cpu(data) - server_before
     with psycopg.connect(url, autocommit=True) as db:
         db.execute("DROP SCHEMA pgbench_ledger CASCADE")
     found = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", done.stdout)
-    if done.returncode != 0 or found is None:
+    count = re.search(r"number of transactions actually processed: ([0-9]+)", done.stdout)
+    if done.returncode != 0 or found is None or count is None:
         raise SystemExit(f"pgbench failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
-    return float(found.group(1))
+    return {
+        "tps": float(found.group(1)),
+        "server_cpu_ms": 1000 * server_s / max(1, int(count.group(1))),
+    }
 
 
 def _label(mode: str) -> str:
     return "claim_task" if mode == "task" else f"claims of {mode}"
 
 
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} {five:.1f} {fifteen:.1f}"
+
+
+def summary(rounds: list[dict[str, Any]], modes: list[str]) -> dict[str, dict[str, Any]]:
+    """Per claim size, the medians over the rounds: tasks/s, its ratio to the same round's
+    pgbench rate, CPU per task; the checks summed (any double claim in any round counts)."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in modes:
+        runs = [r[m] for r in rounds]
+        med = {
+            k: statistics.median(r[k] for r in runs)
+            for k in (
+                "tasks_per_second",
+                "seconds",
+                "create_seconds",
+                "client_cpu_ms_per_task",
+                "server_cpu_ms_per_task",
+            )
+        }
+        ratios = [r[m]["tasks_per_second"] / r["pgbench"]["tps"] for r in rounds if "pgbench" in r]
+        out[m] = {
+            **med,
+            "tasks": runs[0]["tasks"],
+            "rounds": len(runs),
+            "ratio": statistics.median(ratios) if ratios else None,
+            "double_claims": sum(r["double_claims"] for r in runs),
+            "lost": sum(r["lost"] for r in runs),
+            "all_done": all(r["all_done"] and r["attempts_done"] == r["tasks"] for r in runs),
+        }
+    return out
+
+
 def print_runs(
-    runs: dict[str, dict[str, Any]], rate: float | None, tasks: int, *, local: bool
+    runs: dict[str, dict[str, Any]], pgbench_rate: dict[str, float] | None, *, local: bool
 ) -> None:
-    """Per claim size: tasks/s, its ratio to pgbench's rate, the checks, CPU per task."""
+    """Per claim size (medians over the rounds): tasks/s, its ratio to pgbench's rate, the
+    checks, CPU per task beside pgbench's server CPU per transaction."""
     for m, pg in runs.items():
-        ratio = f", {pg['tasks_per_second'] / rate:.2f}x pgbench" if rate else ""
+        ratio = f", {pg['ratio']:.2f}x pgbench" if pg["ratio"] is not None else ""
         print(
             f"postgres, {_label(m)}: {pg['tasks_per_second']:8,.0f} tasks/s{ratio} "
             f"({pg['seconds']:.2f} s; backfill recorded in {pg['create_seconds']:.2f} s); "
             f"double claims: {pg['double_claims']}, lost: {pg['lost']}, "
-            f"all done once: {pg['all_done'] and pg['attempts_done'] == tasks}"
+            f"all done once: {pg['all_done']}"
         )
         cpu_ms = pg["client_cpu_ms_per_task"] + pg["server_cpu_ms_per_task"]
+        versus = (
+            f" ({pg['server_cpu_ms_per_task'] / pgbench_rate['server_cpu_ms']:.1f}x pgbench's "
+            "per transaction)"
+            if local and pgbench_rate and pgbench_rate["server_cpu_ms"] > 0
+            else ""
+        )
         print(
             f"          CPU per task: {pg['client_cpu_ms_per_task']:.2f} ms in the workers + "
-            f"{pg['server_cpu_ms_per_task']:.2f} ms in the server"
+            f"{pg['server_cpu_ms_per_task']:.2f} ms in the server{versus}"
             + (
                 f" -> at most {os.cpu_count() or 1:,} cores / {cpu_ms:.2f} ms = "
                 f"{1000 * (os.cpu_count() or 1) / cpu_ms:,.0f} tasks/s on this machine when idle"
@@ -314,9 +393,7 @@ def print_runs(
         )
 
 
-def print_targets(
-    runs: dict[str, dict[str, Any]], rate: float | None, exact: bool, quick: bool
-) -> None:
+def print_targets(runs: dict[str, dict[str, Any]], exact: bool, quick: bool) -> None:
     """The met/not met lines: per claim size, >= TARGET tasks/s and >= TARGET_RATIO of pgbench."""
     note = " (quick run: indicative only)" if quick else ""
     for m, pg in runs.items():
@@ -325,18 +402,15 @@ def print_targets(
             f"target, {_label(m)} (>= {TARGET:,.0f} tasks/s on Postgres, zero double claims): "
             f"{'met' if fast else 'not met'}{note}"
         )
-        if rate is not None:
-            near = exact and pg["tasks_per_second"] >= TARGET_RATIO * rate
+        if pg["ratio"] is not None:
+            near = exact and pg["ratio"] >= TARGET_RATIO
             print(
                 f"target, {_label(m)} (>= {TARGET_RATIO:.0%} of pgbench's rate, "
-                f"{pg['tasks_per_second'] / rate:.2f}x): {'met' if near else 'not met'}{note}"
+                f"{pg['ratio']:.2f}x): {'met' if near else 'not met'}{note}"
             )
 
 
-def main() -> int:
-    if len(sys.argv) == 8 and sys.argv[1] == "--worker":
-        worker(*sys.argv[2:5], *(int(a) for a in sys.argv[5:8]))
-        return 0
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2,000 tasks")
     ap.add_argument("--tasks", type=int, default=None, help="tasks (default 100,000)")
@@ -350,6 +424,12 @@ def main() -> int:
         help="claim sizes to measure, comma-separated; 'task' is claim_task (default 16,1,task)",
     )
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of pgbench then every claim size, back to back; medians are reported",
+    )
+    ap.add_argument(
         "--pgbench-seconds", type=float, default=None, help="pgbench's run (default 20 s; 3 quick)"
     )
     ap.add_argument("--no-pgbench", action="store_true", help="skip the pgbench run")
@@ -357,48 +437,83 @@ def main() -> int:
     ap.add_argument("--no-sqlite", action="store_true", help="skip the SQLite run")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    tasks = args.tasks or (2000 if args.quick else 100_000)
-    modes = [m.strip() for m in args.batch.split(",") if m.strip()]
-    for m in modes:
+    args.tasks = args.tasks or (2000 if args.quick else 100_000)
+    args.modes = [m.strip() for m in args.batch.split(",") if m.strip()]
+    for m in args.modes:
         if m != "task" and not (m.isdigit() and int(m) > 0):
             ap.error(f"--batch: {m!r} is neither a claim size nor 'task'")
+    if args.repeat < 1:
+        ap.error(f"--repeat: {args.repeat} rounds; expected 1 or more")
+    return args
+
+
+def run_rounds(args: argparse.Namespace, url: str, data: Path | None) -> list[dict[str, Any]]:
+    """``args.repeat`` rounds, each pgbench then every claim size, on the server at ``url``."""
+    rounds: list[dict[str, Any]] = []
+    for n in range(args.repeat):
+        one: dict[str, Any] = {"load": _load()}
+        if not args.no_pgbench:
+            seconds = args.pgbench_seconds or (3.0 if args.quick else 20.0)
+            one["pgbench"] = pgbench(url, args.workers, args.tasks, seconds, data)
+        for m in args.modes:
+            one[m] = measure(url, args.tasks, args.workers, m, data)
+        rounds.append(one)
+        if args.repeat > 1:
+            bench = f"pgbench {one['pgbench']['tps']:,.0f} tx/s; " if "pgbench" in one else ""
+            print(
+                f"round {n + 1} (load {one['load']}): {bench}"
+                + ", ".join(
+                    f"{_label(m)} {one[m]['tasks_per_second']:,.0f} tasks/s" for m in args.modes
+                ),
+                flush=True,
+            )
+    return rounds
+
+
+def main() -> int:
+    if len(sys.argv) == 8 and sys.argv[1] == "--worker":
+        worker(*sys.argv[2:5], *(int(a) for a in sys.argv[5:8]))
+        return 0
+    args = parse_args()
+    tasks, modes = args.tasks, args.modes
     server = None
     url = args.url
     if url is None:
         server = _pg_support().PgServer.start()
         url = server.create_database("bench")
-    runs: dict[str, dict[str, Any]] = {}
-    rate = None
+    load_before = _load()
     try:
-        for m in modes:
-            runs[m] = measure(url, tasks, args.workers, m, server.data if server else None)
-        if not args.no_pgbench:
-            seconds = args.pgbench_seconds or (3.0 if args.quick else 20.0)
-            rate = pgbench(url, args.workers, tasks, seconds)
+        rounds = run_rounds(args, url, server.data if server else None)
     finally:
         if server is not None:
             server.stop()
-    results: dict[str, Any] = {"postgres": runs[modes[0]], "postgres_runs": runs}
-    if rate is not None:
-        results["pgbench_tps"] = rate
-    load = os.getloadavg()[0]
+    runs = summary(rounds, modes)
+    bench_rate = (
+        {k: statistics.median(r["pgbench"][k] for r in rounds) for k in ("tps", "server_cpu_ms")}
+        if not args.no_pgbench
+        else None
+    )
+    results: dict[str, Any] = {"postgres": runs[modes[0]], "postgres_runs": runs, "rounds": rounds}
+    if bench_rate is not None:
+        results["pgbench_tps"] = bench_rate["tps"]
+        results["pgbench_server_cpu_ms"] = bench_rate["server_cpu_ms"]
+    medians = f"medians of {args.repeat} rounds, " if args.repeat > 1 else ""
     print(
         f"{tasks:,} no-op tasks, {args.workers} worker processes, on {os.cpu_count() or 1} cores "
-        f"(load average {load:.1f}: figures from a busy machine are lower)"
+        f"({medians}load average {load_before} before, {_load()} after: figures from a busy "
+        "machine are lower)"
     )
-    if rate is not None:
+    if bench_rate is not None:
+        cpu = f"; {bench_rate['server_cpu_ms']:.3f} ms of server CPU each" if server else ""
         print(
-            f"pgbench (the server's limit): {rate:8,.0f} transactions/s, {args.workers} clients, "
-            "one UPDATE ... RETURNING + one INSERT each"
+            f"pgbench (the server's limit): {bench_rate['tps']:8,.0f} transactions/s, "
+            f"{args.workers} clients, one UPDATE ... RETURNING + one INSERT each{cpu}"
         )
-    print_runs(runs, rate, tasks, local=server is not None)
+    print_runs(runs, bench_rate, local=server is not None)
     if not args.no_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
             lite = measure(
-                f"sqlite:///{tmp}/ledger.sqlite",
-                args.sqlite_tasks or tasks,
-                args.workers,
-                modes[0],
+                f"sqlite:///{tmp}/ledger.sqlite", args.sqlite_tasks or tasks, args.workers, modes[0]
             )
         results["sqlite"] = lite
         pg = runs[modes[0]]
@@ -408,7 +523,9 @@ def main() -> int:
             f"double claims: {lite['double_claims']}"
         )
         print(f"ratio postgres / sqlite: {pg['tasks_per_second'] / lite['tasks_per_second']:.2f}x")
-    checked = [*runs.values(), *([results["sqlite"]] if "sqlite" in results else [])]
+    checked = [r[m] for r in rounds for m in modes] + [
+        results[k] for k in ("sqlite",) if k in results
+    ]
     exact = all(
         r["double_claims"] == 0
         and r["lost"] == 0
@@ -416,7 +533,7 @@ def main() -> int:
         and r["attempts_done"] == r["tasks"]
         for r in checked
     )
-    print_targets(runs, rate, exact, args.quick)
+    print_targets(runs, exact, args.quick)
     if args.json:
         print(json.dumps(results))
     return 0 if exact else 1

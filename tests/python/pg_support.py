@@ -61,8 +61,16 @@ class PgServer:
         return self.base / "data"
 
     @classmethod
-    def start(cls, *, listen: str = "127.0.0.1", port: int | None = None) -> PgServer:
-        """initdb + pg_ctl start; ``listen`` may name several addresses ("127.0.0.1,10.0.0.1")."""
+    def start(
+        cls,
+        *,
+        listen: str = "127.0.0.1",
+        port: int | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> PgServer:
+        """initdb + pg_ctl start; ``listen`` may name several addresses ("127.0.0.1,10.0.0.1");
+        ``settings`` are more server settings (``{"shared_preload_libraries":
+        "pg_stat_statements"}``)."""
         base = Path(tempfile.mkdtemp(prefix="backfill-pg-"))
         base.chmod(0o755)  # the postgres user must reach its data folder and socket
         server = cls(base, port or free_port())
@@ -94,6 +102,8 @@ class PgServer:
             f"-c listen_addresses={listen} -p {server.port} -k {base} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
         )
+        for name, value in (settings or {}).items():
+            options += f" -c {name}={value}"
         subprocess.run(
             _as_owner(
                 [

@@ -23,15 +23,17 @@ published tables' fingerprints, so ``publish`` can refuse when they changed sinc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from decimal import Context, Decimal, localcontext
 from typing import TYPE_CHECKING, Any
 
-from .._numbers import sum_kind, to_kind
+from .._numbers import is_exact, sum_kind, to_kind
 from .._stamps import utcnow, who
 from ..engines import (
     PUBLISHED,
@@ -59,6 +61,8 @@ __all__ = ["audit_backfill", "audit_model", "check_auditable"]
 
 #: ModelAudit.timings, in this order
 _PHASES = ("fingerprint scan", "key", "measure sums", "transfer", "diff")
+# Room for any sum of DECIMAL(38, s) values (Python's default context keeps 28 digits).
+_EXACT = Context(prec=80)
 # The diff partitions naive timestamps by this extra UTC column (see audit_model).
 _PART = "__backfill_partition"
 
@@ -91,18 +95,22 @@ def audit_model(
     # a job (Spark) answers them in one pass over both versions. No key to check in it: the diff
     # checks the first candidate itself (below).
     likely = [c for c in measures_of(new_cols, [], m) if c in old_names or not has_old]
-    with engine.audit_scope(
-        project, model, [PUBLISHED, area] if has_old else [area], parts, likely, []
-    ):
+    # Recorded as is: publish refuses when the audit area changed after the audit. The run's
+    # own fingerprints of what its tasks wrote (the same definition, in the tasks'
+    # transactions) save a scan of every backfilled partition: the area is the backfill's own,
+    # and should it have changed since, publish's re-check of the area against these (one
+    # scan) refuses.
+    from_run = bool(parts) and run_fps is not None and set(run_fps) == {p[0] for p in parts}
+    # Then the area's measure totals follow too, from the published ones and the diff of the
+    # differing partitions (the others hold the same rows): the audit reads the area only in
+    # the partitions that differ (see _area_totals).
+    derive = from_run and has_old and m.strategy != "merge" and periods is not None
+    scope_areas = [PUBLISHED] if derive else [PUBLISHED, area] if has_old else [area]
+    with engine.audit_scope(project, model, scope_areas, parts, likely, []):
         old_fp = engine.fingerprints(project, model, PUBLISHED, parts)
-        # Recorded as is: publish refuses when the audit area changed after the audit. The
-        # run's own fingerprints of what its tasks wrote (the same definition, in the tasks'
-        # transactions) save a scan of every backfilled partition: the area is the backfill's
-        # own, and should it have changed since, publish's re-check of the area against these
-        # (one scan) refuses.
         area_fp = (
             dict(run_fps)
-            if parts and run_fps is not None and set(run_fps) == {p[0] for p in parts}
+            if from_run and run_fps is not None
             else engine.fingerprints(project, model, area, parts)
         )
         new_fp = (
@@ -129,7 +137,10 @@ def audit_model(
         )
         clock.lap("key")
         measures = [c for c in measures_of(new_cols, key, m) if c in old_names or not has_old]
-        kinds, totals = _totals(engine, project, model, area, measures, periods, new_cols, old_cols)
+        sums_of = None if derive else area
+        kinds, totals = _totals(
+            engine, project, model, sums_of, measures, periods, new_cols, old_cols
+        )
         clock.lap("measure sums")
     diff_result: DiffResult | None = None
     if differing:
@@ -155,10 +166,13 @@ def audit_model(
                     c for c in measures_of(new_cols, key, m) if c in old_names or not has_old
                 ]
                 kinds, totals = _totals(
-                    engine, project, model, area, measures, periods, new_cols, old_cols
+                    engine, project, model, sums_of, measures, periods, new_cols, old_cols
                 )
                 clock.lap("measure sums")
                 diff_result = differ.run(key, measures)
+    if derive:
+        totals = _area_totals(engine, project, model, area, periods, kinds, totals, diff_result)
+        clock.lap("measure sums")
     results = _partitions(labels, bool(parts), old_fp, new_fp, diff_result, kinds)
     return ModelAudit(
         model=model,
@@ -272,11 +286,9 @@ class _DifferingDiff:
         stream = DiffStream(key, measures=measures, on_duplicate="report", **options)
         for group in groups:
             periods = [(s, e) for _, s, e in group]
-            with (
-                engine.stream(project, model, PUBLISHED, periods, utc_column=utc) as old_data,
-                engine.stream(
-                    project, model, self.area, periods, preview=True, utc_column=utc
-                ) as new_data,
+            with engine.stream_pair(project, model, self.area, periods, utc_column=utc) as (
+                old_data,
+                new_data,
             ):
                 stream.add(old_data, new_data)
             if stream.whole_needed:
@@ -306,26 +318,38 @@ class _DifferingDiff:
     ) -> DiffResult:
         """The diff of every differing partition as one Arrow stream per side (without a
         published version, the audit area's empty preview stands in for it)."""
-        old_version, old_where = (
-            (Version(PUBLISHED), where) if self.has_old else (Version(self.area, preview=True), [])
-        )
         engine, project, model = self.engine, self.project, self.model
-        with (
-            engine.stream(
-                project,
-                model,
-                old_version.area,
-                old_where,
-                preview=old_version.preview,
-                utc_column=utc,
-            ) as old_data,
-            engine.stream(
-                project, model, self.area, where, preview=True, utc_column=utc
-            ) as new_data,
-        ):
+        if self.has_old and where is not None:
+            pair = engine.stream_pair(project, model, self.area, where, utc_column=utc)
+        else:
+            old_version, old_where = (
+                (Version(PUBLISHED), where)
+                if self.has_old
+                else (Version(self.area, preview=True), [])
+            )
+            pair = _two_streams(
+                engine.stream(
+                    project,
+                    model,
+                    old_version.area,
+                    old_where,
+                    preview=old_version.preview,
+                    utc_column=utc,
+                ),
+                engine.stream(project, model, self.area, where, preview=True, utc_column=utc),
+            )
+        with pair as (old_data, new_data):
             return diff(
                 old_data, new_data, key=key, measures=measures, on_duplicate="report", **options
             )
+
+
+@contextlib.contextmanager
+def _two_streams(
+    old: contextlib.AbstractContextManager[Any], new: contextlib.AbstractContextManager[Any]
+) -> Iterator[tuple[Any, Any]]:
+    with old as old_data, new as new_data:
+        yield old_data, new_data
 
 
 #: Rows (of the larger side) a streamed pair gathers partitions up to; a larger partition is a
@@ -337,18 +361,23 @@ def _totals(
     engine: Engine,
     project: Project,
     model: str,
-    area: Any,
+    area: Any | None,
     measures: list[str],
     periods: list[tuple[dt.datetime, dt.datetime]] | None,
     new_cols: list[Column],
     old_cols: list[Column] | None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    """Each measure's sum kind and (published, audit area) totals over ``periods``."""
+    """Each measure's sum kind and (published, audit area) totals over ``periods``; ``area``
+    None: the area's are left None (for :func:`_area_totals`)."""
     kinds = {
         c: sum_kind(col.kind.value for col in [*new_cols, *(old_cols or [])] if col.name == c)
         for c in measures
     }
-    new_sums = engine.measure_sums(project, model, area, measures, periods, preview=True)
+    new_sums = (
+        dict.fromkeys(measures)
+        if area is None
+        else engine.measure_sums(project, model, area, measures, periods, preview=True)
+    )
     old_sums = (
         engine.measure_sums(project, model, PUBLISHED, measures, periods)
         if old_cols is not None
@@ -357,6 +386,53 @@ def _totals(
     return kinds, {
         c: (to_kind(old_sums[c], kinds[c]), to_kind(new_sums[c], kinds[c])) for c in measures
     }
+
+
+def _area_totals(
+    engine: Engine,
+    project: Project,
+    model: str,
+    area: Any,
+    periods: list[tuple[dt.datetime, dt.datetime]] | None,
+    kinds: Mapping[str, str],
+    totals: Mapping[str, Any],
+    diff_result: DiffResult | None,
+) -> dict[str, Any]:
+    """The area's measure totals without reading the area where the diff tells them: the
+    published total, less the differing partitions' old sums, plus their new sums (the other
+    partitions hold the same rows: equal fingerprints). Summed in the measure's own kind (exact
+    for integers and decimals). The area is read for the measures the diff cannot tell: a
+    float (its sums would round differently from one sum over the rows), one whose new total
+    may be NULL rather than 0 (the diff sums NULLs as 0), and every measure when the diff left
+    rows out (duplicated or NULL keys)."""
+    out = dict(totals)
+    su = diff_result.summary if diff_result is not None else None
+    left_out = su is not None and bool(su.duplicate_keys or su.null_keys_old or su.null_keys_new)
+    rows = diff_result.partitions.to_pylist() if diff_result is not None else []
+    unsure: list[str] = []
+    for c, (old, _) in totals.items():
+        kind = kinds[c]
+        if left_out or not is_exact(kind):
+            unsure.append(c)
+            continue
+        with localcontext(_EXACT):  # integers and decimals as Decimals: exact sums
+            was = sum((_exact(r[f"{c}_old"]) for r in rows), Decimal(0))
+            now = sum((_exact(r[f"{c}_new"]) for r in rows), Decimal(0))
+            rest = _exact(old) - was
+            total = rest + now
+        if now == 0 and (old is None or rest == 0):
+            unsure.append(c)  # no non-NULL value may be left: NULL or 0, only the rows say
+            continue
+        out[c] = (old, to_kind(total, kind))
+    if unsure:
+        sums = engine.measure_sums(project, model, area, unsure, periods, preview=True)
+        out.update({c: (totals[c][0], to_kind(sums[c], kinds[c])) for c in unsure})
+    return out
+
+
+def _exact(value: Any) -> Decimal:
+    """An exact sum (an int or a Decimal; None: nothing to add) as a Decimal."""
+    return Decimal(0) if value is None else Decimal(value)
 
 
 class _Clock:

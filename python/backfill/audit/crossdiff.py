@@ -249,7 +249,11 @@ def _summed(source: TableSource, plan: _Plan, measures: Sequence[str]) -> list[S
     cols = _by_name(source, "")
     exact = {e.name for e in plan.encoded if e.encoding == Encoding.EXACT}
     return [
-        Summed(streamed_value(source.dialect, cols[m], plan.casts.get(m)), m in exact)
+        Summed(
+            streamed_value(source.dialect, cols[m], plan.casts.get(m)),
+            m in exact,
+            integer=m in exact and cols[m].kind == ColumnKind.INTEGER,
+        )
         for m in measures
     ]
 

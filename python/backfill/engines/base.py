@@ -486,6 +486,25 @@ class Engine(ABC):
             "compared with a table elsewhere (backfill.diff_tables); export the table instead"
         )
 
+    @contextlib.contextmanager
+    def stream_pair(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        periods: Sequence[Period],
+        *,
+        utc_column: str | None = None,
+    ) -> Iterator[tuple[Any, Any]]:
+        """The published rows of ``model`` and those of ``area`` (its preview) over ``periods``,
+        as two Arrow streams (:meth:`stream` each): what an audit diffs. An engine whose every
+        query has a high fixed cost may read both in one query."""
+        with (
+            self.stream(project, model, PUBLISHED, periods, utc_column=utc_column) as old,
+            self.stream(project, model, area, periods, preview=True, utc_column=utc_column) as new,
+        ):
+            yield old, new
+
     def table_rows(self, schema: str, table: str) -> contextlib.AbstractContextManager[Any]:
         """A context manager yielding every row of the warehouse's table (or view)
         ``schema.table`` as an Arrow stream, in batches (``backfill diff schema.table``);

@@ -66,9 +66,12 @@ def model_costs(
             return {m: ModelCost(m, "none") for m in models}
     current = {m: sql_hash(project.models[m].sql) for m in names}
     found: dict[str, list[Measurement]] = {}
-    # Every model's attempts: those of models not asked about shared the machine too.
-    rows = ledger.cost_history(project.name, list(project.models), backfills)
-    shares = _machine_shares(rows)
+    caps = None if engine is None else type_capabilities(engine)
+    shared = engine if caps is not None and caps.embedded else None
+    # On an embedded engine every model's attempts are read: those of models not asked about
+    # shared the machine too. Elsewhere only the models asked about.
+    rows = ledger.cost_history(project.name, list(project.models) if shared else names, backfills)
+    shares = {} if shared is None else _machine_shares(rows, shared)
     for i, row in enumerate(rows):
         if row.model not in current:
             continue
@@ -100,21 +103,18 @@ def model_costs(
     return out
 
 
-def _machine_shares(rows: Sequence[CostMeasure]) -> dict[int, float]:
-    """Index in ``rows`` -> the machine time of each backfill attempt on an embedded engine
-    (:mod:`.machine_time`: tasks run side by side in this process share its cores), from the
-    attempts' stamps; the attempts of other engines and those without stamps keep their wall
-    times (a Postgres or Spark task has the server's cores, not this machine's)."""
-    embedded: dict[str, bool] = {}
+def _machine_shares(rows: Sequence[CostMeasure], engine: str) -> dict[int, float]:
+    """Index in ``rows`` -> the machine time of each backfill attempt on the embedded engine
+    type ``engine`` (:mod:`.machine_time`: tasks run side by side in this process share its
+    cores), from the attempts' stamps. Other engines' attempts are not this machine's (and
+    their times are not used for ``engine``); samples ran alone; attempts without stamps have
+    nothing to share: all keep their wall times."""
     spans: list[tuple[float, float]] = []
     index: list[int] = []
     for i, row in enumerate(rows):
-        if row.source != "run" or row.engine_type is None or row.wall_seconds is None:
+        if row.source != "run" or row.engine_type != engine or row.wall_seconds is None:
             continue
-        if row.engine_type not in embedded:
-            caps = type_capabilities(row.engine_type)
-            embedded[row.engine_type] = caps is not None and caps.embedded
-        if not embedded[row.engine_type] or not row.finished_at:
+        if not row.finished_at:
             continue
         try:
             end = dt.datetime.fromisoformat(row.finished_at).timestamp()

@@ -30,12 +30,14 @@ from hypothesis import strategies as st
 
 import backfill
 import canonical_oracle as oracle
+import plan_helpers  # noqa: F401 - puts benchmarks/ on sys.path
 import spark_support
 from backfill.calendar import partitions
 from backfill.engines import Part, PartitionFingerprint
 from backfill.engines.locations import TableSource, open_table
 from backfill.engines.sql.canonical import Encoded, Encoding, segments_scan
 from backfill.errors import InvalidInputError, NotFoundError
+from diff_oracles import assert_same_diff_tables
 
 UTC = dt.timezone.utc
 DAY0 = dt.datetime(2024, 3, 1, tzinfo=UTC)
@@ -240,7 +242,7 @@ rows_strategy = st.lists(
 
 
 @settings(
-    max_examples=8,
+    max_examples=6,  # each loads four warehouses; Spark costs ~2 s a load
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -471,7 +473,9 @@ def test_diff_tables_with_spark_equals_the_arrow_diff(
 ) -> None:
     old, new = _tables(seed)
     a, b = wh.load(old_side, old), wh.load(new_side, new)
-    got = backfill.diff_tables(a, b, KEY, partition_by="at", grain="day")
+    # measures=[]: the sums are test_spark_sums_the_measures_as_the_arrow_diff's (here the
+    # whole tables keep each engine's integer and float widths, which diff_tables unifies)
+    got = backfill.diff_tables(a, b, KEY, partition_by="at", grain="day", measures=[])
     want = backfill.diff(_whole(a), _whole(b), KEY, partition_by="at", measures=[])
     assert got.summary == want.summary
     assert got.partitions.to_pylist() == want.partitions.to_pylist()
@@ -492,9 +496,101 @@ def test_diff_tables_with_spark_equals_the_arrow_diff(
     assert got.snapshots[spark].startswith("Iceberg snapshot ")
     # the same rows on both sides: nothing streamed, nothing changed (the decimal columns'
     # scales still differ: schema_changed, as backfill.diff says of the whole tables)
-    same = backfill.diff_tables(a, wh.load(new_side, old), KEY, partition_by="at")
+    same = backfill.diff_tables(a, wh.load(new_side, old), KEY, partition_by="at", measures=[])
     assert same.streamed == [] and same.summary.unchanged == len(old)
     assert (same.summary.changed, same.summary.added, same.summary.removed) == (0, 0, 0)
+
+
+# the measures' columns, in the same types on every side (the whole tables' diff is the oracle)
+MEASURED: dict[str, tuple[Encoding, pa.DataType, str, str, str]] = {
+    "id": (Encoding.EXACT, pa.int64(), "BIGINT", "bigint", "bigint"),
+    "at": (
+        Encoding.TIMESTAMP,
+        pa.timestamp("us", tz="UTC"),
+        "TIMESTAMPTZ",
+        "timestamptz",
+        "timestamp",
+    ),
+    "amount": (
+        Encoding.EXACT,
+        pa.decimal128(18, 2),
+        "DECIMAL(18,2)",
+        "numeric(18,2)",
+        "decimal(18,2)",
+    ),
+    "big": (
+        Encoding.EXACT,
+        pa.decimal128(38, 4),
+        "DECIMAL(38,4)",
+        "numeric(38,4)",
+        "decimal(38,4)",
+    ),
+    "huge": (Encoding.EXACT, pa.int64(), "BIGINT", "bigint", "bigint"),
+    "x": (Encoding.FLOAT, pa.float64(), "DOUBLE", "double precision", "double"),
+    "u": (
+        Encoding.EXACT,
+        pa.decimal128(38, 10),
+        "DECIMAL(38,10)",
+        "numeric(38,10)",
+        "decimal(38,10)",
+    ),
+}
+EXACT_MEASURES = ["amount", "big", "huge", "u"]
+
+
+def _measured(seed: int, n: int = 200) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(old, new) over 8 days: ``huge`` near 2^61 (every day's sum leaves int64), ``big`` of 26
+    digits, ``u`` with 10 decimals; new changes measures in days 1 and 4 and drops day 6."""
+    rng = random.Random(seed)
+
+    def maybe(value: Any) -> Any:
+        return None if rng.random() < 0.1 else value
+
+    old = [
+        {
+            "id": i,
+            "at": maybe(DAY0 + dt.timedelta(seconds=rng.randrange(8 * 86400))),
+            "amount": maybe(Decimal(rng.randrange(-(10**8), 10**8)).scaleb(-2)),
+            "big": maybe(Decimal(rng.randrange(-(10**30), 10**30)).scaleb(-4)),
+            "huge": maybe(rng.randrange(2**60, 2**61)),
+            "x": maybe(rng.uniform(-1e6, 1e6)),
+            "u": maybe(Decimal(rng.randrange(-(10**15), 10**15)).scaleb(-10)),
+        }
+        for i in range(n)
+    ]
+    new = []
+    for r in old:
+        day = None if r["at"] is None else (r["at"] - DAY0).days
+        if day == 6:
+            continue
+        if day in (1, 4) and r["id"] % 3 == 0:
+            r = {**r, "amount": (r["amount"] or 0) + Decimal("0.01"), "huge": 2**61, "x": 0.5}
+        new.append(r)
+    return old, new
+
+
+@pytest.mark.parametrize(("old_side", "new_side"), [("spark", "duckdb"), ("postgres", "spark")])
+def test_spark_sums_the_measures_as_the_arrow_diff(
+    wh: Warehouses, old_side: str, new_side: str
+) -> None:
+    """The measures summed by Spark in its segment scan (integers as DECIMAL(38,0): a BIGINT
+    sum would leave 64 bits) give the per-column and per-partition sums of backfill.diff over
+    the same rows, and each equal partition's sums are the other engine's, digit for digit."""
+    old, new = _measured(7)
+    a, b = wh.load(old_side, old, MEASURED), wh.load(new_side, new, MEASURED)
+    got = backfill.diff_tables(a, b, "id", partition_by="at")
+    want = backfill.diff(_whole(a), _whole(b), "id", partition_by="at")
+    assert got.summary == want.summary and got.measures == want.measures
+    assert_same_diff_tables(got, want, floats=("x",))
+    assert got.streamed == ["2024-03-02", "2024-03-05", "2024-03-07"]
+    for label, (sums_a, sums_b) in got.segment_sums.items():
+        if label not in got.streamed:
+            assert {m: sums_a[m] for m in EXACT_MEASURES} == {
+                m: sums_b[m] for m in EXACT_MEASURES
+            }, label
+    # each measure's totals at its own type (the per-column table shares a float one with x)
+    assert got.measure_totals["huge"][0] == sum(r["huge"] or 0 for r in old)  # past int64
+    assert got.measure_totals["u"][1] == sum(r["u"] or 0 for r in new)
 
 
 def test_spark_streams_a_few_partitions_a_query(
@@ -517,10 +613,13 @@ def test_spark_streams_a_few_partitions_a_query(
         return original(self, sql)
 
     monkeypatch.setattr(PinnedIcebergTable, "arrow", counted)
-    got = backfill.diff_tables(a, b.split("#")[1], KEY, partition_by="at", project=root)
-    want = backfill.diff(_whole(a), _whole(b), KEY, partition_by="at", measures=[])
+    got = backfill.diff_tables(
+        a, b.split("#")[1], KEY, partition_by="at", project=root, measures=["amount"]
+    )
+    want = backfill.diff(_whole(a), _whole(b), KEY, partition_by="at", measures=["amount"])
     assert got.summary == want.summary and got.summary.changed > 0
-    assert got.partitions.to_pylist() == want.partitions.to_pylist()
+    assert got.partitions.to_pylist() == want.partitions.to_pylist()  # amount's sums too
+    assert _without_types(got.columns.to_pylist()) == _without_types(want.columns.to_pylist())
     streamed = [q for q in queries if q.startswith("SELECT t.`region`")]  # rows, not aggregates
     assert len(got.streamed) > 4
     assert len(streamed) == math.ceil(len(got.streamed) / 2)
@@ -660,3 +759,17 @@ def test_a_spark_projects_model_is_a_side(wh: Warehouses, tmp_path: Path) -> Non
         backfill.diff_tables("nope", other, "ts", project=root)
     argv = ["diff", "events_clean", other, "--key", "ts", "--partition-by", "ts", "--json"]
     assert main([*argv, "--project", str(root)]) == 1
+
+
+def test_the_bench_gives_the_same_result_both_ways(wh: Warehouses, tmp_path: Path) -> None:
+    """benchmarks/crossdiff_spark_bench.py (small) in the session's Spark: diff_tables and the
+    whole tables' diff agree; only the changed day is streamed."""
+    import crossdiff_spark_bench as bench
+
+    result = bench.measure(tmp_path, 20_000, 12, 1, wh.engine)
+    print("\n".join(result.lines()))
+    assert (
+        result.same
+        and result.streamed == ["2024-03-11"]
+        and result.changed == len(range(10, 20_000, 60))
+    )

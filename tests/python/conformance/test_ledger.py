@@ -315,6 +315,42 @@ def test_a_failure_without_retry_fails_until_reset(ledger: LedgerBackend) -> Non
     assert ids(ledger.claim("b1", LIVE, 2, 60)) == [0]
 
 
+def test_a_task_back_to_pending_comes_before_later_ones_whoever_sent_it_back(
+    ledger: LedgerBackend, url: str
+) -> None:
+    # A Postgres claimer starts its scan past the tasks it saw claimed (schema version 10): a
+    # task another handle sends back to pending below that point -- a retry, an expired lease
+    # dropped, a reset of failed tasks -- is still the next one claimed, on every backend.
+    ledger.create_backfill(record("b1"), tasks(12))
+    other = open_ledger(url)
+    try:
+        mine = [ledger.claim("b1", LIVE, 1, 60)[0] for _ in range(3)]
+        assert ids(mine) == [0, 1, 2]
+        theirs = other.claim("b1", OTHER, 2, 60)
+        assert ids(theirs) == [3, 4]
+        assert ids(ledger.claim("b1", LIVE, 1, 60)) == [5]
+        # a retry due now, sent back by the other handle
+        assert finish(other, theirs[0], "b1", OTHER, ok=False, retry_at=time.time()) == "pending"
+        (again,) = ledger.claim("b1", LIVE, 1, 60)
+        assert (again.task.task_id, again.attempt) == (3, 2)
+        assert ids(ledger.claim("b1", LIVE, 1, 60)) == [6]
+        # expired leases, dropped by the other handle's claim, which takes the first of them
+        assert ids(other.claim("b1", OTHER, 2, lease_seconds=0.2)) == [7, 8]
+        assert ids(ledger.claim("b1", LIVE, 1, 60)) == [9]
+        time.sleep(0.3)
+        assert ids(other.claim("b1", OTHER, 1, 60)) == [7]
+        assert ids(ledger.claim("b1", LIVE, 1, 60)) == [8]
+        # a reset of failed tasks by the other handle
+        assert finish(other, theirs[1], "b1", OTHER, ok=False) == "failed"
+        assert ids(ledger.claim("b1", LIVE, 1, 60)) == [10]
+        assert other.reset_failed("b1") == 1
+        assert ids(ledger.claim("b1", LIVE, 5, 60)) == [4, 11]
+        assert ledger.claim("b1", LIVE, 5, 60) == []
+    finally:
+        other.close()
+    assert [t.status for t in ledger.tasks("b1")] == ["running"] * 12
+
+
 # -- exactly once, across processes ------------------------------------------------------------
 WORKER = r"""
 import json, sys, time
@@ -1158,7 +1194,7 @@ def test_a_version_7_ledger_migrates_to_8_naming_the_engines_it_can(
             old.close()
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 9
+        assert backend.version(url) == SCHEMA_VERSION == 10
         types = {bid: led.backfill(bid).engine_type for bid in engines}
         assert types == {"d": "duckdb", "s": "spark", "g": "postgres", "t": "dbt", "x": None}
         assert [h.engine_type for h in led.cost_history("p", ["m"])] == [None]
@@ -1188,7 +1224,7 @@ def test_an_older_ledger_is_migrated_and_keeps_its_rows(backend: Backend, url: s
     assert backend.version(url) == 1
     led = open_ledger(url)
     try:
-        assert backend.version(url) == SCHEMA_VERSION == 9
+        assert backend.version(url) == SCHEMA_VERSION == 10
         migrated = led.backfill("b1")
         assert migrated["reason"] == "v1" and migrated["status"] == "running"
         assert (migrated.paused_at, migrated.options) == (None, {})

@@ -713,3 +713,26 @@ def test_partition_table_on_an_engine_without_partitioned_tables_is_a_usage_erro
     r = cli("partition", "ev", "--project", str(tmp_path / "p"))
     assert r.returncode == 2
     assert "partition_table needs table_partitions on the model" in r.stderr
+
+
+def test_a_first_publish_attaches_the_areas_partitions_and_its_rollback_drops_the_table(
+    tmp_path: Path, pg_server: Any
+) -> None:
+    url = pg_server.create_database("parts_first_publish")
+    _events(url, "2026-01-20", "2026-02-10", "3 hours")
+    project = backfill.Project.load(
+        _project(tmp_path, url, {"ev": ("{table_partitions: month}", EVENTS)})
+    )
+    plan = project.plan("ev", "2026-01-01", "2026-02-10", as_of=AS_OF)
+    bf = project.backfill(plan, reason="first build, audited")
+    assert bf.run(concurrency=3, backoff=0.0).ok
+    bf.audit()
+    area = _oids(url, f"audit_{bf.id}")
+    pub = bf.publish("first build")
+    assert _rows(url, "SELECT relkind FROM pg_class WHERE oid = to_regclass('pub.ev')") == [("p",)]
+    now = _oids(url, "pub")
+    assert now["ev__2026_01"] == area["ev__2026_01"]  # January: exchanged (attached)
+    assert now["ev__2026_02"] != area.get("ev__2026_02")  # February: 1-9 copied in
+    assert _published(url) == _oracle(url, "2026-01-01", "2026-02-10")
+    project.rollback(pub.id, note="not yet")
+    assert _rows(url, "SELECT to_regclass('pub.ev')") == [(None,)]

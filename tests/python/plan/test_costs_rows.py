@@ -373,7 +373,7 @@ def test_duckdb_attempts_side_by_side_count_their_share_of_the_machine() -> None
         measure("a", "duckdb", "2026-12-01T12:00:06+00:00", 6.0, source="sample"),
         CostMeasure(**{**measure("a", "duckdb", "", 3.0).to_dict(), "finished_at": None}),
     ]
-    assert _machine_shares(rows) == {0: 1.0, 1: 5.0}
+    assert _machine_shares(rows, "duckdb") == {0: 1.0, 1: 5.0}
 
 
 def test_on_duckdb_the_estimate_is_the_work_at_any_concurrency(skewed_shop: Path) -> None:

@@ -149,7 +149,7 @@ def test_a_migrated_file_has_the_tables_of_a_new_one(name: str, tmp_path: Path) 
     new = tmp_path / "new.sqlite"
     SqliteLedger(new).close()
     assert _columns(old) == _columns(new)
-    assert set(_columns(new)) == set(table_names())
+    assert set(_columns(new)) == set(table_names("sqlite"))
 
 
 def test_ledger_is_the_documented_alias_of_the_sqlite_backend() -> None:

@@ -5,6 +5,7 @@ throwaway server (``pg_server``), never mocks."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -467,5 +468,180 @@ def test_claim_task_claims_in_one_statement_and_says_why_not_otherwise(pg_server
         with pytest.raises(BackfillHeldError):
             ledger.claim_task("b1", 2, OTHER, 60)
         assert [t.status for t in ledger.tasks("b1")] == ["running", "pending", "pending"]
+    finally:
+        ledger.close()
+
+
+def _claim_plan(url: str, floor: dict[str, int]) -> dict[str, Any]:
+    """EXPLAIN (ANALYZE, BUFFERS) of a claim of one task of b1 from ``floor``, rolled back."""
+    from backfill.run.ledger import postgres_sql as q
+
+    _, sql = q.claim(1)
+    values = {"b": "b1", "w": OTHER, "secs": 60.0, "tok": "t", **floor}
+    with psycopg.connect(url) as db:
+        db.execute("SET search_path = backfill_ledger")
+        db.execute(
+            b"PREPARE claim_one (text, text, float8, text, bigint, integer, integer) AS " + sql
+        )
+        args = ", ".join(
+            str(values[p]) if isinstance(values[p], (int, float)) else f"'{values[p]}'"
+            for p in q.CLAIM_PARAMS
+        )
+        row = db.execute(
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim_one ({args})"
+        ).fetchone()
+        db.rollback()
+    assert row is not None
+    return dict(row[0][0])
+
+
+def _scans_of(node: dict[str, Any], index: str) -> list[dict[str, Any]]:
+    found = [node] if node.get("Index Name") == index else []
+    for child in node.get("Plans", []):
+        found += _scans_of(child, index)
+    return found
+
+
+def test_claims_start_past_the_tasks_claimed_before(pg_server: Any) -> None:
+    # Schema version 10: the index of pending tasks keeps an entry for each task claimed since
+    # the last VACUUM; a claim from its handle's floor reads none of them, one without reads all.
+    url = pg_server.create_database()
+    ledger = PostgresLedger(url)
+    try:
+        with psycopg.connect(url, autocommit=True) as db:  # no VACUUM during the test
+            db.execute("ALTER TABLE backfill_ledger.tasks SET (autovacuum_enabled = false)")
+        ledger.create_backfill(record("b1"), tasks(8000))
+        for _ in range(60):
+            ledger.claim("b1", LIVE, 100, 60)
+        (one,) = ledger.claim("b1", LIVE, 1, 60)
+        assert one.task.task_id == 6000
+        floor = ledger._floors["b1"]
+        assert floor == {"gen": 0, "fw": 60, "ft": 6000}  # the first pending it saw: its own
+        (nxt,) = ledger.claim("b1", LIVE, 1, 60)
+        assert nxt.task.task_id == 6001
+    finally:
+        ledger.close()
+    from backfill.run.ledger import postgres_sql as q
+
+    def read(plan: dict[str, Any]) -> int:  # the pages of tasks_ready both scans read
+        return sum(s["Shared Hit Blocks"] for s in _scans_of(plan["Plan"], "tasks_ready"))
+
+    with_floor = read(_claim_plan(url, ledger._floors["b1"]))
+    without = read(_claim_plan(url, q.NO_FLOOR))
+    assert with_floor <= 12, with_floor
+    assert without >= 5 * with_floor + 20, (with_floor, without)
+
+
+def test_a_version_9_ledger_migrates_to_10_and_counts_requeues_from_any_connection(
+    pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backfill.run.ledger import sql as ledger_sql
+    from backfill.run.ledger.records import TaskEnd
+
+    url = pg_server.create_database()
+    with monkeypatch.context() as patch:  # this code, stopped at version 9
+        patch.setattr(ledger_sql, "SCHEMA_VERSION", 9)
+        old = open_ledger(url)
+        old.create_backfill(record("b1"), tasks(6))
+        old.close()
+    with psycopg.connect(url) as db:
+        found = db.execute("SELECT to_regclass('backfill_ledger.requeues')").fetchone()
+        assert found == (None,)
+    ledger = open_ledger(url)
+    other = open_ledger(url)
+    try:
+        with psycopg.connect(url) as db:
+            version = db.execute(
+                "SELECT value FROM backfill_ledger.meta WHERE key = 'schema_version'"
+            ).fetchone()
+        assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 10
+        (first,) = ledger.claim("b1", LIVE, 1, 60)
+        assert first.task.task_id == 0
+        (theirs,) = other.claim("b1", OTHER, 1, 60)
+        assert [c.task.task_id for c in ledger.claim("b1", LIVE, 1, 60)] == [2]
+        end = TaskEnd.failure(0.1, "boom", time.time())  # a retry due now
+        assert other.finish(theirs, "b1", OTHER, end) == "pending"
+        assert [c.task.task_id for c in ledger.claim("b1", LIVE, 1, 60)] == [1]
+        # A connection with another search_path (an operator's reset by hand) is counted too.
+        assert ledger.finish(first, "b1", LIVE, TaskEnd.failure(0.1, "boom", None)) == "failed"
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(
+                "UPDATE backfill_ledger.tasks SET status = 'pending' "
+                "WHERE backfill_id = 'b1' AND task_id = 0"
+            )
+            counts = db.execute("SELECT backfill_id, count FROM backfill_ledger.requeues")
+            assert counts.fetchall() == [("b1", 2)]
+        assert [c.task.task_id for c in ledger.claim("b1", LIVE, 1, 60)] == [0]
+        assert [c.task.task_id for c in ledger.claim("b1", LIVE, 9, 60)] == [3, 4, 5]
+    finally:
+        other.close()
+        ledger.close()
+
+
+RETRYING_WORKER = r"""
+import json, sys, time
+from backfill.fingerprints import PartitionFingerprint, TaskFingerprint
+from backfill.run.ledger import TaskEnd, new_worker_id, open_ledger
+
+url, bid = sys.argv[1], sys.argv[2]
+FP = TaskFingerprint(PartitionFingerprint.of(1, 1))
+ledger, me, out = open_ledger(url), new_worker_id(), []
+while True:
+    claims = ledger.claim(bid, me, 1, 60)
+    if not claims:
+        if all(t.status == "done" for t in ledger.tasks(bid)):
+            break
+        time.sleep(0.01)
+        continue
+    (c,) = claims
+    if c.task.task_id % 20 == 0 and c.attempt == 1:  # fails once, retried at once
+        end = TaskEnd.failure(0.0, "boom", time.time())
+    else:
+        end = TaskEnd.success(0.0, 1, 0, FP)
+    out.append([c.task.task_id, c.attempt, ledger.finish(c, bid, me, end)])
+print(json.dumps(out))
+"""
+
+
+def test_eight_processes_claiming_one_task_at_a_time_with_retries_run_each_once(
+    pg_server: Any,
+) -> None:
+    # Claims of one from floors, while tasks keep going back to pending below them (a retry of
+    # every 20th task): every task ends done by exactly one attempt, the retried ones after one
+    # failed attempt, and no two attempts of a task overlap.
+    url = pg_server.create_database()
+    ledger = open_ledger(url)
+    n = 1000
+    try:
+        ledger.create_backfill(record("b1"), tasks(n))
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", RETRYING_WORKER, url, "b1"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(8)
+        ]
+        ends: dict[int, list[tuple[int, str]]] = {}
+        for p in procs:
+            out, err = p.communicate(timeout=600)
+            assert p.returncode == 0, err
+            for task_id, attempt, outcome in json.loads(out):
+                ends.setdefault(task_id, []).append((attempt, outcome))
+        retried = {i for i in range(n) if i % 20 == 0}
+        assert {i: sorted(e) for i, e in ends.items()} == {
+            i: [(1, "pending"), (2, "done")] if i in retried else [(1, "done")] for i in range(n)
+        }
+        attempts: dict[int, list[Any]] = {}
+        for a in ledger.attempts("b1"):
+            attempts.setdefault(a["task_id"], []).append(a)
+        assert {i: [a["status"] for a in rows] for i, rows in attempts.items()} == {
+            i: ["failed", "done"] if i in retried else ["done"] for i in range(n)
+        }
+        for rows in attempts.values():
+            for before, after in itertools.pairwise(rows):
+                assert before["finished_at"] <= after["started_at"]
+        assert all(t.status == "done" for t in ledger.tasks("b1"))
     finally:
         ledger.close()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as dt
+import itertools
 import logging
 import threading
 import uuid
@@ -54,13 +55,14 @@ from ..base import (
     Column,
     ColumnKind,
     DeadLetters,
+    Part,
     PublishModel,
     PublishRequest,
     TaskFailure,
     model_location,
     project_model,
 )
-from ..sql import Rel, SqlEngine, Written, writes_period
+from ..sql import Rel, SqlEngine, Written, task_parts, writes_period
 from .jobs import SparkJobs, cancelled_text, interrupted
 from .maintenance import maintain
 from .publish import Moved, kept_of, publishing, restore, swap
@@ -321,11 +323,13 @@ class SparkEngine(IcebergTables, SqlEngine):
                 transient=False,
             )
         partitioned = writes_period(project, m, window)
-        written, deleted, fp = self._write_table_of(project, m, window, area, rows, partitioned)
+        written, deleted, fp, parts = self._write_table_of(
+            project, m, window, area, rows, partitioned
+        )
         if dead_letters is not None and window[0] is not None and window[1] is not None:
             with self._locks[self.table(dead_letters.table)]:  # the first tasks create it
                 self._dead_letters(cur, project, dead_letters, (window[0], window[1]))
-        return written, deleted, fp, {}
+        return written, deleted, fp, parts
 
     def _write_table_of(
         self,
@@ -335,7 +339,10 @@ class SparkEngine(IcebergTables, SqlEngine):
         area: Area,
         rows: Any,
         partitioned: bool,
-    ) -> tuple[int, int, PartitionFingerprint]:
+    ) -> Written:
+        """Rows written and deleted, the fingerprint of the period and, when the task's period
+        is calendar partitions of the model, of each (label -> fingerprint: the audit takes
+        them instead of reading the area; empty when not computed)."""
         from pyspark.sql import functions as F
 
         start, end = window
@@ -371,7 +378,7 @@ class SparkEngine(IcebergTables, SqlEngine):
             )
         with self._locks[table]:
             if area.direct and not partitioned:  # a rebuild may change the schema
-                return self._rebuild(m, df, table, types, et_kind)
+                return (*self._rebuild(m, df, table, types, et_kind), {})
             self._ensure_table(m, table, types, et_kind)
         old = self.table_types(table)
         if old != types:  # remembered types may be stale: the table decides
@@ -382,23 +389,16 @@ class SparkEngine(IcebergTables, SqlEngine):
             ref = self._ensure_branch(table, str(area.backfill_id))
             target = self._on_branch(table, ref)
         token = uuid.uuid4().hex
+        parts = _calendar_parts(m, window) if partitioned else []
         observed = None
         if m.strategy != "merge" and not (m.strategy == "append" and partitioned) and types == old:
-            # An overwrite leaves exactly the new rows in the period: their fingerprint is
+            # An overwrite leaves exactly the new rows in the period: their fingerprints are
             # taken during the write job itself (no second scan), with the table's own types.
-            from pyspark.sql import Observation
-
-            observed = Observation(f"backfill_{token}")
-            h = self.dialect.row_hash(list(types), "")
-            df = df.observe(
-                observed,
-                F.expr("count(1)").alias("n"),
-                F.expr(f"coalesce(sum(CAST({h} AS DECIMAL(38, 0))), 0)").alias("h"),
-            )
+            df, observed = self._observed(df, list(types), m.event_time, et_kind, parts, token)
         if m.strategy == "merge" and partitioned:
             with self._locks[table]:  # _result then reads the newest snapshot: this one
                 self._merge_df(spark, m, df, target)
-                return self._result(table, ref, "", cond)
+                return self._result(table, ref, "", cond, m.event_time, parts)
         else:
             writer = df.writeTo(target).option("snapshot-property.backfill.write", token)
             if m.strategy == "append" and partitioned:
@@ -409,8 +409,42 @@ class SparkEngine(IcebergTables, SqlEngine):
             _, _, deleted = self._commit_of(table, ref, token)
             got = observed.get
             fp = PartitionFingerprint.of(int(got["n"]), int(got["h"]))
-            return fp.rows, deleted, fp
-        return self._result(table, ref, token, cond)
+            by_part = {
+                label: PartitionFingerprint.of(int(got[f"n{i}"]), int(got[f"h{i}"]))
+                for i, (label, _, _) in enumerate(parts)
+            }
+            return fp.rows, deleted, fp, by_part
+        return self._result(table, ref, token, cond, m.event_time, parts)
+
+    def _observed(
+        self,
+        df: DataFrame,
+        names: list[str],
+        event_time: str | None,
+        et_kind: ColumnKind,
+        parts: Sequence[Part],
+        token: str,
+    ) -> tuple[DataFrame, Any]:
+        """``df`` observed by its write job: the row count and digest of all its rows (``n``,
+        ``h``) and of each of ``parts`` (``n<i>``, ``h<i>``): the rows' hash and partition are
+        computed once a row, in columns dropped again before the write."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        observed = Observation(f"backfill_{token}")
+        h, p = f"__backfill_h_{token[:8]}", f"__backfill_p_{token[:8]}"
+        df = df.withColumn(h, F.expr(f"CAST({self.dialect.row_hash(names, '')} AS DECIMAL(38, 0))"))
+        aggs = [F.expr("count(1)").alias("n"), F.expr(f"coalesce(sum({h}), 0)").alias("h")]
+        if parts and event_time:
+            whens = " ".join(
+                f"WHEN {self.dialect.in_periods(event_time, [(s, e)], et_kind)} THEN {i}"
+                for i, (_, s, e) in enumerate(parts)
+            )
+            df = df.withColumn(p, F.expr(f"CASE {whens} END"))
+            for i in range(len(parts)):
+                aggs.append(F.expr(f"count_if({p} = {i})").alias(f"n{i}"))
+                aggs.append(F.expr(f"coalesce(sum(IF({p} = {i}, {h}, NULL)), 0)").alias(f"h{i}"))
+        return df.observe(observed, *aggs).drop(h, p), observed
 
     def _rebuild(
         self,
@@ -444,15 +478,27 @@ class SparkEngine(IcebergTables, SqlEngine):
             spark.catalog.dropTempView(view)
 
     def _result(
-        self, table: str, ref: str, token: str, cond: str
-    ) -> tuple[int, int, PartitionFingerprint]:
+        self,
+        table: str,
+        ref: str,
+        token: str,
+        cond: str,
+        event_time: str | None,
+        parts: Sequence[Part],
+    ) -> Written:
         """Rows written and deleted by the commit carrying ``token`` (the newest commit of
-        ``ref`` for ``token=""``), and the fingerprint of the written period as that commit left
-        it (later commits of other tasks do not count)."""
+        ``ref`` for ``token=""``), and the fingerprints of the written period and of its
+        ``parts`` as that commit left them (later commits of other tasks do not count)."""
         snap, _, deleted = self._commit_of(table, ref, token)
         rel = f"(SELECT * FROM {table} VERSION AS OF {snap} WHERE {cond})"
-        fp = self._fingerprint_where(self.small, rel, list(self.table_types(table)))
-        return fp.rows, deleted, fp
+        types = self.table_types(table)
+        if not parts or not event_time:
+            fp = self._fingerprint_where(self.small, rel, list(types))
+            return fp.rows, deleted, fp, {}
+        cols = [Column(n, t, kind_of(t)) for n, t in types.items()]
+        by_part = self._fingerprint_parts(self.small, rel, cols, event_time, parts)
+        fp = PartitionFingerprint.total(by_part.values())
+        return fp.rows, deleted, fp, by_part
 
     # -- inspecting -----------------------------------------------------------------------------
     def _source(
@@ -625,3 +671,24 @@ def _first_line(exc: Exception) -> str:
     if lines[0].startswith("An error occurred while calling") and len(lines) > 1:
         return lines[1].removeprefix(": ") or lines[0]
     return lines[0]
+
+
+#: the most calendar partitions a write fingerprints one by one (two aggregates each in the
+#: write job's observation); a task over more records only its period's (the audit then scans)
+_OBSERVED_PARTS = 62
+
+
+def _calendar_parts(m: Model, window: tuple[dt.datetime | None, dt.datetime | None]) -> list[Part]:
+    """The calendar partitions of a task's period when they tile it (and are few enough to
+    observe one by one); else none."""
+    start, end = window
+    if start is None or end is None:
+        return []
+    parts = task_parts(m, start, end)
+    tiles = (
+        bool(parts)
+        and parts[0][1] == start
+        and parts[-1][2] == end
+        and all(a[2] == b[1] for a, b in itertools.pairwise(parts))
+    )
+    return parts if tiles and len(parts) <= _OBSERVED_PARTS else []

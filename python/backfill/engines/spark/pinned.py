@@ -46,7 +46,11 @@ def reader_session(
     creates nothing: unlike the engine's session, no namespace is made."""
     spark = spark_session(master, jar, conf)
     register_catalog(spark, catalog, props)
-    return small_session(spark, catalog, props)
+    session = small_session(spark, catalog, props)
+    # ANSI (Spark 4's default, whatever the cluster says): a measure's exact sum that leaves
+    # its type fails the query instead of wrapping around.
+    session.conf.set("spark.sql.ansi.enabled", "true")
+    return session
 
 
 class PinnedIcebergTable(TableSource):
@@ -68,12 +72,14 @@ class PinnedIcebergTable(TableSource):
         table = self.dialect.qualified(rel)
         if not session.catalog.tableExists(table.replace("`", "")):
             raise NotFoundError(f"{location}: no such table {rel[0]}.{rel[1]}")
+        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
         jvm: Any = session._jvm
         try:
             iceberg = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
                 session._jsparkSession, table.replace("`", "")
             )
-        except Exception as exc:  # py4j's error carries the Java exception as text
+        except Py4JError as exc:  # it carries the Java exception (no such class: not Iceberg)
             raise InvalidInputError(
                 f"{location}: not an Iceberg table ({_first_line(exc)})"
             ) from None
@@ -111,7 +117,7 @@ class PinnedIcebergTable(TableSource):
         return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
 
     def arrow(self, sql: str) -> Any:
-        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+        from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
 
         df = self._query(sql)
@@ -143,5 +149,8 @@ def open_pinned(
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    # py4j's error says only which call failed ("An error occurred while calling
+    # o228.getResult."); the Java exception it carries says why.
+    java = getattr(exc, "java_exception", None)
+    text = str(java if java is not None else exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

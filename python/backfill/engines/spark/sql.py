@@ -112,6 +112,30 @@ class SparkDialect(Dialect):
         # cannot hold: DECIMAL(20,0), summed exactly by digest() as DECIMAL(38,0).
         return f"CAST(conv(substring(md5({text}), 1, 16), 16, 10) AS DECIMAL(20,0))"
 
+    def canonical_digest(self, text: str) -> str:
+        # The hash in three pieces of 24, 20 and 20 bits (hex digits 1-6, 7-11, 12-16), each
+        # summed as a BIGINT, put together as a DECIMAL once per segment: summing a
+        # DECIMAL(20,0) per row (BigDecimal arithmetic) took 1.7x the time of the whole query
+        # (2M rows: 9.0 s against 5.3 s). A BIGINT sum of 24-bit pieces cannot overflow below
+        # 2^39 rows a segment; the total is below 2^103, inside DECIMAL(38,0).
+        m = f"md5({text})"
+
+        def piece(start: int, digits: int) -> str:
+            return (
+                f"CAST(sum(CAST(conv(substring({m}, {start}, {digits}), 16, 10) AS BIGINT))"
+                " AS DECIMAL(38,0))"
+            )
+
+        total = f"{piece(1, 6)} * {2**40} + {piece(7, 5)} * {2**20} + {piece(12, 5)}"
+        return f"CAST(coalesce({total}, 0) AS STRING)"
+
+    def exact_sum(self, value: str, integer: bool) -> str:
+        # Spark sums a BIGINT in a BIGINT (an error past 2^63 under ANSI): integers are summed
+        # as DECIMAL(38,0); a decimal(p, s) sums in decimal(min(38, p + 10), s) already.
+        if integer:
+            value = f"CAST({value} AS DECIMAL(38,0))"
+        return f"CAST(sum({value}) AS STRING)"
+
     def canonical_is_nan(self, value: str) -> str:
         return f"isnan({value})"
 

@@ -74,6 +74,7 @@ __all__ = [
     "in_periods",
     "instant_bounds_scan",
     "row_hash",
+    "row_text",
     "segments_scan",
     "streamed_value",
     "token",
@@ -189,8 +190,9 @@ def token(d: Dialect, value: str, encoding: Encoding, kind: ColumnKind | None = 
     return f"coalesce({body}, '{NULL_TOKEN}')"
 
 
-def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
-    """The canonical 64-bit hash of a row of ``alias`` over ``columns`` (in name order)."""
+def row_text(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
+    """The canonical text of a row of ``alias`` over ``columns``: their tokens in name order,
+    joined by ``|`` (what a row's hash is the MD5 of)."""
     if not columns:
         raise InvalidInputError("a canonical row hash needs at least one column")
     prefix = f"{alias}." if alias else ""
@@ -199,7 +201,12 @@ def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
         for c in sorted(columns, key=lambda c: c.name)
     ]
     # concat_ws: one function over the tokens (none NULL), cheaper than a chain of || (DuckDB).
-    return d.canonical_hash64(f"concat_ws('{SEPARATOR}', {', '.join(tokens)})")
+    return f"concat_ws('{SEPARATOR}', {', '.join(tokens)})"
+
+
+def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
+    """The canonical 64-bit hash of a row of ``alias`` over ``columns`` (in name order)."""
+    return d.canonical_hash64(row_text(d, columns, alias))
 
 
 @dataclass(frozen=True)
@@ -212,6 +219,8 @@ class Summed:
 
     expression: str
     exact: bool
+    #: an integer measure (its exact sum may leave 64 bits: :meth:`Dialect.exact_sum`)
+    integer: bool = False
 
 
 def streamed_value(d: Dialect, column: Column, cast: str | None, alias: str = "t") -> str:
@@ -242,21 +251,22 @@ def segments_scan(
     are streamed only in part (key ranges, NULL keys) still has its whole sums. A segment
     holding only rows with a NULL key has a count of 0."""
     keyed = "".join(f" AND t.{d.quote(k)} IS NOT NULL" for k in key)
-    h = row_hash(d, columns, "t")
+    text = row_text(d, columns, "t")
     if key and sums:
-        # Every row is summed: the key filter moves into the count and the digest.
+        # Every row is summed: the key filter moves into the count and the digest (a NULL text
+        # has a NULL hash, which no sum counts).
         has_key = " AND ".join(f"t.{d.quote(k)} IS NOT NULL" for k in key)
         count = f"count(CASE WHEN {has_key} THEN 1 END)"
-        digest = d.digest(f"CASE WHEN {has_key} THEN {h} END")
+        digest = d.canonical_digest(f"CASE WHEN {has_key} THEN {text} END")
         keyed = ""
     else:
-        count, digest = "count(*)", d.digest(h)
+        count, digest = "count(*)", d.canonical_digest(text)
     aggregates = ", ".join(
         [
             count,
             digest,
             *(
-                f"CAST(sum({s.expression}) AS {d.text_type})" if s.exact else f"sum({s.expression})"
+                d.exact_sum(s.expression, s.integer) if s.exact else f"sum({s.expression})"
                 for s in sums
             ),
         ]

@@ -1097,6 +1097,62 @@ class SqlEngine(Engine):
             yield rows
 
     @contextlib.contextmanager
+    def stream_pair(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        periods: Sequence[Period],
+        *,
+        utc_column: str | None = None,
+    ) -> Iterator[tuple[Any, Any]]:
+        """With ``audit_in_one_query`` (every query has a high fixed cost), both versions in ONE
+        query when they have the same columns and the periods make one chunk
+        (``stream_periods``) a side anyway: the rows tagged with their side, split apart on
+        arrival. Else a stream each."""
+        m = project_model(project, model)
+        one = (
+            self.audit_in_one_query
+            and m.event_time is not None
+            and (self.stream_periods is None or len(periods) <= self.stream_periods)
+        )
+        old = new = None
+        if one:
+            with self.connect() as cur:  # the catalog only
+                old = self._source(cur, project, model, PUBLISHED, False)
+                new = self._source(cur, project, model, area, True)
+        if old is None or new is None or not _same_types(old[1], new[1]):
+            with super().stream_pair(project, model, area, periods, utc_column=utc_column) as pair:
+                yield pair
+            return
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+        self._label(f"backfill: rows of {model}, published and new")
+        d = self.dialect
+        cols = old[1]  # the new side's columns in this order too (selected by name)
+        select = self._select_list(cols)
+        if utc_column and m.event_time:
+            instant = d.as_instant(f"t.{d.quote(m.event_time)}")
+            select += f", {instant} AS {d.quote(utc_column)}"
+        where = self._where_periods(project, model, periods, cols)
+        side = d.quote("__backfill_side")
+        sql = " UNION ALL ".join(
+            f"SELECT {i} AS {side}, {select} FROM {rel} t WHERE {where}"
+            for i, (rel, _) in enumerate((old, new))
+        )
+        with self._arrow(sql) as rows:
+            table = pa.table(rows)
+        tag = table.column(0)
+        table = table.drop_columns([table.column_names[0]])
+
+        def reader(i: int) -> Any:
+            part = table.filter(pc.equal(tag, i))
+            return pa.RecordBatchReader.from_batches(part.schema, part.to_batches())
+
+        yield reader(0), reader(1)
+
+    @contextlib.contextmanager
     def _arrow_chunks(self, select: str, wheres: Sequence[str]) -> Iterator[Any]:
         """The rows of ``select`` under each filter of ``wheres`` (empty: none), in order, as
         one Arrow stream: one query; with ``stream_periods``, a query a filter (a chunk of
@@ -1105,7 +1161,7 @@ class SqlEngine(Engine):
             with self._arrow(f"{select} WHERE {' OR '.join(wheres) or 'FALSE'}") as rows:
                 yield rows
             return
-        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow as pa
 
         schema = self._arrow_schema(select)
 
@@ -1502,6 +1558,8 @@ class SqlEngine(Engine):
         new = self.dialect.qualified(new_rel)
         new_cols = self._columns(cur, new_rel) or []
         split = bool(pm.parts) and self.partitioning.wanted(m, pm.model)
+        if kind is None:  # a first publish: into a schema that may not be there yet
+            self._ensure_schema(cur, rel[0])
         if kind is None and split and self._table_partitions_of(cur, m, new_rel):
             # A first publish of a partitioned model: its table is made partitioned, and the
             # area's partitions are attached to it (a rollback drops it: it did not exist).
@@ -1846,6 +1904,11 @@ def _tiles(parts: Sequence[Part], window: tuple[dt.datetime, dt.datetime]) -> bo
         and parts[-1][2] == window[1]
         and all(a[2] == b[1] for a, b in itertools.pairwise(parts))
     )
+
+
+def _same_types(a: Sequence[Column], b: Sequence[Column]) -> bool:
+    """Whether two lists of columns name the same columns, of the same types."""
+    return {c.name: c.type for c in a} == {c.name: c.type for c in b}
 
 
 def _kind_in(cols: Sequence[Column], name: str | None) -> ColumnKind | None:

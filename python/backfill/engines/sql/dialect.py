@@ -157,6 +157,17 @@ class Dialect:
         or unsigned: digests are summed modulo 2^64, where both are the same number)."""
         raise NotImplementedError(f"the {self.name} dialect has no canonical row hash")
 
+    def canonical_digest(self, text: str) -> str:
+        """The aggregate of the canonical hashes of the row texts ``text`` that
+        :meth:`PartitionFingerprint.of` reduces modulo 2^64: :meth:`digest` of
+        :meth:`canonical_hash64` unless the engine sums them faster in pieces."""
+        return self.digest(self.canonical_hash64(text))
+
+    def exact_sum(self, value: str, integer: bool) -> str:
+        """The exact sum of an integer or decimal ``value`` as text, every digit (DuckDB sums
+        integers in HUGEINT and decimals in DECIMAL(38, s), PostgreSQL in numeric)."""
+        return f"CAST(sum({value}) AS {self.text_type})"
+
     def canonical_byte_length(self, text: str) -> str:
         """The length of ``text`` in UTF-8 bytes (not characters: an engine that counted
         grapheme clusters would disagree with one counting code points)."""

@@ -26,7 +26,7 @@ from decimal import Decimal
 
 from ...errors import InvalidInputError
 from ..base import Column, ColumnKind, Part
-from .canonical import Encoded, row_hash, streamed_value
+from .canonical import Encoded, row_text, streamed_value
 from .dialect import Dialect
 
 __all__ = [
@@ -218,9 +218,10 @@ def ranges_scan(
     """One scan of ``relation`` whose rows are (index in ``ranges``, row count, digest) for the
     ranges holding rows: the canonical fingerprint of each range (see :mod:`.canonical`)."""
     where = _ranges_where(d, relation, key, partition, parts, ranges)
-    h = row_hash(d, columns, "t")
+    text = row_text(d, columns, "t")
     return (
-        f"SELECT r.b, count(*), {d.digest('r.h')} FROM (SELECT {where[0]} AS b, {h} AS h "
+        f"SELECT r.b, count(*), {d.canonical_digest('r.x')} FROM (SELECT {where[0]} AS b, "
+        f"{text} AS x "
         f"FROM {where[1]} WHERE {_key_not_null(d, key, 't')}) r WHERE r.b IS NOT NULL GROUP BY r.b"
     )
 

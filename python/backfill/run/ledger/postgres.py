@@ -7,7 +7,10 @@ differently:
 
 * Claims are one statement: ``SELECT ... FOR UPDATE SKIP LOCKED`` picks ready tasks no other
   claimer is taking, and the same statement marks them running, inserts their attempts and their
-  leases (:mod:`.postgres_sql`). A task's end is one prepared statement, run through libpq
+  leases (:mod:`.postgres_sql`). Its scan starts at the handle's floor of the backfill (no task
+  below it was pending when it last looked, and none went back to pending since: the requeue
+  count of schema version 10 says so), not at the index entries of every task claimed since the
+  last VACUUM. Claims, ``claim_task`` and a task's end are prepared statements run through libpq
   (:mod:`.postgres_fast`). ``claim_task`` locks the backfill's row ``FOR SHARE`` and the task's
   ``FOR UPDATE``; creates of one project take turns on an advisory lock.
 * Lease expiries and stamps come from the DATABASE clock (``clock_timestamp()``), so hosts with
@@ -93,6 +96,38 @@ def _split_url(url: str) -> tuple[str, str]:
     return urlunsplit(parts._replace(query=rest)), schema
 
 
+def _int(value: bytes | None) -> int:
+    if value is None:  # pragma: no cover - the statements return NOT NULL columns here
+        raise LedgerError("the ledger returned NULL where a number was expected")
+    return int(value)
+
+
+def _claimed(r: Sequence[bytes | None], encoding: str) -> Claim:
+    """A claim from a row of a prepared claim (text values, as execute_prepared returns them):
+    the task's columns (q.TASK_COLUMNS), started_at, the attempt's id."""
+
+    def text(value: bytes | None) -> str | None:
+        return None if value is None else value.decode(encoding)
+
+    task = task_row(
+        (
+            _int(r[0]),
+            text(r[1]),
+            text(r[2]),
+            text(r[3]),
+            text(r[4]),
+            _int(r[5]),
+            _int(r[6]),
+            text(r[7]),
+            _int(r[8]),
+            None if r[9] is None else int(r[9]),
+            text(r[10]),
+            text(r[11]),
+        )
+    )
+    return Claim(task, task.attempts, _int(r[13]))
+
+
 class PostgresLedger(SqlLedger):
     """The ledger in schema ``?schema=`` (default ``backfill_ledger``) of the database at
     ``url``. Thread-safe (a small connection pool per process, made again after a fork).
@@ -123,6 +158,9 @@ class PostgresLedger(SqlLedger):
         self._pid = os.getpid()
         # backfill -> time.monotonic() of the last check of this host's workers by this handle
         self._checked_local: dict[str, float] = {}
+        # backfill -> where its claims' scans start (q.CLAIM's gen, fw, ft): no pending task
+        # lies below (fw, ft) while the backfill's requeue count is still gen
+        self._floors: dict[str, dict[str, int]] = {}
         try:  # checked here, before anything is claimed or written: reachable, allowed, ours
             with psycopg.connect(self._conninfo, **self._kwargs) as db, db.transaction():
                 self._prepare(db)
@@ -267,6 +305,18 @@ class PostgresLedger(SqlLedger):
             Claim(task_row(r), int(r[8]), int(r[-1])) for r in db.execute(sql, params).fetchall()
         ]
 
+    def _claim_ready(self, db: Conn, params: Mapping[str, Any]) -> list[Claim]:
+        """q.claim(n) from this handle's floor of the backfill; keeps the floor the claim saw."""
+        bid = params["b"]
+        values = {**params, **self._floors.get(bid, q.NO_FLOOR)}
+        name, sql = q.claim(params["n"])
+        rows = execute_prepared(db, name, sql, [values[p] for p in q.CLAIM_PARAMS], q.CLAIM_TYPES)
+        # rows: the task's columns (q.TASK_COLUMNS), started_at, the attempt's id, the floor
+        if rows and rows[0][15] is not None:
+            gen, wave, task = rows[0][14:17]
+            self._floors[bid] = {"gen": _int(gen), "fw": _int(wave), "ft": _int(task)}
+        return [_claimed(r, db.info.encoding) for r in rows]
+
     def _reclaimed(self, db: Db, token: str) -> list[Claim]:
         return self._claims(db, q.CLAIMED_BY_TOKEN, {"tok": token})
 
@@ -297,12 +347,12 @@ class PostgresLedger(SqlLedger):
                 again = self._reclaimed(db, token)
                 if again:
                     return again
-            claims = self._claims(db, q.CLAIM, params)
+            claims = self._claim_ready(db, params)
             checked = self._checked_local.get(backfill_id, -math.inf)
             due = time.monotonic() - checked >= self.local_check_seconds
             short = len(claims) < limit
             if (short or due) and self._drop_dead_leases(db, backfill_id) and short:
-                more = self._claims(db, q.CLAIM, {**params, "n": limit - len(claims)})
+                more = self._claim_ready(db, {**params, "n": limit - len(claims)})
                 claims = sorted([*claims, *more], key=lambda c: (c.task.wave, c.task.task_id))
             return claims
 
@@ -325,8 +375,10 @@ class PostgresLedger(SqlLedger):
         def run(db: Conn, retried: bool) -> Claim | None:
             if retried and (again := self._reclaimed(db, token)):
                 return again[0]
-            got = self._claims(db, q.CLAIM_TASK, params)
-            return got[0] if got else None
+            name, sql = q.CLAIM_TASK_PREPARED
+            values = [params[p] for p in q.CLAIM_TASK_PARAMS]
+            got = execute_prepared(db, name, sql, values, q.CLAIM_TASK_TYPES)
+            return _claimed(got[0], db.info.encoding) if got else None
 
         claim = self._do("claiming a task", run)
         if claim is not None:

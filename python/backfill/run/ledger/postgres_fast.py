@@ -24,7 +24,7 @@ import psycopg
 from psycopg import pq
 from psycopg.errors import error_from_result
 
-__all__ = ["FLOAT8", "INT8", "TEXT", "execute_prepared", "positional"]
+__all__ = ["FLOAT8", "INT4", "INT8", "TEXT", "execute_prepared", "positional"]
 
 _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 # connection -> the names prepared on it (a new connection, e.g. after a restart, has none)
@@ -53,7 +53,7 @@ def _check(conn: psycopg.Connection[Any], res: pq.abc.PGresult) -> None:
 
 #: type oids for :func:`execute_prepared` (a parameter the statement does not use, or uses only
 #: where any type fits, needs one)
-TEXT, INT8, FLOAT8 = 25, 20, 701
+TEXT, INT4, INT8, FLOAT8 = 25, 23, 20, 701
 
 
 def execute_prepared(
@@ -65,7 +65,7 @@ def execute_prepared(
 ) -> list[tuple[bytes | None, ...]]:
     """Runs ``sql`` (``$n`` placeholders of the type oids ``types``) as the prepared statement
     ``name`` of ``conn`` with ``params`` (None -> NULL, else their ``str``); returns the rows
-    as text bytes."""
+    as text bytes (in the connection's encoding, ``conn.info.encoding``)."""
     done = _PREPARED.get(conn)
     if done is None:
         done = _PREPARED[conn] = set()
@@ -73,7 +73,8 @@ def execute_prepared(
     if name not in done:
         _check(conn, pg.prepare(name, sql, list(types)))
         done.add(name)
-    values: list[bytes | None] = [None if p is None else str(p).encode() for p in params]
+    encoding = conn.info.encoding  # the client encoding's Python codec (UTF-8 as a rule)
+    values: list[bytes | None] = [None if p is None else str(p).encode(encoding) for p in params]
     res = pg.exec_prepared(name, values)  # type: ignore[arg-type]  # None is NULL
     _check(conn, res)
     return [tuple(res.get_value(r, c) for c in range(res.nfields)) for r in range(res.ntuples)]
