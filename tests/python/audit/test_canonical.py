@@ -6,6 +6,7 @@ one changed value changes its segment's fingerprint and no other."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
@@ -17,13 +18,14 @@ import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import canonical_oracle as oracle
 from backfill.calendar import partitions
 from backfill.engines import ColumnKind, Part, PartitionFingerprint
 from backfill.engines.duckdb.sql import DIALECT as DUCKDB
+from backfill.engines.duckdb.tables import parquet_relation
 from backfill.engines.postgres.sql import DIALECT as POSTGRES
 from backfill.engines.sql.canonical import Encoded, Encoding, segments_scan, token
 from backfill.engines.sql.dialect import Dialect
@@ -178,11 +180,10 @@ class Sides:
         def pg_run(sql: str) -> list[tuple[Any, ...]]:
             return self.pg.execute(sql).fetchall()  # type: ignore[arg-type]
 
-        literal = "'" + str(path).replace("'", "''") + "'"
         return {
             "duckdb": _fingerprints(DUCKDB, duck_run, name),
             "postgres": _fingerprints(POSTGRES, pg_run, name),
-            "parquet": _fingerprints(DUCKDB, duck_run, f"read_parquet({literal})"),
+            "parquet": _fingerprints(DUCKDB, duck_run, parquet_relation(str(path))),
         }
 
     def close(self) -> None:
@@ -203,6 +204,10 @@ def sides(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(rows=rows_strategy)
+# A Parquet file whose finite floats are all zeros: its min/max (0, NaN left out) let DuckDB fold
+# isnan() to false, and the NaN took the token -inf (found by this test).
+@example(rows=[{**dict.fromkeys(COLUMNS.keys() - {"k"}), "x": x} for x in (0.0, math.nan)])
+@example(rows=[{**dict.fromkeys(COLUMNS.keys() - {"k"}), "x": x} for x in (-0.0, -math.nan, 0.0)])
 def test_same_rows_same_fingerprints_everywhere(sides: Sides, rows: list[dict[str, Any]]) -> None:
     rows = _with_keys(rows)
     got = sides.load(rows)

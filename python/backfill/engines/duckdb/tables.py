@@ -13,7 +13,18 @@ from ..base import Column
 from ..table_source import TableSource
 from .sql import DIALECT
 
-__all__ = ["DuckDBTable"]
+__all__ = ["DuckDBTable", "parquet_relation"]
+
+
+def parquet_relation(files: str) -> str:
+    """The DuckDB relation of the Parquet ``files`` (a path or glob) as a diff reads them.
+
+    ``can_have_nan``: a float column's min/max in a Parquet file leave out its NaNs (the format
+    says so; pyarrow writes no NaN count), and DuckDB otherwise takes them as the column's
+    whole range and folds expressions at plan time: over a column whose min and max are 0,
+    ``isnan(x)`` and ``x > 0`` became ``false``, so a NaN took the token ``-inf`` (a DuckDB
+    table or PostgreSQL gave ``nan``)."""
+    return f"read_parquet({DIALECT.string(files)}, can_have_nan = true)"
 
 
 class DuckDBTable(TableSource):
@@ -34,7 +45,7 @@ class DuckDBTable(TableSource):
             self.snapshot = "DuckDB read-only connection, one transaction"
         else:
             assert files is not None
-            self.relation = f"read_parquet({DIALECT.string(files)})"
+            self.relation = parquet_relation(files)
             self.snapshot = "Parquet files as read (not versioned)"
         self._con.execute("BEGIN TRANSACTION")
         try:

@@ -22,7 +22,11 @@ one is slower (an MD5 per row) and the same everywhere. Its definition:
 * **Floats** (single precision is widened to double, which is exact) are encoded exactly, as
   their binary value: ``[-]M p K`` for ``|x| = M * 2^K`` with the integer ``M < 2^53`` and ``K``
   chosen as IEEE 754 does (``K = max(e, -1022) - 52`` for the binary exponent ``e``), so
-  ``0.1`` is ``3602879701896397p-55``; ``0`` (and ``-0``) is ``0``; ``nan``, ``inf``, ``-inf``.
+  ``0.1`` is ``3602879701896397p-55``; ``inf`` and ``-inf``. Two floats the diff takes as
+  equal have one token: ``0.0`` and ``-0.0`` are both ``0``, and every NaN (either sign, any
+  payload) is ``nan``, on every engine. (A Parquet file's float min/max leave its NaNs out;
+  DuckDB reads Parquet with ``can_have_nan`` so that its optimizer does not fold ``isnan`` to
+  false from them: :func:`backfill.engines.duckdb.tables.parquet_relation`.)
   Not the engines' float text: DuckDB and Postgres print the same double differently (``1e+15``
   against ``1000000000000000.0``, even different digits: ``3.092535278770144e+18`` against
   ``3.0925352787701443e+18``), and not a rounding to N significant digits either: a rounding
