@@ -119,8 +119,10 @@ class Bisection:
 @dataclasses.dataclass(frozen=True)
 class Side:
     """One table as bisection asks it: its name (``a``, ``b``), its source, the relation (with
-    the caller's filter), its key columns, its partition column (None: one segment) and its
-    compared columns as its row hash encodes them."""
+    the caller's filter), its key columns, its partition column (None: one segment), its
+    compared columns as its row hash encodes them, and the partitions with the bounds its
+    partition column is compared with in its SQL (:func:`.local_time.column_bounds`: a naive
+    column's are wall times)."""
 
     name: str
     source: TableSource
@@ -128,6 +130,7 @@ class Side:
     key: list[Column]
     partition: tuple[str, ColumnKind] | None
     encoded: list[Encoded]
+    parts: list[Part] = dataclasses.field(default_factory=list)
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return self.source.rows(sql)
@@ -224,7 +227,7 @@ class _Bisector:
             ]
             d = side.source.dialect
             sql = sample_scan(
-                d, side.relation, side.key, side.partition, self.parts, ranges, limits
+                d, side.relation, side.key, side.partition, side.parts, ranges, limits
             )
             kinds = [c.kind for c in side.key]
             return [
@@ -258,7 +261,7 @@ class _Bisector:
                 side.encoded,
                 side.key,
                 side.partition,
-                self.parts,
+                side.parts,
                 ranges,
             )
             return {

@@ -43,6 +43,7 @@ from ..engines.sql.canonical import (
     Encoded,
     Encoding,
     Summed,
+    bounds_scan,
     compare_as,
     duplicate_key_scan,
     filtered,
@@ -65,6 +66,7 @@ from .bisection import (
 from .crossdiff_sums import MeasureSpec, measure_specs, measure_totals, merged
 from .diff import DiffOptions, DiffResult, ToleranceSpec
 from .diff import diff as arrow_diff
+from .local_time import column_bounds, column_instant
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
@@ -203,25 +205,33 @@ def _check_unique(side: Side) -> None:
         )
 
 
-def _utc(value: Any) -> dt.datetime:
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
-    raise InvalidInputError(f"partition value {value!r} is not a date or timestamp")
+def _instant(value: Any, kind: ColumnKind, tz: str) -> dt.datetime:
+    """The instant the diff reads a partition column's ``value`` (of ``kind``) as."""
+    if not isinstance(value, dt.date):
+        raise InvalidInputError(f"partition value {value!r} is not a date or timestamp")
+    if kind == ColumnKind.TIMESTAMP_TZ and isinstance(value, dt.datetime) and not value.tzinfo:
+        value = value.replace(tzinfo=dt.timezone.utc)  # read as a UTC instant (as_instant)
+    return column_instant(value, tz)
 
 
 def _parts(
     sides: Sequence[tuple[TableSource, str]], column: str, grain: Grain, tz: str
 ) -> list[Part]:
     """The partitions of ``column`` at ``grain`` in ``tz`` from the earliest to the latest value
-    on either side."""
+    on either side (a naive timestamp read as the wall clock in ``tz``, a date as its first
+    instant there, as :func:`backfill.diff` reads them)."""
     lows, highs = [], []
     for source, rel in sides:
-        low, high = source.rows(instant_bounds_scan(source.dialect, rel, column))[0]
+        kind = _kind(source, column)
+        scan = (
+            instant_bounds_scan(source.dialect, rel, column)
+            if kind == ColumnKind.TIMESTAMP_TZ
+            else bounds_scan(source.dialect, rel, column)
+        )
+        low, high = source.rows(scan)[0]
         if low is not None:
-            lows.append(_utc(low))
-            highs.append(_utc(high))
+            lows.append(_instant(low, kind, tz))
+            highs.append(_instant(high, kind, tz))
     if not lows:
         return []
     first, last = partition_of(min(lows), grain, tz), partition_of(max(highs), grain, tz)
@@ -259,7 +269,7 @@ def _summed(source: TableSource, plan: _Plan, measures: Sequence[str]) -> list[S
 
 
 def _fingerprints(
-    side: Side, plan: _Plan, parts: Sequence[Part], measures: Sequence[str]
+    side: Side, plan: _Plan, measures: Sequence[str]
 ) -> tuple[dict[str, PartitionFingerprint], dict[str, tuple[Any, ...]]]:
     """Per segment: the fingerprint of the rows of ``side`` whose key has no NULL (segments
     holding such rows), and the sums of ``measures`` over all its rows as the engine returned
@@ -267,6 +277,7 @@ def _fingerprints(
     source = side.source
     key = [c.name for c in side.key]
     summed = _summed(source, plan, measures)
+    parts = side.parts
     sql = segments_scan(
         source.dialect, side.relation, side.encoded, side.partition, parts, summed, key
     )
@@ -352,7 +363,7 @@ class _Run:
                 [(cols[n], plan.casts.get(n)) for n in plan.compared],
                 side.key,
                 side.partition,
-                self.parts,
+                side.parts,
                 whole,
                 ranges,
                 null_keys,
@@ -408,7 +419,9 @@ def diff_tables(  # noqa: PLR0913
     (:func:`backfill.engines.locations.open_table`).
 
     ``partition_by`` (a date or timestamp column of both) cuts both tables into partitions of
-    ``grain`` in ``tz``, fingerprinted in each engine; without it the table is one segment. A
+    ``grain`` in ``tz``, fingerprinted in each engine; without it the table is one segment. As
+    :func:`backfill.diff` reads them, a naive timestamp is the wall clock in ``tz`` and a date
+    its day there (:mod:`.local_time`); ``periods`` filter with each engine's own period filter. A
     differing segment of more than ``bisection_threshold`` rows is cut into
     ``bisection_factor`` ranges of the key, each fingerprinted again, and so on down to ranges
     of at most ``bisection_threshold`` rows (:mod:`.bisection`): only the rows of differing
@@ -453,17 +466,18 @@ def diff_tables(  # noqa: PLR0913
             )
         elif periods is not None:
             raise InvalidInputError("periods= filters the partition_by column: pass partition_by")
-        sides = (
-            _side("a", sa, rels[0], plan, partition_by),
-            _side("b", sb, rels[1], plan, partition_by),
-        )
-        run = _Run(plan, sides, [], pool, progress)
+        parts = []
         if partition_by is not None:
-            run.parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
+            parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
+        sides = (
+            _side("a", sa, rels[0], plan, partition_by, parts, tz),
+            _side("b", sb, rels[1], plan, partition_by, parts, tz),
+        )
+        run = _Run(plan, sides, parts, pool, progress)
         run.both(_check_unique, "unique")
         run.timings["open"] = time.perf_counter() - t0
         t = time.perf_counter()
-        scans = run.both(lambda side: _fingerprints(side, plan, run.parts, names), "fingerprints")
+        scans = run.both(lambda side: _fingerprints(side, plan, names), "fingerprints")
         run.timings["fingerprints"] = time.perf_counter() - t
         fps = (scans[0][0], scans[1][0])
         pushed = (scans[0][1], scans[1][1])
@@ -567,10 +581,17 @@ def _kind(source: TableSource, column: str) -> ColumnKind:
 
 
 def _side(
-    name: str, source: TableSource, relation: str, plan: _Plan, partition_by: str | None
+    name: str,
+    source: TableSource,
+    relation: str,
+    plan: _Plan,
+    partition_by: str | None,
+    parts: Sequence[Part],
+    tz: str,
 ) -> Side:
     cols = _by_name(source, "")
     partition = None if partition_by is None else (partition_by, cols[partition_by].kind)
+    bounds = [] if partition is None else column_bounds(parts, partition[1], tz)
     # A column cast to float for the comparison is hashed as the float, whatever its kind.
     encoded = [
         Encoded(
@@ -578,7 +599,7 @@ def _side(
         )
         for e in plan.encoded
     ]
-    return Side(name, source, relation, [cols[k] for k in plan.key], partition, encoded)
+    return Side(name, source, relation, [cols[k] for k in plan.key], partition, encoded, bounds)
 
 
 def _utc_zones(table: Any) -> Any:

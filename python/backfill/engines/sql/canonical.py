@@ -71,6 +71,7 @@ __all__ = [
     "Encoded",
     "Encoding",
     "Summed",
+    "bounds_scan",
     "compare_as",
     "duplicate_key_scan",
     "encoding_of",
@@ -317,6 +318,12 @@ def duplicate_key_scan(d: Dialect, relation: str, key: Sequence[str]) -> str:
         f"SELECT {cols}, count(*) FROM {relation} t WHERE {not_null} "
         f"GROUP BY {cols} HAVING count(*) > 1 LIMIT 1"
     )
+
+
+def bounds_scan(d: Dialect, relation: str, column: str) -> str:
+    """(earliest, latest) value of the date or timestamp ``column``, as stored."""
+    col = d.quote(column)
+    return f"SELECT min({col}), max({col}) FROM {relation} t"
 
 
 def instant_bounds_scan(d: Dialect, relation: str, column: str) -> str:
