@@ -501,6 +501,23 @@ def test_diff_tables_with_spark_equals_the_arrow_diff(
     assert (same.summary.changed, same.summary.added, same.summary.removed) == (0, 0, 0)
 
 
+def test_spark_bisects_by_key_ranges_as_duckdb(wh: Warehouses) -> None:
+    """With a bisection threshold of 4 rows, the differing days of a Spark side are cut into
+    key ranges fingerprinted by Spark (the sampling, range and row statements in Spark SQL,
+    the hash summed in pieces): the result is still backfill.diff's, from fewer rows."""
+    old, new = _tables(4)
+    a, b = wh.load("spark", old), wh.load("duckdb", new)
+    options: dict[str, Any] = {"partition_by": "at", "grain": "day", "measures": []}
+    got = backfill.diff_tables(a, b, KEY, bisection_threshold=4, **options)
+    want = backfill.diff(_whole(a), _whole(b), KEY, **options)
+    assert got.summary == want.summary
+    assert got.partitions.to_pylist() == want.partitions.to_pylist()
+    assert got.changed_sample.to_pylist() == want.changed_sample.to_pylist()
+    assert len(got.levels) > 1 and got.streamed_ranges
+    whole = backfill.diff_tables(a, b, KEY, **options)
+    assert sum(got.streamed_rows) < sum(whole.streamed_rows)
+
+
 # the measures' columns, in the same types on every side (the whole tables' diff is the oracle)
 MEASURED: dict[str, tuple[Encoding, pa.DataType, str, str, str]] = {
     "id": (Encoding.EXACT, pa.int64(), "BIGINT", "bigint", "bigint"),
