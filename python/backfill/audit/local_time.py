@@ -20,7 +20,7 @@ two hours at hour grain (Antarctica/Troll), a gap starting one minute after midn
 before 2011), a skipped day (Pacific/Apia 2011). There a few wall times of the gap are
 fingerprinted in the partition next to the diff's; both sides place them alike, so the
 comparison and its totals are still the diff's, but such a row may be counted in the
-neighbouring partition of the per-partition table. (tests/python/audit/test_crossdiff_naive.py checks the
+neighbouring partition of the per-partition table. (``test_crossdiff_naive.py`` checks the
 bounds against the diff's own partitions across the DST changes of nine other zones.)
 """
 
