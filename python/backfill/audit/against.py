@@ -214,8 +214,10 @@ def _model_audit(
         audit_fingerprints={lb: fps.get(lb, (None, None))[1] or empty for lb, _, _ in labels},
         columns=sorted({c.name for c in cols} | set(columns)),
         timings={
-            "fingerprint scan": sum(v for k, v in result.timings.items() if k.startswith("fing")),
-            "transfer": result.timings.get("stream", 0.0),
+            # the segments' and the key ranges' fingerprint scans (both sides at once)
+            "fingerprint scan": result.timings.get("fingerprints", 0.0)
+            + result.timings.get("bisection", 0.0),
+            "transfer": result.timings.get("transfer", 0.0),
             "diff": result.timings.get("diff", 0.0),
         },
         against=against,

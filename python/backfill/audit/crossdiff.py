@@ -30,9 +30,10 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._numbers import Number
 from ..calendar import Grain, partition_of, partitions
@@ -42,26 +43,38 @@ from ..engines.sql.canonical import (
     Encoded,
     Encoding,
     Summed,
+    bounds_scan,
     compare_as,
     duplicate_key_scan,
     filtered,
     in_periods,
     instant_bounds_scan,
-    rows_select,
     segments_scan,
     streamed_value,
 )
+from ..engines.sql.key_ranges import range_rows_select
 from ..errors import InvalidInputError
+from .bisection import (
+    Bisection,
+    BisectionOptions,
+    LevelStats,
+    Side,
+    StreamedRange,
+    bisect,
+    on_both,
+)
 from .crossdiff_sums import MeasureSpec, measure_specs, measure_totals, merged
 from .diff import DiffOptions, DiffResult, ToleranceSpec
 from .diff import diff as arrow_diff
+from .local_time import column_bounds, column_instant
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.project import Project
 
-__all__ = ["ColumnTypes", "TablesDiffResult", "diff_tables"]
+__all__ = ["ColumnTypes", "DiffProgress", "TablesDiffResult", "diff_tables"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: the segment of rows whose partition column is NULL
 NULL_SEGMENT = "null"
@@ -81,17 +94,45 @@ class ColumnTypes:
 
 
 class TablesDiffResult(DiffResult):
-    """:class:`DiffResult` of :func:`diff_tables`, with what the pushdown saw."""
+    """:class:`DiffResult` of :func:`diff_tables`, with what the pushdown saw: ``segments``
+    (each segment's fingerprint on each side), ``levels`` (per level of the descent, level 0
+    the segments: ranges checked and differing), ``streamed`` (the segments some of whose
+    rows were streamed), ``streamed_ranges`` (the key ranges streamed of bisected segments),
+    ``streamed_rows`` (rows read into the diff, per side), and ``timings`` (wall seconds of
+    open, fingerprints, bisection, transfer and diff; ``<step> a`` and ``<step> b``: each
+    side's share of a step, whose two sides run at once; then ``diff <phase>``: the diff's)."""
 
     snapshots: dict[str, str]
     segments: dict[str, tuple[PartitionFingerprint | None, PartitionFingerprint | None]]
+    levels: list[LevelStats]
     streamed: list[str]
+    streamed_ranges: list[StreamedRange]
+    streamed_rows: tuple[int, int]
     column_types: list[ColumnTypes]
     #: segment -> (a's, b's) sum of each measure, as each engine computed it in its segment scan
     segment_sums: dict[str, tuple[dict[str, Number], dict[str, Number]]]
     #: measure -> (a's, b's) total at the measure's own kind and scale (``columns`` shares one
     #: type between measures: a decimal at the largest scale, or a float beside a float one)
     measure_totals: dict[str, tuple[Number, Number]]
+
+    def __str__(self) -> str:
+        lines = [super().__str__()]
+        checked = ", ".join(
+            f"level {lv.level}: {lv.differing:,}/{lv.checked:,} differ" for lv in self.levels
+        )
+        rows = sum(fp.rows for pair in self.segments.values() for fp in pair if fp)
+        lines.append(
+            f"  pushdown: {checked}; streamed {self.streamed_rows[0]:,} + "
+            f"{self.streamed_rows[1]:,} rows of {rows:,} ({len(self.streamed)} segments, "
+            f"{len(self.streamed_ranges)} key ranges)"
+        )
+        t = self.timings
+        lines.append(
+            f"  time: open {t.get('open', 0):.2f} s, fingerprints {t.get('fingerprints', 0):.2f} s"
+            f" + bisection {t.get('bisection', 0):.2f} s, transfer {t.get('transfer', 0):.2f} s,"
+            f" diff {t.get('diff', 0):.2f} s"
+        )
+        return "\n".join(lines)
 
 
 @dataclasses.dataclass
@@ -151,35 +192,46 @@ def _plan(
     return plan
 
 
-def _check_unique(source: TableSource, side: str, key: Sequence[str], rel: str) -> None:
-    rows = source.rows(duplicate_key_scan(source.dialect, rel, key))
+def _check_unique(side: Side) -> None:
+    source, key = side.source, [c.name for c in side.key]
+    if source.unique(key):
+        return  # a primary key or unique index says so: no scan
+    rows = source.rows(duplicate_key_scan(source.dialect, side.relation, key))
     if rows:
         shown = ", ".join(f"{k}={v!r}" for k, v in zip(key, rows[0][:-1], strict=True))
         raise InvalidInputError(
-            f"key ({', '.join(key)}) is not unique in {side} ({source.location}): "
+            f"key ({', '.join(key)}) is not unique in {side.name} ({source.location}): "
             f"{shown} has {rows[0][-1]} rows"
         )
 
 
-def _utc(value: Any) -> dt.datetime:
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
-    raise InvalidInputError(f"partition value {value!r} is not a date or timestamp")
+def _instant(value: Any, kind: ColumnKind, tz: str) -> dt.datetime:
+    """The instant the diff reads a partition column's ``value`` (of ``kind``) as."""
+    if not isinstance(value, dt.date):
+        raise InvalidInputError(f"partition value {value!r} is not a date or timestamp")
+    if kind == ColumnKind.TIMESTAMP_TZ and isinstance(value, dt.datetime) and not value.tzinfo:
+        value = value.replace(tzinfo=dt.timezone.utc)  # read as a UTC instant (as_instant)
+    return column_instant(value, tz)
 
 
 def _parts(
     sides: Sequence[tuple[TableSource, str]], column: str, grain: Grain, tz: str
 ) -> list[Part]:
     """The partitions of ``column`` at ``grain`` in ``tz`` from the earliest to the latest value
-    on either side."""
+    on either side (a naive timestamp read as the wall clock in ``tz``, a date as its first
+    instant there, as :func:`backfill.diff` reads them)."""
     lows, highs = [], []
     for source, rel in sides:
-        low, high = source.rows(instant_bounds_scan(source.dialect, rel, column))[0]
+        kind = _kind(source, column)
+        scan = (
+            instant_bounds_scan(source.dialect, rel, column)
+            if kind == ColumnKind.TIMESTAMP_TZ
+            else bounds_scan(source.dialect, rel, column)
+        )
+        low, high = source.rows(scan)[0]
         if low is not None:
-            lows.append(_utc(low))
-            highs.append(_utc(high))
+            lows.append(_instant(low, kind, tz))
+            highs.append(_instant(high, kind, tz))
     if not lows:
         return []
     first, last = partition_of(min(lows), grain, tz), partition_of(max(highs), grain, tz)
@@ -217,19 +269,20 @@ def _summed(source: TableSource, plan: _Plan, measures: Sequence[str]) -> list[S
 
 
 def _fingerprints(
-    source: TableSource,
-    rel: str,
-    plan: _Plan,
-    partition: tuple[str, ColumnKind] | None,
-    parts: Sequence[Part],
-    measures: Sequence[str],
+    side: Side, plan: _Plan, measures: Sequence[str]
 ) -> tuple[dict[str, PartitionFingerprint], dict[str, tuple[Any, ...]]]:
-    """Per segment holding rows: its fingerprint, and its sums of ``measures`` as the engine
-    returned them (text of exact sums, floats)."""
+    """Per segment: the fingerprint of the rows of ``side`` whose key has no NULL (segments
+    holding such rows), and the sums of ``measures`` over all its rows as the engine returned
+    them (text of exact sums, floats)."""
+    source = side.source
+    key = [c.name for c in side.key]
     summed = _summed(source, plan, measures)
-    sql = segments_scan(source.dialect, rel, plan.encoded, partition, parts, summed)
+    parts = side.parts
+    sql = segments_scan(
+        source.dialect, side.relation, side.encoded, side.partition, parts, summed, key
+    )
     labels = {i: label for i, (label, _, _) in enumerate(parts)} | {-1: NULL_SEGMENT}
-    if partition is None:
+    if side.partition is None:
         labels = {0: "all"}
     try:
         rows = source.rows(sql)
@@ -242,56 +295,100 @@ def _fingerprints(
         ) from None
     out, sums = {}, {}
     for i, n, h, *total in rows:
+        label = labels[int(str(i))]
         if int(str(n)):
-            label = labels[int(str(i))]
             out[label] = PartitionFingerprint.of(int(str(n)), int(str(h)))
+        if any(v is not None for v in total):  # a segment of only NULL keys has sums too
             sums[label] = tuple(total)
     return out, sums
 
 
-def _select(
-    source: TableSource,
-    plan: _Plan,
-    rel: str,
-    column: str | None,
-    parts: Sequence[Part],
-    differing: set[str],
-) -> str:
-    """The SELECT streaming the compared columns of the ``differing`` segments."""
-    cols = _by_name(source, "")
-    partition = None if column is None else (column, cols[column].kind)
-    periods = [(s0, e0) for label, s0, e0 in parts if label in differing]
-    return rows_select(
-        source.dialect,
-        rel,
-        [(cols[n], plan.casts.get(n)) for n in plan.compared],
-        partition,
-        periods,
-        NULL_SEGMENT in differing,
-        every_row=column is None and bool(differing),
-    )
+def _segment_index(parts: Sequence[Part], partition_by: str | None) -> dict[str, int]:
+    """Segment label -> its index in the statements (see :mod:`.bisection`)."""
+    if partition_by is None:
+        return {"all": 0}
+    return {label: i for i, (label, _, _) in enumerate(parts)} | {NULL_SEGMENT: -1}
 
 
-def _read(
-    source: TableSource,
-    plan: _Plan,
-    rel: str,
-    column: str | None,
-    parts: Sequence[Part],
-    differing: set[str],
-) -> Any:
-    """The rows of the ``differing`` segments as one Arrow table: one query, or one per
-    ``source.stream_periods`` partitions (Spark's driver holds a query's rows whole)."""
-    step = source.stream_periods
-    if step is None or column is None or len(differing) <= step:
-        return source.arrow(_select(source, plan, rel, column, parts, differing))
-    import pyarrow as pa  # type: ignore[import-untyped]
+@dataclasses.dataclass(frozen=True)
+class DiffProgress:
+    """Where :func:`diff_tables` is: ``stage`` (``fingerprints``, ``bisection``, ``transfer``,
+    ``diff``, ``done``), segments and key ranges ``checked`` so far (fingerprinted on each
+    side), how many of them ``differing``, the bisection ``level``, ``rows_streamed`` (both
+    sides)."""
 
-    labels = sorted(differing)  # neighbouring partitions together
-    chunks = [set(labels[i : i + step]) for i in range(0, len(labels), step)]
-    return pa.concat_tables(
-        [source.arrow(_select(source, plan, rel, column, parts, chunk)) for chunk in chunks]
-    )
+    stage: str
+    checked: int
+    differing: int
+    level: int
+    rows_streamed: int
+
+
+@dataclasses.dataclass
+class _Run:
+    """The state of one :func:`diff_tables` call that its steps share."""
+
+    plan: _Plan
+    sides: tuple[Side, Side]
+    parts: list[Part]
+    pool: ThreadPoolExecutor
+    progress: Callable[[DiffProgress], None] | None
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    checked: int = 0
+    differing: int = 0
+    level: int = 0
+    rows: int = 0
+
+    def tell(self, stage: str) -> None:
+        if self.progress is not None:
+            self.progress(DiffProgress(stage, self.checked, self.differing, self.level, self.rows))
+
+    def both(self, ask: Callable[[Side], T], step: str) -> tuple[T, T]:
+        return on_both(self.pool, self.sides, ask, self.timings, step)
+
+    def on_level(self, stats: LevelStats) -> None:
+        self.checked += stats.checked
+        self.differing += stats.differing
+        self.level = stats.level
+        self.tell("bisection")
+
+    def stream(self, cut: Bisection) -> tuple[Any, Any]:
+        plan = self.plan
+
+        def select(side: Side, whole: Sequence[int], ranges: Any, null_keys: bool) -> str:
+            cols = _by_name(side.source, "")
+            return range_rows_select(
+                side.source.dialect,
+                side.relation,
+                [(cols[n], plan.casts.get(n)) for n in plan.compared],
+                side.key,
+                side.partition,
+                side.parts,
+                whole,
+                ranges,
+                null_keys,
+            )
+
+        def ask(side: Side) -> Any:
+            # A source whose driver holds a query's rows whole (Spark) reads the whole segments
+            # ``stream_periods`` at a time; the key ranges and NULL keys with the first.
+            step = side.source.stream_periods
+            whole = sorted(cut.whole)  # neighbouring partitions together
+            if step is None or side.partition is None or len(whole) <= step:
+                return _utc_zones(side.source.arrow(select(side, whole, cut.ranges, True)))
+            import pyarrow as pa  # type: ignore[import-untyped]
+
+            chunks = [whole[i : i + step] for i in range(0, len(whole), step)]
+            return pa.concat_tables(
+                [
+                    _utc_zones(
+                        side.source.arrow(select(side, chunk, cut.ranges if i == 0 else [], i == 0))
+                    )
+                    for i, chunk in enumerate(chunks)
+                ]
+            )
+
+        return self.both(ask, "transfer")
 
 
 # backfill.diff's keyword API, for the same reason as there (see audit.diff.diff).
@@ -311,6 +408,9 @@ def diff_tables(  # noqa: PLR0913
     sample: int = 10,
     threads: int = 0,
     project: Project | str | Path | None = None,
+    bisection_threshold: int = BisectionOptions.threshold,
+    bisection_factor: int = BisectionOptions.factor,
+    progress: Callable[[DiffProgress], None] | None = None,
 ) -> TablesDiffResult:
     """Compares the table at location ``a`` (old) with the one at ``b`` (new), matched on
     ``key``: ``duckdb:///path.duckdb#schema.table``, ``postgresql://...#schema.table``,
@@ -319,15 +419,21 @@ def diff_tables(  # noqa: PLR0913
     (:func:`backfill.engines.locations.open_table`).
 
     ``partition_by`` (a date or timestamp column of both) cuts both tables into partitions of
-    ``grain`` in ``tz``, fingerprinted in each engine; only differing ones are streamed.
+    ``grain`` in ``tz``, fingerprinted in each engine; without it the table is one segment. As
+    :func:`backfill.diff` reads them, a naive timestamp is the wall clock in ``tz`` and a date
+    its day there (:mod:`.local_time`); ``periods`` filter with each engine's own period filter. A
+    differing segment of more than ``bisection_threshold`` rows is cut into
+    ``bisection_factor`` ranges of the key, each fingerprinted again, and so on down to ranges
+    of at most ``bisection_threshold`` rows (:mod:`.bisection`): only the rows of differing
+    segments and ranges are streamed.
     ``columns`` (default: the columns both have) and ``where`` (a filter in each engine's SQL,
     applied to both) choose what is compared; ``periods`` (UTC ``(start, end)`` instants, with
     ``partition_by``) keeps the rows whose ``partition_by`` falls in one of them, on both sides
     (each engine's own period filter). ``measures`` (default: the numeric compared columns
     besides the key) are summed per partition in each engine (see the module's documentation);
-    ``tolerance`` and ``sample`` are :func:`backfill.diff`'s. A key that is not unique on a
-    side, a side that cannot be read or has no such table raise
-    :class:`~backfill.InvalidInputError` naming it.
+    ``tolerance`` and ``sample`` are :func:`backfill.diff`'s. ``progress`` is called after each
+    step with a :class:`DiffProgress`. A key that is not unique on a side, a side that cannot be
+    read or has no such table raise :class:`~backfill.InvalidInputError` naming it.
     """
     keys = [key] if isinstance(key, str) else list(key)
     options = DiffOptions(
@@ -341,59 +447,62 @@ def diff_tables(  # noqa: PLR0913
         threads=threads,
     )
     options.core_kwargs(keys)  # checks the options before anything connects
-    timings: dict[str, float] = {}
+    bisection = BisectionOptions(bisection_threshold, bisection_factor)
+    bisection.check()
     t0 = time.perf_counter()
-    with open_table(a, project) as sa, open_table(b, project) as sb:
+    with (
+        open_table(a, project) as sa,
+        open_table(b, project) as sb,
+        ThreadPoolExecutor(2, thread_name_prefix="diff_tables") as pool,
+    ):
         plan = _plan(sa, sb, keys, columns)
         names = _measures(plan, keys, measures)
         rels = (filtered(sa.relation, where), filtered(sb.relation, where))
-        partition: tuple[str, ColumnKind] | None = None
-        parts: list[Part] = []
-        if partition_by is not None:
-            kinds = []
-            for side, src in (("a", sa), ("b", sb)):
-                col = _by_name(src, side).get(partition_by)
-                if col is None or col.kind not in _TIME_KINDS:
-                    raise InvalidInputError(
-                        f"partition_by={partition_by!r}: expected a date or timestamp column "
-                        f"of {side} ({src.location}), got "
-                        f"{'no such column' if col is None else col.type}"
-                    )
-                kinds.append(col.kind)
-            if partition_by not in plan.compared:
-                raise InvalidInputError(f"partition_by={partition_by!r} must be compared too")
-            partition = (partition_by, kinds[0])
-            if periods is not None:
-                rels = (
-                    in_periods(sa.dialect, rels[0], partition_by, kinds[0], periods),
-                    in_periods(sb.dialect, rels[1], partition_by, kinds[1], periods),
-                )
-            parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
+        _check_partition(sa, sb, plan, partition_by)
+        if partition_by is not None and periods is not None:
+            rels = (
+                in_periods(sa.dialect, rels[0], partition_by, _kind(sa, partition_by), periods),
+                in_periods(sb.dialect, rels[1], partition_by, _kind(sb, partition_by), periods),
+            )
         elif periods is not None:
             raise InvalidInputError("periods= filters the partition_by column: pass partition_by")
-        for side, src, rel in (("a", sa, rels[0]), ("b", sb, rels[1])):
-            _check_unique(src, side, keys, rel)
-        timings["open"] = time.perf_counter() - t0
-        fps, pushed = [], []
-        for name, src, rel in (("a", sa, rels[0]), ("b", sb, rels[1])):
-            t = time.perf_counter()
-            side_parts = parts
-            part_of_side = (
-                None if partition is None else (partition[0], _by_name(src, "")[partition[0]].kind)
-            )
-            fp, sums = _fingerprints(src, rel, plan, part_of_side, side_parts, names)
-            fps.append(fp)
-            pushed.append(sums)
-            timings[f"fingerprints {name}"] = time.perf_counter() - t
-        labels = sorted(set(fps[0]) | set(fps[1]))
-        differing = {lb for lb in labels if fps[0].get(lb) != fps[1].get(lb)}
+        parts = []
+        if partition_by is not None:
+            parts = _parts([(sa, rels[0]), (sb, rels[1])], partition_by, grain, tz)
+        sides = (
+            _side("a", sa, rels[0], plan, partition_by, parts, tz),
+            _side("b", sb, rels[1], plan, partition_by, parts, tz),
+        )
+        run = _Run(plan, sides, parts, pool, progress)
+        run.both(_check_unique, "unique")
+        run.timings["open"] = time.perf_counter() - t0
         t = time.perf_counter()
-        tables = [
-            _read(src, plan, rel, partition_by, parts, differing)
-            for src, rel in ((sa, rels[0]), (sb, rels[1]))
-        ]
-        tables = [_utc_zones(table) for table in tables]
-        timings["stream"] = time.perf_counter() - t
+        scans = run.both(lambda side: _fingerprints(side, plan, names), "fingerprints")
+        run.timings["fingerprints"] = time.perf_counter() - t
+        fps = (scans[0][0], scans[1][0])
+        pushed = (scans[0][1], scans[1][1])
+        labels = sorted(set(fps[0]) | set(fps[1]))
+        differing = [lb for lb in labels if fps[0].get(lb) != fps[1].get(lb)]
+        run.checked, run.differing = len(labels), len(differing)
+        run.tell("fingerprints")
+        t = time.perf_counter()
+        index = _segment_index(run.parts, partition_by)
+        rows = [[fp[lb].rows if lb in fp else 0 for fp in fps] for lb in differing]
+        cut = bisect(
+            sides,
+            run.parts,
+            [(index[lb], na, nb) for lb, (na, nb) in zip(differing, rows, strict=True)],
+            bisection,
+            pool,
+            run.on_level,
+            run.timings,
+        )
+        run.timings["bisection"] = time.perf_counter() - t
+        t = time.perf_counter()
+        tables = run.stream(cut)
+        run.timings["transfer"] = time.perf_counter() - t
+        run.rows = tables[0].num_rows + tables[1].num_rows
+        run.tell("transfer")
         specs = measure_specs(names, tables[0].schema, tables[1].schema)
         snapshots = {"a": sa.snapshot, "b": sb.snapshot}
     t = time.perf_counter()
@@ -410,38 +519,87 @@ def diff_tables(  # noqa: PLR0913
         on_duplicate="error",
         threads=threads,
     )
-    timings["diff"] = time.perf_counter() - t
-    same = {lb: fps[0][lb] for lb in labels if lb not in differing}
-    sums = {
-        lb: tuple(
-            {
-                s.name: s.value(raw)
-                for s, raw in zip(specs, side.get(lb, (None,) * len(specs)), strict=True)
-            }
-            for side in pushed
-        )
-        for lb in labels
-    }
-    result = _with_unchanged(
-        streamed, same, parts, partition_by, specs, {lb: sums[lb][0] for lb in same}
-    )
+    run.timings["diff"] = time.perf_counter() - t
+    label_of = {i: lb for lb, i in index.items()}
+    same = {lb: fps[0][lb].rows for lb in labels if lb not in differing}
+    for i, n in cut.unchanged.items():
+        same[label_of[i]] = same.get(label_of[i], 0) + n
+    # Every segment's sums from its scan (a segment of only NULL keys has no fingerprint).
+    summed_labels = sorted(set(labels) | set(pushed[0]) | set(pushed[1]))
+
+    def summed(side: Mapping[str, tuple[Any, ...]], lb: str) -> dict[str, Number]:
+        raws = side.get(lb, (None,) * len(specs))
+        return {s.name: s.value(raw) for s, raw in zip(specs, raws, strict=True)}
+
+    sums = {lb: (summed(pushed[0], lb), summed(pushed[1], lb)) for lb in summed_labels}
+    whole = {label_of[i] for i in cut.whole}
+    result = _with_unchanged(streamed, same, run.parts, partition_by, specs, sums, whole)
     result.segment_sums = {lb: (a_sums, b_sums) for lb, (a_sums, b_sums) in sums.items()}
     result.measure_totals = measure_totals(specs, list(sums.values()), result.columns)
     result.snapshots = snapshots
     result.segments = {lb: (fps[0].get(lb), fps[1].get(lb)) for lb in labels}
-    result.streamed = sorted(differing)
+    result.streamed = sorted({label_of[i] for i in cut.whole} | {r.segment for r in cut.streamed})
+    result.streamed_ranges = cut.streamed
+    result.streamed_rows = (tables[0].num_rows, tables[1].num_rows)
+    result.levels = [
+        LevelStats(0, 0, len(labels), len(differing), run.timings["fingerprints"]),
+        *cut.levels,
+    ]
     result.column_types = plan.column_types
-    result.timings = {**timings, **{f"diff {k}": v for k, v in streamed.timings.items()}}
+    result.timings = {**run.timings, **{f"diff {k}": v for k, v in streamed.timings.items()}}
+    run.tell("done")
     log.debug(
-        "diff_tables %s vs %s: %d segments, %d streamed (%d + %d rows)",
+        "diff_tables %s vs %s: levels %s; %d + %d rows streamed",
         sa.location,
         sb.location,
-        len(labels),
-        len(differing),
-        tables[0].num_rows,
-        tables[1].num_rows,
+        result.levels,
+        *result.streamed_rows,
     )
     return result
+
+
+def _check_partition(
+    sa: TableSource, sb: TableSource, plan: _Plan, partition_by: str | None
+) -> None:
+    """Checks that ``partition_by`` is a date or timestamp column of both sides, compared."""
+    if partition_by is None:
+        return
+    for side, src in (("a", sa), ("b", sb)):
+        col = _by_name(src, side).get(partition_by)
+        if col is None or col.kind not in _TIME_KINDS:
+            raise InvalidInputError(
+                f"partition_by={partition_by!r}: expected a date or timestamp column "
+                f"of {side} ({src.location}), got "
+                f"{'no such column' if col is None else col.type}"
+            )
+    if partition_by not in plan.compared:
+        raise InvalidInputError(f"partition_by={partition_by!r} must be compared too")
+
+
+def _kind(source: TableSource, column: str) -> ColumnKind:
+    return _by_name(source, "")[column].kind
+
+
+def _side(
+    name: str,
+    source: TableSource,
+    relation: str,
+    plan: _Plan,
+    partition_by: str | None,
+    parts: Sequence[Part],
+    tz: str,
+) -> Side:
+    cols = _by_name(source, "")
+    partition = None if partition_by is None else (partition_by, cols[partition_by].kind)
+    bounds = [] if partition is None else column_bounds(parts, partition[1], tz)
+    # A column cast to float for the comparison is hashed as the float, whatever its kind.
+    encoded = [
+        Encoded(
+            e.name, e.encoding, None if plan.casts.get(e.name) == "float" else cols[e.name].kind
+        )
+        for e in plan.encoded
+    ]
+    return Side(name, source, relation, [cols[k] for k in plan.key], partition, encoded, bounds)
 
 
 def _utc_zones(table: Any) -> Any:
@@ -460,23 +618,27 @@ def _utc_zones(table: Any) -> Any:
 
 def _with_unchanged(
     streamed: DiffResult,
-    same: Mapping[str, PartitionFingerprint],
+    same: Mapping[str, int],
     parts: Sequence[Part],
     partition_by: str | None,
     specs: Sequence[MeasureSpec],
-    same_sums: Mapping[str, Mapping[str, Number]],
+    sums: Mapping[str, tuple[dict[str, Number], dict[str, Number]]],
+    whole: set[str],
 ) -> TablesDiffResult:
-    """``streamed`` (the diff of the differing segments) with the equal segments' rows added as
-    matched and unchanged, and their sums of the measures ``specs`` (``same_sums``: a's)."""
+    """``streamed`` (the diff of the streamed rows) with the rows that were not streamed
+    (``same``: per segment label, the rows of its equal fingerprints: a whole segment, or key
+    ranges of a bisected one) added as matched and unchanged, to the segment's row of the
+    per-partition table when some of its rows were streamed, as a row of its own otherwise.
+    The measures of a segment streamed whole (``whole``) are the C++ diff's; those of every
+    other segment are ``sums`` (a's, b's: the engines' sums of all its rows), since only some
+    of its rows, or none, were streamed."""
     import pyarrow as pa
 
     from .._arrow import ArrowTable
 
     result = TablesDiffResult.__new__(TablesDiffResult)
     result.__dict__.update(streamed.__dict__)  # DiffResult's attributes, then patched
-    if not same:
-        return result  # everything streamed: the C++ diff's result as it is
-    n = sum(fp.rows for fp in same.values())
+    n = sum(same.values())
     s = streamed.summary
     result.summary = dataclasses.replace(
         s,
@@ -485,33 +647,44 @@ def _with_unchanged(
         matched=s.matched + n,
         unchanged=s.unchanged + n,
     )
-    columns_in, partitions_in = (
-        pa.RecordBatchReader.from_stream(t).read_all()
-        for t in (streamed.columns, streamed.partitions)
-    )
+    columns_in = pa.RecordBatchReader.from_stream(streamed.columns).read_all()
+    zero = {spec.name: spec.zero() for spec in specs}
+    if partition_by is None:
+        if not same and "all" in whole:
+            return result  # everything streamed: the C++ diff's result as it is
+        totals = sums.get("all", (zero, zero))
+        columns, _ = merged(columns_in, None, [], [], specs, False, totals)
+        result.columns = ArrowTable.from_arrow(columns)
+        return result
+    table = pa.RecordBatchReader.from_stream(streamed.partitions).read_all()
+    rows = table.to_pylist()
+
+    def label_of(row: Mapping[str, Any]) -> str:
+        return row["partition"] if row["partition"] is not None else NULL_SEGMENT
+
+    if not same and all(label_of(r) in whole for r in rows):
+        return result  # every streamed partition whole, none added: the C++ diff's result
     bounds = {label: (s0, e0) for label, s0, e0 in parts}
-    equal = [
-        {
-            "partition": None if lb == NULL_SEGMENT else lb,
-            "start": bounds[lb][0] if lb in bounds else None,
-            "end": bounds[lb][1] if lb in bounds else None,
-            "rows_old": fp.rows,
-            "rows_new": fp.rows,
-            "added": 0,
-            "removed": 0,
-            "changed": 0,
-        }
-        for lb, fp in same.items()
-    ]
-    columns, partitions = merged(
-        columns_in,
-        partitions_in,
-        equal,
-        [same_sums[lb] for lb in same],
-        specs,
-        partition_by is not None,
-    )
+    seen = {label_of(r): r for r in rows}
+    for label, count in same.items():
+        row = seen.get(label)
+        if row is None:
+            start, end = bounds.get(label, (None, None))
+            row = {
+                "partition": None if label == NULL_SEGMENT else label,
+                "start": start,
+                "end": end,
+                "rows_old": 0,
+                "rows_new": 0,
+                "added": 0,
+                "removed": 0,
+                "changed": 0,
+            }
+            rows.append(row)
+        row["rows_old"] += count
+        row["rows_new"] += count
+    engine = [None if label_of(r) in whole else sums.get(label_of(r), (zero, zero)) for r in rows]
+    columns, partitions = merged(columns_in, table, rows, engine, specs, True, None)
     result.columns = ArrowTable.from_arrow(columns)
-    if partition_by is not None:
-        result.partitions = ArrowTable.from_arrow(partitions)
+    result.partitions = ArrowTable.from_arrow(partitions)
     return result

@@ -151,44 +151,49 @@ def _sum_type(kind: str, scale: int, values: Sequence[Number | None]) -> Any:
     return pa.decimal128(_MAX_PRECISION, scale)
 
 
-def _equal_partition(spec: MeasureSpec, value: Number) -> dict[str, Any]:
-    """A measure's columns of a partition whose rows are the same on both sides."""
+def _engine_partition(spec: MeasureSpec, old: Number, new: Number) -> dict[str, Any]:
+    """A measure's columns of a partition from the engines' sums of its rows (``old``: a's)."""
     m = spec.name
     # NaN for an infinite float sum, as in C++
-    delta: Number = float(value) - float(value) if spec.kind == FLOAT else spec.zero()
+    delta: Number = float(new) - float(old) if spec.kind == FLOAT else _plus(new, -old)
     return {
-        f"{m}_old": value,
-        f"{m}_new": value,
+        f"{m}_old": old,
+        f"{m}_new": new,
         f"{m}_delta": delta,
-        f"{m}_delta_pct": pct(value, value),
+        f"{m}_delta_pct": pct(old, new),
     }
+
+
+EngineSums = tuple[Mapping[str, Number], Mapping[str, Number]]
 
 
 def merged_partitions(
     streamed: Any,
-    equal_rows: Sequence[dict[str, Any]],
-    equal_sums: Sequence[Mapping[str, Number]],
+    rows: Sequence[dict[str, Any]],
+    engine: Sequence[EngineSums | None],
     specs: Sequence[MeasureSpec],
 ) -> Any:
-    """The per-partition table: ``streamed`` (the C++ diff's, a pyarrow Table) and the equal
-    partitions (``equal_rows``: their counts, in ``streamed``'s leading columns; ``equal_sums``:
-    each one's sums), sorted by start."""
+    """The per-partition table: ``rows`` (the C++ diff's rows, ``streamed``'s, with the counts of
+    the rows not streamed added, then the partitions none of whose rows were streamed: counts
+    only), each row's measures from ``engine`` (None: the C++ diff's, of a partition streamed
+    whole; else (a's, b's) sums of the partition's segment scans), sorted by start."""
     import pyarrow as pa
 
-    rows = streamed.to_pylist()
-    for base, sums in zip(equal_rows, equal_sums, strict=True):
+    out = []
+    for base, sums in zip(rows, engine, strict=True):
         row = dict(base)
-        for spec in specs:
-            row.update(_equal_partition(spec, sums[spec.name]))
-        rows.append(row)
+        if sums is not None:
+            for spec in specs:
+                row.update(_engine_partition(spec, sums[0][spec.name], sums[1][spec.name]))
+        out.append(row)
     fields = [f for f in streamed.schema if f.name in _PARTITION_COUNTS]
     for spec in specs:
         m = spec.name
         for suffix in ("old", "new", "delta"):
-            column = [r[f"{m}_{suffix}"] for r in rows]
+            column = [r[f"{m}_{suffix}"] for r in out]
             fields.append(pa.field(f"{m}_{suffix}", _sum_type(spec.kind, spec.scale, column)))
         fields.append(pa.field(f"{m}_delta_pct", pa.float64()))
-    table = pa.Table.from_pylist(rows, schema=pa.schema(fields))
+    table = pa.Table.from_pylist(out, schema=pa.schema(fields))
     return table.sort_by([("start", "ascending"), ("partition", "ascending")])
 
 
@@ -244,33 +249,38 @@ def merged_columns(
 def merged(
     columns: Any,
     partitions: Any,
-    equal_rows: Sequence[dict[str, Any]],
-    equal_sums: Sequence[Mapping[str, Number]],
+    rows: Sequence[dict[str, Any]],
+    engine: Sequence[EngineSums | None],
     specs: Sequence[MeasureSpec],
     partitioned: bool,
+    whole: EngineSums | None,
 ) -> tuple[Any, Any]:
-    """The per-column and per-partition tables of a diff across engines: the C++ diff's of the
-    streamed partitions (``columns``, ``partitions``: pyarrow Tables) with the partitions whose
-    fingerprints are equal (``equal_rows``: their counts; ``equal_sums``: side a's sums of each)
-    added."""
+    """The per-column and per-partition tables of a diff across engines from the C++ diff's of
+    the streamed rows (``columns``, ``partitions``: pyarrow Tables). Partitioned: ``rows`` and
+    ``engine`` as :func:`merged_partitions` takes them; the exact totals are the partitions'.
+    One segment: ``whole``, its (a's, b's) sums from the segment scans."""
     with decimal.localcontext(_CONTEXT):
         totals: dict[str, tuple[Number, Number]] = {}
         cpp_totals = {r["column"]: (r["sum_old"], r["sum_new"]) for r in columns.to_pylist()}
+        table = merged_partitions(partitions, rows, engine, specs) if partitioned else None
+        # The C++ diff's float totals hold when it summed every partition it streamed whole.
+        cpp_whole = partitioned and partitions.num_rows == sum(e is None for e in engine)
         for spec in specs:
-            extra = sum((v[spec.name] for v in equal_sums), spec.zero())
-            if spec.exact and partitioned:
-                # the C++ diff's exact totals are the sums of its partitions'
-                old = sum(partitions.column(f"{spec.name}_old").to_pylist(), spec.zero())
-                new = sum(partitions.column(f"{spec.name}_new").to_pylist(), spec.zero())
-            elif spec.exact:  # one segment, equal: nothing was streamed
-                old = new = spec.zero()
-            else:  # floats: the C++ diff's total plus the equal partitions'
-                old, new = (float(v) for v in cpp_totals[spec.name])
-            totals[spec.name] = (_plus(old, extra), _plus(new, extra))
-        return (
-            merged_columns(columns, specs, totals),
-            merged_partitions(partitions, equal_rows, equal_sums, specs) if partitioned else None,
-        )
+            m = spec.name
+            if table is not None and (spec.exact or not cpp_whole):
+                old = sum(table.column(f"{m}_old").to_pylist(), spec.zero())
+                new = sum(table.column(f"{m}_new").to_pylist(), spec.zero())
+            elif table is not None:  # floats: the C++ diff's total plus the other partitions'
+                old, new = (float(v) for v in cpp_totals[m])
+                for sums in engine:
+                    if sums is not None:
+                        old, new = _plus(old, sums[0][m]), _plus(new, sums[1][m])
+            elif whole is not None:
+                old, new = whole[0][m], whole[1][m]
+            else:
+                old, new = cpp_totals[m]
+            totals[m] = (old, new)
+        return merged_columns(columns, specs, totals), table
 
 
 def measure_totals(

@@ -22,6 +22,7 @@ import duckdb
 import yaml  # type: ignore[import-untyped]
 
 from .._secrets import mask_url
+from ..audit.bisection import BisectionOptions
 from ..audit.diff import diff
 from ..engines import Engine, open_engine
 from ..errors import InvalidInputError
@@ -36,6 +37,7 @@ from .common import (
 )
 from .exit_codes import EXIT_FAILED, EXIT_OK
 from .helptext import add_command
+from .progress import diff_progress
 
 __all__ = ["add_audit_parser", "add_diff_parser"]
 
@@ -143,6 +145,27 @@ examples:
         "default: the columns both have)",
     )
     p.add_argument("--where", help="with locations: a filter both sides apply, in their own SQL")
+    p.add_argument(
+        "--bisection-threshold",
+        type=int,
+        default=BisectionOptions.threshold,
+        metavar="ROWS",
+        help="with locations: a differing segment or key range of at most ROWS rows is "
+        f"streamed, a larger one cut into key ranges (default {BisectionOptions.threshold:,})",
+    )
+    p.add_argument(
+        "--bisection-factor",
+        type=int,
+        default=BisectionOptions.factor,
+        metavar="N",
+        help=f"with locations: key ranges per cut (default {BisectionOptions.factor})",
+    )
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="with locations: segments checked and rows streamed on stderr even when it is "
+        "not a terminal",
+    )
     p.set_defaults(func=cmd_diff)
 
 
@@ -299,7 +322,9 @@ def _diff_locations(args: argparse.Namespace) -> int:
     engine and only the partitions that differ are streamed (:func:`backfill.diff_tables`)."""
     from ..audit.crossdiff import diff_tables
 
-    with busy(f"comparing {mask_url(args.old)} with {mask_url(args.new)}..."):
+    with diff_progress(
+        f"comparing {mask_url(args.old)} with {mask_url(args.new)}", args.progress
+    ) as progress:
         result = diff_tables(
             args.old,
             args.new,
@@ -307,11 +332,17 @@ def _diff_locations(args: argparse.Namespace) -> int:
             columns=args.columns,
             where=args.where,
             project=args.project,  # for a side that is a model (or schema.table) of it
+            bisection_threshold=args.bisection_threshold,
+            bisection_factor=args.bisection_factor,
+            progress=progress,
             **_partition_options(args),
         )
     pushdown = {
         "segments": len(result.segments),
+        "levels": [dataclasses.asdict(lv) for lv in result.levels],
         "streamed": result.streamed,
+        "streamed_ranges": len(result.streamed_ranges),
+        "streamed_rows": list(result.streamed_rows),
         "snapshots": result.snapshots,
         "column_types": [dataclasses.asdict(c) for c in result.column_types],
         "seconds": {k: round(v, 3) for k, v in result.timings.items()},

@@ -1,18 +1,22 @@
 """How a running backfill shows its progress: rich progress bars on a terminal, a log line per
-10% of the tasks elsewhere (CI and scheduler logs). Used by ``backfill run`` and ``backfill demo``.
+10% of the tasks elsewhere (CI and scheduler logs). Used by ``backfill run`` and ``backfill demo``;
+and how ``backfill diff`` of two warehouses shows where it is (:func:`diff_progress`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 from ..api import Backfill
+from ..audit.crossdiff import DiffProgress
 from ..run import BackfillStatus, RunOptions, TaskEvent
 
-__all__ = ["force_progress", "run_with_log_lines", "run_with_progress"]
+__all__ = ["diff_progress", "force_progress", "run_with_log_lines", "run_with_progress"]
 
 
 def force_progress() -> bool:
@@ -90,3 +94,41 @@ def run_with_log_lines(bf: Backfill, options: RunOptions) -> BackfillStatus:
                 sys.stdout.flush()
 
     return bf.run(options, on_event=on_event)
+
+
+@contextlib.contextmanager
+def diff_progress(title: str, forced: bool) -> Iterator[Callable[[DiffProgress], None] | None]:
+    """A callback for :func:`backfill.diff_tables` that shows on stderr the segments and key
+    ranges checked and the rows streamed: a spinner's line on a terminal, a line per step
+    elsewhere with ``forced`` (``--progress``) or ``BACKFILL_PROGRESS=1``; None otherwise."""
+    terminal = sys.stderr.isatty()
+    if not (terminal or forced or force_progress()):
+        yield None
+        return
+    began = time.monotonic()
+
+    def text(p: DiffProgress) -> str:
+        where = {
+            "fingerprints": "segments fingerprinted",
+            "bisection": f"key ranges, level {p.level}",
+            "transfer": "rows streamed",
+            "diff": "diffing",
+            "done": "done",
+        }.get(p.stage, p.stage)
+        return (
+            f"{title}: {where}; {p.checked:,} checked on each side, {p.differing:,} differing; "
+            f"{p.rows_streamed:,} rows streamed; {time.monotonic() - began:.1f} s"
+        )
+
+    if not terminal:
+
+        def line(p: DiffProgress) -> None:
+            sys.stderr.write(text(p) + "\n")
+            sys.stderr.flush()
+
+        yield line
+        return
+    from rich.console import Console  # only a terminal needs it (a slow import)
+
+    with Console(stderr=True).status(f"{title}...") as status:
+        yield lambda p: status.update(text(p))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 from .base import Column
@@ -34,6 +35,11 @@ class TableSource(ABC):
     @abstractmethod
     def arrow(self, sql: str) -> Any:
         """The result of a query as a pyarrow Table."""
+
+    def unique(self, key: Sequence[str]) -> bool:
+        """Whether the table's own constraints (a primary key, a unique index on some of the
+        ``key`` columns) make ``key`` unique, so that no scan needs to check it."""
+        return False
 
     @abstractmethod
     def close(self) -> None: ...

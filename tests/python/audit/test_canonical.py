@@ -6,6 +6,7 @@ one changed value changes its segment's fingerprint and no other."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
@@ -17,13 +18,14 @@ import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import canonical_oracle as oracle
 from backfill.calendar import partitions
 from backfill.engines import ColumnKind, Part, PartitionFingerprint
 from backfill.engines.duckdb.sql import DIALECT as DUCKDB
+from backfill.engines.duckdb.tables import parquet_relation
 from backfill.engines.postgres.sql import DIALECT as POSTGRES
 from backfill.engines.sql.canonical import Encoded, Encoding, segments_scan, token
 from backfill.engines.sql.dialect import Dialect
@@ -47,6 +49,19 @@ COLUMNS: dict[str, tuple[Encoding, pa.DataType, str, str]] = {
     "at": (Encoding.TIMESTAMP, pa.timestamp("us", tz="UTC"), "TIMESTAMPTZ", "timestamptz"),
 }
 ENCODED = [Encoded(name, enc) for name, (enc, *_) in COLUMNS.items()]
+# The kinds of the columns in both warehouses (and in Parquet read through DuckDB).
+KINDS = {
+    "k": ColumnKind.INTEGER,
+    "n": ColumnKind.INTEGER,
+    "amount": ColumnKind.DECIMAL,
+    "x": ColumnKind.FLOAT,
+    "s": ColumnKind.STRING,
+    "b": ColumnKind.BOOLEAN,
+    "d": ColumnKind.DATE,
+    "naive": ColumnKind.TIMESTAMP,
+    "at": ColumnKind.TIMESTAMP_TZ,
+}
+KINDED = [Encoded(e.name, e.encoding, KINDS[e.name]) for e in ENCODED]
 ENCODINGS = {name: enc.value for name, (enc, *_) in COLUMNS.items()}
 PARTS: list[Part] = [
     (p.label, p.start, p.end)
@@ -106,10 +121,16 @@ def _arrow(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
 
 
 def _fingerprints(d: Dialect, run: Any, relation: str) -> dict[str, PartitionFingerprint]:
-    sql = segments_scan(d, relation, ENCODED, ("at", ColumnKind.TIMESTAMP_TZ), PARTS)
+    """The segments' fingerprints, the same whether the columns' kinds are known (each token
+    then takes its kind's cheaper expression) or not."""
     labels = {i: label for i, (label, _, _) in enumerate(PARTS)} | {-1: "null"}
-    got = {labels[int(i)]: PartitionFingerprint.of(int(n), int(h)) for i, n, h in run(sql)}
-    return {k: v for k, v in got.items() if v.rows}
+    found = []
+    for encoded in (ENCODED, KINDED):
+        sql = segments_scan(d, relation, encoded, ("at", ColumnKind.TIMESTAMP_TZ), PARTS)
+        got = {labels[int(i)]: PartitionFingerprint.of(int(n), int(h)) for i, n, h in run(sql)}
+        found.append({k: v for k, v in got.items() if v.rows})
+    assert found[0] == found[1]
+    return found[0]
 
 
 def _expected(rows: Sequence[Mapping[str, Any]]) -> dict[str, PartitionFingerprint]:
@@ -159,11 +180,10 @@ class Sides:
         def pg_run(sql: str) -> list[tuple[Any, ...]]:
             return self.pg.execute(sql).fetchall()  # type: ignore[arg-type]
 
-        literal = "'" + str(path).replace("'", "''") + "'"
         return {
             "duckdb": _fingerprints(DUCKDB, duck_run, name),
             "postgres": _fingerprints(POSTGRES, pg_run, name),
-            "parquet": _fingerprints(DUCKDB, duck_run, f"read_parquet({literal})"),
+            "parquet": _fingerprints(DUCKDB, duck_run, parquet_relation(str(path))),
         }
 
     def close(self) -> None:
@@ -184,6 +204,10 @@ def sides(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(rows=rows_strategy)
+# A Parquet file whose finite floats are all zeros: its min/max (0, NaN left out) let DuckDB fold
+# isnan() to false, and the NaN took the token -inf (found by this test).
+@example(rows=[{**dict.fromkeys(COLUMNS.keys() - {"k"}), "x": x} for x in (0.0, math.nan)])
+@example(rows=[{**dict.fromkeys(COLUMNS.keys() - {"k"}), "x": x} for x in (-0.0, -math.nan, 0.0)])
 def test_same_rows_same_fingerprints_everywhere(sides: Sides, rows: list[dict[str, Any]]) -> None:
     rows = _with_keys(rows)
     got = sides.load(rows)

@@ -501,6 +501,62 @@ def test_diff_tables_with_spark_equals_the_arrow_diff(
     assert (same.summary.changed, same.summary.added, same.summary.removed) == (0, 0, 0)
 
 
+def test_spark_bisects_by_key_ranges_as_duckdb(wh: Warehouses) -> None:
+    """With a bisection threshold of 4 rows, the differing days of a Spark side are cut into
+    key ranges fingerprinted by Spark (the sampling, range and row statements in Spark SQL,
+    the hash summed in pieces): the result is still backfill.diff's, from fewer rows."""
+    old, new = _tables(4)
+    a, b = wh.load("spark", old), wh.load("duckdb", new)
+    options: dict[str, Any] = {"partition_by": "at", "grain": "day", "measures": []}
+    got = backfill.diff_tables(a, b, KEY, bisection_threshold=4, **options)
+    want = backfill.diff(_whole(a), _whole(b), KEY, **options)
+    assert got.summary == want.summary
+    assert got.partitions.to_pylist() == want.partitions.to_pylist()
+    assert got.changed_sample.to_pylist() == want.changed_sample.to_pylist()
+    assert len(got.levels) > 1 and got.streamed_ranges
+    whole = backfill.diff_tables(a, b, KEY, **options)
+    assert sum(got.streamed_rows) < sum(whole.streamed_rows)
+
+
+NAIVE: dict[str, tuple[Encoding, pa.DataType, str, str, str]] = {
+    "id": (Encoding.EXACT, pa.int64(), "BIGINT", "bigint", "bigint"),
+    "at": (Encoding.TIMESTAMP, pa.timestamp("us"), "TIMESTAMP", "timestamp", "timestamp_ntz"),
+    "amount": (
+        Encoding.EXACT,
+        pa.decimal128(18, 2),
+        "DECIMAL(18,2)",
+        "numeric(18,2)",
+        "decimal(18,2)",
+    ),
+}
+
+
+def test_spark_naive_partitions_are_local_days(wh: Warehouses) -> None:
+    """A TIMESTAMP_NTZ partition column in America/New_York: Spark's segment scan puts a row
+    of 01:00 local in that local day, as backfill.diff does (its UTC digits are the day
+    before's), and only the changed local day is streamed."""
+    rng = random.Random(5)
+    old = [
+        {
+            "id": i,
+            "at": dt.datetime(2024, 3, 8)
+            + dt.timedelta(hours=rng.choice([0, 1, 3, 22, 23]) + 24 * d),
+            "amount": Decimal(rng.randrange(10**5)).scaleb(-2),
+        }
+        for i, d in enumerate(rng.randrange(4) for _ in range(60))
+    ]
+    new = [dict(r) for r in old]
+    early = next(r for r in new if r["at"].day == 10 and r["at"].hour < 5)
+    early["amount"] += 1
+    a, b = wh.load("spark", old, NAIVE), wh.load("postgres", new, NAIVE)
+    options: dict[str, Any] = {"partition_by": "at", "grain": "day", "tz": "America/New_York"}
+    got = backfill.diff_tables(a, b, "id", **options)
+    want = backfill.diff(_arrow(old, NAIVE), _arrow(new, NAIVE), "id", **options)
+    assert got.summary == want.summary
+    assert got.partitions.to_pylist() == want.partitions.to_pylist()
+    assert got.streamed == ["2024-03-10"]
+
+
 # the measures' columns, in the same types on every side (the whole tables' diff is the oracle)
 MEASURED: dict[str, tuple[Encoding, pa.DataType, str, str, str]] = {
     "id": (Encoding.EXACT, pa.int64(), "BIGINT", "bigint", "bigint"),

@@ -76,7 +76,7 @@ class DuckDBDialect(Dialect):
     def canonical_is_finite(self, value: str) -> str:
         return f"isfinite({value})"
 
-    def canonical_epoch_us(self, value: str) -> str:
+    def canonical_epoch_us(self, value: str, kind: ColumnKind | None = None) -> str:
         # Also for TIMESTAMP_NS/_MS/_S: whole microseconds (nanoseconds are dropped).
         return f"epoch_us({value})"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -12,7 +13,18 @@ from ..base import Column
 from ..table_source import TableSource
 from .sql import DIALECT
 
-__all__ = ["DuckDBTable"]
+__all__ = ["DuckDBTable", "parquet_relation"]
+
+
+def parquet_relation(files: str) -> str:
+    """The DuckDB relation of the Parquet ``files`` (a path or glob) as a diff reads them.
+
+    ``can_have_nan``: a float column's min/max in a Parquet file leave out its NaNs (the format
+    says so; pyarrow writes no NaN count), and DuckDB otherwise takes them as the column's
+    whole range and folds expressions at plan time: over a column whose min and max are 0,
+    ``isnan(x)`` and ``x > 0`` became ``false``, so a NaN took the token ``-inf`` (a DuckDB
+    table or PostgreSQL gave ``nan``)."""
+    return f"read_parquet({DIALECT.string(files)}, can_have_nan = true)"
 
 
 class DuckDBTable(TableSource):
@@ -27,12 +39,13 @@ class DuckDBTable(TableSource):
             self._con = duckdb.connect(path or ":memory:", read_only=path is not None)
         except duckdb.Error as exc:
             raise InvalidInputError(f"{location}: cannot open the DuckDB file: {exc}") from None
+        self._rel = rel
         if rel is not None:
             self.relation = DIALECT.qualified(rel)
             self.snapshot = "DuckDB read-only connection, one transaction"
         else:
             assert files is not None
-            self.relation = f"read_parquet({DIALECT.string(files)})"
+            self.relation = parquet_relation(files)
             self.snapshot = "Parquet files as read (not versioned)"
         self._con.execute("BEGIN TRANSACTION")
         try:
@@ -50,6 +63,16 @@ class DuckDBTable(TableSource):
 
     def arrow(self, sql: str) -> Any:
         return self._con.sql(sql).to_arrow_table()
+
+    def unique(self, key: Sequence[str]) -> bool:
+        if self._rel is None:
+            return False  # Parquet files have no constraints
+        found = self._con.execute(
+            "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = ? "
+            "AND table_name = ? AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')",
+            list(self._rel),
+        ).fetchall()
+        return any(set(cols) <= set(key) for (cols,) in found)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -23,6 +23,7 @@ class PostgresDialect(Dialect):
     name = "postgres"
     merge_into = True
     parameter = "%s"
+    fence = " OFFSET 0"
     kinds: ClassVar = {
         **dict.fromkeys(("int2", "int4", "int8"), ColumnKind.INTEGER),
         **dict.fromkeys(("float4", "float8"), ColumnKind.FLOAT),
@@ -64,10 +65,27 @@ class PostgresDialect(Dialect):
         # The first 16 hex digits as a bit string, read as a (signed) bigint.
         return f"CAST(CAST('x' || substr(md5({text}), 1, 16) AS bit(64)) AS bigint)"
 
-    def canonical_epoch_us(self, value: str) -> str:
-        # extract(epoch) is an exact numeric since PostgreSQL 14 (a naive timestamp as UTC);
-        # timestamps hold whole microseconds, so the product is an integer.
-        return f"CAST(extract(epoch FROM {value}) * 1000000 AS bigint)"
+    def canonical_decimal(self, value: str) -> str:
+        # trim_scale (PostgreSQL 13) drops the trailing zeros: 2.5x cheaper than trimming text.
+        return f"CAST(trim_scale({value}) AS VARCHAR)"
+
+    def canonical_epoch_us(self, value: str, kind: ColumnKind | None = None) -> str:
+        if kind not in (ColumnKind.TIMESTAMP, ColumnKind.TIMESTAMP_TZ):
+            # extract(epoch) is an exact numeric since PostgreSQL 14 (a naive timestamp as
+            # UTC); timestamps hold whole microseconds, so the product is an integer.
+            return f"CAST(extract(epoch FROM {value}) * 1000000 AS bigint)"
+        # The same number without numeric arithmetic (2.4x cheaper): whole days, then the
+        # microseconds of the day, whose seconds (< 86400, 6 decimals) a double holds closely
+        # enough that rounding is exact.
+        utc = f"({value} AT TIME ZONE 'UTC')" if kind == ColumnKind.TIMESTAMP_TZ else value
+        return (
+            f"(CAST(CAST({utc} AS date) - DATE '1970-01-01' AS bigint) * 86400000000"
+            f" + CAST(round(date_part('epoch', CAST({utc} AS time)) * 1000000) AS bigint))"
+        )
+
+    def bytewise(self, value: str, kind: ColumnKind) -> str:
+        # The database's collation (en_US.UTF-8...) orders strings unlike DuckDB and Python.
+        return f'({value} COLLATE "C")' if kind == ColumnKind.STRING else value
 
     def part_index(
         self, event_time: str, kind: ColumnKind | None, parts: Sequence[Part], alias: str = "t"

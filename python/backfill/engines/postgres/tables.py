@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from ...errors import InvalidInputError, NotFoundError
@@ -57,6 +58,18 @@ class PostgresTable(TableSource):
 
         self._cur.execute(sql)
         return to_arrow(self._cur.fetch_record_batch()).read_all() if sql else pa.table({})
+
+    def unique(self, key: Sequence[str]) -> bool:
+        # A unique index without a predicate or expressions over some of the key's columns.
+        names = ", ".join(DIALECT.string(k) for k in key)
+        found = self.rows(
+            "SELECT count(*) FROM pg_index i WHERE i.indrelid = "
+            f"to_regclass({DIALECT.string(self.relation)}) AND i.indisunique "
+            "AND i.indpred IS NULL AND i.indexprs IS NULL AND NOT EXISTS (SELECT 1 FROM "
+            "unnest(i.indkey) AS k(n) JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            f"AND a.attnum = k.n WHERE a.attname NOT IN ({names}))"
+        )
+        return bool(int(str(found[0][0])))
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -139,7 +139,7 @@ class SparkDialect(Dialect):
     def canonical_is_nan(self, value: str) -> str:
         return f"isnan({value})"
 
-    def canonical_epoch_us(self, value: str) -> str:
+    def canonical_epoch_us(self, value: str, kind: ColumnKind | None = None) -> str:
         # A TIMESTAMP_NTZ becomes an instant in the session's time zone, which the engine's
         # sessions set to UTC (as its period literals assume).
         return f"unix_micros(CAST({value} AS TIMESTAMP))"

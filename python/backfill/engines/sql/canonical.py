@@ -22,7 +22,11 @@ one is slower (an MD5 per row) and the same everywhere. Its definition:
 * **Floats** (single precision is widened to double, which is exact) are encoded exactly, as
   their binary value: ``[-]M p K`` for ``|x| = M * 2^K`` with the integer ``M < 2^53`` and ``K``
   chosen as IEEE 754 does (``K = max(e, -1022) - 52`` for the binary exponent ``e``), so
-  ``0.1`` is ``3602879701896397p-55``; ``0`` (and ``-0``) is ``0``; ``nan``, ``inf``, ``-inf``.
+  ``0.1`` is ``3602879701896397p-55``; ``inf`` and ``-inf``. Two floats the diff takes as
+  equal have one token: ``0.0`` and ``-0.0`` are both ``0``, and every NaN (either sign, any
+  payload) is ``nan``, on every engine. (A Parquet file's float min/max leave its NaNs out;
+  DuckDB reads Parquet with ``can_have_nan`` so that its optimizer does not fold ``isnan`` to
+  false from them: :func:`backfill.engines.duckdb.tables.parquet_relation`.)
   Not the engines' float text: DuckDB and Postgres print the same double differently (``1e+15``
   against ``1000000000000000.0``, even different digits: ``3.092535278770144e+18`` against
   ``3.0925352787701443e+18``), and not a rounding to N significant digits either: a rounding
@@ -67,6 +71,7 @@ __all__ = [
     "Encoded",
     "Encoding",
     "Summed",
+    "bounds_scan",
     "compare_as",
     "duplicate_key_scan",
     "encoding_of",
@@ -75,7 +80,6 @@ __all__ = [
     "instant_bounds_scan",
     "row_hash",
     "row_text",
-    "rows_select",
     "segments_scan",
     "streamed_value",
     "token",
@@ -130,10 +134,13 @@ def compare_as(a: Column, b: Column) -> tuple[Encoding | None, str]:
 
 @dataclass(frozen=True)
 class Encoded:
-    """A column as a row hash encodes it: its name and the encoding its token uses."""
+    """A column as a row hash encodes it: its name, the encoding its token uses and, when
+    known, the column's kind on the side that computes it (the same token then takes a
+    cheaper expression: an integer needs no trimming of fractional zeros)."""
 
     name: str
     encoding: Encoding
+    kind: ColumnKind | None = None
 
 
 def _float_token(d: Dialect, value: str) -> str:
@@ -167,27 +174,25 @@ def _float_token(d: Dialect, value: str) -> str:
     )
 
 
-def token(d: Dialect, value: str, encoding: Encoding) -> str:
-    """The SQL expression of the token of ``value`` (a column expression) encoded as
-    ``encoding``: text, never NULL."""
+def token(d: Dialect, value: str, encoding: Encoding, kind: ColumnKind | None = None) -> str:
+    """The SQL expression of the token of ``value`` (a column expression of ``kind``, when
+    known) encoded as ``encoding``: text, never NULL."""
     if encoding == Encoding.FLOAT:
         return _float_token(d, value)
-    if encoding == Encoding.EXACT:
-        # The engine's decimal text (Spark's keeps every digit of the scale: 0.0000000000),
-        # its trailing fractional zeros and point dropped; standard SQL spellings (Spark has no
-        # strpos, and its two-argument rtrim takes the characters first).
-        text = f"CAST({value} AS {d.text_type})"
-        trimmed = f"TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {text}))"
-        body = f"CASE WHEN position('.' IN {text}) > 0 THEN {trimmed} ELSE {text} END"
+    if encoding == Encoding.EXACT and kind == ColumnKind.INTEGER:
+        body = f"CAST({value} AS {d.text_type})"
+    elif encoding == Encoding.EXACT:
+        body = d.canonical_decimal(value)
     elif encoding == Encoding.STRING:
         body = f"CAST({d.canonical_byte_length(value)} AS {d.text_type}) || ':' || {value}"
     elif encoding == Encoding.BOOLEAN:
-        body = f"CASE WHEN {value} THEN 't' ELSE 'f' END"
+        body = f"CASE WHEN {value} THEN 't' WHEN NOT {value} THEN 'f' END"
     elif encoding == Encoding.DATE:
         body = f"CAST({d.canonical_days(value)} AS {d.text_type})"
     else:
-        body = f"CAST({d.canonical_epoch_us(value)} AS {d.text_type})"
-    return f"CASE WHEN {value} IS NULL THEN '{NULL_TOKEN}' ELSE {body} END"
+        body = f"CAST({d.canonical_epoch_us(value, kind)} AS {d.text_type})"
+    # Every body is NULL exactly when the value is: coalesce is cheaper than a CASE (DuckDB).
+    return f"coalesce({body}, '{NULL_TOKEN}')"
 
 
 def row_text(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
@@ -197,10 +202,11 @@ def row_text(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
         raise InvalidInputError("a canonical row hash needs at least one column")
     prefix = f"{alias}." if alias else ""
     tokens = [
-        token(d, prefix + d.quote(c.name), c.encoding)
+        token(d, prefix + d.quote(c.name), c.encoding, c.kind)
         for c in sorted(columns, key=lambda c: c.name)
     ]
-    return f" || '{SEPARATOR}' || ".join(tokens)
+    # concat_ws: one function over the tokens (none NULL), cheaper than a chain of || (DuckDB).
+    return f"concat_ws('{SEPARATOR}', {', '.join(tokens)})"
 
 
 def row_hash(d: Dialect, columns: Sequence[Encoded], alias: str) -> str:
@@ -239,15 +245,31 @@ def segments_scan(
     partition: tuple[str, ColumnKind] | None,
     parts: Sequence[Part],
     sums: Sequence[Summed] = (),
+    key: Sequence[str] = (),
 ) -> str:
     """One scan of ``relation`` whose rows are (segment, row count, digest, the sum of each of
     ``sums``...): the segment is the index in ``parts`` of the partition of the row's
     ``partition`` column (-1 for rows whose value is NULL; 0 for every row without
-    ``partition``). A sum over no value is NULL."""
+    ``partition``). A sum over no value is NULL. Rows with a NULL in a column of ``key`` are
+    left out of the count and digest (a diff cannot match them: they are streamed whatever the
+    fingerprints say); the sums are of every row of the segment, so that a segment whose rows
+    are streamed only in part (key ranges, NULL keys) still has its whole sums. A segment
+    holding only rows with a NULL key has a count of 0."""
+    keyed = "".join(f" AND t.{d.quote(k)} IS NOT NULL" for k in key)
+    text = row_text(d, columns, "t")
+    if key and sums:
+        # Every row is summed: the key filter moves into the count and the digest (a NULL text
+        # has a NULL hash, which no sum counts).
+        has_key = " AND ".join(f"t.{d.quote(k)} IS NOT NULL" for k in key)
+        count = f"count(CASE WHEN {has_key} THEN 1 END)"
+        digest = d.canonical_digest(f"CASE WHEN {has_key} THEN {text} END")
+        keyed = ""
+    else:
+        count, digest = "count(*)", d.canonical_digest(text)
     aggregates = ", ".join(
         [
-            "count(*)",
-            d.canonical_digest(row_text(d, columns, "t")),
+            count,
+            digest,
             *(
                 d.exact_sum(s.expression, s.integer) if s.exact else f"sum({s.expression})"
                 for s in sums
@@ -255,13 +277,21 @@ def segments_scan(
         ]
     )
     if partition is None or not parts:
-        return f"SELECT 0, {aggregates} FROM {relation} t"
+        return f"SELECT 0, {aggregates} FROM {relation} t WHERE TRUE{keyed}"
     name, kind = partition
     join, index = d.part_index(name, kind, parts, "t")
     col = f"t.{d.quote(name)}"
+    if not join:
+        # One scan: the NULL partition is one more group (a second scan of a 10M-row
+        # Postgres table only for it cost 10% of the whole).
+        return (
+            f"SELECT CASE WHEN {col} IS NULL THEN -1 ELSE {index} END, {aggregates} "
+            f"FROM {relation} t WHERE TRUE{keyed} GROUP BY 1"
+        )
     return (
-        f"SELECT {index}, {aggregates} FROM {relation} t{join} WHERE {col} IS NOT NULL "
+        f"SELECT {index}, {aggregates} FROM {relation} t{join} WHERE {col} IS NOT NULL{keyed} "
         f"GROUP BY 1 UNION ALL SELECT -1, {aggregates} FROM {relation} t WHERE {col} IS NULL"
+        f"{keyed}"
     )
 
 
@@ -290,36 +320,13 @@ def duplicate_key_scan(d: Dialect, relation: str, key: Sequence[str]) -> str:
     )
 
 
+def bounds_scan(d: Dialect, relation: str, column: str) -> str:
+    """(earliest, latest) value of the date or timestamp ``column``, as stored."""
+    col = d.quote(column)
+    return f"SELECT min({col}), max({col}) FROM {relation} t"
+
+
 def instant_bounds_scan(d: Dialect, relation: str, column: str) -> str:
     """(earliest, latest) value of the date or timestamp ``column`` as UTC instants."""
     col = d.as_instant(d.quote(column))
     return f"SELECT min({col}), max({col}) FROM {relation} t"
-
-
-def rows_select(
-    d: Dialect,
-    relation: str,
-    columns: Sequence[tuple[Column, str | None]],
-    partition: tuple[str, ColumnKind] | None,
-    periods: Sequence[Period],
-    null_partition: bool,
-    every_row: bool = False,
-) -> str:
-    """The rows of ``relation`` to stream: ``columns`` (each cast to ``"float"`` or
-    ``"bigint"``, or as the dialect streams it), of the partitions ``periods`` of
-    ``partition`` and, with ``null_partition``, the rows whose partition column is NULL; all
-    rows with ``every_row`` (a table compared as one segment), none without anything."""
-    items = [
-        f"{streamed_value(d, column, cast)} AS {d.quote(column.name)}" for column, cast in columns
-    ]
-    if every_row:
-        where = "TRUE"
-    elif partition is None:
-        where = "FALSE"
-    else:
-        name, kind = partition
-        terms = [d.in_periods(name, periods, kind, "t")] if periods else []
-        if null_partition:
-            terms.append(f"t.{d.quote(name)} IS NULL")
-        where = "(" + " OR ".join(terms) + ")" if terms else "FALSE"
-    return f"SELECT {', '.join(items)} FROM {relation} t WHERE {where}"

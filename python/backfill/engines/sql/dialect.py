@@ -49,6 +49,9 @@ class Dialect:
     #: what follows the columns of a table the core creates (Spark: ``USING iceberg`` and the
     #: table's properties)
     table_options: ClassVar[str] = ""
+    #: what ends a subquery so that the engine computes its columns once per row instead of
+    #: inlining their expressions where the outer query reads them (Postgres: ``OFFSET 0``)
+    fence: ClassVar[str] = ""
     #: whether ``ALTER TABLE ... ALTER COLUMN ... TYPE`` can make an approximate column exact
     #: (Iceberg cannot retype a double to a decimal: the old changelog's values stay doubles)
     retype_columns: ClassVar[bool] = True
@@ -170,8 +173,18 @@ class Dialect:
         grapheme clusters would disagree with one counting code points)."""
         return f"octet_length({text})"
 
-    def canonical_epoch_us(self, value: str) -> str:
-        """A timestamp (naive: read as UTC) as whole microseconds since 1970-01-01 UTC."""
+    def canonical_decimal(self, value: str) -> str:
+        """The token of an exact number: its decimal text without trailing fractional zeros."""
+        # The engine's decimal text (Spark's keeps every digit of the scale: 0.0000000000),
+        # its trailing fractional zeros and point dropped; standard SQL spellings (Spark has no
+        # strpos, and its two-argument rtrim takes the characters first).
+        text = f"CAST({value} AS {self.text_type})"
+        trimmed = f"TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {text}))"
+        return f"CASE WHEN position('.' IN {text}) > 0 THEN {trimmed} ELSE {text} END"
+
+    def canonical_epoch_us(self, value: str, kind: ColumnKind | None = None) -> str:
+        """A timestamp (naive: read as UTC) as whole microseconds since 1970-01-01 UTC
+        (``kind``: the column's, when known)."""
         raise NotImplementedError(f"the {self.name} dialect has no canonical timestamp")
 
     def canonical_is_nan(self, value: str) -> str:
@@ -183,6 +196,11 @@ class Dialect:
         """Whether the float ``value`` is neither NaN nor infinite."""
         inf = f"CAST('Infinity' AS {self.float_type})"
         return f"({value} < {inf} AND {value} > -{inf})"
+
+    def bytewise(self, value: str, kind: ColumnKind) -> str:
+        """``value`` (a column of ``kind``) compared bytewise when it is a string: the order
+        in which key ranges are cut (DuckDB's default collation is binary already)."""
+        return value
 
     def canonical_days(self, value: str) -> str:
         """A date as whole days since 1970-01-01."""
