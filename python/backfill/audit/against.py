@@ -127,10 +127,10 @@ def _audit_model(
                 f"{model} has no unique_key and no column to match rows on: pass key= (--key)"
             )
         keys, source = [guess], "natural"
-    mine = engine.table_location(project, model, bf.area)
     # A DuckDB file takes one writer process, and one configuration within a process: the
     # engine lets go of it before the diff opens it read-only (it reopens when next used).
     engine.close()
+    mine = engine.area_table(project, model, bf.area)
     options: dict[str, Any] = {}
     if partitioned:
         options = {

@@ -392,9 +392,14 @@ class _Run:
 
 
 # backfill.diff's keyword API, for the same reason as there (see audit.diff.diff).
+def _opened(side: str | TableSource, project: Project | str | Path | None) -> TableSource:
+    """The side ``side``: a location opened, or a source already open."""
+    return side if isinstance(side, TableSource) else open_table(side, project)
+
+
 def diff_tables(  # noqa: PLR0913
-    a: str,
-    b: str,
+    a: str | TableSource,
+    b: str | TableSource,
     key: str | Sequence[str],
     *,
     partition_by: str | None = None,
@@ -416,7 +421,8 @@ def diff_tables(  # noqa: PLR0913
     ``key``: ``duckdb:///path.duckdb#schema.table``, ``postgresql://...#schema.table``,
     ``iceberg:///warehouse#schema.table``, a Parquet file or a folder of them, or a model name
     (or ``schema.table``) of ``project``'s warehouse, opened by the engine its settings name
-    (:func:`backfill.engines.locations.open_table`).
+    (:func:`backfill.engines.locations.open_table`); or a :class:`TableSource` already open
+    (an engine's :meth:`~backfill.engines.Engine.area_table`), which the diff closes.
 
     ``partition_by`` (a date or timestamp column of both) cuts both tables into partitions of
     ``grain`` in ``tz``, fingerprinted in each engine; without it the table is one segment. As
@@ -451,8 +457,8 @@ def diff_tables(  # noqa: PLR0913
     bisection.check()
     t0 = time.perf_counter()
     with (
-        open_table(a, project) as sa,
-        open_table(b, project) as sb,
+        _opened(a, project) as sa,
+        _opened(b, project) as sb,
         ThreadPoolExecutor(2, thread_name_prefix="diff_tables") as pool,
     ):
         plan = _plan(sa, sb, keys, columns)

@@ -486,6 +486,15 @@ class Engine(ABC):
             "compared with a table elsewhere (backfill.diff_tables); export the table instead"
         )
 
+    def area_table(self, project: Project, model: str, area: Area) -> TableSource:
+        """``model``'s relation in ``area`` read in one snapshot, for ``backfill.diff_tables``
+        (``backfill audit --against``): by default :meth:`table_location` opened as a location.
+        Call it with the engine closed (a DuckDB file takes one writer process: the diff opens
+        it read-only). NotFoundError when the model has no relation in ``area``."""
+        from .locations import open_table
+
+        return open_table(self.table_location(project, model, area))
+
     @contextlib.contextmanager
     def stream_pair(
         self,

@@ -198,6 +198,35 @@ def test_audit_counts_match_a_brute_force_comparison(case: Case) -> None:
     assert daily.changed_columns == {"revenue": 4}
 
 
+def test_an_audit_against_a_copy_elsewhere_finds_exactly_its_differences(
+    case: Case, tmp_path: Path
+) -> None:
+    """``audit(against=...)``: the audit area (on Spark, the backfill's branch, pinned to its
+    snapshot) compared with a Parquet copy of it in which one day's revenue differs and one day
+    is missing; the published tables play no part."""
+    import pyarrow.parquet as pq
+
+    bf = backfill_fix(case)
+    new = sorted(rows(case, "fct_daily_sales", bf.area), key=lambda r: r["sales_date"])
+    assert [r["sales_date"].isoformat() for r in new] == [label for label, _, _ in DAYS]
+    old = [dict(r) for r in new if r["sales_date"].isoformat() != "2026-08-05"]
+    old[0]["revenue"] += Decimal("10.00")
+    copy = tmp_path / "old_system.parquet"
+    pq.write_table(_arrow(old), copy)
+    report = bf.audit(against={"fct_daily_sales": str(copy)})
+    daily = report["fct_daily_sales"]
+    assert daily.against == str(copy) and [p.label for p in daily.partitions] == [
+        label for label, _, _ in DAYS
+    ]
+    differing = {p.label: p for p in daily.differing}
+    assert set(differing) == {"2026-08-03", "2026-08-05"}
+    assert differing["2026-08-03"].changed == 1 and differing["2026-08-05"].added == 1
+    assert daily.changed_columns == {"revenue": 1}
+    total = sum((r["revenue"] for r in new), Decimal(0))
+    assert daily.totals["revenue"] == (total + Decimal("10.00") - new[2]["revenue"], total)
+    assert not report.recorded and bf.ledger.audits(bf.id) == []
+
+
 def test_publish_is_seen_all_at_once_by_a_concurrent_reader(case: Case) -> None:
     bf = backfill_fix(case)
     assert bf.audit().passed

@@ -35,14 +35,29 @@ class DuckDBTable(TableSource):
     ) -> None:
         self.location = location
         self.dialect = DIALECT
+        snapshot = "DuckDB read-only connection, one transaction"
         try:
             self._con = duckdb.connect(path or ":memory:", read_only=path is not None)
+        except duckdb.ConnectionException as exc:
+            # The file is open in this process already (dbt's DuckDB adapter keeps its
+            # connection between invocations): DuckDB shares one database per file and process
+            # and refuses a read-only one beside it. A connection to that database reads one
+            # snapshot all the same, in its transaction.
+            if path is None or "different configuration" not in str(exc):
+                raise InvalidInputError(f"{location}: cannot open the DuckDB file: {exc}") from None
+            try:
+                self._con = duckdb.connect(path)
+            except duckdb.Error as again:
+                raise InvalidInputError(
+                    f"{location}: cannot open the DuckDB file: {again}"
+                ) from None
+            snapshot = "DuckDB connection of this process (the file was open), one transaction"
         except duckdb.Error as exc:
             raise InvalidInputError(f"{location}: cannot open the DuckDB file: {exc}") from None
         self._rel = rel
         if rel is not None:
             self.relation = DIALECT.qualified(rel)
-            self.snapshot = "DuckDB read-only connection, one transaction"
+            self.snapshot = snapshot
         else:
             assert files is not None
             self.relation = parquet_relation(files)

@@ -173,9 +173,10 @@ class SparkEngine(IcebergTables, SqlEngine):
             rel=rel,
         )
 
-    def _open_table(self, rel: Rel, location: str) -> Any:
-        """The table ``rel`` of this engine's catalog, read at one snapshot in a session of its
-        own (reading creates nothing, not even the engine's namespace)."""
+    def _open_table(self, rel: Rel, location: str, ref: str = "main") -> Any:
+        """The table ``rel`` of this engine's catalog, read at the snapshot of its branch
+        ``ref`` in a session of its own (reading creates nothing, not even the engine's
+        namespace)."""
         from .pinned import open_pinned
 
         return open_pinned(
@@ -186,7 +187,19 @@ class SparkEngine(IcebergTables, SqlEngine):
             props=self.catalog_props,
             rel=rel,
             stream_periods=self.stream_periods,
+            ref=ref,
         )
+
+    def area_table(self, project: Project, model: str, area: Area) -> Any:
+        """The model's Iceberg table at its backfill's audit branch (``main`` for a direct
+        area), pinned to the branch's snapshot: an audit area has no location of its own, and
+        any catalog (not only a folder) is read this way."""
+        project_model(project, model)
+        rel = self.published(project, model)
+        if area.direct:
+            return self._open_table(rel, f"{model} (published)")
+        branch = self.branch(str(area.backfill_id))
+        return self._open_table(rel, f"{model} (branch {branch})", ref=branch)
 
     @classmethod
     def from_settings(cls, settings: EngineSettings) -> SparkEngine:

@@ -55,7 +55,8 @@ def reader_session(
 
 class PinnedIcebergTable(TableSource):
     """The Iceberg table ``rel`` (schema, name) of the catalog ``catalog`` registered in
-    ``session``, read at the snapshot ``main`` points to when it opens."""
+    ``session``, read at the snapshot the branch ``ref`` (``main``, or a backfill's audit
+    branch) points to when it opens."""
 
     def __init__(
         self,
@@ -64,6 +65,7 @@ class PinnedIcebergTable(TableSource):
         catalog: str,
         rel: tuple[str, str],
         stream_periods: int = STREAM_PERIODS,
+        ref: str = "main",
     ) -> None:
         self.location = location
         self.dialect = SparkDialect(catalog)
@@ -84,7 +86,13 @@ class PinnedIcebergTable(TableSource):
                 f"{location}: not an Iceberg table ({_first_line(exc)})"
             ) from None
         iceberg.refresh()
-        current = iceberg.currentSnapshot()
+        if ref == "main":
+            current = iceberg.currentSnapshot()
+        else:
+            branch = iceberg.refs().get(ref)
+            if branch is None or not bool(branch.isBranch()):
+                raise NotFoundError(f"{location}: table {rel[0]}.{rel[1]} has no branch {ref}")
+            current = iceberg.snapshot(branch.snapshotId())
         #: the snapshot id every query reads (None: a table without any commit, hence no rows)
         self.snapshot_id: int | None = None if current is None else int(current.snapshotId())
         if self.snapshot_id is None:
@@ -93,7 +101,7 @@ class PinnedIcebergTable(TableSource):
             self.snapshot = "Iceberg table without snapshots (empty)"
         else:
             self.relation = f"(SELECT * FROM {table} VERSION AS OF {self.snapshot_id})"
-            self.snapshot = f"Iceberg snapshot {self.snapshot_id} (main), read by every query"
+            self.snapshot = f"Iceberg snapshot {self.snapshot_id} ({ref}), read by every query"
         schema = self._query(f"SELECT * FROM {self.relation} t LIMIT 0").schema
         self.columns = [
             Column(f.name, f.dataType.simpleString(), kind_of(f.dataType.simpleString()))
@@ -139,13 +147,16 @@ def open_pinned(
     props: Mapping[str, str],
     rel: tuple[str, str],
     stream_periods: int | None = None,
+    ref: str = "main",
 ) -> PinnedIcebergTable:
     """The table ``rel`` of the Iceberg catalog ``props`` (registered under the name the engine
-    gives it), read at one snapshot; ``stream_periods`` differing partitions a query (None:
-    :data:`STREAM_PERIODS`)."""
+    gives it), read at the snapshot of its branch ``ref``; ``stream_periods`` differing
+    partitions a query (None: :data:`STREAM_PERIODS`)."""
     catalog = catalog_name(repr(sorted(props.items())))
     session = reader_session(master, jar, conf, catalog, props)
-    return PinnedIcebergTable(location, session, catalog, rel, stream_periods or STREAM_PERIODS)
+    return PinnedIcebergTable(
+        location, session, catalog, rel, stream_periods or STREAM_PERIODS, ref
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -492,6 +492,10 @@ class DbtEngine(Engine):
             self._project = project
         return self.warehouse.published_table(project, name, location)
 
+    def area_table(self, project: Project, model: str, area: Area) -> Any:
+        """The model's relation in ``area`` (its audit copy), opened by the warehouse engine."""
+        return self._wh(project).area_table(project, model, area)
+
     def publish(self, project: Project, request: PublishRequest) -> PublishResult:
         _require_dbt(project)
         return self._wh(project).publish(project, request)
