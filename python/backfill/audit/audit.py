@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from decimal import Context, Decimal, localcontext
+from decimal import Context, Decimal, InvalidOperation, localcontext
 from typing import TYPE_CHECKING, Any
 
 from .._numbers import is_exact, sum_kind, to_kind
@@ -419,7 +419,7 @@ def _area_totals(
             was = sum((_exact(r[f"{c}_old"]) for r in rows), Decimal(0))
             now = sum((_exact(r[f"{c}_new"]) for r in rows), Decimal(0))
             rest = _exact(old) - was
-            total = rest + now
+            total = _at_scale_of(rest + now, old)
         if now == 0 and (old is None or rest == 0):
             unsure.append(c)  # no non-NULL value may be left: NULL or 0, only the rows say
             continue
@@ -428,6 +428,21 @@ def _area_totals(
         sums = engine.measure_sums(project, model, area, unsure, periods, preview=True)
         out.update({c: (totals[c][0], to_kind(sums[c], kinds[c])) for c in unsure})
     return out
+
+
+def _at_scale_of(total: Decimal, like: Any) -> Decimal:
+    """``total`` without the trailing zeros that a wider scale of the diff's rows gave it (an
+    unconstrained PostgreSQL numeric arrives as DECIMAL(38, 10)), down to the scale of the
+    engine's own sum ``like``: the total the engine would give when the area's values have the
+    published ones' scale. Never rounds: a total with more digits keeps them."""
+    if not isinstance(like, Decimal) or not like.is_finite() or not total.is_finite():
+        return total
+    with localcontext(_EXACT):
+        try:
+            at = total.quantize(Decimal(1).scaleb(int(like.as_tuple().exponent)))
+        except InvalidOperation:
+            return total
+    return at if at == total else total
 
 
 def _exact(value: Any) -> Decimal:

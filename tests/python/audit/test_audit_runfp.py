@@ -270,3 +270,18 @@ def test_the_area_totals_follow_from_the_published_ones_and_the_diff(
     for c in ("n", "amount"):  # an exact one only when its total may be NULL (or is 0)
         assert truth[c] is not None or c in read
         assert c not in read or truth[c] in (None, 0), (c, truth[c])
+
+
+def test_a_derived_total_has_the_scale_of_the_engines_own_sum() -> None:
+    from decimal import Decimal
+
+    from backfill.audit.audit import _at_scale_of
+
+    # an unconstrained PostgreSQL numeric streams as DECIMAL(38, 10): its zeros go, down to
+    # the scale PostgreSQL's own sum of the published rows has
+    assert str(_at_scale_of(Decimal("311779.9300000000"), Decimal("309722.73"))) == "311779.93"
+    assert str(_at_scale_of(Decimal("5"), Decimal("1.50"))) == "5.00"
+    # never rounded: digits beyond that scale stay
+    assert str(_at_scale_of(Decimal("1.2345000000"), Decimal("1.00"))) == "1.2345000000"
+    assert _at_scale_of(Decimal("7.10"), None) == Decimal("7.10")
+    assert str(_at_scale_of(Decimal("7.10"), 3)) == "7.10"  # an integer sum: as it came

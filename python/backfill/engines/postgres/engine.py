@@ -216,6 +216,18 @@ class PostgresEngine(SqlEngine):
         name = f"{rel[0]}.{rel[1]}" + (f"@{key}" if key else "")
         cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"backfill:{name}"])
 
+    def _bind(self, cur: Any, sql: str) -> list[str] | None:
+        # Planned, not run (a LIMIT 0 ends the executor before the first row), in a savepoint:
+        # a SELECT that does not bind leaves the task's transaction to the general path, which
+        # reports the error. Writing straight from the SELECT spares the copy through a
+        # temporary table and its two counts: a third of the shop's build at 4,000 orders a day.
+        try:
+            with cur.transaction():
+                found = cur.execute(f"SELECT * FROM (\n{sql}\n) q LIMIT 0").description
+        except psycopg.Error:
+            return None
+        return [str(c.name) for c in found or []]
+
     def _stage(self, cur: Any, sql: str) -> tuple[str, list[Column]]:
         tmp = DIALECT.quote(self._tmp())
         cur.execute(f"CREATE TEMP TABLE {tmp} ON COMMIT DROP AS {sql}")

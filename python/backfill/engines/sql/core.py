@@ -704,23 +704,43 @@ class SqlEngine(Engine):
         d = self.dialect
         where, target = model_location(project, m.name), d.qualified(rel)
         source = f"(\n{sql}\n) q"  # newlines: a trailing -- comment stays closed
+        # Two runs of one task at once (a worker that lost its lease and the one that took it
+        # over) would both delete nothing and both insert: they take turns.
+        self._lock(cur, rel, f"{window[0]}/{window[1]}")
+        if self._kind(cur, rel) is None:
+            # The first tasks of a model race to create its table: one creates it, the others
+            # wait here and find it when it commits (a catalog query, as _kind's, sees it).
+            self._lock(cur, rel)
+            if self._kind(cur, rel) is None:
+                cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {source} LIMIT 0")
         old = [c.name for c in self._columns(cur, rel) or []]
-        if not old:
-            cur.execute(f"CREATE TABLE {target} AS SELECT * FROM {source} LIMIT 0")
-            old = new
-        elif set(new) != set(old):
+        if set(new) != set(old):
             raise schema_changed(where, rel[0], new, old)
         in_period = d.in_periods(m.event_time, [window])
         deleted = self._count(cur, f"DELETE FROM {target} WHERE {in_period}")
-        written = self._count(cur, d.insert(target, source, new))
         parts = task_parts(m, *window)
         covered = bool(parts) and _tiles(parts, window)
         by_part: Mapping[str, PartitionFingerprint] = {}
-        if not written:  # the period is empty (deleted above, in this transaction): no scan
+        insert = d.insert(target, source, new)
+        cols = [Column(n, "", ColumnKind.OTHER) for n in old]
+        kind = _kind_in(cols, m.event_time)
+        fused = d.insert_fingerprinted(insert, old, m.event_time, kind, parts) if covered else None
+        if fused is not None:  # written and fingerprinted in one statement
+            got = self._rows(cur, fused)
+            written = sum(int(str(n)) for _, n, _ in got)
+            found = {
+                int(str(i)): PartitionFingerprint.of(int(str(n)), int(str(h)))
+                for i, n, h in got
+                if i is not None
+            }
+            empty = PartitionFingerprint.empty()
+            by_part = {label: found.get(i, empty) for i, (label, _, _) in enumerate(parts)}
+            fp = PartitionFingerprint.total(by_part.values())
+        elif not (written := self._count(cur, insert)):
+            # the period is empty (deleted above, in this transaction): no scan
             fp = PartitionFingerprint.empty()
             by_part = dict.fromkeys([p[0] for p in parts], fp) if covered else {}
         elif covered:
-            cols = [Column(n, "", ColumnKind.OTHER) for n in old]
             by_part = self._fingerprint_parts(cur, target, cols, m.event_time, parts)
             fp = PartitionFingerprint.total(by_part.values())
         else:

@@ -146,6 +146,21 @@ class Dialect:
             f"{join} GROUP BY 1"
         )
 
+    def insert_fingerprinted(
+        self,
+        insert: str,
+        names: Sequence[str],
+        event_time: str,
+        kind: ColumnKind | None,
+        parts: Sequence[Part],
+    ) -> str | None:
+        """One statement that runs ``insert`` (an ``INSERT ... SELECT`` of the columns
+        ``names``) and returns what :meth:`parts_scan` of the table would for the rows it wrote
+        -- (index in ``parts``, row count, :meth:`digest`) -- with the index NULL for rows
+        outside every partition: the written rows fingerprinted as they are written, without
+        reading the table again. None: the engine cannot (the table is scanned after)."""
+        return None
+
     # -- the canonical row encoding (see .canonical; equal on every engine) ----------------------
     #: the SQL name of a 64-bit IEEE float, which the canonical float encoding computes in
     float_type: ClassVar[str] = "DOUBLE PRECISION"
