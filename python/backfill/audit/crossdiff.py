@@ -26,11 +26,12 @@ integers and decimals, for streamed and equal partitions alike.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -392,9 +393,19 @@ class _Run:
 
 
 # backfill.diff's keyword API, for the same reason as there (see audit.diff.diff).
-def _opened(side: str | TableSource, project: Project | str | Path | None) -> TableSource:
-    """The side ``side``: a location opened, or a source already open."""
-    return side if isinstance(side, TableSource) else open_table(side, project)
+@contextlib.contextmanager
+def _open_sides(
+    a: str | TableSource, b: str | TableSource, project: Project | str | Path | None
+) -> Iterator[tuple[TableSource, TableSource]]:
+    """Both sides open (a location opened, a source handed in as it is), and closed when the
+    block ends: a source handed in is closed also when the other side cannot be opened."""
+    with contextlib.ExitStack() as stack:
+        for side in (a, b):
+            if isinstance(side, TableSource):
+                stack.enter_context(side)
+        sa = a if isinstance(a, TableSource) else stack.enter_context(open_table(a, project))
+        sb = b if isinstance(b, TableSource) else stack.enter_context(open_table(b, project))
+        yield sa, sb
 
 
 def diff_tables(  # noqa: PLR0913
@@ -457,8 +468,7 @@ def diff_tables(  # noqa: PLR0913
     bisection.check()
     t0 = time.perf_counter()
     with (
-        _opened(a, project) as sa,
-        _opened(b, project) as sb,
+        _open_sides(a, b, project) as (sa, sb),
         ThreadPoolExecutor(2, thread_name_prefix="diff_tables") as pool,
     ):
         plan = _plan(sa, sb, keys, columns)

@@ -488,12 +488,13 @@ class Engine(ABC):
 
     def area_table(self, project: Project, model: str, area: Area) -> TableSource:
         """``model``'s relation in ``area`` read in one snapshot, for ``backfill.diff_tables``
-        (``backfill audit --against``): by default :meth:`table_location` opened as a location.
-        Call it with the engine closed (a DuckDB file takes one writer process: the diff opens
-        it read-only). NotFoundError when the model has no relation in ``area``."""
-        from .locations import open_table
-
-        return open_table(self.table_location(project, model, area))
+        (``backfill audit --against``). Call it with the engine closed (a DuckDB file takes one
+        writer process: the diff opens it read-only). NotFoundError when the model has no
+        relation in ``area``; InvalidInputError on an engine that cannot."""
+        raise InvalidInputError(
+            f"the {self.name} engine cannot open its audit areas for diff_tables, so it cannot "
+            "audit against a table elsewhere"
+        )
 
     @contextlib.contextmanager
     def stream_pair(

@@ -1233,6 +1233,13 @@ class SqlEngine(Engine):
         with self.connect() as cur:
             return self.partitioning.migrate(cur, m, self.published(project, model))
 
+    def area_table(self, project: Project, model: str, area: Area) -> TableSource:
+        """``model``'s relation in ``area`` (:meth:`location`), read in one snapshot
+        (:meth:`_open_table`)."""
+        project_model(project, model)
+        schema, name = self.location(project, model, area)
+        return self._open_table((schema, name), f"{model} ({self.name} {schema}.{name})")
+
     def published_table(self, project: Project | None, name: str, location: str) -> TableSource:
         """The published table of the model ``name`` (its relation after this engine's naming),
         else the table ``schema.table`` of the warehouse, read in one snapshot
