@@ -84,10 +84,10 @@ class GatedDuckDB(DuckDBEngine):
         super().__init__(path)
         self.gate = threading.Event()
         self.started = 0
-        self._lock = threading.Lock()
+        self._started_lock = threading.Lock()
 
     def run_task(self, project: Any, model: str, start: Any, end: Any, area: Area) -> Any:
-        with self._lock:
+        with self._started_lock:
             self.started += 1
         assert self.gate.wait(60), "the test never opened the gate"
         return super().run_task(project, model, start, end, area)
