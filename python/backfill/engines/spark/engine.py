@@ -456,7 +456,7 @@ class SparkEngine(IcebergTables, SqlEngine):
     ) -> tuple[int, int, PartitionFingerprint]:
         """A direct full build: any schema, one atomic Iceberg commit."""
         old = self._rows_in(table) if self.exists(table) else 0
-        self._replace_with(table, df, self._partitioned_by(m, et_kind))
+        self._replace_with(table, df, self._partitioned_by(m, et_kind), m.event_time)
         self._checked.discard(table)
         self._table_types.pop(table, None)
         fp = self._fingerprint_where(self.small, table, list(types))
