@@ -78,7 +78,7 @@ from ..base import (
     model_location,
     project_model,
 )
-from .audit_facts import answer_up_front
+from .audit_facts import HeldRows, answer_up_front, hold_rows
 from .connection import Database
 from .dialect import Dialect, Rel
 from .partitions import Found, TablePartitions
@@ -176,6 +176,8 @@ class AuditScope:
     measures: tuple[str, ...]
     keys: tuple[tuple[str, ...], ...]
     answers: dict[tuple[object, ...], Any]
+    #: both versions' rows, when the engine read them up front (:func:`.audit_facts.hold_rows`)
+    held: HeldRows | None = None
 
 
 class SqlEngine(Engine):
@@ -192,6 +194,10 @@ class SqlEngine(Engine):
     #: whether an audit's questions about a model are answered up front in one query over
     #: every area (an engine whose every query has a high fixed cost: Spark); else one by one
     audit_in_one_query: bool = False
+    #: with ``audit_in_one_query``: the most rows (of both versions, as the engine's metadata
+    #: tells them: :meth:`_rows_at_most`) that an audit reads whole in one query instead of
+    #: aggregating them (an aggregate costs a shuffle: more than the rows, when they are few)
+    held_rows: int = 0
     #: (project, model) -> the published (schema, name) of a model; None: (schema, model)
     naming: Callable[[Project | None, str], Rel] | None = None
 
@@ -1110,6 +1116,10 @@ class SqlEngine(Engine):
         query when they have the same columns and the periods make one chunk
         (``stream_periods``) a side anyway: the rows tagged with their side, split apart on
         arrival. Else a stream each."""
+        held = self._held_pair(project, model, area, periods, utc_column)
+        if held is not None:
+            yield held
+            return
         m = project_model(project, model)
         one = (
             self.audit_in_one_query
@@ -1151,6 +1161,29 @@ class SqlEngine(Engine):
             return pa.RecordBatchReader.from_batches(part.schema, part.to_batches())
 
         yield reader(0), reader(1)
+
+    def _held_pair(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        periods: Sequence[Period],
+        utc_column: str | None,
+    ) -> tuple[Any, Any] | None:
+        """The pair :meth:`stream_pair` asks for, from the rows the open audit scope holds
+        (None: it holds none of these, or the streams need a column they lack)."""
+        scope = self.scope(model)
+        held = None if scope is None or utc_column else scope.held
+        if scope is None or held is None:
+            return None
+        index = {(s, e): i for i, (_, s, e) in enumerate(scope.parts)}
+        if any((s, e) not in index for s, e in periods):
+            return None
+        with self.connect() as cur:  # the catalog only: is the area the one held?
+            new = self._source(cur, project, model, area, True)
+        if new is None or new[0] != held.rels[1]:
+            return None
+        return held.pair([index[(s, e)] for s, e in periods])
 
     @contextlib.contextmanager
     def _arrow_chunks(self, select: str, wheres: Sequence[str]) -> Iterator[Any]:
@@ -1336,22 +1369,30 @@ class SqlEngine(Engine):
         parts: Sequence[Part],
         measures: Sequence[str],
         keys: Sequence[Sequence[str]],
+        *,
+        diff_area: Area | None = None,
     ) -> Iterator[None]:
         scope = AuditScope(model, tuple(parts), tuple(measures), tuple(tuple(k) for k in keys), {})
         self._scopes.scope = scope if parts else None
         try:
             if parts:
-                self._answer_up_front(project, scope, areas)
+                self._answer_up_front(project, scope, areas, diff_area)
             yield
         finally:
             self._scopes.scope = None
 
-    def _answer_up_front(self, project: Project, scope: AuditScope, areas: Sequence[Area]) -> None:
+    def _answer_up_front(
+        self, project: Project, scope: AuditScope, areas: Sequence[Area], diff_area: Area | None
+    ) -> None:
         """Answers the scope's questions before they are asked: with ``audit_in_one_query``,
-        one query for every question of every area (:mod:`.audit_facts`); else as they come."""
+        one query for every question of every area (:mod:`.audit_facts`); else as they come.
+        When the published version and ``diff_area`` hold at most ``held_rows`` rows, that
+        query reads their rows instead, which the diff's streams then take (:meth:`stream_pair`)."""
         if not self.audit_in_one_query:
             return
         with self.connect() as cur:
+            if diff_area is not None and self._hold(cur, project, scope, diff_area):
+                return
             sides = [self._source(cur, project, scope.model, a, False) for a in areas]
             answer_up_front(
                 self.dialect,
@@ -1360,6 +1401,35 @@ class SqlEngine(Engine):
                 scope,
                 [s for s in sides if s],
             )
+
+    def _hold(self, cur: Any, project: Project, scope: AuditScope, area: Area) -> bool:
+        """Both versions' rows of the scope read and held (:func:`.audit_facts.hold_rows`) when
+        they are few and of the same columns; False when not."""
+        et = project_model(project, scope.model).event_time
+        if self.held_rows <= 0 or not et:
+            return False
+        old = self._source(cur, project, scope.model, PUBLISHED, False)
+        new = self._source(cur, project, scope.model, area, True)
+        if old is None or new is None or not _same_types(old[1], new[1]):
+            return False
+        if not self._rows_at_most(cur, [old[0], new[0]], self.held_rows):
+            return False
+        import pyarrow as pa
+
+        def fetch(sql: str) -> Any:
+            with self._arrow(sql) as rows:
+                return pa.table(rows)
+
+        self._label(f"backfill: rows of {scope.model}, published and new")
+        held = hold_rows(self.dialect, fetch, et, scope, (old, new), self._select_list(old[1]))
+        if held:
+            log.debug("audit of %s: both versions' rows read in one query", scope.model)
+        return held
+
+    def _rows_at_most(self, cur: Any, rels: Sequence[str], limit: int) -> bool:
+        """Whether the relations ``rels`` hold at most ``limit`` rows in all, as the
+        warehouse's metadata tells without a query (False: not known)."""
+        return False
 
     # -- publishing ------------------------------------------------------------------------------
     def publish(self, project: Project, request: PublishRequest) -> PublishResult:
