@@ -30,10 +30,11 @@ def test_spark_bench_quick_on_the_sessions_shop(built_spark_shop: Path, tmp_path
         "the plain Spark job wrote other fct_daily_sales rows than the backfill"
     )
     assert result.audit_passed
-    # Three models, one job each: both versions' rows of the audited partitions (few: the
-    # tables hold fewer than the engine's held_rows), from which the fingerprints, the totals
-    # and the diff's rows of the differing partitions all come.
-    assert result.jobs_audit <= 3, result
+    # Three models, two jobs each: the published rows of the audited partitions (few: the
+    # tables hold fewer than the engine's held_rows), from which its fingerprints and totals
+    # and the diff's published rows come (the new version's fingerprints are the run's tasks'),
+    # and the new rows of the differing partitions.
+    assert result.jobs_audit <= 3 * 2, result
     assert result.t_backfill > 0 and result.t_plain > 0 and result.t_audit > 0
 
     # What an audit scope answers is what the single questions answer (the model with the most
@@ -82,6 +83,19 @@ def test_spark_bench_quick_on_the_sessions_shop(built_spark_shop: Path, tmp_path
     assert held == single, model
     assert from_held == queried
     assert bench._last_job(spark) - before <= 1, "the held rows cost more than one job"
+    # The area's fingerprints from the run (the audit asks about the published version only):
+    # its rows held, the area's rows of the pair's periods in one more query.
+    before = bench._last_job(spark)
+    with engine.audit_scope(project, model, [PUBLISHED], parts, sums, keys, diff_area=bf.area):
+        published = [
+            engine.fingerprints(project, model, PUBLISHED, parts),
+            engine.measure_sums(project, model, PUBLISHED, sums, periods),
+        ]
+        with engine.stream_pair(project, model, bf.area, some) as (old, new):
+            half_held = [_sorted(old.read_all()), _sorted(new.read_all())]
+    assert published == [single[0], single[2]], model
+    assert half_held == queried
+    assert bench._last_job(spark) - before <= 2, "more than the held rows and the area's query"
     # Tables larger than held_rows: the scope aggregates instead, with the same answers.
     engine.held_rows = 1  # type: ignore[attr-defined]
     with engine.audit_scope(

@@ -160,30 +160,31 @@ def answer_up_front(
 
 @dataclass
 class HeldRows:
-    """Both versions' rows of an audit scope's partitions, read in one query and held by the
-    driver (:func:`hold_rows`): the streamed columns of each row, its side (0: published, 1:
-    the audit area), the index of its partition in the scope's parts and its row hash."""
+    """The rows of an audit scope's partitions in the versions (``rels``: the published one
+    first, the audit area's when the audit asks about it) read in one query and held by the
+    driver (:func:`hold_rows`): each row's side (its index in ``rels``), the index of its
+    partition in the scope's parts, its row hash, then the streamed columns (``select``, of
+    the published version's ``columns``)."""
 
-    rels: tuple[str, str]
+    rels: tuple[str, ...]
     table: Any  # pyarrow.Table: __side, __part, __h, then the streamed columns
+    columns: list[Column]
+    select: str
 
-    def pair(self, indices: Sequence[int]) -> tuple[Any, Any]:
-        """The published and the new rows of the parts at ``indices``, as two Arrow streams
-        (the streamed columns only)."""
+    def rows(self, rel: str, indices: Sequence[int]) -> Any:
+        """The held rows of ``rel`` in the parts at ``indices``, as an Arrow stream of the
+        streamed columns; None when ``rel`` is not held."""
         import pyarrow as pa  # type: ignore[import-untyped]
         import pyarrow.compute as pc  # type: ignore[import-untyped]
 
+        if rel not in self.rels:
+            return None
         t = self.table
-        rows = t.filter(
-            pc.is_in(t.column("__part"), pa.array(list(indices), t.schema.field("__part").type))
-        )
-        out = []
-        for side in (0, 1):
-            part = rows.filter(pc.equal(rows.column("__side"), side)).drop_columns(
-                ["__side", "__part", "__h"]
-            )
-            out.append(pa.RecordBatchReader.from_batches(part.schema, part.to_batches()))
-        return out[0], out[1]
+        wanted = pa.array(list(indices), t.schema.field("__part").type)
+        side = pc.equal(t.column("__side"), self.rels.index(rel))
+        part = t.filter(pc.and_(side, pc.is_in(t.column("__part"), wanted)))
+        part = part.drop_columns(["__side", "__part", "__h"])
+        return pa.RecordBatchReader.from_batches(part.schema, part.to_batches())
 
 
 def held_select(
@@ -305,16 +306,18 @@ def hold_rows(
     fetch: Callable[[str], Any],
     event_time: str,
     scope: AuditScope,
-    sides: tuple[tuple[str, list[Column]], tuple[str, list[Column]]],
+    sides: Sequence[tuple[str, list[Column]]],
     select: str,
 ) -> bool:
-    """Reads the published and new rows (``sides``, of the same columns) of the scope's parts in
-    ONE query (``fetch``: SQL -> Arrow table), answers the scope's questions of both from them
-    (:func:`held_facts`) and keeps them in ``scope.held`` for the diff's streams
-    (:meth:`HeldRows.pair`). For partitions so small that every query's fixed cost dwarfs
-    their rows (a Spark job each: the fingerprint aggregate alone costs a shuffle), this one
-    query is the audit's only one. False when the rows' event times cannot be placed in the
-    parts on the driver (a type without exact bounds here, overlapping parts)."""
+    """Reads the rows of the scope's parts in ``sides`` (the versions the audit asks about, of
+    the same columns: the published one, and the audit area's unless the run's fingerprints
+    stand for it) in ONE query (``fetch``: SQL -> Arrow table) without aggregating them,
+    answers the scope's questions from them (:func:`held_facts`) and keeps them in
+    ``scope.held`` for the diff's streams (:meth:`HeldRows.rows`). For partitions so small
+    that a query's fixed cost dwarfs their rows (a Spark job each: the fingerprint aggregate
+    costs a shuffle besides), this is the query of the audit's questions. False when the
+    rows' event times cannot be placed in the parts on the driver (a type without exact bounds
+    here, overlapping parts)."""
     cols = sides[0][1]
     kind = dialect.kind_of({c.name: c.type for c in cols}.get(event_time, ""))
     if kind not in (ColumnKind.DATE, ColumnKind.TIMESTAMP, ColumnKind.TIMESTAMP_TZ):
@@ -340,5 +343,5 @@ def hold_rows(
             scope.answers[("sum", rel, asked, c)] = (total,)
         for k, unique in got.unique.items():
             scope.answers[("unique", rel, asked, k)] = unique
-    scope.held = HeldRows((sides[0][0], sides[1][0]), table)
+    scope.held = HeldRows(tuple(rel for rel, _ in sides), table, cols, select)
     return True

@@ -1170,8 +1170,10 @@ class SqlEngine(Engine):
         periods: Sequence[Period],
         utc_column: str | None,
     ) -> tuple[Any, Any] | None:
-        """The pair :meth:`stream_pair` asks for, from the rows the open audit scope holds
-        (None: it holds none of these, or the streams need a column they lack)."""
+        """The pair :meth:`stream_pair` asks for with the published rows the open audit scope
+        holds, and the area's from the scope too or else in one query of these periods (the
+        audit groups the periods it asks for by rows); None when the scope holds none of
+        these or the streams need a column the held rows lack."""
         scope = self.scope(model)
         held = None if scope is None or utc_column else scope.held
         if scope is None or held is None:
@@ -1179,11 +1181,25 @@ class SqlEngine(Engine):
         index = {(s, e): i for i, (_, s, e) in enumerate(scope.parts)}
         if any((s, e) not in index for s, e in periods):
             return None
-        with self.connect() as cur:  # the catalog only: is the area the one held?
+        at = [index[(s, e)] for s, e in periods]
+        with self.connect() as cur:  # the catalog only
+            old = self._source(cur, project, model, PUBLISHED, False)
             new = self._source(cur, project, model, area, True)
-        if new is None or new[0] != held.rels[1]:
+        if old is None or new is None or not _same_types(held.columns, new[1]):
             return None
-        return held.pair([index[(s, e)] for s, e in periods])
+        old_rows = held.rows(old[0], at)
+        if old_rows is None:
+            return None
+        new_rows = held.rows(new[0], at)
+        if new_rows is None:
+            import pyarrow as pa
+
+            self._label(f"backfill: rows of {model}, new")
+            where = self._where_periods(project, model, periods, held.columns)
+            with self._arrow(f"SELECT {held.select} FROM {new[0]} t WHERE {where}") as rows:
+                table = pa.table(rows).cast(old_rows.schema)
+            new_rows = pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+        return old_rows, new_rows
 
     @contextlib.contextmanager
     def _arrow_chunks(self, select: str, wheres: Sequence[str]) -> Iterator[Any]:
@@ -1386,12 +1402,12 @@ class SqlEngine(Engine):
     ) -> None:
         """Answers the scope's questions before they are asked: with ``audit_in_one_query``,
         one query for every question of every area (:mod:`.audit_facts`); else as they come.
-        When the published version and ``diff_area`` hold at most ``held_rows`` rows, that
-        query reads their rows instead, which the diff's streams then take (:meth:`stream_pair`)."""
+        When the areas hold at most ``held_rows`` rows, that query reads their rows instead,
+        which the diff's streams of ``diff_area`` then take (:meth:`stream_pair`)."""
         if not self.audit_in_one_query:
             return
         with self.connect() as cur:
-            if diff_area is not None and self._hold(cur, project, scope, diff_area):
+            if diff_area is not None and self._hold(cur, project, scope, areas):
                 return
             sides = [self._source(cur, project, scope.model, a, False) for a in areas]
             answer_up_front(
@@ -1402,17 +1418,17 @@ class SqlEngine(Engine):
                 [s for s in sides if s],
             )
 
-    def _hold(self, cur: Any, project: Project, scope: AuditScope, area: Area) -> bool:
-        """Both versions' rows of the scope read and held (:func:`.audit_facts.hold_rows`) when
-        they are few and of the same columns; False when not."""
+    def _hold(self, cur: Any, project: Project, scope: AuditScope, areas: Sequence[Area]) -> bool:
+        """The rows of the scope in ``areas`` read and held (:func:`.audit_facts.hold_rows`)
+        when they are few and of the same columns; False when not."""
         et = project_model(project, scope.model).event_time
-        if self.held_rows <= 0 or not et:
+        if self.held_rows <= 0 or not et or not areas or areas[0] != PUBLISHED:
             return False
-        old = self._source(cur, project, scope.model, PUBLISHED, False)
-        new = self._source(cur, project, scope.model, area, True)
-        if old is None or new is None or not _same_types(old[1], new[1]):
+        found = [self._source(cur, project, scope.model, a, False) for a in areas]
+        sides = [s for s in found if s is not None]
+        if len(sides) != len(areas) or any(not _same_types(sides[0][1], s[1]) for s in sides):
             return False
-        if not self._rows_at_most(cur, [old[0], new[0]], self.held_rows):
+        if not self._rows_at_most(cur, [rel for rel, _ in sides], self.held_rows):
             return False
         import pyarrow as pa
 
@@ -1420,10 +1436,10 @@ class SqlEngine(Engine):
             with self._arrow(sql) as rows:
                 return pa.table(rows)
 
-        self._label(f"backfill: rows of {scope.model}, published and new")
-        held = hold_rows(self.dialect, fetch, et, scope, (old, new), self._select_list(old[1]))
+        self._label(f"backfill: rows of {scope.model}")
+        held = hold_rows(self.dialect, fetch, et, scope, sides, self._select_list(sides[0][1]))
         if held:
-            log.debug("audit of %s: both versions' rows read in one query", scope.model)
+            log.debug("audit of %s: rows read whole in one query", scope.model)
         return held
 
     def _rows_at_most(self, cur: Any, rels: Sequence[str], limit: int) -> bool:
