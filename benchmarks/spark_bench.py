@@ -70,6 +70,7 @@ class Result:
     jobs_run: int = 0
     jobs_audit_first: int = 0
     jobs_publish: int = 0
+    retries: int = 0  # attempts of the run's tasks beyond the first (commit conflicts)
 
     @property
     def backfill_ratio(self) -> float:
@@ -85,8 +86,9 @@ class Result:
             f"spark bench ({label}): {self.days} days, audit passed={self.audit_passed}, "
             f"plain job wrote the backfill's fct_daily_sales rows: {self.same_rows}",
             f"  backfill {self.t_backfill:.1f} s ({self.jobs_backfill} Spark jobs: run "
-            f"{self.t_run:.1f} s ({self.jobs_run}) + audit {self.t_audit_first:.1f} s "
-            f"({self.jobs_audit_first}) + publish {self.t_publish:.1f} s ({self.jobs_publish})) "
+            f"{self.t_run:.1f} s ({self.jobs_run}, {self.retries} task retries) + audit "
+            f"{self.t_audit_first:.1f} s ({self.jobs_audit_first}) + publish "
+            f"{self.t_publish:.1f} s ({self.jobs_publish})) "
             f"vs plain Spark jobs {self.t_plain:.1f} s ({self.jobs_plain}): {r1:.2f}x "
             f"(target <= 1.5x: {'met' if r1 <= 1.5 else 'NOT met'})",
             f"  audit {self.t_audit:.2f} s ({self.jobs_audit} Spark jobs) vs FULL OUTER JOIN "
@@ -183,6 +185,7 @@ def measure(
     )
     assert bf.run(concurrency=2, backoff=0.0).ok
     t_backfill, jobs_backfill = time.perf_counter() - began, _last_job(spark) - j0
+    retries = sum(t.attempts - 1 for t in bf.ledger.tasks(bf.id))
 
     from pyspark.sql import functions as F
 
@@ -278,6 +281,7 @@ def measure(
         jobs_backfill,
         audit_jobs[0],
         jobs_publish,
+        retries,
     ), bf
 
 
