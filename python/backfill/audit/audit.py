@@ -106,7 +106,12 @@ def audit_model(
     # the partitions that differ (see _area_totals).
     derive = from_run and has_old and m.strategy != "merge" and periods is not None
     scope_areas = [PUBLISHED] if derive else [PUBLISHED, area] if has_old else [area]
-    with engine.audit_scope(project, model, scope_areas, parts, likely, []):
+    # The scope stays open for the diff: an engine that read both versions' rows up front (few
+    # rows, every query a job: Spark) serves the diff's streams from them.
+    scope = engine.audit_scope(
+        project, model, scope_areas, parts, likely, [], diff_area=area if has_old else None
+    )
+    with scope:
         old_fp = engine.fingerprints(project, model, PUBLISHED, parts)
         area_fp = (
             dict(run_fps)
@@ -142,37 +147,39 @@ def audit_model(
             engine, project, model, sums_of, measures, periods, new_cols, old_cols
         )
         clock.lap("measure sums")
-    diff_result: DiffResult | None = None
-    if differing:
-        differ = _DifferingDiff(
-            engine,
-            project,
-            model,
-            area,
-            parts,
-            differing,
-            new_cols,
-            has_old,
-            clock,
-            _rows(old_fp, new_fp),
-        )
-        diff_result = differ.run(key, measures)
-        su = diff_result.summary
-        if guess and (su.duplicate_keys or su.null_keys_old or su.null_keys_new):
-            key, key_source = choose_key(engine, project, model, versions, new_cols, diff_periods)
-            clock.lap("key")
-            if key != [guess]:
-                measures = [
-                    c for c in measures_of(new_cols, key, m) if c in old_names or not has_old
-                ]
-                kinds, totals = _totals(
-                    engine, project, model, sums_of, measures, periods, new_cols, old_cols
+        diff_result: DiffResult | None = None
+        if differing:
+            differ = _DifferingDiff(
+                engine,
+                project,
+                model,
+                area,
+                parts,
+                differing,
+                new_cols,
+                has_old,
+                clock,
+                _rows(old_fp, new_fp),
+            )
+            diff_result = differ.run(key, measures)
+            su = diff_result.summary
+            if guess and (su.duplicate_keys or su.null_keys_old or su.null_keys_new):
+                key, key_source = choose_key(
+                    engine, project, model, versions, new_cols, diff_periods
                 )
-                clock.lap("measure sums")
-                diff_result = differ.run(key, measures)
-    if derive:
-        totals = _area_totals(engine, project, model, area, periods, kinds, totals, diff_result)
-        clock.lap("measure sums")
+                clock.lap("key")
+                if key != [guess]:
+                    measures = [
+                        c for c in measures_of(new_cols, key, m) if c in old_names or not has_old
+                    ]
+                    kinds, totals = _totals(
+                        engine, project, model, sums_of, measures, periods, new_cols, old_cols
+                    )
+                    clock.lap("measure sums")
+                    diff_result = differ.run(key, measures)
+        if derive:
+            totals = _area_totals(engine, project, model, area, periods, kinds, totals, diff_result)
+            clock.lap("measure sums")
     results = _partitions(labels, bool(parts), old_fp, new_fp, diff_result, kinds)
     return ModelAudit(
         model=model,

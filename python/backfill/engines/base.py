@@ -450,13 +450,19 @@ class Engine(ABC):
         parts: Sequence[Part],
         measures: Sequence[str],
         keys: Sequence[Sequence[str]],
+        *,
+        diff_area: Area | None = None,
     ) -> contextlib.AbstractContextManager[None]:
         """Announces the questions an audit of ``model`` is about to ask in each of ``areas``:
         :meth:`fingerprints` over ``parts``, :meth:`measure_sums` of (some of) ``measures``
         and :meth:`is_unique` of each of ``keys`` over the parts' periods. An engine where every
         question costs a job may answer them all in one pass when the block starts and serve
         exactly those questions from the answers until it ends (answers must equal what the
-        methods return). Default: nothing batched, every question goes to the tables."""
+        methods return). ``diff_area``: the area whose rows the block will diff against the
+        published ones (:meth:`stream_pair` over some of the parts): an engine may read both
+        versions' rows of the parts in that one pass when they are few, answer the questions
+        of both from them, and serve the pairs from them. Default: nothing batched, every
+        question goes to the tables."""
         return contextlib.nullcontext()
 
     @abstractmethod

@@ -128,9 +128,11 @@ def test_an_empty_result_empties_its_period_and_rows_outside_fail(tmp_path: Path
 
 
 def test_load_table_streams_a_table_larger_than_the_driver_heap(tmp_path: Path) -> None:
-    """1.3 GB of Arrow rows (the session's driver heap is 1 GB, spark_support) stream from
-    DuckDB into an Iceberg table a chunk at a time: all rows arrive, once, and the table is
-    replaced in one commit (readers of the old table see it whole until then)."""
+    """1.3 GB of Arrow rows (the session's driver heap is 1 GB, spark_support) over 400 day
+    partitions stream from DuckDB into an Iceberg table a chunk at a time: all rows arrive,
+    once, and the table is replaced in one commit (readers of the old table see it whole until
+    then). Hundreds of partitions: Iceberg's default writer for a CREATE ... AS SELECT keeps a
+    file open per partition, which ran the heap out at 334 days of the shop's raw orders."""
     import duckdb
 
     p = _project(tmp_path / "p", {"events_clean": EVENTS})
@@ -145,7 +147,9 @@ def test_load_table_streams_a_table_larger_than_the_driver_heap(tmp_path: Path) 
     try:
         stream = pa.RecordBatchReader.from_stream(
             con.sql(
-                f"SELECT i AS v, TIMESTAMP '2026-08-01' + to_seconds(i % 86400) AS ts, "
+                # consecutive rows in different days: the input is not clustered by day
+                "SELECT i AS v, TIMESTAMP '2026-01-01' + to_days(CAST(i % 400 AS INTEGER)) "
+                "+ to_seconds(i % 86400) AS ts, "
                 f"repeat(chr(97 + CAST(i % 26 AS INTEGER)), 64) AS payload FROM range({rows}) t(i)"
             )
         )
@@ -157,6 +161,8 @@ def test_load_table_streams_a_table_larger_than_the_driver_heap(tmp_path: Path) 
         f"SELECT count(*), count(DISTINCT v), sum(v), min(length(payload)) FROM {table}"
     ).collect()[0]
     assert tuple(got) == (rows, rows, rows * (rows - 1) // 2, 64)
+    days = engine.spark.sql(f"SELECT count(*) FROM {table}.partitions").collect()[0][0]
+    assert days == 400
     # one commit replaced it: readers saw the old table until the new one, whole
     assert engine.spark.sql(history).collect()[0][0] == commits + 1
     with pytest.raises(ValueError, match="chunk_bytes 0"):

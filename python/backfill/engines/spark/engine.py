@@ -105,7 +105,10 @@ class SparkEngine(IcebergTables, SqlEngine):
     (``{type: rest, uri: ...}``). Published models live in namespace ``schema``. ``conf`` is
     Spark configuration for the session (when this engine starts it). ``jars``: the Iceberg
     runtime jar (or its folder), default ``build/jars`` of the repository. ``stream_periods``:
-    partitions per Arrow chunk the audit's diff pulls to the driver."""
+    partitions per Arrow chunk the audit's diff pulls to the driver. ``held_rows``: the most
+    rows (both versions' tables, by their snapshots' record counts) an audit reads whole in one
+    query per model instead of a fingerprint aggregate (a shuffle: more than the rows cost,
+    when they are few) and streams of the differing partitions."""
 
     name = "spark"
     capabilities = Capabilities(atomic_publish=False, landing=True, interrupt=True)
@@ -121,6 +124,7 @@ class SparkEngine(IcebergTables, SqlEngine):
         jars: str | None = None,
         pool: str = "backfill",
         stream_periods: int = 8,
+        held_rows: int = 200_000,
     ) -> None:
         super().__init__()
         if isinstance(catalog, Mapping):
@@ -133,6 +137,9 @@ class SparkEngine(IcebergTables, SqlEngine):
         self.conf = dict(conf or {})
         self.pool = pool
         self.stream_periods = max(1, int(stream_periods))
+        self.held_rows = max(0, int(held_rows))
+        # relation -> (table, branch) of the relations _source handed out (see _rows_at_most)
+        self._rel_refs: dict[str, tuple[str, str]] = {}
         # Checked now, before any task is claimed: PySpark, the jar, and a reachable master.
         with extra_required("the Spark engine", "spark"):
             import pyspark  # noqa: F401
@@ -469,7 +476,7 @@ class SparkEngine(IcebergTables, SqlEngine):
     ) -> tuple[int, int, PartitionFingerprint]:
         """A direct full build: any schema, one atomic Iceberg commit."""
         old = self._rows_in(table) if self.exists(table) else 0
-        self._replace_with(table, df, self._partitioned_by(m, et_kind))
+        self._replace_with(table, df, self._partitioned_by(m, et_kind), m.event_time)
         self._checked.discard(table)
         self._table_types.pop(table, None)
         fp = self._fingerprint_where(self.small, table, list(types))
@@ -522,11 +529,10 @@ class SparkEngine(IcebergTables, SqlEngine):
         m = project_model(project, model)
         table = self.table(model)
         if area.direct:
-            return (
-                (table, self._columns(cur, self.published(project, model)) or [])
-                if self.exists(table)
-                else None
-            )
+            if not self.exists(table):
+                return None
+            self._rel_refs[table] = (table, "main")
+            return table, self._columns(cur, self.published(project, model)) or []
         branch = self.branch(str(area.backfill_id))
         if not self.has_branch(table, branch):
             return None
@@ -537,7 +543,28 @@ class SparkEngine(IcebergTables, SqlEngine):
             kind = next((c.kind for c in cols if c.name == m.event_time), None)
             where = self.dialect.in_periods(m.event_time, periods, kind)
             rel = f"(SELECT * FROM {rel} WHERE {where})"
+        self._rel_refs[rel] = (table, branch)
         return rel, cols
+
+    def _rows_at_most(self, cur: Any, rels: Sequence[str], limit: int) -> bool:
+        """From the snapshots' summaries (Iceberg's metadata: no Spark job): the rows of the
+        whole table at the head of each relation's branch, an upper bound of its rows."""
+        total = 0
+        for rel in rels:
+            found = self._rel_refs.get(rel)
+            if found is None:
+                return False
+            t = self.iceberg_table(found[0])
+            ref = t.refs().get(found[1])
+            if ref is None:
+                return False
+            records = t.snapshot(ref.snapshotId()).summary().get("total-records")
+            if records is None:
+                return False
+            total += int(records)
+            if total > limit:
+                return False
+        return True
 
     def _label(self, what: str) -> None:
         self._job(what)

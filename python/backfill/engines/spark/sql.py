@@ -4,7 +4,7 @@ partition transforms, and query results through Arrow."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from ...errors import InvalidInputError
@@ -33,8 +33,10 @@ _TABLE_PROPS = {
 }
 
 
-def table_properties() -> str:
-    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in _TABLE_PROPS.items()) + ")"
+def table_properties(extra: Mapping[str, str] | None = None) -> str:
+    """The TBLPROPERTIES clause of the engine's tables (with ``extra`` properties)."""
+    props = {**_TABLE_PROPS, **(extra or {})}
+    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in props.items()) + ")"
 
 
 class SparkDialect(Dialect):

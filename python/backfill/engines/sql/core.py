@@ -78,7 +78,7 @@ from ..base import (
     model_location,
     project_model,
 )
-from .audit_facts import answer_up_front
+from .audit_facts import HeldRows, answer_up_front, hold_rows
 from .connection import Database
 from .dialect import Dialect, Rel
 from .partitions import Found, TablePartitions
@@ -176,6 +176,8 @@ class AuditScope:
     measures: tuple[str, ...]
     keys: tuple[tuple[str, ...], ...]
     answers: dict[tuple[object, ...], Any]
+    #: both versions' rows, when the engine read them up front (:func:`.audit_facts.hold_rows`)
+    held: HeldRows | None = None
 
 
 class SqlEngine(Engine):
@@ -192,6 +194,10 @@ class SqlEngine(Engine):
     #: whether an audit's questions about a model are answered up front in one query over
     #: every area (an engine whose every query has a high fixed cost: Spark); else one by one
     audit_in_one_query: bool = False
+    #: with ``audit_in_one_query``: the most rows (of both versions, as the engine's metadata
+    #: tells them: :meth:`_rows_at_most`) that an audit reads whole in one query instead of
+    #: aggregating them (an aggregate costs a shuffle: more than the rows, when they are few)
+    held_rows: int = 0
     #: (project, model) -> the published (schema, name) of a model; None: (schema, model)
     naming: Callable[[Project | None, str], Rel] | None = None
 
@@ -1130,6 +1136,10 @@ class SqlEngine(Engine):
         query when they have the same columns and the periods make one chunk
         (``stream_periods``) a side anyway: the rows tagged with their side, split apart on
         arrival. Else a stream each."""
+        held = self._held_pair(project, model, area, periods, utc_column)
+        if held is not None:
+            yield held
+            return
         m = project_model(project, model)
         one = (
             self.audit_in_one_query
@@ -1171,6 +1181,45 @@ class SqlEngine(Engine):
             return pa.RecordBatchReader.from_batches(part.schema, part.to_batches())
 
         yield reader(0), reader(1)
+
+    def _held_pair(
+        self,
+        project: Project,
+        model: str,
+        area: Area,
+        periods: Sequence[Period],
+        utc_column: str | None,
+    ) -> tuple[Any, Any] | None:
+        """The pair :meth:`stream_pair` asks for with the published rows the open audit scope
+        holds, and the area's from the scope too or else in one query of these periods (the
+        audit groups the periods it asks for by rows); None when the scope holds none of
+        these or the streams need a column the held rows lack."""
+        scope = self.scope(model)
+        held = None if scope is None or utc_column else scope.held
+        if scope is None or held is None:
+            return None
+        index = {(s, e): i for i, (_, s, e) in enumerate(scope.parts)}
+        if any((s, e) not in index for s, e in periods):
+            return None
+        at = [index[(s, e)] for s, e in periods]
+        with self.connect() as cur:  # the catalog only
+            old = self._source(cur, project, model, PUBLISHED, False)
+            new = self._source(cur, project, model, area, True)
+        if old is None or new is None or not _same_types(held.columns, new[1]):
+            return None
+        old_rows = held.rows(old[0], at)
+        if old_rows is None:
+            return None
+        new_rows = held.rows(new[0], at)
+        if new_rows is None:
+            import pyarrow as pa
+
+            self._label(f"backfill: rows of {model}, new")
+            where = self._where_periods(project, model, periods, held.columns)
+            with self._arrow(f"SELECT {held.select} FROM {new[0]} t WHERE {where}") as rows:
+                table = pa.table(rows).cast(old_rows.schema)
+            new_rows = pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+        return old_rows, new_rows
 
     @contextlib.contextmanager
     def _arrow_chunks(self, select: str, wheres: Sequence[str]) -> Iterator[Any]:
@@ -1363,22 +1412,30 @@ class SqlEngine(Engine):
         parts: Sequence[Part],
         measures: Sequence[str],
         keys: Sequence[Sequence[str]],
+        *,
+        diff_area: Area | None = None,
     ) -> Iterator[None]:
         scope = AuditScope(model, tuple(parts), tuple(measures), tuple(tuple(k) for k in keys), {})
         self._scopes.scope = scope if parts else None
         try:
             if parts:
-                self._answer_up_front(project, scope, areas)
+                self._answer_up_front(project, scope, areas, diff_area)
             yield
         finally:
             self._scopes.scope = None
 
-    def _answer_up_front(self, project: Project, scope: AuditScope, areas: Sequence[Area]) -> None:
+    def _answer_up_front(
+        self, project: Project, scope: AuditScope, areas: Sequence[Area], diff_area: Area | None
+    ) -> None:
         """Answers the scope's questions before they are asked: with ``audit_in_one_query``,
-        one query for every question of every area (:mod:`.audit_facts`); else as they come."""
+        one query for every question of every area (:mod:`.audit_facts`); else as they come.
+        When the areas hold at most ``held_rows`` rows, that query reads their rows instead,
+        which the diff's streams of ``diff_area`` then take (:meth:`stream_pair`)."""
         if not self.audit_in_one_query:
             return
         with self.connect() as cur:
+            if diff_area is not None and self._hold(cur, project, scope, areas):
+                return
             sides = [self._source(cur, project, scope.model, a, False) for a in areas]
             answer_up_front(
                 self.dialect,
@@ -1387,6 +1444,35 @@ class SqlEngine(Engine):
                 scope,
                 [s for s in sides if s],
             )
+
+    def _hold(self, cur: Any, project: Project, scope: AuditScope, areas: Sequence[Area]) -> bool:
+        """The rows of the scope in ``areas`` read and held (:func:`.audit_facts.hold_rows`)
+        when they are few and of the same columns; False when not."""
+        et = project_model(project, scope.model).event_time
+        if self.held_rows <= 0 or not et or not areas or areas[0] != PUBLISHED:
+            return False
+        found = [self._source(cur, project, scope.model, a, False) for a in areas]
+        sides = [s for s in found if s is not None]
+        if len(sides) != len(areas) or any(not _same_types(sides[0][1], s[1]) for s in sides):
+            return False
+        if not self._rows_at_most(cur, [rel for rel, _ in sides], self.held_rows):
+            return False
+        import pyarrow as pa
+
+        def fetch(sql: str) -> Any:
+            with self._arrow(sql) as rows:
+                return pa.table(rows)
+
+        self._label(f"backfill: rows of {scope.model}")
+        held = hold_rows(self.dialect, fetch, et, scope, sides, self._select_list(sides[0][1]))
+        if held:
+            log.debug("audit of %s: rows read whole in one query", scope.model)
+        return held
+
+    def _rows_at_most(self, cur: Any, rels: Sequence[str], limit: int) -> bool:
+        """Whether the relations ``rels`` hold at most ``limit`` rows in all, as the
+        warehouse's metadata tells without a query (False: not known)."""
+        return False
 
     # -- publishing ------------------------------------------------------------------------------
     def publish(self, project: Project, request: PublishRequest) -> PublishResult:
