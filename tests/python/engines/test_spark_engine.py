@@ -262,10 +262,13 @@ def test_a_stop_cancels_running_spark_jobs_and_a_resume_completes_the_tasks(
     # transient failure that commits nothing, not the model's error.
     _knob(engine, 60_000)
     day = (_day(1), _day(2))  # its rows sleep again
+    # jobs of the suite's other tests in the shared SparkContext are not this task's: wait for
+    # one that started after it
+    before = set(tracker.getActiveJobsIds())
     with ThreadPoolExecutor(1) as pool:
         task = pool.submit(engine.run_task, p, "events_slow", *day, PUBLISHED)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not tracker.getActiveJobsIds():
+        while time.monotonic() < deadline and not set(tracker.getActiveJobsIds()) - before:
             time.sleep(0.05)
         engine.spark.sparkContext.cancelAllJobs()
         outside = "interrupted: its Spark job was cancelled outside backfill"

@@ -189,18 +189,27 @@ def test_a_fresh_project_has_no_cost_data_and_one_run_later_the_estimate_is_with
     # Wall times of a ~0.3 s run on a machine shared with the rest of the suite swing by more
     # than 2x from run to run (once 2.09x above its estimate, once 2.3x below it, under a load
     # of 20 on 2 cores), while the estimate's costs are medians. So the claim checked is that a
-    # run of the plan lands within 2x of each estimate, with up to three runs to find one that
-    # the machine did not disturb: every estimate must fit one of them.
-    estimates = (same.schedule.makespan, again.schedule.makespan)
-    runs = [measured]
+    # run of each plan lands within 2x of its estimate, with up to three runs to find one that
+    # the machine did not disturb. Each estimate is checked against runs of its own plan: the
+    # automatic batching of `again` may make other tasks than the first run's (fewer fixed
+    # costs), which the first run's time does not measure.
+    checks = {
+        "same tasks": (same.schedule.makespan, plan, [measured]),
+        "auto": (
+            again.schedule.makespan,
+            again,
+            [],
+        ),
+    }
 
-    def fits(estimate: float) -> bool:
+    def fits(estimate: float, runs: list[float]) -> bool:
         return any(m / 2 <= estimate <= m * 2 for m in runs)
 
-    while not all(fits(e) for e in estimates) and len(runs) < 3:
-        runs.append(timed_run(project, plan, 2, allow_overlap=f"timed again {len(runs)}")[1])
-    print(f"runs {', '.join(f'{m:.3f}' for m in runs)} s; estimates {estimates}")
-    assert all(fits(e) for e in estimates), (runs, estimates)
+    for name, (estimate, timed, runs) in checks.items():
+        while not fits(estimate, runs) and len(runs) < 3:
+            runs.append(timed_run(project, timed, 2, allow_overlap=f"{name} {len(runs)}")[1])
+        print(f"{name}: runs {', '.join(f'{m:.3f}' for m in runs)} s; estimate {estimate:.3f} s")
+    assert all(fits(e, runs) for e, _, runs in checks.values()), checks
     assert "est." in str(again) and "no cost data" not in again.describe()
 
 
