@@ -483,15 +483,6 @@ class Engine(ABC):
         engine's UTC period filters read them). Raises NotFoundError when the model has no
         relation in ``area``; ``periods=[]`` gives the relation's columns and no rows."""
 
-    def table_location(self, project: Project, model: str, area: Area) -> str:
-        """The location of ``model``'s relation in ``area`` as :func:`backfill.diff_tables`
-        opens it (``duckdb:///file#schema.table``, ``postgresql://...#schema.table``: with the
-        credentials the engine connects with; mask it before showing it)."""
-        raise InvalidInputError(
-            f"the {self.name} engine cannot name its tables as locations, so it cannot be "
-            "compared with a table elsewhere (backfill.diff_tables); export the table instead"
-        )
-
     def area_table(self, project: Project, model: str, area: Area) -> TableSource:
         """``model``'s relation in ``area`` read in one snapshot, for ``backfill.diff_tables``
         (``backfill audit --against``). Call it with the engine closed (a DuckDB file takes one

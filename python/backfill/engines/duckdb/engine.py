@@ -113,9 +113,6 @@ class DuckDBEngine(SqlEngine):
         """The engine ``engine: {type: duckdb, ...}`` of backfill.yml names."""
         return cls(settings.path, schema=settings.schema, **dict(settings.options))
 
-    def _database_location(self) -> str:
-        return f"duckdb://{self.path.resolve()}"
-
     def __repr__(self) -> str:
         return f"DuckDBEngine({str(self.path)!r}, schema={self.schema!r})"
 

@@ -120,9 +120,6 @@ class PostgresEngine(SqlEngine):
             raise InvalidInputError("engine type postgres needs url: postgresql://...")
         return cls(url, schema=settings.schema, **options)
 
-    def _database_location(self) -> str:
-        return self.db.url
-
     def __repr__(self) -> str:
         return f"PostgresEngine({mask_url(self.db.url)!r}, schema={self.schema!r})"
 

@@ -412,18 +412,6 @@ class SqlEngine(Engine):
             return self.published(project, model)
         return (audit_schema(str(area.backfill_id)), model)
 
-    def table_location(self, project: Project, model: str, area: Area) -> str:
-        schema, name = self.location(project, model, area)
-        return f"{self._database_location()}#{schema}.{name}"
-
-    def _database_location(self) -> str:
-        """The database part of :meth:`table_location` (``duckdb:///file``, the Postgres URL);
-        an engine without one has no locations."""
-        raise InvalidInputError(
-            f"the {self.name} engine cannot name its tables as locations, so it cannot be "
-            "compared with a table elsewhere (backfill.diff_tables); export the table instead"
-        )
-
     def relation(self, model: str, area: Area, project: Project | None = None) -> str:
         """The quoted relation ``model`` is written to in ``area``."""
         return self.dialect.qualified(self.location(project, model, area))
@@ -734,13 +722,7 @@ class SqlEngine(Engine):
         if fused is not None:  # written and fingerprinted in one statement
             got = self._rows(cur, fused)
             written = sum(int(str(n)) for _, n, _ in got)
-            found = {
-                int(str(i)): PartitionFingerprint.of(int(str(n)), int(str(h)))
-                for i, n, h in got
-                if i is not None
-            }
-            empty = PartitionFingerprint.empty()
-            by_part = {label: found.get(i, empty) for i, (label, _, _) in enumerate(parts)}
+            by_part = parts_found(got, parts)
             fp = PartitionFingerprint.total(by_part.values())
         elif not (written := self._count(cur, insert)):
             # the period is empty (deleted above, in this transaction): no scan
@@ -1988,8 +1970,20 @@ def fingerprint_parts(
             )
             for label, s, e in parts
         }
-    rows = run(dialect.parts_scan(source, names, column, kind, parts))
-    found = {int(str(i)): PartitionFingerprint.of(int(str(n)), int(str(d))) for i, n, d in rows}
+    return parts_found(run(dialect.parts_scan(source, names, column, kind, parts)), parts)
+
+
+def parts_found(
+    rows: Sequence[tuple[Any, ...]], parts: Sequence[Part]
+) -> dict[str, PartitionFingerprint]:
+    """label -> fingerprint of each of ``parts`` from the rows (index in ``parts``, row count,
+    digest) of :meth:`~.Dialect.parts_scan` or :meth:`~.Dialect.insert_fingerprinted` (rows of
+    a NULL index, outside every partition, are left out); empty where none came."""
+    found = {
+        int(str(i)): PartitionFingerprint.of(int(str(n)), int(str(d)))
+        for i, n, d in rows
+        if i is not None
+    }
     empty = PartitionFingerprint.empty()
     return {label: found.get(i, empty) for i, (label, _, _) in enumerate(parts)}
 
