@@ -34,6 +34,7 @@ from ..errors import ConflictError, InvalidInputError
 from ..windows import check_specs, parse_duration
 from .ledger import (
     AttemptRecord,
+    BackfillExistsError,
     LedgerBackend,
     TaskRow,
     TaskState,
@@ -65,8 +66,10 @@ _ID_RE = re.compile(r"bf_[A-Za-z0-9_]{1,57}")
 
 
 def _new_id() -> str:
+    # 32 random bits: tests and orchestrators create many backfills within one second in one
+    # ledger, and 16 bits collided (a birthday clash surfaced as BackfillExistsError in CI)
     now = dt.datetime.now(dt.timezone.utc)
-    return f"bf_{now:%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:4]}"
+    return f"bf_{now:%Y%m%d_%H%M%S}_{uuid.uuid4().hex[:8]}"
 
 
 class SqlChangedError(ConflictError):
@@ -211,7 +214,14 @@ class Backfill:
             "created_by": who(),
             "options": json.dumps(options, sort_keys=True) if options else None,
         }
-        ledger.create_backfill(record, tasks, check_overlap=allow_overlap is None)
+        try:
+            ledger.create_backfill(record, tasks, check_overlap=allow_overlap is None)
+        except BackfillExistsError:
+            if opts.backfill_id is not None:
+                raise  # the caller's id: an orchestrator's retry must see that it is taken
+            # a generated id that clashed: nothing was written, so a fresh id is safe
+            record["id"] = _new_id()
+            ledger.create_backfill(record, tasks, check_overlap=allow_overlap is None)
         log.info(
             "recorded backfill %s: %s, %d tasks (%s)",
             record["id"],

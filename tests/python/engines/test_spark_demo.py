@@ -27,7 +27,7 @@ def _sections(out: str) -> dict[str, str]:
     masked = {}
     for n in ("6", "8", "9"):
         text = steps[n].split("\ndone; the project is in", 1)[0]
-        text = re.sub(r"bf_\d{8}_\d{6}_[0-9a-f]{4}", "bf_ID", text)
+        text = re.sub(r"bf_\d{8}_\d{6}_[0-9a-f]{8}", "bf_ID", text)
         text = re.sub(r"pub_[0-9a-f]+", "pub_ID", text)
         masked[n] = re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d)?(\+00:00)?", "TIME", text)
     return masked

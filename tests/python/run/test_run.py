@@ -890,3 +890,32 @@ def test_this_reads_new_rows_for_the_backfilled_periods_and_published_before(
     finally:
         c.close()
     assert audited == published and len(published) > 0 and repeat == (0,)
+
+
+def test_a_generated_id_that_clashes_is_drawn_again_and_a_given_one_is_refused(
+    shop_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Generated ids carry random bits, and a clash (CI once drew the same 16 bits twice within
+    one second) is redrawn, not an error; an id the caller chose is refused when taken."""
+    from backfill.run import backfill as backfill_module
+    from backfill.run.ledger import BackfillExistsError
+
+    drawn = iter(["bf_clash", "bf_clash", "bf_fresh"])
+    monkeypatch.setattr(backfill_module, "_new_id", lambda: next(drawn))
+    p = backfill.Project.load(shop_dir)
+    plan = p.plan("clean_orders", "2026-03-01", "2026-03-02", as_of=AS_OF)
+    first = p.backfill(plan, reason="first", direct=True)
+    second = p.backfill(plan, reason="second", direct=True, allow_overlap="same period")
+    assert (first.id, second.id) == ("bf_clash", "bf_fresh")
+    assert {r.id: r.reason for r in second.ledger.backfills()} == {
+        "bf_clash": "first",
+        "bf_fresh": "second",
+    }
+    monkeypatch.undo()
+    real = backfill_module._new_id()
+    assert re.fullmatch(r"bf_\d{8}_\d{6}_[0-9a-f]{8}", real), real
+    with pytest.raises(BackfillExistsError, match="bf_fresh"):
+        backfill_module.Backfill.create(
+            p, plan, reason="third", backfill_id="bf_fresh", allow_overlap="same period"
+        )
+    assert len(second.ledger.backfills()) == 2
