@@ -267,6 +267,7 @@ class _Bisector:
             return {
                 int(str(i)): PartitionFingerprint.of(int(str(n)), int(str(h)))
                 for i, n, h in side.rows(sql)
+                if i is not None
             }
 
         return self.both(ask)

@@ -13,8 +13,9 @@ order), so bounds chosen in Python cut both engines' rows identically. Rows with
 column lie in no range (they are streamed apart: the diff counts them as null keys).
 
 Every statement here assigns a row to its range by one expression: a binary search over the
-ranges sorted by (segment, lower bound), as nested ``CASE`` expressions, so a row costs a few
-comparisons whatever the number of ranges, and both engines evaluate the same expression.
+segments' partitions, then over the partition's ranges sorted by lower bound, as nested ``CASE``
+expressions, so a row costs a few comparisons whatever the number of ranges, and both engines
+evaluate the same expression.
 """
 
 from __future__ import annotations
@@ -55,8 +56,6 @@ BISECTABLE_KINDS = frozenset(
 )
 #: a row is sampled when its key's hash modulo this is below the range's limit
 SAMPLE_MODULUS = 1 << 20
-#: the column of a segment's index in the statements' inner relation
-_SEGMENT = "_bf_segment"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,115 +90,119 @@ def key_literal(d: Dialect, value: KeyValue, kind: ColumnKind) -> str:
     raise InvalidInputError(f"key value {value!r}: expected a number, string, date or timestamp")
 
 
-class _Ranges:
-    """The expression of a row's range (its index in ``ranges``, NULL outside them) over a
-    relation whose rows carry their segment index in ``_SEGMENT`` (with ``segmented``)."""
+_Bound = tuple[KeyValue, ...] | None
+
+
+class _RangeIndex:
+    """The expression of a row's range (its index in ``ranges``, NULL outside them): a binary
+    search over the segments' partitions (on the partition column), and in the partition found
+    a binary search over its ranges' lower bounds (on the key alone).
+
+    One expression over the table's own columns, so no engine inlines a computed segment
+    column into it: DuckDB's filter pushdown substituted the segment's CASE into each of the
+    thousands of places a search over (segment, key) tuples read it, and planning 3,200 ranges
+    took over 20 GB. A leaf checks only the bounds its ancestors' comparisons do not imply (the
+    ranges cut from one range are contiguous), so most leaves are their bare index."""
 
     def __init__(
         self,
         d: Dialect,
         key: Sequence[Column],
         ranges: Sequence[KeyRange],
-        segmented: bool,
+        partition: tuple[str, ColumnKind] | None,
+        parts: Sequence[Part],
         alias: str,
     ) -> None:
-        self.d, self.key, self.segmented = d, list(key), segmented
-        cols = [d.bytewise(f"{alias}.{d.quote(c.name)}", c.kind) for c in key]
-        self.columns = ([f"{alias}.{_SEGMENT}"] if segmented else []) + cols
-        self.kinds = ([ColumnKind.INTEGER] if segmented else []) + [c.kind for c in key]
-        order = sorted(range(len(ranges)), key=lambda i: self._sort_key(ranges[i]))
-        self.ranges = [(i, ranges[i]) for i in order]
+        self.d, self.parts, self.partition, self.alias = d, parts, partition, alias
+        self.columns = [d.bytewise(f"{alias}.{d.quote(c.name)}", c.kind) for c in key]
+        self.kinds = [c.kind for c in key]
+        self.by_segment: dict[int, list[tuple[int, KeyRange]]] = {}
+        for i, r in enumerate(ranges):
+            self.by_segment.setdefault(r.segment, []).append((i, r))
+        for rs in self.by_segment.values():
+            # Unbounded below sorts first within its segment.
+            rs.sort(key=lambda ir: (ir[1].lo is not None, ir[1].lo or ()))
 
-    def _sort_key(self, r: KeyRange) -> tuple[object, ...]:
-        # Unbounded below sorts first within its segment.
-        return (r.segment, r.lo is not None, r.lo or ())
+    def _values(self, bound: tuple[KeyValue, ...]) -> list[str]:
+        return [key_literal(self.d, v, k) for v, k in zip(bound, self.kinds, strict=False)]
 
-    def _bound(self, r: KeyRange, upper: bool) -> list[str] | None:
-        """The literals of a range's bound as a prefix of the row tuple (segment first)."""
-        seg = [str(r.segment)] if self.segmented else []
-        bound = r.hi if upper else r.lo
-        if bound is None:
-            if not self.segmented:
-                return None
-            return [str(r.segment + 1)] if upper else seg
-        kinds = self.kinds[len(seg) :]
-        return seg + [key_literal(self.d, v, k) for v, k in zip(bound, kinds, strict=False)]
-
-    def _below(self, values: list[str]) -> str:
-        """Whether the row's tuple is below the prefix ``values`` (lexicographically)."""
-        c, v = self.columns[0 : len(values)], values
+    def _below(self, bound: tuple[KeyValue, ...]) -> str:
+        """Whether the row's key is below the prefix ``bound`` (lexicographically)."""
+        v = self._values(bound)
+        c = self.columns[0 : len(v)]
         text = f"{c[-1]} < {v[-1]}"
         for i in range(len(v) - 2, -1, -1):
             text = f"({c[i]} < {v[i]} OR ({c[i]} = {v[i]} AND {text}))"
         return text
 
-    def expression(self) -> str:
-        return self._tree(0, len(self.ranges))
-
-    def _tree(self, first: int, last: int) -> str:
-        if last - first == 1:
-            index, r = self.ranges[first]
-            lo, hi = self._bound(r, False), self._bound(r, True)
-            terms = ([f"NOT {self._below(lo)}"] if lo else []) + ([self._below(hi)] if hi else [])
+    def _keys(self, rs: Sequence[tuple[int, KeyRange]], above: _Bound, below: _Bound) -> str:
+        """The search over ``rs`` (sorted by lower bound) for a row whose key is known to be at
+        least ``above`` and below ``below`` (None: not known)."""
+        if len(rs) == 1:
+            index, r = rs[0]
+            terms = [f"NOT {self._below(r.lo)}"] if r.lo is not None and r.lo != above else []
+            if r.hi is not None and r.hi != below:
+                terms.append(self._below(r.hi))
             return f"CASE WHEN {' AND '.join(terms)} THEN {index} END" if terms else str(index)
-        mid = (first + last) // 2
-        lo = self._bound(self.ranges[mid][1], False)
-        assert lo is not None  # only the first range of an unsegmented table is open below
+        mid = len(rs) // 2
+        lo = rs[mid][1].lo
+        assert lo is not None  # only a segment's first range can be open below
         return (
-            f"CASE WHEN {self._below(lo)} THEN {self._tree(first, mid)} "
-            f"ELSE {self._tree(mid, last)} END"
+            f"CASE WHEN {self._below(lo)} THEN {self._keys(rs[:mid], above, lo)} "
+            f"ELSE {self._keys(rs[mid:], lo, below)} END"
         )
 
+    def expression(self) -> str:
+        if self.partition is None:
+            return self._keys(self.by_segment[0], None, None)
+        d, parts = self.d, self.parts
+        name, kind = self.partition
+        col = f"{self.alias}.{d.quote(name)}"
+        chosen = sorted(i for i in self.by_segment if i >= 0)
 
-def _segmented(
+        # The chosen partitions do not overlap: a row costs a few comparisons to find its own.
+        def tree(first: int, last: int) -> str:
+            if last - first == 1:
+                i = chosen[first]
+                _, s, e = parts[i]
+                return (
+                    f"CASE WHEN {col} >= {d.literal(s, kind)} AND {col} < {d.literal(e, kind)} "
+                    f"THEN {self._keys(self.by_segment[i], None, None)} END"
+                )
+            mid = (first + last) // 2
+            start = d.literal(parts[chosen[mid]][1], kind)
+            return f"CASE WHEN {col} < {start} THEN {tree(first, mid)} ELSE {tree(mid, last)} END"
+
+        index = tree(0, len(chosen)) if chosen else "NULL"
+        if -1 in self.by_segment:
+            index = (
+                f"CASE WHEN {col} IS NULL THEN {self._keys(self.by_segment[-1], None, None)} "
+                f"ELSE {index} END"
+            )
+        return index
+
+
+def _restricted(
     d: Dialect,
     relation: str,
     partition: tuple[str, ColumnKind] | None,
     parts: Sequence[Part],
     segments: Sequence[int],
-    restrict: bool = True,
     also: str | None = None,
 ) -> str:
-    """``relation`` as a FROM item aliased ``t`` whose rows carry their segment's index in
-    ``_SEGMENT`` when it is one of ``segments`` (indexes in ``parts``; -1 the NULL partition),
-    else NULL; with ``restrict`` only the rows of ``segments`` and those for which ``also``
-    holds. The relation itself without ``partition``.
-
-    The index is computed once per row behind the dialect's :attr:`~.Dialect.fence`: an
-    engine that inlined it (Postgres pulls a subquery up) would evaluate it again at each of
-    the dozens of places the range search reads it."""
+    """``relation`` as a FROM item aliased ``t`` holding the rows of ``segments`` (indexes in
+    ``parts``; -1 the NULL partition) and those for which ``also`` holds; the relation itself
+    without ``partition``."""
     if partition is None:
         return f"{relation} t"  # one segment: every row
     name, kind = partition
-    col = f"t.{d.quote(name)}"
     chosen = sorted(i for i in set(segments) if i >= 0)
-
-    # A binary search over the chosen partitions' starts (they do not overlap), not a CASE
-    # per partition: a row costs a few comparisons however many partitions are bisected.
-    def tree(first: int, last: int) -> str:
-        if last - first == 1:
-            i = chosen[first]
-            _, s, e = parts[i]
-            return (
-                f"CASE WHEN {col} >= {d.literal(s, kind)} AND {col} < {d.literal(e, kind)} "
-                f"THEN {i} END"
-            )
-        mid = (first + last) // 2
-        start = d.literal(parts[chosen[mid]][1], kind)
-        return f"CASE WHEN {col} < {start} THEN {tree(first, mid)} ELSE {tree(mid, last)} END"
-
-    index = tree(0, len(chosen)) if chosen else "NULL"
+    terms = [d.in_periods(name, [(parts[i][1], parts[i][2]) for i in chosen], kind, "t")]
     if -1 in segments:
-        index = f"CASE WHEN {col} IS NULL THEN -1 ELSE {index} END"
-    where = ""
-    if restrict:
-        terms = [d.in_periods(name, [(parts[i][1], parts[i][2]) for i in chosen], kind, "t")]
-        if -1 in segments:
-            terms.append(f"{col} IS NULL")
-        if also:
-            terms.append(also)
-        where = " WHERE " + " OR ".join(terms)
-    return f"(SELECT {index} AS {_SEGMENT}, t.* FROM {relation} t{where}{d.fence}) t"
+        terms.append(f"t.{d.quote(name)} IS NULL")
+    if also:
+        terms.append(also)
+    return f"(SELECT t.* FROM {relation} t WHERE {' OR '.join(terms)}) t"
 
 
 def _key_not_null(d: Dialect, key: Sequence[Column], alias: str) -> str:
@@ -216,13 +219,16 @@ def ranges_scan(
     ranges: Sequence[KeyRange],
 ) -> str:
     """One scan of ``relation`` whose rows are (index in ``ranges``, row count, digest) for the
-    ranges holding rows: the canonical fingerprint of each range (see :mod:`.canonical`)."""
+    ranges holding rows: the canonical fingerprint of each range (see :mod:`.canonical`), and
+    one whose index is NULL (the scanned rows outside the ranges), to be skipped."""
     where = _ranges_where(d, relation, key, partition, parts, ranges)
     text = row_text(d, columns, "t")
+    # The rows outside every range form the group of a NULL index, which the caller skips: a
+    # filter on the index would be evaluated (and planned) once more.
     return (
         f"SELECT r.b, count(*), {d.canonical_digest('r.x')} FROM (SELECT {where[0]} AS b, "
         f"{text} AS x "
-        f"FROM {where[1]} WHERE {_key_not_null(d, key, 't')}) r WHERE r.b IS NOT NULL GROUP BY r.b"
+        f"FROM {where[1]} WHERE {_key_not_null(d, key, 't')}) r GROUP BY r.b"
     )
 
 
@@ -240,8 +246,8 @@ def _ranges_where(
     if not ranges:
         raise InvalidInputError("a key-range scan needs at least one range")
     segments = [r.segment for r in ranges]
-    source = _segmented(d, relation, partition, parts, segments, True, also)
-    return _Ranges(d, key, ranges, partition is not None, "t").expression(), source
+    source = _restricted(d, relation, partition, parts, segments, also)
+    return _RangeIndex(d, key, ranges, partition, parts, "t").expression(), source
 
 
 def sample_scan(
