@@ -14,6 +14,7 @@ cluster, which is thrown away anyway.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -55,6 +56,7 @@ class PgServer:
     base: Path
     port: int
     host: str = "127.0.0.1"
+    watcher: subprocess.Popen[bytes] | None = None
 
     @property
     def data(self) -> Path:
@@ -124,7 +126,30 @@ class PgServer:
             capture_output=True,
             text=True,
         )
+        server.watcher = server._watch(os.getpid())
         return server
+
+    def _watch(self, owner: int) -> subprocess.Popen[bytes]:
+        """A process that stops the server once ``owner`` is gone: a test session or benchmark
+        killed before its ``stop()`` (the kernel's OOM killer, a timeout's SIGKILL) left servers
+        whose backends kept computing its queries for an hour, on the cores the next runs
+        measured with."""
+        stop = shlex.join(
+            _as_owner(
+                [str(pg_bindir() / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"]
+            )
+        )
+        script = (
+            f"while kill -0 {owner} 2>/dev/null; do sleep 2; done; "
+            f"{stop} >/dev/null 2>&1; rm -rf {shlex.quote(str(self.base))}"
+        )
+        return subprocess.Popen(
+            ["sh", "-c", script],
+            start_new_session=True,  # not in the owner's process group: a Ctrl-C reaches it not
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def url(self, database: str = "postgres", host: str | None = None) -> str:
         return f"postgresql://{USER}@{host or self.host}:{self.port}/{database}"
@@ -143,6 +168,9 @@ class PgServer:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.kill()
+            self.watcher.wait()
         subprocess.run(
             _as_owner(
                 [str(pg_bindir() / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"]
