@@ -1627,44 +1627,49 @@ class SqlEngine(Engine):
             total = self._fingerprint_where(cur, source, cols, where)
             if total == PartitionFingerprint.total(recorded.values()):
                 return []
+            if self._stale_by_legacy_hash(cur, source, cols, where, recorded) == []:
+                return []
         now = self._fingerprint_parts(cur, source, cols, event_time, parts)
         stale = [label for label in recorded if now.get(label) != recorded[label]]
-        return self._stale_by_legacy_hash(cur, source, cols, event_time, parts, recorded, stale)
+        if not stale:
+            return []
+        # Recorded before an upgrade? Each changed partition by the earlier hash.
+        kind = _kind_in(cols, event_time or "")
+        bounds = {label: (s, e) for label, s, e in parts}
+        still: list[str] = []
+        for label in stale:
+            if event_time and label in bounds:
+                where = self.dialect.in_periods(event_time, [bounds[label]], kind, "t")
+            elif label == WHOLE:
+                where = "TRUE"
+            else:
+                still.append(label)
+                continue
+            still += self._stale_by_legacy_hash(cur, source, cols, where, {label: recorded[label]})
+        return still
 
     def _stale_by_legacy_hash(
         self,
         cur: Any,
         source: str,
         cols: Sequence[Column],
-        event_time: str | None,
-        parts: Sequence[Part],
+        where: str,
         recorded: Mapping[str, PartitionFingerprint],
-        stale: list[str],
     ) -> list[str]:
-        """Those of ``stale`` that differ by the row hash of earlier versions too: an audit or
-        a publication recorded by an earlier version (before an upgrade) holds fingerprints of
-        that hash, which the current one (PostgreSQL's hash_record_extended) never matches.
-        A partition is unchanged when its fingerprint by the hash it was recorded with is the
-        one recorded; which hash that was is not stored (the stored form has no room for it),
-        so both are tried, the earlier only for the partitions that differ by the current."""
-        d = self.dialect
-        legacy = d.legacy_row_hash(cols, "t")
-        if not stale or legacy is None:
-            return stale
-        kind = _kind_in(cols, event_time or "")
-        bounds = {label: (s, e) for label, s, e in parts}
-        still: list[str] = []
-        for label in stale:
-            where = "TRUE"
-            if event_time and label in bounds:
-                where = d.in_periods(event_time, [bounds[label]], kind, "t")
-            elif label != WHOLE:
-                still.append(label)
-                continue
-            old = fingerprint_where(d, self._reader(cur), source, cols, where, row_hash=legacy)
-            if old != recorded[label]:
-                still.append(label)
-        return still
+        """``recorded``'s labels (all of them: the rows of ``where``, on alias ``t``, are
+        their partitions) unless the fingerprint of those rows by the row hash of earlier
+        versions is their total: an audit or a publication recorded by an earlier version
+        (before an upgrade) holds fingerprints of that hash, which the current one
+        (PostgreSQL's hash_record_extended) never matches. Which hash a fingerprint was
+        recorded with is not stored (its stored form has no room for it), so a publish tries
+        the earlier one only where the current one finds a partition changed."""
+        legacy = self.dialect.legacy_row_hash(cols, "t")
+        if legacy is None:
+            return list(recorded)
+        old = fingerprint_where(
+            self.dialect, self._reader(cur), source, cols, where, row_hash=legacy
+        )
+        return [] if old == PartitionFingerprint.total(recorded.values()) else list(recorded)
 
     @staticmethod
     def _event_time(project: Project, pm: PublishModel) -> str | None:
