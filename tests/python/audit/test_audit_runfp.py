@@ -130,6 +130,7 @@ def test_one_scan_per_partition_equals_a_filtered_scan_of_each(
     import duckdb
 
     from backfill.calendar import partitions
+    from backfill.engines import Column
     from backfill.engines.duckdb.sql import DIALECT, fingerprint_parts_sums
     from backfill.engines.sql.core import fingerprint_parts, fingerprint_where
 
@@ -149,16 +150,19 @@ def test_one_scan_per_partition_equals_a_filtered_scan_of_each(
         f"CAST(TIMESTAMP '{lo:%Y-%m-%d %H:%M:%S}' + to_seconds(i * 977 % {span}) "
         f"AS {kind}) AS at FROM range(4000) r(i)"
     )
-    names = ["id", "x", "amount", "at"]
+    cols = [
+        Column(str(r[0]), str(r[1]), DIALECT.kind_of(str(r[1])))
+        for r in con.execute("DESCRIBE t").fetchall()
+    ]
 
     def run(sql: str) -> list[tuple[object, ...]]:
         return con.execute(sql).fetchall()
 
-    fps, totals = fingerprint_parts_sums(con, "t", "at", parts, names, ["id", "amount"])
-    assert fps == fingerprint_parts(DIALECT, run, "t", names, ("at", None), parts)
+    fps, totals = fingerprint_parts_sums(con, "t", "at", parts, cols, ["id", "amount"])
+    assert fps == fingerprint_parts(DIALECT, run, "t", cols, ("at", None), parts)
     for label, s, e in parts:
         where = DIALECT.in_periods("at", [(s, e)])
-        assert fps[label] == fingerprint_where(DIALECT, run, "t", names, where)
+        assert fps[label] == fingerprint_where(DIALECT, run, "t", cols, where)
     assert sum(fp.rows for fp in fps.values()) > 0
     where = DIALECT.in_periods("at", [(s, e) for _, s, e in parts])
     assert totals == list(

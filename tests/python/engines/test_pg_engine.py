@@ -18,7 +18,7 @@ import pytest
 import tomllib
 
 import backfill
-from backfill.engines import PUBLISHED, Area, ColumnKind, TaskFailure
+from backfill.engines import PUBLISHED, Area, Column, ColumnKind, TaskFailure
 from backfill.engines.postgres import PostgresConnectionError, PostgresEngine, mask_url
 from backfill.engines.postgres.sql import DIALECT
 from backfill.engines.sql.core import fingerprint_parts, fingerprint_where
@@ -293,7 +293,11 @@ def test_fingerprints_ignore_column_and_row_order_and_mark_nulls(pg_server: Any)
             "'2026-01-02 01:00'), (3, '', '2026-01-02 02:00')"
         )
         conn.execute("CREATE TABLE b AS SELECT t, y, x FROM a ORDER BY x DESC")
-        cols = ["x", "y", "t"]
+        cols = [
+            Column("x", "integer", ColumnKind.INTEGER),
+            Column("y", "text", ColumnKind.STRING),
+            Column("t", "timestamp without time zone", ColumnKind.TIMESTAMP),
+        ]
         parts = [("d1", day(1), day(2)), ("d2", day(2), day(3)), ("d3", day(3), day(4))]
 
         def run(sql: str) -> list[tuple[Any, ...]]:

@@ -7,6 +7,7 @@ Everything runs against the session's throwaway server (``pg_server``)."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,58 @@ def test_the_shop_builds_without_nested_loops_over_stale_statistics(
     with psycopg.connect(url) as conn:
         days = conn.execute("SELECT count(*), max(sales_date) FROM public.fct_daily_sales")
         assert days.fetchone() == (334, dt.date(2026, 11, 30))
+
+
+def test_tasks_that_commit_together_share_one_analyze(pg_server: Any, tmp_path: Path) -> None:
+    """Two tasks of one table whose commits both came before either refreshed the statistics:
+    the first ANALYZE counts the rows of both, so the second task, which waited its turn, finds
+    the planner's estimate right and does not analyze again (each reads most of the table)."""
+    from backfill.engines.registry import engine_for
+
+    url = pg_server.create_database("turns")
+    _events(url)
+    project = _project(tmp_path, url, "= 'pub'")
+    plan = project.plan("up", FIRST, "2026-01-11", as_of=AS_OF, partitions_per_run=10)
+    assert project.backfill(plan, reason="first", direct=True).run(concurrency=1).ok
+    with psycopg.connect(url, autocommit=True) as conn:  # two new periods, both committed
+        conn.execute(
+            "INSERT INTO pub.up SELECT * FROM raw.events WHERE at >= '2026-01-11' "
+            "AND at < '2026-01-21'"
+        )
+
+    def analyzed() -> int:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'pub.up'::regclass"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    engine = engine_for(project)
+    before = analyzed()
+    periods = [("2026-01-11", "2026-01-16"), ("2026-01-16", "2026-01-21")]
+    rel = engine.published(project, "up")
+    turn = engine._statistics_turn(engine.dialect.qualified(rel), False)
+    try:
+        with turn:  # both tasks plan only once it is their turn
+            threads = [
+                threading.Thread(
+                    target=_refresh, args=(engine, rel, s, e, 5 * PER_DAY), daemon=True
+                )
+                for s, e in periods
+            ]
+            for t in threads:
+                t.start()
+            time.sleep(0.5)
+        for t in threads:
+            t.join(60)
+    finally:
+        engine.close()
+    assert analyzed() == before + 1
+
+
+def _refresh(engine: Any, rel: tuple[str, str], start: str, end: str, rows: int) -> None:
+    utc = dt.timezone.utc
+    bounds = (dt.datetime.fromisoformat(start).replace(tzinfo=utc), dt.datetime.fromisoformat(end))
+    held = engine.dialect.in_periods("at", [(bounds[0], bounds[1].replace(tzinfo=utc))])
+    with engine.connect() as cur:
+        engine._fresh_statistics(cur, rel, held, rows)

@@ -220,9 +220,7 @@ class DuckDBEngine(SqlEngine):
         exact = [c for c in scope.measures if kinds.get(c) in _EXACT]
         if not exact or not m.event_time:
             return super()._scoped_fingerprints(cur, scope, rel, cols, m)
-        fps, totals = fingerprint_parts_sums(
-            cur, rel, m.event_time, scope.parts, list(kinds), exact
-        )
+        fps, totals = fingerprint_parts_sums(cur, rel, m.event_time, scope.parts, cols, exact)
         periods = [(s, e) for _, s, e in scope.parts]
         where = DIALECT.in_periods(m.event_time, periods, kinds.get(m.event_time), "t")
         for c, total in zip(exact, totals, strict=True):

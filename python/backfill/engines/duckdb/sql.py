@@ -12,7 +12,7 @@ import duckdb
 
 from ..._numbers import Number
 from ...fingerprints import PartitionFingerprint
-from ..base import ColumnKind, Part
+from ..base import Column, ColumnKind, Part
 from ..sql.core import audit_schema
 from ..sql.dialect import Dialect
 
@@ -51,10 +51,11 @@ class DuckDBDialect(Dialect):
         ColumnKind.FLOAT: "DOUBLE",
     }
 
-    def row_hash(self, names: Sequence[str], alias: str) -> str:
+    def row_hash(self, columns: Sequence[Column], alias: str) -> str:
         # Sorted names: the digest does not depend on column order.
         prefix = f"{alias}." if alias else ""
-        return "hash(" + ", ".join(f"{prefix}{self.quote(n)}" for n in sorted(names)) + ")"
+        names = sorted(c.name for c in columns)
+        return "hash(" + ", ".join(f"{prefix}{self.quote(n)}" for n in names) + ")"
 
     def digest(self, row_hash: str) -> str:
         # sum() of the UBIGINT hashes is a HUGEINT already (a cast per row cost ~5%).
@@ -87,7 +88,7 @@ class DuckDBDialect(Dialect):
     def parts_scan(
         self,
         source: str,
-        names: Sequence[str],
+        columns: Sequence[Column],
         event_time: str,
         kind: ColumnKind | None,
         parts: Sequence[Part],
@@ -105,7 +106,7 @@ class DuckDBDialect(Dialect):
         Measures summed per bucket, then over the buckets, are exact for integers and decimals
         (DuckDB sums them to HUGEINT and DECIMAL(38, s)); floats would round differently from
         one sum over the rows, so pass no float column."""
-        h, et = self.row_hash(names, "t"), self.quote(event_time)
+        h, et = self.row_hash(columns, "t"), self.quote(event_time)
         # Buckets are integers: microseconds since the epoch (as the filter reads the event
         # time: a naive timestamp or a date as UTC) divided by the bucket width, shifted to be
         # positive when a partition starts before 1970 (DuckDB's // truncates towards zero).
@@ -142,13 +143,13 @@ def fingerprint_parts_sums(
     relation: str,
     event_time: str,
     parts: Sequence[Part],
-    names: Sequence[str],
+    columns: Sequence[Column],
     measures: Sequence[str],
 ) -> tuple[dict[str, PartitionFingerprint], list[Number | None]]:
     """label -> fingerprint of each of ``parts`` (at least one) of ``relation`` on
     ``event_time``, and the sum of each of ``measures`` over all of them, from one scan (see
     :meth:`DuckDBDialect.parts_scan`)."""
-    rows = cur.execute(DIALECT.parts_scan(relation, names, event_time, None, parts, measures))
+    rows = cur.execute(DIALECT.parts_scan(relation, columns, event_time, None, parts, measures))
     found = rows.fetchall()
     by_i = {int(r[0]): PartitionFingerprint.of(r[1], r[2]) for r in found if r[0] is not None}
     total = next((list(r[3:]) for r in found if r[0] is None), [])

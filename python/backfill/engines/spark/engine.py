@@ -155,7 +155,8 @@ class SparkEngine(IcebergTables, SqlEngine):
         self._views = 0
         self._moved: list[Moved] = []
         self._jobs = SparkJobs()
-        self.dialect = SparkDialect(self.catalog)
+        self.spark_dialect = SparkDialect(self.catalog)
+        self.dialect = self.spark_dialect
 
     @classmethod
     def table_source(cls, location: str, database: str, rel: tuple[str, str] | None) -> Any:
@@ -453,7 +454,9 @@ class SparkEngine(IcebergTables, SqlEngine):
 
         observed = Observation(f"backfill_{token}")
         h, p = f"__backfill_h_{token[:8]}", f"__backfill_p_{token[:8]}"
-        df = df.withColumn(h, F.expr(f"CAST({self.dialect.row_hash(names, '')} AS DECIMAL(38, 0))"))
+        df = df.withColumn(
+            h, F.expr(f"CAST({self.spark_dialect.names_hash(names, '')} AS DECIMAL(38, 0))")
+        )
         aggs = [F.expr("count(1)").alias("n"), F.expr(f"coalesce(sum({h}), 0)").alias("h")]
         if parts and event_time:
             whens = " ".join(
@@ -479,7 +482,8 @@ class SparkEngine(IcebergTables, SqlEngine):
         self._replace_with(table, df, self._partitioned_by(m, et_kind), m.event_time)
         self._checked.discard(table)
         self._table_types.pop(table, None)
-        fp = self._fingerprint_where(self.small, table, list(types))
+        cols = [Column(n, t, kind_of(t)) for n, t in types.items()]
+        fp = self._fingerprint_where(self.small, table, cols)
         return fp.rows, old, fp
 
     def _merge_df(self, spark: SparkSession, m: Model, df: DataFrame, target: str) -> None:
@@ -512,10 +516,10 @@ class SparkEngine(IcebergTables, SqlEngine):
         snap, _, deleted = self._commit_of(table, ref, token)
         rel = f"(SELECT * FROM {table} VERSION AS OF {snap} WHERE {cond})"
         types = self.table_types(table)
-        if not parts or not event_time:
-            fp = self._fingerprint_where(self.small, rel, list(types))
-            return fp.rows, deleted, fp, {}
         cols = [Column(n, t, kind_of(t)) for n, t in types.items()]
+        if not parts or not event_time:
+            fp = self._fingerprint_where(self.small, rel, cols)
+            return fp.rows, deleted, fp, {}
         by_part = self._fingerprint_parts(self.small, rel, cols, event_time, parts)
         fp = PartitionFingerprint.total(by_part.values())
         return fp.rows, deleted, fp, by_part

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ...errors import InvalidInputError
 from ...model.rendering import sql_literal
-from ..base import CHANGELOG_SCALE, ColumnKind
+from ..base import CHANGELOG_SCALE, Column, ColumnKind
 from ..sql.dialect import Dialect
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -84,7 +84,11 @@ class SparkDialect(Dialect):
             return sql_literal(value).replace("TIMESTAMP", "TIMESTAMP_NTZ", 1)
         return sql_literal(value)  # TIMESTAMP (an instant) in the session's UTC
 
-    def row_hash(self, names: Sequence[str], alias: str = "") -> str:
+    def row_hash(self, columns: Sequence[Column], alias: str = "") -> str:
+        return self.names_hash([c.name for c in columns], alias)
+
+    def names_hash(self, names: Sequence[str], alias: str = "") -> str:
+        """:meth:`row_hash` of the columns ``names`` (Spark's hash does not depend on types)."""
         # Sorted names: the digest does not depend on column order. Each value is paired with a
         # marker of its NULLness, since Spark's hash skips NULLs (a NULL in another column
         # would otherwise hash the same).

@@ -63,7 +63,7 @@ def _select(dialect: Dialect, q: Question, i: int, rel: str, cols: Sequence[Colu
     listed = [
         f"{i} AS __side",
         f"{index} AS __part",
-        f"{dialect.row_hash([c.name for c in cols], 't')} AS __h",
+        f"{dialect.row_hash(cols, 't')} AS __h",
     ]
     listed += [f"t.{dialect.quote(c)} AS __m{j}" for j, c in enumerate(q.measures)]
     listed += [
@@ -197,7 +197,7 @@ def held_select(
     et, _ = q.event_time
     assert et is not None
     return (
-        f"SELECT {i} AS __side, {dialect.row_hash([c.name for c in cols], 't')} AS __h, "
+        f"SELECT {i} AS __side, {dialect.row_hash(cols, 't')} AS __h, "
         f"t.{dialect.quote(et)} AS __et, {select} "
         f"FROM (SELECT * FROM {rel} WHERE {q.where}) t"
     )

@@ -99,9 +99,18 @@ class Dialect:
         return self.kinds.get(text.split("(")[0].split("<")[0].strip(), ColumnKind.OTHER)
 
     # -- fingerprints ---------------------------------------------------------------------------
-    def row_hash(self, names: Sequence[str], alias: str) -> str:
-        """A 64-bit hash of a row; sorted names: independent of column order."""
+    def row_hash(self, columns: Sequence[Column], alias: str) -> str:
+        """A 64-bit hash of a row of ``columns`` of alias ``alias``; sorted names: independent
+        of column order. An engine may choose its hash by the columns' types (PostgreSQL does):
+        every fingerprint of a relation passes that relation's own columns, so fingerprints of
+        the same rows in relations of the same types always agree."""
         raise NotImplementedError
+
+    def legacy_row_hash(self, columns: Sequence[Column], alias: str) -> str | None:
+        """The row hash of fingerprints recorded by earlier versions where it differs from
+        :meth:`row_hash` for these columns (a publish re-checks those against it); None: the
+        same hash."""
+        return None
 
     def digest(self, row_hash: str) -> str:
         """The aggregate of row hashes that :meth:`PartitionFingerprint.of` reduces modulo 2^64
@@ -129,18 +138,18 @@ class Dialect:
     def parts_scan(
         self,
         source: str,
-        names: Sequence[str],
+        columns: Sequence[Column],
         event_time: str,
         kind: ColumnKind | None,
         parts: Sequence[Part],
     ) -> str:
-        """One scan of ``source`` (columns ``names``) whose rows are (index in ``parts``, row
+        """One scan of ``source`` (its ``columns``) whose rows are (index in ``parts``, row
         count, :meth:`digest`) for each of the partitions (none overlapping)
         holding rows: each row finds its partition by :meth:`part_index`, not by a join of
         every row against every partition."""
         join, index = self.part_index(event_time, kind, parts)
         where = self.in_periods(event_time, [(s, e) for _, s, e in parts], kind)
-        h = self.digest(self.row_hash(names, "t"))
+        h = self.digest(self.row_hash(columns, "t"))
         return (
             f"SELECT {index}, count(*), {h} FROM (SELECT * FROM {source} t0 WHERE {where}) t"
             f"{join} GROUP BY 1"
@@ -149,13 +158,13 @@ class Dialect:
     def insert_fingerprinted(
         self,
         insert: str,
-        names: Sequence[str],
+        columns: Sequence[Column],
         event_time: str,
         kind: ColumnKind | None,
         parts: Sequence[Part],
     ) -> str | None:
-        """One statement that runs ``insert`` (an ``INSERT ... SELECT`` of the columns
-        ``names``) and returns what :meth:`parts_scan` of the table would for the rows it wrote
+        """One statement that runs ``insert`` (an ``INSERT ... SELECT`` of the table's
+        ``columns``) and returns what :meth:`parts_scan` of the table would for the rows it wrote
         -- (index in ``parts``, row count, :meth:`digest`) -- with the index NULL for rows
         outside every partition: the written rows fingerprinted as they are written, without
         reading the table again. None: the engine cannot (the table is scanned after)."""

@@ -266,7 +266,7 @@ def sample_scan(
     names = [c.name for c in key]
     cols = ", ".join(f"t.{d.quote(n)}" for n in names)
     values = ", ".join(f"({i}, {lim})" for i, lim in enumerate(limits))
-    h = d.row_hash(names, "t")
+    h = d.row_hash(key, "t")
     return (
         f"SELECT r.b, {', '.join(f'r.{d.quote(n)}' for n in names)} FROM (SELECT {index} AS b, "
         f"abs(({h}) % {SAMPLE_MODULUS}) AS m, {cols} FROM {source} WHERE "
