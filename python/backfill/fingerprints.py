@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import InvalidInputError
 
@@ -35,6 +35,8 @@ __all__ = ["PartitionFingerprint", "TaskFingerprint", "recorded_partitions"]
 # Engines write 16 hex digits; ledgers written by hand (test fixtures of earlier versions) hold
 # shorter digests, which are the same numbers.
 _FP = re.compile(r"^(\d+):([0-9a-f]{1,16})$")
+#: a task fingerprint's last piece naming the version its write made (no '=': not a partition)
+_VERSION = re.compile(r"^@[^=\s]+$")
 _FP_FORM = "'<rows>:<hex digest of up to 16 digits>'"
 
 
@@ -99,10 +101,14 @@ class TaskFingerprint:
     """What a task recorded when it wrote its period: ``period``, the fingerprint of all it
     wrote, and ``partitions``, label -> fingerprint of each calendar partition of the period
     when the engine computed them in the write (then an audit need not scan the area); None
-    when it did not. ``str()`` is the stored text (:meth:`encode`)."""
+    when it did not; ``version``, the version of the area its write made (see
+    ``Engine.version``: an Iceberg snapshot id), when the engine names versions. Two task
+    fingerprints are equal when they fingerprint the same rows, whatever their versions.
+    ``str()`` is the stored text (:meth:`encode`)."""
 
     period: PartitionFingerprint
     partitions: Mapping[str, PartitionFingerprint] | None = None
+    version: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # No partitions and an empty listing are stored alike: keep one value for both.
@@ -114,13 +120,13 @@ class TaskFingerprint:
 
     def encode(self) -> str:
         """The stored text: ``"rows:digest"`` of the period, then ``label=rows:digest`` per
-        partition when there are any, separated by spaces."""
-        if not self.partitions:
-            return self.period.encode()
+        partition when there are any, then ``@version`` when there is one, separated by
+        spaces."""
         return " ".join(
             [
                 self.period.encode(),
-                *(f"{label}={fp.encode()}" for label, fp in self.partitions.items()),
+                *(f"{label}={fp.encode()}" for label, fp in (self.partitions or {}).items()),
+                *([f"@{self.version}"] if self.version else []),
             ]
         )
 
@@ -137,10 +143,13 @@ class TaskFingerprint:
                 " per partition"
             )
         period = PartitionFingerprint.decode(pieces[0])
+        version = None
+        if len(pieces) > 1 and _VERSION.match(pieces[-1]) is not None:
+            version = pieces.pop()[1:]
         parts = _partitions_of(pieces[1:]) if len(pieces) > 1 else None
         if parts is not None and PartitionFingerprint.total(parts.values()) != period:
             parts = None
-        return cls(period, parts)
+        return cls(period, parts, version)
 
     def __str__(self) -> str:
         return self.encode()

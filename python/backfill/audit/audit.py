@@ -29,7 +29,7 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from decimal import Context, Decimal, InvalidOperation, localcontext
 from typing import TYPE_CHECKING, Any
 
@@ -75,10 +75,44 @@ def audit_model(
     model: str,
     parts: list[Part],
     run_fps: Mapping[str, PartitionFingerprint] | None = None,
+    run_versions: Collection[str] = (),
 ) -> ModelAudit:
     """Audits one model of a backfill whose audit area is ``area`` over ``parts``.
     ``run_fps``: label -> the area's fingerprint per partition as the run's tasks recorded
-    them; used instead of scanning the area when they cover exactly ``parts``."""
+    them; used instead of scanning the area when they cover exactly ``parts``.
+    ``run_versions``: the versions of the area the tasks' writes made (see
+    ``Engine.written_by``).
+
+    Both versions are read as the engine pins them when it starts (``Engine.pinned``), and
+    the audit records the versions whose fingerprints it holds: the published one, and the
+    area's when it fingerprinted the area itself or the run's writes are provably all the area
+    holds. Publish then re-reads only a side whose version moved since."""
+    with engine.pinned(project, model, [PUBLISHED, area]) as (old_version, area_version):
+        a = _audit_model(engine, project, backfill_id, area, model, parts, run_fps)
+    from_run = _covers(parts, run_fps)
+    if old_version is not None:
+        a.versions["published"] = old_version
+    if area_version is not None and (
+        not from_run or engine.written_by(project, model, area, area_version, run_versions)
+    ):
+        a.versions["area"] = area_version
+    return a
+
+
+def _covers(parts: list[Part], run_fps: Mapping[str, PartitionFingerprint] | None) -> bool:
+    """Whether the run's fingerprints are of exactly ``parts``."""
+    return bool(parts) and run_fps is not None and set(run_fps) == {p[0] for p in parts}
+
+
+def _audit_model(
+    engine: Engine,
+    project: Project,
+    backfill_id: str,
+    area: Any,
+    model: str,
+    parts: list[Part],
+    run_fps: Mapping[str, PartitionFingerprint] | None,
+) -> ModelAudit:
     m = project.models[model]
     clock = _Clock()
     old_v, new_v = Version(PUBLISHED), Version(area, preview=True)
@@ -100,7 +134,7 @@ def audit_model(
     # transactions) save a scan of every backfilled partition: the area is the backfill's own,
     # and should it have changed since, publish's re-check of the area against these (one
     # scan) refuses.
-    from_run = bool(parts) and run_fps is not None and set(run_fps) == {p[0] for p in parts}
+    from_run = _covers(parts, run_fps)
     # Then the area's measure totals follow too, from the published ones and the diff of the
     # differing partitions (the others hold the same rows): the audit reads the area only in
     # the partitions that differ (see _area_totals).
@@ -539,6 +573,15 @@ def _partitions(
     return results
 
 
+def _run_versions(tasks: list[TaskRow]) -> dict[str, set[str]]:
+    """Model -> the versions of the area its tasks' writes made (those that recorded one)."""
+    out: dict[str, set[str]] = {}
+    for t in tasks:
+        if t.fingerprint is not None and t.fingerprint.version is not None:
+            out.setdefault(t.model, set()).add(t.fingerprint.version)
+    return out
+
+
 def _run_fingerprints(tasks: list[TaskRow]) -> dict[str, dict[str, PartitionFingerprint]]:
     """Model -> label -> fingerprint of each partition as the tasks recorded it when they wrote
     it, for the models whose every task recorded its partitions' (see
@@ -606,12 +649,20 @@ def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> Audi
         settings.audits if settings else None, order, "backfill.yml audits", strict=False
     )
     call_gates = parse_gates(gates, order, "gates")
-    run_fps = _run_fingerprints(bf.ledger.tasks(bf.id))
+    tasks = bf.ledger.tasks(bf.id)
+    run_fps, run_versions = _run_fingerprints(tasks), _run_versions(tasks)
     audits = []
     try:
         for model in order:
             a = audit_model(
-                bf.engine, project, bf.id, bf.area, model, parts[model], run_fps.get(model)
+                bf.engine,
+                project,
+                bf.id,
+                bf.area,
+                model,
+                parts[model],
+                run_fps.get(model),
+                run_versions.get(model, ()),
             )
             a.gates = [evaluate(g, _facts(a)) for g in file_gates[model] + call_gates[model]]
             log.info("audit %s: %s", bf.id, a.summary_line())

@@ -82,6 +82,9 @@ class ModelAudit:
     #: the table the audit area was compared with instead of the published version (its
     #: location, password masked; ``bf.audit(against=...)``), None for the published version
     against: str | None = None
+    #: the versions whose fingerprints the audit holds (``Engine.version``): ``"published"``,
+    #: ``"area"``; recorded, so that publish re-reads only a side that moved since
+    versions: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -228,6 +231,7 @@ class ModelAudit:
             "passed": self.passed,
             "partitions": [p.to_dict() for p in self.partitions],
             "audit_fingerprints": {k: fp.encode() for k, fp in self.audit_fingerprints.items()},
+            **({"versions": dict(self.versions)} if self.versions else {}),
         }
 
     def timings_line(self) -> str:

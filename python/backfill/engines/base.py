@@ -154,11 +154,14 @@ class WriteResult:
     #: computed them in the write: exactly what :meth:`Engine.fingerprints` of the area returns
     #: for them (the audit then need not scan the area). None: the audit scans.
     partitions: Mapping[str, PartitionFingerprint] | None = None
+    #: the version of the area the write made (:meth:`Engine.version`; Iceberg: its commit's
+    #: snapshot id), when the engine names versions
+    version: str | None = None
 
     def task_fingerprint(self) -> TaskFingerprint:
         """The task's fingerprint as the ledger records it: the period's, with the partitions'
         when the engine computed them."""
-        return TaskFingerprint(self.fingerprint, self.partitions)
+        return TaskFingerprint(self.fingerprint, self.partitions, self.version)
 
     def recorded_fingerprint(self) -> str:
         """The stored text of :meth:`task_fingerprint` (see :func:`recorded_partitions`)."""
@@ -240,6 +243,10 @@ class PublishModel:
     #: a rollback: what the publication taken back kept of this model (its kept rows are the
     #: new rows; ``published_fingerprints`` are then that publication's ``after``)
     restore: KeptModel | None = None
+    #: the versions the audit read (see :meth:`Engine.version`): ``"published"`` of the
+    #: published relation (its ``published_fingerprints`` are of that version) and ``"area"``
+    #: of the audit area; publish re-checks by scanning only a side whose version moved
+    versions: Mapping[str, str] = field(default_factory=dict)
 
     def unchanged(self, stale: Collection[str] = ()) -> frozenset[str]:
         """Labels of the partitions whose new rows are the published ones: the audit found the
@@ -464,6 +471,33 @@ class Engine(ABC):
         of both from them, and serve the pairs from them. Default: nothing batched, every
         question goes to the tables."""
         return contextlib.nullcontext()
+
+    def version(self, project: Project, model: str, area: Area) -> str | None:
+        """A name of the rows ``model`` holds in ``area`` now, read from the warehouse's
+        metadata (no query): the same name later means the same rows (Iceberg: the table's
+        snapshot id; a snapshot never changes, and every commit makes a new one). None: the
+        engine names no versions, or the relation has none. Publish skips re-reading a side
+        whose version is still the one the audit read (:meth:`pinned`)."""
+        return None
+
+    def pinned(
+        self, project: Project, model: str, areas: Sequence[Area]
+    ) -> contextlib.AbstractContextManager[list[str | None]]:
+        """A block in which this thread's reads of ``model`` in each of ``areas`` see the one
+        version of it named by the list it yields (in the order of ``areas``; None: not pinned,
+        reads see the newest rows): an audit inside it computes what holds of exactly those
+        versions, and records them. Default: nothing pinned."""
+        return contextlib.nullcontext([None for _ in areas])
+
+    def written_by(
+        self, project: Project, model: str, area: Area, version: str, writes: Collection[str]
+    ) -> bool:
+        """Whether ``version`` of ``model`` in ``area`` (see :meth:`version`) holds, in the
+        periods of the area, exactly what the writes named ``writes`` (the versions their tasks
+        recorded: ``WriteResult.version``) left there: no other write came after the first of
+        them. Then the fingerprints the tasks recorded are those of ``version``. False: not
+        known (the default)."""
+        return False
 
     @abstractmethod
     def stream(

@@ -177,7 +177,7 @@ def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -
             f"with force_reason='why this is right' (--force REASON):\n  {lines}"
         )
     for model, model_parts in parts.items():
-        if not _area_unchanged(bf, model, model_parts, audits[model].audit_fingerprints):
+        if not _area_unchanged(bf, model, model_parts, audits[model]):
             raise ConflictError(
                 f"the audit area of {model} changed since the audit (a task ran "
                 f"again); re-audit first: backfill audit {bf.id}"
@@ -203,6 +203,7 @@ def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -
                 tuple(parts[m]),
                 audits[m].published_fingerprints,
                 audits[m].audit_fingerprints,
+                versions=audits[m].versions,
             )
             for m in order
         ),
@@ -268,14 +269,19 @@ def _publish(bf: Backfill, rec: BackfillRecord, note: str, forced: str | None) -
     return publication
 
 
-def _area_unchanged(
-    bf: Backfill, model: str, parts: list[Part], recorded: Mapping[str, PartitionFingerprint]
-) -> bool:
-    """Whether the audit area of ``model`` still holds what the audit fingerprinted. First one
-    fingerprint of the span of the partitions (one scan, no per-partition grouping) against
-    the sum of the recorded ones: fingerprints add up (see ``PartitionFingerprint.total``), and
-    the area holds rows of its partitions only. A mismatch (or an engine whose fingerprints do
-    not add up) falls back to comparing partition by partition."""
+def _area_unchanged(bf: Backfill, model: str, parts: list[Part], audit: AuditRecord) -> bool:
+    """Whether the audit area of ``model`` still holds what the audit fingerprinted. When the
+    audit recorded the area's version and the area is still at it (an Iceberg snapshot: the
+    branch did not move), it does, without reading a row. Else one fingerprint of the span of
+    the partitions (one scan, no per-partition grouping) against the sum of the recorded ones:
+    fingerprints add up (see ``PartitionFingerprint.total``), and the area holds rows of its
+    partitions only. A mismatch (or an engine whose fingerprints do not add up) falls back to
+    comparing partition by partition."""
+    seen = audit.versions.get("area")
+    if seen is not None and bf.engine.version(bf.project, model, bf.area) == seen:
+        log.debug("audit area of %s: version %s unchanged since the audit", model, seen)
+        return True
+    recorded: Mapping[str, PartitionFingerprint] = audit.audit_fingerprints
     if len(parts) > 1 and set(recorded) == {p[0] for p in parts}:
         span = ("span", min(p[1] for p in parts), max(p[2] for p in parts))
         now = bf.engine.fingerprints(bf.project, model, bf.area, [span])

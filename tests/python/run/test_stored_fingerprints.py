@@ -42,6 +42,22 @@ def test_a_task_fingerprint_round_trips(parts: dict[str, PartitionFingerprint]) 
     assert TaskFingerprint(task.period).encode() == text.split(" ")[0] == task.period.encode()
 
 
+@given(
+    st.dictionaries(labels, fingerprints, max_size=3), st.from_regex(r"[0-9]{1,19}", fullmatch=True)
+)
+def test_a_task_fingerprint_keeps_the_version_its_write_made(
+    parts: dict[str, PartitionFingerprint], version: str
+) -> None:
+    task = TaskFingerprint(PartitionFingerprint.total(parts.values()), parts, version)
+    text = task.encode()
+    assert text.endswith(f" @{version}")
+    back = TaskFingerprint.decode(text)
+    assert back.version == version and back.partitions == (parts or None)
+    # the same rows written again (another version) fingerprint the same
+    assert back == TaskFingerprint(task.period, parts, None)
+    assert recorded_partitions(text) == (parts or None)
+
+
 def test_the_stored_text_is_the_format_of_earlier_ledgers() -> None:
     a, b = PartitionFingerprint.of(2, 5), PartitionFingerprint.of(3, 7)
     task = TaskFingerprint(PartitionFingerprint.total([a, b]), {"2026-08-01": a, "2026-08-02": b})

@@ -37,7 +37,7 @@ import itertools
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from decimal import Context, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,8 +138,12 @@ class SparkEngine(IcebergTables, SqlEngine):
         self.pool = pool
         self.stream_periods = max(1, int(stream_periods))
         self.held_rows = max(0, int(held_rows))
-        # relation -> (table, branch) of the relations _source handed out (see _rows_at_most)
-        self._rel_refs: dict[str, tuple[str, str]] = {}
+        # relation -> (table, branch, pinned snapshot or None) of the relations _source handed
+        # out (see _rows_at_most)
+        self._rel_refs: dict[str, tuple[str, str, int | None]] = {}
+        # this thread's pinned snapshots, (table, branch) -> snapshot id (see pinned), and the
+        # snapshot its last write committed (see _write_version)
+        self._pins = threading.local()
         # Checked now, before any task is claimed: PySpark, the jar, and a reachable master.
         with extra_required("the Spark engine", "spark"):
             import pyspark  # noqa: F401
@@ -344,6 +348,7 @@ class SparkEngine(IcebergTables, SqlEngine):
                 transient=False,
             )
         partitioned = writes_period(project, m, window)
+        self._pins.written = None
         written, deleted, fp, parts = self._write_table_of(
             project, m, window, area, rows, partitioned
         )
@@ -427,7 +432,8 @@ class SparkEngine(IcebergTables, SqlEngine):
             else:
                 writer.overwrite(F.expr(cond))
         if observed is not None:
-            _, _, deleted = self._commit_of(table, ref, token)
+            snap, _, deleted = self._commit_of(table, ref, token)
+            self._pins.written = str(snap)
             got = observed.get
             fp = PartitionFingerprint.of(int(got["n"]), int(got["h"]))
             by_part = {
@@ -514,6 +520,11 @@ class SparkEngine(IcebergTables, SqlEngine):
         ``ref`` for ``token=""``), and the fingerprints of the written period and of its
         ``parts`` as that commit left them (later commits of other tasks do not count)."""
         snap, _, deleted = self._commit_of(table, ref, token)
+        if token:
+            # An overwrite or append changes its period only; a MERGE (no token) may move a
+            # key's row out of another task's period: its commit names no version (see
+            # written_by), so an audit never takes the run's fingerprints as the branch's.
+            self._pins.written = str(snap)
         rel = f"(SELECT * FROM {table} VERSION AS OF {snap} WHERE {cond})"
         types = self.table_types(table)
         cols = [Column(n, t, kind_of(t)) for n, t in types.items()]
@@ -535,34 +546,117 @@ class SparkEngine(IcebergTables, SqlEngine):
         if area.direct:
             if not self.exists(table):
                 return None
-            self._rel_refs[table] = (table, "main")
-            return table, self._columns(cur, self.published(project, model)) or []
+            snap = self._pin(table, "main")
+            if snap is None:
+                self._rel_refs[table] = (table, "main", None)
+                return table, self._columns(cur, self.published(project, model)) or []
+            rel = self._at(table, snap)
+            self._rel_refs[rel] = (table, "main", snap)
+            return rel, [Column(n, t, kind_of(t)) for n, t in self._types(rel).items()]
         branch = self.branch(str(area.backfill_id))
         if not self.has_branch(table, branch):
             return None
-        rel = self._on_branch(table, branch)
+        snap = self._pin(table, branch)
+        rel = self._on_branch(table, branch) if snap is None else self._at(table, snap)
         cols = [Column(n, t, kind_of(t)) for n, t in self._types(rel).items()]
         periods = area.periods.get(model)
         if periods and m.event_time and m.strategy in ("replace", "merge", "append"):
             kind = next((c.kind for c in cols if c.name == m.event_time), None)
             where = self.dialect.in_periods(m.event_time, periods, kind)
             rel = f"(SELECT * FROM {rel} WHERE {where})"
-        self._rel_refs[rel] = (table, branch)
+        self._rel_refs[rel] = (table, branch, snap)
         return rel, cols
+
+    @staticmethod
+    def _at(table: str, snapshot: int) -> str:
+        return f"(SELECT * FROM {table} VERSION AS OF {snapshot})"
+
+    def _pin(self, table: str, ref: str) -> int | None:
+        pins: dict[tuple[str, str], int] = getattr(self._pins, "snapshots", {})
+        return pins.get((table, ref))
+
+    def _ref_of(self, area: Area) -> str:
+        return "main" if area.direct else self.branch(str(area.backfill_id))
+
+    def version(self, project: Project, model: str, area: Area) -> str | None:
+        """The snapshot id the branch of ``area`` (``main`` for the published tables) of the
+        model's table points at, from the table's metadata (no Spark job)."""
+        table = self.table(model)
+        if not self.exists(table):
+            return None
+        snap = self.snapshot_of(table, self._ref_of(area))
+        return None if snap is None else str(snap)
+
+    @contextlib.contextmanager
+    def pinned(
+        self, project: Project, model: str, areas: Sequence[Area]
+    ) -> Iterator[list[str | None]]:
+        """Reads of the model's table on each area's branch see the snapshot the branch points
+        at when the block starts (``VERSION AS OF``): what the audit computes is of exactly
+        those snapshots, whatever commits meanwhile."""
+        table = self.table(model)
+        before: dict[tuple[str, str], int] = getattr(self._pins, "snapshots", {})
+        pins = dict(before)
+        versions: list[str | None] = []
+        refs = self.iceberg_table(table).refs() if self.exists(table) else None
+        for area in areas:
+            ref = None if refs is None else refs.get(self._ref_of(area))
+            if ref is not None:
+                pins[(table, self._ref_of(area))] = int(ref.snapshotId())
+            versions.append(None if ref is None else str(ref.snapshotId()))
+        self._pins.snapshots = pins
+        try:
+            yield versions
+        finally:
+            self._pins.snapshots = before
+
+    def written_by(
+        self, project: Project, model: str, area: Area, version: str, writes: Collection[str]
+    ) -> bool:
+        """Whether the snapshots from ``version`` back along its parents are the commits
+        ``writes`` (each a task's overwrite of its own period; tasks' periods do not overlap)
+        until every one of them is met: nothing else committed to the branch after the first
+        of them (a commit of anyone else, or a task's attempt the ledger does not hold, in
+        between: False). Iceberg's metadata only (no Spark job)."""
+        left = set(writes)
+        if area.direct or not left or not version.isdigit():
+            return False
+        table = self.table(model)
+        if not self.exists(table):
+            return False
+        t = self.iceberg_table(table)
+        snap = t.snapshot(int(version))
+        while snap is not None and left:
+            sid = str(snap.snapshotId())
+            if sid not in left:
+                return False
+            left.discard(sid)
+            parent = snap.parentId()
+            snap = t.snapshot(parent) if parent is not None else None
+        return not left
+
+    def _write_version(self) -> str | None:
+        """The snapshot this thread's last write committed (its fingerprints are of it)."""
+        written: str | None = getattr(self._pins, "written", None)
+        return written
 
     def _rows_at_most(self, cur: Any, rels: Sequence[str], limit: int) -> bool:
         """From the snapshots' summaries (Iceberg's metadata: no Spark job): the rows of the
-        whole table at the head of each relation's branch, an upper bound of its rows."""
+        whole table at the snapshot each relation reads (pinned, or the head of its branch),
+        an upper bound of its rows."""
         total = 0
         for rel in rels:
             found = self._rel_refs.get(rel)
             if found is None:
                 return False
             t = self.iceberg_table(found[0])
-            ref = t.refs().get(found[1])
-            if ref is None:
-                return False
-            records = t.snapshot(ref.snapshotId()).summary().get("total-records")
+            snap = found[2]
+            if snap is None:
+                ref = t.refs().get(found[1])
+                if ref is None:
+                    return False
+                snap = ref.snapshotId()
+            records = t.snapshot(snap).summary().get("total-records")
             if records is None:
                 return False
             total += int(records)

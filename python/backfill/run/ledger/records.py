@@ -438,6 +438,13 @@ class AuditRecord(RecordFields):
             for label, text in self.result["audit_fingerprints"].items()
         }
 
+    @property
+    def versions(self) -> dict[str, str]:
+        """The versions the audit's fingerprints are of (``"published"``, ``"area"``: see
+        ``Engine.version``); empty when the engine names none (or an older audit)."""
+        found = self.result.get("versions") or {}
+        return {str(k): str(v) for k, v in found.items()}
+
 
 @dataclass(frozen=True)
 class PublicationRecord(RecordFields):

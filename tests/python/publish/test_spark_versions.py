@@ -1,0 +1,187 @@
+"""Publish on Spark by snapshot ids: the audit records the snapshots of ``main`` and of the
+backfill's branch whose fingerprints it holds, and publish re-reads a side only when its
+snapshot moved since. An outside write to either side moves its snapshot, so the scans run
+again and find it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import backfill
+from backfill.engines import PUBLISHED
+
+pytest.importorskip("pyspark")
+
+AS_OF = "2026-12-01"
+START, END = "2026-08-03", "2026-08-08"
+MODELS = ("fct_daily_sales", "fct_sales_7d", "fct_monthly_sales")
+
+
+@pytest.fixture
+def shop_on_spark(built_spark_shop: Path, tmp_path: Path) -> Iterator[backfill.Project]:
+    import spark_support
+    from backfill.examples import shop
+
+    root = spark_support.copy_built(built_spark_shop, tmp_path / "spark_shop")
+    shop.fix(root)
+    project = backfill.Project.load(root)
+    yield project
+    backfill.engines.registry.engine_for(project).close()
+
+
+def _backfill(project: backfill.Project) -> backfill.Backfill:
+    plan = project.plan("fct_daily_sales+", START, END, as_of=AS_OF)
+    bf = project.backfill(plan, reason="discount bug fixed")
+    assert bf.run(concurrency=2, backoff=0.0).ok
+    return bf
+
+
+def _versions(bf: backfill.Backfill) -> dict[str, dict[str, str]]:
+    rows = bf.ledger.audits(bf.id)
+    latest = rows[-1].audit_id
+    return {r.model: r.versions for r in rows if r.audit_id == latest}
+
+
+class _Scans:
+    """The fingerprint queries (row hashes summed) the engine runs while counting."""
+
+    def __init__(self, engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sql: list[str] = []
+        self.counting = False
+        rows = engine._rows
+
+        def counted(cur: Any, sql: str) -> list[tuple[Any, ...]]:
+            if self.counting and "xxhash64" in sql:
+                self.sql.append(sql)
+            return rows(cur, sql)  # type: ignore[no-any-return]
+
+        monkeypatch.setattr(engine, "_rows", counted)
+
+
+def _sql(engine: Any, sql: str) -> None:
+    engine.spark.sql(sql)
+
+
+def test_the_audit_records_the_snapshots_it_read_and_publish_reads_no_rows_again(
+    shop_on_spark: backfill.Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bf = _backfill(shop_on_spark)
+    engine: Any = bf.engine
+    assert bf.audit().passed
+    versions = _versions(bf)
+    for model in MODELS:
+        table = engine.table(model)
+        # main's and the branch's snapshots; the branch's fingerprints are the run's (its tasks'
+        # commits are all the branch holds since it was made)
+        assert versions[model] == {
+            "published": str(engine.snapshot_of(table)),
+            "area": str(engine.snapshot_of(table, engine.branch(bf.id))),
+        }
+    scans = _Scans(engine, monkeypatch)
+    scans.counting = True
+    bf.publish("revenue from 3 Aug about 2% lower")
+    assert scans.sql == []  # neither side moved: nothing to re-read
+    assert bf.status().status == "published"
+    fixed = engine.fingerprints(bf.project, "fct_daily_sales", PUBLISHED, [])
+    assert fixed.popitem()[1].rows == 62  # July and August, one row a day
+
+
+def test_an_outside_write_to_main_between_audit_and_publish_is_found(
+    shop_on_spark: backfill.Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bf = _backfill(shop_on_spark)
+    engine: Any = bf.engine
+    assert bf.audit().passed
+    daily = engine.table("fct_daily_sales")
+    before = engine.snapshot_of(daily)
+    _sql(engine, f"UPDATE {daily} SET revenue = revenue + 1 WHERE sales_date = DATE '2026-08-04'")
+    assert engine.snapshot_of(daily) != before
+    scans = _Scans(engine, monkeypatch)
+    scans.counting = True
+    with pytest.raises(backfill.ConflictError, match="fct_daily_sales changed since the audit"):
+        bf.publish("ours")
+    assert scans.sql  # main moved: its fingerprints were read again
+    assert bf.status().status == "done"
+    # nothing was published: main still holds the outside write, not the backfill's rows
+    rows = engine.spark.sql(
+        f"SELECT count(*) FROM {daily} WHERE sales_date = DATE '2026-08-04'"
+    ).collect()
+    assert rows[0][0] == 1 and engine.snapshot_of(daily) != before
+    # re-audited, it publishes (the audit now records main's new snapshot)
+    assert bf.audit().passed
+    assert _versions(bf)["fct_daily_sales"]["published"] == str(engine.snapshot_of(daily))
+    bf.publish("ours, re-audited")
+    assert bf.status().status == "published"
+
+
+def test_a_write_to_main_outside_the_backfilled_days_moves_the_snapshot_but_is_no_conflict(
+    shop_on_spark: backfill.Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bf = _backfill(shop_on_spark)
+    engine: Any = bf.engine
+    assert bf.audit().passed
+    daily = engine.table("fct_daily_sales")
+    _sql(engine, f"UPDATE {daily} SET revenue = revenue + 1 WHERE sales_date = DATE '2026-07-10'")
+    scans = _Scans(engine, monkeypatch)
+    scans.counting = True
+    bf.publish("ours")  # the scan finds the backfilled days as audited
+    assert any(daily.replace("`", "") in s.replace("`", "") for s in scans.sql)
+    assert bf.status().status == "published"
+    kept = engine.spark.sql(
+        f"SELECT count(*) FROM {daily} WHERE sales_date = DATE '2026-07-10'"
+    ).collect()
+    assert kept[0][0] == 1
+
+
+def test_an_outside_write_to_the_branch_after_the_audit_is_found(
+    shop_on_spark: backfill.Project,
+) -> None:
+    bf = _backfill(shop_on_spark)
+    engine: Any = bf.engine
+    assert bf.audit().passed
+    branch = engine._on_branch(engine.table("fct_daily_sales"), engine.branch(bf.id))
+    _sql(engine, f"UPDATE {branch} SET revenue = 0 WHERE sales_date = DATE '2026-08-05'")
+    with pytest.raises(backfill.ConflictError, match="audit area of fct_daily_sales changed"):
+        bf.publish("ours")
+    assert bf.status().status == "done"
+
+
+def test_an_outside_write_to_the_branch_before_the_audit_keeps_the_area_check(
+    shop_on_spark: backfill.Project,
+) -> None:
+    """The audit takes the branch's fingerprints from the run's tasks; a commit the tasks did
+    not make sits on the branch, so the audit records no branch snapshot and publish scans the
+    branch against the run's fingerprints: the outside write is found."""
+    bf = _backfill(shop_on_spark)
+    engine: Any = bf.engine
+    branch = engine._on_branch(engine.table("fct_daily_sales"), engine.branch(bf.id))
+    _sql(engine, f"UPDATE {branch} SET revenue = 0 WHERE sales_date = DATE '2026-08-05'")
+    bf.audit()
+    versions = _versions(bf)
+    assert "area" not in versions["fct_daily_sales"]
+    assert "area" in versions["fct_sales_7d"]  # its branch holds its tasks' commits only
+    with pytest.raises(backfill.ConflictError, match="audit area of fct_daily_sales changed"):
+        bf.publish("ours", force_reason="past the gate the outside write fails")
+    assert bf.status().status == "done"
+
+
+def test_a_published_backfill_then_an_outside_write_then_the_next_audit_sees_it(
+    shop_on_spark: backfill.Project,
+) -> None:
+    """Between a publish and the next audit: the next backfill's audit reads main at the
+    snapshot it pins (the outside write's), and its diff shows the write."""
+    first = _backfill(shop_on_spark)
+    engine: Any = first.engine
+    first.audit()
+    first.publish("ours")
+    daily = engine.table("fct_daily_sales")
+    _sql(engine, f"UPDATE {daily} SET revenue = revenue + 1 WHERE sales_date = DATE '2026-08-04'")
+    second = _backfill(shop_on_spark)
+    report = second.audit()
+    differing = [p.label for p in report["fct_daily_sales"].differing]
+    assert differing == ["2026-08-04"]
+    assert _versions(second)["fct_daily_sales"]["published"] == str(engine.snapshot_of(daily))
