@@ -176,22 +176,27 @@ class PostgresDialect(Dialect):
 
     def insert_fingerprinted(
         self,
-        insert: str,
+        target: str,
+        source: str,
+        names: Sequence[str],
         columns: Sequence[Column],
         event_time: str,
         kind: ColumnKind | None,
         parts: Sequence[Part],
     ) -> str | None:
         # RETURNING gives the rows as stored (cast to the table's types), so their hashes are
-        # those a scan of the table computes; the scan after each write read the whole table
-        # (no index on the event time), which grew with every task.
-        cols = ", ".join(self.quote(c.name) for c in columns)
+        # those a scan of the table computes; a scan after each write read the whole table (no
+        # index on the event time). Each row's partition and hash are computed in RETURNING:
+        # the CTE then holds two numbers a row instead of the row, which spilled to a temporary
+        # file past work_mem (a fifth of the statement's time at 4,000 orders a day).
+        listed = ", ".join(self.quote(n) for n in names)
         _, index = self.part_index(event_time, kind, parts)
         inside = self.in_periods(event_time, [(s, e) for _, s, e in parts], kind, "t")
-        h = self.digest(self.row_hash(columns, "t"))
         return (
-            f"WITH w AS ({insert} RETURNING {cols}) "
-            f"SELECT CASE WHEN {inside} THEN {index} END, count(*), {h} FROM w t GROUP BY 1"
+            f"WITH w AS (INSERT INTO {target} AS t ({listed}) SELECT {listed} FROM {source} "
+            f"RETURNING CASE WHEN {inside} THEN {index} END AS p, "
+            f"{self.row_hash(columns, 't')} AS h) "
+            f"SELECT p, count(*), {self.digest('w.h')} FROM w GROUP BY 1"
         )
 
     def analyze(self, target: str) -> str:

@@ -157,17 +157,19 @@ class Dialect:
 
     def insert_fingerprinted(
         self,
-        insert: str,
+        target: str,
+        source: str,
+        names: Sequence[str],
         columns: Sequence[Column],
         event_time: str,
         kind: ColumnKind | None,
         parts: Sequence[Part],
     ) -> str | None:
-        """One statement that runs ``insert`` (an ``INSERT ... SELECT`` of the table's
-        ``columns``) and returns what :meth:`parts_scan` of the table would for the rows it wrote
-        -- (index in ``parts``, row count, :meth:`digest`) -- with the index NULL for rows
-        outside every partition: the written rows fingerprinted as they are written, without
-        reading the table again. None: the engine cannot (the table is scanned after)."""
+        """One statement that runs :meth:`insert` of ``names`` from ``source`` into ``target``
+        (a table of ``columns``) and returns what :meth:`parts_scan` of the table would for the
+        rows it wrote -- (index in ``parts``, row count, :meth:`digest`) -- with the index NULL
+        for rows outside every partition: the written rows fingerprinted as they are written,
+        without reading the table again. None: the engine cannot (the table is scanned after)."""
         return None
 
     # -- the canonical row encoding (see .canonical; equal on every engine) ----------------------
