@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -277,65 +276,6 @@ def test_concurrent_first_tasks_of_one_model_all_land(
         project, "ev_daily", PUBLISHED, parts
     )
     engine.drop_area("bf_race")
-    engine.close()
-
-
-def test_the_task_that_creates_a_table_does_not_hold_back_its_siblings(
-    events: tuple[backfill.Project, str], tmp_path: Path
-) -> None:
-    """The first tasks of a model race to create its table. The one that wins creates it in a
-    transaction of its own: its siblings wait for the CREATE, not for its whole write (here
-    4 s of pg_sleep in the first day's SELECT, which planning its shape does not run)."""
-    _, url = events
-    root = tmp_path  # the events project's directory
-    (root / "models" / "ev_slow.sql").write_text(
-        "select cast(updated_at as date) as day, count(*) as n\n"
-        'from {{ source("raw", "events") }} e\n'
-        "where updated_at >= {{ start }} and updated_at < {{ end }}\n"
-        "  and exists (select 1 from pg_sleep(case when {{ start }} = "
-        "TIMESTAMP '2026-01-01 00:00:00' then 4 else 0 end))\n"
-        "group by 1\n",
-        encoding="utf-8",
-    )
-    yml = root / "backfill.yml"
-    yml.write_text(
-        yml.read_text(encoding="utf-8") + "  ev_slow: {event_time: day}\n", encoding="utf-8"
-    )
-    project = backfill.Project.load(root)
-    engine = PostgresEngine(url, schema="pub", pool_size=4)
-    area = Area("bf_first", {"ev_slow": [(day(1), day(3))]})
-    errors: list[BaseException] = []
-
-    def first() -> None:
-        try:
-            engine.run_task(project, "ev_slow", day(1), day(2), area)
-        except BaseException as exc:
-            errors.append(exc)
-
-    slow = threading.Thread(target=first)
-    slow.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not _rows(
-            url,
-            "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep%' "
-            "AND query NOT LIKE '%pg_stat_activity%'",
-        ):
-            assert time.monotonic() < deadline, "the first task never started its write"
-            time.sleep(0.02)
-        began = time.monotonic()
-        engine.run_task(project, "ev_slow", day(2), day(3), area)
-        sibling = time.monotonic() - began
-        assert slow.is_alive(), "the first task's write ended before its sibling's"
-    finally:
-        slow.join()
-    assert not errors, errors
-    assert sibling < 2.0, f"the second task waited {sibling:.1f} s for the first one's write"
-    assert _rows(url, "SELECT day, n FROM audit_bf_first.ev_slow ORDER BY day") == [
-        (dt.date(2026, 1, 1), 5),
-        (dt.date(2026, 1, 2), 5),
-    ]
-    engine.drop_area("bf_first")
     engine.close()
 
 

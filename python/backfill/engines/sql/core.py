@@ -782,20 +782,16 @@ class SqlEngine(Engine):
         if split:  # its partitions before the write, each in a transaction of its own
             assert start is not None and end is not None
             made = self._partitions_for(cur, project, m, rel, (start, end), own=True)
-        fast_path = (
-            rows is None
-            and partitioned
-            and m.strategy == "replace"
-            and bool(m.event_time)
-            and not dead_letters
-            and not split
-        )
-        if fast_path and self._kind(cur, rel) is None:
-            self._create_first(cur, project, m, rel, window, area)
         with self._transaction(cur):
             if rows is None:
                 sql = self._render(project, m.name, window, area, cur)
-                if fast_path:
+                if (
+                    partitioned
+                    and m.strategy == "replace"
+                    and m.event_time
+                    and not dead_letters
+                    and not split
+                ):
                     assert start is not None and end is not None
                     fast = self._write_replace(cur, project, m, rel, sql, (start, end))
                     if fast is not None:
@@ -823,30 +819,6 @@ class SqlEngine(Engine):
             if dead_letters is not None and start is not None and end is not None:
                 self._dead_letters(cur, project, dead_letters, (start, end))
         return written, deleted, fp, {}
-
-    def _create_first(
-        self,
-        cur: Any,
-        project: Project,
-        m: Model,
-        rel: Rel,
-        window: tuple[dt.datetime | None, dt.datetime | None],
-        area: Area,
-    ) -> None:
-        """Creates the missing table ``rel`` of ``m`` (a ``replace`` model) from the shape of
-        its SELECT, in a transaction of its own before the task's. The first tasks of a model
-        race to create its table and take turns on a lock; inside the task's transaction the
-        one that created it would hold that lock through its whole write, and its siblings
-        would wait for all of it (6 s of the shop's build at 4,000 orders a day). A SELECT
-        that does not bind creates nothing: the task's transaction reports its error."""
-        with self._transaction(cur):
-            sql = self._render(project, m.name, window, area, cur)
-            if self._bind(cur, sql) is None:
-                return
-            self._lock(cur, rel)
-            if self._kind(cur, rel) is None:
-                target = self.dialect.qualified(rel)
-                cur.execute(f"CREATE TABLE {target} AS SELECT * FROM (\n{sql}\n) q LIMIT 0")
 
     def _write_table(
         self,
