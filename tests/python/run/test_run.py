@@ -708,6 +708,37 @@ def test_shop_built_and_fixed_model_backfilled_from_the_cli(tmp_path: Path) -> N
         c.close()
 
 
+def test_concurrent_runs_of_one_new_period_write_it_once(shop_dir: Path) -> None:
+    """Threads replacing the same period that no row of the table holds yet (the table exists):
+    each DELETE finds nothing, so DuckDB sees no conflict, and before the engine made them take
+    turns every one of them inserted (78 rows for a 13-row day). Now they take turns: the
+    period holds its rows once, and the day before it is untouched."""
+    p = backfill.Project.load(shop_dir)
+    assert p.settings is not None
+    engine = DuckDBEngine(p.settings.engine.path, keep_open=True)
+    area = Area("bf_turns", {})
+    before = engine.run_task(p, "clean_orders", day("2026-05-04"), day("2026-05-05"), area)
+    barrier = threading.Barrier(6)
+    results = []
+
+    def write() -> None:
+        barrier.wait()
+        results.append(
+            engine.run_task(p, "clean_orders", day("2026-05-05"), day("2026-05-06"), area)
+        )
+
+    threads = [threading.Thread(target=write) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    engine.close()
+    assert len(results) == 6 and len({r.fingerprint for r in results}) == 1
+    assert results[0].rows_written > 0
+    got = fingerprints(shop_dir, "audit_bf_turns")["clean_orders"]
+    assert got.rows == before.rows_written + results[0].rows_written
+
+
 def test_concurrent_writes_of_one_partition_conflict_and_are_retried(shop_dir: Path) -> None:
     """Threads replacing the same partition at once: DuckDB raises write-write conflicts, the
     engine retries them, and the partition ends up written exactly once."""

@@ -39,6 +39,7 @@ from ..base import Capabilities, Column, ColumnKind, TaskFailure
 from ..sql import AuditScope, Rel, SqlEngine
 from .connection import SharedDatabase
 from .sql import DIALECT, fingerprint_parts_sums
+from .turns import Turns
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model.project import Model, Project
@@ -91,6 +92,8 @@ class DuckDBEngine(SqlEngine):
         self.conflict_retries = conflict_retries
         self.naming = naming
         self.db: SharedDatabase = SharedDatabase(self.path, lock_timeout, keep_open, linger)
+        in_memory = str(path) in ("", ":memory:")
+        self._turns = Turns(f":memory:{id(self)}" if in_memory else str(self.path.resolve()))
 
     @classmethod
     def table_source(cls, location: str, database: str, rel: tuple[str, str] | None) -> Any:
@@ -206,6 +209,21 @@ class DuckDBEngine(SqlEngine):
 
     def _union(self, new: str, new_cols: list[str], outside: str, pub_cols: list[Column]) -> str:
         return f"(SELECT * FROM {new} UNION ALL BY NAME SELECT * {outside})"
+
+    def _lock(self, cur: Any, rel: Rel, key: str = "") -> None:
+        # Optimistic conflicts do not cover two writes of one empty period (see .turns). After
+        # a wait the transaction starts again, as after a write conflict: its snapshot is from
+        # before the other write committed.
+        name = f"{rel[0]}.{rel[1]}" + (f"@{key}" if key else "")
+        if self._turns.take(name):
+            raise duckdb.TransactionException(
+                f"waited for another write of {name}: starting again to see what it committed"
+            )
+
+    @contextlib.contextmanager
+    def _transaction(self, cur: Any) -> Iterator[Any]:
+        with self._turns.held_until_done(), super()._transaction(cur) as inside:
+            yield inside
 
     def _bind(self, cur: Any, sql: str) -> list[str] | None:
         # Bound as a relation, never run: a statement that failed would abort the transaction.
