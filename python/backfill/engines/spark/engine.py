@@ -74,7 +74,7 @@ from .session import (
     small_session,
     spark_session,
 )
-from .sql import SparkDialect, arrow_rows, kind_of, quote
+from .sql import SparkDialect, arrow_rows, arrow_type, kind_of, quote
 from .tables import IcebergTables, utc_timestamps
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -738,7 +738,20 @@ class SparkEngine(IcebergTables, SqlEngine):
         types = self._types(table)
         schema = ", ".join(f"{n}: {types[n]}" for n in names)
         data = [tuple(_value(v, types[n]) for v, n in zip(r, names, strict=True)) for r in rows]
-        self.spark.createDataFrame(data, schema).writeTo(table).append()
+        arrow = [arrow_type(types[n]) for n in names]
+        if any(t is None for t in arrow):  # a type Arrow is not given here: Python's rows
+            self.spark.createDataFrame(data, schema).writeTo(table).append()
+            return
+        # As Arrow: a DataFrame of Python rows is pickled through a Python worker process (a
+        # Spark job: 0.3 s a publish record, 1.5 s for the first, which starts the worker);
+        # an Arrow table is a local relation the driver reads directly (0.03 s).
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        columns = [list(c) for c in zip(*data, strict=True)] if data else [[] for _ in names]
+        batch = pa.table(
+            [pa.array(c, type=t) for c, t in zip(columns, arrow, strict=True)], names=list(names)
+        )
+        self.spark.createDataFrame(batch, schema).writeTo(table).append()
 
 
 class _Statements:
