@@ -437,7 +437,7 @@ class SparkEngine(IcebergTables, SqlEngine):
             got = observed.get
             fp = PartitionFingerprint.of(int(got["n"]), int(got["h"]))
             by_part = {
-                label: PartitionFingerprint.of(int(got[f"n{i}"]), int(got[f"h{i}"]))
+                label: PartitionFingerprint.of(int(got["ns"][i]), int(got["hs"][i]))
                 for i, (label, _, _) in enumerate(parts)
             }
             return fp.rows, deleted, fp, by_part
@@ -453,8 +453,8 @@ class SparkEngine(IcebergTables, SqlEngine):
         token: str,
     ) -> tuple[DataFrame, Any]:
         """``df`` observed by its write job: the row count and digest of all its rows (``n``,
-        ``h``) and of each of ``parts`` (``n<i>``, ``h<i>``): the rows' hash and partition are
-        computed once a row, in columns dropped again before the write."""
+        ``h``) and of each of ``parts`` (the arrays ``ns`` and ``hs``, by part): the rows' hash
+        and partition are computed once a row, in columns dropped again before the write."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -463,17 +463,22 @@ class SparkEngine(IcebergTables, SqlEngine):
         df = df.withColumn(
             h, F.expr(f"CAST({self.spark_dialect.names_hash(names, '')} AS DECIMAL(38, 0))")
         )
-        aggs = [F.expr("count(1)").alias("n"), F.expr(f"coalesce(sum({h}), 0)").alias("h")]
+        aggs = ["count(1) AS n", f"coalesce(sum({h}), 0) AS h"]
         if parts and event_time:
             whens = " ".join(
                 f"WHEN {self.dialect.in_periods(event_time, [(s, e)], et_kind)} THEN {i}"
                 for i, (_, s, e) in enumerate(parts)
             )
             df = df.withColumn(p, F.expr(f"CASE {whens} END"))
-            for i in range(len(parts)):
-                aggs.append(F.expr(f"count_if({p} = {i})").alias(f"n{i}"))
-                aggs.append(F.expr(f"coalesce(sum(IF({p} = {i}, {h}, NULL)), 0)").alias(f"h{i}"))
-        return df.observe(observed, *aggs).drop(h, p), observed
+            # Two arrays (the counts and the digests by part), not two columns a part: each
+            # column is a JVM call to parse it and one to name it, 0.3 s a task of 45 days
+            # before its job starts.
+            counts = ", ".join(f"count_if({p} = {i})" for i in range(len(parts)))
+            sums = ", ".join(
+                f"coalesce(sum(IF({p} = {i}, {h}, NULL)), 0)" for i in range(len(parts))
+            )
+            aggs += [f"array({counts}) AS ns", f"array({sums}) AS hs"]
+        return df.observe(observed, *(F.expr(a) for a in aggs)).drop(h, p), observed
 
     def _rebuild(
         self,
