@@ -9,14 +9,19 @@
    fct_monthly_sales) rebuilt over the period in one overwrite each. (Until 2026-12-03 the
    baseline rebuilt fct_daily_sales only, a third of the backfill's work; until 2026-12-06 the
    backfill's time was its run's alone; until 2026-12-07 it was planned for 4 concurrent tasks
-   and run with 2, which the CLI never does: 9 tasks instead of 5.) Target: <= 1.5x. The plain fct_daily_sales must hold
-   the backfill's rows.
+   and run with 2, which the CLI never does: 9 tasks instead of 5.) Target: <= 1.5x. The plain
+   fct_daily_sales must hold the backfill's rows.
 2. The audit of a backfill where 10% of the partitions differ (fingerprints, then the C++ diff of
    the differing partitions) against a Spark FULL OUTER JOIN of old and new over the same periods,
-   collected to the driver. Target: >= 3x faster. Each runs ``--repeat`` times (default 3), in
-   rounds of one audit then one join: the ratio is of the medians (the first round, a cold JVM
-   that compiles each new query's code, is shown beside). The driver's peak RSS (Python and JVM)
-   is shown.
+   collected to the driver. Target: >= 3x faster.
+
+Both run ``--repeat`` times (default 3), in rounds: the backfill (run, audit, publish), the plain
+jobs, the join; then the publication is rolled back (untimed), so that every round starts from
+the same tables. The ratios are of the medians (each round's backfill ratio is printed too; the
+first round's audit and join, a JVM that compiles each new query's code, beside). Until
+2026-12-07 the backfill and the plain jobs ran once (a lone pair of times on a machine whose load
+moves them by 20-30%) and the audit was repeated on that one backfill. The driver's peak RSS
+(Python and JVM) is shown.
 
 Spark jobs per phase are counted from the job ids Spark hands out (the status tracker): on small
 data a phase's time is mostly its number of jobs times a job's fixed cost.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import re
@@ -72,6 +78,7 @@ class Result:
     jobs_audit_first: int = 0
     jobs_publish: int = 0
     retries: int = 0  # attempts of the run's tasks beyond the first (commit conflicts)
+    ratios: tuple[float, ...] = ()  # each round's backfill over its plain jobs
 
     @property
     def backfill_ratio(self) -> float:
@@ -88,10 +95,12 @@ class Result:
             f"plain job wrote the backfill's fct_daily_sales rows: {self.same_rows}",
             f"  backfill {self.t_backfill:.1f} s ({self.jobs_backfill} Spark jobs: run "
             f"{self.t_run:.1f} s ({self.jobs_run}, {self.retries} task retries) + audit "
-            f"{self.t_audit_first:.1f} s ({self.jobs_audit_first}) + publish "
+            f"{self.t_audit:.1f} s ({self.jobs_audit_first}) + publish "
             f"{self.t_publish:.1f} s ({self.jobs_publish})) "
-            f"vs plain Spark jobs {self.t_plain:.1f} s ({self.jobs_plain}): {r1:.2f}x "
-            f"(target <= 1.5x: {'met' if r1 <= 1.5 else 'NOT met'})",
+            f"vs plain Spark jobs {self.t_plain:.1f} s ({self.jobs_plain}), medians of "
+            f"{max(1, len(self.ratios))} round(s): {r1:.2f}x "
+            f"(target <= 1.5x: {'met' if r1 <= 1.5 else 'NOT met'}); by round "
+            + ", ".join(f"{x:.2f}x" for x in self.ratios),
             f"  audit {self.t_audit:.2f} s ({self.jobs_audit} Spark jobs) vs FULL OUTER JOIN "
             f"diff {self.t_join:.2f} s ({self.jobs_join}), medians: {r2:.2f}x faster "
             f"(target >= 3x: {'met' if r2 >= 3 else 'NOT met'}); first round "
@@ -164,36 +173,42 @@ def prepare(root: Path, per_day: int, days: int) -> Any:
     return engine
 
 
+@dataclass
+class _Round:
+    """One round's figures (seconds; Spark jobs)."""
+
+    run: float
+    audit: float
+    publish: float
+    plain: float
+    join: float
+    jobs_run: int
+    jobs_audit: int
+    jobs_publish: int
+    jobs_plain: int
+    jobs_join: int
+
+    @property
+    def backfill(self) -> float:
+        return self.run + self.audit + self.publish
+
+
 def measure(
     root: Path, engine: Any, days: int, repeat: int = 3, *, publish: bool = True
 ) -> tuple[Result, Any]:
     """The two comparisons on a shop built over the window (its engine's SparkSession is used
-    as it is): applies the fix, backfills, then the plain jobs; then ``repeat`` rounds of an
-    audit and the join; then, with ``publish``, publishes the backfill (its run, first audit and
-    publish are the backfill's time; without, its run and first audit). Returns the result and
-    the backfill (audited; published with ``publish``)."""
+    as it is): applies the fix, then ``repeat`` rounds, each a backfill of fct_daily_sales+ (its
+    run, its audit and, with ``publish``, its publish: the backfill's time), the plain jobs, and
+    the FULL OUTER JOIN diff of the backfill's branch against main. Between rounds the
+    publication is rolled back (or, without ``publish``, the backfill discarded), untimed, so
+    every round starts from the same tables. Medians over the rounds; the first round's audit
+    and join beside. Returns the result and the last round's backfill (audited; published with
+    ``publish``)."""
     first, last = window(days)
     shop.fix(root)
     p = backfill.Project.load(root)
     spark = engine.spark
     sc = spark.sparkContext
-
-    j0, began = _last_job(spark), time.perf_counter()
-    bf = p.backfill(
-        # planned for the concurrency it runs at, as `backfill run --concurrency 2` plans
-        p.plan(
-            "fct_daily_sales+",
-            first.isoformat(),
-            last.isoformat(),
-            as_of="2026-12-01",
-            concurrency=2,
-        ),
-        reason="bench",
-        engine=engine,
-    )
-    assert bf.run(concurrency=2, backoff=0.0).ok
-    t_backfill, jobs_backfill = time.perf_counter() - began, _last_job(spark) - j0
-    retries = sum(t.attempts - 1 for t in bf.ledger.tasks(bf.id))
 
     from pyspark.sql import functions as F
 
@@ -206,29 +221,27 @@ def measure(
         ("fct_sales_7d", "sales_date", first, last, "days"),
         ("fct_monthly_sales", "sales_month", month0, month1, "months"),
     ]
-    sc.setJobDescription("spark_bench: plain jobs")
-    j0, began = _last_job(spark), time.perf_counter()
-    for m, key, lo, hi, transform in jobs:
-        sql = engine.render(
-            p,
-            m,
-            dt.datetime.combine(lo, dt.time(), UTC),
-            dt.datetime.combine(hi, dt.time(), UTC),
-            backfill.engines.PUBLISHED,
-        )
-        plain = engine.table(f"plain_{m}")
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {plain} USING iceberg PARTITIONED BY "
-            f"({transform}({key})) AS SELECT * FROM {engine.table(m)} WHERE FALSE"
-        )
-        spark.sql(sql).writeTo(plain).overwrite(
-            F.expr(f"{key} >= DATE '{lo}' AND {key} < DATE '{hi}'")
-        )
-    t_plain, jobs_plain = time.perf_counter() - began, _last_job(spark) - j0
 
-    branch = f"branch_audit_{bf.id}"
+    def plain_jobs() -> None:
+        sc.setJobDescription("spark_bench: plain jobs")
+        for m, key, lo, hi, transform in jobs:
+            sql = engine.render(
+                p,
+                m,
+                dt.datetime.combine(lo, dt.time(), UTC),
+                dt.datetime.combine(hi, dt.time(), UTC),
+                backfill.engines.PUBLISHED,
+            )
+            plain = engine.table(f"plain_{m}")
+            spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {plain} USING iceberg PARTITIONED BY "
+                f"({transform}({key})) AS SELECT * FROM {engine.table(m)} WHERE FALSE"
+            )
+            spark.sql(sql).writeTo(plain).overwrite(
+                F.expr(f"{key} >= DATE '{lo}' AND {key} < DATE '{hi}'")
+            )
 
-    def join() -> None:
+    def join(branch: str) -> None:
         sc.setJobDescription("spark_bench: FULL OUTER JOIN diff")
         for m, key, lo, hi, _ in jobs:  # the partitions the audit compares
             t = engine.table(m)
@@ -239,57 +252,95 @@ def measure(
                 f"ON o.{key} = n.{key} WHERE NOT (struct(o.*) <=> struct(n.*))"
             ).toArrow()
 
-    audits: list[float] = []
-    joins: list[float] = []
-    audit_jobs: list[int] = []
-    for _ in range(max(1, repeat)):
+    def timed(fn: Any) -> tuple[float, int, Any]:
         j0, began = _last_job(spark), time.perf_counter()
-        report = bf.audit()
-        audits.append(time.perf_counter() - began)
-        jobs_audit = _last_job(spark) - j0
-        audit_jobs.append(jobs_audit)
-        j0, began = _last_job(spark), time.perf_counter()
-        join()
-        joins.append(time.perf_counter() - began)
-        jobs_join = _last_job(spark) - j0
+        out = fn()
+        return time.perf_counter() - began, _last_job(spark) - j0, out
 
-    # fct_daily_sales only: the plain jobs of the models downstream read the published
-    # fct_daily_sales, not the new one (and the backfill rebuilds the 7-day window further).
-    sc.setJobDescription("spark_bench: plain table vs the branch")
-    same = _same(
-        spark,
-        f"SELECT * FROM {engine.table('fct_daily_sales')}.`{branch}` WHERE "
-        f"sales_date >= DATE '{first}' AND sales_date < DATE '{last}'",
-        f"SELECT * FROM {engine.table('plain_fct_daily_sales')}",
-    )
-    t_publish = 0.0
-    jobs_publish = 0
-    if publish:
-        j0, began = _last_job(spark), time.perf_counter()
-        bf.publish("spark_bench")
-        t_publish, jobs_publish = time.perf_counter() - began, _last_job(spark) - j0
+    rounds: list[_Round] = []
+    same = audit_passed = True
+    retries = 0
+    rounds_n = max(1, repeat)
+    for r in range(rounds_n):
+        bf = p.backfill(
+            # planned for the concurrency it runs at, as `backfill run --concurrency 2` plans
+            p.plan(
+                "fct_daily_sales+",
+                first.isoformat(),
+                last.isoformat(),
+                as_of="2026-12-01",
+                concurrency=2,
+            ),
+            reason=f"bench, round {r + 1}",
+            engine=engine,
+        )
+        t_run, j_run, ran = timed(functools.partial(bf.run, concurrency=2, backoff=0.0))
+        assert ran.ok
+        retries += sum(t.attempts - 1 for t in bf.ledger.tasks(bf.id))
+        t_plain, j_plain, _ = timed(plain_jobs)
+        t_audit, j_audit, report = timed(bf.audit)
+        audit_passed = audit_passed and report.passed
+        branch = f"branch_audit_{bf.id}"
+        t_join, j_join, _ = timed(functools.partial(join, branch))
+        # fct_daily_sales only: the plain jobs of the models downstream read the published
+        # fct_daily_sales, not the new one (and the backfill rebuilds the 7-day window further).
+        sc.setJobDescription("spark_bench: plain table vs the branch")
+        same = same and _same(
+            spark,
+            f"SELECT * FROM {engine.table('fct_daily_sales')}.`{branch}` WHERE "
+            f"sales_date >= DATE '{first}' AND sales_date < DATE '{last}'",
+            f"SELECT * FROM {engine.table('plain_fct_daily_sales')}",
+        )
+        t_publish, j_publish = 0.0, 0
+        if publish:
+            t_publish, j_publish, pub = timed(functools.partial(bf.publish, "spark_bench"))
+            if r < rounds_n - 1:
+                note = "spark_bench: the next round starts as this one did"
+                p.rollback(pub.id, note=note, engine=engine)
+        elif r < rounds_n - 1:
+            bf.discard()
+        rounds.append(
+            _Round(
+                t_run,
+                t_audit,
+                t_publish,
+                t_plain,
+                t_join,
+                j_run,
+                j_audit,
+                j_publish,
+                j_plain,
+                j_join,
+            )
+        )
+
+    def med(key: Any) -> Any:
+        return statistics.median(key(x) for x in rounds)
+
+    one = rounds[0]
     return Result(
         days,
-        t_backfill + audits[0] + t_publish,
-        t_plain,
-        statistics.median(audits),
-        statistics.median(joins),
-        audits[0],
-        joins[0],
-        jobs_backfill + audit_jobs[0] + jobs_publish,
-        jobs_plain,
-        jobs_audit,
-        jobs_join,
-        report.passed,
+        med(lambda x: x.backfill),
+        med(lambda x: x.plain),
+        med(lambda x: x.audit),
+        med(lambda x: x.join),
+        one.audit,
+        one.join,
+        round(med(lambda x: x.jobs_run + x.jobs_audit + x.jobs_publish)),
+        round(med(lambda x: x.jobs_plain)),
+        round(med(lambda x: x.jobs_audit)),
+        round(med(lambda x: x.jobs_join)),
+        audit_passed,
         same,
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         _jvm_peak_mb(spark),
-        t_backfill,
-        t_publish,
-        jobs_backfill,
-        audit_jobs[0],
-        jobs_publish,
+        med(lambda x: x.run),
+        med(lambda x: x.publish),
+        round(med(lambda x: x.jobs_run)),
+        round(med(lambda x: x.jobs_audit)),
+        round(med(lambda x: x.jobs_publish)),
         retries,
+        tuple(x.backfill / x.plain for x in rounds),
     ), bf
 
 
