@@ -74,7 +74,7 @@ from .session import (
     small_session,
     spark_session,
 )
-from .sql import SparkDialect, arrow_rows, arrow_type, kind_of, quote
+from .sql import SparkDialect, arrow_rows, kind_of, quote
 from .tables import IcebergTables, utc_timestamps
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -738,24 +738,22 @@ class SparkEngine(IcebergTables, SqlEngine):
         spark.sql(f"DROP NAMESPACE IF EXISTS {ns}")
 
     def _insert_rows(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[Any]) -> None:
-        # The table's own types (a DDL schema string, which createDataFrame parses): an old
-        # changelog's measure values stay doubles, written as floats.
-        types = self._types(table)
-        schema = ", ".join(f"{n}: {types[n]}" for n in names)
-        data = [tuple(_value(v, types[n]) for v, n in zip(r, names, strict=True)) for r in rows]
-        arrow = [arrow_type(types[n]) for n in names]
-        if any(t is None for t in arrow):  # a type Arrow is not given here: Python's rows
-            self.spark.createDataFrame(data, schema).writeTo(table).append()
-            return
         # As Arrow: a DataFrame of Python rows is pickled through a Python worker process (a
         # Spark job: 0.3 s a publish record, 1.5 s for the first, which starts the worker);
-        # an Arrow table is a local relation the driver reads directly (0.03 s).
+        # an Arrow table is a local relation the driver reads directly (0.03 s). The table's
+        # own types, in Arrow as PySpark maps them: an old changelog's measure values stay
+        # doubles, written as floats.
         import pyarrow as pa  # type: ignore[import-untyped]
+        from pyspark.sql.pandas.types import to_arrow_schema
 
-        columns = [list(c) for c in zip(*data, strict=True)] if data else [[] for _ in names]
-        batch = pa.table(
-            [pa.array(c, type=t) for c, t in zip(columns, arrow, strict=True)], names=list(names)
-        )
+        listed = ", ".join(quote(n) for n in names)
+        schema = self.spark.sql(f"SELECT {listed} FROM {table} LIMIT 0").schema
+        arrow = to_arrow_schema(schema)
+        columns = [
+            pa.array([_value(r[i], f.dataType.simpleString()) for r in rows], type=a.type)
+            for i, (f, a) in enumerate(zip(schema.fields, arrow, strict=True))
+        ]
+        batch = pa.Table.from_arrays(columns, schema=arrow)
         self.spark.createDataFrame(batch, schema).writeTo(table).append()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ...errors import InvalidInputError
 from ...model.rendering import sql_literal
@@ -19,7 +19,6 @@ __all__ = [
     "DIALECT",
     "SparkDialect",
     "arrow_rows",
-    "arrow_type",
     "kind_of",
     "partition_transform",
     "quote",
@@ -193,37 +192,6 @@ def partition_transform(grain: str | None, event_time: str | None, kind: ColumnK
     if transform == "hours" and kind == ColumnKind.DATE:
         transform = "days"
     return f"{transform}({quote(event_time)})"
-
-
-_ARROW_TYPES = {
-    "string": "string",
-    "bigint": "int64",
-    "int": "int32",
-    "smallint": "int16",
-    "tinyint": "int8",
-    "double": "float64",
-    "float": "float32",
-    "boolean": "bool_",
-    "date": "date32",
-    "binary": "binary",
-}
-
-
-def arrow_type(spark_type: str) -> Any:
-    """The Arrow type that Spark reads as ``spark_type`` (a simple type's DDL name: ``bigint``,
-    ``decimal(38,10)``, ``timestamp`` as UTC microseconds); None for any other (nested types)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-
-    t = spark_type.strip().lower()
-    if t in ("timestamp", "timestamp_ltz"):
-        return pa.timestamp("us", tz="UTC")
-    if t == "timestamp_ntz":
-        return pa.timestamp("us")
-    if t.startswith("decimal(") and t.endswith(")"):
-        precision, scale = (int(x) for x in t[len("decimal(") : -1].split(","))
-        return pa.decimal128(precision, scale)
-    name = _ARROW_TYPES.get(t)
-    return getattr(pa, name)() if name else None
 
 
 def arrow_rows(spark: SparkSession, sql: str) -> list[tuple[object, ...]]:
