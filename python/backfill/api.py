@@ -75,6 +75,7 @@ def plan_with_history(
     by past backfills (``history``) and the engine's batching capability."""
     caps = None if project.settings is None else engine_capabilities(project.settings.engine)
     options.setdefault("shared_machine", caps is not None and caps.embedded)
+    options.setdefault("shared_cores", caps is not None and caps.shared_cores)
     if history and project.settings is not None:
         names = project.select(select, options.get("exclude"))
         options["costs"] = {**model_costs(project, names), **(options.get("costs") or {})}

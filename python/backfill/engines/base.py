@@ -34,6 +34,11 @@ from the engine's class):
   commits one table at a time). Either way the changelog rows land only with a complete publish.
 * ``embedded=True``: the engine runs in this process on this machine's cores, so estimates cap
   the useful concurrency at the core count.
+* ``shared_cores=True``: one task's statement already spreads over every core the warehouse has
+  (DuckDB's threads, a Spark job's executors), so tasks side by side share those cores instead of
+  adding to them: ``partitions_per_run="auto"`` gives a model's period to as few tasks as
+  :data:`~backfill.plan.costs.MAX_SHARED_TASK_SECONDS` allows instead of one per concurrent slot
+  (more tasks would only add their fixed costs).
 * ``multi_partition_tasks=True``: a task of several consecutive partitions is written in one
   transaction like a task of one, so ``partitions_per_run="auto"`` may group partitions.
 * ``landing=True``: :meth:`Engine.land` writes rows handed over as Arrow (a Kafka source's
@@ -208,6 +213,9 @@ class Capabilities:
     #: one run_task over several consecutive partitions writes them in ONE transaction, so
     #: automatic batching may group them (dbt runs a range as one batch per partition: no)
     multi_partition_tasks: bool = True
+    #: a task's statement uses every core of the warehouse: concurrent tasks share them, so
+    #: automatic batching does not split a model's period to fill concurrent slots
+    shared_cores: bool = False
     #: claimed tasks a runner hands the engine at once per unit of concurrency: an engine that
     #: runs waiting tasks together (dbt: consecutive batches in one invocation) gets up to this
     #: many, each still leased, run in its own thread and recorded on its own

@@ -110,6 +110,9 @@ class PlanContext:
     #: the tasks run on an embedded engine, in one process on this machine's cores: tasks side
     #: by side share them (see :attr:`Estimate.shared_machine`)
     shared_machine: bool = False
+    #: a task's statement uses every core of the warehouse (Capabilities.shared_cores): auto
+    #: batching gave each model the fewest tasks of bounded work, not a task per slot
+    shared_cores: bool = False
 
     def __post_init__(self) -> None:
         # Copies that cannot change: a caller's dict or list is not shared with the plan.
@@ -450,7 +453,14 @@ class Plan:
                 f"{m.partitions_per_run:>5}  {work:>9}  {m.period}"
             )
         ctx = self._context
-        lines.extend(["", *cost_summary(ctx.batching, ctx.min_task_seconds, ms, costs)])
+        lines.extend(
+            [
+                "",
+                *cost_summary(
+                    ctx.batching, ctx.min_task_seconds, ms, costs, shared_cores=ctx.shared_cores
+                ),
+            ]
+        )
         for check in ctx.replay:
             lines.extend(["", str(check)])
         if self.findings:

@@ -60,6 +60,9 @@ class PlanOptions:
     include_in_progress: bool | None = None
     #: the engine is embedded: tasks side by side share this machine's cores (PlanContext)
     shared_machine: bool = False
+    #: a task's statement uses every core of the warehouse (Capabilities.shared_cores): automatic
+    #: batching does not split a model's period to fill concurrent slots
+    shared_cores: bool = False
 
     @property
     def auto(self) -> bool:
@@ -180,6 +183,7 @@ class _Planner:
             replay=check_retention(self.project, models, as_of=core.as_of),
             task_sizes=sizes,
             shared_machine=opts.shared_machine,
+            shared_cores=opts.shared_cores,
         )
 
     def _known(self) -> tuple[dict[str, float], dict[str, float]]:
@@ -256,6 +260,7 @@ class _Planner:
                 concurrency=self.options.concurrency,
                 min_task_seconds=self.min_task_seconds,
                 batchable=not single,
+                shared_cores=self.options.shared_cores,
             )
             if k > 1:
                 runs[name] = k

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import backfill
 from backfill.plan.costs import (
     MAX_FIXED_SHARE,
+    MAX_SHARED_TASK_SECONDS,
     Measurement,
     ModelCost,
     auto_partitions_per_run,
@@ -123,6 +124,50 @@ def test_auto_batches_pay_for_a_large_fixed_cost() -> None:
     assert auto_partitions_per_run(2000, spark, concurrency=2, min_task_seconds=2.0) == 225
     duck = ModelCost("m", "measured", 0.021, 0.03)  # the fixed cost is small: min_task rules
     assert auto_partitions_per_run(890, duck, concurrency=2, min_task_seconds=2.0) == 94
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(1, 20000),
+    conc=st.integers(1, 64),
+    per_task=st.floats(0, 400),
+    per_part=st.floats(0, 400),
+    floor=st.floats(0.01, 30),
+)
+@example(n=90, conc=2, per_task=0.3, per_part=0.1, floor=2.0)  # the shop on Spark: one task
+# found by hypothesis: a fixed cost above the bound and a subnormal cost per partition
+@example(n=2, conc=1, per_task=301.0, per_part=5e-324, floor=1.0)
+def test_shared_cores_take_the_fewest_tasks_of_bounded_work(
+    n: int, conc: int, per_task: float, per_part: float, floor: float
+) -> None:
+    # An engine whose one task uses every core: tasks do not multiply for the slots, a model's
+    # period goes to as few tasks as the bound on a task's work allows, evenly sized, and
+    # never smaller than the tasks the work rule asks for (its fixed cost stays a small share).
+    cost = ModelCost("m", "measured", per_part, per_task)
+    k = auto_partitions_per_run(
+        n, cost, concurrency=conc, min_task_seconds=floor, shared_cores=True
+    )
+    alone = auto_partitions_per_run(n, cost, concurrency=1, min_task_seconds=floor)
+    tasks = math.ceil(n / k)
+    assert 1 <= k <= n and k >= alone
+    if k > alone:  # the bound decided: the fewest tasks that keep every task within it ...
+
+        def within(t: int) -> bool:
+            return cost.task_seconds(math.ceil(n / t)) <= MAX_SHARED_TASK_SECONDS + 1e-9
+
+        assert within(tasks) and (tasks == 1 or not within(tasks - 1))
+        assert k == math.ceil(n / tasks)  # ... evenly sized
+    assert (
+        auto_partitions_per_run(
+            n, cost, concurrency=conc, min_task_seconds=floor, shared_cores=True, batchable=False
+        )
+        == 1
+    )
+    assert auto_partitions_per_run(n, None, concurrency=conc, min_task_seconds=floor) == (
+        auto_partitions_per_run(
+            n, None, concurrency=conc, min_task_seconds=floor, shared_cores=True
+        )
+    )  # without cost data nothing is known of a task's length: a task a slot, as elsewhere
 
 
 # -- the shop ----------------------------------------------------------------------------------

@@ -380,7 +380,15 @@ def test_on_duckdb_the_estimate_is_the_work_at_any_concurrency(skewed_shop: Path
     project = backfill.Project.load(skewed_shop)
     costs = {"enriched": 2.0}
     plans = [
-        project.plan("enriched", DAYS[0], "2026-11-30", as_of=AS_OF, concurrency=c, costs=costs)
+        project.plan(
+            "enriched",
+            DAYS[0],
+            "2026-11-30",
+            as_of=AS_OF,
+            concurrency=c,
+            costs=costs,
+            partitions_per_run=1,
+        )
         for c in (1, 2, 8)
     ]
     for plan in plans:
@@ -391,3 +399,11 @@ def test_on_duckdb_the_estimate_is_the_work_at_any_concurrency(skewed_shop: Path
     # the list schedule still orders the tasks, some of them side by side
     starts = [t["sched_start"] for t in plans[2].tasks.to_pylist()]
     assert len(starts) > 1 and starts.count(0.0) > 1
+    # batched automatically, the 20 s of work are one task at any concurrency: tasks side by
+    # side would share the cores a task already uses, adding only their fixed costs
+    for c in (1, 8):
+        auto = project.plan(
+            "enriched", DAYS[0], "2026-11-30", as_of=AS_OF, concurrency=c, costs=costs
+        )
+        assert len(auto.tasks) == 1 and auto.schedule.makespan == 20.0
+        assert "otherwise the fewest tasks of at most 5 m 0 s each" in auto.describe()

@@ -73,7 +73,9 @@ class DuckDBEngine(SqlEngine):
 
     name = "duckdb"
     dialect = DIALECT
-    capabilities = Capabilities(atomic_publish=True, embedded=True, landing=True, interrupt=True)
+    capabilities = Capabilities(
+        atomic_publish=True, embedded=True, landing=True, interrupt=True, shared_cores=True
+    )
 
     def __init__(
         self,

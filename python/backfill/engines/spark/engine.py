@@ -111,7 +111,9 @@ class SparkEngine(IcebergTables, SqlEngine):
     when they are few) and streams of the differing partitions."""
 
     name = "spark"
-    capabilities = Capabilities(atomic_publish=False, landing=True, interrupt=True)
+    capabilities = Capabilities(
+        atomic_publish=False, landing=True, interrupt=True, shared_cores=True
+    )
     audit_in_one_query = True  # a Spark job's fixed cost dwarfs a partition's scan
 
     def __init__(
