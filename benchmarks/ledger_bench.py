@@ -14,7 +14,11 @@ ledger's ``tasks`` and ``attempts`` tables (their columns, checks and indexes), 
 statements. A claim + finish of one task does at least that much writing, so tasks/s over
 pgbench's transactions/s says how close the ledger comes to the server's limit; on a local
 server the server's CPU per task is printed beside pgbench's per transaction (the work ratio,
-which a busy machine disturbs less than the rates).
+which a busy machine disturbs less than the rates). Beside it, the same writes from W Python
+processes as one prepared statement each through libpq's call (the ledger's fast path): what
+worker processes written in Python can drive on this machine, so that the ledger's own work per
+task shows apart from its language (2026-12-07: 1.30x pgbench's rate, whose transaction is four
+round trips).
 
 ``--repeat N`` runs N rounds back to back, each pgbench then every claim size, and reports the
 medians (each claim size's ratio against the pgbench run of its own round): on a shared
@@ -33,6 +37,7 @@ as in the tests). Targets (full size), per claim size and for claim_task: >= 2,0
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -44,6 +49,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,14 +258,11 @@ def pgbench_binary() -> str:
     return on_path
 
 
-def pgbench(
-    url: str, clients: int, rows: int, seconds: float, data: Path | None = None
-) -> dict[str, float]:
-    """pgbench with ``clients`` clients on the server at ``url``: one UPDATE by key with
-    RETURNING and one INSERT per transaction (PGBENCH_SCRIPT), prepared, on copies of the
-    ledger's tasks (``rows`` rows) and attempts tables made in schema pgbench_ledger. Returns
-    its transactions/s (``tps``) and, for a server running here from ``data``, the server's CPU
-    per transaction (``server_cpu_ms``, else 0)."""
+@contextlib.contextmanager
+def pgbench_tables(url: str, rows: int) -> Iterator[None]:
+    """Schema pgbench_ledger with copies of the ledger's backfills, tasks (``rows`` pending
+    rows of backfill bf_pgbench) and attempts tables (their columns, checks and indexes), for
+    the length of the block."""
     import psycopg
 
     from backfill.run.ledger import open_ledger
@@ -286,7 +289,21 @@ def pgbench(
             (rows - 1,),
         )
         db.execute("VACUUM ANALYZE pgbench_ledger.tasks")
-    with tempfile.TemporaryDirectory() as tmp:
+    try:
+        yield
+    finally:
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute("DROP SCHEMA pgbench_ledger CASCADE")
+
+
+def pgbench(
+    url: str, clients: int, rows: int, seconds: float, data: Path | None = None
+) -> dict[str, float]:
+    """pgbench with ``clients`` clients on the server at ``url``: one UPDATE by key with
+    RETURNING and one INSERT per transaction (PGBENCH_SCRIPT), prepared, on
+    :func:`pgbench_tables`. Returns its transactions/s (``tps``) and, for a server running here
+    from ``data``, the server's CPU per transaction (``server_cpu_ms``, else 0)."""
+    with pgbench_tables(url, rows), tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "claim.sql"
         script.write_text(PGBENCH_SCRIPT.format(last=rows - 1))
         server_before = server_cpu(data)
@@ -311,8 +328,6 @@ def pgbench(
             check=False,
         )
         server_s = server_cpu(data) - server_before
-    with psycopg.connect(url, autocommit=True) as db:
-        db.execute("DROP SCHEMA pgbench_ledger CASCADE")
     found = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", done.stdout)
     count = re.search(r"number of transactions actually processed: ([0-9]+)", done.stdout)
     if done.returncode != 0 or found is None or count is None:
@@ -320,6 +335,76 @@ def pgbench(
     return {
         "tps": float(found.group(1)),
         "server_cpu_ms": 1000 * server_s / max(1, int(count.group(1))),
+    }
+
+
+def script_worker(url: str, index: int, clients: int, rows: int) -> None:
+    """One process of :func:`python_clients`: PGBENCH_SCRIPT's writes ``rows // clients``
+    times on random ids (as pgbench draws them), as lean as Python drives Postgres: one
+    statement (the UPDATE in a CTE, the INSERT of its row) in autocommit, so one round trip a
+    transaction where pgbench makes four, through libpq's prepared call (the ledger's fast
+    path, :mod:`backfill.run.ledger.postgres_fast`)."""
+    import random
+
+    import psycopg
+
+    from backfill.run.ledger.postgres_fast import INT4, execute_prepared
+
+    sql = (
+        b"WITH u AS (UPDATE pgbench_ledger.tasks SET status = 'running', "
+        b"attempts = attempts + 1, not_before = 0, started_at = now()::text, error = NULL "
+        b"WHERE backfill_id = 'bf_pgbench' AND task_id = $1 RETURNING task_id, attempts) "
+        b"INSERT INTO pgbench_ledger.attempts (backfill_id, task_id, attempt, worker, status, "
+        b"started_at) SELECT 'bf_pgbench', task_id, 1, 'python', 'running', now()::text FROM u "
+        b"RETURNING task_id"
+    )
+    draw = random.Random(index)
+    with psycopg.connect(url, autocommit=True) as db:
+        print("ready", flush=True)
+        sys.stdin.readline()
+        cpu = time.process_time()
+        for _ in range(rows // clients):
+            execute_prepared(db, b"bench_script", sql, (draw.randrange(rows),), (INT4,))
+        print(json.dumps({"end": time.time(), "cpu": time.process_time() - cpu}), flush=True)
+
+
+def python_clients(url: str, clients: int, rows: int, data: Path | None = None) -> dict[str, float]:
+    """What worker processes written in Python can drive at most on this machine: pgbench's
+    transaction (the same writes, on :func:`pgbench_tables`) from ``clients`` processes
+    (:func:`script_worker`), ``rows`` transactions in all and nothing else per transaction. A
+    task's claim writes at least that much, so a Python worker's claims of one task cannot
+    come nearer pgbench's rate than this. Returns ``tps``, ``client_cpu_ms`` and
+    ``server_cpu_ms`` per transaction."""
+    with pgbench_tables(url, rows):
+        procs = [
+            subprocess.Popen(
+                [sys.executable, __file__, "--script-worker", url, *map(str, (i, clients, rows))],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(clients)
+        ]
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        start, server_before = time.time(), server_cpu(data)
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        reports = []
+        for p in procs:
+            out, _ = p.communicate(timeout=3600)
+            if p.returncode != 0:
+                raise SystemExit(f"a script worker failed (exit {p.returncode})")
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+        seconds = max(r["end"] for r in reports) - start
+        server_s = server_cpu(data) - server_before
+    done = clients * (rows // clients)
+    return {
+        "tps": done / seconds,
+        "client_cpu_ms": 1000 * sum(r["cpu"] for r in reports) / done,
+        "server_cpu_ms": 1000 * server_s / done,
     }
 
 
@@ -461,11 +546,17 @@ def run_rounds(args: argparse.Namespace, url: str, data: Path | None) -> list[di
         if not args.no_pgbench:
             seconds = args.pgbench_seconds or (3.0 if args.quick else 20.0)
             one["pgbench"] = pgbench(url, args.workers, args.tasks, seconds, data)
+            one["python"] = python_clients(url, args.workers, args.tasks, data)
         for m in args.modes:
             one[m] = measure(url, args.tasks, args.workers, m, data)
         rounds.append(one)
         if args.repeat > 1:
-            bench = f"pgbench {one['pgbench']['tps']:,.0f} tx/s; " if "pgbench" in one else ""
+            bench = (
+                f"pgbench {one['pgbench']['tps']:,.0f} tx/s, the same from Python "
+                f"{one['python']['tps']:,.0f} tx/s; "
+                if "pgbench" in one
+                else ""
+            )
             print(
                 f"round {n + 1} (load {one['load']}): {bench}"
                 + ", ".join(
@@ -479,6 +570,9 @@ def run_rounds(args: argparse.Namespace, url: str, data: Path | None) -> list[di
 def main() -> int:
     if len(sys.argv) == 8 and sys.argv[1] == "--worker":
         worker(*sys.argv[2:5], *(int(a) for a in sys.argv[5:8]))
+        return 0
+    if len(sys.argv) == 6 and sys.argv[1] == "--script-worker":
+        script_worker(sys.argv[2], *(int(a) for a in sys.argv[3:6]))
         return 0
     args = parse_args()
     tasks, modes = args.tasks, args.modes
@@ -514,6 +608,25 @@ def main() -> int:
         print(
             f"pgbench (the server's limit): {bench_rate['tps']:8,.0f} transactions/s, "
             f"{args.workers} clients, one UPDATE ... RETURNING + one INSERT each{cpu}"
+        )
+        py = {
+            k: statistics.median(r["python"][k] for r in rounds)
+            for k in ("tps", "client_cpu_ms", "server_cpu_ms")
+        }
+        py_ratio = statistics.median(r["python"]["tps"] / r["pgbench"]["tps"] for r in rounds)
+        results["python_clients"] = {**py, "ratio": py_ratio}
+        cpu = (
+            f"; {py['client_cpu_ms']:.3f} ms of CPU in the clients + {py['server_cpu_ms']:.3f} "
+            "ms in the server each"
+            if server
+            else ""
+        )
+        print(
+            f"the same writes from {args.workers} Python processes (one prepared statement each, "
+            "libpq's call): "
+            f"{py['tps']:8,.0f} transactions/s = {py_ratio:.2f}x pgbench{cpu}: a Python "
+            f"worker's claim of one task (at least this transaction) cannot come nearer "
+            f"pgbench's rate on this machine"
         )
     print_runs(runs, bench_rate, local=server is not None)
     if not args.no_sqlite:

@@ -22,12 +22,18 @@ Targets (issue 31), each with a met / not met line:
 - with ``--demo``: ``backfill demo --engine postgres`` within 4x of ``backfill demo`` on DuckDB,
   each run as users run it (the installed ``backfill`` in a new process), interleaved, medians.
 
+Beside the build, each warehouse's floor (``plain``): every model rebuilt over the build's window
+by one plain ``CREATE TABLE ... AS`` of its SELECT, parents first, on a copy of the built shop
+(no tasks, ledger, fingerprints or statistics); the build's ratio to its own floor on each engine
+says how much of the Postgres / DuckDB gap is the warehouse's.
+
 Without ``--url`` it starts a throwaway server (the tests' ``pg_support``: fsync off).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import shutil
 import statistics
@@ -52,20 +58,53 @@ from pg_engine_support import ensure_entry_point
 from pg_support import PgServer
 
 AS_OF = "2026-12-01"
+BUILD = ("2026-01-01", "2026-12-01")  # the initial build's window (the shop's README)
+UTC = dt.timezone.utc
 SELECT, START, END = "fct_daily_sales+", "2026-08-01", "2026-10-29"
-STEPS = ("build", "run", "audit", "publish")
+STEPS = ("build", "plain", "run", "audit", "publish")
 BUILD_TARGET = 3.0  # Postgres' initial build over DuckDB's
 DEMO_TARGET = 4.0  # `backfill demo --engine postgres` over `backfill demo`
 
 
 def build(root: Path, concurrency: int) -> float:
     p = backfill.Project.load(root)
-    plan = p.plan("*", "2026-01-01", "2026-12-01", as_of=AS_OF, partitions_per_run=31)
+    plan = p.plan("*", *BUILD, as_of=AS_OF, partitions_per_run=31)
     began = time.perf_counter()
     status = p.backfill(plan, reason="initial build", direct=True).run(concurrency=concurrency)
     if not status.ok:
         raise SystemExit(str(status))
     return time.perf_counter() - began
+
+
+def plain_build(root: Path) -> float:
+    """The warehouse's own floor for the build: every model rebuilt over the build's window by
+    one plain ``CREATE TABLE ... AS`` of its SELECT, parents first, on one connection (what a
+    user would run by hand: no tasks, ledger, fingerprints or statistics). Reads the built
+    tables (the same rows the build read); run after :func:`build` on the same copy. Fails
+    unless each plain table holds exactly the built table's rows: a floor that computed
+    something else would measure nothing."""
+    p = backfill.Project.load(root)
+    engine = engine_for(p)
+    lo, hi = (dt.datetime.combine(dt.date.fromisoformat(d), dt.time(), UTC) for d in BUILD)
+    try:
+        sql = [(m, engine.render(p, m, lo, hi, PUBLISHED)) for m in p.topological_order()]
+        with engine.connect() as db:
+            began = time.perf_counter()
+            for m, select in sql:
+                db.execute(f"CREATE TABLE plain_{m} AS {select}")
+            seconds = time.perf_counter() - began
+            for m, _ in sql:
+                built = engine.relation(m, PUBLISHED, p)
+                differ = db.execute(
+                    f"SELECT count(*) FROM ((SELECT * FROM plain_{m} EXCEPT ALL SELECT * FROM "
+                    f"{built}) UNION ALL (SELECT * FROM {built} EXCEPT ALL SELECT * FROM "
+                    f"plain_{m})) d"
+                ).fetchone()[0]
+                if differ:
+                    raise SystemExit(f"plain {m} differs from the build's in {differ} rows")
+            return seconds
+    finally:
+        engine.close()
 
 
 def backfill_fix(root: Path, concurrency: int) -> tuple[dict[str, float], list[tuple[Any, ...]]]:
@@ -193,6 +232,17 @@ def main() -> int:
         raw_template = clone_database(base_url, template).rsplit("/", 1)[1]
         times["duckdb"]["build"].append(build(built_duck, args.concurrency))
         times["postgres"]["build"].append(build(built_pg, args.concurrency))
+        for i in range(repeat):  # on copies of the built shops (the tables stay)
+            duck = shutil.copytree(built_duck, work / f"duck_plain{i}")
+            times["duckdb"]["plain"].append(plain_build(duck))
+            shutil.rmtree(duck, ignore_errors=True)
+            url = clone_database(base_url, template)
+            pg = shutil.copytree(built_pg, work / f"pg_plain{i}", ignore=_state)
+            yml = pg / "backfill.yml"
+            yml.write_text(yml.read_text().replace(base_url, url))
+            times["postgres"]["plain"].append(plain_build(pg))
+            shutil.rmtree(pg, ignore_errors=True)
+            drop_database(url)
         for i in range(1, repeat):
             duck = shutil.copytree(raw_duck, work / f"duck_build{i}")
             times["duckdb"]["build"].append(build(duck, args.concurrency))
@@ -241,6 +291,13 @@ def main() -> int:
             f"initial build at {per_day} orders a day: postgres {med['postgres']['build']:.2f}s / "
             f"duckdb {med['duckdb']['build']:.2f}s = {ratio['build']:.2f}x "
             f"(target <= {BUILD_TARGET:g}x): {met(build_ok)}"
+        )
+        print(
+            f"  the warehouses' floor (plain CREATE TABLE AS a model, parents first): postgres "
+            f"{med['postgres']['plain']:.2f}s / duckdb {med['duckdb']['plain']:.2f}s = "
+            f"{ratio['plain']:.2f}x; the build over it: postgres "
+            f"{med['postgres']['build'] / med['postgres']['plain']:.2f}x, duckdb "
+            f"{med['duckdb']['build'] / med['duckdb']['plain']:.2f}x"
         )
         demo: dict[str, float] = {}
         if args.demo:

@@ -1,6 +1,6 @@
 """The ledger benchmark still runs (quick mode): worker processes on a throwaway Postgres (claims
 of 16, of 1, and claim_task) and on SQLite finish every task exactly once, pgbench measures the
-same server, and the figures are printed."""
+same server and so do pgbench's writes from Python processes, and the figures are printed."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def test_ledger_bench_quick() -> None:
         assert f"target, {label} (>= 50% of pgbench's rate, " in done.stdout
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert results["pgbench_tps"] > 0
+    # pgbench's writes from Python processes, beside it
+    assert results["python_clients"]["tps"] > 0 and results["python_clients"]["ratio"] > 0
+    assert "the same writes from 4 Python processes (one prepared statement each" in done.stdout
     assert set(results["postgres_runs"]) == {"16", "1", "task"}
     for r in [*results["postgres_runs"].values(), results["sqlite"]]:
         assert (r["tasks"], r["double_claims"], r["lost"], r["all_done"]) == (2000, 0, 0, True)
