@@ -9,7 +9,9 @@
    fct_monthly_sales) rebuilt over the period in one overwrite each. (Until 2026-12-03 the
    baseline rebuilt fct_daily_sales only, a third of the backfill's work; until 2026-12-06 the
    backfill's time was its run's alone; until 2026-12-07 it was planned for 4 concurrent tasks
-   and run with 2, which the CLI never does: 9 tasks instead of 5.) Target: <= 1.5x. The plain
+   and run with 2, which the CLI never does: 9 tasks instead of 5; since the afternoon of
+   2026-12-07 the default batching gives one task a model on Spark, whose one task uses every
+   core: 3 tasks.) Target: <= 1.5x. The plain
    fct_daily_sales must hold the backfill's rows.
 2. The audit of a backfill where 10% of the partitions differ (fingerprints, then the C++ diff of
    the differing partitions) against a Spark FULL OUTER JOIN of old and new over the same periods,

@@ -150,6 +150,32 @@ def test_audit_finds_exactly_the_changes_of_the_fix(shop_dir: Path) -> None:
     )
 
 
+def test_models_are_audited_side_by_side_and_reported_in_order(
+    shop_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each model's first question to the engine waits until another model's has arrived too:
+    # audited one after another, the first would wait alone and the barrier would break.
+    bf = run_fix(shop_dir, "2026-07-25", "2026-08-10")
+    alone = bf.audit()
+    meet, lock, asked = threading.Barrier(2, timeout=60), threading.Lock(), set()
+    real = bf.engine.fingerprints
+
+    def fingerprints(project: Any, model: str, area: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            first = model not in asked and len(asked) < 2
+            asked.add(model)
+        if first:
+            meet.wait()
+        return real(project, model, area, *args, **kwargs)
+
+    monkeypatch.setattr(bf.engine, "fingerprints", fingerprints)
+    report = bf.audit()
+    assert list(report.models) == ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"]
+    assert [a.to_dict() for a in report.models.values()] == [
+        a.to_dict() for a in alone.models.values()
+    ]  # the same findings as the audit before
+
+
 def test_natural_key_prefers_ids_and_needs_uniqueness(shop_dir: Path) -> None:
     p = backfill.Project.load(shop_dir)
     engine = backfill.DuckDBEngine(shop_dir / "warehouse.duckdb")
