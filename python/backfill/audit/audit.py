@@ -676,13 +676,15 @@ def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> Audi
 
     # Models side by side: each audits its own area against its own published table, and its
     # engine calls are a few round trips or small jobs (a Spark job a model: 0.3-0.5 s of
-    # scheduling each for a one-row-a-day table), which overlap. The report keeps the order.
+    # scheduling each for a one-row-a-day table), which overlap. The report keeps the order; a
+    # model that fails stops the models not yet started (the running one finishes first).
+    pool = concurrent.futures.ThreadPoolExecutor(
+        max(1, min(AUDIT_THREADS, len(order))), thread_name_prefix="audit"
+    )
     try:
-        with concurrent.futures.ThreadPoolExecutor(
-            max(1, min(AUDIT_THREADS, len(order))), thread_name_prefix="audit"
-        ) as pool:
-            audits = list(pool.map(one, order))
+        audits = list(pool.map(one, order))
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         bf.engine.close()  # let other processes (readers, runners) open the file
     report = AuditReport(bf.id, uuid.uuid4().hex[:12], utcnow(), audits)
     bf.ledger.record_audit(

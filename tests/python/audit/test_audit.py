@@ -176,6 +176,23 @@ def test_models_are_audited_side_by_side_and_reported_in_order(
     ]  # the same findings as the audit before
 
 
+def test_a_model_whose_audit_fails_fails_the_audit_with_its_own_error(
+    shop_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bf = run_fix(shop_dir, "2026-07-25", "2026-08-10")
+    real = bf.engine.fingerprints
+
+    def fingerprints(project: Any, model: str, area: Any, *args: Any, **kwargs: Any) -> Any:
+        if model == "fct_monthly_sales":
+            raise RuntimeError("the warehouse fell over reading fct_monthly_sales")
+        return real(project, model, area, *args, **kwargs)
+
+    monkeypatch.setattr(bf.engine, "fingerprints", fingerprints)
+    with pytest.raises(RuntimeError, match="fell over reading fct_monthly_sales"):
+        bf.audit()
+    assert bf.ledger.audits(bf.id) == []  # nothing recorded: no report of two models of three
+
+
 def test_natural_key_prefers_ids_and_needs_uniqueness(shop_dir: Path) -> None:
     p = backfill.Project.load(shop_dir)
     engine = backfill.DuckDBEngine(shop_dir / "warehouse.duckdb")
