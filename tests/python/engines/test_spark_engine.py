@@ -295,14 +295,17 @@ def test_a_stop_cancels_running_spark_jobs_and_a_resume_completes_the_tasks(
     _knob(engine, 60_000)
     day = (_day(1), _day(2))  # its rows sleep again
     # jobs of the suite's other tests in the shared SparkContext are not this task's: wait for
-    # one that started after it
+    # one that started after it. The first may be one of the task's short jobs before its
+    # sleeping write, ending before the cancel reaches it (then the write slept a minute a row
+    # and the wait below timed out): cancel until the task has ended.
     before = set(tracker.getActiveJobsIds())
     with ThreadPoolExecutor(1) as pool:
         task = pool.submit(engine.run_task, p, "events_slow", *day, PUBLISHED)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not set(tracker.getActiveJobsIds()) - before:
+        while time.monotonic() < deadline and not task.done():
+            if set(tracker.getActiveJobsIds()) - before:
+                engine.spark.sparkContext.cancelAllJobs()
             time.sleep(0.05)
-        engine.spark.sparkContext.cancelAllJobs()
         outside = "interrupted: its Spark job was cancelled outside backfill"
         with pytest.raises(TaskFailure, match=outside) as err:
             task.result(timeout=30)
