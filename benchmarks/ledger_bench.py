@@ -147,6 +147,37 @@ def vacuum(url: str) -> None:
         )
 
 
+def run_workers(
+    argvs: list[list[str]], data: Path | None
+) -> tuple[list[dict[str, Any]], float, float]:
+    """Starts this script once per argument list, waits until each says ready, then says go to
+    all; returns each one's last line (JSON with ``end``), the seconds from go to the last end,
+    and the local server's CPU seconds meanwhile."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for argv in argvs
+    ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    start, server_before = time.time(), server_cpu(data)
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    reports = []
+    for p, argv in zip(procs, argvs, strict=True):
+        out, _ = p.communicate(timeout=3600)
+        if p.returncode != 0:
+            raise SystemExit(f"a worker ({argv[0]}) failed (exit {p.returncode})")
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports, max(r["end"] for r in reports) - start, server_cpu(data) - server_before
+
+
 def measure(
     url: str, tasks: int, workers: int, mode: str, data: Path | None = None
 ) -> dict[str, Any]:
@@ -191,30 +222,10 @@ def measure(
         ],
     )
     create_s = time.perf_counter() - began
-    procs = [
-        subprocess.Popen(
-            [sys.executable, __file__, "--worker", url, bid, mode, *map(str, (i, workers, tasks))],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(workers)
-    ]
-    for p in procs:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-    start, server_before = time.time(), server_cpu(data)
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    reports = []
-    for p in procs:
-        out, _ = p.communicate(timeout=3600)
-        if p.returncode != 0:
-            raise SystemExit(f"a worker failed (exit {p.returncode})")
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    seconds = max(r["end"] for r in reports) - start
-    server_s = server_cpu(data) - server_before
+    reports, seconds, server_s = run_workers(
+        [["--worker", url, bid, mode, *map(str, (i, workers, tasks))] for i in range(workers)],
+        data,
+    )
     attempts = ledger.attempts(bid)
     per_task = Counter(a["task_id"] for a in attempts)
     statuses = Counter(t.status for t in ledger.tasks(bid))
@@ -376,30 +387,10 @@ def python_clients(url: str, clients: int, rows: int, data: Path | None = None) 
     come nearer pgbench's rate than this. Returns ``tps``, ``client_cpu_ms`` and
     ``server_cpu_ms`` per transaction."""
     with pgbench_tables(url, rows):
-        procs = [
-            subprocess.Popen(
-                [sys.executable, __file__, "--script-worker", url, *map(str, (i, clients, rows))],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(clients)
-        ]
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        start, server_before = time.time(), server_cpu(data)
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        reports = []
-        for p in procs:
-            out, _ = p.communicate(timeout=3600)
-            if p.returncode != 0:
-                raise SystemExit(f"a script worker failed (exit {p.returncode})")
-            reports.append(json.loads(out.strip().splitlines()[-1]))
-        seconds = max(r["end"] for r in reports) - start
-        server_s = server_cpu(data) - server_before
+        reports, seconds, server_s = run_workers(
+            [["--script-worker", url, *map(str, (i, clients, rows))] for i in range(clients)],
+            data,
+        )
     done = clients * (rows // clients)
     return {
         "tps": done / seconds,
