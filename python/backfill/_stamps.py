@@ -8,12 +8,19 @@ from __future__ import annotations
 import datetime as dt
 import getpass
 
-__all__ = ["utcnow", "who"]
+__all__ = ["stamp_ms", "utcnow", "who"]
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def utcnow() -> str:
     """Now, in UTC, as ISO 8601 with milliseconds (how the ledger stamps rows)."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def stamp_ms(ms: int) -> str:
+    """The stamp of ``ms`` milliseconds since the epoch (exact: no float on the way)."""
+    return (_EPOCH + dt.timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
 
 
 def who() -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -404,8 +405,10 @@ class TaskExecutor:
         if stop is not None and stop.aborted:
             return _interrupted(claim, base, ledger, backfill_id, worker, seconds, error, stop)
         transient = is_transient(failure)
-        retry_at = (
-            time.time() + backoff * 2 ** (claim.attempt - 1)
+        # Whole milliseconds, rounded up: the ledger's stamps are, and it adds the delay to
+        # the end's stamp, so the recorded gap before the next attempt is at least the backoff.
+        retry_in = (
+            math.ceil(backoff * 2 ** (claim.attempt - 1) * 1000) / 1000
             if transient and claim.attempt < max_attempts
             else None
         )
@@ -413,7 +416,7 @@ class TaskExecutor:
             claim,
             backfill_id,
             worker,
-            TaskEnd.failure(seconds, error, retry_at),
+            TaskEnd.failure(seconds, error, retry_in),
         )
         ended: OutcomeStatus = (
             "pending" if status == "pending" else "failed" if status == "failed" else "lost"
@@ -424,7 +427,9 @@ class TaskExecutor:
             seconds=seconds,
             error=error,
             transient=transient or ended == "lost",
-            retry_at=retry_at if ended == "pending" else None,
+            retry_at=(
+                time.time() + retry_in if ended == "pending" and retry_in is not None else None
+            ),
         )
         level = {"pending": logging.INFO, "failed": logging.ERROR}.get(ended, logging.WARNING)
         log.log(level, "%s", out.message)
@@ -448,7 +453,7 @@ def _interrupted(
         claim,
         backfill_id,
         worker,
-        TaskEnd.failure(seconds, f"{why}: {error}", time.time()),
+        TaskEnd.failure(seconds, f"{why}: {error}", 0),
     )
     out = dataclasses.replace(
         base,

@@ -101,9 +101,9 @@ def finish(
     bid: str,
     worker: str,
     ok: bool = True,
-    retry_at: float | None = None,
+    retry_in: float | None = None,
 ) -> str:
-    end = TaskEnd.success(0.01, 1, 0, FP_AB) if ok else TaskEnd.failure(0.01, "boom", retry_at)
+    end = TaskEnd.success(0.01, 1, 0, FP_AB) if ok else TaskEnd.failure(0.01, "boom", retry_in)
     return led.finish(claim, bid, worker, end)
 
 
@@ -291,7 +291,7 @@ def test_claim_task(ledger: LedgerBackend) -> None:
 def test_a_retry_waits_for_its_time(ledger: LedgerBackend) -> None:
     ledger.create_backfill(record("b1"), tasks(1))
     (claim,) = ledger.claim("b1", LIVE, 1, 60)
-    assert finish(ledger, claim, "b1", LIVE, ok=False, retry_at=time.time() + 0.3) == "pending"
+    assert finish(ledger, claim, "b1", LIVE, ok=False, retry_in=0.3) == "pending"
     row = ledger.tasks("b1")[0]
     assert (row.status, row.error) == ("pending", "boom")
     assert ledger.claim("b1", LIVE, 1, 60) == []
@@ -300,6 +300,30 @@ def test_a_retry_waits_for_its_time(ledger: LedgerBackend) -> None:
     assert again.attempt == 2
     assert finish(ledger, again, "b1", LIVE) == "done"
     assert [a["status"] for a in ledger.attempts("b1")] == ["failed", "done"]
+
+
+def test_the_recorded_gap_before_a_retry_is_never_under_its_delay(ledger: LedgerBackend) -> None:
+    # The stamps users read (finished_at of the failure, started_at of the retry) show at least
+    # the delay, claimed as early as the ledger allows: a CI run once recorded 99 ms for a
+    # backoff of 100 ms (the due time came from the worker's clock, read before the ledger
+    # stamped the end, and the stamps are cut to milliseconds).
+    delay = 0.013  # an odd number of milliseconds
+    ledger.create_backfill(record("b1"), tasks(1))
+    (claim,) = ledger.claim("b1", LIVE, 1, 60)
+    for _ in range(8):
+        assert finish(ledger, claim, "b1", LIVE, ok=False, retry_in=delay) == "pending"
+        deadline = time.monotonic() + 5
+        while not (got := ledger.claim("b1", LIVE, 1, 60)):
+            assert time.monotonic() < deadline, "the retry never became due"
+        (claim,) = got
+    attempts = ledger.attempts("b1")
+    assert [a["attempt"] for a in attempts] == list(range(1, 10))
+    gaps = [
+        dt.datetime.fromisoformat(b["started_at"]) - dt.datetime.fromisoformat(a["finished_at"])
+        for a, b in itertools.pairwise(attempts)
+    ]
+    assert min(gaps) >= dt.timedelta(seconds=delay), gaps
+    assert max(gaps) < dt.timedelta(seconds=2), gaps  # due soon after, not at some later tick
 
 
 def test_a_failure_without_retry_fails_until_reset(ledger: LedgerBackend) -> None:
@@ -330,7 +354,7 @@ def test_a_task_back_to_pending_comes_before_later_ones_whoever_sent_it_back(
         assert ids(theirs) == [3, 4]
         assert ids(ledger.claim("b1", LIVE, 1, 60)) == [5]
         # a retry due now, sent back by the other handle
-        assert finish(other, theirs[0], "b1", OTHER, ok=False, retry_at=time.time()) == "pending"
+        assert finish(other, theirs[0], "b1", OTHER, ok=False, retry_in=0) == "pending"
         (again,) = ledger.claim("b1", LIVE, 1, 60)
         assert (again.task.task_id, again.attempt) == (3, 2)
         assert ids(ledger.claim("b1", LIVE, 1, 60)) == [6]
@@ -523,9 +547,7 @@ def test_an_interrupted_backfill_keeps_its_tasks_and_resumes(ledger: LedgerBacke
     first, second = ledger.claim("b1", LIVE, 2, 60)
     assert finish(ledger, first, "b1", LIVE) == "done"
     assert (
-        ledger.finish(
-            second, "b1", LIVE, TaskEnd.failure(0.1, "interrupted by SIGTERM", time.time())
-        )
+        ledger.finish(second, "b1", LIVE, TaskEnd.failure(0.1, "interrupted by SIGTERM", 0))
         == "pending"
     )
     ledger.set_status("b1", "interrupted")

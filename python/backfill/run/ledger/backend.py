@@ -153,8 +153,8 @@ class LedgerBackend(Protocol):
         end: TaskEnd,
     ) -> FinishOutcome:
         """Ends ``claim``'s attempt as ``end`` says and releases its lease: the task becomes
-        ``done`` (ok), ``pending`` until ``end.retry_at`` (a failure to retry) or ``failed``;
-        returns that state.
+        ``done`` (ok), ``pending`` for ``end.retry_in`` seconds from the end it records (a
+        failure to retry) or ``failed``; returns that state.
         When the attempt lost its lease meanwhile it changes no task (the attempt stays
         ``abandoned``) and returns ``"lost"``."""
 

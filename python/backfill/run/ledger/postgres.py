@@ -399,7 +399,7 @@ class PostgresLedger(SqlLedger):
             end.deleted,
             f.fingerprint,
             end.error,
-            None if end.retry_at is None else repr(float(end.retry_at)),
+            None if end.retry_in is None else repr(float(end.retry_in)),
             f.target.value,
             late_report(end.ok, end.seconds),
             f.bug,

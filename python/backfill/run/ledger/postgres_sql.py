@@ -280,18 +280,25 @@ def finish(target: TaskState) -> tuple[bytes, bytes]:
     :data:`FINISH_PARAMS`, as ``$n``). Lands only if the attempt still holds the task's lease;
     otherwise only notes the late report on the abandoned attempt. Returns one row: 1 when it
     held the lease, else 0. Built once per target: it runs once per task."""
+    # One instant for the end, cut to the millisecond the stamps show: the attempt's (and the
+    # task's) finished_at, and a retry due that instant + its delay (so the recorded gap before
+    # the next attempt, whose claim compares not_before with its own clock, is never shorter).
+    end = "(SELECT ts FROM clock)"
+    stamp = NOW.replace("clock_timestamp()", end)
     sets = {
-        T.DONE: f"rows_written = %(rows)s, fingerprint = %(fp)s, finished_at = {NOW}, error = NULL",
-        T.PENDING: "not_before = %(retry)s, error = %(err)s",
-        T.FAILED: f"error = %(err)s, finished_at = {NOW}",
+        T.DONE: f"rows_written = %(rows)s, fingerprint = %(fp)s, finished_at = {stamp}, "
+        "error = NULL",
+        T.PENDING: f"not_before = extract(epoch FROM {end}) + %(retry)s, error = %(err)s",
+        T.FAILED: f"error = %(err)s, finished_at = {stamp}",
     }[target]
     ended = sources(ATTEMPT_TRANSITIONS, A.DONE)  # the same sources for DONE and FAILED
     sql = f"""
-WITH held AS (
+WITH clock AS MATERIALIZED (SELECT date_trunc('milliseconds', clock_timestamp()) AS ts),
+held AS (
     DELETE FROM leases WHERE backfill_id = %(b)s AND task_id = %(t)s AND worker = %(w)s
         AND attempt_id = %(a)s RETURNING 1),
 attempt AS (
-    UPDATE attempts SET status = %(ended)s, finished_at = {NOW}, seconds = %(secs)s,
+    UPDATE attempts SET status = %(ended)s, finished_at = {stamp}, seconds = %(secs)s,
         rows_written = %(rows)s, rows_deleted = %(del)s, fingerprint = %(fp)s, error = %(err)s
     WHERE id = %(a)s AND status IN {_in(ended)} AND EXISTS (SELECT 1 FROM held) RETURNING 1),
 task AS (

@@ -155,7 +155,11 @@ class TaskRow:
 class TaskEnd:
     """How an attempt ended, as ``finish`` records it: ``ok`` with the rows it wrote and deleted
     and the task's fingerprint (``WriteResult.task_fingerprint``), or a failure with its
-    ``error``, to retry from ``retry_at`` (epoch seconds; None: the task fails)."""
+    ``error``, to retry ``retry_in`` seconds after the end the ledger records (None: the task
+    fails). The delay, not an instant: the ledger adds it to the very stamp it writes as the
+    attempt's end, in its own clock, so the recorded gap before the next attempt is never
+    shorter than the delay (an instant from the worker's clock, read before the ledger's
+    stamp, came out a millisecond short)."""
 
     ok: bool
     seconds: float
@@ -163,7 +167,7 @@ class TaskEnd:
     deleted: int | None = None
     fingerprint: TaskFingerprint | None = None
     error: str | None = None
-    retry_at: float | None = None
+    retry_in: float | None = None
 
     @classmethod
     def success(
@@ -176,8 +180,10 @@ class TaskEnd:
         return cls(True, seconds, rows, deleted, fingerprint)
 
     @classmethod
-    def failure(cls, seconds: float, error: str | None, retry_at: float | None = None) -> TaskEnd:
-        return cls(False, seconds, error=error, retry_at=retry_at)
+    def failure(cls, seconds: float, error: str | None, retry_in: float | None = None) -> TaskEnd:
+        if retry_in is not None and not retry_in >= 0:
+            raise InvalidInputError(f"retry_in {retry_in!r}: expected seconds >= 0 or None")
+        return cls(False, seconds, error=error, retry_in=retry_in)
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ _SAMPLES = (
 # What a task's end writes besides its status, per status.
 _FINISH_SETS = {
     _T.DONE: "rows_written = :rows, fingerprint = :fp, finished_at = :now, error = NULL",
-    _T.PENDING: "not_before = :retry, error = :err",
+    _T.PENDING: "not_before = :epoch + :retry, error = :err",
     _T.FAILED: "error = :err, finished_at = :now",
 }
 
@@ -853,7 +853,7 @@ class SqlLedger(ABC):
                     "rows": end.rows,
                     "fp": f.fingerprint,
                     "err": end.error,
-                    "retry": end.retry_at,
+                    "retry": end.retry_in,
                 },
             )
             if cur.rowcount != 1:  # a held lease means a running task: a bug if reached
@@ -1201,7 +1201,7 @@ class Finishing:
 
     @property
     def target(self) -> TaskState:
-        return finish_target(self.end.ok, self.end.retry_at)
+        return finish_target(self.end.ok, self.end.retry_in)
 
     @property
     def outcome(self) -> FinishOutcome:

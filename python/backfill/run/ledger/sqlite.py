@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .records import LedgerError, utcnow
+from ..._stamps import stamp_ms
+from .records import LedgerError
 from .schema import SQLITE, AllowValues, values_text
 from .sql import Db, SqlLedger, WriteMode
 
@@ -165,8 +166,14 @@ class SqliteLedger(SqlLedger):
             raise self._storage_error(what, exc) from exc
 
     def _clock(self, secs: float | None) -> dict[str, Any]:
-        now = time.time()
-        clock = {"now": utcnow(), "clock": now, "epoch": now}
+        # One reading for all the words. ``:now`` and ``:epoch`` are the same instant cut to the
+        # millisecond the stamps show: a retry is due at ``:epoch`` + its delay from the end's
+        # stamp, and a claim compares that with the instant its own stamp records, so the
+        # recorded gap is never under the delay.
+        ns = time.time_ns()
+        now = ns / 1e9
+        ms = ns // 1_000_000
+        clock: dict[str, Any] = {"now": stamp_ms(ms), "clock": now, "epoch": ms / 1000}
         if secs is not None:
             clock["expires"] = now + secs
         return clock

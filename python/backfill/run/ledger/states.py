@@ -164,12 +164,12 @@ ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
 ENDED_ATTEMPTS: tuple[AttemptState, ...] = (A.DONE, A.FAILED)
 
 
-def finish_target(ok: bool, retry_at: float | None) -> TaskState:
-    """The state a task's attempt moves it to: done (``ok``), pending until ``retry_at`` (a
-    failure to retry) or failed."""
+def finish_target(ok: bool, retry_in: float | None) -> TaskState:
+    """The state a task's attempt moves it to: done (``ok``), pending for ``retry_in`` seconds
+    (a failure to retry) or failed."""
     if ok:
         return TaskState.DONE
-    return TaskState.PENDING if retry_at is not None else TaskState.FAILED
+    return TaskState.PENDING if retry_in is not None else TaskState.FAILED
 
 
 class IllegalTransitionError(ConflictError):
