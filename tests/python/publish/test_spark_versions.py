@@ -5,6 +5,7 @@ again and find it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 import backfill
 from backfill.engines import PUBLISHED
+from backfill.engines.sql import version_order
 
 pytest.importorskip("pyspark")
 
@@ -185,3 +187,56 @@ def test_a_published_backfill_then_an_outside_write_then_the_next_audit_sees_it(
     differing = [p.label for p in report["fct_daily_sales"].differing]
     assert differing == ["2026-08-04"]
     assert _versions(second)["fct_daily_sales"]["published"] == str(engine.snapshot_of(daily))
+
+
+def test_the_record_of_publications_is_read_once_a_snapshot_and_an_outside_append_is_seen(
+    shop_on_spark: backfill.Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``published_versions`` (what publish and rollback reconcile with first) queries
+    backfill_versions once per snapshot of it: this engine's own append extends what it read,
+    and a commit by anyone else moves the snapshot, so the next call reads it."""
+    from backfill.engines.spark import SparkEngine
+
+    p = shop_on_spark
+    bf = _backfill(p)
+    engine: Any = bf.engine
+    bf.audit()
+    published = bf.publish("ours")
+    reads: list[str] = []
+    rows = engine._rows
+
+    def counted(cur: Any, sql: str) -> list[tuple[Any, ...]]:
+        if "backfill_versions" in sql:
+            reads.append(sql)
+        return rows(cur, sql)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(engine, "_rows", counted)
+
+    def fresh() -> list[Any]:  # another engine's read: nothing held
+        assert p.settings is not None
+        other = SparkEngine.from_settings(p.settings.engine)
+        return other.published_versions(p)
+
+    first = engine.published_versions(p)
+    assert [v.publication_id for v in first] == [published.id]
+    assert len(reads) == 1 and "VERSION AS OF" in reads[0]
+    assert engine.published_versions(p) == first and len(reads) == 1  # unchanged: no query
+    # The rollback reconciles (held: no query) and appends its own record (held too).
+    rolled = p.rollback(published.id, note="back", engine=engine)
+    now = engine.published_versions(p)
+    assert len(reads) == 1
+    assert [v.publication_id for v in now] == [published.id, rolled.id]
+    assert now[1].rolls_back == published.id
+    assert now == fresh()  # what a read of the table finds
+    # An outside append: the snapshot moves, the next call reads it.
+    table = engine.table("backfill_versions")
+    _sql(
+        engine,
+        f"INSERT INTO {table} SELECT 'pub_outside', backfill_id, rolls_back, published_at, "
+        f"keep_until, models FROM {table} WHERE publication_id = '{published.id}'",
+    )
+    after = engine.published_versions(p)
+    assert len(reads) == 2
+    outside = dataclasses.replace(now[0], publication_id="pub_outside")
+    assert after == sorted([*now, outside], key=version_order)
+    assert after == fresh()

@@ -47,9 +47,10 @@ from ..._secrets import mask_text
 from ...errors import InvalidInputError, NotFoundError
 from ...fingerprints import PartitionFingerprint
 from ...model.files import EngineSettings
-from ...versions import KeptModel, backup_schema
+from ...versions import KeptModel, PublishedVersion, backup_schema
 from ..base import (
     CHANGELOG_SCALE,
+    VERSIONS_TABLE,
     Area,
     Capabilities,
     Column,
@@ -62,7 +63,15 @@ from ..base import (
     model_location,
     project_model,
 )
-from ..sql import Rel, SqlEngine, Written, task_parts, writes_period
+from ..sql import (
+    Rel,
+    SqlEngine,
+    Written,
+    task_parts,
+    version_of_row,
+    version_order,
+    writes_period,
+)
 from .jobs import SparkJobs, cancelled_text, interrupted
 from .maintenance import maintain
 from .publish import Moved, kept_of, publishing, restore, swap
@@ -160,6 +169,8 @@ class SparkEngine(IcebergTables, SqlEngine):
         self._table_types: dict[str, dict[str, str]] = {}
         self._views = 0
         self._moved: list[Moved] = []
+        # (snapshot id, the versions it holds) of backfill_versions: see published_versions
+        self._versions: tuple[int, tuple[PublishedVersion, ...]] | None = None
         self._jobs = SparkJobs()
         self.spark_dialect = SparkDialect(self.catalog)
         self.dialect = self.spark_dialect
@@ -722,6 +733,45 @@ class SparkEngine(IcebergTables, SqlEngine):
         self, project: Project, keep: Mapping[str, Sequence[int]], older_than: dt.datetime
     ) -> list[str]:
         return maintain(self, project, keep, older_than)
+
+    # -- the record of publications ------------------------------------------------------------
+    def published_versions(self, project: Project) -> list[PublishedVersion]:
+        """Read once per snapshot of ``backfill_versions`` (the query is a Spark job, 0.3 s of
+        every publish and rollback, which reconcile with it first): a snapshot's rows never
+        change, so the read is pinned to the snapshot it is kept under, and this engine's own
+        appends extend what it holds (:meth:`_record_version`)."""
+        table = self.dialect.qualified((self.schema, VERSIONS_TABLE))
+        if not self.exists(table):
+            return []
+        snap = self.snapshot_of(table)
+        if snap is None:  # created, nothing recorded yet
+            return []
+        held = self._versions
+        if held is not None and held[0] == snap:
+            return list(held[1])
+        rows = self._rows(None, self._versions_query(f"{table} VERSION AS OF {snap}"))
+        found = tuple(version_of_row(r) for r in rows)
+        self._versions = (snap, found)
+        return list(found)
+
+    def _record_version(
+        self, cur: Any, request: PublishRequest, kept: Sequence[KeptModel]
+    ) -> PublishedVersion:
+        table = self.dialect.qualified((self.schema, VERSIONS_TABLE))
+        before = self.snapshot_of(table) if self.exists(table) else None
+        version = super()._record_version(cur, request, kept)
+        held = self._versions
+        if held is None or before is None or held[0] != before:
+            return version
+        t = self.iceberg_table(table)
+        head = t.refs().get("main")
+        parent = None if head is None else t.snapshot(head.snapshotId()).parentId()
+        # The head's parent is the snapshot read: the head is this append (a commit by anyone
+        # else since would sit between them). Otherwise the next read queries.
+        if parent is not None and int(parent) == before:
+            both = sorted((*held[1], version), key=version_order)
+            self._versions = (int(head.snapshotId()), tuple(both))
+        return version
 
     def backup_rows(self, publication_id: str) -> int | None:
         """None: what a publication replaced stays in the tables' snapshots (the rows the audit

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .core import AuditScope, SqlEngine, Written, audit_schema, task_parts, writes_period
+from .core import (
+    AuditScope,
+    SqlEngine,
+    Written,
+    audit_schema,
+    task_parts,
+    version_of_row,
+    version_order,
+    writes_period,
+)
 from .dialect import Dialect, Rel
 
 __all__ = [
@@ -13,5 +22,7 @@ __all__ = [
     "Written",
     "audit_schema",
     "task_parts",
+    "version_of_row",
+    "version_order",
     "writes_period",
 ]

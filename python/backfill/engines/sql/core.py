@@ -1547,8 +1547,11 @@ class SqlEngine(Engine):
         listed = ", ".join(self.dialect.qualified(t) for t in tables)
         cur.execute(f"LOCK TABLE {listed} IN ACCESS EXCLUSIVE MODE")
 
-    def _record_version(self, cur: Any, request: PublishRequest, kept: Sequence[KeptModel]) -> None:
-        """Records what the publish kept in ``backfill_versions``, in its transaction."""
+    def _record_version(
+        self, cur: Any, request: PublishRequest, kept: Sequence[KeptModel]
+    ) -> PublishedVersion:
+        """Records what the publish kept in ``backfill_versions``, in its transaction; returns
+        it as :meth:`published_versions` reads it back."""
         assert request.publication_id is not None
         d = self.dialect
         table = d.qualified((self.schema, VERSIONS_TABLE))
@@ -1565,28 +1568,20 @@ class SqlEngine(Engine):
         )
         row = (*(getattr(version, n) for n in VERSIONS_COLUMNS[:-1]), version.models_json())
         self._insert_rows(cur, table, VERSIONS_COLUMNS, [row])
+        return version_of_row(row)
 
     def published_versions(self, project: Project) -> list[PublishedVersion]:
-        d = self.dialect
         rel = (self.schema, VERSIONS_TABLE)
         with self.connect() as cur:
             if self._kind(cur, rel) is None:
                 return []
-            names = ", ".join(d.quote(n) for n in VERSIONS_COLUMNS)
-            rows = self._rows(
-                cur, f"SELECT {names} FROM {d.qualified(rel)} ORDER BY published_at, publication_id"
-            )
-        return [
-            PublishedVersion(
-                str(r[0]),
-                str(r[1]),
-                None if r[2] is None else str(r[2]),
-                str(r[3]),
-                None if r[4] is None else str(r[4]),
-                decode_models(str(r[5]), f"{VERSIONS_TABLE} {r[0]}"),
-            )
-            for r in rows
-        ]
+            rows = self._rows(cur, self._versions_query(self.dialect.qualified(rel)))
+        return [version_of_row(r) for r in rows]
+
+    def _versions_query(self, relation: str) -> str:
+        """The query of every recorded version in ``relation``, in the order they are listed."""
+        names = ", ".join(self.dialect.quote(n) for n in VERSIONS_COLUMNS)
+        return f"SELECT {names} FROM {relation} ORDER BY published_at, publication_id"
 
     def drop_backup(self, publication_id: str) -> None:
         with self.connect() as cur:
@@ -2103,3 +2098,21 @@ def _same_types(a: Sequence[Column], b: Sequence[Column]) -> bool:
 
 def _kind_in(cols: Sequence[Column], name: str | None) -> ColumnKind | None:
     return next((c.kind for c in cols if c.name == name), None)
+
+
+def version_of_row(row: Sequence[Any]) -> PublishedVersion:
+    """A row of ``backfill_versions`` (in :data:`VERSIONS_COLUMNS`' order) as its record."""
+    r = row
+    return PublishedVersion(
+        str(r[0]),
+        str(r[1]),
+        None if r[2] is None else str(r[2]),
+        str(r[3]),
+        None if r[4] is None else str(r[4]),
+        decode_models(str(r[5]), f"{VERSIONS_TABLE} {r[0]}"),
+    )
+
+
+def version_order(v: PublishedVersion) -> tuple[str, str]:
+    """The order :meth:`SqlEngine.published_versions` lists versions in."""
+    return (v.published_at, v.publication_id)
