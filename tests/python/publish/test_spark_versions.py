@@ -240,3 +240,36 @@ def test_the_record_of_publications_is_read_once_a_snapshot_and_an_outside_appen
     outside = dataclasses.replace(now[0], publication_id="pub_outside")
     assert after == sorted([*now, outside], key=version_order)
     assert after == fresh()
+
+
+def test_an_audit_of_few_rows_reads_each_model_in_one_query_with_the_diffs_new_side(
+    shop_on_spark: backfill.Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Few rows (under ``held_rows``): the one query of a model's audit reads main's rows and
+    the branch's together, and the diff of the differing partitions takes the branch's from
+    it (a Spark job's fixed cost each saved); the findings are those of an audit that reads
+    nothing up front."""
+    bf = _backfill(shop_on_spark)
+    engine: Any = bf.engine
+    queries: list[str] = []
+    arrow = engine._arrow
+
+    def counted(sql: str) -> Any:
+        queries.append(sql)
+        return arrow(sql)
+
+    monkeypatch.setattr(engine, "_arrow", counted)
+    report = bf.audit()
+    assert all(report[m].differing for m in MODELS)  # the fix changes every model's days
+    assert len(queries) == len(MODELS), queries
+    # main's rows (side 0) and the branch's (side 1, at its head snapshot) in the one query
+    assert all(" UNION ALL SELECT 1 AS __side" in q for q in queries), queries
+    monkeypatch.setattr(engine, "held_rows", 0)  # every question asked of the tables
+    again = bf.audit()
+    for m in MODELS:
+        assert [p.to_dict() for p in again[m].partitions] == [
+            p.to_dict() for p in report[m].partitions
+        ]
+        assert again[m].totals == report[m].totals
+        assert again[m].diff is not None and report[m].diff is not None
+        assert again[m].diff.summary == report[m].diff.summary

@@ -1436,11 +1436,13 @@ class SqlEngine(Engine):
         """Answers the scope's questions before they are asked: with ``audit_in_one_query``,
         one query for every question of every area (:mod:`.audit_facts`); else as they come.
         When the areas hold at most ``held_rows`` rows, that query reads their rows instead,
-        which the diff's streams of ``diff_area`` then take (:meth:`stream_pair`)."""
+        which the diff's streams of ``diff_area`` then take (:meth:`stream_pair`): with
+        ``diff_area``'s rows too when the audit did not ask about it (its fingerprints are the
+        run's), so the diff of the differing partitions needs no query of its own."""
         if not self.audit_in_one_query:
             return
         with self.connect() as cur:
-            if diff_area is not None and self._hold(cur, project, scope, areas):
+            if diff_area is not None and self._hold(cur, project, scope, areas, diff_area):
                 return
             sides = [self._source(cur, project, scope.model, a, False) for a in areas]
             answer_up_front(
@@ -1451,9 +1453,17 @@ class SqlEngine(Engine):
                 [s for s in sides if s],
             )
 
-    def _hold(self, cur: Any, project: Project, scope: AuditScope, areas: Sequence[Area]) -> bool:
+    def _hold(
+        self,
+        cur: Any,
+        project: Project,
+        scope: AuditScope,
+        areas: Sequence[Area],
+        diff_area: Area,
+    ) -> bool:
         """The rows of the scope in ``areas`` read and held (:func:`.audit_facts.hold_rows`)
-        when they are few and of the same columns; False when not."""
+        when they are few and of the same columns, with ``diff_area``'s too when they fit;
+        False when not."""
         et = project_model(project, scope.model).event_time
         if self.held_rows <= 0 or not et or not areas or areas[0] != PUBLISHED:
             return False
@@ -1463,6 +1473,16 @@ class SqlEngine(Engine):
             return False
         if not self._rows_at_most(cur, [rel for rel, _ in sides], self.held_rows):
             return False
+        extra = (
+            None if diff_area in areas else self._source(cur, project, scope.model, diff_area, True)
+        )
+        if (
+            extra is not None
+            and extra[0] not in [rel for rel, _ in sides]
+            and _same_types(sides[0][1], extra[1])
+            and self._rows_at_most(cur, [rel for rel, _ in (*sides, extra)], self.held_rows)
+        ):
+            sides.append(extra)  # the diff's new side: no query of its own (see _held_pair)
         import pyarrow as pa
 
         def fetch(sql: str) -> Any:
