@@ -81,6 +81,8 @@ class Result:
     jobs_publish: int = 0
     retries: int = 0  # attempts of the run's tasks beyond the first (commit conflicts)
     ratios: tuple[float, ...] = ()  # each round's backfill over its plain jobs
+    #: each round's seconds: run, audit, publish, plain jobs, join (a drift shows here)
+    by_round: tuple[tuple[float, float, float, float, float], ...] = ()
 
     @property
     def backfill_ratio(self) -> float:
@@ -108,6 +110,11 @@ class Result:
             f"(target >= 3x: {'met' if r2 >= 3 else 'NOT met'}); first round "
             f"{self.t_audit_first:.2f} s vs {self.t_join_first:.2f} s: "
             f"{self.t_join_first / self.t_audit_first:.2f}x",
+            "  seconds by round (run + audit + publish | plain | join): "
+            + "; ".join(
+                f"{r:.1f} + {a:.2f} + {p:.2f} | {pl:.1f} | {j:.2f}"
+                for r, a, p, pl, j in self.by_round
+            ),
             f"  driver peak RSS: Python {self.py_peak_mb:.0f} MB, JVM {self.jvm_peak_mb:.0f} MB",
             f"  load average {os.getloadavg()[0]:.1f}",
         ]
@@ -343,6 +350,7 @@ def measure(
         round(med(lambda x: x.jobs_publish)),
         retries,
         tuple(x.backfill / x.plain for x in rounds),
+        tuple((x.run, x.audit, x.publish, x.plain, x.join) for x in rounds),
     ), bf
 
 
