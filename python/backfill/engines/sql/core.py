@@ -2122,14 +2122,14 @@ def _kind_in(cols: Sequence[Column], name: str | None) -> ColumnKind | None:
 
 def version_of_row(row: Sequence[Any]) -> PublishedVersion:
     """A row of ``backfill_versions`` (in :data:`VERSIONS_COLUMNS`' order) as its record."""
-    r = row
+    pub, bid, rolls_back, published_at, keep_until, models = row
     return PublishedVersion(
-        str(r[0]),
-        str(r[1]),
-        None if r[2] is None else str(r[2]),
-        str(r[3]),
-        None if r[4] is None else str(r[4]),
-        decode_models(str(r[5]), f"{VERSIONS_TABLE} {r[0]}"),
+        str(pub),
+        str(bid),
+        None if rolls_back is None else str(rolls_back),
+        str(published_at),
+        None if keep_until is None else str(keep_until),
+        decode_models(str(models), f"{VERSIONS_TABLE} {pub}"),
     )
 
 
