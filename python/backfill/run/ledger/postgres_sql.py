@@ -283,7 +283,9 @@ def finish(target: TaskState) -> tuple[bytes, bytes]:
     # One instant for the end, cut to the millisecond the stamps show: the attempt's (and the
     # task's) finished_at, and a retry due that instant + its delay (so the recorded gap before
     # the next attempt, whose claim compares not_before with its own clock, is never shorter).
-    end = "(SELECT ts FROM clock)"
+    # The statement's start is that instant, the same wherever it is read in the statement (a
+    # CTE holding clock_timestamp() cost 0.14 ms of server CPU a task: claims of one, 15%).
+    end = "date_trunc('milliseconds', statement_timestamp())"
     stamp = NOW.replace("clock_timestamp()", end)
     sets = {
         T.DONE: f"rows_written = %(rows)s, fingerprint = %(fp)s, finished_at = {stamp}, "
@@ -293,8 +295,7 @@ def finish(target: TaskState) -> tuple[bytes, bytes]:
     }[target]
     ended = sources(ATTEMPT_TRANSITIONS, A.DONE)  # the same sources for DONE and FAILED
     sql = f"""
-WITH clock AS MATERIALIZED (SELECT date_trunc('milliseconds', clock_timestamp()) AS ts),
-held AS (
+WITH held AS (
     DELETE FROM leases WHERE backfill_id = %(b)s AND task_id = %(t)s AND worker = %(w)s
         AND attempt_id = %(a)s RETURNING 1),
 attempt AS (
