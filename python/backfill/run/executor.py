@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -405,10 +404,8 @@ class TaskExecutor:
         if stop is not None and stop.aborted:
             return _interrupted(claim, base, ledger, backfill_id, worker, seconds, error, stop)
         transient = is_transient(failure)
-        # Whole milliseconds, rounded up: the ledger's stamps are, and it adds the delay to
-        # the end's stamp, so the recorded gap before the next attempt is at least the backoff.
         retry_in = (
-            math.ceil(backoff * 2 ** (claim.attempt - 1) * 1000) / 1000
+            backoff * 2 ** (claim.attempt - 1)
             if transient and claim.attempt < max_attempts
             else None
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import socket
 import uuid
@@ -181,9 +182,13 @@ class TaskEnd:
 
     @classmethod
     def failure(cls, seconds: float, error: str | None, retry_in: float | None = None) -> TaskEnd:
-        if retry_in is not None and not retry_in >= 0:
+        if retry_in is None:
+            return cls(False, seconds, error=error)
+        if not retry_in >= 0:
             raise InvalidInputError(f"retry_in {retry_in!r}: expected seconds >= 0 or None")
-        return cls(False, seconds, error=error, retry_in=retry_in)
+        # Whole milliseconds, rounded up: the ledger's stamps are, so a delay added to the
+        # end's stamp stays at least ``retry_in`` in the stamps users read.
+        return cls(False, seconds, error=error, retry_in=math.ceil(retry_in * 1000) / 1000)
 
 
 @dataclass(frozen=True)
