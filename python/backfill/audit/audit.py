@@ -678,11 +678,17 @@ def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> Audi
     # engine calls are a few round trips or small jobs (a Spark job a model: 0.3-0.5 s of
     # scheduling each for a one-row-a-day table), which overlap. The report keeps the order; a
     # model that fails stops the models not yet started (the running one finishes first).
+    # The models with the most partitions start first (longest first: on Spark a model's
+    # audit takes about its partitions' files to read, so a one-row-a-month rollup started
+    # beside a daily model and followed by another daily one made the audit ~30% longer).
     pool = concurrent.futures.ThreadPoolExecutor(
         max(1, min(AUDIT_THREADS, len(order))), thread_name_prefix="audit"
     )
     try:
-        audits = list(pool.map(one, order))
+        started = {
+            m: pool.submit(one, m) for m in sorted(order, key=lambda m: len(parts[m]), reverse=True)
+        }
+        audits = [started[m].result() for m in order]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         bf.engine.close()  # let other processes (readers, runners) open the file

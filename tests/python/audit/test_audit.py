@@ -176,6 +176,43 @@ def test_models_are_audited_side_by_side_and_reported_in_order(
     ]  # the same findings as the audit before
 
 
+def test_the_models_with_most_partitions_start_first_and_the_report_keeps_the_order(
+    shop_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Longest first: the 7-day model (its window reaches 6 days past the fix's) before the
+    # daily one it reads, the monthly rollup last, whatever the topological order says; the
+    # report lists the models in that order still.
+    from backfill.audit import audit as audit_module
+
+    bf = run_fix(shop_dir, "2026-07-25", "2026-08-11")
+    started: list[str] = []
+    real = audit_module.audit_model
+
+    def audit_model(
+        engine: Any,
+        project: Any,
+        backfill_id: str,
+        area: Any,
+        model: str,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        started.append(model)
+        return real(engine, project, backfill_id, area, model, *args, **kwargs)
+
+    monkeypatch.setattr(audit_module, "audit_model", audit_model)
+    monkeypatch.setattr(audit_module, "AUDIT_THREADS", 1)  # one at a time: the start order
+    parts = bf.partitions()
+    assert [len(parts[m]) for m in ("fct_daily_sales", "fct_sales_7d", "fct_monthly_sales")] == [
+        17,
+        23,
+        2,
+    ]
+    report = bf.audit()
+    assert started == ["fct_sales_7d", "fct_daily_sales", "fct_monthly_sales"]
+    assert list(report.models) == ["fct_daily_sales", "fct_monthly_sales", "fct_sales_7d"]
+
+
 def test_a_model_whose_audit_fails_fails_the_audit_with_its_own_error(
     shop_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -273,3 +273,40 @@ def test_an_audit_of_few_rows_reads_each_model_in_one_query_with_the_diffs_new_s
         assert again[m].totals == report[m].totals
         assert again[m].diff is not None and report[m].diff is not None
         assert again[m].diff.summary == report[m].diff.summary
+
+
+def test_the_column_types_of_a_snapshot_are_asked_once_and_are_that_snapshots(
+    shop_on_spark: backfill.Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An audit reads each table at a pinned snapshot, whose column types it asks of many
+    questions: asked of Spark once per snapshot (a second audit of the same snapshots asks
+    none). The premise of remembering them: Iceberg reads a snapshot with the schema it was
+    written with, so a column added later is not in an earlier snapshot's types."""
+    bf = _backfill(shop_on_spark)
+    engine: Any = bf.engine
+    asked: list[str] = []
+    types = engine._types
+
+    def counted(sql_or_table: str) -> dict[str, str]:
+        if "VERSION AS OF" in sql_or_table:
+            asked.append(sql_or_table)
+        return types(sql_or_table)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(engine, "_types", counted)
+    first = bf.audit()
+    # main's and the branch's snapshot of each model: once each
+    assert len(asked) == len(set(asked)) == 2 * len(MODELS), asked
+    again = bf.audit()
+    assert len(asked) == 2 * len(MODELS)
+    assert [a.to_dict() for a in again.models.values()] == [
+        a.to_dict() for a in first.models.values()
+    ]
+    table = engine.table("fct_daily_sales")
+    before = engine.snapshot_of(table)
+    _sql(engine, f"ALTER TABLE {table} ADD COLUMN note string")
+    _sql(engine, f"INSERT INTO {table} SELECT DATE '2020-01-01', 1, 1, 1.00, 'added'")
+    after = engine.snapshot_of(table)
+    assert after != before
+    assert "note" not in engine.snapshot_types(table, before)
+    assert "note" not in types(f"(SELECT * FROM {table} VERSION AS OF {before})")  # Iceberg's
+    assert engine.snapshot_types(table, after)["note"] == "string"

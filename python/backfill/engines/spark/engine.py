@@ -167,6 +167,7 @@ class SparkEngine(IcebergTables, SqlEngine):
         self._checked: set[str] = set()
         self._branches: set[tuple[str, str]] = set()
         self._table_types: dict[str, dict[str, str]] = {}
+        self._snapshot_types: dict[tuple[str, int], dict[str, str]] = {}
         self._views = 0
         self._moved: list[Moved] = []
         # (snapshot id, the versions it holds) of backfill_versions: see published_versions
@@ -570,13 +571,19 @@ class SparkEngine(IcebergTables, SqlEngine):
                 return table, self._columns(cur, self.published(project, model)) or []
             rel = self._at(table, snap)
             self._rel_refs[rel] = (table, "main", snap)
-            return rel, [Column(n, t, kind_of(t)) for n, t in self._types(rel).items()]
+            return rel, [
+                Column(n, t, kind_of(t)) for n, t in self.snapshot_types(table, snap).items()
+            ]
         branch = self.branch(str(area.backfill_id))
         if not self.has_branch(table, branch):
             return None
         snap = self._pin(table, branch)
-        rel = self._on_branch(table, branch) if snap is None else self._at(table, snap)
-        cols = [Column(n, t, kind_of(t)) for n, t in self._types(rel).items()]
+        if snap is None:
+            rel = self._on_branch(table, branch)
+            types = self._types(rel)
+        else:
+            rel, types = self._at(table, snap), self.snapshot_types(table, snap)
+        cols = [Column(n, t, kind_of(t)) for n, t in types.items()]
         periods = area.periods.get(model)
         if periods and m.event_time and m.strategy in ("replace", "merge", "append"):
             kind = next((c.kind for c in cols if c.name == m.event_time), None)
