@@ -6,6 +6,7 @@ again and find it."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,7 @@ def test_an_audit_of_few_rows_reads_each_model_in_one_query_with_the_diffs_new_s
     assert len(queries) == len(MODELS), queries
     # main's rows (side 0) and the branch's (side 1, at its head snapshot) in the one query
     assert all(" UNION ALL SELECT 1 AS __side" in q for q in queries), queries
+    assert all("WITH ('split-size' = " in q for q in queries), queries  # see the next test
     monkeypatch.setattr(engine, "held_rows", 0)  # every question asked of the tables
     again = bf.audit()
     for m in MODELS:
@@ -310,3 +312,32 @@ def test_the_column_types_of_a_snapshot_are_asked_once_and_are_that_snapshots(
     assert "note" not in engine.snapshot_types(table, before)
     assert "note" not in types(f"(SELECT * FROM {table} VERSION AS OF {before})")  # Iceberg's
     assert engine.snapshot_types(table, after)["note"] == "string"
+
+
+def test_the_rows_of_an_audit_of_few_rows_are_read_in_about_a_task_a_core(
+    shop_on_spark: backfill.Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Iceberg plans a Spark task per few files, and a daily table of few rows has a file a
+    day: the held query of a month of it reads each side in about one task a core instead,
+    and finds what the audit that asks the tables finds."""
+    p = shop_on_spark
+    bf = p.backfill(p.plan("fct_daily_sales", "2026-07-01", "2026-08-01", as_of=AS_OF), reason="x")
+    assert bf.run(concurrency=2, backoff=0.0).ok
+    engine: Any = bf.engine
+    queries: list[str] = []
+    arrow = engine._arrow
+
+    def counted(sql: str) -> Any:
+        queries.append(sql)
+        return arrow(sql)
+
+    monkeypatch.setattr(engine, "_arrow", counted)
+    report = bf.audit()
+    assert len(queries) == 1 and "WITH ('split-size' = " in queries[0], queries
+    cores = engine.spark.sparkContext.defaultParallelism
+    planned = re.sub(r" WITH \('split-size' = '\d+'\)", "", queries[0])
+    assert engine.small.sql(queries[0]).rdd.getNumPartitions() <= 2 * cores  # two sides
+    assert engine.small.sql(planned).rdd.getNumPartitions() > 2 * cores  # Iceberg's planning
+    monkeypatch.setattr(engine, "held_rows", 0)
+    again = bf.audit()
+    assert again["fct_daily_sales"].to_dict() == report["fct_daily_sales"].to_dict()

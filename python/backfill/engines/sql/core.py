@@ -1490,10 +1490,24 @@ class SqlEngine(Engine):
                 return pa.table(rows)
 
         self._label(f"backfill: rows of {scope.model}")
-        held = hold_rows(self.dialect, fetch, et, scope, sides, self._select_list(sides[0][1]))
+        held = hold_rows(
+            self.dialect,
+            fetch,
+            et,
+            scope,
+            sides,
+            self._select_list(sides[0][1]),
+            self._few_rows_of,
+        )
         if held:
             log.debug("audit of %s: rows read whole in one query", scope.model)
         return held
+
+    def _few_rows_of(self, rel: str) -> str:
+        """``rel`` (of at most ``held_rows`` rows, see :meth:`_rows_at_most`) as a read of
+        all its rows at once is best written here: ``rel`` itself unless the engine knows
+        better."""
+        return rel
 
     def _rows_at_most(self, cur: Any, rels: Sequence[str], limit: int) -> bool:
         """Whether the relations ``rels`` hold at most ``limit`` rows in all, as the
