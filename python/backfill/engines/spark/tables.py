@@ -4,6 +4,7 @@ snapshots, ancestry: no Spark job each), table and branch creation, dropping are
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import threading
 import uuid
@@ -243,13 +244,27 @@ class IcebergTables:
         return branch
 
     def drop_area(self, backfill_id: str) -> None:
+        """Drops the backfill's branch from every table that has it (any worker on any host
+        may have made one, so every table of the schema is looked at). Through Iceberg's API,
+        two tables at a time: a table's refs are in the metadata its load reads anyway, and
+        the SQL statement's parse and analysis cost more than the commit (the shop's 7 tables:
+        0.21 s by SQL one by one, 0.15 s so)."""
         branch = self.branch(backfill_id)
         self._branches = {tb for tb in self._branches if tb[1] != branch}
         spark = self._job(f"backfill: drop area {backfill_id}")
-        for row in arrow_rows(spark, f"SHOW TABLES IN {self._ns()}"):
-            table = self.table(str(row[1]))
+        tables = [
+            self.table(str(row[1])) for row in arrow_rows(spark, f"SHOW TABLES IN {self._ns()}")
+        ]
+
+        def drop(table: str) -> None:
             with self._locks[table]:
-                spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS {quote(branch)}")
+                t = self.iceberg_table(table)
+                ref = t.refs().get(branch)
+                if ref is not None and bool(ref.isBranch()):
+                    t.manageSnapshots().removeBranch(branch).commit()
+
+        with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="drop-area") as pool:
+            list(pool.map(drop, tables))  # re-raises the first failure
 
     def lock(self, table: str) -> threading.Lock:
         """The in-process lock serializing metadata changes of ``table``."""
