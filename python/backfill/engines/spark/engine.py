@@ -172,8 +172,6 @@ class SparkEngine(IcebergTables, SqlEngine):
         self._branches: set[tuple[str, str]] = set()
         self._table_types: dict[str, dict[str, str]] = {}
         self._snapshot_types: dict[tuple[str, int], dict[str, str]] = {}
-        # (table, snapshot) -> its data files, from the summary _rows_at_most reads
-        self._files_at: dict[tuple[str, int], int] = {}
         self._views = 0
         self._moved: list[Moved] = []
         # (snapshot id, the versions it holds) of backfill_versions: see published_versions
@@ -687,34 +685,28 @@ class SparkEngine(IcebergTables, SqlEngine):
                 if ref is None:
                     return False
                 snap = ref.snapshotId()
-            summary = t.snapshot(snap).summary()
-            records = summary.get("total-records")
+            records = t.snapshot(snap).summary().get("total-records")
             if records is None:
                 return False
-            if found[2] is not None:  # pinned: see _few_rows_of
-                self._files_at[(found[0], int(snap))] = int(summary.get("total-data-files") or 0)
             total += int(records)
             if total > limit:
                 return False
         return True
 
-    def _few_rows_of(self, rel: str) -> str:
-        """A pinned ``rel`` read in about as many Spark tasks as the session has cores.
-        Iceberg plans a task per few files (a daily table of one row a day: 23 tasks for 90
-        files), and on few rows a task's own cost is most of the read: 90 one-row files read
-        in 0.25 s as 23 tasks, 0.16 s as one (median of 10, local[2]). The split size that
-        makes about one task a core is that of the table's files at the snapshot, each
-        weighed at least Iceberg's open-file cost (4 MiB, so tiny files still spread over
-        the cores), never below Iceberg's default of 128 MiB."""
+    def _few_rows_of(self, rel: str, parts: int) -> str:
+        """A pinned ``rel`` read of ``parts`` partitions in about as many Spark tasks as the
+        session has cores. Iceberg plans a task per few files (a daily table of one row a
+        day: 23 tasks for 90 files), and on few rows a task's own cost is most of the read:
+        90 one-row files read in 0.25 s as 23 tasks, 0.16 s as one (median of 10, local[2]).
+        The split size that makes about a task a core weighs each partition at Iceberg's
+        open-file cost (4 MiB: a partition is at least a file, however small), never below
+        Iceberg's default of 128 MiB (then a few partitions are one task)."""
         found = self._rel_refs.get(rel)
-        if found is None or found[2] is None:
+        if found is None or found[2] is None or parts <= 0:
             return rel
         table, snap = found[0], found[2]
-        files = self._files_at.get((table, snap))
-        if not files:
-            return rel
         cores = max(1, int(self.spark.sparkContext.defaultParallelism))
-        split = max(_SPLIT_DEFAULT, -(-files * _OPEN_FILE_COST // cores))
+        split = max(_SPLIT_DEFAULT, -(-parts * _OPEN_FILE_COST // cores))
         pinned = self._at(table, snap)
         few = f"(SELECT * FROM {table} VERSION AS OF {snap} WITH ('split-size' = '{split}'))"
         return rel.replace(pinned, few)

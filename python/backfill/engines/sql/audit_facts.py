@@ -308,7 +308,7 @@ def hold_rows(
     scope: AuditScope,
     sides: Sequence[tuple[str, list[Column]]],
     select: str,
-    read_as: Callable[[str], str] | None = None,
+    read_as: Callable[[str, int], str] | None = None,
 ) -> bool:
     """Reads the rows of the scope's parts in ``sides`` (the versions the audit asks about, of
     the same columns: the published one, and the audit area's unless the run's fingerprints
@@ -318,8 +318,9 @@ def hold_rows(
     that a query's fixed cost dwarfs their rows (a Spark job each: the fingerprint aggregate
     costs a shuffle besides), this is the query of the audit's questions. False when the
     rows' event times cannot be placed in the parts on the driver (a type without exact bounds
-    here, overlapping parts). ``read_as``: the relation the query reads for a side's (the
-    same rows, read as the engine reads few rows best); the answers stay keyed by the side's."""
+    here, overlapping parts). ``read_as``: the relation the query reads for a side's, given
+    the number of partitions read (the same rows, read as the engine reads few rows best);
+    the answers stay keyed by the side's."""
     cols = sides[0][1]
     kind = dialect.kind_of({c.name: c.type for c in cols}.get(event_time, ""))
     if kind not in (ColumnKind.DATE, ColumnKind.TIMESTAMP, ColumnKind.TIMESTAMP_TZ):
@@ -333,7 +334,7 @@ def hold_rows(
         [list(k) for k in scope.keys],
     )
     sql = " UNION ALL ".join(
-        held_select(dialect, i, read_as(rel) if read_as else rel, cols, q, select)
+        held_select(dialect, i, read_as(rel, len(scope.parts)) if read_as else rel, cols, q, select)
         for i, (rel, _) in enumerate(sides)
     )
     table = _part_of(fetch(sql), scope.parts, kind)

@@ -1503,10 +1503,10 @@ class SqlEngine(Engine):
             log.debug("audit of %s: rows read whole in one query", scope.model)
         return held
 
-    def _few_rows_of(self, rel: str) -> str:
+    def _few_rows_of(self, rel: str, parts: int) -> str:
         """``rel`` (of at most ``held_rows`` rows, see :meth:`_rows_at_most`) as a read of
-        all its rows at once is best written here: ``rel`` itself unless the engine knows
-        better."""
+        all its rows in ``parts`` partitions at once is best written here: ``rel`` itself
+        unless the engine knows better."""
         return rel
 
     def _rows_at_most(self, cur: Any, rels: Sequence[str], limit: int) -> bool:
