@@ -679,8 +679,9 @@ def audit_backfill(bf: Backfill, gates: Mapping[str, Any] | None = None) -> Audi
     # scheduling each for a one-row-a-day table), which overlap. The report keeps the order; a
     # model that fails stops the models not yet started (the running one finishes first).
     # The models with the most partitions start first (longest first: on Spark a model's
-    # audit takes about its partitions' files to read, so a one-row-a-month rollup started
-    # beside a daily model and followed by another daily one made the audit ~30% longer).
+    # audit takes about the time to read its partitions' files, and in topological order the
+    # shop's monthly rollup took a thread beside one daily model while the other daily model
+    # waited for it, so two daily models ran one after the other).
     pool = concurrent.futures.ThreadPoolExecutor(
         max(1, min(AUDIT_THREADS, len(order))), thread_name_prefix="audit"
     )
