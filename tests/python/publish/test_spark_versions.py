@@ -344,3 +344,36 @@ def test_the_rows_of_an_audit_of_few_rows_are_read_in_about_a_task_a_core(
     monkeypatch.setattr(engine, "held_rows", 0)
     again = bf.audit()
     assert again["fct_daily_sales"].to_dict() == report["fct_daily_sales"].to_dict()
+
+
+def test_spark_jobs_are_described_by_what_runs_them(
+    shop_on_spark: backfill.Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's UI and event log name each job by its description: an audit's queries say
+    audit and the model, a publish's say publish, a rollback's say rollback (every query of the
+    engine used to say audit)."""
+    p = shop_on_spark
+    bf = _backfill(p)
+    engine: Any = bf.engine
+    said: list[str] = []
+    job = engine._job
+
+    def described(description: str) -> Any:
+        said.append(description)
+        return job(description)
+
+    monkeypatch.setattr(engine, "_job", described)
+    monkeypatch.setattr(engine, "held_rows", 0)  # the audit's questions as queries (_rows)
+    bf.audit()
+    audit = list(said)
+    assert {f"backfill: audit of {m}" for m in MODELS} <= set(audit), audit
+    said.clear()
+    published = bf.publish("ours")
+    assert said and not any("audit" in d for d in said), said
+    assert f"backfill: publish {bf.id}" in said
+    said.clear()
+    engine._versions = None  # the record of publications is read again, as by a new process
+    p.rollback(published.id, note="back", engine=engine)
+    assert said and not any("audit" in d for d in said), said
+    assert "backfill: the record of publications" in said
+    assert any(d.startswith("backfill: rollback ") for d in said), said

@@ -290,8 +290,20 @@ class SparkEngine(IcebergTables, SqlEngine):
         return spark
 
     def _rows(self, cur: Any, sql: str) -> list[tuple[Any, ...]]:
-        self._job("backfill: audit")  # this thread's jobs in the engine's pool
+        # This thread's jobs in the engine's pool, named for what the thread is doing (Spark's
+        # UI and event log): a rollback's reads are not an audit's.
+        self._job(getattr(self._pins, "phase", None) or "backfill: query")
         return arrow_rows(self.small, sql)
+
+    @contextlib.contextmanager
+    def phase(self, label: str) -> Iterator[None]:
+        """This thread's queries inside the block are Spark jobs described as ``label``."""
+        before = getattr(self._pins, "phase", None)
+        self._pins.phase = label
+        try:
+            yield
+        finally:
+            self._pins.phase = before
 
     def _columns(self, cur: Any, rel: Rel) -> list[Column] | None:
         table = self.dialect.qualified(rel)
@@ -635,7 +647,8 @@ class SparkEngine(IcebergTables, SqlEngine):
             versions.append(None if ref is None else str(ref.snapshotId()))
         self._pins.snapshots = pins
         try:
-            yield versions
+            with self.phase(f"backfill: audit of {model}"):
+                yield versions
         finally:
             self._pins.snapshots = before
 
@@ -778,7 +791,8 @@ class SparkEngine(IcebergTables, SqlEngine):
         held = self._versions
         if held is not None and held[0] == snap:
             return list(held[1])
-        rows = self._rows(None, self._versions_query(f"{table} VERSION AS OF {snap}"))
+        with self.phase("backfill: the record of publications"):
+            rows = self._rows(None, self._versions_query(f"{table} VERSION AS OF {snap}"))
         found = tuple(version_of_row(r) for r in rows)
         self._versions = (snap, found)
         return list(found)

@@ -57,8 +57,10 @@ def publishing(engine: SparkEngine, request: PublishRequest) -> Iterator[list[Mo
     """The core's publish flow (stale checks, a swap per model, the changelog) runs inside: one
     publish at a time in this process, and the tables moved so far (the list it yields, which
     :func:`swap` fills) go back to their snapshots when it fails."""
-    engine._job(f"backfill: publish {request.backfill_id}")  # names this thread's Spark jobs
-    with _publishing:
+    what = "rollback" if any(pm.restore is not None for pm in request.models) else "publish"
+    label = f"backfill: {what} {request.backfill_id}"
+    engine._job(label)  # names this thread's Spark jobs
+    with _publishing, engine.phase(label):
         done: list[Moved] = []
         try:
             yield done
